@@ -1,0 +1,115 @@
+-- Revisions are written by triggers on membank_private.memories, so every
+-- path that changes a memory (API, purge, TTL purge, later consolidation)
+-- records one, and none can forget. What the caller knows beyond the row
+-- (labels, source event ids, extracted memories) travels in the
+-- transaction-local setting membank.revision_context, set by
+-- set_revision_context() and cleared by clear_revision_context().
+
+-- name: set_revision_context: attach labels/sources to the revisions written next.
+create or replace function membank_private.set_revision_context(
+    labels jsonb default '{}',
+    source_event_ids text[] default '{}',
+    extracted_memories jsonb default null
+) returns void
+language sql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select set_config('membank.revision_context', jsonb_build_object(
+        'labels', coalesce(labels, '{}'),
+        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
+        'extracted_memories', extracted_memories)::text, true);
+$$;
+
+-- name: clear_revision_context: forget the context so later statements do not inherit it.
+create or replace function membank_private.clear_revision_context()
+returns void
+language sql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select set_config('membank.revision_context', '', true);
+$$;
+
+-- name: memories_before_update: bump the revision, keep name and scope fixed.
+create or replace function membank_private.memories_before_update()
+returns trigger
+language plpgsql
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if new.name <> old.name or new.scope <> old.scope then
+        raise exception 'a memory''s name and scope never change'
+            using errcode = 'MB001',
+                  hint = 'create a new memory in the other scope and delete this one';
+    end if;
+    new.revision := old.revision + 1;
+    new.update_time := statement_timestamp();
+    return new;
+end
+$$;
+
+-- name: memories_write_revision: append the immutable revision of a change.
+create or replace function membank_private.memories_write_revision()
+returns trigger
+language plpgsql
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _ctx jsonb := nullif(current_setting('membank.revision_context', true), '')::jsonb;
+    _row membank_private.memories := case when tg_op = 'DELETE' then old else new end;
+begin
+    insert into membank_private.memory_revisions (
+        memory_name, revision, scope_id, scope, action, memory_type,
+        fact, previous_fact, structured_content, previous_structured_content,
+        topics, metadata, expire_time, labels, source_event_ids,
+        extracted_memories, create_time
+    ) values (
+        _row.name,
+        case when tg_op = 'DELETE' then old.revision + 1 else new.revision end,
+        _row.scope_id, _row.scope,
+        case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
+        _row.memory_type,
+        _row.fact,
+        case when tg_op = 'INSERT' then null else old.fact end,
+        _row.structured_content,
+        case when tg_op = 'INSERT' then null else old.structured_content end,
+        _row.topics, _row.metadata, _row.expire_time,
+        coalesce(_ctx -> 'labels', '{}'),
+        coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
+        _ctx -> 'extracted_memories',
+        statement_timestamp()
+    );
+    return null;
+end
+$$;
+
+-- name: memory_revisions_immutable: refuse any UPDATE of a revision.
+create or replace function membank_private.memory_revisions_immutable()
+returns trigger
+language plpgsql
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    raise exception 'memory revisions are immutable'
+        using errcode = 'MB002',
+              hint = 'record a change by updating the memory; its trigger writes a new revision';
+end
+$$;
+
+create or replace trigger memories_before_update
+before update on membank_private.memories
+for each row execute function membank_private.memories_before_update();
+
+create or replace trigger memories_write_revision
+after insert or update or delete on membank_private.memories
+for each row execute function membank_private.memories_write_revision();
+
+create or replace trigger memory_revisions_immutable
+before update on membank_private.memory_revisions
+for each row execute function membank_private.memory_revisions_immutable();

@@ -1,0 +1,392 @@
+-- Memories: create, read, list, update, delete, purge.
+-- A memory is visible while expire_time is null or in the future; an
+-- expired memory is invisible to every read at once, and
+-- membank.purge_expired_memories() removes it later.
+
+-- name: to_memory: the public shape of a stored row.
+create or replace function membank_private.to_memory(m membank_private.memories)
+returns membank.memory
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select row(m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,
+               m.metadata, m.revision, m.create_time, m.update_time, m.expire_time)::membank.memory;
+$$;
+
+-- name: is_live: true while a memory has not expired.
+create or replace function membank_private.is_live(expire_time timestamptz)
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select expire_time is null or expire_time > statement_timestamp();
+$$;
+
+-- name: find_memory: the live memory row, locked FOR UPDATE when asked; else P0002.
+create or replace function membank_private.find_memory(
+    name text, scope jsonb, lock boolean default false
+) returns membank_private.memories
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _row membank_private.memories;
+begin
+    if lock then
+        select * into _row from membank_private.memories as m where m.name = _name for update;
+    else
+        select * into _row from membank_private.memories as m where m.name = _name;
+    end if;
+    -- An expired memory, or one of another scope, is reported exactly like a
+    -- missing one: the caller learns nothing about names outside its scope.
+    if _row.name is null
+       or not membank_private.is_live(_row.expire_time)
+       or (_scope is not null and _row.scope <> _scope) then
+        raise exception 'name: memory % not found', _name
+            using errcode = 'no_data_found',
+                  hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
+                  detail = 'argument: name';
+    end if;
+    return _row;
+end
+$$;
+
+-- name: create_memory: store one memory and its first revision.
+create or replace function membank.create_memory(
+    scope jsonb,
+    fact text default null,
+    topics text[] default '{}',
+    metadata jsonb default '{}',
+    ttl interval default null,
+    expire_time timestamptz default null,
+    memory_type text default 'NATURAL_LANGUAGE',
+    structured_content jsonb default null,
+    labels jsonb default '{}',
+    source_event_ids text[] default '{}'
+) returns membank.memory
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _row membank_private.memories;
+begin
+    if memory_type is null or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
+        perform membank_private._raise_invalid('memory_type',
+            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
+            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
+    end if;
+    perform membank_private.set_revision_context(
+        membank_private.validate_object(labels, 'labels'), source_event_ids);
+    insert into membank_private.memories as m (
+        scope, memory_type, fact, structured_content, topics, metadata, expire_time
+    ) values (
+        membank_private.validate_scope(scope),
+        memory_type,
+        case when memory_type = 'NATURAL_LANGUAGE' or fact is not null
+             then membank_private.validate_fact(fact) end,
+        case when memory_type = 'STRUCTURED_PROFILE' or structured_content is not null
+             then membank_private.validate_object(structured_content, 'structured_content') end,
+        membank_private.validate_topics(topics),
+        membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
+        membank_private.resolve_expire_time(ttl, expire_time)
+    ) returning * into _row;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+
+comment on function membank.create_memory(
+    jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[]
+) is
+$$Create one memory in an exact scope and record revision 1 (action CREATED).
+Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string values (1..1024 chars), e.g. {"user_id":"u1"};
+fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
+metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
+memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
+labels jsonb object and source_event_ids text[] are kept on the revision.
+Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
+
+-- name: get_memory: one live memory by name.
+create or replace function membank.get_memory(
+    name text, scope jsonb default null
+) returns membank.memory
+language sql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+    select membank_private.to_memory(membank_private.find_memory(name, scope));
+$$;
+
+comment on function membank.get_memory(text, jsonb) is
+$$Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
+Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
+or belongs to another scope (the four are indistinguishable on purpose).$$;
+
+-- name: page_token: opaque keyset position after (create_time, name).
+create or replace function membank_private.page_token(create_time timestamptz, name uuid)
+returns text
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select translate(encode(convert_to(jsonb_build_object('t', create_time, 'n', name)::text, 'UTF8'),
+                            'base64'), E'+/\n', '-_');
+$$;
+
+-- name: parse_page_token: (create_time, name) from a page token, or 22023.
+create or replace function membank_private.parse_page_token(
+    page_token text, out create_time timestamptz, out name uuid
+)
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _token jsonb;
+begin
+    _token := convert_from(decode(translate(page_token, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+    create_time := (_token ->> 't')::timestamptz;
+    name := (_token ->> 'n')::uuid;
+    if create_time is null or name is null then
+        raise exception using errcode = 'invalid_text_representation';
+    end if;
+exception
+    when others then
+        perform membank_private._raise_invalid('page_token', 'is not a token returned by list_memories',
+            'pass next_page_token from the last row of the previous page, or null for the first page');
+end
+$$;
+
+-- name: list_memories: live memories of exact scopes, keyset-paged, filtered.
+create or replace function membank.list_memories(
+    scope jsonb,
+    page_size integer default 100,
+    page_token text default null,
+    metadata_filter jsonb default null,
+    topics text[] default null,
+    memory_type text default null,
+    created_after timestamptz default null,
+    created_before timestamptz default null,
+    updated_after timestamptz default null,
+    updated_before timestamptz default null
+) returns setof membank.memory_page_item
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scopes jsonb [] := membank_private.validate_scopes(scope);
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
+    _size integer := membank_private.validate_page_size(page_size);
+    _after_time timestamptz := '-infinity';
+    _after_name uuid := '00000000-0000-0000-0000-000000000000';
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+begin
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if page_token is not null then
+        select t.create_time, t.name into _after_time, _after_name
+        from membank_private.parse_page_token(page_token) as t;
+    end if;
+    return query
+    with page as (
+        select m.*
+        from membank_private.memories as m
+        where m.scope_id = any(_scope_ids)
+          and m.scope = any(_scopes)
+          and membank_private.is_live(m.expire_time)
+          and (m.create_time, m.name) > (_after_time, _after_name)
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+          and (list_memories.memory_type is null or m.memory_type = list_memories.memory_type)
+          and (created_after is null or m.create_time > created_after)
+          and (created_before is null or m.create_time < created_before)
+          and (updated_after is null or m.update_time > updated_after)
+          and (updated_before is null or m.update_time < updated_before)
+        order by m.create_time, m.name
+        limit _size + 1
+    ), numbered as (
+        select p.*, row_number() over (order by p.create_time, p.name) as rn, count(*) over () as n
+        from page as p
+    )
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata,
+           x.revision, x.create_time, x.update_time, x.expire_time,
+           case when x.rn = _size and x.n > _size
+                then membank_private.page_token(x.create_time, x.name) end
+    from numbered as x
+    where x.rn <= _size
+    order by x.rn;
+end
+$$;
+
+comment on function membank.list_memories(
+    jsonb, integer, text, jsonb, text[], text, timestamptz, timestamptz, timestamptz, timestamptz
+) is
+$$List the live memories of one exact scope (a JSON object) or of several exact scopes
+(a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
+never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
+non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
+memory_type, created_/updated_ after/before (exclusive bounds).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).$$;
+
+-- name: update_memory: change only the given fields; one new revision.
+create or replace function membank.update_memory(
+    name text,
+    fact text default null,
+    topics text[] default null,
+    metadata jsonb default null,
+    ttl interval default null,
+    expire_time timestamptz default null,
+    structured_content jsonb default null,
+    scope jsonb default null,
+    labels jsonb default '{}',
+    source_event_ids text[] default '{}'
+) returns membank.memory
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _row membank_private.memories;
+    _new membank_private.memories;
+begin
+    if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
+        perform membank_private._raise_invalid('fact',
+            'nothing to update: fact, topics, metadata, ttl, expire_time and structured_content are all null',
+            'give at least one field to change; fields left null keep their value');
+    end if;
+    _row := membank_private.find_memory(name, scope, lock => true);
+    _new := _row;
+    if fact is not null then
+        _new.fact := membank_private.validate_fact(fact);
+    end if;
+    if topics is not null then
+        _new.topics := membank_private.validate_topics(topics);
+    end if;
+    if metadata is not null then
+        _new.metadata := membank_private.validate_object(metadata, 'metadata');
+    end if;
+    if structured_content is not null then
+        _new.structured_content := membank_private.validate_object(structured_content, 'structured_content');
+    end if;
+    if ttl is not null or expire_time is not null then
+        _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
+    end if;
+    perform membank_private.validate_object(labels, 'labels');
+    if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
+       is not distinct from
+       (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
+        return membank_private.to_memory(_row);  -- nothing changed: no revision
+    end if;
+    perform membank_private.set_revision_context(labels, source_event_ids);
+    update membank_private.memories as m
+    set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
+        structured_content = _new.structured_content, expire_time = _new.expire_time
+    where m.name = _row.name
+    returning * into _new;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_new);
+end
+$$;
+
+comment on function membank.update_memory(
+    text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]
+) is
+$$Update a live memory: only the arguments given (non-null) change; a new revision (action UPDATED)
+records the old and new fact. ttl or expire_time reset the expiry (expire_time => 'infinity' removes it). With scope, the memory must be in that
+exact scope. An update that changes nothing writes no revision and returns the memory as it is.
+Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument.$$;
+
+-- name: delete_memory: remove a live memory; its revisions stay readable.
+create or replace function membank.delete_memory(
+    name text, scope jsonb default null, labels jsonb default '{}'
+) returns membank.memory
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+begin
+    perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
+    delete from membank_private.memories as m where m.name = _row.name;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+
+comment on function membank.delete_memory(text, jsonb, jsonb) is
+$$Delete a live memory and record a revision with action DELETED; returns the memory as it was.
+Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
+Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).$$;
+
+-- name: purge_memories: delete (or with force => false only count) a scope's live memories matching a filter.
+create or replace function membank.purge_memories(
+    scope jsonb,
+    metadata_filter jsonb default null,
+    topics text[] default null,
+    force boolean default false
+) returns bigint
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _count bigint;
+begin
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if force is null then
+        perform membank_private._raise_invalid('force', 'must be true or false',
+            'force => false (default) only counts; force => true deletes');
+    end if;
+    perform membank_private.set_revision_context(jsonb_build_object('reason', 'purge'));
+    with target as (
+        select m.name
+        from membank_private.memories as m
+        where m.scope_id = md5(_scope::text)::uuid
+          and m.scope = _scope
+          and membank_private.is_live(m.expire_time)
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+        order by m.name
+        for update
+    ), purged as (
+        delete from membank_private.memories as m
+        using target as t
+        where force and m.name = t.name
+        returning 1
+    )
+    select case when force then (select count(*) from purged) else (select count(*) from target) end
+    into _count;
+    perform membank_private.clear_revision_context();
+    return _count;
+end
+$$;
+
+comment on function membank.purge_memories(jsonb, jsonb, text[], boolean) is
+$$Delete every live memory of one exact scope that matches the filters (metadata_filter: JSON object, containment;
+topics: any of). With force => false (the default) nothing is deleted and the count of matching memories is returned;
+with force => true they are deleted, each with a DELETED revision labelled {"reason":"purge"}, and the count deleted is
+returned. Other scopes are never touched. Raises 22023 naming the argument.$$;

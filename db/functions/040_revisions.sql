@@ -1,0 +1,150 @@
+-- Revisions: read the immutable history of a memory, and roll back to it.
+-- Revisions stay readable after the memory is deleted or expires.
+
+-- name: to_memory_revision: the public shape of a stored revision.
+create or replace function membank_private.to_memory_revision(r membank_private.memory_revisions)
+returns membank.memory_revision
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select row(r.memory_name, r.revision, r.scope, r.action, r.memory_type, r.fact, r.previous_fact,
+               r.structured_content, r.previous_structured_content, r.topics, r.metadata,
+               r.expire_time, r.labels, r.source_event_ids, r.extracted_memories,
+               r.create_time)::membank.memory_revision;
+$$;
+
+-- name: check_revisions_exist: raise P0002 unless the memory has revisions in the scope.
+create or replace function membank_private.check_revisions_exist(
+    name uuid, scope jsonb
+) returns void
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if not exists (
+        select from membank_private.memory_revisions as r
+        where r.memory_name = check_revisions_exist.name
+          and (check_revisions_exist.scope is null
+               or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
+    ) then
+        raise exception 'name: memory % has no revisions', name
+            using errcode = 'no_data_found',
+                  hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
+                  detail = 'argument: name';
+    end if;
+end
+$$;
+
+-- name: list_revisions: every revision of a memory, oldest first.
+create or replace function membank.list_revisions(
+    name text, scope jsonb default null
+) returns setof membank.memory_revision
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _name uuid := membank_private.parse_name(name);
+begin
+    perform membank_private.check_revisions_exist(_name, scope);
+    return query
+    select (membank_private.to_memory_revision(r)).*
+    from membank_private.memory_revisions as r
+    where r.memory_name = _name
+    order by r.revision;
+end
+$$;
+
+comment on function membank.list_revisions(text, jsonb) is
+$$All revisions of the memory called name, oldest first: one per create, update, delete and rollback, each with action
+(CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
+extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
+Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).$$;
+
+-- name: get_revision: one revision of a memory.
+create or replace function membank.get_revision(
+    name text, revision integer, scope jsonb default null
+) returns membank.memory_revision
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _row membank_private.memory_revisions;
+begin
+    perform membank_private.check_revisions_exist(_name, scope);
+    select * into _row from membank_private.memory_revisions as r
+    where r.memory_name = _name and r.revision = get_revision.revision;
+    if _row.memory_name is null then
+        raise exception 'revision: memory % has no revision %', _name, revision
+            using errcode = 'no_data_found',
+                  hint = 'list_revisions shows the revision numbers that exist',
+                  detail = 'argument: revision';
+    end if;
+    return membank_private.to_memory_revision(_row);
+end
+$$;
+
+comment on function membank.get_revision(text, integer, jsonb) is
+$$One revision (1-based number) of the memory called name; see list_revisions for its fields.
+Raises 22P02 (malformed name), P0002 (unknown memory or revision).$$;
+
+-- name: rollback_memory: restore a memory's content from an earlier revision, as a new revision.
+create or replace function membank.rollback_memory(
+    name text, revision integer, scope jsonb default null
+) returns membank.memory
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _target membank.memory_revision := membank.get_revision(name, revision, scope);
+    _row membank_private.memories;
+    _last integer;
+begin
+    if _target.action = 'DELETED' then
+        perform membank_private._raise_invalid('revision',
+            format('revision %s records a deletion and holds no content to restore', revision),
+            'roll back to a CREATED or UPDATED revision');
+    end if;
+    perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
+    select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    if _row.name is not null then
+        -- Live or expired: restore the content; the expiry stays as it is now.
+        update membank_private.memories as m
+        set fact = _target.fact, structured_content = _target.structured_content,
+            topics = _target.topics, metadata = _target.metadata
+        where m.name = _row.name
+        returning * into _row;
+    else
+        -- Deleted: bring it back under the same name, never expiring, with
+        -- its revision numbers continuing after the deletion.
+        select max(r.revision) into _last
+        from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+        insert into membank_private.memories as m (
+            name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+        ) values (
+            _target.memory_name, _target.scope, _target.memory_type, _target.fact,
+            _target.structured_content, _target.topics, _target.metadata, _last + 1,
+            (select min(r.create_time) from membank_private.memory_revisions as r
+             where r.memory_name = _target.memory_name)
+        ) returning * into _row;
+    end if;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+
+comment on function membank.rollback_memory(text, integer, jsonb) is
+$$Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
+rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
+a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
+Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).$$;

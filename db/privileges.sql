@@ -1,0 +1,36 @@
+-- Privileges, applied last on every install and upgrade: nothing for
+-- PUBLIC; the three roles get EXECUTE on the API only. The API functions
+-- are SECURITY DEFINER, so the roles need no privileges on any table.
+
+revoke all on all tables in schema membank_private from public;
+revoke all on all functions in schema membank_private from public;
+revoke all on all functions in schema membank from public;
+revoke all on all procedures in schema membank from public;
+
+
+grant usage on schema membank to membank_reader;
+grant usage on type membank.memory, membank.memory_page_item, membank.memory_revision to membank_reader;
+
+grant execute on function
+membank.get_memory(text, jsonb),
+membank.list_memories(
+    jsonb, integer, text, jsonb, text[], text, timestamptz, timestamptz, timestamptz, timestamptz
+),
+membank.list_revisions(text, jsonb),
+membank.get_revision(text, integer, jsonb)
+to membank_reader;
+
+grant execute on function
+membank.create_memory(jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[]),
+membank.update_memory(text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]),
+membank.delete_memory(text, jsonb, jsonb),
+membank.rollback_memory(text, integer, jsonb)
+to membank_writer;
+
+grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;
+grant execute on procedure membank.purge_expired_memories(integer, integer, bigint) to membank_admin;
+
+-- The expiry procedure runs as its caller and commits between batches; each
+-- batch is a SECURITY DEFINER function that only the admin role may call.
+grant usage on schema membank_private to membank_admin;
+grant execute on function membank_private.purge_expired_batch(integer) to membank_admin;

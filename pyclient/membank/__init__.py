@@ -1,0 +1,25 @@
+"""membank: long-term memory for AI agents that lives inside PostgreSQL.
+
+The memory engine is SQL in the ``membank`` schema; this package is a thin
+client over it (``MemoryBank``), plus the CLI and the embedded server.
+"""
+
+from membank.client import MemoryBank
+from membank.errors import (
+    ConflictError,
+    InvalidArgumentError,
+    MembankError,
+    NotFoundError,
+)
+from membank.models import Memory, MemoryPage, MemoryRevision
+
+__all__ = [
+    "ConflictError",
+    "InvalidArgumentError",
+    "Memory",
+    "MemoryBank",
+    "MemoryPage",
+    "MemoryRevision",
+    "MembankError",
+    "NotFoundError",
+]

@@ -1,0 +1,225 @@
+"""The ``membank`` command line: database lifecycle and memories.
+
+Every command uses MEMBANK_DATABASE_URL when set, otherwise the embedded
+PostgreSQL server in the data directory (``membank db path``), started on
+first use and reused afterwards. Output is JSON so that it can be piped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import asdict
+from datetime import timedelta
+from typing import Any
+
+import click
+
+from membank import embedded, errors, migrate, settings
+from membank.client import MemoryBank
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def _json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as err:
+        raise click.BadParameter(f"not valid JSON ({err.msg}); e.g. '{{\"user_id\": \"u1\"}}'") from None
+
+
+class _Group(click.Group):
+    """Turns membank errors into one readable line and exit code 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except errors.MembankError as err:
+            click.echo(f"error [{err.sqlstate}]: {err.message}", err=True)
+            if err.hint:
+                click.echo(f"hint: {err.hint}", err=True)
+            sys.exit(2)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def main() -> None:
+    """membank: long-term memory for AI agents, inside PostgreSQL.
+
+    \b
+    Quick start (embedded server, nothing to set up):
+      membank db upgrade
+      membank memories create --scope '{"user_id":"u1"}' --fact 'User is allergic to peanuts'
+      membank memories list --scope '{"user_id":"u1"}'
+    """
+
+
+# -- db ----------------------------------------------------------------------
+@main.group()
+def db() -> None:
+    """The database: embedded server lifecycle and schema migrations."""
+
+
+@db.command("path")
+def db_path() -> None:
+    """Print the embedded server's data directory (set MEMBANK_DATA_DIR to move it)."""
+    click.echo(embedded.pgdata())
+
+
+@db.command("url")
+def db_url() -> None:
+    """Print the database URL in use (starts the embedded server if needed)."""
+    click.echo(settings.database_url())
+
+
+@db.command("start")
+def db_start() -> None:
+    """Start the embedded server (a no-op if it runs) and print its URL."""
+    click.echo(embedded.ensure_running())
+
+
+@db.command("stop")
+def db_stop() -> None:
+    """Stop the embedded server; its data stays for the next start."""
+    click.echo("stopped" if embedded.stop() else "not running")
+
+
+@db.command("upgrade")
+@click.argument("revision", default="head")
+def db_upgrade(revision: str) -> None:
+    """Migrate the schema up to REVISION (default: head)."""
+    migrate.upgrade(revision=revision)
+    click.echo(f"at revision {migrate.current()}")
+
+
+@db.command("downgrade")
+@click.argument("revision")
+def db_downgrade(revision: str) -> None:
+    """Migrate the schema down to REVISION ('base' removes membank and its data)."""
+    migrate.downgrade(revision)
+    click.echo(f"at revision {migrate.current() or 'base'}")
+
+
+@db.command("current")
+def db_current() -> None:
+    """Print the schema's current revision and the newest one this version ships."""
+    click.echo(f"current: {migrate.current() or 'base (not installed: run membank db upgrade)'}")
+    click.echo(f"head:    {migrate.head()}")
+
+
+# -- memories ------------------------------------------------------------------
+@main.group()
+def memories() -> None:
+    """Create, read, list, update and delete memories; show revisions."""
+
+
+_scope_option = click.option("--scope", required=True, callback=_json_object,
+                             help='Exact scope as a JSON object, e.g. \'{"user_id":"u1"}\'.')
+_optional_scope = click.option("--scope", callback=_json_object,
+                               help="When given, the memory must be in exactly this scope.")
+
+
+def _ttl(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+def _memory(memory: Any) -> dict:
+    return asdict(memory)
+
+
+@memories.command("create")
+@_scope_option
+@click.option("--fact", required=True, help="The fact, in natural language.")
+@click.option("--topic", "topics", multiple=True, help="Topic label (repeatable).")
+@click.option("--metadata", callback=_json_object, help="Metadata JSON object.")
+@click.option("--ttl", type=float, help="Seconds until the memory expires (default: never).")
+def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: float | None) -> None:
+    """Create a memory and print it."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(_memory(bank.create_memory(scope, fact, topics=list(topics) or None,
+                                              metadata=metadata, ttl=_ttl(ttl))))
+
+
+@memories.command("get")
+@click.argument("name")
+@_optional_scope
+def memories_get(name: str, scope: Any) -> None:
+    """Print memory NAME."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(_memory(bank.get_memory(name, scope=scope)))
+
+
+@memories.command("list")
+@_scope_option
+@click.option("--page-size", type=int, default=100, show_default=True, help="Memories per page (1..1000).")
+@click.option("--page-token", help="next_page_token printed by the previous page.")
+@click.option("--metadata-filter", callback=_json_object, help="Keep memories whose metadata contains this object.")
+@click.option("--topic", "topics", multiple=True, help="Keep memories with any of these topics.")
+def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_filter: Any,
+                  topics: tuple[str, ...]) -> None:
+    """List one page of the live memories of an exact scope, oldest first."""
+    with MemoryBank(max_size=1) as bank:
+        page = bank.list_memories(scope, page_size=page_size, page_token=page_token,
+                                  metadata_filter=metadata_filter, topics=list(topics) or None)
+    _echo_json({"memories": [_memory(m) for m in page.memories], "next_page_token": page.next_page_token})
+
+
+@memories.command("update")
+@click.argument("name")
+@click.option("--fact", help="New fact.")
+@click.option("--topic", "topics", multiple=True, help="Replace the topics (repeatable).")
+@click.option("--metadata", callback=_json_object, help="Replace the metadata object.")
+@click.option("--ttl", type=float, help="Expire this many seconds from now.")
+@_optional_scope
+def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: float | None,
+                    scope: Any) -> None:
+    """Change only the given fields of memory NAME; writes one revision."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(_memory(bank.update_memory(name, fact=fact, topics=list(topics) or None,
+                                              metadata=metadata, ttl=_ttl(ttl), scope=scope)))
+
+
+@memories.command("delete")
+@click.argument("name")
+@_optional_scope
+def memories_delete(name: str, scope: Any) -> None:
+    """Delete memory NAME (its revisions stay readable)."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(_memory(bank.delete_memory(name, scope=scope)))
+
+
+@memories.command("revisions")
+@click.argument("name")
+@_optional_scope
+def memories_revisions(name: str, scope: Any) -> None:
+    """Print every revision of memory NAME, oldest first."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json([asdict(r) for r in bank.list_revisions(name, scope=scope)])
+
+
+@memories.command("rollback")
+@click.argument("name")
+@click.argument("revision", type=int)
+@_optional_scope
+def memories_rollback(name: str, revision: int, scope: Any) -> None:
+    """Restore memory NAME to the content of REVISION (recorded as a new revision)."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope)))
+
+
+@memories.command("purge")
+@_scope_option
+@click.option("--metadata-filter", callback=_json_object, help="Only memories whose metadata contains this object.")
+@click.option("--force", is_flag=True, help="Really delete; without it only the count is printed.")
+def memories_purge(scope: Any, metadata_filter: Any, force: bool) -> None:
+    """Delete (with --force) or count the live memories of an exact scope."""
+    with MemoryBank(max_size=1) as bank:
+        count = bank.purge_memories(scope, metadata_filter=metadata_filter, force=force)
+    _echo_json({"purged" if force else "would_purge": count})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""MemoryBank: the thin Python client. One method per SQL function of the
+``membank`` schema, over a psycopg 3 connection pool; rows come back as the
+dataclasses of ``membank.models`` and SQLSTATEs as ``membank.errors``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from membank import errors, settings
+from membank.models import Memory, MemoryPage, MemoryRevision
+
+# SQL type of every argument the API takes, so that each call names the
+# overload exactly and values travel as bound parameters, never as SQL text.
+_ARG_TYPES = {
+    "scope": "jsonb", "fact": "text", "topics": "text[]", "metadata": "jsonb",
+    "ttl": "interval", "expire_time": "timestamptz", "memory_type": "text",
+    "structured_content": "jsonb", "labels": "jsonb", "source_event_ids": "text[]",
+    "name": "text", "page_size": "integer", "page_token": "text",
+    "metadata_filter": "jsonb", "created_after": "timestamptz",
+    "created_before": "timestamptz", "updated_after": "timestamptz",
+    "updated_before": "timestamptz", "revision": "integer", "force": "boolean",
+    "batch_size": "integer", "max_batches": "integer",
+}
+_JSON_ARGS = {name for name, type_ in _ARG_TYPES.items() if type_ == "jsonb"}
+
+Scope = Mapping[str, str]
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, Mapping):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
+
+
+def _adapt(name: str, value: Any) -> Any:
+    # PostgreSQL text and jsonb cannot hold U+0000, and the server would
+    # report it without naming the argument; say which one here.
+    if _has_nul(value):
+        raise errors.invalid(name, "must not contain NUL characters",
+                             "PostgreSQL text cannot hold U+0000; remove it")
+    if name in _JSON_ARGS:
+        return Jsonb(value)
+    if isinstance(value, UUID):
+        return str(value)
+    if name == "ttl" and isinstance(value, (int, float)):
+        return timedelta(seconds=value)
+    return value
+
+
+class MemoryBank:
+    """Client of a membank database.
+
+    ``MemoryBank()`` uses ``MEMBANK_DATABASE_URL`` or starts/reuses the
+    embedded server; ``MemoryBank(url)`` uses a libpq URL. Each method is one
+    call of the SQL function of the same name in its own transaction.
+    Sessions run in UTC, so every datetime returned is aware and in UTC;
+    aware datetimes given in any zone are stored as the same instant.
+    Use as a context manager, or call ``close()``.
+    """
+
+    def __init__(self, url: str | None = None, *, min_size: int = 1, max_size: int = 4) -> None:
+        """Open a pool of ``min_size``..``max_size`` connections to ``url``."""
+        self.url = url or settings.database_url()
+        self._pool = ConnectionPool(
+            self.url, min_size=min_size, max_size=max_size, open=True,
+            kwargs={"autocommit": True, "row_factory": dict_row},
+            configure=lambda conn: conn.execute("set timezone to 'UTC'"),
+        )
+
+    def close(self) -> None:
+        """Close every pooled connection."""
+        self._pool.close()
+
+    def __enter__(self) -> MemoryBank:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- plumbing -----------------------------------------------------------
+    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select") -> list[dict]:
+        given = {k: _adapt(k, v) for k, v in args.items() if v is not None}
+        named = sql.SQL(", ").join(
+            sql.SQL("{} => {}::{}").format(sql.Identifier(k), sql.Placeholder(), sql.SQL(_ARG_TYPES[k]))
+            for k in given
+        )
+        template = "call membank.{}({})" if kind == "call" else "select * from membank.{}({})"
+        query = sql.SQL(template).format(sql.Identifier(function), named)
+        try:
+            with self._pool.connection() as conn:
+                return conn.execute(query, list(given.values())).fetchall()
+        except psycopg.Error as err:
+            if err.sqlstate is None:
+                raise
+            raise errors.from_psycopg(err) from None
+
+    # -- memories -----------------------------------------------------------
+    def create_memory(self, scope: Scope, fact: str | None = None, *, topics: list[str] | None = None,
+                      metadata: Mapping[str, Any] | None = None, ttl: timedelta | float | None = None,
+                      expire_time: datetime | None = None, memory_type: str | None = None,
+                      structured_content: Mapping[str, Any] | None = None,
+                      labels: Mapping[str, Any] | None = None,
+                      source_event_ids: list[str] | None = None) -> Memory:
+        """Create a memory in the exact ``scope`` (dict of str to str) and return it.
+
+        ``ttl`` is a timedelta or seconds; ``expire_time`` an aware datetime
+        (not both). Raises InvalidArgumentError (22023) naming the argument.
+        """
+        rows = self._call("create_memory", dict(
+            scope=scope, fact=fact, topics=topics, metadata=metadata, ttl=ttl, expire_time=expire_time,
+            memory_type=memory_type, structured_content=structured_content, labels=labels,
+            source_event_ids=source_event_ids))
+        return Memory.from_row(rows[0])
+
+    def get_memory(self, name: str | UUID, *, scope: Scope | None = None) -> Memory:
+        """Return the live memory ``name``; with ``scope`` it must be in that exact scope.
+
+        Raises NotFoundError (missing, deleted, expired or other scope) or
+        InvalidArgumentError (malformed name).
+        """
+        return Memory.from_row(self._call("get_memory", dict(name=name, scope=scope))[0])
+
+    def list_memories(self, scope: Scope | list[Scope], *, page_size: int | None = None,
+                      page_token: str | None = None, metadata_filter: Mapping[str, Any] | None = None,
+                      topics: list[str] | None = None, memory_type: str | None = None,
+                      created_after: datetime | None = None, created_before: datetime | None = None,
+                      updated_after: datetime | None = None,
+                      updated_before: datetime | None = None) -> MemoryPage:
+        """Return one page (default 100, at most 1000) of the live memories of the exact scope(s), oldest first.
+
+        ``scope`` is one scope or a list of up to 16. Raises
+        InvalidArgumentError naming the argument.
+        """
+        rows = self._call("list_memories", dict(
+            scope=scope, page_size=page_size, page_token=page_token, metadata_filter=metadata_filter,
+            topics=topics, memory_type=memory_type, created_after=created_after,
+            created_before=created_before, updated_after=updated_after, updated_before=updated_before))
+        token = rows[-1]["next_page_token"] if rows else None
+        return MemoryPage([Memory.from_row(r) for r in rows], token)
+
+    def iter_memories(self, scope: Scope | list[Scope], **filters: Any) -> Iterator[Memory]:
+        """Yield every live memory of the scope(s), following page tokens; takes list_memories' filters."""
+        token = None
+        while True:
+            page = self.list_memories(scope, page_token=token, **filters)
+            yield from page.memories
+            token = page.next_page_token
+            if token is None:
+                return
+
+    def update_memory(self, name: str | UUID, *, fact: str | None = None, topics: list[str] | None = None,
+                      metadata: Mapping[str, Any] | None = None, ttl: timedelta | float | None = None,
+                      expire_time: datetime | None = None,
+                      structured_content: Mapping[str, Any] | None = None, scope: Scope | None = None,
+                      labels: Mapping[str, Any] | None = None,
+                      source_event_ids: list[str] | None = None, clear_expiry: bool = False) -> Memory:
+        """Change only the given fields of memory ``name``; return it with its new revision number.
+
+        ``ttl``/``expire_time`` set a new expiry; ``clear_expiry=True`` removes
+        it. Raises NotFoundError or InvalidArgumentError naming the argument.
+        """
+        if clear_expiry:
+            if ttl is not None or expire_time is not None:
+                raise errors.invalid("clear_expiry", "cannot be combined with ttl or expire_time",
+                                     "give one of ttl, expire_time and clear_expiry")
+            expire_time = "infinity"
+        rows = self._call("update_memory", dict(
+            name=name, fact=fact, topics=topics, metadata=metadata, ttl=ttl, expire_time=expire_time,
+            structured_content=structured_content, scope=scope, labels=labels,
+            source_event_ids=source_event_ids))
+        return Memory.from_row(rows[0])
+
+    def delete_memory(self, name: str | UUID, *, scope: Scope | None = None,
+                      labels: Mapping[str, Any] | None = None) -> Memory:
+        """Delete memory ``name`` and return it as it was; its revisions stay readable. Raises NotFoundError."""
+        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels))[0])
+
+    def purge_memories(self, scope: Scope, *, metadata_filter: Mapping[str, Any] | None = None,
+                       topics: list[str] | None = None, force: bool = False) -> int:
+        """Delete the live memories of the exact scope matching the filters; with force=False only count them."""
+        rows = self._call("purge_memories", dict(scope=scope, metadata_filter=metadata_filter,
+                                                 topics=topics, force=force))
+        return rows[0]["purge_memories"]
+
+    def purge_expired_memories(self, *, batch_size: int | None = None, max_batches: int | None = None) -> int:
+        """Remove expired memories in committed batches (CALL membank.purge_expired_memories); return how many."""
+        rows = self._call("purge_expired_memories", dict(batch_size=batch_size, max_batches=max_batches),
+                          kind="call")
+        return rows[0]["purged"]
+
+    # -- revisions ----------------------------------------------------------
+    def list_revisions(self, name: str | UUID, *, scope: Scope | None = None) -> list[MemoryRevision]:
+        """Return every revision of memory ``name``, oldest first (also after deletion). Raises NotFoundError."""
+        return [MemoryRevision.from_row(r) for r in self._call("list_revisions", dict(name=name, scope=scope))]
+
+    def get_revision(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> MemoryRevision:
+        """Return revision number ``revision`` (1-based) of memory ``name``. Raises NotFoundError."""
+        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
+        return MemoryRevision.from_row(rows[0])
+
+    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> Memory:
+        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory."""
+        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope))
+        return Memory.from_row(rows[0])

@@ -1,0 +1,70 @@
+"""Exceptions raised by the client, mapped from the SQLSTATEs of the SQL API.
+
+| SQLSTATE            | exception            |
+|---------------------|----------------------|
+| class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
+| P0002 no_data_found | NotFoundError        |
+| MB001, MB002        | ConflictError        |
+| anything else       | MembankError         |
+
+Each carries ``sqlstate``, the server's ``message`` (which names the
+argument), ``hint`` and ``argument``.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class MembankError(Exception):
+    """Base class of membank errors; ``str(err)`` is the server's message."""
+
+    def __init__(self, message: str, *, sqlstate: str | None = None, hint: str | None = None,
+                 argument: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.sqlstate = sqlstate
+        self.hint = hint
+        self.argument = argument
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+class InvalidArgumentError(MembankError, ValueError):
+    """An argument was rejected (SQLSTATE class 22); nothing was written."""
+
+
+class NotFoundError(MembankError, LookupError):
+    """The memory or revision does not exist in the caller's scope (P0002)."""
+
+
+class ConflictError(MembankError):
+    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit)."""
+
+
+def _class_for(sqlstate: str | None) -> type[MembankError]:
+    if not sqlstate:
+        return MembankError
+    if sqlstate.startswith("22"):
+        return InvalidArgumentError
+    if sqlstate == "P0002":
+        return NotFoundError
+    if sqlstate.startswith("MB"):
+        return ConflictError
+    return MembankError
+
+
+def from_psycopg(err: psycopg.Error) -> MembankError:
+    """Translate a psycopg error raised by the SQL API into a membank exception."""
+    diag = err.diag
+    detail = diag.message_detail or ""
+    argument = detail.removeprefix("argument: ") if detail.startswith("argument: ") else None
+    message = diag.message_primary or str(err)
+    return _class_for(err.sqlstate)(message, sqlstate=err.sqlstate, hint=diag.message_hint,
+                                    argument=argument)
+
+
+def invalid(argument: str, message: str, hint: str) -> InvalidArgumentError:
+    """Build the error the client raises itself, worded like the server's (22023)."""
+    return InvalidArgumentError(f"{argument}: {message}", sqlstate="22023", hint=hint, argument=argument)

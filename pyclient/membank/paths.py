@@ -1,0 +1,46 @@
+"""Where membank's SQL and migrations are, installed or in a checkout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def sql_root() -> Path:
+    """Return the folder holding ``db/``, ``migrations/`` and ``alembic.ini``.
+
+    A wheel carries them in ``membank/_sql``; an editable install or a source
+    checkout reads them from the repository root. Raises FileNotFoundError
+    when neither exists (a broken install).
+    """
+    for root in (_PACKAGE / "_sql", _PACKAGE.parent.parent):
+        if (root / "alembic.ini").is_file() and (root / "db").is_dir():
+            return root
+    raise FileNotFoundError(f"membank SQL files not found next to {_PACKAGE}; reinstall membank")
+
+
+def db_files() -> list[Path]:
+    """Return the idempotent SQL files in load order.
+
+    Functions (numbered), then procedures (numbered), then privileges last so
+    that grants see every object.
+    """
+    db = sql_root() / "db"
+    files = sorted((db / "functions").glob("*.sql")) + sorted((db / "procedures").glob("*.sql"))
+    return files + [db / "privileges.sql"]
+
+
+def run_sql(connection, text: str) -> None:
+    """Execute SQL text on a SQLAlchemy connection with parameters off.
+
+    The driver then sends it as is, so ``%`` and ``:name`` inside function
+    bodies are not taken for placeholders.
+    """
+    connection.exec_driver_sql(text, execution_options={"no_parameters": True})
+
+
+def run_sql_file(connection, revision_file: str, direction: str) -> None:
+    """Run ``<revision>.<direction>.sql`` that lies beside an alembic revision file."""
+    path = Path(revision_file).with_suffix(f".{direction}.sql")
+    run_sql(connection, path.read_text())

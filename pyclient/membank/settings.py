@@ -1,0 +1,53 @@
+"""Where membank finds its database: MEMBANK_DATABASE_URL or the embedded server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+ENV_DATABASE_URL = "MEMBANK_DATABASE_URL"
+ENV_DATA_DIR = "MEMBANK_DATA_DIR"
+
+
+def data_dir() -> Path:
+    """Return membank's data directory (the embedded server lives in ``pg/`` below it).
+
+    ``MEMBANK_DATA_DIR`` when set. Otherwise, for root, ``/var/lib/membank``:
+    the embedded server runs as its own system user and makes every parent
+    folder of its data directory world-traversable, so a folder under
+    ``/root`` would open the home folder; ``/var/lib`` is already
+    traversable and holds nothing private. For other users the platform's
+    user data dir (``~/.local/share/membank`` on Linux), where nothing's
+    permissions change.
+    """
+    configured = os.environ.get(ENV_DATA_DIR)
+    if configured:
+        return Path(configured).expanduser().resolve()
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        return Path("/var/lib/membank")
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("membank", appauthor=False))
+
+
+def database_url() -> str:
+    """Return the libpq URL of the database to use.
+
+    ``MEMBANK_DATABASE_URL`` when set (any PostgreSQL >= 15 with pgvector);
+    otherwise the embedded server is started (or reused) and its ``membank``
+    database is returned.
+    """
+    url = os.environ.get(ENV_DATABASE_URL)
+    if url:
+        return url
+    from membank import embedded
+
+    return embedded.ensure_running()
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Return ``url`` with the psycopg 3 driver named, as SQLAlchemy wants it."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    raise ValueError(f"{ENV_DATABASE_URL}: not a postgresql:// URL: {url!r}")
