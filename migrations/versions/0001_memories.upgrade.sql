@@ -76,8 +76,8 @@ create table membank_private.memories (
     topics text[] not null default '{}',
     metadata jsonb not null default '{}',
     revision integer not null default 1,
-    create_time timestamptz not null default now(),
-    update_time timestamptz not null default now(),
+    create_time timestamptz not null default statement_timestamp(),
+    update_time timestamptz not null default statement_timestamp(),
     expire_time timestamptz,
     check (jsonb_typeof(metadata) = 'object'),
     check (
@@ -112,7 +112,7 @@ create table membank_private.memory_revisions (
     labels jsonb not null default '{}',
     source_event_ids text[] not null default '{}',
     extracted_memories jsonb,
-    create_time timestamptz not null default now(),
+    create_time timestamptz not null default statement_timestamp(),
     primary key (memory_name, revision)
 );
 

@@ -8,6 +8,7 @@ first use and reused afterwards. Output is JSON so that it can be piped.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict
 from datetime import timedelta
@@ -51,10 +52,51 @@ def main() -> None:
 
     \b
     Quick start (embedded server, nothing to set up):
+      membank demo
       membank db upgrade
       membank memories create --scope '{"user_id":"u1"}' --fact 'User is allergic to peanuts'
       membank memories list --scope '{"user_id":"u1"}'
     """
+
+
+# -- demo --------------------------------------------------------------------
+DEMO_SCOPE = {"app_name": "membank-demo", "user_id": "coco"}
+
+
+@main.command()
+def demo() -> None:
+    """Run a round trip on the configured database: migrate, create, update, list, revisions, delete.
+
+    Uses the scope {"app_name": "membank-demo", "user_id": "coco"} and clears
+    it first, so it can be run again; other scopes are never touched.
+    """
+    migrate.upgrade()
+    click.echo(f"database at revision {migrate.current()} ({_where()})")
+    with MemoryBank(max_size=1) as bank:
+        cleared = bank.purge_memories(DEMO_SCOPE, force=True)
+        click.echo(f"scope {json.dumps(DEMO_SCOPE)}: cleared {cleared} memories from an earlier run")
+        name = bank.create_memory(DEMO_SCOPE, "User's name is Coco", topics=["USER_PERSONAL_INFO"])
+        allergy = bank.create_memory(DEMO_SCOPE, "User is allergic to peanuts", topics=["USER_PERSONAL_INFO"])
+        code = bank.create_memory(DEMO_SCOPE, "Door code for today is 4711", ttl=timedelta(hours=24))
+        for m in (name, allergy, code):
+            click.echo(f"CREATED {m.name}  {m.fact}" + (f"  (expires {m.expire_time:%Y-%m-%d %H:%M} UTC)"
+                                                       if m.expire_time else ""))
+        renamed = bank.update_memory(name.name, fact="User's name is Joy")
+        click.echo(f"UPDATED {renamed.name}  {renamed.fact}  (revision {renamed.revision})")
+        bank.delete_memory(code.name)
+        click.echo(f"DELETED {code.name}  {code.fact}")
+        click.echo("memories now in the scope:")
+        for m in bank.iter_memories(DEMO_SCOPE):
+            click.echo(f"  {m.name}  r{m.revision}  {m.fact}")
+        click.echo(f"revisions of {name.name}:")
+        for r in bank.list_revisions(name.name):
+            click.echo(f"  r{r.revision} {r.action:8} {r.fact}")
+        other = bank.list_memories({"user_id": "coco"}).memories
+        click.echo(f'scope {{"user_id": "coco"}} (not the same scope) sees {len(other)} of them')
+
+
+def _where() -> str:
+    return "MEMBANK_DATABASE_URL" if os.environ.get(settings.ENV_DATABASE_URL) else f"embedded, {embedded.pgdata()}"
 
 
 # -- db ----------------------------------------------------------------------

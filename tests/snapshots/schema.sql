@@ -1,0 +1,848 @@
+CREATE SCHEMA membank;
+COMMENT ON SCHEMA membank IS 'membank public API: long-term memory for AI agents (functions and types only).';
+CREATE SCHEMA membank_private;
+COMMENT ON SCHEMA membank_private IS 'membank storage and internal helpers; not an API, may change between versions.';
+CREATE TYPE membank.memory AS (
+	name uuid,
+	scope jsonb,
+	memory_type text,
+	fact text,
+	structured_content jsonb,
+	topics text[],
+	metadata jsonb,
+	revision integer,
+	create_time timestamp with time zone,
+	update_time timestamp with time zone,
+	expire_time timestamp with time zone
+);
+CREATE TYPE membank.memory_page_item AS (
+	name uuid,
+	scope jsonb,
+	memory_type text,
+	fact text,
+	structured_content jsonb,
+	topics text[],
+	metadata jsonb,
+	revision integer,
+	create_time timestamp with time zone,
+	update_time timestamp with time zone,
+	expire_time timestamp with time zone,
+	next_page_token text
+);
+CREATE TYPE membank.memory_revision AS (
+	memory_name uuid,
+	revision integer,
+	scope jsonb,
+	action text,
+	memory_type text,
+	fact text,
+	previous_fact text,
+	structured_content jsonb,
+	previous_structured_content jsonb,
+	topics text[],
+	metadata jsonb,
+	expire_time timestamp with time zone,
+	labels jsonb,
+	source_event_ids text[],
+	extracted_memories jsonb,
+	create_time timestamp with time zone
+);
+CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.memories;
+begin
+    if memory_type is null or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
+        perform membank_private._raise_invalid('memory_type',
+            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
+            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
+    end if;
+    perform membank_private.set_revision_context(
+        membank_private.validate_object(labels, 'labels'), source_event_ids);
+    insert into membank_private.memories as m (
+        scope, memory_type, fact, structured_content, topics, metadata, expire_time
+    ) values (
+        membank_private.validate_scope(scope),
+        memory_type,
+        case when memory_type = 'NATURAL_LANGUAGE' or fact is not null
+             then membank_private.validate_fact(fact) end,
+        case when memory_type = 'STRUCTURED_PROFILE' or structured_content is not null
+             then membank_private.validate_object(structured_content, 'structured_content') end,
+        membank_private.validate_topics(topics),
+        membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
+        membank_private.resolve_expire_time(ttl, expire_time)
+    ) returning * into _row;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) IS 'Create one memory in an exact scope and record revision 1 (action CREATED).
+Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string values (1..1024 chars), e.g. {"user_id":"u1"};
+fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
+metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
+memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
+labels jsonb object and source_event_ids text[] are kept on the revision.
+Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
+CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+begin
+    perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
+    delete from membank_private.memories as m where m.name = _row.name;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) IS 'Delete a live memory and record a revision with action DELETED; returns the memory as it was.
+Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
+Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).';
+CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank_private.to_memory(membank_private.find_memory(name, scope));
+$$;
+COMMENT ON FUNCTION membank.get_memory(name text, scope jsonb) IS 'Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
+Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
+or belongs to another scope (the four are indistinguishable on purpose).';
+CREATE FUNCTION membank.get_revision(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _row membank_private.memory_revisions;
+begin
+    perform membank_private.check_revisions_exist(_name, scope);
+    select * into _row from membank_private.memory_revisions as r
+    where r.memory_name = _name and r.revision = get_revision.revision;
+    if _row.memory_name is null then
+        raise exception 'revision: memory % has no revision %', _name, revision
+            using errcode = 'no_data_found',
+                  hint = 'list_revisions shows the revision numbers that exist',
+                  detail = 'argument: revision';
+    end if;
+    return membank_private.to_memory_revision(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields.
+Raises 22P02 (malformed name), P0002 (unknown memory or revision).';
+CREATE FUNCTION membank.list_memories(scope jsonb, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, updated_after timestamp with time zone DEFAULT NULL::timestamp with time zone, updated_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF membank.memory_page_item
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scopes jsonb [] := membank_private.validate_scopes(scope);
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
+    _size integer := membank_private.validate_page_size(page_size);
+    _after_time timestamptz := '-infinity';
+    _after_name uuid := '00000000-0000-0000-0000-000000000000';
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+begin
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if page_token is not null then
+        select t.create_time, t.name into _after_time, _after_name
+        from membank_private.parse_page_token(page_token) as t;
+    end if;
+    return query
+    with page as (
+        select m.*
+        from membank_private.memories as m
+        where m.scope_id = any(_scope_ids)
+          and m.scope = any(_scopes)
+          and membank_private.is_live(m.expire_time)
+          and (m.create_time, m.name) > (_after_time, _after_name)
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+          and (list_memories.memory_type is null or m.memory_type = list_memories.memory_type)
+          and (created_after is null or m.create_time > created_after)
+          and (created_before is null or m.create_time < created_before)
+          and (updated_after is null or m.update_time > updated_after)
+          and (updated_before is null or m.update_time < updated_before)
+        order by m.create_time, m.name
+        limit _size + 1
+    ), numbered as (
+        select p.*, row_number() over (order by p.create_time, p.name) as rn, count(*) over () as n
+        from page as p
+    )
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata,
+           x.revision, x.create_time, x.update_time, x.expire_time,
+           case when x.rn = _size and x.n > _size
+                then membank_private.page_token(x.create_time, x.name) end
+    from numbered as x
+    where x.rn <= _size
+    order by x.rn;
+end
+$$;
+COMMENT ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) IS 'List the live memories of one exact scope (a JSON object) or of several exact scopes
+(a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
+never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
+non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
+memory_type, created_/updated_ after/before (exclusive bounds).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).';
+CREATE FUNCTION membank.list_revisions(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid := membank_private.parse_name(name);
+begin
+    perform membank_private.check_revisions_exist(_name, scope);
+    return query
+    select (membank_private.to_memory_revision(r)).*
+    from membank_private.memory_revisions as r
+    where r.memory_name = _name
+    order by r.revision;
+end
+$$;
+COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revisions of the memory called name, oldest first: one per create, update, delete and rollback, each with action
+(CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
+extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
+Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).';
+CREATE PROCEDURE membank.purge_expired_memories(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT purged bigint DEFAULT 0)
+    LANGUAGE plpgsql
+    AS $$
+declare
+    _batch bigint;
+    _batches integer := 0;
+begin
+    if batch_size is null or batch_size < 1 or batch_size > 100000 then
+        raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
+            using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000';
+    end if;
+    if max_batches is not null and max_batches < 1 then
+        raise exception 'max_batches: must be positive or null, got %', max_batches
+            using errcode = 'invalid_parameter_value', hint = 'null means until no expired memory is left';
+    end if;
+    purged := 0;
+    loop
+        _batch := membank_private.purge_expired_batch(batch_size);
+        purged := purged + _batch;
+        _batches := _batches + 1;
+        commit;
+        exit when _batch < batch_size or _batches >= coalesce(max_batches, _batches + 1);
+    end loop;
+end
+$$;
+COMMENT ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) IS 'Delete memories whose expire_time has passed, batch_size rows (1..100000, default 1000) per transaction, for at most
+max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
+Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
+purged returns the number of memories removed. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _count bigint;
+begin
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if force is null then
+        perform membank_private._raise_invalid('force', 'must be true or false',
+            'force => false (default) only counts; force => true deletes');
+    end if;
+    perform membank_private.set_revision_context(jsonb_build_object('reason', 'purge'));
+    with target as (
+        select m.name
+        from membank_private.memories as m
+        where m.scope_id = md5(_scope::text)::uuid
+          and m.scope = _scope
+          and membank_private.is_live(m.expire_time)
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+        order by m.name
+        for update
+    ), purged as (
+        delete from membank_private.memories as m
+        using target as t
+        where force and m.name = t.name
+        returning 1
+    )
+    select case when force then (select count(*) from purged) else (select count(*) from target) end
+    into _count;
+    perform membank_private.clear_revision_context();
+    return _count;
+end
+$$;
+COMMENT ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) IS 'Delete every live memory of one exact scope that matches the filters (metadata_filter: JSON object, containment;
+topics: any of). With force => false (the default) nothing is deleted and the count of matching memories is returned;
+with force => true they are deleted, each with a DELETED revision labelled {"reason":"purge"}, and the count deleted is
+returned. Other scopes are never touched. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _target membank.memory_revision := membank.get_revision(name, revision, scope);
+    _row membank_private.memories;
+    _last integer;
+begin
+    if _target.action = 'DELETED' then
+        perform membank_private._raise_invalid('revision',
+            format('revision %s records a deletion and holds no content to restore', revision),
+            'roll back to a CREATED or UPDATED revision');
+    end if;
+    perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
+    select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    if _row.name is not null then
+        -- Live or expired: restore the content; the expiry stays as it is now.
+        update membank_private.memories as m
+        set fact = _target.fact, structured_content = _target.structured_content,
+            topics = _target.topics, metadata = _target.metadata
+        where m.name = _row.name
+        returning * into _row;
+    else
+        -- Deleted: bring it back under the same name, never expiring, with
+        -- its revision numbers continuing after the deletion.
+        select max(r.revision) into _last
+        from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+        insert into membank_private.memories as m (
+            name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+        ) values (
+            _target.memory_name, _target.scope, _target.memory_type, _target.fact,
+            _target.structured_content, _target.topics, _target.metadata, _last + 1,
+            (select min(r.create_time) from membank_private.memory_revisions as r
+             where r.memory_name = _target.memory_name)
+        ) returning * into _row;
+    end if;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) IS 'Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
+rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
+a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
+Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).';
+CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.memories;
+    _new membank_private.memories;
+begin
+    if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
+        perform membank_private._raise_invalid('fact',
+            'nothing to update: fact, topics, metadata, ttl, expire_time and structured_content are all null',
+            'give at least one field to change; fields left null keep their value');
+    end if;
+    _row := membank_private.find_memory(name, scope, lock => true);
+    _new := _row;
+    if fact is not null then
+        _new.fact := membank_private.validate_fact(fact);
+    end if;
+    if topics is not null then
+        _new.topics := membank_private.validate_topics(topics);
+    end if;
+    if metadata is not null then
+        _new.metadata := membank_private.validate_object(metadata, 'metadata');
+    end if;
+    if structured_content is not null then
+        _new.structured_content := membank_private.validate_object(structured_content, 'structured_content');
+    end if;
+    if ttl is not null or expire_time is not null then
+        _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
+    end if;
+    perform membank_private.validate_object(labels, 'labels');
+    if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
+       is not distinct from
+       (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
+        return membank_private.to_memory(_row);  -- nothing changed: no revision
+    end if;
+    perform membank_private.set_revision_context(labels, source_event_ids);
+    update membank_private.memories as m
+    set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
+        structured_content = _new.structured_content, expire_time = _new.expire_time
+    where m.name = _row.name
+    returning * into _new;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_new);
+end
+$$;
+COMMENT ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) IS 'Update a live memory: only the arguments given (non-null) change; a new revision (action UPDATED)
+records the old and new fact. ttl or expire_time reset the expiry (expire_time => ''infinity'' removes it). With scope, the memory must be in that
+exact scope. An update that changes nothing writes no revision and returns the memory as it is.
+Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument.';
+CREATE FUNCTION membank_private._raise_invalid(argument text, message text, hint text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    raise exception '%: %', argument, message
+        using errcode = 'invalid_parameter_value', hint = hint,
+              detail = format('argument: %s', argument);
+end
+$$;
+CREATE FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if not exists (
+        select from membank_private.memory_revisions as r
+        where r.memory_name = check_revisions_exist.name
+          and (check_revisions_exist.scope is null
+               or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
+    ) then
+        raise exception 'name: memory % has no revisions', name
+            using errcode = 'no_data_found',
+                  hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
+                  detail = 'argument: name';
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select set_config('membank.revision_context', '', true);
+$$;
+CREATE TABLE membank_private.memories (
+    name uuid DEFAULT gen_random_uuid() NOT NULL,
+    scope jsonb NOT NULL,
+    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    memory_type text DEFAULT 'NATURAL_LANGUAGE'::text NOT NULL,
+    fact text,
+    structured_content jsonb,
+    topics text[] DEFAULT '{}'::text[] NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    revision integer DEFAULT 1 NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    expire_time timestamp with time zone,
+    CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
+    CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
+    CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
+);
+CREATE FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean DEFAULT false) RETURNS membank_private.memories
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _row membank_private.memories;
+begin
+    if lock then
+        select * into _row from membank_private.memories as m where m.name = _name for update;
+    else
+        select * into _row from membank_private.memories as m where m.name = _name;
+    end if;
+    -- An expired memory, or one of another scope, is reported exactly like a
+    -- missing one: the caller learns nothing about names outside its scope.
+    if _row.name is null
+       or not membank_private.is_live(_row.expire_time)
+       or (_scope is not null and _row.scope <> _scope) then
+        raise exception 'name: memory % not found', _name
+            using errcode = 'no_data_found',
+                  hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
+                  detail = 'argument: name';
+    end if;
+    return _row;
+end
+$$;
+CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select expire_time is null or expire_time > statement_timestamp();
+$$;
+CREATE FUNCTION membank_private.memories_before_update() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if new.name <> old.name or new.scope <> old.scope then
+        raise exception 'a memory''s name and scope never change'
+            using errcode = 'MB001',
+                  hint = 'create a new memory in the other scope and delete this one';
+    end if;
+    new.revision := old.revision + 1;
+    new.update_time := statement_timestamp();
+    return new;
+end
+$$;
+CREATE FUNCTION membank_private.memories_write_revision() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _ctx jsonb := nullif(current_setting('membank.revision_context', true), '')::jsonb;
+    _row membank_private.memories := case when tg_op = 'DELETE' then old else new end;
+begin
+    insert into membank_private.memory_revisions (
+        memory_name, revision, scope_id, scope, action, memory_type,
+        fact, previous_fact, structured_content, previous_structured_content,
+        topics, metadata, expire_time, labels, source_event_ids,
+        extracted_memories, create_time
+    ) values (
+        _row.name,
+        case when tg_op = 'DELETE' then old.revision + 1 else new.revision end,
+        _row.scope_id, _row.scope,
+        case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
+        _row.memory_type,
+        _row.fact,
+        case when tg_op = 'INSERT' then null else old.fact end,
+        _row.structured_content,
+        case when tg_op = 'INSERT' then null else old.structured_content end,
+        _row.topics, _row.metadata, _row.expire_time,
+        coalesce(_ctx -> 'labels', '{}'),
+        coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
+        _ctx -> 'extracted_memories',
+        statement_timestamp()
+    );
+    return null;
+end
+$$;
+CREATE FUNCTION membank_private.memory_revisions_immutable() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    raise exception 'memory revisions are immutable'
+        using errcode = 'MB002',
+              hint = 'record a change by updating the memory; its trigger writes a new revision';
+end
+$$;
+CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select translate(encode(convert_to(jsonb_build_object('t', create_time, 'n', name)::text, 'UTF8'),
+                            'base64'), E'+/\n', '-_');
+$$;
+CREATE FUNCTION membank_private.parse_name(name text, argument text DEFAULT 'name'::text) RETURNS uuid
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if name is null then
+        perform membank_private._raise_invalid(argument, 'must not be null',
+            'pass the name (a uuid) returned by create_memory');
+    end if;
+    return name::uuid;
+exception
+    when invalid_text_representation then
+        raise exception '%: % is not a memory name', argument, to_jsonb(left(name, 80))
+            using errcode = 'invalid_text_representation',
+                  hint = 'memory names are uuids such as 0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e90',
+                  detail = format('argument: %s', argument);
+end
+$$;
+CREATE FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) RETURNS record
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _token jsonb;
+begin
+    _token := convert_from(decode(translate(page_token, '-_', '+/'), 'base64'), 'UTF8')::jsonb;
+    create_time := (_token ->> 't')::timestamptz;
+    name := (_token ->> 'n')::uuid;
+    if create_time is null or name is null then
+        raise exception using errcode = 'invalid_text_representation';
+    end if;
+exception
+    when others then
+        perform membank_private._raise_invalid('page_token', 'is not a token returned by list_memories',
+            'pass next_page_token from the last row of the previous page, or null for the first page');
+end
+$$;
+CREATE FUNCTION membank_private.purge_expired_batch(batch_size integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _count bigint;
+begin
+    perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
+    with batch as (
+        select m.name
+        from membank_private.memories as m
+        where m.expire_time <= statement_timestamp()
+        order by m.expire_time
+        limit batch_size
+        for update skip locked
+    ), deleted as (
+        delete from membank_private.memories as m
+        using batch as b
+        where m.name = b.name
+        returning 1
+    )
+    select count(*) into _count from deleted;
+    perform membank_private.clear_revision_context();
+    return _count;
+end
+$$;
+CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) RETURNS timestamp with time zone
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if ttl is not null and expire_time is not null then
+        perform membank_private._raise_invalid('ttl',
+            'ttl and expire_time are mutually exclusive', 'give at most one of ttl and expire_time');
+    end if;
+    if ttl is not null then
+        if ttl <= interval '0' then
+            perform membank_private._raise_invalid('ttl', format('must be positive, got %s', ttl),
+                'e.g. ttl => interval ''30 days''');
+        end if;
+        return statement_timestamp() + ttl;
+    end if;
+    if expire_time is not null and expire_time <> 'infinity' and expire_time <= statement_timestamp() then
+        perform membank_private._raise_invalid('expire_time',
+            format('%s is not in the future', expire_time),
+            'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    return nullif(expire_time, 'infinity');
+end
+$$;
+CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], extracted_memories jsonb DEFAULT NULL::jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select set_config('membank.revision_context', jsonb_build_object(
+        'labels', coalesce(labels, '{}'),
+        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
+        'extracted_memories', extracted_memories)::text, true);
+$$;
+CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS membank.memory
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select row(m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,
+               m.metadata, m.revision, m.create_time, m.update_time, m.expire_time)::membank.memory;
+$$;
+CREATE TABLE membank_private.memory_revisions (
+    memory_name uuid NOT NULL,
+    revision integer NOT NULL,
+    scope_id uuid NOT NULL,
+    scope jsonb NOT NULL,
+    action text NOT NULL,
+    memory_type text NOT NULL,
+    fact text,
+    previous_fact text,
+    structured_content jsonb,
+    previous_structured_content jsonb,
+    topics text[] NOT NULL,
+    metadata jsonb NOT NULL,
+    expire_time timestamp with time zone,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    source_event_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    extracted_memories jsonb,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT memory_revisions_action_check CHECK ((action = ANY (ARRAY['CREATED'::text, 'UPDATED'::text, 'DELETED'::text])))
+);
+CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) RETURNS membank.memory_revision
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select row(r.memory_name, r.revision, r.scope, r.action, r.memory_type, r.fact, r.previous_fact,
+               r.structured_content, r.previous_structured_content, r.topics, r.metadata,
+               r.expire_time, r.labels, r.source_event_ids, r.extracted_memories,
+               r.create_time)::membank.memory_revision;
+$$;
+CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT 'fact'::text) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if fact is null or btrim(fact, E' \t\r\n') = '' then
+        perform membank_private._raise_invalid(argument, 'must be non-empty text',
+            'a fact is a natural-language statement such as "User is allergic to peanuts"');
+    end if;
+    if length(fact) > 32768 then
+        perform membank_private._raise_invalid(argument,
+            format('has %s characters', length(fact)),
+            'a fact is at most 32768 characters; split long text into several memories');
+    end if;
+    return fact;
+end
+$$;
+CREATE FUNCTION membank_private.validate_object(value jsonb, argument text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if value is null or jsonb_typeof(value) <> 'object' then
+        perform membank_private._raise_invalid(argument,
+            format('must be a JSON object, got %s', coalesce(jsonb_typeof(value), 'null')),
+            'pass an object, e.g. {"source": "chat"}');
+    end if;
+    if octet_length(value::text) > 65536 then
+        perform membank_private._raise_invalid(argument,
+            format('is %s bytes', octet_length(value::text)),
+            'JSON object arguments are at most 65536 bytes as text');
+    end if;
+    return value;
+end
+$$;
+CREATE FUNCTION membank_private.validate_page_size(page_size integer) RETURNS integer
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if page_size is null or page_size < 1 or page_size > 1000 then
+        perform membank_private._raise_invalid('page_size',
+            format('must be between 1 and 1000, got %s', coalesce(page_size::text, 'null')),
+            'the default page_size is 100');
+    end if;
+    return page_size;
+end
+$$;
+CREATE FUNCTION membank_private.validate_scope(scope jsonb, argument text DEFAULT 'scope'::text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _key text;
+    _value jsonb;
+    _count integer := 0;
+begin
+    if scope is null or jsonb_typeof(scope) <> 'object' then
+        perform membank_private._raise_invalid(argument,
+            format('must be a JSON object, got %s', coalesce(jsonb_typeof(scope), 'null')),
+            'pass an object of string keys to string values, e.g. {"user_id": "u1"}');
+    end if;
+    for _key, _value in select key, value from jsonb_each(scope) loop
+        _count := _count + 1;
+        if length(_key) = 0 or length(_key) > 128 then
+            perform membank_private._raise_invalid(argument,
+                format('key of %s characters is out of range', length(_key)),
+                'scope keys are 1 to 128 characters');
+        end if;
+        if jsonb_typeof(_value) <> 'string' then
+            perform membank_private._raise_invalid(argument,
+                format('value of key %s must be a string, got %s', to_jsonb(_key), jsonb_typeof(_value)),
+                'scope values are strings; nested objects, arrays, numbers and null are not allowed');
+        end if;
+        if length(_value #>> '{}') = 0 or length(_value #>> '{}') > 1024 then
+            perform membank_private._raise_invalid(argument,
+                format('value of key %s has %s characters', to_jsonb(_key), length(_value #>> '{}')),
+                'scope values are 1 to 1024 characters');
+        end if;
+    end loop;
+    if _count = 0 then
+        perform membank_private._raise_invalid(argument, 'must not be empty',
+            'a scope names whose memory this is, e.g. {"user_id": "u1"}');
+    end if;
+    if _count > 16 then
+        perform membank_private._raise_invalid(argument, format('has %s keys', _count),
+            'a scope has at most 16 keys');
+    end if;
+    return scope;
+end
+$$;
+CREATE FUNCTION membank_private.validate_scopes(scopes jsonb, argument text DEFAULT 'scope'::text) RETURNS jsonb[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _result jsonb [];
+begin
+    if jsonb_typeof(scopes) = 'array' then
+        if jsonb_array_length(scopes) = 0 or jsonb_array_length(scopes) > 16 then
+            perform membank_private._raise_invalid(argument,
+                format('lists %s scopes', jsonb_array_length(scopes)),
+                'pass one scope object, or an array of 1 to 16 scope objects');
+        end if;
+        select array_agg(membank_private.validate_scope(s, argument)) into _result
+        from jsonb_array_elements(scopes) as s;
+        return _result;
+    end if;
+    return array[membank_private.validate_scope(scopes, argument)];
+end
+$$;
+CREATE FUNCTION membank_private.validate_topics(topics text[], argument text DEFAULT 'topics'::text) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _topic text;
+begin
+    if topics is null then
+        return '{}';
+    end if;
+    if cardinality(topics) > 32 then
+        perform membank_private._raise_invalid(argument,
+            format('lists %s topics', cardinality(topics)), 'a memory has at most 32 topics');
+    end if;
+    foreach _topic in array topics loop
+        if _topic is null or length(_topic) = 0 or length(_topic) > 128 then
+            perform membank_private._raise_invalid(argument,
+                format('holds a topic of %s characters', coalesce(length(_topic)::text, 'null')),
+                'topics are labels of 1 to 128 characters, e.g. USER_PREFERENCES');
+        end if;
+    end loop;
+    return array(select distinct t from unnest(topics) as t order by t);
+end
+$$;
+ALTER TABLE ONLY membank_private.memories
+    ADD CONSTRAINT memories_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY membank_private.memory_revisions
+    ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
+CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
+CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
+CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
+CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
+CREATE TRIGGER memories_write_revision AFTER INSERT OR DELETE OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_write_revision();
+CREATE TRIGGER memory_revisions_immutable BEFORE UPDATE ON membank_private.memory_revisions FOR EACH ROW EXECUTE FUNCTION membank_private.memory_revisions_immutable();
+GRANT USAGE ON SCHEMA membank TO membank_reader;
+GRANT USAGE ON SCHEMA membank_private TO membank_admin;
+GRANT ALL ON TYPE membank.memory TO membank_reader;
+GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
+GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
+REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) FROM PUBLIC;
+GRANT ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;

@@ -1,0 +1,57 @@
+"""The membank CLI: a real round trip, errors as one line and exit code 2."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from membank.cli import main
+
+
+@pytest.fixture
+def cli(db_url, monkeypatch):
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    runner = CliRunner()
+
+    def run(*args, code=0):
+        result = runner.invoke(main, list(args), catch_exceptions=False)
+        assert result.exit_code == code, result.output
+        return result
+
+    return run
+
+
+def test_round_trip(cli):
+    scope = '{"user_id": "u1"}'
+    created = json.loads(cli("memories", "create", "--scope", scope, "--fact", "name is Coco",
+                             "--topic", "USER_PERSONAL_INFO").output)
+    name = created["name"]
+    assert created["fact"] == "name is Coco" and created["topics"] == ["USER_PERSONAL_INFO"]
+    assert json.loads(cli("memories", "get", name).output)["fact"] == "name is Coco"
+    assert json.loads(cli("memories", "update", name, "--fact", "name is Joy").output)["revision"] == 2
+    listed = json.loads(cli("memories", "list", "--scope", scope).output)
+    assert [m["fact"] for m in listed["memories"]] == ["name is Joy"] and listed["next_page_token"] is None
+    assert json.loads(cli("memories", "list", "--scope", '{"user_id": "u2"}').output)["memories"] == []
+    revisions = json.loads(cli("memories", "revisions", name).output)
+    assert [(r["action"], r["fact"]) for r in revisions] == [("CREATED", "name is Coco"), ("UPDATED", "name is Joy")]
+    assert json.loads(cli("memories", "rollback", name, "1").output)["fact"] == "name is Coco"
+    cli("memories", "delete", name)
+    missing = cli("memories", "get", name, code=2)
+    assert "not found" in missing.output
+    assert json.loads(cli("memories", "purge", "--scope", scope).output) == {"would_purge": 0}
+
+
+def test_errors_are_one_line_with_hint(cli):
+    result = cli("memories", "create", "--scope", "{}", "--fact", "x", code=2)
+    assert "error [22023]: scope: must not be empty" in result.output
+    assert "hint:" in result.output
+
+
+def test_bad_json_option(cli):
+    result = CliRunner().invoke(main, ["memories", "list", "--scope", "{user_id: u1}"])
+    assert result.exit_code == 2 and "not valid JSON" in result.output
+
+
+def test_db_current(cli):
+    out = cli("db", "current").output
+    assert "current: 0001" in out and "head:    0001" in out

@@ -1,0 +1,44 @@
+"""The embedded server: data directory, start, reuse, stop, restart with data kept."""
+
+import os
+import stat
+
+import psycopg
+import pytest
+
+from membank import MemoryBank, embedded, migrate, settings
+
+
+@pytest.fixture
+def data_dir(tmp_path_factory, monkeypatch):
+    path = tmp_path_factory.mktemp("membank-data")
+    monkeypatch.setenv("MEMBANK_DATA_DIR", str(path))
+    monkeypatch.delenv("MEMBANK_DATABASE_URL", raising=False)
+    yield path
+    embedded.stop()
+
+
+def test_root_default_data_dir_opens_nothing_private(monkeypatch):
+    monkeypatch.delenv("MEMBANK_DATA_DIR", raising=False)
+    if os.geteuid() == 0:
+        assert settings.data_dir() == settings.Path("/var/lib/membank")
+    else:
+        assert str(settings.data_dir()).startswith(os.path.expanduser("~"))
+
+
+def test_start_reuse_stop_restart(data_dir):
+    assert embedded.pgdata() == data_dir / "pg"
+    assert not embedded.is_running()
+    url = settings.database_url()
+    assert embedded.is_running() and "membank" in url
+    assert settings.database_url() == url  # reused, not a second server
+    migrate.upgrade(url)
+    with MemoryBank(max_size=1) as bank:
+        name = bank.create_memory({"u": "1"}, "kept across restarts").name
+    assert embedded.stop() is True
+    assert embedded.stop() is False
+    with MemoryBank(max_size=1) as bank:  # starts it again, same data
+        assert bank.get_memory(name).fact == "kept across restarts"
+    with psycopg.connect(url) as conn:
+        assert conn.execute("show listen_addresses").fetchone()[0] == ""
+    assert not (os.stat(data_dir / "pg").st_mode & stat.S_IRWXO)

