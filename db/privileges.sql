@@ -9,7 +9,8 @@ revoke all on all procedures in schema membank from public;
 
 
 grant usage on schema membank to membank_reader;
-grant usage on type membank.memory, membank.memory_page_item, membank.memory_revision to membank_reader;
+grant usage on type membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory
+to membank_reader;
 
 grant execute on function
 membank.get_memory(text, jsonb),
@@ -17,14 +18,23 @@ membank.list_memories(
     jsonb, integer, text, jsonb, text[], text, timestamptz, timestamptz, timestamptz, timestamptz
 ),
 membank.list_revisions(text, jsonb),
-membank.get_revision(text, integer, jsonb)
+membank.get_revision(text, integer, jsonb),
+membank.retrieve_memories(
+    jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
+    text, double precision, double precision, integer, text, integer, integer, text
+),
+membank.embedding_backlog()
 to membank_reader;
 
 grant execute on function
 membank.create_memory(jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[]),
 membank.update_memory(text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]),
 membank.delete_memory(text, jsonb, jsonb),
-membank.rollback_memory(text, integer, jsonb)
+membank.rollback_memory(text, integer, jsonb),
+membank.configure_embedding(text, integer),
+membank.claim_embedding_jobs(integer),
+membank.store_embeddings(text, integer, text[], text[], text[]),
+membank.fail_embedding_jobs(text[], text[], text)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;

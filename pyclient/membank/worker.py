@@ -1,0 +1,120 @@
+"""The embedding worker: carries the embedding calls that the database queues.
+
+SQL decides, the worker carries: a trigger queues a job when a fact changes;
+the worker claims due jobs (``membank.claim_embedding_jobs``, FOR UPDATE SKIP
+LOCKED) inside a transaction, embeds the facts in passage mode, and stores
+the vectors (``membank.store_embeddings``) before it commits. A worker that
+dies mid-batch holds nothing afterwards: its transaction rolls back and the
+jobs are claimed by the next worker. A failed model call is recorded with
+``membank.fail_embedding_jobs`` (retried with exponential backoff, five
+attempts). ``run()`` sleeps on LISTEN membank_embedding_jobs with a poll
+fallback.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import psycopg
+
+from membank import errors
+from membank.embedding import Embedder
+
+log = logging.getLogger("membank.worker")
+CHANNEL = "membank_embedding_jobs"
+
+
+def vector_literal(vector: list[float]) -> str:
+    """Format a vector as pgvector text, e.g. ``[0.1,-0.2]`` (repr keeps every float exact)."""
+    return "[" + ",".join(repr(float(x)) for x in vector) + "]"
+
+
+class EmbeddingWorker:
+    """Embeds queued memories with one ``Embedder`` over one connection to ``url``."""
+
+    def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64) -> None:
+        """Connect to ``url``; ``batch_size`` (1..1000) facts are embedded per model call."""
+        self.url = url
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self._conn: psycopg.Connection | None = None
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.url)
+            self._conn.execute("set timezone to 'UTC'")
+            self._conn.commit()
+            self.configure()
+        return self._conn
+
+    def configure(self) -> None:
+        """Declare this worker's model to the bank.
+
+        Raises ConflictError (MB010) when the bank holds vectors of another
+        model or dimension: re-embed explicitly with ``membank reembed``.
+        """
+        conn = self._connection() if self._conn is None else self._conn
+        try:
+            with conn.transaction():
+                conn.execute("select membank.configure_embedding(model_id => %s, dimension => %s)",
+                             (self.embedder.model_id, self.embedder.dimension))
+        except psycopg.Error as err:
+            raise errors.from_psycopg(err) from None
+
+    def close(self) -> None:
+        """Close the worker's connection."""
+        if self._conn is not None:
+            self._conn.close()
+
+    def process_batch(self) -> int:
+        """Claim, embed and store one batch; return how many jobs it claimed (0: nothing due)."""
+        conn = self._connection()
+        with conn.transaction():
+            jobs = conn.execute("select memory_name, memory_fact, fact_md5 from membank.claim_embedding_jobs(%s)",
+                                (self.batch_size,)).fetchall()
+            if not jobs:
+                return 0
+            names = [str(j[0]) for j in jobs]
+            md5s = [str(j[2]) for j in jobs]
+            try:
+                vectors = self.embedder.embed_passages([j[1] for j in jobs])
+            except Exception as err:  # the provider failed: record it, retry later
+                log.warning("embedding %d facts failed: %s", len(jobs), err)
+                conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", (names, md5s, repr(err)))
+                return len(jobs)
+            conn.execute(
+                "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                " fact_md5s => %s, embeddings => %s)",
+                (self.embedder.model_id, self.embedder.dimension, names, md5s,
+                 [vector_literal(v) for v in vectors]))
+        return len(jobs)
+
+    def process_pending(self, *, limit: int | None = None,
+                        progress: Callable[[int], None] | None = None) -> int:
+        """Process due jobs until none is left (or ``limit`` jobs); return how many were processed.
+
+        ``progress(n)`` is called after each batch with its size.
+        """
+        done = 0
+        while limit is None or done < limit:
+            n = self.process_batch()
+            if n == 0:
+                break
+            done += n
+            if progress:
+                progress(n)
+        return done
+
+    def run(self, *, poll_interval: float = 5.0, stop: threading.Event | None = None) -> None:
+        """Process jobs until ``stop`` is set: woken by NOTIFY, polling every ``poll_interval`` seconds."""
+        stop = stop or threading.Event()
+        with psycopg.connect(self.url, autocommit=True) as listener:
+            listener.execute(f"listen {CHANNEL}")
+            while not stop.is_set():
+                self.process_pending()
+                # Sleep until a trigger notifies or the poll interval passes;
+                # the poll also picks up retries whose backoff has elapsed.
+                for _ in listener.notifies(timeout=poll_interval, stop_after=1):
+                    pass
