@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import psycopg
 from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pyclient"))
 
@@ -20,11 +20,6 @@ def fresh_database(name: str) -> str:
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
-        info = conn.info
-    url = f"postgresql://{info.user}@/{name}?host={info.host}&port={info.port}"
-    if info.host.startswith("/") is False:
-        url = f"postgresql://{info.user}@{info.host}:{info.port}/{name}"
-    if info.password:
-        os.environ.setdefault("PGPASSWORD", info.password)
+    url = make_conninfo(base, dbname=name)
     migrate.upgrade(url)
     return url

@@ -277,3 +277,48 @@ def test_worker_wakes_on_notify(vbank, db_url):
         vbank.create_memory(U1, "wake the worker so it sees stop")
         thread.join(timeout=35)
         worker.close()
+
+
+def lexicon(conn, scope):
+    rows = conn.execute(
+        "select x.lexeme, x.doc_count from membank_private.scope_lexicon x"
+        " where x.scope_id = md5(%s::jsonb::text)::uuid and x.doc_count <> 0",
+        (psycopg.types.json.Jsonb(scope),)).fetchall()
+    return {r["lexeme"]: r["doc_count"] for r in rows}
+
+
+def test_document_frequencies_follow_every_write(vbank, conn):
+    a = vbank.create_memory(U1, "Caroline adopted a dog")
+    vbank.create_memory(U1, "Caroline paints sunsets")
+    vbank.create_memory(U2, "Caroline lives elsewhere")
+    assert lexicon(conn, U1) == {"carolin": 2, "adopt": 1, "dog": 1, "paint": 1, "sunset": 1}
+    vbank.update_memory(a.name, fact="Caroline adopted a cat")
+    assert lexicon(conn, U1) == {"carolin": 2, "adopt": 1, "cat": 1, "paint": 1, "sunset": 1}
+    vbank.update_memory(a.name, metadata={"x": "y"})  # no text change, no count change
+    assert lexicon(conn, U1)["carolin"] == 2
+    vbank.delete_memory(a.name)
+    assert lexicon(conn, U1) == {"carolin": 1, "paint": 1, "sunset": 1}
+    vbank.purge_memories(U1, force=True)
+    assert lexicon(conn, U1) == {}
+    assert lexicon(conn, U2) == {"carolin": 1, "live": 1, "elsewher": 1}
+
+
+def test_rare_words_outweigh_common_ones(vbank):
+    for i in range(3):
+        vbank.create_memory(U1, f"Caroline said hello number {i}")
+    for i in range(3):
+        vbank.create_memory(U1, f"Someone else talked about weather {i}")
+    target = vbank.create_memory(U1, "Melanie went to a pottery class")
+    results = vbank.retrieve_memories(U1, "Caroline pottery", top_k=10, use_embedding=False)
+    assert results[0].memory.name == target.name and len(results) == 4
+    assert results[0].text_rank > results[1].text_rank
+
+
+def test_words_in_most_memories_only_score(vbank):
+    """A lexeme in more than half of the scope seeks no candidates of its own when a rarer one does."""
+    for i in range(6):
+        vbank.create_memory(U1, f"Caroline said hello number {i}")
+    target = vbank.create_memory(U1, "Caroline went to a pottery class")
+    results = vbank.retrieve_memories(U1, "Caroline pottery", top_k=10, use_embedding=False)
+    assert [r.memory.name for r in results] == [target.name]
+    assert len(vbank.retrieve_memories(U1, "Caroline", top_k=10, use_embedding=False)) == 7

@@ -15,23 +15,44 @@
 --   exactly. With filters, the vector list is an exact scan of the filtered
 --   rows, so filters never cost results.
 -- * text: full text (english) over a GIN (scope_id, fts) index; the query's
---   lexemes are OR-ed, ranked by ts_rank_cd (cover density).
+--   lexemes are OR-ed and a match scores the sum of the IDF of the lexemes
+--   it holds (BM25's IDF from per-scope document frequencies; no tf or
+--   length term: memories are short, and on LoCoMo turns the plain IDF sum
+--   beat BM25 with k1 = 1.2, b = 0.75 by 0.03 recall@10).
 -- Fusion: Reciprocal Rank Fusion, score = sum over lists of
 --   weight / (rrf_k + rank), Cormack, Clarke & Buettcher, SIGIR 2009, k = 60;
 -- or a convex combination of min-max-normalised scores (weights 0.7 / 0.3),
 -- Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid
 -- Retrieval", TOIS 2023.
 
--- name: tsquery_any: the lexemes of a text, OR-ed (null when it has none).
-create or replace function membank_private.tsquery_any(query_text text)
-returns tsquery
+-- name: text_query: the query's lexemes with their IDF in the scopes, and which ones seek candidates.
+create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
+returns table (lexeme text, idf double precision, seeks boolean)
 language sql
-immutable
+stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select nullif(string_agg(quote_literal(t.lexeme), ' | '), '')::tsquery
-    from unnest(to_tsvector('english'::regconfig, coalesce(query_text, ''))) as t;
+    with query_lexeme as (
+        select distinct l.lexeme
+        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as l (lexeme)
+    ), total as (
+        select coalesce(sum(s.doc_count), 0) as n
+        from membank_private.scope_stats as s where s.scope_id = any(scope_ids)
+    ), frequency as (
+        select q.lexeme, coalesce(sum(x.doc_count), 0) as df
+        from query_lexeme as q
+        left join membank_private.scope_lexicon as x on x.lexeme = q.lexeme and x.scope_id = any(scope_ids)
+        group by q.lexeme
+    )
+    -- IDF as in BM25 (Robertson & Zaragoza, "The Probabilistic Relevance
+    -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
+    -- A lexeme in more than half the scope (a speaker's name in a chat)
+    -- only seeks candidates when nothing rarer does; it still scores.
+    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5)),
+           f.df > 0 and (f.df * 2 <= t.n or not exists (
+               select from frequency as g where g.df > 0 and g.df * 2 <= t.n))
+    from frequency as f cross join total as t;
 $$;
 
 -- name: check_query_embedding: the query vector, checked against the bank's model.
@@ -106,7 +127,9 @@ declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
-    _tsquery tsquery := membank_private.tsquery_any(query_text);
+    _lexemes text [];
+    _idfs double precision [];
+    _tsquery tsquery;
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
     _filtered boolean := num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0;
     _depth integer;
@@ -144,6 +167,11 @@ begin
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
+
+    select array_agg(q.lexeme), array_agg(q.idf),
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
+    into _lexemes, _idfs, _tsquery
+    from membank_private.text_query(query_text, _scope_ids) as q;
 
     if _tsquery is null and _query is null and query_embedding is null
        and (query_text is null or btrim(query_text) = '') then
@@ -191,7 +219,9 @@ begin
     ), text_list as (
         select x.name, x.text_rank, row_number() over (order by x.text_rank desc, x.name)::integer as rank
         from (
-            select m.name, ts_rank_cd(m.fts, _tsquery) as text_rank
+            select m.name,
+                   (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
+                    where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
             from membank_private.memories as m
             where _tsquery is not null
               and m.scope_id = any(_scope_ids)
@@ -253,10 +283,10 @@ comment on function membank.retrieve_memories(
 ) is
 $$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query
-mode) and full-text match of query_text (english, lexemes OR-ed, ts_rank_cd), fused by Reciprocal Rank Fusion
+mode) and full-text match of query_text (english, lexemes OR-ed, scored by the sum of their IDF in the scope), fused by Reciprocal Rank Fusion
 (fusion 'rrf', rrf_k 60, Cormack, Clarke & Buettcher, SIGIR 2009) or by a convex combination of min-max-normalised
 scores ('convex', default weights 0.7 vector / 0.3 text). Each row: the memory, distance (cosine distance, smaller
-is closer), similarity (1 - distance), text_rank, vector_rank and text_match_rank (1-based positions in each list),
+is closer), similarity (1 - distance), text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list),
 score (the fused score), matched_signals ({vector,text}), degraded (true when the memory or the query has no current
 vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
 no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.

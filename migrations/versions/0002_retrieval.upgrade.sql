@@ -23,6 +23,36 @@ add column fts tsvector generated always as (to_tsvector('english'::regconfig, c
 create index memories_scope_fts_idx
 on membank_private.memories using gin (scope_id, fts);
 
+-- Document frequencies per scope, for the IDF weights of full-text ranking
+-- (kept by statement triggers on memories; see db/functions/055_lexicon.sql).
+create table membank_private.scope_lexicon (
+    scope_id uuid not null,
+    lexeme text not null,
+    doc_count integer not null,
+    primary key (scope_id, lexeme)
+);
+
+create table membank_private.scope_stats (
+    scope_id uuid primary key,
+    doc_count integer not null
+);
+
+insert into membank_private.scope_lexicon (scope_id, lexeme, doc_count)
+select
+    m.scope_id,
+    l.lexeme,
+    count(*) as doc_count
+from membank_private.memories as m
+cross join lateral unnest(tsvector_to_array(m.fts)) as l (lexeme)
+group by m.scope_id, l.lexeme;
+
+insert into membank_private.scope_stats (scope_id, doc_count)
+select
+    m.scope_id,
+    count(*) as doc_count
+from membank_private.memories as m
+group by m.scope_id;
+
 -- One embedding model per bank. Vectors of another model or dimension are
 -- refused until `membank reembed` switches the bank over.
 create table membank_private.embedding_config (

@@ -46,8 +46,23 @@ def database_url() -> str:
 
 
 def sqlalchemy_url(url: str) -> str:
-    """Return ``url`` with the psycopg 3 driver named, as SQLAlchemy wants it."""
+    """Return ``url`` (a libpq URL or ``key=value`` conninfo) as a SQLAlchemy URL with the psycopg 3 driver.
+
+    Raises ValueError naming MEMBANK_DATABASE_URL when it is neither.
+    """
     for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]
-    raise ValueError(f"{ENV_DATABASE_URL}: not a postgresql:// URL: {url!r}")
+    from urllib.parse import quote, urlencode
+
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        params = {k: str(v) for k, v in conninfo_to_dict(url).items()}
+    except Exception as err:
+        raise ValueError(f"{ENV_DATABASE_URL}: not a postgresql:// URL or conninfo: {url!r} ({err})") from None
+    user = quote(params.pop("user", ""), safe="")
+    password = params.pop("password", None)
+    dbname = quote(params.pop("dbname", ""), safe="")
+    auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
+    return f"postgresql+psycopg://{auth}/{dbname}" + (f"?{urlencode(params)}" if params else "")

@@ -446,7 +446,9 @@ declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
-    _tsquery tsquery := membank_private.tsquery_any(query_text);
+    _lexemes text [];
+    _idfs double precision [];
+    _tsquery tsquery;
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
     _filtered boolean := num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0;
     _depth integer;
@@ -484,6 +486,10 @@ begin
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
+    select array_agg(q.lexeme), array_agg(q.idf),
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
+    into _lexemes, _idfs, _tsquery
+    from membank_private.text_query(query_text, _scope_ids) as q;
     if _tsquery is null and _query is null and query_embedding is null
        and (query_text is null or btrim(query_text) = '') then
         -- No query: the scope's memories, paged, oldest first.
@@ -529,7 +535,9 @@ begin
     ), text_list as (
         select x.name, x.text_rank, row_number() over (order by x.text_rank desc, x.name)::integer as rank
         from (
-            select m.name, ts_rank_cd(m.fts, _tsquery) as text_rank
+            select m.name,
+                   (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
+                    where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
             from membank_private.memories as m
             where _tsquery is not null
               and m.scope_id = any(_scope_ids)
@@ -586,10 +594,10 @@ end
 $$;
 COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
-mode) and full-text match of query_text (english, lexemes OR-ed, ts_rank_cd), fused by Reciprocal Rank Fusion
+mode) and full-text match of query_text (english, lexemes OR-ed, scored by the sum of their IDF in the scope), fused by Reciprocal Rank Fusion
 (fusion ''rrf'', rrf_k 60, Cormack, Clarke & Buettcher, SIGIR 2009) or by a convex combination of min-max-normalised
 scores (''convex'', default weights 0.7 vector / 0.3 text). Each row: the memory, distance (cosine distance, smaller
-is closer), similarity (1 - distance), text_rank, vector_rank and text_match_rank (1-based positions in each list),
+is closer), similarity (1 - distance), text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list),
 score (the fused score), matched_signals ({vector,text}), degraded (true when the memory or the query has no current
 vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
 no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.
@@ -874,6 +882,48 @@ begin
     return new;
 end
 $$;
+CREATE FUNCTION membank_private.memories_count_lexemes() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope_ids uuid [];
+    _fts tsvector [];
+    _signs integer [];
+begin
+    -- Only the transition tables of this event exist, so each branch names
+    -- its own (PL/pgSQL plans a statement when it first runs).
+    if tg_op = 'INSERT' then
+        select array_agg(n.scope_id), array_agg(n.fts), array_agg(1)
+        into _scope_ids, _fts, _signs from new_rows as n;
+    elsif tg_op = 'DELETE' then
+        select array_agg(o.scope_id), array_agg(o.fts), array_agg(-1)
+        into _scope_ids, _fts, _signs from old_rows as o;
+    else
+        select array_agg(r.scope_id), array_agg(r.fts), array_agg(r.sign)
+        into _scope_ids, _fts, _signs
+        from (select n.scope_id, n.fts, 1 as sign from new_rows as n
+              union all
+              select o.scope_id, o.fts, -1 from old_rows as o) as r;
+    end if;
+    insert into membank_private.scope_lexicon as x (scope_id, lexeme, doc_count)
+    select d.scope_id, l.lexeme, sum(d.sign)
+    from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+    cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+    group by d.scope_id, l.lexeme
+    having sum(d.sign) <> 0
+    order by d.scope_id, l.lexeme
+    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    insert into membank_private.scope_stats as s (scope_id, doc_count)
+    select d.scope_id, sum(d.sign)
+    from unnest(_scope_ids, _signs) as d (scope_id, sign)
+    group by d.scope_id
+    having sum(d.sign) <> 0
+    order by d.scope_id
+    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+    return null;
+end
+$$;
 CREATE FUNCTION membank_private.memories_enqueue_embedding() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1043,6 +1093,31 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
         'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
         'extracted_memories', extracted_memories)::text, true);
 $$;
+CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with query_lexeme as (
+        select distinct l.lexeme
+        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as l (lexeme)
+    ), total as (
+        select coalesce(sum(s.doc_count), 0) as n
+        from membank_private.scope_stats as s where s.scope_id = any(scope_ids)
+    ), frequency as (
+        select q.lexeme, coalesce(sum(x.doc_count), 0) as df
+        from query_lexeme as q
+        left join membank_private.scope_lexicon as x on x.lexeme = q.lexeme and x.scope_id = any(scope_ids)
+        group by q.lexeme
+    )
+    -- IDF as in BM25 (Robertson & Zaragoza, "The Probabilistic Relevance
+    -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
+    -- A lexeme in more than half the scope (a speaker's name in a chat)
+    -- only seeks candidates when nothing rarer does; it still scores.
+    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5)),
+           f.df > 0 and (f.df * 2 <= t.n or not exists (
+               select from frequency as g where g.df > 0 and g.df * 2 <= t.n))
+    from frequency as f cross join total as t;
+$$;
 CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS membank.memory
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1078,13 +1153,6 @@ CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revi
                r.structured_content, r.previous_structured_content, r.topics, r.metadata,
                r.expire_time, r.labels, r.source_event_ids, r.extracted_memories,
                r.create_time)::membank.memory_revision;
-$$;
-CREATE FUNCTION membank_private.tsquery_any(query_text text) RETURNS tsquery
-    LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select nullif(string_agg(quote_literal(t.lexeme), ' | '), '')::tsquery
-    from unnest(to_tsvector('english'::regconfig, coalesce(query_text, ''))) as t;
 $$;
 CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT 'fact'::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
@@ -1248,6 +1316,15 @@ CREATE TABLE membank_private.memory_embeddings (
     embedding_bq bit varying NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
+CREATE TABLE membank_private.scope_lexicon (
+    scope_id uuid NOT NULL,
+    lexeme text NOT NULL,
+    doc_count integer NOT NULL
+);
+CREATE TABLE membank_private.scope_stats (
+    scope_id uuid NOT NULL,
+    doc_count integer NOT NULL
+);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -1258,6 +1335,10 @@ ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.memory_revisions
     ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
+ALTER TABLE ONLY membank_private.scope_lexicon
+    ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
+ALTER TABLE ONLY membank_private.scope_stats
+    ADD CONSTRAINT scope_stats_pkey PRIMARY KEY (scope_id);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
@@ -1266,6 +1347,9 @@ CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings US
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
 CREATE TRIGGER memories_enqueue_embedding AFTER INSERT OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_enqueue_embedding();
+CREATE TRIGGER memories_lexicon_delete AFTER DELETE ON membank_private.memories REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
+CREATE TRIGGER memories_lexicon_insert AFTER INSERT ON membank_private.memories REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
+CREATE TRIGGER memories_lexicon_update AFTER UPDATE ON membank_private.memories REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
 CREATE TRIGGER memories_write_revision AFTER INSERT OR DELETE OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_write_revision();
 CREATE TRIGGER memory_revisions_immutable BEFORE UPDATE ON membank_private.memory_revisions FOR EACH ROW EXECUTE FUNCTION membank_private.memory_revisions_immutable();
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -1318,6 +1402,7 @@ REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
@@ -1328,9 +1413,9 @@ REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) F
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.tsquery_any(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;

@@ -1,0 +1,67 @@
+-- Per-scope document frequencies for IDF-weighted full-text ranking.
+-- Statement-level triggers with transition tables fold a whole statement
+-- (one memory or a 10,000-row purge) into one upsert, in (scope_id, lexeme)
+-- order so that concurrent writers lock rows in the same order.
+
+-- name: memories_count_lexemes: add the lexemes of new rows, subtract those of old rows.
+create or replace function membank_private.memories_count_lexemes()
+returns trigger
+language plpgsql
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope_ids uuid [];
+    _fts tsvector [];
+    _signs integer [];
+begin
+    -- Only the transition tables of this event exist, so each branch names
+    -- its own (PL/pgSQL plans a statement when it first runs).
+    if tg_op = 'INSERT' then
+        select array_agg(n.scope_id), array_agg(n.fts), array_agg(1)
+        into _scope_ids, _fts, _signs from new_rows as n;
+    elsif tg_op = 'DELETE' then
+        select array_agg(o.scope_id), array_agg(o.fts), array_agg(-1)
+        into _scope_ids, _fts, _signs from old_rows as o;
+    else
+        select array_agg(r.scope_id), array_agg(r.fts), array_agg(r.sign)
+        into _scope_ids, _fts, _signs
+        from (select n.scope_id, n.fts, 1 as sign from new_rows as n
+              union all
+              select o.scope_id, o.fts, -1 from old_rows as o) as r;
+    end if;
+
+    insert into membank_private.scope_lexicon as x (scope_id, lexeme, doc_count)
+    select d.scope_id, l.lexeme, sum(d.sign)
+    from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+    cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+    group by d.scope_id, l.lexeme
+    having sum(d.sign) <> 0
+    order by d.scope_id, l.lexeme
+    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+
+    insert into membank_private.scope_stats as s (scope_id, doc_count)
+    select d.scope_id, sum(d.sign)
+    from unnest(_scope_ids, _signs) as d (scope_id, sign)
+    group by d.scope_id
+    having sum(d.sign) <> 0
+    order by d.scope_id
+    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+    return null;
+end
+$$;
+
+create or replace trigger memories_lexicon_insert
+after insert on membank_private.memories
+referencing new table as new_rows
+for each statement execute function membank_private.memories_count_lexemes();
+
+create or replace trigger memories_lexicon_update
+after update on membank_private.memories
+referencing old table as old_rows new table as new_rows
+for each statement execute function membank_private.memories_count_lexemes();
+
+create or replace trigger memories_lexicon_delete
+after delete on membank_private.memories
+referencing old table as old_rows
+for each statement execute function membank_private.memories_count_lexemes();
