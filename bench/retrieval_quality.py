@@ -62,7 +62,7 @@ def run_mode(conn, scope, qas, embeddings, mode: str, kmax: int) -> tuple[list[l
         start = time.perf_counter()
         rows = conn.execute(
             "select metadata->>'dia_id' from membank.retrieve_memories(scope => %(scope)s,"
-            " query_text => %(text)s, query_embedding => %(emb)s::real[], top_k => %(k)s" + extra + ")",
+            " query_text => %(text)s, query_embedding => %(emb)b::real[], top_k => %(k)s" + extra + ")",
             args).fetchall()
         lat.append(time.perf_counter() - start)
         out.append([r[0] for r in rows])

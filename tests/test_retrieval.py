@@ -322,3 +322,33 @@ def test_words_in_most_memories_only_score(vbank):
     results = vbank.retrieve_memories(U1, "Caroline pottery", top_k=10, use_embedding=False)
     assert [r.memory.name for r in results] == [target.name]
     assert len(vbank.retrieve_memories(U1, "Caroline", top_k=10, use_embedding=False)) == 7
+
+
+def test_centroid_is_fixed_after_200_vectors_and_quantization_follows(conn):
+    """Binary codes are taken of v - centroid once the bank holds 200 vectors (see set_embedding_centroid)."""
+    conn.execute("select membank.configure_embedding(model_id => 'test/c', dimension => 3)")
+
+    def store(n, offset):
+        for i in range(n):
+            conn.execute("select membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => %s)",
+                         (f"fact {offset + i}",))
+        with conn.transaction():
+            jobs = conn.execute("select * from membank.claim_embedding_jobs(1000)").fetchall()
+            vectors = [f"[1,{0.01 * (k % 7)},{0.02 * (k % 5) - 0.04}]" for k in range(len(jobs))]
+            conn.execute("select membank.store_embeddings('test/c', 3, %s, %s, %s)",
+                         ([str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs], vectors))
+
+    store(150, 0)
+    assert conn.execute("select centroid from membank_private.embedding_config").fetchone()["centroid"] is None
+    raw = conn.execute("select count(*) as n from membank_private.memory_embeddings"
+                       " where embedding_bq = binary_quantize(embedding)::varbit").fetchone()["n"]
+    assert raw == 150  # before the centroid: plain signs, all ones in dimension 1
+    store(60, 150)
+    centroid = conn.execute("select centroid::text from membank_private.embedding_config").fetchone()["centroid"]
+    assert centroid is not None and centroid.startswith("[1,")
+    stale = conn.execute("select count(*) as n from membank_private.memory_embeddings"
+                         " where embedding_bq <> membank_private.quantize(embedding, (select centroid from"
+                         " membank_private.embedding_config))").fetchone()["n"]
+    assert stale == 0
+    conn.execute("select membank.reembed('test/c', 3)")
+    assert conn.execute("select centroid from membank_private.embedding_config").fetchone()["centroid"] is None

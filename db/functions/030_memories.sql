@@ -16,6 +16,8 @@ as $$
 $$;
 
 -- name: is_live: true while a memory has not expired.
+-- Queries over many rows spell the same test out inline: a function with a
+-- SET clause is never inlined, so it would be called once per row.
 create or replace function membank_private.is_live(expire_time timestamptz)
 returns boolean
 language sql
@@ -209,7 +211,7 @@ begin
         from membank_private.memories as m
         where m.scope_id = any(_scope_ids)
           and m.scope = any(_scopes)
-          and membank_private.is_live(m.expire_time)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (m.create_time, m.name) > (_after_time, _after_name)
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
@@ -367,7 +369,7 @@ begin
         from membank_private.memories as m
         where m.scope_id = md5(_scope::text)::uuid
           and m.scope = _scope
-          and membank_private.is_live(m.expire_time)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
         order by m.name

@@ -56,6 +56,10 @@ begin
             format('must be between 1 and 16000, got %s', coalesce(dimension::text, 'null')),
             'the length of the vectors the model returns');
     end if;
+    select * into _config from membank_private.embedding_config;
+    if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
+        return;  -- the common case: no lock, so concurrent workers never queue here
+    end if;
     -- The first model wins; concurrent first calls meet on the singleton key.
     insert into membank_private.embedding_config (model_id, dimension)
     values (configure_embedding.model_id, configure_embedding.dimension)
@@ -72,7 +76,7 @@ begin
         end if;
         update membank_private.embedding_config as c
         set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
-            update_time = statement_timestamp();
+            centroid = null, update_time = statement_timestamp();
     end if;
 end
 $$;
@@ -97,6 +101,7 @@ declare
 begin
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
+    update membank_private.embedding_config as c set centroid = null;
     delete from membank_private.embedding_jobs;
     insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
     select m.name, md5(m.fact)::uuid, m.scope_id
@@ -194,8 +199,9 @@ begin
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
         )
         select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
-               binary_quantize(g.embedding)
+               membank_private.quantize(g.embedding, c.centroid)
         from given as g
+        cross join membank_private.embedding_config as c
         inner join membank_private.memories as m
             on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
         on conflict (name) do update
@@ -205,6 +211,10 @@ begin
         returning 1
     )
     select count(*) into _count from stored;
+    if exists (select from membank_private.embedding_config as c where c.centroid is null)
+       and exists (select from membank_private.memory_embeddings offset 199) then
+        perform membank_private.set_embedding_centroid();
+    end if;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
     where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
@@ -218,6 +228,41 @@ pgvector text ('[0.1,0.2,...]', L2-normalised, passage mode) in the same order, 
 entries. A vector whose memory's fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, wrong dimension: nothing stored), MB010 (another model).$$;
+
+-- name: quantize: binary quantization of a vector, centered on the bank's centroid when it has one.
+create or replace function membank_private.quantize(embedding vector, centroid vector)
+returns bit varying
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select binary_quantize(case when centroid is null then embedding else embedding - centroid end)::bit varying;
+$$;
+
+-- name: set_embedding_centroid: fix the centroid from the stored vectors and re-quantize them.
+create or replace function membank_private.set_embedding_centroid()
+returns vector
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _centroid vector;
+begin
+    -- Measured on LoCoMo questions against 2,760 turns: the true top 50 by
+    -- cosine were within the best 400 by Hamming distance for 0.72 of them
+    -- without centering and 0.99 with it. 200 vectors estimate the mean
+    -- direction of a model well; it is set once, and reset by reembed.
+    select avg(e.embedding) into _centroid
+    from (select x.embedding from membank_private.memory_embeddings as x limit 10000) as e;
+    update membank_private.embedding_config as c set centroid = _centroid;
+    update membank_private.memory_embeddings as e
+    set embedding_bq = membank_private.quantize(e.embedding, _centroid);
+    return _centroid;
+end
+$$;
 
 -- name: fail_embedding_jobs: record a failed attempt; retry with exponential backoff.
 create or replace function membank.fail_embedding_jobs(

@@ -3,7 +3,8 @@
 -- Two candidate lists, fused:
 -- * vector: cosine distance (pgvector <=>) between the query embedding and
 --   each memory's current vector. Candidates come from Hamming distance over
---   the binary quantization (1 bit/dimension) kept in the covering index
+--   the binary quantization (1 bit/dimension, of v - the bank's centroid)
+--   kept in the covering index
 --   memory_embeddings_scope_idx, which a scope reads as one index range,
 --   never touching the heap; the best `rerank_depth` of those are re-ranked
 --   by exact cosine distance. Why not HNSW: a global HNSW index filtered by
@@ -28,11 +29,15 @@
 -- name: text_query: the query's lexemes with their IDF in the scopes, and which ones seek candidates.
 create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
 returns table (lexeme text, idf double precision, seeks boolean)
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+begin
+    -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
+    -- SQL function with a SET clause is planned on every call.
+    return query
     with query_lexeme as (
         select distinct l.lexeme
         from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as l (lexeme)
@@ -49,10 +54,11 @@ as $$
     -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5)),
+    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5))::double precision,
            f.df > 0 and (f.df * 2 <= t.n or not exists (
                select from frequency as g where g.df > 0 and g.df * 2 <= t.n))
     from frequency as f cross join total as t;
+end
 $$;
 
 -- name: check_query_embedding: the query vector, checked against the bank's model.
@@ -86,11 +92,13 @@ begin
                    embedding_model, _config.model_id),
             'embed the query with the bank''s model, or switch the bank with `membank reembed`');
     end if;
-    if exists (select from unnest(query_embedding) as x where x is null or x = 'NaN' or x in ('Infinity', '-Infinity')) then
-        perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
-            'pass the finite floats the embedding model returned');
-    end if;
-    return query_embedding::vector;
+    begin
+        return query_embedding::vector;
+    exception
+        when data_exception then
+            perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
+                'pass the finite floats the embedding model returned');
+    end;
 end
 $$;
 
@@ -127,6 +135,8 @@ declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _query_bq bit varying := case when _query is not null then membank_private.quantize(
+        _query, (select c.centroid from membank_private.embedding_config as c)) end;
     _lexemes text [];
     _idfs double precision [];
     _tsquery tsquery;
@@ -195,7 +205,7 @@ begin
         where _query is not null and not _filtered
           and e.scope_id = any(_scope_ids)
           and (e.expire_time is null or e.expire_time > statement_timestamp())
-        order by e.embedding_bq <~> binary_quantize(_query)
+        order by e.embedding_bq <~> _query_bq
         limit rerank_depth
     ), vector_exact as (
         select e.name, e.embedding <=> _query as distance
@@ -207,7 +217,7 @@ begin
         inner join membank_private.memories as m on m.name = e.name
         where _query is not null and _filtered
           and e.scope_id = any(_scope_ids)
-          and membank_private.is_live(m.expire_time)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
           and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
@@ -226,7 +236,7 @@ begin
             where _tsquery is not null
               and m.scope_id = any(_scope_ids)
               and m.fts @@ _tsquery
-              and membank_private.is_live(m.expire_time)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
               and (metadata_filter is null or m.metadata @> metadata_filter)
               and (_topics is null or m.topics && _topics)
               and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
@@ -270,7 +280,7 @@ begin
     -- A text-only hit still gets its true cosine distance when it has a vector.
     cross join lateral (select coalesce(s.distance, e.embedding <=> _query) as distance) as d
     where m.scope = any(_scopes)
-      and membank_private.is_live(m.expire_time)
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (min_similarity is null or 1 - d.distance >= min_similarity)
     order by s.score desc, d.distance nulls last, m.name
     limit top_k;

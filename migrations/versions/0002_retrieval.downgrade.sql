@@ -12,6 +12,8 @@ drop function if exists membank.embedding_backlog();
 drop function if exists membank.configure_embedding(text, integer);
 drop function if exists membank.reembed(text, integer);
 drop function if exists membank_private.check_query_embedding(real[], text);
+drop function if exists membank_private.set_embedding_centroid();
+drop function if exists membank_private.quantize(vector, vector);
 drop type if exists membank.retrieved_memory;
 drop trigger if exists memories_lexicon_insert on membank_private.memories;
 drop trigger if exists memories_lexicon_update on membank_private.memories;

