@@ -163,30 +163,37 @@ with text_terms as (
 ), vq as (
     select e.name from membank_private.memory_embeddings e
     where e.scope_id = %(sid)s and (e.expire_time is null or e.expire_time > statement_timestamp())
-    order by e.embedding_bq <~> binary_quantize(%(emb)b::real[]::vector) limit 400
+    order by e.embedding_bq <~> membank_private.quantize(%(emb)b::real[]::vector,
+        (select centroid from membank_private.embedding_config)) limit 400
 ), vl as (
-    select x.name, row_number() over (order by x.d, x.name) as r from (
+    select x.name, x.d, rank() over (order by x.d) as r from (
         select e.name, e.embedding <=> %(emb)b::real[]::vector as d
-        from membank_private.memory_embeddings e join vq using (name) order by d limit 50) x
+        from membank_private.memory_embeddings e join vq using (name) order by d, e.name limit 50) x
 ), tl as (
-    select x.name, row_number() over (order by x.s desc, x.name) as r from (
+    select x.name, rank() over (order by x.s desc) as r from (
         select m.name, (select sum(t.idf) from unnest(tt.lexemes, tt.idfs) t (l, idf)
                         where t.l = any(tsvector_to_array(m.fts))) as s
         from membank_private.memories m, text_terms tt
         where m.scope_id = %(sid)s and m.fts @@ tt.tsq
           and (m.expire_time is null or m.expire_time > statement_timestamp())
-        order by s desc limit 50) x
+        order by s desc, m.name limit 50) x
 )
 select f.name from (
-    select coalesce(v.name, t.name) as name, coalesce(1.0 / (60 + v.r), 0) + coalesce(1.0 / (60 + t.r), 0) as score
+    select coalesce(v.name, t.name) as name, v.d,
+           coalesce(1.0 / (60 + v.r), 0) + coalesce(1.0 / (60 + t.r), 0) as score
     from vl v full join tl t using (name)) f
 join membank_private.memories m on m.name = f.name
-where m.scope = %(scope)s order by f.score desc, m.name limit 10"""
+left join membank_private.memory_embeddings e on e.name = f.name
+where m.scope = %(scope)s
+order by f.score desc, coalesce(f.d, e.embedding <=> %(emb)b::real[]::vector) nulls last, m.name limit 10"""
 
 # Exact hybrid: every vector of the scope ranked by cosine distance.
 RAW_EXACT = RAW_SAME.replace(
-    """    order by e.embedding_bq <~> binary_quantize(%(emb)b::real[]::vector) limit 400""",
+    """    order by e.embedding_bq <~> membank_private.quantize(%(emb)b::real[]::vector,
+        (select centroid from membank_private.embedding_config)) limit 400""",
     """    limit 1000000""")
+
+assert RAW_EXACT != RAW_SAME
 
 HNSW_GLOBAL = """select name from membank_private.memory_embeddings
     order by embedding::vector(384) <=> %(emb)b::real[]::vector(384) limit 10"""

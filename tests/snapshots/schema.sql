@@ -445,60 +445,21 @@ Returns the number of memories queued. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT 3, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
-    _query_bq bit varying := case when _query is not null then membank_private.quantize(
-        _query, (select c.centroid from membank_private.embedding_config as c)) end;
-    _lexemes text [];
-    _idfs double precision [];
-    _tsquery tsquery;
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
-    _filtered boolean := num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0;
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
 begin
-    if top_k is null or top_k not between 1 and 100 then
-        perform membank_private._raise_invalid('top_k',
-            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
-    end if;
-    if fusion is null or fusion not in ('rrf', 'convex') then
-        perform membank_private._raise_invalid('fusion',
-            format('unknown fusion %s', coalesce(to_jsonb(fusion)::text, 'null')),
-            'use rrf (Reciprocal Rank Fusion, default) or convex (min-max normalised weighted sum)');
-    end if;
-    if _wv < 0 or _wt < 0 or _wv + _wt = 0 then
-        perform membank_private._raise_invalid('vector_weight',
-            format('weights %s and %s: each must be >= 0 and not both 0', _wv, _wt),
-            'e.g. vector_weight => 1, text_weight => 1');
-    end if;
-    if rrf_k is null or rrf_k < 1 then
-        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
-            'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
-    end if;
-    if min_similarity is not null and min_similarity not between -1 and 1 then
-        perform membank_private._raise_invalid('min_similarity',
-            format('must be between -1 and 1, got %s', min_similarity),
-            'similarity is 1 - cosine distance; e.g. 0.8');
-    end if;
-    if rerank_depth is null or rerank_depth not between 1 and 10000 then
-        perform membank_private._raise_invalid('rerank_depth',
-            format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
-            'the default, 400, re-ranks that many quantized candidates exactly');
-    end if;
+    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
-    select array_agg(q.lexeme), array_agg(q.idf),
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
-    into _lexemes, _idfs, _tsquery
-    from membank_private.text_query(query_text, _scope_ids) as q;
-    if _tsquery is null and _query is null and query_embedding is null
-       and (query_text is null or btrim(query_text) = '') then
+    if query_embedding is null and (query_text is null or btrim(query_text) = '') then
         -- No query: the scope's memories, paged, oldest first.
         return query
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
@@ -512,73 +473,39 @@ begin
     -- Each list is deep enough that fusion can lift an item from either.
     _depth := greatest(top_k * 5, 50);
     return query
-    with vector_quantized as (
-        select e.name
-        from membank_private.memory_embeddings as e
-        where _query is not null and not _filtered
-          and e.scope_id = any(_scope_ids)
-          and (e.expire_time is null or e.expire_time > statement_timestamp())
-        order by e.embedding_bq <~> _query_bq
-        limit rerank_depth
-    ), vector_exact as (
-        select e.name, e.embedding <=> _query as distance
-        from membank_private.memory_embeddings as e
-        inner join vector_quantized as q on q.name = e.name
-        union all
-        select e.name, e.embedding <=> _query
-        from membank_private.memory_embeddings as e
-        inner join membank_private.memories as m on m.name = e.name
-        where _query is not null and _filtered
-          and e.scope_id = any(_scope_ids)
-          and (m.expire_time is null or m.expire_time > statement_timestamp())
-          and (metadata_filter is null or m.metadata @> metadata_filter)
-          and (_topics is null or m.topics && _topics)
-          and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
-          and (created_after is null or m.create_time > created_after)
-          and (created_before is null or m.create_time < created_before)
-    ), vector_list as (
-        select x.name, x.distance, row_number() over (order by x.distance, x.name)::integer as rank
-        from (select * from vector_exact as v order by v.distance limit _depth) as x
+    with vector_list as (
+        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+        from membank_private.vector_candidates(
+            _scope_ids, _query,
+            membank_private.quantize(_query, (select c.centroid from membank_private.embedding_config as c)),
+            _depth, rerank_depth, metadata_filter, _topics, memory_type, created_after, created_before) as v
+        where _query is not null
     ), text_list as (
-        select x.name, x.text_rank, row_number() over (order by x.text_rank desc, x.name)::integer as rank
-        from (
-            select m.name,
-                   (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
-                    where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
-            from membank_private.memories as m
-            where _tsquery is not null
-              and m.scope_id = any(_scope_ids)
-              and m.fts @@ _tsquery
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-              and (metadata_filter is null or m.metadata @> metadata_filter)
-              and (_topics is null or m.topics && _topics)
-              and (retrieve_memories.memory_type is null or m.memory_type = retrieve_memories.memory_type)
-              and (created_after is null or m.create_time > created_after)
-              and (created_before is null or m.create_time < created_before)
-            order by text_rank desc
-            limit _depth
-        ) as x
+        -- Equal scores share a rank (many memories match one common word):
+        -- the order among them says nothing, so RRF must not reward it.
+        select t.name, t.text_rank, (rank() over (order by t.text_rank desc))::integer as rank
+        from membank_private.text_candidates(
+            _scope_ids, query_text, _depth, metadata_filter, _topics, memory_type, created_after, created_before
+        ) as t
+        where query_text is not null
     ), fused as (
         select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
                t.text_rank, t.rank as text_match_rank
         from vector_list as v
         full join text_list as t on t.name = v.name
-    ), normalised as (
-        select f.*,
-               -- min-max over this query's candidates, for convex fusion
-               (max(f.distance) over () - f.distance)
-               / nullif(max(f.distance) over () - min(f.distance) over (), 0) as vector_norm,
-               (f.text_rank - min(f.text_rank) over ())
-               / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0) as text_norm
-        from fused as f
     ), scored as (
-        select n.*,
+        select f.*,
                case when fusion = 'rrf'
-                    then coalesce(_wv / (rrf_k + n.vector_rank), 0) + coalesce(_wt / (rrf_k + n.text_match_rank), 0)
-                    else _wv * coalesce(n.vector_norm, case when n.vector_rank is not null then 1 else 0 end)
-                         + _wt * coalesce(n.text_norm, case when n.text_match_rank is not null then 1 else 0 end)
+                    then coalesce(_wv / (rrf_k + f.vector_rank), 0) + coalesce(_wt / (rrf_k + f.text_match_rank), 0)
+                    -- min-max over this query's candidates (convex fusion)
+                    else _wv * coalesce((max(f.distance) over () - f.distance)
+                                        / nullif(max(f.distance) over () - min(f.distance) over (), 0),
+                                        case when f.vector_rank is not null then 1 else 0 end)
+                         + _wt * coalesce((f.text_rank - min(f.text_rank) over ())
+                                          / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0),
+                                          case when f.text_match_rank is not null then 1 else 0 end)
                end as score
-        from normalised as n
+        from fused as f
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
            m.revision, m.create_time, m.update_time, m.expire_time,
@@ -804,6 +731,41 @@ begin
             perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
                 'pass the finite floats the embedding model returned');
     end;
+end
+$$;
+CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if top_k is null or top_k not between 1 and 100 then
+        perform membank_private._raise_invalid('top_k',
+            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
+    end if;
+    if fusion is null or fusion not in ('rrf', 'convex') then
+        perform membank_private._raise_invalid('fusion',
+            format('unknown fusion %s', coalesce(to_jsonb(fusion)::text, 'null')),
+            'use rrf (Reciprocal Rank Fusion, default) or convex (min-max normalised weighted sum)');
+    end if;
+    if vector_weight < 0 or text_weight < 0 or vector_weight + text_weight = 0 then
+        perform membank_private._raise_invalid('vector_weight',
+            format('weights %s and %s: each must be >= 0 and not both 0', vector_weight, text_weight),
+            'e.g. vector_weight => 1, text_weight => 1');
+    end if;
+    if rrf_k is null or rrf_k < 1 then
+        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
+            'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
+    end if;
+    if min_similarity is not null and min_similarity not between -1 and 1 then
+        perform membank_private._raise_invalid('min_similarity',
+            format('must be between -1 and 1, got %s', min_similarity),
+            'similarity is 1 - cosine distance; e.g. 0.8');
+    end if;
+    if rerank_depth is null or rerank_depth not between 1 and 10000 then
+        perform membank_private._raise_invalid('rerank_depth',
+            format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
+            'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) RETURNS void
@@ -1132,6 +1094,54 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
         'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
         'extracted_memories', extracted_memories)::text, true);
 $$;
+CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _lexemes text [];
+    _idfs double precision [];
+    _tsquery tsquery;
+    _documents bigint;
+    _plan_cache_mode text := current_setting('plan_cache_mode');
+begin
+    select array_agg(q.lexeme), array_agg(q.idf),
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
+    into _lexemes, _idfs, _tsquery
+    from membank_private.text_query(query_text, scope_ids) as q;
+    if _tsquery is null then
+        return;
+    end if;
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
+    -- A small scope is read whole in any plan, so the statement may keep a
+    -- cached generic plan (planning is most of its cost). A big scope is
+    -- planned for the actual query every time: a generic plan cannot see the
+    -- tsquery and was seen to read every row of the scope instead of using
+    -- the GIN (scope_id, fts) index, ten times slower.
+    if _documents > 2000 then
+        perform set_config('plan_cache_mode', 'force_custom_plan', true);
+    end if;
+    return query
+    select m.name,
+           (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
+            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
+    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
+    -- so each scope gets its own (scope_id, fts) index search.
+    from unnest(scope_ids) as s (scope_id)
+    inner join membank_private.memories as m on m.scope_id = s.scope_id
+    where m.fts @@ _tsquery
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and (metadata_filter is null or m.metadata @> metadata_filter)
+      and (text_candidates.topics is null or m.topics && text_candidates.topics)
+      and (text_candidates.memory_type is null or m.memory_type = text_candidates.memory_type)
+      and (created_after is null or m.create_time > created_after)
+      and (created_before is null or m.create_time < created_before)
+    order by 2 desc, m.name
+    limit depth;
+    perform set_config('plan_cache_mode', _plan_cache_mode, true);
+end
+$$;
 CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1140,26 +1150,25 @@ begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
     return query
-    with query_lexeme as (
-        select distinct l.lexeme
-        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as l (lexeme)
-    ), total as (
-        select coalesce(sum(s.doc_count), 0) as n
-        from membank_private.scope_stats as s where s.scope_id = any(scope_ids)
-    ), frequency as (
-        select q.lexeme, coalesce(sum(x.doc_count), 0) as df
-        from query_lexeme as q
-        left join membank_private.scope_lexicon as x on x.lexeme = q.lexeme and x.scope_id = any(scope_ids)
-        group by q.lexeme
+    with frequency as (
+        -- tsvector_to_array gives each lexeme once; one index probe each
+        select q.lexeme,
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
+                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
+        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
+    ), weighed as (
+        select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
+        from frequency as f
+        cross join (select coalesce(sum(s.doc_count), 0) as n
+                    from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
     )
     -- IDF as in BM25 (Robertson & Zaragoza, "The Probabilistic Relevance
     -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select f.lexeme, ln(1 + (t.n - f.df + 0.5) / (f.df + 0.5))::double precision,
-           f.df > 0 and (f.df * 2 <= t.n or not exists (
-               select from frequency as g where g.df > 0 and g.df * 2 <= t.n))
-    from frequency as f cross join total as t;
+    select w.lexeme, ln(1 + (w.n - w.df + 0.5) / (w.df + 0.5))::double precision,
+           w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
+    from weighed as w;
 end
 $$;
 CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS membank.memory
@@ -1333,6 +1342,46 @@ begin
     return array(select distinct t from unnest(topics) as t order by t);
 end
 $$;
+CREATE FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, distance double precision)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+    if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
+        -- Hamming distance over the covering index (an index-only range scan
+        -- per scope), then exact cosine distance for the best rerank_depth.
+        return query
+        select e.name, e.embedding <=> query as distance
+        from membank_private.memory_embeddings as e
+        where e.name in (
+            select q.name
+            from membank_private.memory_embeddings as q
+            where q.scope_id = any(scope_ids)
+              and (q.expire_time is null or q.expire_time > statement_timestamp())
+            order by q.embedding_bq <~> query_bq
+            limit rerank_depth
+        )
+        order by 2, 1
+        limit depth;
+    else
+        -- Filters: an exact scan of the rows that pass them, so a filter never
+        -- costs a result that quantized candidates would have missed.
+        return query
+        select e.name, e.embedding <=> query as distance
+        from membank_private.memory_embeddings as e
+        inner join membank_private.memories as m on m.name = e.name
+        where e.scope_id = any(scope_ids)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (vector_candidates.topics is null or m.topics && vector_candidates.topics)
+          and (vector_candidates.memory_type is null or m.memory_type = vector_candidates.memory_type)
+          and (created_after is null or m.create_time > created_after)
+          and (created_before is null or m.create_time < created_before)
+        order by 2, 1
+        limit depth;
+    end if;
+end
+$$;
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
@@ -1442,6 +1491,7 @@ REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[]
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
@@ -1460,6 +1510,7 @@ REVOKE ALL ON FUNCTION membank_private.quantize(embedding public.vector, centroi
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
@@ -1469,3 +1520,4 @@ REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FRO
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
