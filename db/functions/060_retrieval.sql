@@ -270,6 +270,11 @@ language plpgsql
 stable
 security definer
 set search_path from current
+-- Generic plans, cached per session: with auto, PostgreSQL kept re-planning
+-- these statements (their generic cost estimates look worse than they run),
+-- which was most of the time spent on a small scope. The one statement whose
+-- generic plan is wrong for big scopes opts out (text_candidates).
+set plan_cache_mode to force_generic_plan
 as $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
