@@ -79,3 +79,15 @@ def conversations() -> list[Conversation]:
     if not files:
         raise FileNotFoundError(f"no LoCoMo files in {DATA}")
     return [load(f) for f in files]
+
+
+def observations(path: Path) -> list[tuple[str, str]]:
+    """The annotated per-session observations of a conversation: (fact, dia_id) pairs, fact-length texts."""
+    raw = json.loads(path.read_text())
+    conv = raw.get("conversation", raw)
+    out = []
+    for key, value in conv.items():
+        if key.endswith("_observation") and isinstance(value, dict):
+            for items in value.values():
+                out += [(fact, str(dia)) for fact, dia in items]
+    return out

@@ -352,3 +352,37 @@ def test_centroid_is_fixed_after_200_vectors_and_quantization_follows(conn):
     assert stale == 0
     conn.execute("select membank.reembed('test/c', 3)")
     assert conn.execute("select centroid from membank_private.embedding_config").fetchone()["centroid"] is None
+
+
+@pytest.mark.parametrize("metadata_filter", [None, {"even": True}])
+def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
+    """A scope of at most 200 memories is read once (scan_candidates); its lists must equal what the
+    index path (vector_candidates + text_candidates) returns for the same scope."""
+    people = ["Caroline", "Melanie", "John"]
+    things = ["painted a sunrise", "went to a support group", "adopted a dog", "ran a charity race",
+              "read a book about counseling", "visited the beach with her kids"]
+    for i in range(36):
+        vbank.create_memory(U1, f"{people[i % 3]} {things[i % 6]} in week {i}", metadata={"even": i % 2 == 0})
+    vbank.create_memory(U1, "Caroline painted a sunrise long ago", ttl=0.5)  # expired: counted, not returned
+    vbank.process_pending()
+    time.sleep(0.6)
+    query = "When did Caroline paint a sunrise?"
+    emb = vbank.embedder.embed_query(query)
+    args = {"emb": emb, "text": query, "filter": psycopg.types.json.Jsonb(metadata_filter) if metadata_filter else None}
+    ids = "array[md5('{\"user_id\": \"u1\"}')::uuid]"
+    scan = conn.execute(
+        f"select * from membank_private.scan_candidates({ids}, %(emb)s::real[]::vector, %(text)s, 20,"
+        " %(filter)s, null, null, null, null)", args).fetchone()
+    vector = conn.execute(
+        f"select array_agg(name order by distance, name) as n, array_agg(distance order by distance, name) as d"
+        f" from membank_private.vector_candidates({ids}, %(emb)s::real[]::vector, membank_private.quantize("
+        " %(emb)s::real[]::vector, (select centroid from membank_private.embedding_config)), 20, 400,"
+        " %(filter)s, null, null, null, null)", args).fetchone()
+    text = conn.execute(
+        f"select array_agg(name order by text_rank desc, name) as n, array_agg(text_rank order by text_rank desc,"
+        f" name) as r from membank_private.text_candidates({ids}, %(text)s, 20, %(filter)s, null, null, null, null)",
+        args).fetchone()
+    assert scan["vector_names"] == vector["n"] and len(vector["n"]) == (20 if metadata_filter is None else 18)
+    assert scan["vector_distances"] == pytest.approx(vector["d"])
+    assert scan["text_names"] == text["n"] and len(text["n"]) >= 6
+    assert scan["text_ranks"] == pytest.approx(text["r"])

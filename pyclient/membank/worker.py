@@ -43,25 +43,29 @@ class EmbeddingWorker:
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(self.url)
-            self._conn.execute("set timezone to 'UTC'")
-            self._conn.commit()
-            self.configure()
+            conn = psycopg.connect(self.url)
+            conn.execute("set timezone to 'UTC'")
+            conn.commit()
+            self._declare_model(conn)
+            self._conn = conn
         return self._conn
 
-    def configure(self) -> None:
-        """Declare this worker's model to the bank.
-
-        Raises ConflictError (MB010) when the bank holds vectors of another
-        model or dimension: re-embed explicitly with ``membank reembed``.
-        """
-        conn = self._connection() if self._conn is None else self._conn
+    def _declare_model(self, conn: psycopg.Connection) -> None:
         try:
             with conn.transaction():
                 conn.execute("select membank.configure_embedding(model_id => %s, dimension => %s)",
                              (self.embedder.model_id, self.embedder.dimension))
         except psycopg.Error as err:
+            conn.close()
             raise errors.from_psycopg(err) from None
+
+    def configure(self) -> None:
+        """Connect and declare this worker's model to the bank (done before the first batch anyway).
+
+        Raises ConflictError (MB010) when the bank holds vectors of another
+        model or dimension: re-embed explicitly with ``membank reembed``.
+        """
+        self._connection()
 
     def close(self) -> None:
         """Close the worker's connection."""

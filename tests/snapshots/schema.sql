@@ -455,6 +455,10 @@ declare
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+    _vector_names uuid [];
+    _vector_distances double precision [];
+    _text_names uuid [];
+    _text_ranks real [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     if metadata_filter is not null then
@@ -473,22 +477,36 @@ begin
     end if;
     -- Each list is deep enough that fusion can lift an item from either.
     _depth := greatest(top_k * 5, 50);
-    return query
-    with vector_list as (
-        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(_scope_ids))
+       <= least(200, rerank_depth) then
+        select c.vector_names, c.vector_distances, c.text_names, c.text_ranks
+        into _vector_names, _vector_distances, _text_names, _text_ranks
+        from membank_private.scan_candidates(_scope_ids, _query, query_text, _depth, metadata_filter, _topics,
+                                             memory_type, created_after, created_before) as c;
+    else
+        select array_agg(v.name order by v.distance, v.name), array_agg(v.distance order by v.distance, v.name)
+        into _vector_names, _vector_distances
         from membank_private.vector_candidates(
             _scope_ids, _query,
             membank_private.quantize(_query, (select c.centroid from membank_private.embedding_config as c)),
             _depth, rerank_depth, metadata_filter, _topics, memory_type, created_after, created_before) as v
-        where _query is not null
+        where _query is not null;
+        select array_agg(t.name order by t.text_rank desc, t.name), array_agg(t.text_rank order by t.text_rank desc, t.name)
+        into _text_names, _text_ranks
+        from membank_private.text_candidates(
+            _scope_ids, query_text, _depth, metadata_filter, _topics, memory_type, created_after, created_before
+        ) as t
+        where query_text is not null;
+    end if;
+    return query
+    with vector_list as (
+        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+        from unnest(_vector_names, _vector_distances) as v (name, distance)
     ), text_list as (
         -- Equal scores share a rank (many memories match one common word):
         -- the order among them says nothing, so RRF must not reward it.
         select t.name, t.text_rank, (rank() over (order by t.text_rank desc))::integer as rank
-        from membank_private.text_candidates(
-            _scope_ids, query_text, _depth, metadata_filter, _topics, memory_type, created_after, created_before
-        ) as t
-        where query_text is not null
+        from unnest(_text_names, _text_ranks) as t (name, text_rank)
     ), fused as (
         select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
                t.text_rank, t.rank as text_match_rank
@@ -698,6 +716,14 @@ begin
         using errcode = 'invalid_parameter_value', hint = hint,
               detail = format('argument: %s', argument);
 end
+$$;
+CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double precision
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+    -- Beyond", 2009: ln(1 + (N - df + 0.5) / (df + 0.5)).
+    select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 CREATE FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) RETURNS public.vector
     LANGUAGE plpgsql STABLE
@@ -1067,6 +1093,53 @@ begin
     return nullif(expire_time, 'infinity');
 end
 $$;
+CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+begin
+    -- Same lists as vector_candidates and text_candidates give for a scope
+    -- no bigger than rerank_depth (every vector re-ranked exactly; document
+    -- frequencies over every stored row, as scope_lexicon counts them), from
+    -- one statement: for ~60 rows the index machinery cost more than it saved.
+    with scope_row as (
+        select m.name, tsvector_to_array(m.fts) as lexemes,
+               (m.expire_time is null or m.expire_time > statement_timestamp())
+               and (metadata_filter is null or m.metadata @> metadata_filter)
+               and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
+               and (scan_candidates.memory_type is null or m.memory_type = scan_candidates.memory_type)
+               and (created_after is null or m.create_time > created_after)
+               and (created_before is null or m.create_time < created_before) as eligible
+        from membank_private.memories as m
+        where m.scope_id = any(scope_ids)
+    ), frequency as (
+        select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
+        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
+    ), weighed as (
+        select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
+               f.df > 0 and (f.df * 2 <= t.n or not bool_or(f.df > 0 and f.df * 2 <= t.n) over ()) as seeks
+        from frequency as f cross join (select count(*) as n from scope_row) as t
+    ), vector_hit as (
+        select r.name, e.embedding <=> query as distance
+        from scope_row as r
+        inner join membank_private.memory_embeddings as e on e.name = r.name
+        where r.eligible and query is not null
+        order by 2, 1
+        limit depth
+    ), text_hit as (
+        select r.name, (select sum(w.idf) from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank
+        from scope_row as r
+        where r.eligible and exists (select from weighed as w where w.seeks and w.lexeme = any(r.lexemes))
+        order by 2 desc, 1
+        limit depth
+    )
+    select (select array_agg(v.name order by v.distance, v.name) from vector_hit as v),
+           (select array_agg(v.distance order by v.distance, v.name) from vector_hit as v),
+           (select array_agg(t.name order by t.text_rank desc, t.name) from text_hit as t),
+           (select array_agg(t.text_rank order by t.text_rank desc, t.name) from text_hit as t)
+    into vector_names, vector_distances, text_names, text_ranks;
+end
+$$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS public.vector
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -1163,12 +1236,9 @@ begin
         cross join (select coalesce(sum(s.doc_count), 0) as n
                     from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
     )
-    -- IDF as in BM25 (Robertson & Zaragoza, "The Probabilistic Relevance
-    -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select w.lexeme, ln(1 + (w.n - w.df + 0.5) / (w.df + 0.5))::double precision,
-           w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
     from weighed as w;
 end
 $$;
@@ -1491,6 +1561,7 @@ GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer,
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
@@ -1509,6 +1580,7 @@ REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) F
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;

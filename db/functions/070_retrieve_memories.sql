@@ -14,7 +14,8 @@
 --   heap blocks). The quantized index range is the per-scope structure:
 --   48 bytes per 384-d memory. Scopes smaller than rerank_depth are ranked
 --   exactly. With filters, the vector list is an exact scan of the filtered
---   rows, so filters never cost results.
+--   rows, so filters never cost results. A scope of at most 200 memories
+--   (and rerank_depth) is read once for both lists (scan_candidates).
 -- * text: full text (english) over a GIN (scope_id, fts) index; the query's
 --   lexemes are OR-ed and a match scores the sum of the IDF of the lexemes
 --   it holds (BM25's IDF from per-scope document frequencies; no tf or
@@ -25,81 +26,6 @@
 -- or a convex combination of min-max-normalised scores (weights 0.7 / 0.3),
 -- Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid
 -- Retrieval", TOIS 2023.
-
--- name: text_query: the query's lexemes with their IDF in the scopes, and which ones seek candidates.
-create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
-returns table (lexeme text, idf double precision, seeks boolean)
-language plpgsql
-stable
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-begin
-    -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
-    -- SQL function with a SET clause is planned on every call.
-    return query
-    with frequency as (
-        -- tsvector_to_array gives each lexeme once; one index probe each
-        select q.lexeme,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
-                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
-        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
-    ), weighed as (
-        select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
-        from frequency as f
-        cross join (select coalesce(sum(s.doc_count), 0) as n
-                    from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
-    )
-    -- IDF as in BM25 (Robertson & Zaragoza, "The Probabilistic Relevance
-    -- Framework: BM25 and Beyond", 2009): ln(1 + (N - df + 0.5) / (df + 0.5)).
-    -- A lexeme in more than half the scope (a speaker's name in a chat)
-    -- only seeks candidates when nothing rarer does; it still scores.
-    select w.lexeme, ln(1 + (w.n - w.df + 0.5) / (w.df + 0.5))::double precision,
-           w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
-    from weighed as w;
-end
-$$;
-
--- name: check_query_embedding: the query vector, checked against the bank's model.
-create or replace function membank_private.check_query_embedding(
-    query_embedding real[], embedding_model text
-) returns vector
-language plpgsql
-stable
-security invoker
-set search_path from current
-as $$
-declare
-    _config membank_private.embedding_config;
-begin
-    if query_embedding is null then
-        return null;
-    end if;
-    select * into _config from membank_private.embedding_config;
-    if _config.model_id is null then
-        return null;  -- nothing embedded yet: text only, flagged degraded
-    end if;
-    if cardinality(query_embedding) <> _config.dimension then
-        perform membank_private._raise_invalid('query_embedding',
-            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
-                   cardinality(query_embedding), _config.dimension, _config.model_id),
-            format('embed the query with %s (query mode)', _config.model_id));
-    end if;
-    if embedding_model is not null and embedding_model <> _config.model_id then
-        perform membank_private._raise_invalid('embedding_model',
-            format('the query was embedded with %s; this bank stores vectors of %s',
-                   embedding_model, _config.model_id),
-            'embed the query with the bank''s model, or switch the bank with `membank reembed`');
-    end if;
-    begin
-        return query_embedding::vector;
-    exception
-        when data_exception then
-            perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
-                'pass the finite floats the embedding model returned');
-    end;
-end
-$$;
 
 -- name: check_retrieval_options: validate the scalar options of retrieve_memories (22023 naming each).
 create or replace function membank_private.check_retrieval_options(
@@ -143,108 +69,6 @@ begin
 end
 $$;
 
--- name: vector_candidates: the depth nearest memories by cosine distance, from quantized candidates.
-create or replace function membank_private.vector_candidates(
-    scope_ids uuid[], query vector, query_bq bit varying, depth integer, rerank_depth integer,
-    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
-) returns table (name uuid, distance double precision)
-language plpgsql
-stable
-security invoker
-set search_path from current
-as $$
-begin
-    if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
-        -- Hamming distance over the covering index (an index-only range scan
-        -- per scope), then exact cosine distance for the best rerank_depth.
-        return query
-        select e.name, e.embedding <=> query as distance
-        from membank_private.memory_embeddings as e
-        where e.name in (
-            select q.name
-            from membank_private.memory_embeddings as q
-            where q.scope_id = any(scope_ids)
-              and (q.expire_time is null or q.expire_time > statement_timestamp())
-            order by q.embedding_bq <~> query_bq
-            limit rerank_depth
-        )
-        order by 2, 1
-        limit depth;
-    else
-        -- Filters: an exact scan of the rows that pass them, so a filter never
-        -- costs a result that quantized candidates would have missed.
-        return query
-        select e.name, e.embedding <=> query as distance
-        from membank_private.memory_embeddings as e
-        inner join membank_private.memories as m on m.name = e.name
-        where e.scope_id = any(scope_ids)
-          and (m.expire_time is null or m.expire_time > statement_timestamp())
-          and (metadata_filter is null or m.metadata @> metadata_filter)
-          and (vector_candidates.topics is null or m.topics && vector_candidates.topics)
-          and (vector_candidates.memory_type is null or m.memory_type = vector_candidates.memory_type)
-          and (created_after is null or m.create_time > created_after)
-          and (created_before is null or m.create_time < created_before)
-        order by 2, 1
-        limit depth;
-    end if;
-end
-$$;
-
--- name: text_candidates: the depth best full-text matches, scored by the IDF of their query lexemes.
-create or replace function membank_private.text_candidates(
-    scope_ids uuid[], query_text text, depth integer,
-    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
-) returns table (name uuid, text_rank real)
-language plpgsql
-stable
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _lexemes text [];
-    _idfs double precision [];
-    _tsquery tsquery;
-    _documents bigint;
-    _plan_cache_mode text := current_setting('plan_cache_mode');
-begin
-    select array_agg(q.lexeme), array_agg(q.idf),
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
-    into _lexemes, _idfs, _tsquery
-    from membank_private.text_query(query_text, scope_ids) as q;
-    if _tsquery is null then
-        return;
-    end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
-    -- A small scope is read whole in any plan, so the statement may keep a
-    -- cached generic plan (planning is most of its cost). A big scope is
-    -- planned for the actual query every time: a generic plan cannot see the
-    -- tsquery and was seen to read every row of the scope instead of using
-    -- the GIN (scope_id, fts) index, ten times slower.
-    if _documents > 2000 then
-        perform set_config('plan_cache_mode', 'force_custom_plan', true);
-    end if;
-    return query
-    select m.name,
-           (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
-            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
-    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
-    -- so each scope gets its own (scope_id, fts) index search.
-    from unnest(scope_ids) as s (scope_id)
-    inner join membank_private.memories as m on m.scope_id = s.scope_id
-    where m.fts @@ _tsquery
-      and (m.expire_time is null or m.expire_time > statement_timestamp())
-      and (metadata_filter is null or m.metadata @> metadata_filter)
-      and (text_candidates.topics is null or m.topics && text_candidates.topics)
-      and (text_candidates.memory_type is null or m.memory_type = text_candidates.memory_type)
-      and (created_after is null or m.create_time > created_after)
-      and (created_before is null or m.create_time < created_before)
-    order by 2 desc, m.name
-    limit depth;
-    perform set_config('plan_cache_mode', _plan_cache_mode, true);
-end
-$$;
-
 -- name: retrieve_memories: hybrid (vector + full text, fused) search in exact scopes.
 create or replace function membank.retrieve_memories(
     scope jsonb,
@@ -284,6 +108,10 @@ declare
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+    _vector_names uuid [];
+    _vector_distances double precision [];
+    _text_names uuid [];
+    _text_ranks real [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     if metadata_filter is not null then
@@ -304,22 +132,36 @@ begin
 
     -- Each list is deep enough that fusion can lift an item from either.
     _depth := greatest(top_k * 5, 50);
-    return query
-    with vector_list as (
-        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(_scope_ids))
+       <= least(200, rerank_depth) then
+        select c.vector_names, c.vector_distances, c.text_names, c.text_ranks
+        into _vector_names, _vector_distances, _text_names, _text_ranks
+        from membank_private.scan_candidates(_scope_ids, _query, query_text, _depth, metadata_filter, _topics,
+                                             memory_type, created_after, created_before) as c;
+    else
+        select array_agg(v.name order by v.distance, v.name), array_agg(v.distance order by v.distance, v.name)
+        into _vector_names, _vector_distances
         from membank_private.vector_candidates(
             _scope_ids, _query,
             membank_private.quantize(_query, (select c.centroid from membank_private.embedding_config as c)),
             _depth, rerank_depth, metadata_filter, _topics, memory_type, created_after, created_before) as v
-        where _query is not null
+        where _query is not null;
+        select array_agg(t.name order by t.text_rank desc, t.name), array_agg(t.text_rank order by t.text_rank desc, t.name)
+        into _text_names, _text_ranks
+        from membank_private.text_candidates(
+            _scope_ids, query_text, _depth, metadata_filter, _topics, memory_type, created_after, created_before
+        ) as t
+        where query_text is not null;
+    end if;
+    return query
+    with vector_list as (
+        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+        from unnest(_vector_names, _vector_distances) as v (name, distance)
     ), text_list as (
         -- Equal scores share a rank (many memories match one common word):
         -- the order among them says nothing, so RRF must not reward it.
         select t.name, t.text_rank, (rank() over (order by t.text_rank desc))::integer as rank
-        from membank_private.text_candidates(
-            _scope_ids, query_text, _depth, metadata_filter, _topics, memory_type, created_after, created_before
-        ) as t
-        where query_text is not null
+        from unnest(_text_names, _text_ranks) as t (name, text_rank)
     ), fused as (
         select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
                t.text_rank, t.rank as text_match_rank

@@ -1,0 +1,101 @@
+-- Full-text candidates for retrieval: per-scope BM25 IDF of the query's
+-- lexemes, GIN (scope_id, fts) search, and a score per match.
+
+-- name: bm25_idf: BM25's inverse document frequency of a lexeme in df of n documents.
+create or replace function membank_private.bm25_idf(df bigint, n bigint)
+returns double precision
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
+    -- Beyond", 2009: ln(1 + (N - df + 0.5) / (df + 0.5)).
+    select ln(1 + (n - df + 0.5) / (df + 0.5));
+$$;
+
+-- name: text_query: the query's lexemes with their IDF in the scopes, and which ones seek candidates.
+create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
+returns table (lexeme text, idf double precision, seeks boolean)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
+    -- SQL function with a SET clause is planned on every call.
+    return query
+    with frequency as (
+        -- tsvector_to_array gives each lexeme once; one index probe each
+        select q.lexeme,
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
+                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
+        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
+    ), weighed as (
+        select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
+        from frequency as f
+        cross join (select coalesce(sum(s.doc_count), 0) as n
+                    from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
+    )
+    -- A lexeme in more than half the scope (a speaker's name in a chat)
+    -- only seeks candidates when nothing rarer does; it still scores.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
+    from weighed as w;
+end
+$$;
+
+-- name: text_candidates: the depth best full-text matches, scored by the IDF of their query lexemes.
+create or replace function membank_private.text_candidates(
+    scope_ids uuid[], query_text text, depth integer,
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
+) returns table (name uuid, text_rank real)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _lexemes text [];
+    _idfs double precision [];
+    _tsquery tsquery;
+    _documents bigint;
+    _plan_cache_mode text := current_setting('plan_cache_mode');
+begin
+    select array_agg(q.lexeme), array_agg(q.idf),
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
+    into _lexemes, _idfs, _tsquery
+    from membank_private.text_query(query_text, scope_ids) as q;
+    if _tsquery is null then
+        return;
+    end if;
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
+    -- A small scope is read whole in any plan, so the statement may keep a
+    -- cached generic plan (planning is most of its cost). A big scope is
+    -- planned for the actual query every time: a generic plan cannot see the
+    -- tsquery and was seen to read every row of the scope instead of using
+    -- the GIN (scope_id, fts) index, ten times slower.
+    if _documents > 2000 then
+        perform set_config('plan_cache_mode', 'force_custom_plan', true);
+    end if;
+    return query
+    select m.name,
+           (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
+            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
+    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
+    -- so each scope gets its own (scope_id, fts) index search.
+    from unnest(scope_ids) as s (scope_id)
+    inner join membank_private.memories as m on m.scope_id = s.scope_id
+    where m.fts @@ _tsquery
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and (metadata_filter is null or m.metadata @> metadata_filter)
+      and (text_candidates.topics is null or m.topics && text_candidates.topics)
+      and (text_candidates.memory_type is null or m.memory_type = text_candidates.memory_type)
+      and (created_after is null or m.create_time > created_after)
+      and (created_before is null or m.create_time < created_before)
+    order by 2 desc, m.name
+    limit depth;
+    perform set_config('plan_cache_mode', _plan_cache_mode, true);
+end
+$$;

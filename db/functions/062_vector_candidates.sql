@@ -1,0 +1,90 @@
+-- Vector candidates for retrieval: the query vector checked against the
+-- bank's model, Hamming distance over centered binary codes, exact re-rank.
+
+-- name: check_query_embedding: the query vector, checked against the bank's model.
+create or replace function membank_private.check_query_embedding(
+    query_embedding real[], embedding_model text
+) returns vector
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    _config membank_private.embedding_config;
+begin
+    if query_embedding is null then
+        return null;
+    end if;
+    select * into _config from membank_private.embedding_config;
+    if _config.model_id is null then
+        return null;  -- nothing embedded yet: text only, flagged degraded
+    end if;
+    if cardinality(query_embedding) <> _config.dimension then
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
+                   cardinality(query_embedding), _config.dimension, _config.model_id),
+            format('embed the query with %s (query mode)', _config.model_id));
+    end if;
+    if embedding_model is not null and embedding_model <> _config.model_id then
+        perform membank_private._raise_invalid('embedding_model',
+            format('the query was embedded with %s; this bank stores vectors of %s',
+                   embedding_model, _config.model_id),
+            'embed the query with the bank''s model, or switch the bank with `membank reembed`');
+    end if;
+    begin
+        return query_embedding::vector;
+    exception
+        when data_exception then
+            perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
+                'pass the finite floats the embedding model returned');
+    end;
+end
+$$;
+
+-- name: vector_candidates: the depth nearest memories by cosine distance, from quantized candidates.
+create or replace function membank_private.vector_candidates(
+    scope_ids uuid[], query vector, query_bq bit varying, depth integer, rerank_depth integer,
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
+) returns table (name uuid, distance double precision)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
+        -- Hamming distance over the covering index (an index-only range scan
+        -- per scope), then exact cosine distance for the best rerank_depth.
+        return query
+        select e.name, e.embedding <=> query as distance
+        from membank_private.memory_embeddings as e
+        where e.name in (
+            select q.name
+            from membank_private.memory_embeddings as q
+            where q.scope_id = any(scope_ids)
+              and (q.expire_time is null or q.expire_time > statement_timestamp())
+            order by q.embedding_bq <~> query_bq
+            limit rerank_depth
+        )
+        order by 2, 1
+        limit depth;
+    else
+        -- Filters: an exact scan of the rows that pass them, so a filter never
+        -- costs a result that quantized candidates would have missed.
+        return query
+        select e.name, e.embedding <=> query as distance
+        from membank_private.memory_embeddings as e
+        inner join membank_private.memories as m on m.name = e.name
+        where e.scope_id = any(scope_ids)
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (vector_candidates.topics is null or m.topics && vector_candidates.topics)
+          and (vector_candidates.memory_type is null or m.memory_type = vector_candidates.memory_type)
+          and (created_after is null or m.create_time > created_after)
+          and (created_before is null or m.create_time < created_before)
+        order by 2, 1
+        limit depth;
+    end if;
+end
+$$;

@@ -1,0 +1,57 @@
+-- Small scopes: both candidate lists from one read of the scope.
+
+-- name: scan_candidates: both candidate lists from one read of a small scope.
+create or replace function membank_private.scan_candidates(
+    scope_ids uuid[], query vector, query_text text, depth integer,
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
+    out vector_names uuid[], out vector_distances double precision[],
+    out text_names uuid[], out text_ranks real[]
+)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    -- Same lists as vector_candidates and text_candidates give for a scope
+    -- no bigger than rerank_depth (every vector re-ranked exactly; document
+    -- frequencies over every stored row, as scope_lexicon counts them), from
+    -- one statement: for ~60 rows the index machinery cost more than it saved.
+    with scope_row as (
+        select m.name, tsvector_to_array(m.fts) as lexemes,
+               (m.expire_time is null or m.expire_time > statement_timestamp())
+               and (metadata_filter is null or m.metadata @> metadata_filter)
+               and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
+               and (scan_candidates.memory_type is null or m.memory_type = scan_candidates.memory_type)
+               and (created_after is null or m.create_time > created_after)
+               and (created_before is null or m.create_time < created_before) as eligible
+        from membank_private.memories as m
+        where m.scope_id = any(scope_ids)
+    ), frequency as (
+        select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
+        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
+    ), weighed as (
+        select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
+               f.df > 0 and (f.df * 2 <= t.n or not bool_or(f.df > 0 and f.df * 2 <= t.n) over ()) as seeks
+        from frequency as f cross join (select count(*) as n from scope_row) as t
+    ), vector_hit as (
+        select r.name, e.embedding <=> query as distance
+        from scope_row as r
+        inner join membank_private.memory_embeddings as e on e.name = r.name
+        where r.eligible and query is not null
+        order by 2, 1
+        limit depth
+    ), text_hit as (
+        select r.name, (select sum(w.idf) from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank
+        from scope_row as r
+        where r.eligible and exists (select from weighed as w where w.seeks and w.lexeme = any(r.lexemes))
+        order by 2 desc, 1
+        limit depth
+    )
+    select (select array_agg(v.name order by v.distance, v.name) from vector_hit as v),
+           (select array_agg(v.distance order by v.distance, v.name) from vector_hit as v),
+           (select array_agg(t.name order by t.text_rank desc, t.name) from text_hit as t),
+           (select array_agg(t.text_rank order by t.text_rank desc, t.name) from text_hit as t)
+    into vector_names, vector_distances, text_names, text_ranks;
+end
+$$;
