@@ -84,3 +84,11 @@ def test_demo(cli):
     assert allergy.endswith("User is allergic to peanuts")
     out = cli("demo").output  # runs again, clearing only its own scope
     assert "cleared 2 memories from an earlier run" in out
+
+
+def test_database_without_membank_gives_a_clear_error(empty_db_url, monkeypatch):
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", empty_db_url)
+    result = CliRunner().invoke(main, ["memories", "list", "--scope", '{"user_id": "u1"}'])
+    assert result.exit_code == 2
+    assert "membank is not installed in this database" in result.output
+    assert "hint: run `membank db upgrade`" in result.output

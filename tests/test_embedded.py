@@ -42,3 +42,10 @@ def test_start_reuse_stop_restart(data_dir):
     with psycopg.connect(url) as conn:
         assert conn.execute("show listen_addresses").fetchone()[0] == ""
     assert not (os.stat(data_dir / "pg").st_mode & stat.S_IRWXO)
+
+
+def test_first_use_installs_the_schema(data_dir):
+    """The embedded database is membank's own: the first command works without `membank db upgrade`."""
+    with MemoryBank(max_size=1) as bank:
+        assert bank.create_memory({"u": "1"}, "first use").fact == "first use"
+    assert migrate.current(settings.database_url()) == migrate.head()

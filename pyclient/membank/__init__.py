@@ -10,6 +10,7 @@ from membank.errors import (
     InvalidArgumentError,
     MembankError,
     NotFoundError,
+    NotInstalledError,
 )
 from membank.models import Memory, MemoryPage, MemoryRevision
 
@@ -22,4 +23,5 @@ __all__ = [
     "MemoryRevision",
     "MembankError",
     "NotFoundError",
+    "NotInstalledError",
 ]

@@ -248,7 +248,8 @@ def _memory(memory: Any) -> dict:
 @click.option("--fact", required=True, help="The fact, in natural language.")
 @click.option("--topic", "topics", multiple=True, help="Topic label (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Metadata JSON object.")
-@click.option("--ttl", type=float, help="Seconds until the memory expires (default: never).")
+@click.option("--ttl", type=click.FloatRange(min=0, min_open=True),
+              help="Seconds until the memory expires (default: never).")
 def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: float | None) -> None:
     """Create a memory and print it."""
     with MemoryBank(max_size=1) as bank:
@@ -285,7 +286,7 @@ def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_f
 @click.option("--fact", help="New fact.")
 @click.option("--topic", "topics", multiple=True, help="Replace the topics (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Replace the metadata object.")
-@click.option("--ttl", type=float, help="Expire this many seconds from now.")
+@click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Expire this many seconds from now.")
 @_optional_scope
 def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: float | None,
                     scope: Any) -> None:

@@ -32,7 +32,7 @@ def _quiet_import():
 
 
 def ensure_running() -> str:
-    """Start the embedded server unless it runs, and create the ``membank`` database.
+    """Start the embedded server unless it runs; create and migrate the ``membank`` database on first use.
 
     Returns its libpq URL (``postgresql://postgres:@/membank?host=SOCKETDIR``).
     Raises OSError or subprocess.CalledProcessError when the server cannot
@@ -55,7 +55,15 @@ def ensure_running() -> str:
         exists = conn.execute("select 1 from pg_database where datname = %s", (DATABASE,)).fetchone()
         if not exists:
             conn.execute(sql.SQL("create database {}").format(sql.Identifier(DATABASE)))
-    return server.get_uri(database=DATABASE)
+    url = server.get_uri(database=DATABASE)
+    if not exists:
+        # membank owns this database: install the schema on first use, so the
+        # first command works. A database given by URL is never migrated
+        # implicitly; its DBA runs `membank db upgrade`.
+        from membank import migrate
+
+        migrate.upgrade(url)
+    return url
 
 
 def _postmaster():

@@ -4,7 +4,8 @@
 |---------------------|----------------------|
 | class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
 | P0002 no_data_found | NotFoundError        |
-| MB001, MB002        | ConflictError        |
+| MB001, MB002, MB010 | ConflictError        |
+| 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
 Each carries ``sqlstate``, the server's ``message`` (which names the
@@ -55,9 +56,19 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
     return MembankError
 
 
+class NotInstalledError(MembankError):
+    """The database has no membank schema (or an older one): run ``membank db upgrade``."""
+
+
 def from_psycopg(err: psycopg.Error) -> MembankError:
     """Translate a psycopg error raised by the SQL API into a membank exception."""
     diag = err.diag
+    if err.sqlstate in ("3F000", "42883") and "membank" in (diag.message_primary or ""):
+        return NotInstalledError(
+            f"membank is not installed in this database, or is older than this client ({diag.message_primary})",
+            sqlstate=err.sqlstate,
+            hint="run `membank db upgrade` (or `alembic upgrade head`) against it; `membank db current` shows where "
+                 "it stands")
     detail = diag.message_detail or ""
     argument = detail.removeprefix("argument: ") if detail.startswith("argument: ") else None
     message = diag.message_primary or str(err)
