@@ -92,3 +92,11 @@ def test_database_without_membank_gives_a_clear_error(empty_db_url, monkeypatch)
     assert result.exit_code == 2
     assert "membank is not installed in this database" in result.output
     assert "hint: run `membank db upgrade`" in result.output
+
+
+def test_times_are_iso_8601_and_downgrade_asks(cli, db_url):
+    created = json.loads(cli("memories", "create", "--scope", '{"user_id": "u1"}', "--fact", "x").output)
+    assert "T" in created["create_time"] and created["create_time"].endswith("+00:00")
+    refused = CliRunner().invoke(main, ["db", "downgrade", "base"], input="n\n")
+    assert refused.exit_code == 1 and "Aborted" in refused.output
+    assert json.loads(cli("memories", "get", created["name"]).output)["fact"] == "x"

@@ -20,8 +20,13 @@ from membank import embedded, errors, migrate, settings
 from membank.client import MemoryBank
 
 
+def _json_default(value: Any) -> str:
+    # datetimes as ISO 8601 (UTC, as the client reads them); uuids as text
+    return value.isoformat() if hasattr(value, "isoformat") else str(value)
+
+
 def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
 
 
 def _json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -153,8 +158,11 @@ def reembed(yes: bool) -> None:
         before = bank.embedding_backlog()
         target = bank.embedder
         if not yes:
-            click.confirm(f"replace {before.embedded} vectors of {before.model_id} with {target.model_id} "
-                          f"({target.dimension}-d)?", abort=True)
+            same = before.model_id == target.model_id
+            click.confirm(f"re-embed {before.embedded} vectors "
+                          + (f"with the same model {target.model_id}" if same else
+                             f"of {before.model_id} with {target.model_id} ({target.dimension}-d)") + "?",
+                          abort=True)
         queued = bank.reembed()
         with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}") as bar:
             bank.worker.process_pending(progress=bar.update)
@@ -210,8 +218,11 @@ def db_upgrade(revision: str) -> None:
 
 @db.command("downgrade")
 @click.argument("revision")
-def db_downgrade(revision: str) -> None:
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+def db_downgrade(revision: str, yes: bool) -> None:
     """Migrate the schema down to REVISION ('base' removes membank and its data)."""
+    if not yes:
+        click.confirm(f"downgrade to {revision}? Data in what the downgrade drops is lost", abort=True)
     migrate.downgrade(revision)
     click.echo(f"at revision {migrate.current() or 'base'}")
 
