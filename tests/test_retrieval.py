@@ -386,3 +386,30 @@ def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
     assert scan["vector_distances"] == pytest.approx(vector["d"])
     assert scan["text_names"] == text["n"] and len(text["n"]) >= 6
     assert scan["text_ranks"] == pytest.approx(text["r"])
+
+
+def test_worker_reconnects_after_losing_its_connections(vbank, db_url, conn):
+    worker = EmbeddingWorker(db_url, vbank.embedder)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, kwargs={"poll_interval": 0.5, "stop": stop})
+    thread.start()
+    try:
+        vbank.create_memory(U1, "User likes tea")
+        deadline = time.time() + 10
+        while vbank.embedding_backlog().embedded < 1 and time.time() < deadline:
+            time.sleep(0.05)
+        # Kill every other connection to this database, the worker's included.
+        killed = conn.execute("select count(pg_terminate_backend(pid)) as n from pg_stat_activity"
+                              " where datname = current_database() and pid <> pg_backend_pid()").fetchone()["n"]
+        assert killed >= 2
+        with MemoryBank(db_url, embedder=vbank.embedder, max_size=1) as fresh:
+            fresh.create_memory(U1, "User likes coffee")
+            deadline = time.time() + 15
+            while fresh.embedding_backlog().embedded < 2 and time.time() < deadline:
+                time.sleep(0.1)
+            assert fresh.embedding_backlog().embedded == 2
+        assert thread.is_alive()
+    finally:
+        stop.set()
+        thread.join(timeout=10)
+        worker.close()

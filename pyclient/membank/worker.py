@@ -111,9 +111,29 @@ class EmbeddingWorker:
                 progress(n)
         return done
 
-    def run(self, *, poll_interval: float = 5.0, stop: threading.Event | None = None) -> None:
-        """Process jobs until ``stop`` is set: woken by NOTIFY, polling every ``poll_interval`` seconds."""
+    def run(self, *, poll_interval: float = 5.0, stop: threading.Event | None = None,
+            max_backoff: float = 30.0) -> None:
+        """Process jobs until ``stop`` is set: woken by NOTIFY, polling every ``poll_interval`` seconds.
+
+        A lost connection (server restart, terminated backend) is logged and
+        retried with exponential backoff up to ``max_backoff`` seconds; jobs
+        that were claimed on it are released by the server and claimed again.
+        """
         stop = stop or threading.Event()
+        backoff = 0.5
+        while not stop.is_set():
+            try:
+                self._listen_and_process(poll_interval, stop)
+            except psycopg.OperationalError as err:
+                log.warning("connection lost (%s); reconnecting in %.1f s", err, backoff)
+                self.close()
+                self._conn = None
+                stop.wait(backoff)
+                backoff = min(backoff * 2, max_backoff)
+            else:
+                return
+
+    def _listen_and_process(self, poll_interval: float, stop: threading.Event) -> None:
         with psycopg.connect(self.url, autocommit=True) as listener:
             listener.execute(f"listen {CHANNEL}")
             while not stop.is_set():
