@@ -413,3 +413,32 @@ def test_worker_reconnects_after_losing_its_connections(vbank, db_url, conn):
         stop.set()
         thread.join(timeout=10)
         worker.close()
+
+
+def test_concurrent_transactions_writing_one_scope_do_not_deadlock(db_url):
+    """Two transactions each write two memories to the same scope, words in opposite orders, interleaved:
+    the per-scope document frequencies must not make them deadlock (40P01)."""
+    barrier = threading.Barrier(2, timeout=2)
+    errors_seen: list[Exception] = []
+
+    def writer(first: str, second: str) -> None:
+        try:
+            with psycopg.connect(db_url) as c, c.transaction():
+                c.execute("select membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => %s)", (first,))
+                try:
+                    barrier.wait()
+                except threading.BrokenBarrierError:
+                    pass  # the other writer is blocked on us: that is the serialisation we want
+                c.execute("select membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => %s)", (second,))
+        except Exception as err:  # noqa: BLE001 - collected and asserted below
+            errors_seen.append(err)
+
+    a = threading.Thread(target=writer, args=("alpha bravo", "charlie delta"))
+    b = threading.Thread(target=writer, args=("charlie delta", "alpha bravo"))
+    a.start(), b.start()
+    a.join(30), b.join(30)
+    assert errors_seen == []
+    with psycopg.connect(db_url) as c:
+        counts = dict(c.execute("select lexeme, doc_count from membank_private.scope_lexicon"
+                                " where scope_id = md5('{\"user_id\": \"u1\"}')::uuid").fetchall())
+    assert counts == {"alpha": 2, "bravo": 2, "charli": 2, "delta": 2}

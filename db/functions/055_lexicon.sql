@@ -1,7 +1,7 @@
 -- Per-scope document frequencies for IDF-weighted full-text ranking.
 -- Statement-level triggers with transition tables fold a whole statement
--- (one memory or a 10,000-row purge) into one upsert, in (scope_id, lexeme)
--- order so that concurrent writers lock rows in the same order.
+-- (one memory or a 10,000-row purge) into one upsert. Writers of one scope
+-- take a transaction-level advisory lock on it first (see below).
 
 -- name: memories_count_lexemes: add the lexemes of new rows, subtract those of old rows.
 create or replace function membank_private.memories_count_lexemes()
@@ -30,6 +30,14 @@ begin
               union all
               select o.scope_id, o.fts, -1 from old_rows as o) as r;
     end if;
+
+    -- One writer per scope at a time, until its transaction ends. Without
+    -- it, two transactions that each write twice to one scope lock word
+    -- rows in opposite orders and deadlock (tested). Scopes are locked in
+    -- sorted order, so a statement writing several scopes cannot deadlock
+    -- against another such statement.
+    perform pg_advisory_xact_lock(hashtextextended(d.scope_id::text, 1836016206))
+    from (select distinct x.scope_id from unnest(_scope_ids) as x (scope_id) order by 1) as d;
 
     insert into membank_private.scope_lexicon as x (scope_id, lexeme, doc_count)
     select d.scope_id, l.lexeme, sum(d.sign)
