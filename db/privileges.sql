@@ -9,7 +9,8 @@ revoke all on all procedures in schema membank from public;
 
 
 grant usage on schema membank to membank_reader;
-grant usage on type membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory
+grant usage on type
+membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event
 to membank_reader;
 
 grant execute on function
@@ -23,7 +24,8 @@ membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text
 ),
-membank.embedding_backlog()
+membank.embedding_backlog(),
+membank.list_events(jsonb, text, timestamptz, timestamptz, integer)
 to membank_reader;
 
 grant execute on function
@@ -34,7 +36,8 @@ membank.rollback_memory(text, integer, jsonb),
 membank.configure_embedding(text, integer),
 membank.claim_embedding_jobs(integer),
 membank.store_embeddings(text, integer, text[], text[], text[]),
-membank.fail_embedding_jobs(text[], text[], text)
+membank.fail_embedding_jobs(text[], text[], text),
+membank.append_events(jsonb, text, jsonb)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;

@@ -5,7 +5,7 @@ Revises: 0001
 Create Date: 2026-11-29
 
 DDL in the .sql files beside this one; the retrieval and worker functions
-are in db/functions/050_embeddings.sql and 060_retrieval.sql.
+are in db/functions/050_embeddings.sql, 055_lexicon.sql and 061-070.
 """
 
 from alembic import op

@@ -12,10 +12,11 @@ from membank.errors import (
     NotFoundError,
     NotInstalledError,
 )
-from membank.models import Memory, MemoryPage, MemoryRevision
+from membank.models import Event, Memory, MemoryPage, MemoryRevision, RetrievedMemory
 
 __all__ = [
     "ConflictError",
+    "Event",
     "InvalidArgumentError",
     "Memory",
     "MemoryBank",
@@ -24,4 +25,5 @@ __all__ = [
     "MembankError",
     "NotFoundError",
     "NotInstalledError",
+    "RetrievedMemory",
 ]

@@ -20,7 +20,7 @@ from psycopg_pool import ConnectionPool
 from membank import errors, settings
 from membank.embedding import Embedder, get_embedder
 from membank.worker import EmbeddingWorker
-from membank.models import EmbeddingBacklog, Memory, MemoryPage, MemoryRevision, RetrievedMemory
+from membank.models import EmbeddingBacklog, Event, Memory, MemoryPage, MemoryRevision, RetrievedMemory
 
 # SQL type of every argument the API takes, so that each call names the
 # overload exactly and values travel as bound parameters, never as SQL text.
@@ -36,6 +36,8 @@ _ARG_TYPES = {
     "query_text": "text", "query_embedding": "real[]", "top_k": "integer",
     "min_similarity": "double precision", "fusion": "text", "vector_weight": "double precision",
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
+    "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
+    "max_events": "integer",
 }
 _JSON_ARGS = {name for name, type_ in _ARG_TYPES.items() if type_ == "jsonb"}
 
@@ -302,3 +304,27 @@ class MemoryBank:
         """Switch the bank to this bank's embedder: drop every vector and queue every memory; return how many."""
         rows = self._call("reembed", {"model_id": self.embedder.model_id, "dimension": self.embedder.dimension})
         return rows[0]["reembed"]
+
+    # -- sessions and events --------------------------------------------------
+    def append_events(self, scope: Scope, session_id: str, events: list[Mapping[str, Any]]) -> int:
+        """Append events to a session of the exact ``scope``; return how many were new.
+
+        Each event: ``{"event_id", "author", "text", "timestamp"}``; the
+        timestamp may be an aware datetime or ISO 8601 text. Idempotent on
+        event_id: a retry stores nothing twice. Raises InvalidArgumentError
+        naming ``events[i].field``, ConflictError (MB020) when an event_id is
+        already stored with other content.
+        """
+        payload: Any = events
+        if isinstance(events, (list, tuple)):  # anything else goes as is: the server names the mistake
+            payload = [{**e, "timestamp": e["timestamp"].isoformat()} if isinstance(e, Mapping)
+                       and isinstance(e.get("timestamp"), datetime) else e for e in events]
+        rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=payload))
+        return rows[0]["append_events"]
+
+    def list_events(self, scope: Scope, session_id: str, *, start_time: datetime | None = None,
+                    end_time: datetime | None = None, max_events: int | None = None) -> list[Event]:
+        """Return the events of a session in time order, optionally within [start_time, end_time)."""
+        rows = self._call("list_events", dict(scope=scope, session_id=session_id, start_time=start_time,
+                                              end_time=end_time, max_events=max_events))
+        return [Event.from_row(r) for r in rows]

@@ -101,3 +101,15 @@ class EmbeddingBacklog(_Row):
     model_id: str | None
     dimension: int | None
     last_error: str | None
+
+
+@dataclass(frozen=True)
+class Event(_Row):
+    """A raw conversation event of a session: who said what, when (``event_time``), and when it was stored."""
+
+    session_id: str
+    event_id: str
+    author: str
+    text: str | None
+    event_time: datetime
+    append_time: datetime

@@ -2,6 +2,14 @@ CREATE SCHEMA membank;
 COMMENT ON SCHEMA membank IS 'membank public API: long-term memory for AI agents (functions and types only).';
 CREATE SCHEMA membank_private;
 COMMENT ON SCHEMA membank_private IS 'membank storage and internal helpers; not an API, may change between versions.';
+CREATE TYPE membank.event AS (
+	session_id text,
+	event_id text,
+	author text,
+	text text,
+	event_time timestamp with time zone,
+	append_time timestamp with time zone
+);
 CREATE TYPE membank.memory AS (
 	name uuid,
 	scope jsonb,
@@ -69,6 +77,65 @@ CREATE TYPE membank.retrieved_memory AS (
 	degraded boolean,
 	next_page_token text
 );
+CREATE FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _conflict text;
+    _count integer;
+    _ids text [];
+    _authors text [];
+    _texts text [];
+    _times timestamptz [];
+begin
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'a session groups the events of one conversation, e.g. its id in your application');
+    end if;
+    select array_agg(v.event_id order by v.ordinal), array_agg(v.author order by v.ordinal),
+           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal)
+    into _ids, _authors, _texts, _times
+    from membank_private.validate_events(events) as v;
+    select g.event_id into _conflict
+    from unnest(_ids) as g (event_id)
+    group by g.event_id having count(*) > 1
+    limit 1;
+    if _conflict is not null then
+        perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_conflict)),
+            'each event in one call needs its own event_id');
+    end if;
+    select g.event_id into _conflict
+    from unnest(_ids, _authors, _texts, _times) as g (event_id, author, event_text, event_time)
+    inner join membank_private.events as e
+        on e.scope_id = _scope_id and e.session_id = append_events.session_id and e.event_id = g.event_id
+    where (e.author, e.text, e.event_time) is distinct from (g.author, g.event_text, g.event_time)
+    limit 1;
+    if _conflict is not null then
+        raise exception 'events: event_id % is already stored with other content', to_jsonb(_conflict)
+            using errcode = 'MB020', detail = 'argument: events',
+                  hint = 'a retry must send the same event; a new event needs a new event_id';
+    end if;
+    insert into membank_private.sessions as s (scope_id, session_id, scope)
+    values (_scope_id, append_events.session_id, _scope)
+    on conflict on constraint sessions_pkey do update set update_time = statement_timestamp();
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time)
+    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time
+    from unnest(_ids, _authors, _texts, _times) with ordinality as g (event_id, author, event_text, event_time, n)
+    order by g.n
+    on conflict do nothing;
+    get diagnostics _count = row_count;
+    return _count;
+end
+$$;
+COMMENT ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) IS 'Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
+events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
+"text": string <= 32768 characters or null, "timestamp": ISO 8601 instant}. Idempotent on event_id: an event already
+stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
+Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
+nothing is written on error.';
 CREATE FUNCTION membank.claim_embedding_jobs(batch_size integer DEFAULT 64) RETURNS TABLE(memory_name uuid, memory_fact text, fact_md5 uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -273,6 +340,34 @@ end
 $$;
 COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields.
 Raises 22P02 (malformed name), P0002 (unknown memory or revision).';
+CREATE FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, max_events integer DEFAULT 1000) RETURNS SETOF membank.event
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+begin
+    if max_events is null or max_events not between 1 and 100000 then
+        perform membank_private._raise_invalid('max_events',
+            format('must be between 1 and 100000, got %s', coalesce(max_events::text, 'null')),
+            'the default is 1000');
+    end if;
+    return query
+    select e.session_id, e.event_id, e.author, e.text, e.event_time, e.append_time
+    from membank_private.events as e
+    inner join membank_private.sessions as s on s.scope_id = e.scope_id and s.session_id = e.session_id
+    where e.scope_id = md5(_scope::text)::uuid
+      and s.scope = _scope
+      and e.session_id = list_events.session_id
+      and (start_time is null or e.event_time >= start_time)
+      and (end_time is null or e.event_time < end_time)
+    order by e.event_time, e.append_seq
+    limit max_events;
+end
+$$;
+COMMENT ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) IS 'The events of session session_id in an exact scope, ordered by event time then arrival, optionally within
+[start_time, end_time), at most max_events (1..100000, default 1000). A session of another scope is never listed:
+an unknown (scope, session) gives no rows. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_memories(scope jsonb, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, updated_after timestamp with time zone DEFAULT NULL::timestamp with time zone, updated_before timestamp with time zone DEFAULT NULL::timestamp with time zone) RETURNS SETOF membank.memory_page_item
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1285,6 +1380,65 @@ CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revi
                r.expire_time, r.labels, r.source_event_ids, r.extracted_memories,
                r.create_time)::membank.memory_revision;
 $$;
+CREATE FUNCTION membank_private.validate_events(events jsonb) RETURNS TABLE(event_id text, author text, event_text text, event_time timestamp with time zone, ordinal bigint)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _event jsonb;
+    _i bigint := 0;
+    _time timestamptz;
+begin
+    if events is null or jsonb_typeof(events) <> 'array' then
+        perform membank_private._raise_invalid('events',
+            format('must be a JSON array, got %s', coalesce(jsonb_typeof(events), 'null')),
+            'pass [{"event_id": "e1", "author": "user", "text": "...", "timestamp": "2023-05-24T10:00:00Z"}]');
+    end if;
+    if jsonb_array_length(events) > 1000 then
+        perform membank_private._raise_invalid('events', format('holds %s events', jsonb_array_length(events)),
+            'append at most 1000 events per call');
+    end if;
+    for _event in select e from jsonb_array_elements(events) as e loop
+        if jsonb_typeof(_event) <> 'object' then
+            perform membank_private._raise_invalid(format('events[%s]', _i), 'must be a JSON object',
+                'each event is {"event_id", "author", "text", "timestamp"}');
+        end if;
+        if jsonb_typeof(_event -> 'event_id') is distinct from 'string'
+           or length(_event ->> 'event_id') not between 1 and 200 then
+            perform membank_private._raise_invalid(format('events[%s].event_id', _i),
+                'must be a string of 1 to 200 characters', 'event ids make appending idempotent; reuse them on retry');
+        end if;
+        if jsonb_typeof(_event -> 'author') is distinct from 'string'
+           or length(_event ->> 'author') not between 1 and 200 then
+            perform membank_private._raise_invalid(format('events[%s].author', _i),
+                'must be a string of 1 to 200 characters', 'e.g. "user", "assistant" or the speaker''s name');
+        end if;
+        if _event ? 'text' and jsonb_typeof(_event -> 'text') not in ('string', 'null')
+           or length(_event ->> 'text') > 32768 then
+            perform membank_private._raise_invalid(format('events[%s].text', _i),
+                'must be a string of at most 32768 characters, or null', 'an event''s text is what was said');
+        end if;
+        begin
+            _time := (_event ->> 'timestamp')::timestamptz;
+        exception
+            when others then
+                _time := null;
+        end;
+        if _time is null or _time in ('infinity', '-infinity') then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('must be a timestamp, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
+                'relative dates in the text are resolved against it; give ISO 8601 with a zone');
+        end if;
+        event_id := _event ->> 'event_id';
+        author := _event ->> 'author';
+        event_text := _event ->> 'text';
+        event_time := _time;
+        ordinal := _i;
+        return next;
+        _i := _i + 1;
+    end loop;
+end
+$$;
 CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT 'fact'::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1478,6 +1632,24 @@ CREATE TABLE membank_private.embedding_jobs (
     retry_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     last_error text
 );
+CREATE TABLE membank_private.events (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    event_id text NOT NULL,
+    author text NOT NULL,
+    text text,
+    event_time timestamp with time zone NOT NULL,
+    append_seq bigint NOT NULL,
+    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME membank_private.events_append_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 CREATE TABLE membank_private.memory_embeddings (
     name uuid NOT NULL,
     scope_id uuid NOT NULL,
@@ -1497,10 +1669,19 @@ CREATE TABLE membank_private.scope_stats (
     scope_id uuid NOT NULL,
     doc_count integer NOT NULL
 );
+CREATE TABLE membank_private.sessions (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    scope jsonb NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
     ADD CONSTRAINT embedding_jobs_pkey PRIMARY KEY (name, fact_md5);
+ALTER TABLE ONLY membank_private.events
+    ADD CONSTRAINT events_pkey PRIMARY KEY (scope_id, session_id, event_id);
 ALTER TABLE ONLY membank_private.memories
     ADD CONSTRAINT memories_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.memory_embeddings
@@ -1511,7 +1692,10 @@ ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_stats
     ADD CONSTRAINT scope_stats_pkey PRIMARY KEY (scope_id);
+ALTER TABLE ONLY membank_private.sessions
+    ADD CONSTRAINT sessions_pkey PRIMARY KEY (scope_id, session_id);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
+CREATE INDEX events_session_time_idx ON membank_private.events USING btree (scope_id, session_id, event_time, append_seq);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
@@ -1526,14 +1710,19 @@ CREATE TRIGGER memories_write_revision AFTER INSERT OR DELETE OR UPDATE ON memba
 CREATE TRIGGER memory_revisions_immutable BEFORE UPDATE ON membank_private.memory_revisions FOR EACH ROW EXECUTE FUNCTION membank_private.memory_revisions_immutable();
 ALTER TABLE ONLY membank_private.embedding_jobs
     ADD CONSTRAINT embedding_jobs_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
+ALTER TABLE ONLY membank_private.events
+    ADD CONSTRAINT events_scope_id_session_id_fkey FOREIGN KEY (scope_id, session_id) REFERENCES membank_private.sessions(scope_id, session_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
+GRANT ALL ON TYPE membank.event TO membank_reader;
 GRANT ALL ON TYPE membank.memory TO membank_reader;
 GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
 GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
 GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
+REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
@@ -1550,6 +1739,8 @@ REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) FROM PUBLIC;
@@ -1594,6 +1785,7 @@ REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_t
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;

@@ -1,0 +1,172 @@
+-- Sessions and events: the raw conversation a memory bank learns from.
+-- Appending is idempotent on event_id within a (scope, session).
+
+-- name: validate_events: check an events array; returns it as rows (22023 naming events[i].field).
+create or replace function membank_private.validate_events(events jsonb)
+returns table (
+    event_id text, author text, event_text text, event_time timestamptz, ordinal bigint
+)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _event jsonb;
+    _i bigint := 0;
+    _time timestamptz;
+begin
+    if events is null or jsonb_typeof(events) <> 'array' then
+        perform membank_private._raise_invalid('events',
+            format('must be a JSON array, got %s', coalesce(jsonb_typeof(events), 'null')),
+            'pass [{"event_id": "e1", "author": "user", "text": "...", "timestamp": "2023-05-24T10:00:00Z"}]');
+    end if;
+    if jsonb_array_length(events) > 1000 then
+        perform membank_private._raise_invalid('events', format('holds %s events', jsonb_array_length(events)),
+            'append at most 1000 events per call');
+    end if;
+    for _event in select e from jsonb_array_elements(events) as e loop
+        if jsonb_typeof(_event) <> 'object' then
+            perform membank_private._raise_invalid(format('events[%s]', _i), 'must be a JSON object',
+                'each event is {"event_id", "author", "text", "timestamp"}');
+        end if;
+        if jsonb_typeof(_event -> 'event_id') is distinct from 'string'
+           or length(_event ->> 'event_id') not between 1 and 200 then
+            perform membank_private._raise_invalid(format('events[%s].event_id', _i),
+                'must be a string of 1 to 200 characters', 'event ids make appending idempotent; reuse them on retry');
+        end if;
+        if jsonb_typeof(_event -> 'author') is distinct from 'string'
+           or length(_event ->> 'author') not between 1 and 200 then
+            perform membank_private._raise_invalid(format('events[%s].author', _i),
+                'must be a string of 1 to 200 characters', 'e.g. "user", "assistant" or the speaker''s name');
+        end if;
+        if _event ? 'text' and jsonb_typeof(_event -> 'text') not in ('string', 'null')
+           or length(_event ->> 'text') > 32768 then
+            perform membank_private._raise_invalid(format('events[%s].text', _i),
+                'must be a string of at most 32768 characters, or null', 'an event''s text is what was said');
+        end if;
+        begin
+            _time := (_event ->> 'timestamp')::timestamptz;
+        exception
+            when others then
+                _time := null;
+        end;
+        if _time is null or _time in ('infinity', '-infinity') then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('must be a timestamp, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
+                'relative dates in the text are resolved against it; give ISO 8601 with a zone');
+        end if;
+        event_id := _event ->> 'event_id';
+        author := _event ->> 'author';
+        event_text := _event ->> 'text';
+        event_time := _time;
+        ordinal := _i;
+        return next;
+        _i := _i + 1;
+    end loop;
+end
+$$;
+
+-- name: append_events: store events of a session; retries with the same event ids store nothing twice.
+create or replace function membank.append_events(
+    scope jsonb, session_id text, events jsonb
+) returns integer
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _conflict text;
+    _count integer;
+    _ids text [];
+    _authors text [];
+    _texts text [];
+    _times timestamptz [];
+begin
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'a session groups the events of one conversation, e.g. its id in your application');
+    end if;
+    select array_agg(v.event_id order by v.ordinal), array_agg(v.author order by v.ordinal),
+           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal)
+    into _ids, _authors, _texts, _times
+    from membank_private.validate_events(events) as v;
+    select g.event_id into _conflict
+    from unnest(_ids) as g (event_id)
+    group by g.event_id having count(*) > 1
+    limit 1;
+    if _conflict is not null then
+        perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_conflict)),
+            'each event in one call needs its own event_id');
+    end if;
+    select g.event_id into _conflict
+    from unnest(_ids, _authors, _texts, _times) as g (event_id, author, event_text, event_time)
+    inner join membank_private.events as e
+        on e.scope_id = _scope_id and e.session_id = append_events.session_id and e.event_id = g.event_id
+    where (e.author, e.text, e.event_time) is distinct from (g.author, g.event_text, g.event_time)
+    limit 1;
+    if _conflict is not null then
+        raise exception 'events: event_id % is already stored with other content', to_jsonb(_conflict)
+            using errcode = 'MB020', detail = 'argument: events',
+                  hint = 'a retry must send the same event; a new event needs a new event_id';
+    end if;
+    insert into membank_private.sessions as s (scope_id, session_id, scope)
+    values (_scope_id, append_events.session_id, _scope)
+    on conflict on constraint sessions_pkey do update set update_time = statement_timestamp();
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time)
+    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time
+    from unnest(_ids, _authors, _texts, _times) with ordinality as g (event_id, author, event_text, event_time, n)
+    order by g.n
+    on conflict do nothing;
+    get diagnostics _count = row_count;
+    return _count;
+end
+$$;
+
+comment on function membank.append_events(jsonb, text, jsonb) is
+$$Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
+events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
+"text": string <= 32768 characters or null, "timestamp": ISO 8601 instant}. Idempotent on event_id: an event already
+stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
+Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
+nothing is written on error.$$;
+
+-- name: list_events: the events of a session in time order.
+create or replace function membank.list_events(
+    scope jsonb, session_id text, start_time timestamptz default null, end_time timestamptz default null,
+    max_events integer default 1000
+) returns setof membank.event
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+begin
+    if max_events is null or max_events not between 1 and 100000 then
+        perform membank_private._raise_invalid('max_events',
+            format('must be between 1 and 100000, got %s', coalesce(max_events::text, 'null')),
+            'the default is 1000');
+    end if;
+    return query
+    select e.session_id, e.event_id, e.author, e.text, e.event_time, e.append_time
+    from membank_private.events as e
+    inner join membank_private.sessions as s on s.scope_id = e.scope_id and s.session_id = e.session_id
+    where e.scope_id = md5(_scope::text)::uuid
+      and s.scope = _scope
+      and e.session_id = list_events.session_id
+      and (start_time is null or e.event_time >= start_time)
+      and (end_time is null or e.event_time < end_time)
+    order by e.event_time, e.append_seq
+    limit max_events;
+end
+$$;
+
+comment on function membank.list_events(jsonb, text, timestamptz, timestamptz, integer) is
+$$The events of session session_id in an exact scope, ordered by event time then arrival, optionally within
+[start_time, end_time), at most max_events (1..100000, default 1000). A session of another scope is never listed:
+an unknown (scope, session) gives no rows. Raises 22023 naming the argument.$$;

@@ -1,0 +1,26 @@
+"""Sessions and their raw conversation events.
+
+Revision ID: 0003
+Revises: 0002
+Create Date: 2026-11-29
+
+DDL in the .sql files beside this one; the API functions
+are in db/functions/080_events.sql.
+"""
+
+from alembic import op
+
+from membank.paths import run_sql_file
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_sql_file(op.get_bind(), __file__, "upgrade")
+
+
+def downgrade() -> None:
+    run_sql_file(op.get_bind(), __file__, "downgrade")
