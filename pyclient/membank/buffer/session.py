@@ -48,39 +48,57 @@ MAX_PREFIX_CHARS = 64
 _SUFFIXES = ("turns", "meta", "summary", "ids", "lease")
 
 _APPEND = """
--- KEYS: turns, ids, meta, summary; ARGV: ttl_ms, then (event_id, tokens, body) per turn
+-- KEYS: turns, ids, meta, summary, lease
+-- ARGV: ttl_ms, window limit (0: do not fold), lease token, lease_ms, then (event_id, tokens, body) per turn
+-- Returns {seqs (negative: already stored), window tokens, fold}; fold is 0, or, when the window is over
+-- the limit and this call took the session's lease, {window entries, summary hash} for the fold.
 local ttl = tonumber(ARGV[1])
-local out = {}
-for i = 2, #ARGV, 3 do
+local seqs = {}
+for i = 5, #ARGV, 3 do
   local seq = redis.call('HGET', KEYS[2], ARGV[i])
   if seq then
-    out[#out + 1] = -tonumber(seq)
+    seqs[#seqs + 1] = -tonumber(seq)
   else
     seq = redis.call('HINCRBY', KEYS[3], 'seq', 1)
     redis.call('HSET', KEYS[2], ARGV[i], seq)
     redis.call('RPUSH', KEYS[1], seq .. '|' .. ARGV[i + 1] .. '|' .. ARGV[i + 2])
     redis.call('HINCRBY', KEYS[3], 'window_tokens', tonumber(ARGV[i + 1]))
-    out[#out + 1] = seq
+    seqs[#seqs + 1] = seq
   end
 end
-for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, ttl) end
-out[#out + 1] = tonumber(redis.call('HGET', KEYS[3], 'window_tokens') or '0')
-return out
+for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], ttl) end
+local window = tonumber(redis.call('HGET', KEYS[3], 'window_tokens') or '0')
+local limit = tonumber(ARGV[2])
+local fold = 0
+if limit > 0 and window > limit and redis.call('SET', KEYS[5], ARGV[3], 'NX', 'PX', ARGV[4]) then
+  fold = {redis.call('LRANGE', KEYS[1], 0, -1), redis.call('HGETALL', KEYS[4])}
+end
+return {seqs, window, fold}
 """
 
 _FOLD = """
--- KEYS: turns, meta, summary, ids; ARGV: version read, n, first seq, last seq, text, tokens, update_time, ttl_ms
+-- KEYS: turns, meta, summary, ids, lease
+-- ARGV: version read, n, first seq, last seq, text, tokens, update_time, ttl_ms, lease token, window limit
+-- Returns {status, window tokens}: status 1 written, 0 the summary changed since it was read, -1 window mismatch.
+-- Releases the lease when the window now fits (the folding client has nothing left to do).
+local function done(status)
+  local left = tonumber(redis.call('HGET', KEYS[2], 'window_tokens') or '0')
+  if status == 1 and left <= tonumber(ARGV[10]) and redis.call('GET', KEYS[5]) == ARGV[9] then
+    redis.call('DEL', KEYS[5])
+  end
+  return {status, left}
+end
 local version = tonumber(redis.call('HGET', KEYS[3], 'version') or '0')
-if version ~= tonumber(ARGV[1]) then return 0 end
+if version ~= tonumber(ARGV[1]) then return done(0) end
 local n = tonumber(ARGV[2])
 local first, last = tonumber(ARGV[3]), tonumber(ARGV[4])
 local head = redis.call('LRANGE', KEYS[1], 0, n - 1)
-if #head ~= n then return -1 end
+if #head ~= n then return done(-1) end
 local tokens = 0
 for i, entry in ipairs(head) do
   local seq, tok = string.match(entry, '^(%d+)|(%d+)|')
   seq = tonumber(seq)
-  if (i == 1 and seq ~= first) or (i == n and seq ~= last) then return -1 end
+  if (i == 1 and seq ~= first) or (i == n and seq ~= last) then return done(-1) end
   tokens = tokens + tonumber(tok)
 end
 if n > 0 then
@@ -92,8 +110,8 @@ if n > 0 then
   redis.call('HSET', KEYS[3], 'last_seq', last)
 end
 redis.call('HSET', KEYS[3], 'text', ARGV[5], 'tokens', ARGV[6], 'version', version + 1, 'update_time', ARGV[7])
-for _, key in ipairs(KEYS) do redis.call('PEXPIRE', key, tonumber(ARGV[8])) end
-return 1
+for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], tonumber(ARGV[8])) end
+return done(1)
 """
 
 _CARRY = """
@@ -234,6 +252,10 @@ class SessionBuffer:
     def _ttl_ms(self) -> int:
         return max(1, int(self.ttl_seconds * 1000))
 
+    @property
+    def _lease_ms(self) -> int:
+        return max(1, int(self.lease_seconds * 1000))
+
     # -- writes -----------------------------------------------------------------
     def append(self, session_id: str, turns: Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]]) -> list[Turn]:
         """Append one or more turns to a session, atomically and in the given order; return them as stored.
@@ -261,22 +283,23 @@ class SessionBuffer:
             raise errors.invalid("turns", "must hold at least one turn", 'e.g. [{"role": "user", "text": "hi"}]')
         checked = [coerce_turn(t, i) for i, t in enumerate(items)]
         checked = [t if t.event_id else Turn(t.role, t.text, t.timestamp, uuid.uuid4().hex, t.author) for t in checked]
-        args: list[Any] = [self._ttl_ms]
+        lease = uuid.uuid4().hex
+        args: list[Any] = [self._ttl_ms, self.window_tokens if self.auto_fold else 0, lease, self._lease_ms]
         counted = []
         for t in checked:
             tokens = self.tokenizer.count(t.render())
             counted.append(tokens)
             args += [t.event_id, tokens, t._body()]
         with self._unavailable():
-            result = self._append(keys=[keys["turns"], keys["ids"], keys["meta"], keys["summary"]], args=args)
-        window_tokens = int(result[-1])
+            seqs, window_tokens, fold = self._append(
+                keys=[keys["turns"], keys["ids"], keys["meta"], keys["summary"], keys["lease"]], args=args)
         stored = [Turn(t.role, t.text, t.timestamp, t.event_id, t.author, abs(int(seq)), tokens)
-                  for t, seq, tokens in zip(checked, result[:-1], counted)]
-        if self.auto_fold and window_tokens > self.window_tokens:
+                  for t, seq, tokens in zip(checked, seqs, counted)]
+        if fold:
+            # This call took the lease: fold now, from the state the script returned (no extra read).
+            entries, summary = fold
             try:
-                self.fold(session_id)
-            except BufferUnavailableError:
-                raise
+                self._fold_rounds(keys, lease, [entries, dict(zip(summary[::2], summary[1::2])), window_tokens])
             except Exception:  # the turns are stored; the summary waits for the next fold
                 log.warning("session buffer: summarizing failed; the window stays over budget until the next fold",
                             exc_info=True)
@@ -298,39 +321,63 @@ class SessionBuffer:
         """
         keys = self.keys(session_id)
         lease = uuid.uuid4().hex
+        # Take the lease and read the session in one round trip.
         with self._unavailable():
-            if not self.client.set(keys["lease"], lease, nx=True, px=max(1, int(self.lease_seconds * 1000))):
-                return 0
+            pipe = self.client.pipeline(transaction=True)
+            pipe.set(keys["lease"], lease, nx=True, px=self._lease_ms)
+            self._queue_read(pipe, keys)
+            got, *raw = pipe.execute()
+        if not got:
+            return 0
+        return self._fold_rounds(keys, lease, raw, force=force)
+
+    def _fold_rounds(self, keys: Mapping[str, str], lease: str, raw: list, *, force: bool = False) -> int:
+        """Fold from ``raw`` ([window entries, summary hash, window tokens], as read) while holding ``lease``;
+        release it at the end. Returns how many turns were folded."""
         folded = 0
+        held = True
         try:
-            for _ in range(8):
-                state = self.read(session_id)
-                if state.window_tokens <= self.window_tokens and not (force and folded == 0):
+            for round_ in range(8):
+                if round_:
+                    with self._unavailable():
+                        pipe = self.client.pipeline(transaction=True)
+                        self._queue_read(pipe, keys)
+                        raw = pipe.execute()
+                entries, summary_hash, window_tokens = raw[0], raw[1], int(raw[2] or 0)
+                summary = RollingSummary._from_hash(summary_hash)
+                if window_tokens <= self.window_tokens and not (force and round_ == 0):
                     break
                 target = int(self.window_tokens * self.low_watermark)
-                remaining = state.window_tokens
+                remaining = window_tokens
                 chosen: list[Turn] = []
-                for turn in state.turns[:-1]:  # never the newest turn
+                for entry in entries[:-1]:  # never the newest turn; decode only what is folded
                     if remaining <= target:
                         break
-                    chosen.append(turn)
-                    remaining -= turn.tokens or 0
+                    seq, tokens, body = entry.split("|", 2)
+                    chosen.append(Turn._from_body(body, int(seq), int(tokens)))
+                    remaining -= int(tokens)
                 if not chosen:
                     break
-                text = self.summarizer.summarize(state.summary.text, chosen)
+                text = self.summarizer.summarize(summary.text, chosen)
                 if not isinstance(text, str):
                     raise errors.MembankError(f"summarizer: returned {type(text).__name__}, not str",
                                               hint="summarize(previous_summary, turns) must return the new summary")
                 with self._unavailable():
-                    ok = self._fold(keys=[keys["turns"], keys["meta"], keys["summary"], keys["ids"]], args=[
-                        state.summary.version, len(chosen), chosen[0].seq, chosen[-1].seq, text,
-                        self.tokenizer.count(text), datetime.now(timezone.utc).isoformat(), self._ttl_ms])
-                if ok == 1:
+                    status, left = self._fold(
+                        keys=[keys["turns"], keys["meta"], keys["summary"], keys["ids"], keys["lease"]],
+                        args=[summary.version, len(chosen), chosen[0].seq, chosen[-1].seq, text,
+                              self.tokenizer.count(text), datetime.now(timezone.utc).isoformat(), self._ttl_ms,
+                              lease, self.window_tokens])
+                if status == 1:
                     folded += len(chosen)
-                # 0: another client wrote the summary meanwhile; read again.
+                    if left <= self.window_tokens:
+                        held = False  # the script released the lease
+                        break
+                # 0: another client wrote the summary meanwhile (its lease had lapsed); read again.
         finally:
-            with contextlib.suppress(Exception):
-                self._release(keys=[keys["lease"]], args=[lease])
+            if held:
+                with contextlib.suppress(Exception):
+                    self._release(keys=[keys["lease"]], args=[lease])
         return folded
 
     def carry_over(self, previous_session_id: str, session_id: str, *, fold_window: bool = True) -> RollingSummary:
@@ -378,12 +425,21 @@ class SessionBuffer:
         keys = self.keys(session_id)
         with self._unavailable():
             pipe = self.client.pipeline(transaction=True)
-            pipe.lrange(keys["turns"], 0, -1)
-            pipe.hgetall(keys["summary"])
-            pipe.hget(keys["meta"], "window_tokens")
-            pipe.pttl(keys["meta"])
-            pipe.pttl(keys["summary"])
-            entries, summary, window_tokens, ttl_meta, ttl_summary = pipe.execute()
+            self._queue_read(pipe, keys)
+            raw = pipe.execute()
+        return self._parse_read(session_id, raw)
+
+    @staticmethod
+    def _queue_read(pipe: Any, keys: Mapping[str, str]) -> None:
+        pipe.lrange(keys["turns"], 0, -1)
+        pipe.hgetall(keys["summary"])
+        pipe.hget(keys["meta"], "window_tokens")
+        pipe.pttl(keys["meta"])
+        pipe.pttl(keys["summary"])
+
+    @staticmethod
+    def _parse_read(session_id: str, raw: list) -> SessionState:
+        entries, summary, window_tokens, ttl_meta, ttl_summary = raw
         turns = []
         for entry in entries:
             seq, tokens, body = entry.split("|", 2)
