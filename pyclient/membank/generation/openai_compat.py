@@ -22,18 +22,20 @@ class OpenAICompatProvider:
         model: the model name the endpoint serves.
         base_url: endpoint base URL (``.../v1``); default ``MEMBANK_OPENAI_BASE_URL``, then the library's own.
         api_key: default ``OPENAI_API_KEY``, or a placeholder for local servers that need none.
+        max_retries: the library's own retries of a failed request (the worker retries the job later anyway).
     """
 
     name = "openai"
 
-    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None) -> None:
+    def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
+                 max_retries: int = 2) -> None:
         import openai
 
         self.model = model
         self.model_id = f"openai/{model}"
         self._client = openai.OpenAI(
             base_url=base_url or os.environ.get("MEMBANK_OPENAI_BASE_URL") or None,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "unused", timeout=TIMEOUT_S, max_retries=2)
+            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "unused", timeout=TIMEOUT_S, max_retries=max_retries)
 
     def complete(self, prompt: str, response_schema: dict[str, Any] | None = None, *,
                  input: dict[str, Any] | None = None) -> str:
