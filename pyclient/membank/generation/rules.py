@@ -4,7 +4,7 @@ It answers the same requests a model answers (the structured ``input`` SQL
 puts beside each prompt) with hand-written rules, so that everything runs
 with no key. A weaker baseline, and honest about it:
 
-* extraction: each first-person statement of a human speaker (at least five
+* extraction: each first-person statement (the speaker is its subject) of a human speaker (at least five
   words, not a question or small talk) becomes a third-person fact naming
   the speaker, with relative dates resolved against the event's own date,
   kept when it matches a requested topic (keyword rules per managed topic;
@@ -30,12 +30,18 @@ from membank.generation.third_person import to_third_person
 MACHINE_AUTHORS = {"assistant", "model", "system", "agent", "tool", "bot", "ai"}
 USER_AUTHORS = {"user", "human"}
 MIN_WORDS = 3
-VAGUE_END = re.compile(r"\b(that|it|this|them|so|too|one|you)[!.]*$", re.IGNORECASE)
+VAGUE_END = re.compile(r"\b(that|it|this|them|so|one|you)(?: out| up| too)?[!.]*$", re.IGNORECASE)
+# Framing that carries nothing to remember: "Big news: ...", "Please remember that ...", "..., too."
+PREFIX = re.compile(r"^(?:[^:]{1,20}:\s+|(?:please\s+)?(?:remember|note|don't forget|keep in mind)(?:\s+that)?\s+)",
+                    re.IGNORECASE)
+SUFFIX = re.compile(r"(?:,?\s+(?:too|as well)|,?\s*(?:nice to meet you|thanks?(?: you)?|how are you))[.!]*$",
+                    re.IGNORECASE)
 SMALL_TALK = re.compile(
     r"^(i'?m (good|fine|great|ok|okay|doing (well|good|great))|i (see|know|agree|guess|hope so|think so|understand|"
     r"appreciate|feel you|hear you|totally agree)|thanks?|thank you|glad|sounds|that'?s|me too|you too|same here)\b",
     re.IGNORECASE)
-FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|my|me|mine|myself|we|we're|we've|our|us)\b", re.IGNORECASE)
+# A statement about the speaker starts with the speaker as its subject.
+FIRST_PERSON = re.compile(r"^(?:I|I'm|I've|I'd|I'll|My|We|We're|We've|Our)\b")
 TOPIC_PATTERNS = {
     "EXPLICIT_INSTRUCTIONS": re.compile(
         r"\b(remember|forget|from now on|make sure|call me|remind me|always|never)\b", re.IGNORECASE),
@@ -113,6 +119,7 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
         other = _speaker(others[0]) if len(others) == 1 else None
         said_on = datetime.fromisoformat(event["timestamp"]).date()
         for sentence in _sentences(event["text"]):
+            sentence = SUFFIX.sub("", sentence)
             if (sentence.endswith("?") or len(sentence.split()) < MIN_WORDS or SMALL_TALK.match(sentence)
                     or VAGUE_END.search(sentence)):
                 continue
@@ -123,9 +130,10 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
             topics = _topics_of(sentence, request.get("topics") or [])
             if not topics:
                 continue
+            sentence = SUFFIX.sub("", PREFIX.sub("", sentence))
             fact = resolve_relative_time(to_third_person(sentence, name, other), said_on)
             fact = re.sub(r"(\s+now)?[!.,;:]*$", "", fact) + "."
-            if fact.lower() in seen:
+            if fact.lower() in seen or fact.lower() == f"{name}'s name is {name}.".lower():  # no tautologies
                 continue
             seen.add(fact.lower())
             memories.append({"fact": fact, "topics": topics, "source_event_ids": [event["event_id"]]})
@@ -194,6 +202,8 @@ def decide(fact: dict[str, Any], candidates: list[dict[str, Any]]) -> dict[str, 
             if other and other[:2] == slot[:2]:
                 if other[2] == slot[2]:
                     return {"action": "NONE"}
+                if slot[1] == "city" and re.search(r"\bmoved to\b", text):
+                    text = text.rstrip(".") + ", and lives there now."  # keeps the slot's own words
                 return {"action": "UPDATE", "memory_name": c["name"], "fact": text}
     negated = _negated(text)
     if negated:

@@ -63,7 +63,7 @@ def to_third_person(sentence: str, speaker: str, other: str | None) -> str:
     """
     s = sentence.replace("\u2019", "'")
     name = speaker
-    adverbs = "|".join(sorted(ADVERBS))
+    adverbs = "|".join(sorted(ADVERBS) + ["no longer", "not yet"])
     verb = r"((?:(?:" + adverbs + r") )?)([A-Za-z']+)"
     s = re.sub(r"\bI'm not\b", f"{name} is not", s)
     s = re.sub(r"\b(?:I'm|I am)\b", f"{name} is", s)
