@@ -10,7 +10,8 @@ revoke all on all procedures in schema membank from public;
 
 grant usage on schema membank to membank_reader;
 grant usage on type
-membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event
+membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
+membank.operation, membank.generation_job
 to membank_reader;
 
 grant execute on function
@@ -25,7 +26,10 @@ membank.retrieve_memories(
     text, double precision, double precision, integer, text, integer, integer, text
 ),
 membank.embedding_backlog(),
-membank.list_events(jsonb, text, timestamptz, timestamptz, integer)
+membank.list_events(jsonb, text, timestamptz, timestamptz, integer),
+membank.get_operation(text),
+membank.list_operations(jsonb, text, boolean, integer),
+membank.generation_backlog()
 to membank_reader;
 
 grant execute on function
@@ -37,7 +41,12 @@ membank.configure_embedding(text, integer),
 membank.claim_embedding_jobs(integer),
 membank.store_embeddings(text, integer, text[], text[], text[]),
 membank.fail_embedding_jobs(text[], text[], text),
-membank.append_events(jsonb, text, jsonb)
+membank.append_events(jsonb, text, jsonb),
+membank.generate_memories(jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval),
+membank.claim_generation_jobs(integer),
+membank.prepare_consolidation(bigint, real[], text),
+membank.complete_generation_job(bigint, text),
+membank.fail_generation_job(bigint, text, boolean)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;

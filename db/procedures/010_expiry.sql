@@ -16,6 +16,15 @@ declare
     _count bigint;
 begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
+    -- Scope write locks first, in sorted order (015_scope_locks.sql).
+    perform membank_private.lock_scope(s.scope_id)
+    from (
+        select distinct e.scope_id
+        from (select m.scope_id from membank_private.memories as m
+              where m.expire_time <= statement_timestamp()
+              order by m.expire_time limit batch_size) as e
+        order by e.scope_id
+    ) as s;
     with batch as (
         select m.name
         from membank_private.memories as m

@@ -4,7 +4,7 @@ The memory engine is SQL in the ``membank`` schema; this package is a thin
 client over it (``MemoryBank``), plus the CLI and the embedded server.
 """
 
-from membank.client import MemoryBank
+from membank.client import MemoryBank, PendingOperation
 from membank.errors import (
     ConflictError,
     InvalidArgumentError,
@@ -12,11 +12,14 @@ from membank.errors import (
     NotFoundError,
     NotInstalledError,
 )
-from membank.models import Event, Memory, MemoryPage, MemoryRevision, RetrievedMemory
+from membank.models import (
+    Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
+)
 
 __all__ = [
     "ConflictError",
     "Event",
+    "GeneratedMemory",
     "InvalidArgumentError",
     "Memory",
     "MemoryBank",
@@ -25,5 +28,7 @@ __all__ = [
     "MembankError",
     "NotFoundError",
     "NotInstalledError",
+    "Operation",
+    "PendingOperation",
     "RetrievedMemory",
 ]

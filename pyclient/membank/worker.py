@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import psycopg
 
@@ -34,11 +35,16 @@ def vector_literal(vector: list[float]) -> str:
 class EmbeddingWorker:
     """Embeds queued memories with one ``Embedder`` over one connection to ``url``."""
 
-    def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64) -> None:
-        """Connect to ``url``; ``batch_size`` (1..1000) facts are embedded per model call."""
+    def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64, generation: Any = None) -> None:
+        """Connect to ``url``; ``batch_size`` (1..1000) facts are embedded per model call.
+
+        ``generation``: a ``membank.generation.worker.GenerationWorker`` whose
+        jobs ``run()`` also carries (woken by its own channel), or None.
+        """
         self.url = url
         self.embedder = embedder
         self.batch_size = batch_size
+        self.generation = generation
         self._conn: psycopg.Connection | None = None
 
     def _connection(self) -> psycopg.Connection:
@@ -71,6 +77,8 @@ class EmbeddingWorker:
         """Close the worker's connection."""
         if self._conn is not None:
             self._conn.close()
+        if self.generation is not None:
+            self.generation.close()
 
     def process_batch(self) -> int:
         """Claim, embed and store one batch; return how many jobs it claimed (0: nothing due)."""
@@ -136,8 +144,12 @@ class EmbeddingWorker:
     def _listen_and_process(self, poll_interval: float, stop: threading.Event) -> None:
         with psycopg.connect(self.url, autocommit=True) as listener:
             listener.execute(f"listen {CHANNEL}")
+            listener.execute("listen membank_generation_jobs")
             while not stop.is_set():
                 self.process_pending()
+                if self.generation is not None:
+                    self.generation.process_pending()
+                    self.process_pending()  # the vectors of memories that generation changed
                 # Sleep until a trigger notifies or the poll interval passes;
                 # the poll also picks up retries whose backoff has elapsed.
                 for _ in listener.notifies(timeout=poll_interval, stop_after=1):

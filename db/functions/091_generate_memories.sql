@@ -1,0 +1,151 @@
+-- GenerateMemories: accept a request, resolve its source, and queue it.
+
+-- name: resolve_source_events: the events an operation learns from, blank texts removed.
+create or replace function membank_private.resolve_source_events(
+    scope jsonb, events jsonb, session_id text, start_time timestamptz, end_time timestamptz
+) returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _events jsonb;
+begin
+    if events is not null then
+        if session_id is not null then
+            -- Inline events of a session are appended to it first (idempotent).
+            perform membank.append_events(scope, session_id, events);
+        end if;
+        select coalesce(jsonb_agg(jsonb_build_object(
+                   'event_id', v.event_id, 'author', v.author, 'text', v.event_text, 'timestamp', v.event_time)
+                   order by v.event_time, v.ordinal), '[]')
+        into _events
+        from membank_private.validate_events(events) as v;
+    else
+        select coalesce(jsonb_agg(jsonb_build_object(
+                   'event_id', e.event_id, 'author', e.author, 'text', e.text, 'timestamp', e.event_time)
+                   order by e.event_time), '[]')
+        into _events
+        from membank.list_events(scope, session_id, start_time, end_time, 100000) as e;
+    end if;
+    -- Null, empty and whitespace-only texts carry nothing to remember.
+    select coalesce(jsonb_agg(e order by n), '[]') into _events
+    from jsonb_array_elements(_events) with ordinality as x (e, n)
+    where coalesce(btrim(e ->> 'text', E' \t\r\n'), '') <> '';
+    if jsonb_array_length(_events) > 1000 then
+        perform membank_private._raise_invalid('session_id',
+            format('the source holds %s events with text; one operation takes at most 1000',
+                   jsonb_array_length(_events)),
+            'generate in parts with start_time and end_time, e.g. one call per conversation session');
+    end if;
+    return _events;
+end
+$$;
+
+-- name: generate_memories: start a GenerateMemories operation; returns its name at once.
+create or replace function membank.generate_memories(
+    scope jsonb,
+    events jsonb default null,
+    session_id text default null,
+    start_time timestamptz default null,
+    end_time timestamptz default null,
+    facts jsonb default null,
+    topics jsonb default null,
+    examples jsonb default null,
+    disable_consolidation boolean default false,
+    request_id text default null,
+    ttl interval default null
+) returns uuid
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _options jsonb;
+    _events jsonb := '[]';
+    _facts jsonb := '[]';
+    _key uuid;
+    _name uuid;
+begin
+    if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
+        perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
+            'give exactly one source: events (inline), session_id (a stored session) or facts (given directly)',
+            'events may be combined with session_id to append them to that session first');
+    end if;
+    if (start_time is not null or end_time is not null) and (session_id is null or events is not null) then
+        perform membank_private._raise_invalid('start_time', 'a time range applies to a session source only',
+            'pass session_id without events to generate from the session''s events in [start_time, end_time)');
+    end if;
+    if disable_consolidation is null then
+        perform membank_private._raise_invalid('disable_consolidation', 'must be true or false',
+            'false (default) consolidates against the scope''s memories; true only creates');
+    end if;
+    if request_id is not null and length(request_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('request_id', 'must be 1 to 200 characters',
+            'a client token that makes retries of this request return the same operation');
+    end if;
+    perform membank_private.resolve_expire_time(ttl, null);
+    _options := jsonb_build_object(
+        'topics', membank_private.validate_generation_topics(topics),
+        'examples', membank_private.validate_examples(examples),
+        'disable_consolidation', disable_consolidation, 'ttl', ttl::text,
+        'start_time', start_time, 'end_time', end_time);
+    if facts is not null then
+        _facts := membank_private.validate_direct_facts(facts);
+    else
+        _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
+    end if;
+
+    -- The idempotency key: the client's request_id, or the whole request.
+    _key := md5(coalesce('request_id:' || request_id,
+                         jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                            'options', _options)::text))::uuid;
+    insert into membank_private.operations as o (
+        scope, session_id, request_key, options, source_events, facts, stage
+    ) values (
+        _scope, session_id, _key, _options, _events, _facts, case when facts is not null then 'CONSOLIDATE' else 'EXTRACT' end
+    )
+    on conflict (scope_id, request_key) where error is null do nothing
+    returning o.name into _name;
+    if _name is null then
+        -- A retry of a request that has not failed: the same operation.
+        select o.name into _name from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.error is null
+          and o.request_key = _key;
+        return _name;
+    end if;
+
+    if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
+        perform membank_private.finish_operation(_name);  -- nothing to learn from: a done no-op
+    elsif jsonb_array_length(_facts) > 0 and disable_consolidation then
+        perform membank_private.apply_creates(_name);
+        perform membank_private.finish_operation(_name);
+    else
+        insert into membank_private.generation_jobs (operation_name, scope_id)
+        values (_name, md5(_scope::text)::uuid);
+        perform pg_notify('membank_generation_jobs', _name::text);
+    end if;
+    return _name;
+end
+$$;
+
+comment on function membank.generate_memories(
+    jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval
+) is
+$$GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
+memories of an exact scope; returns the operation's name (uuid) at once. Poll membank.get_operation(name).
+Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
+session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
+facts (a JSON array of at most 100 strings or {"fact", "topics"}, given directly: no extraction).
+Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
+EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four managed ones), examples (few-shot:
+[{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
+none compared), request_id (idempotency token), ttl (expiry of created memories).
+Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
+same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
+done at once with zero actions and no model call. Relative dates in events are resolved against each event's own
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), MB020 (an inline event_id
+already stored with other content); nothing is written on error.$$;

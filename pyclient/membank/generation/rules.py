@@ -1,0 +1,250 @@
+"""``rules``: the offline, deterministic generation provider.
+
+It answers the same requests a model answers (the structured ``input`` SQL
+puts beside each prompt) with hand-written rules, so that everything runs
+with no key. A weaker baseline, and honest about it:
+
+* extraction: each first-person statement (the speaker is its subject) of a human speaker (at least five
+  words, not a question or small talk) becomes a third-person fact naming
+  the speaker, with relative dates resolved against the event's own date,
+  kept when it matches a requested topic (keyword rules per managed topic;
+  a custom topic matches on the words of its label and description);
+* consolidation: a fact whose text is already known, or that is a near
+  duplicate of a candidate (embedding similarity and word overlap), is
+  NONE; a fact that gives a new value to a slot a candidate holds (name,
+  city, job, age, a favourite, the liking of one thing) UPDATEs it; a
+  "no longer" fact DELETEs the candidate it negates; anything else CREATEs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime
+from typing import Any
+
+from membank.generation.base import GenerationError
+from membank.generation.temporal import resolve_relative_time
+from membank.generation.third_person import to_third_person
+
+MACHINE_AUTHORS = {"assistant", "model", "system", "agent", "tool", "bot", "ai"}
+USER_AUTHORS = {"user", "human"}
+MIN_WORDS = 3
+VAGUE_END = re.compile(r"\b(that|it|this|them|so|one|you)(?: out| up| too)?[!.]*$", re.IGNORECASE)
+# Framing that carries nothing to remember: "Big news: ...", "Please remember that ...", "..., too."
+PREFIX = re.compile(r"^(?:[^:]{1,20}:\s+|(?:please\s+)?(?:remember|note|don't forget|keep in mind)(?:\s+that)?\s+)",
+                    re.IGNORECASE)
+SUFFIX = re.compile(r"(?:,?\s+(?:too|as well)|,?\s*(?:nice to meet you|thanks?(?: you)?|how are you))[.!]*$",
+                    re.IGNORECASE)
+SMALL_TALK = re.compile(
+    r"^(i'?m (good|fine|great|ok|okay|doing (well|good|great))|i (see|know|agree|guess|hope so|think so|understand|"
+    r"appreciate|feel you|hear you|totally agree)|thanks?|thank you|glad|sounds|that'?s|me too|you too|same here)\b",
+    re.IGNORECASE)
+# A statement about the speaker starts with the speaker as its subject.
+FIRST_PERSON = re.compile(r"^(?:I|I'm|I've|I'd|I'll|My|We|We're|We've|Our)\b")
+TOPIC_PATTERNS = {
+    "EXPLICIT_INSTRUCTIONS": re.compile(
+        r"\b(remember|forget|from now on|make sure|call me|remind me|always|never)\b", re.IGNORECASE),
+    "USER_PERSONAL_INFO": re.compile(
+        r"\b(name|named|live|lives|living|moved|move|from|born|birthday|age|years old|work|works|working|job|"
+        r"career|company|married|wife|husband|partner|girlfriend|boyfriend|kids?|child|children|son|daughter|"
+        r"baby|family|mom|mother|dad|father|sister|brother|parents|grandma|grandmother|grandpa|friends?|pets?|"
+        r"dogs?|cats?|puppy|study|student|school|college|university|degree|graduated|home|house|apartment|city|"
+        r"country|hobby|hobbies|allergic|allergy|vegetarian|vegan|health)\b", re.IGNORECASE),
+    "USER_PREFERENCES": re.compile(
+        r"\b(love|loves|loved|like|likes|liked|enjoy|enjoys|enjoyed|prefer|prefers|preferred|hate|hates|hated|"
+        r"dislike|dislikes|favou?rite|fan of|passionate|can't stand|adore)\b", re.IGNORECASE),
+    "KEY_CONVERSATION_DETAILS": re.compile(r"\w"),  # any remaining first-person statement
+}
+STOPWORDS = set("""a an the and or of to in on at for with by from about into over that this these those it its is are
+was were be been being has have had do does did not no as if so than then there their they them he she his her
+him who whom which what when where why how all any some more most other such only own same too very can will just
+should now user users""".split())
+
+
+def _words(text: str) -> set[str]:
+    return {w.rstrip("s") for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS}
+
+
+def _speaker(author: str) -> str | None:
+    low = author.strip().lower()
+    if low in MACHINE_AUTHORS:
+        return None
+    return "The user" if low in USER_AUTHORS else author.strip()
+
+
+def _topics_of(sentence: str, topics: list[dict[str, Any]]) -> list[str]:
+    found = []
+    for topic in topics:
+        label = topic["label"]
+        if topic.get("managed"):
+            if TOPIC_PATTERNS[label].search(sentence):
+                found.append(label)
+        elif _words(sentence) & {w for w in _words(label + " " + topic.get("description", "")) if len(w) >= 4}:
+            found.append(label)
+    # KEY_CONVERSATION_DETAILS is the fallback: only when nothing more specific matched.
+    if len(found) > 1 and "KEY_CONVERSATION_DETAILS" in found:
+        found.remove("KEY_CONVERSATION_DETAILS")
+    return found
+
+
+DISCOURSE = re.compile(r"^(?:actually|well|so|oh|yeah|yes|also|anyway|honestly|by the way|btw|and|but|plus|"
+                       r"hey|hi|wow|haha|lol|ok|okay|um|hmm)\b[,!]?\s*", re.IGNORECASE)
+
+
+def _sentences(text: str) -> list[str]:
+    """Sentences, and clauses that start a new first-person statement ("..., I love cats")."""
+    parts = []
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", text.strip()):
+        for clause in re.split(r"(?:,|;|\s+and|\s+but)\s+(?=(?:I|I'm|I've|my|My)\b)", sentence):
+            clause = clause.strip()
+            while DISCOURSE.match(clause):
+                clause = DISCOURSE.sub("", clause, count=1)
+            if clause:
+                parts.append(clause[:1].upper() + clause[1:])
+    return parts
+
+
+def extract(request: dict[str, Any]) -> dict[str, Any]:
+    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}]}`` for ``request["events"]``."""
+    events = request.get("events") or []
+    authors = [a for a in dict.fromkeys(e["author"] for e in events) if _speaker(a)]
+    memories: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for event in events:
+        name = _speaker(event["author"])
+        if name is None or not event.get("text"):
+            continue
+        others = [a for a in authors if a != event["author"]]
+        other = _speaker(others[0]) if len(others) == 1 else None
+        said_on = datetime.fromisoformat(event["timestamp"]).date()
+        for sentence in _sentences(event["text"]):
+            sentence = SUFFIX.sub("", sentence)
+            if (sentence.endswith("?") or len(sentence.split()) < MIN_WORDS or SMALL_TALK.match(sentence)
+                    or VAGUE_END.search(sentence)):
+                continue
+            if not FIRST_PERSON.search(sentence):
+                continue
+            if re.search(r"\byou\b", sentence, re.IGNORECASE) and other is None:
+                continue  # "you" with no one to name: not a fact about the speaker
+            topics = _topics_of(sentence, request.get("topics") or [])
+            if not topics:
+                continue
+            sentence = SUFFIX.sub("", PREFIX.sub("", sentence))
+            fact = resolve_relative_time(to_third_person(sentence, name, other), said_on)
+            fact = re.sub(r"(\s+now)?[!.,;:]*$", "", fact) + "."
+            if fact.lower() in seen or fact.lower() == f"{name}'s name is {name}.".lower():  # no tautologies
+                continue
+            seen.add(fact.lower())
+            memories.append({"fact": fact, "topics": topics, "source_event_ids": [event["event_id"]]})
+    return {"memories": memories}
+
+
+# -- consolidation --------------------------------------------------------------
+
+_POSITIVE = r"loves|likes|enjoys|adores|prefers|is passionate about|is a fan of"
+_NEGATIVE = r"hates|dislikes|doesn't like|does not like|can't stand|no longer likes|is not a fan of"
+SLOTS = [
+    ("name", re.compile(r"^(?P<s>.+?)'s name is (?P<v>.+)$")),
+    ("name", re.compile(r"^(?P<s>.+?) (?:is called|goes by) (?P<v>.+)$")),
+    ("city", re.compile(r"^(?P<s>.+?) (?:lives|is living|has moved|moved|is moving|relocated) (?:in|to) (?P<v>.+)$")),
+    ("job", re.compile(r"^(?P<s>.+?) (?:works|is working) (?:as|at|for) (?P<v>.+)$")),
+    ("job", re.compile(r"^(?P<s>.+?)'s job is (?P<v>.+)$")),
+    ("age", re.compile(r"^(?P<s>.+?) is (?P<v>\d+) years old")),
+    ("favourite", re.compile(r"^(?P<s>.+?)'s favou?rite (?P<k>[a-z]+(?: [a-z]+)?) is (?P<v>.+)$")),
+    ("liking", re.compile(rf"^(?P<s>.+?) (?:really |truly |also |still )?(?P<v>{_POSITIVE}|{_NEGATIVE}) (?P<k>.+)$")),
+]
+_TRAILING_TIME = re.compile(r",? (?:as of|on|in the week of|in|shortly before|around) [^,]*\d{4}[^,]*$")
+
+
+def _normal(text: str) -> str:
+    text = _TRAILING_TIME.sub("", text.strip().rstrip(".!").lower())
+    return re.sub(r"\s+", " ", text)
+
+
+def slot_of(fact: str) -> tuple[str, str, str] | None:
+    """The (subject, slot, value) a fact states, e.g. ("the user", "name", "joy"), or None."""
+    text = _normal(fact)
+    for slot, pattern in SLOTS:
+        m = pattern.match(text)
+        if not m:
+            continue
+        key = slot
+        if "k" in pattern.groupindex:
+            key = f"{slot}:" + " ".join(w.rstrip("s") for w in m.group("k").split() if w not in ("a", "an", "the"))
+        value = m.group("v")
+        if slot == "liking":
+            value = "negative" if re.fullmatch(_NEGATIVE, value) else "positive"
+        return m.group("s"), key, value
+    return None
+
+
+def _negated(fact: str) -> tuple[str, set[str]] | None:
+    m = re.match(r"^(?P<s>.+?) (?:no longer|does not|doesn't) [a-z]+ (?P<o>.+)$", _normal(fact))
+    return (m.group("s"), _words(m.group("o"))) if m else None
+
+
+DUPLICATE_SIMILARITY = 0.95
+DUPLICATE_OVERLAP = 0.6
+
+
+def decide(fact: dict[str, Any], candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """One consolidation action for ``fact`` against its ``candidates`` (see the module's docstring)."""
+    text = fact["fact"]
+    slot = slot_of(text)
+    words = _words(text)
+    for c in candidates:
+        if _normal(c["fact"]) == _normal(text):
+            return {"action": "NONE"}
+    if slot:
+        for c in candidates:
+            other = slot_of(c["fact"])
+            if other and other[:2] == slot[:2]:
+                if other[2] == slot[2]:
+                    return {"action": "NONE"}
+                if slot[1] == "city" and re.search(r"\bmoved to\b", text):
+                    text = text.rstrip(".") + ", and lives there now."  # keeps the slot's own words
+                return {"action": "UPDATE", "memory_name": c["name"], "fact": text}
+    negated = _negated(text)
+    if negated:
+        for c in candidates:
+            if _normal(c["fact"]).startswith(negated[0]) and negated[1] and negated[1] <= _words(c["fact"]):
+                return {"action": "DELETE", "memory_name": c["name"]}
+    for c in candidates:
+        overlap = len(words & _words(c["fact"])) / max(1, len(words | _words(c["fact"])))
+        if (c.get("similarity") or 0) >= DUPLICATE_SIMILARITY and overlap >= DUPLICATE_OVERLAP:
+            return {"action": "NONE"}
+    return {"action": "CREATE"}
+
+
+def consolidate(request: dict[str, Any]) -> dict[str, Any]:
+    """Consolidation by rules: ``{"actions": [...]}``, one per fact of ``request["facts"]``."""
+    plans = {p["index"]: p["candidates"] for p in request.get("candidates") or []}
+    actions = []
+    for index, fact in enumerate(request.get("facts") or []):
+        actions.append({"fact_index": index, **decide(fact, plans.get(index, []))})
+    return {"actions": actions}
+
+
+class RulesProvider:
+    """The offline provider: answers extraction and consolidation requests by rules (no model, no network)."""
+
+    name = "rules"
+    model_id = "rules/v1"
+
+    def complete(self, prompt: str, response_schema: dict[str, Any] | None = None, *,
+                 input: dict[str, Any] | None = None) -> str:
+        """Answer a request from its structured ``input`` (``input["task"]`` is ``extract`` or ``consolidate``).
+
+        Returns the reply as JSON text, as a model would. Raises
+        GenerationError for a request without a task the rules know: they
+        cannot read free prompts.
+        """
+        task = (input or {}).get("task")
+        if task == "extract":
+            return json.dumps(extract(input or {}))
+        if task == "consolidate":
+            return json.dumps(consolidate(input or {}))
+        raise GenerationError(f"the rules provider cannot answer task {task!r}",
+                              hint="it answers membank's extract and consolidate jobs; use gemini or openai "
+                                   "for free prompts")

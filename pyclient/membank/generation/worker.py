@@ -1,0 +1,111 @@
+"""The generation worker: carries the model calls of GenerateMemories operations.
+
+SQL decides, the worker carries. In one transaction per job it claims the job
+(``membank.claim_generation_jobs``, FOR UPDATE SKIP LOCKED); for a
+consolidation it embeds the extracted facts (passage mode) and asks
+``membank.prepare_consolidation`` for the prompt with each fact's candidate
+memories; it calls the provider and hands the raw reply to
+``membank.complete_generation_job``, which validates and applies it. When the
+candidates changed meanwhile, the database answers ``replan`` and the worker
+prepares and asks again, still in the same transaction (bounded in SQL).
+A worker that dies mid-job holds nothing: its transaction rolls back and the
+next worker claims the job. A failed provider or embedder call is recorded
+with ``membank.fail_generation_job`` (exponential backoff, five attempts,
+then the operation fails visibly).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import psycopg
+
+from membank.embedding import Embedder
+from membank.generation.base import Provider
+
+log = logging.getLogger("membank.generation")
+CHANNEL = "membank_generation_jobs"
+
+
+class GenerationWorker:
+    """Runs generation jobs with one ``Provider`` and one ``Embedder`` over one connection to ``url``."""
+
+    def __init__(self, url: str, provider: Provider, embedder: Embedder) -> None:
+        """Connect lazily to ``url``; ``provider`` answers prompts, ``embedder`` embeds facts for candidates."""
+        self.url = url
+        self.provider = provider
+        self.embedder = embedder
+        self.model_calls = 0
+        self._conn: psycopg.Connection | None = None
+
+    def _connection(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = psycopg.connect(self.url)
+            self._conn.execute("set timezone to 'UTC'")
+            self._conn.commit()
+        return self._conn
+
+    def close(self) -> None:
+        """Close the worker's connection."""
+        if self._conn is not None:
+            self._conn.close()
+
+    def _ask(self, job: tuple) -> str:
+        job_id, _, _, _, _, prompt, schema, request = job
+        self.model_calls += 1
+        return self.provider.complete(prompt, schema, input=request)
+
+    def _prepare(self, conn: psycopg.Connection, job_id: int, texts: list[str] | None) -> tuple:
+        if texts is None:  # a re-plan reuses the vectors stored with the job
+            return conn.execute("select * from membank.prepare_consolidation(%s)", (job_id,)).fetchone()
+        vectors = [[float(x) for x in v] for v in self.embedder.embed_passages(texts)]
+        return conn.execute(
+            "select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
+            " embedding_model => %s)", (job_id, vectors, self.embedder.model_id)).fetchone()
+
+    def process_job(self) -> int:
+        """Claim and run one due job; return 1, or 0 when nothing is due.
+
+        Raises psycopg.OperationalError when the connection is lost (the job
+        is released by the server; ``run`` reconnects).
+        """
+        conn = self._connection()
+        with conn.transaction():
+            job = conn.execute("select * from membank.claim_generation_jobs(1)").fetchone()
+            if job is None:
+                return 0
+            job_id, operation, stage = job[0], job[1], job[2]
+            try:
+                with conn.transaction():  # a savepoint: a database error here must not lose the claim
+                    status = "replan"
+                    if stage == "CONSOLIDATE":
+                        job = self._prepare(conn, job_id, list(job[4]))
+                    while status == "replan":
+                        reply = self._ask(job)
+                        status = conn.execute("select membank.complete_generation_job(%s, %s)",
+                                              (job_id, reply)).fetchone()[0]
+                        if status == "replan":
+                            log.info("operation %s: candidates changed, re-planning", operation)
+                            job = self._prepare(conn, job_id, None)
+            except psycopg.OperationalError:
+                raise
+            except Exception as err:  # provider, embedder or a rejected call: recorded, retried with backoff
+                log.warning("operation %s (%s, attempt %s) failed: %s", operation, stage, job[3], err)
+                failed = conn.execute("select membank.fail_generation_job(%s, %s)", (job_id, repr(err))).fetchone()
+                if failed[0]:
+                    log.error("operation %s failed after %s attempts", operation, job[3])
+                return 1
+            log.debug("operation %s: %s %s", operation, stage, status)
+        return 1
+
+    def process_pending(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
+        """Run due jobs until none is left (or ``limit`` jobs); return how many ran."""
+        done = 0
+        while limit is None or done < limit:
+            if self.process_job() == 0:
+                break
+            done += 1
+            if progress:
+                progress(1)
+        return done

