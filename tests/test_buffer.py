@@ -291,3 +291,30 @@ def test_too_long_socket_path_is_a_clear_error(tmp_path):
     with pytest.raises(BufferUnavailableError, match="longer than a Unix socket allows") as err:
         server.ensure_running(tmp_path / ("x" * 120))
     assert "MEMBANK_DATA_DIR" in err.value.hint
+
+
+def test_valkey_cli_starts_reuses_and_stops_the_embedded_server(monkeypatch):
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    data = Path(tempfile.mkdtemp(prefix="mbd-", dir="/tmp"))
+    monkeypatch.setenv("MEMBANK_DATA_DIR", str(data))
+    monkeypatch.delenv("MEMBANK_VALKEY_URL", raising=False)
+    runner = CliRunner()
+    try:
+        assert runner.invoke(main, ["valkey", "path"]).output.strip() == str(data / "valkey")
+        url = runner.invoke(main, ["valkey", "start"]).output.strip()
+        assert url == f"unix://{data / 'valkey' / 'valkey.sock'}"
+        assert runner.invoke(main, ["valkey", "url"]).output.strip() == url  # reused
+        with SessionBuffer() as buf:  # MEMBANK_VALKEY_URL unset: the embedded server
+            buf.append("s", {"role": "user", "text": "hello"})
+        assert runner.invoke(main, ["valkey", "stop"]).output.strip() == "stopped"
+        assert runner.invoke(main, ["valkey", "stop"]).output.strip() == "not running"
+    finally:
+        server.stop(data / "valkey")
+        shutil.rmtree(data, ignore_errors=True)

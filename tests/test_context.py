@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 import time
 from datetime import datetime, timedelta, timezone
 
@@ -204,3 +205,35 @@ def test_bad_input_names_the_argument(vbank, make_buffer, kwargs, argument):
     with pytest.raises(InvalidArgumentError) as err:
         build_context(vbank, make_buffer(), **args)
     assert err.value.argument == argument and err.value.hint
+
+
+def event(text):
+    return {"event_id": uuid.uuid4().hex, "author": "user", "text": text, "timestamp": datetime.now(timezone.utc)}
+
+
+def test_running_generate_operation_of_the_session_gives_wait(vbank, stocked, make_buffer):
+    buf = make_buffer()
+    pending = vbank.generate_memories(U1, session_id="s1", events=[event("I moved to Porto last month.")])
+    ctx = build_context(vbank, buf, U1, "s1", "where does the user live?", 1000)
+    assert {v.verdict for v in ctx.verdicts} == {"wait"} and ctx.pending_operations == [str(pending.name)]
+    assert all(v.operation == str(pending.name) for v in ctx.verdicts) and ctx.memories  # wait still enters
+    other = build_context(vbank, buf, U1, "another-session", "where does the user live?", 1000)
+    assert "wait" not in {v.verdict for v in other.verdicts}  # only this session's operations count
+    pending.wait(30, process=True)
+    after = build_context(vbank, buf, U1, "s1", "where does the user live?", 1000)
+    assert "wait" not in {v.verdict for v in after.verdicts} and after.pending_operations == []
+
+
+def test_memories_the_session_generated_are_expected(vbank, stocked, make_buffer):
+    op = vbank.generate_memories(U1, session_id="s1", events=[event("My locker at the gym is number 31.")]).wait(
+        30, process=True)
+    [generated] = [g.memory for g in op.generated_memories if g.action == "CREATED"]
+    ctx = build_context(vbank, make_buffer(), U1, "s1", "what is the user allergic to?", 1000, top_k=1)
+    v = ctx.verdict_of(generated.name)
+    assert (v.verdict, v.source) == ("degrade", "expected") and generated.name in ctx.memories
+    # a later operation that deletes it: no longer expected
+    vbank.delete_memory(generated.name)
+    assert build_context(vbank, make_buffer(), U1, "s1", "what is the user allergic to?", 1000, top_k=1,
+                         ).verdict_of(generated.name).verdict == "block"
+    assert build_context(vbank, make_buffer(), U1, "s1", "what is the user allergic to?", 1000, top_k=1,
+                         generated_lookback=0).verdict_of(generated.name) is None

@@ -248,33 +248,55 @@ class ContextBuilder:
     """Builds contexts from a MemoryBank (long-term tier) and a SessionBuffer (short-term tier).
 
     ``top_k`` (1..100) memories are retrieved per query; ``min_similarity``
-    passes through to retrieval; ``tokenizer`` counts tokens (default
-    cl100k_base, the buffer's).
+    passes through to retrieval; the memories written by the session's
+    ``generated_lookback`` newest finished GenerateMemories operations are
+    expected in the context (see ``session_operations``); ``tokenizer``
+    counts tokens (default cl100k_base, the buffer's).
     """
 
     def __init__(self, bank, buffer: SessionBuffer | None, *, top_k: int = 5, min_similarity: float | None = None,
-                 tokenizer: Tokenizer | None = None) -> None:
-        """Keep the tiers and settings. Raises InvalidArgumentError naming ``top_k``."""
+                 generated_lookback: int = 5, tokenizer: Tokenizer | None = None) -> None:
+        """Keep the tiers and settings. Raises InvalidArgumentError naming ``top_k`` or ``generated_lookback``."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100:
             raise errors.invalid("top_k", f"must be an integer from 1 to 100, not {top_k!r}", "e.g. 5")
+        if isinstance(generated_lookback, bool) or not isinstance(generated_lookback, int) or generated_lookback < 0:
+            raise errors.invalid("generated_lookback", f"must be a non-negative integer, not {generated_lookback!r}",
+                                 "e.g. 5; 0 expects nothing from the session's operations")
+        self.generated_lookback = generated_lookback
         self.bank = bank
         self.buffer = buffer
         self.top_k = top_k
         self.min_similarity = min_similarity
         self.tokenizer = tokenizer or (buffer.tokenizer if buffer is not None else get_tokenizer())
 
-    def running_operations(self, scopes: Sequence[Mapping[str, str]], session_id: str) -> dict[str, list[str]]:
-        """Return, per requested scope (canonical JSON), the names of this session's GenerateMemories
-        operations that are not done; empty when the bank has no operations API."""
-        list_operations = getattr(self.bank, "list_operations", None)
-        if list_operations is None:
-            return {}
-        out = {}
+    def session_operations(self, scopes: Sequence[Mapping[str, str]],
+                           session_id: str) -> tuple[dict[str, list[str]], list[UUID]]:
+        """Return what this session's GenerateMemories operations say, from ``bank.list_operations``.
+
+        First, per requested scope (canonical JSON, keys sorted), the names
+        of the operations that are not done (they give ``wait``). Second, the
+        memories that the session's ``generated_lookback`` newest finished
+        operations (without error) created or updated and no later one
+        deleted: the memories this session expects to see.
+        """
+        running: dict[str, list[str]] = {}
+        expected: dict[str, UUID] = {}
         for scope in scopes:
-            names = [str(op.name) for op in list_operations(scope, session_id=session_id, done=False)]
-            if names:
-                out[json.dumps(dict(scope), sort_keys=True)] = names
-        return out
+            pending = self.bank.list_operations(scope, session_id=session_id, done=False)
+            if pending:
+                running[json.dumps(dict(scope), sort_keys=True)] = [str(op.name) for op in pending]
+            if self.generated_lookback:
+                finished = self.bank.list_operations(scope, session_id=session_id, done=True,
+                                                     max_operations=self.generated_lookback)
+                for op in reversed(finished):  # oldest first, so that a later DELETED wins
+                    if op.error:
+                        continue
+                    for g in op.generated_memories:
+                        if g.action == "DELETED":
+                            expected.pop(str(g.memory.name), None)
+                        else:
+                            expected[str(g.memory.name)] = g.memory.name
+        return running, list(expected.values())
 
     def build(self, scopes: Mapping[str, str] | Sequence[Mapping[str, str]], session_id: str, query: str,
               budget_tokens: int, *, expected: Iterable[UUID | str] = ()) -> Context:
@@ -282,7 +304,8 @@ class ContextBuilder:
 
         ``scopes``: one exact scope or a list of them (memories of each are
         retrieved together); ``expected``: names of memories that should
-        reach the context (see ``judge_memories``). Fills the budget in this
+        reach the context (see ``judge_memories``), besides those this
+        session's operations wrote. Fills the budget in this
         order: the newest turn, memories in rank order, the rolling summary,
         then older turns newest first; what does not fit is dropped and listed
         in ``Context.dropped`` (the newest turn is cut to fit when it alone is
@@ -313,8 +336,9 @@ class ContextBuilder:
                 log.warning("context degraded: %s; long-term memories only", err.message)
         retrieved = self.bank.retrieve_memories(wanted if len(wanted) > 1 else wanted[0], query, top_k=self.top_k,
                                                 min_similarity=self.min_similarity)
-        running = self.running_operations(wanted, session_id)
-        verdicts, usable = judge_memories(self.bank, wanted, retrieved, expected=expected, running_operations=running)
+        running, generated = self.session_operations(wanted, session_id)
+        verdicts, usable = judge_memories(self.bank, wanted, retrieved, expected=[*expected, *generated],
+                                          running_operations=running)
         pending = sorted({v.operation for v in verdicts if v.operation})
         candidates = [(v.memory_name, usable[str(v.memory_name)]) for v in verdicts if str(v.memory_name) in usable]
         return self._assemble(candidates, summary, turns, budget_tokens, verdicts, degraded_reason, pending)
@@ -422,11 +446,13 @@ class ContextBuilder:
 
 def build_context(bank, buffer: SessionBuffer | None, scopes: Mapping[str, str] | Sequence[Mapping[str, str]],
                   session_id: str, query: str, budget_tokens: int, *, top_k: int = 5,
-                  expected: Iterable[UUID | str] = (), min_similarity: float | None = None) -> Context:
+                  expected: Iterable[UUID | str] = (), min_similarity: float | None = None,
+                  generated_lookback: int = 5) -> Context:
     """Assemble the prompt context for ``query``: ``ContextBuilder(bank, buffer, top_k=...).build(...)``.
 
     ``bank`` is a MemoryBank, ``buffer`` a SessionBuffer (None: long-term
     memories only, reported degraded); the rest as ``ContextBuilder.build``.
     """
-    return ContextBuilder(bank, buffer, top_k=top_k, min_similarity=min_similarity).build(
+    return ContextBuilder(bank, buffer, top_k=top_k, min_similarity=min_similarity,
+                          generated_lookback=generated_lookback).build(
         scopes, session_id, query, budget_tokens, expected=expected)
