@@ -1,6 +1,7 @@
 """The membank CLI: a real round trip, errors as one line and exit code 2."""
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -78,12 +79,38 @@ def test_retrieve_worker_backlog_reembed(cli):
 
 def test_demo(cli):
     out = cli("demo").output
-    assert "UPDATED" in out and "r2 UPDATED  User's name is Joy" in out
+    assert "Maya and her assistant" in out and "4 sessions, 28 events" in out
+    assert "  CREATED  Maya lives in Lyon." in out
+    assert "  UPDATED  Maya moved to Grenoble in March 2024, and lives there now." in out
+    assert "  DELETED  Maya plays tennis every Sunday morning." in out
     lines = out.splitlines()
-    allergy = lines[lines.index("retrieve: What is the user allergic to?") + 1]
-    assert allergy.endswith("User is allergic to peanuts")
-    out = cli("demo").output  # runs again, clearing only its own scope
-    assert "cleared 2 memories from an earlier run" in out
+    allergy = lines[lines.index("recall: What is Maya allergic to?") + 1]
+    assert allergy.endswith("Maya is allergic to peanuts.") and "score" in allergy
+    kept = re.search(r"^(\d+) memories kept from 28 events", out, re.M).group(1)
+    out = cli("demo").output  # runs again, clearing only its own scope, generating anew
+    assert f"cleared {kept} memories from an earlier run" in out
+    assert "  UPDATED  Maya moved to Grenoble in March 2024, and lives there now." in out
+
+
+def test_demo_on_a_locomo_file(cli, tmp_path):
+    conversation = {"speaker_a": "Ann", "speaker_b": "Bob",
+                    "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [
+                        {"speaker": "Ann", "dia_id": "D1:1", "text": "I went to a pottery class yesterday."},
+                        {"speaker": "Bob", "dia_id": "D1:2", "text": "Nice! I adopted a puppy named Rex."}],
+                    "session_2_date_time": "9:00 am on 20 May, 2023", "session_2": [
+                        {"speaker": "Ann", "dia_id": "D2:1", "text": "I moved to Boston last week."}]}
+    qa = [{"question": "When did Ann go to a pottery class?", "answer": "7 May 2023", "evidence": ["D1:1"],
+           "category": 2}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"sample_id": "t1", "conversation": conversation, "qa": qa}))
+    out = cli("demo", "--locomo", str(path)).output
+    assert "LoCoMo t1: Ann and Bob: 2 sessions, 3 events" in out
+    assert "  CREATED  Ann went to a pottery class on 2023-05-07." in out
+    assert "  CREATED  Bob adopted a puppy named Rex." in out
+    assert "  CREATED  Ann moved to Boston in the week of 2023-05-13." in out
+    lines = out.splitlines()
+    answer = lines[lines.index("recall: When did Ann go to a pottery class?") + 1]
+    assert answer.endswith("Ann went to a pottery class on 2023-05-07.")
 
 
 def test_database_without_membank_gives_a_clear_error(empty_db_url, monkeypatch):
