@@ -65,10 +65,11 @@ def test_retrieve_worker_backlog_reembed(cli):
     scope = '{"user_id": "u1"}'
     cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")
     cli("memories", "create", "--scope", scope, "--fact", "User drives a red car")
-    assert json.loads(cli("backlog").output)["pending"] == 2
+    backlog = json.loads(cli("backlog").output)
+    assert backlog["embedding"]["pending"] == 2 and backlog["generation"]["pending_operations"] == 0
     degraded = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy").output)
     assert degraded[0]["fact"] == "User is allergic to peanuts" and degraded[0]["degraded"] is True
-    assert "embedded 2 memories" in cli("worker", "--once").output
+    assert "ran 0 generation jobs; embedded 2 memories" in cli("worker", "--once").output
     found = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy",
                            "--top-k", "1").output)
     assert found[0]["fact"] == "User is allergic to peanuts"
@@ -127,3 +128,22 @@ def test_times_are_iso_8601_and_downgrade_asks(cli, db_url):
     refused = CliRunner().invoke(main, ["db", "downgrade", "base"], input="n\n")
     assert refused.exit_code == 1 and "Aborted" in refused.output
     assert json.loads(cli("memories", "get", created["name"]).output)["fact"] == "x"
+
+
+def test_generate_and_operations(cli):
+    scope = '{"user_id": "g1"}'
+    events = json.dumps([{"event_id": "e1", "author": "user", "text": "I moved to Oslo last week.",
+                          "timestamp": "2023-05-24T10:00:00Z"}])
+    pending = json.loads(cli("generate", "--scope", scope, "--events", events, "--no-wait").output)
+    listed = json.loads(cli("operations", "list", "--scope", scope, "--pending").output)
+    assert [o["name"] for o in listed] == [pending["name"]]
+    assert "ran 2 generation jobs" in cli("worker", "--once").output  # extraction, then consolidation
+    op = json.loads(cli("operations", "get", pending["name"]).output)
+    assert op["done"] and op["model_calls"] == 2
+    assert [(g["action"], g["memory"]["fact"]) for g in op["generated_memories"]] == [
+        ("CREATED", "The user moved to Oslo in the week of 2023-05-17.")]
+    op = json.loads(cli("generate", "--scope", scope, "--fact", "The user moved to Oslo in the week of 2023-05-17.")
+                    .output)
+    assert op["done"] and op["generated_memories"] == []  # a duplicate: nothing to do
+    bad = CliRunner().invoke(main, ["generate", "--scope", scope])
+    assert bad.exit_code == 2 and "events: give exactly one source" in bad.output and "hint:" in bad.output
