@@ -1,6 +1,7 @@
 """The membank CLI: a real round trip, errors as one line and exit code 2."""
 
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -64,10 +65,11 @@ def test_retrieve_worker_backlog_reembed(cli):
     scope = '{"user_id": "u1"}'
     cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")
     cli("memories", "create", "--scope", scope, "--fact", "User drives a red car")
-    assert json.loads(cli("backlog").output)["pending"] == 2
+    backlog = json.loads(cli("backlog").output)
+    assert backlog["embedding"]["pending"] == 2 and backlog["generation"]["pending_operations"] == 0
     degraded = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy").output)
     assert degraded[0]["fact"] == "User is allergic to peanuts" and degraded[0]["degraded"] is True
-    assert "embedded 2 memories" in cli("worker", "--once").output
+    assert "ran 0 generation jobs; embedded 2 memories" in cli("worker", "--once").output
     found = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy",
                            "--top-k", "1").output)
     assert found[0]["fact"] == "User is allergic to peanuts"
@@ -78,12 +80,38 @@ def test_retrieve_worker_backlog_reembed(cli):
 
 def test_demo(cli):
     out = cli("demo").output
-    assert "UPDATED" in out and "r2 UPDATED  User's name is Joy" in out
+    assert "Maya and her assistant" in out and "4 sessions, 28 events" in out
+    assert "  CREATED  Maya lives in Lyon." in out
+    assert "  UPDATED  Maya moved to Grenoble in March 2024, and lives there now." in out
+    assert "  DELETED  Maya plays tennis every Sunday morning." in out
     lines = out.splitlines()
-    allergy = lines[lines.index("retrieve: What is the user allergic to?") + 1]
-    assert allergy.endswith("User is allergic to peanuts")
-    out = cli("demo").output  # runs again, clearing only its own scope
-    assert "cleared 2 memories from an earlier run" in out
+    allergy = lines[lines.index("recall: What is Maya allergic to?") + 1]
+    assert allergy.endswith("Maya is allergic to peanuts.") and "score" in allergy
+    kept = re.search(r"^(\d+) memories kept from 28 events", out, re.M).group(1)
+    out = cli("demo").output  # runs again, clearing only its own scope, generating anew
+    assert f"cleared {kept} memories from an earlier run" in out
+    assert "  UPDATED  Maya moved to Grenoble in March 2024, and lives there now." in out
+
+
+def test_demo_on_a_locomo_file(cli, tmp_path):
+    conversation = {"speaker_a": "Ann", "speaker_b": "Bob",
+                    "session_1_date_time": "1:56 pm on 8 May, 2023", "session_1": [
+                        {"speaker": "Ann", "dia_id": "D1:1", "text": "I went to a pottery class yesterday."},
+                        {"speaker": "Bob", "dia_id": "D1:2", "text": "Nice! I adopted a puppy named Rex."}],
+                    "session_2_date_time": "9:00 am on 20 May, 2023", "session_2": [
+                        {"speaker": "Ann", "dia_id": "D2:1", "text": "I moved to Boston last week."}]}
+    qa = [{"question": "When did Ann go to a pottery class?", "answer": "7 May 2023", "evidence": ["D1:1"],
+           "category": 2}]
+    path = tmp_path / "conv.json"
+    path.write_text(json.dumps({"sample_id": "t1", "conversation": conversation, "qa": qa}))
+    out = cli("demo", "--locomo", str(path)).output
+    assert "LoCoMo t1: Ann and Bob: 2 sessions, 3 events" in out
+    assert "  CREATED  Ann went to a pottery class on 2023-05-07." in out
+    assert "  CREATED  Bob adopted a puppy named Rex." in out
+    assert "  CREATED  Ann moved to Boston in the week of 2023-05-13." in out
+    lines = out.splitlines()
+    answer = lines[lines.index("recall: When did Ann go to a pottery class?") + 1]
+    assert answer.endswith("Ann went to a pottery class on 2023-05-07.")
 
 
 def test_database_without_membank_gives_a_clear_error(empty_db_url, monkeypatch):
@@ -100,3 +128,22 @@ def test_times_are_iso_8601_and_downgrade_asks(cli, db_url):
     refused = CliRunner().invoke(main, ["db", "downgrade", "base"], input="n\n")
     assert refused.exit_code == 1 and "Aborted" in refused.output
     assert json.loads(cli("memories", "get", created["name"]).output)["fact"] == "x"
+
+
+def test_generate_and_operations(cli):
+    scope = '{"user_id": "g1"}'
+    events = json.dumps([{"event_id": "e1", "author": "user", "text": "I moved to Oslo last week.",
+                          "timestamp": "2023-05-24T10:00:00Z"}])
+    pending = json.loads(cli("generate", "--scope", scope, "--events", events, "--no-wait").output)
+    listed = json.loads(cli("operations", "list", "--scope", scope, "--pending").output)
+    assert [o["name"] for o in listed] == [pending["name"]]
+    assert "ran 2 generation jobs" in cli("worker", "--once").output  # extraction, then consolidation
+    op = json.loads(cli("operations", "get", pending["name"]).output)
+    assert op["done"] and op["model_calls"] == 2
+    assert [(g["action"], g["memory"]["fact"]) for g in op["generated_memories"]] == [
+        ("CREATED", "The user moved to Oslo in the week of 2023-05-17.")]
+    op = json.loads(cli("generate", "--scope", scope, "--fact", "The user moved to Oslo in the week of 2023-05-17.")
+                    .output)
+    assert op["done"] and op["generated_memories"] == []  # a duplicate: nothing to do
+    bad = CliRunner().invoke(main, ["generate", "--scope", scope])
+    assert bad.exit_code == 2 and "events: give exactly one source" in bad.output and "hint:" in bad.output

@@ -121,7 +121,7 @@ def test_session_source_with_time_range(bank):
     assert [g.memory.fact for g in op.generated_memories] == ["The user lives in Rome."]
     op = bank.generate_memories(SCOPE, session_id="s1", start_time=datetime(2023, 5, 15, tzinfo=timezone.utc)).wait(
         30, process=True)
-    assert [(g.action, g.memory.fact) for g in op.generated_memories] == [("UPDATED", "The user moved to Lisbon.")]
+    assert [(g.action, g.memory.fact) for g in op.generated_memories] == [("UPDATED", "The user moved to Lisbon, and lives there now.")]
     assert bank.list_operations(SCOPE, session_id="s1")[0].name == op.name  # newest first
     assert len(bank.list_operations(SCOPE, session_id="s1", done=True)) == 2
     assert bank.list_operations(SCOPE, session_id="s1", done=False) == []

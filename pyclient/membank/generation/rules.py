@@ -118,19 +118,16 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
         others = [a for a in authors if a != event["author"]]
         other = _speaker(others[0]) if len(others) == 1 else None
         said_on = datetime.fromisoformat(event["timestamp"]).date()
-        for sentence in _sentences(event["text"]):
-            sentence = SUFFIX.sub("", sentence)
-            if (sentence.endswith("?") or len(sentence.split()) < MIN_WORDS or SMALL_TALK.match(sentence)
-                    or VAGUE_END.search(sentence)):
-                continue
-            if not FIRST_PERSON.search(sentence):
+        for said in _sentences(event["text"]):
+            sentence = SUFFIX.sub("", PREFIX.sub("", said))
+            if (said.endswith("?") or len(sentence.split()) < MIN_WORDS or SMALL_TALK.match(sentence)
+                    or VAGUE_END.search(sentence) or not FIRST_PERSON.search(sentence)):
                 continue
             if re.search(r"\byou\b", sentence, re.IGNORECASE) and other is None:
                 continue  # "you" with no one to name: not a fact about the speaker
-            topics = _topics_of(sentence, request.get("topics") or [])
+            topics = _topics_of(said, request.get("topics") or [])  # "Please remember ..." is an instruction
             if not topics:
                 continue
-            sentence = SUFFIX.sub("", PREFIX.sub("", sentence))
             fact = resolve_relative_time(to_third_person(sentence, name, other), said_on)
             fact = re.sub(r"(\s+now)?[!.,;:]*$", "", fact) + "."
             if fact.lower() in seen or fact.lower() == f"{name}'s name is {name}.".lower():  # no tautologies

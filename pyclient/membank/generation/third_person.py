@@ -44,7 +44,7 @@ def conjugate(verb: str) -> str:
 def _subject_verb(subject: str):
     """A substitution for "<pronoun> [adverb] verb" that makes the verb agree with ``subject``."""
     def replace(m: re.Match) -> str:
-        adverb, verb = m.group(1) or "", m.group(2)
+        adverb, verb = m.group(m.re.groups - 1) or "", m.group(m.re.groups)
         return f"{subject} {adverb}{conjugate(verb)}"
     return replace
 
@@ -83,7 +83,9 @@ def to_third_person(sentence: str, speaker: str, other: str | None) -> str:
         s = re.sub(r"\b(?:you've|You've)\b", f"{other} has", s)
         s = re.sub(r"\b(?:you were|You were)\b", f"{other} was", s)
         s = re.sub(r"\b(?:your|Your|yours|Yours)\b", f"{other}'s", s)
-        s = re.sub(r"\b(?:You|you) " + verb, _subject_verb(other), s)
+        # "you" + verb agrees only where "you" is a subject: at the start or after a conjunction.
+        s = re.sub(r"(^|\b(?:and|but|when|if|that|because|so|as)\s+)(?:You|you) " + verb,
+                   lambda m: m.group(1) + _subject_verb(other)(m), s)
         s = re.sub(r"\b(?:You|you|yourself)\b", other, s)
     s = s.strip()
     if name[:1].isupper() and name.split()[0] in ("The", "A"):
