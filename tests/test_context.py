@@ -200,10 +200,11 @@ def test_valkey_down_degrades_to_long_term_memories_then_recovers(vbank, stocked
     ({"budget_tokens": -5}, "budget_tokens"), ({"budget_tokens": 1.5}, "budget_tokens"),
     ({"budget_tokens": True}, "budget_tokens"), ({"top_k": 0}, "top_k"),
 ])
-def test_bad_input_names_the_argument(vbank, make_buffer, kwargs, argument):
+def test_bad_input_names_the_argument(kwargs, argument):
+    # Rejected before any I/O: no bank or buffer is touched (None would fail on first use).
     args = {"scopes": U1, "session_id": "s", "query": "q", "budget_tokens": 100, **kwargs}
     with pytest.raises(InvalidArgumentError) as err:
-        build_context(vbank, make_buffer(), **args)
+        build_context(None, None, **args)
     assert err.value.argument == argument and err.value.hint
 
 
