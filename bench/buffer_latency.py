@@ -41,6 +41,7 @@ def pct(samples: list[float], q: float) -> float:
 
 
 def timed(fn, n: int) -> list[float]:
+    """Call fn(i) for i in 0..n-1; return each call's wall time in seconds."""
     out = []
     for i in range(n):
         t = time.perf_counter()
@@ -50,6 +51,7 @@ def timed(fn, n: int) -> list[float]:
 
 
 def run(label: str, url: str, ops: int) -> None:
+    """Time the baseline and SessionBuffer on the server at url and print one table."""
     raw = redis.Redis.from_url(url, decode_responses=True)
     buf = SessionBuffer(url, prefix="bench", window_tokens=2048)
     body = json.dumps({"role": "user", "text": TEXT, "timestamp": "2023-05-08T13:56:00+00:00"})
@@ -94,6 +96,7 @@ def run(label: str, url: str, ops: int) -> None:
 
 
 def main() -> None:
+    """Start the two servers in a temporary folder and time both transports."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=3000)
     args = parser.parse_args()

@@ -66,6 +66,7 @@ class CachedQueries:
         self.embed_query = functools.lru_cache(maxsize=4096)(embedder.embed_query)
 
     def embed_passages(self, texts):
+        """Embed facts with the wrapped embedder (not cached)."""
         return self._e.embed_passages(texts)
 
 
@@ -95,15 +96,19 @@ def settings_for(budgets: list[int], window: float, summary: float) -> list[Sett
 
 
 def text_of(turn: locomo.Turn) -> str:
+    """The turn's text, with its image caption when it has one (as Turn.fact renders it)."""
     return turn.text + (f" [image: {turn.caption}]" if turn.caption else "")
 
 
 def session_of(dia_id: str) -> int:
+    """The session number of a dia_id ("D3:5" -> 3)."""
     return int(dia_id[1:].split(":")[0])
 
 
 def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list[Setting],
            min_similarity: float | None) -> None:
+    """Replay one conversation into every setting's buffer, counting naive and tiered tokens per turn;
+    then build a context for each QA whose evidence lies in earlier sessions and check what reached it."""
     tok = get_tokenizer()
     scope = {"app_name": "locomo-token-bench", "user_id": f"conv-{conv.id}"}
     observations: dict[int, list[tuple[str, list[str]]]] = {}
@@ -185,6 +190,7 @@ def _as_turn(t: locomo.Turn, conv: locomo.Conversation):
 
 
 def main() -> None:
+    """Replay the conversations and print the table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--conversations", type=int, default=None, help="replay only the first N conversations")
     parser.add_argument("--budgets", default="128,256,512,1024", help="tiered prompt budgets in tokens")

@@ -83,7 +83,8 @@ def test_concurrent_appends_while_summarizing_lose_nothing(make_buffer):
         start.wait()
         for i in range(per_thread):
             if i % 3 == 0:
-                turns = [{"role": "user", "text": f"t{n} turn {i} asks"}, {"role": "assistant", "text": f"t{n} answers"}]
+                turns = [{"role": "user", "text": f"t{n} turn {i} asks"},
+                         {"role": "assistant", "text": f"t{n} answers"}]
             else:
                 turns = [{"role": "user", "text": f"thread {n} says turn {i}"}]
             stored = buf.append("busy", turns)

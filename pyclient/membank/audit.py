@@ -18,9 +18,9 @@ expected one:
 | created but not fetchable | block |
 
 Everything the run wrote is removed afterwards: the canary memories (purged;
-expired ones through ``purge_expired_memories``) and the session-buffer keys. Events and operations of the canary sessions
-stay (the SQL API has no call that deletes them); they live in canary scopes
-that nothing else reads.
+expired ones through ``purge_expired_memories``) and the session-buffer keys.
+Events and operations of the canary sessions stay (the SQL API has no call
+that deletes them); they live in canary scopes that nothing else reads.
 """
 
 from __future__ import annotations
@@ -95,6 +95,7 @@ class Audit:
 
     # -- the cases ----------------------------------------------------------------
     def clean_write(self) -> tuple[str, str, bool]:
+        """Expect allow: a fresh, embedded memory that retrieval returns. Returns (verdict, reason, checks passed)."""
         m = self.bank.create_memory(self.scope, "The canary's favourite tea is jasmine.")
         self._embed()
         sid = self._session("clean")
@@ -108,6 +109,7 @@ class Audit:
                                                      False)
 
     def no_topic_no_op(self) -> tuple[str, str, bool]:
+        """Expect allow: an operation whose statement matches no requested topic is done with 0 actions."""
         sid = self._session("noop")
         op = self._generate(sid, "I repaired the chain of my bicycle on Sunday.",
                             topics=[{"label": "FAVOURITE_FRUIT", "description": "the user's favourite fruit"}]
@@ -121,6 +123,7 @@ class Audit:
         return verdict, reason, op.done and not op.error and not op.generated_memories
 
     def similarity_miss_with_list_hit(self) -> tuple[str, str, bool]:
+        """Expect degrade: a memory this session generated, which similarity (top_k=1) misses and its scope lists."""
         sid = self._session("miss")
         op = self._generate(sid, "My locker combination at the climbing gym is 31-07-22.").wait(60, process=True)
         created = [g.memory.name for g in op.generated_memories if g.action == "CREATED"]
@@ -128,12 +131,14 @@ class Audit:
             return "(none)", f"the operation created no memory (error {op.error})", False
         self._embed()
         # top_k=1: the tea memory takes the only slot, so similarity misses what this session generated.
-        ctx = self._build(sid, "Which tea does the canary like?", builder=ContextBuilder(self.bank, self.buffer, top_k=1))
+        ctx = self._build(sid, "Which tea does the canary like?",
+                          builder=ContextBuilder(self.bank, self.buffer, top_k=1))
         v = ctx.verdict_of(created[0])
         return (v.verdict, v.reason, True) if v else ("(not considered)", "the generated memory was not expected",
                                                      False)
 
     def wrong_scope_result(self) -> tuple[str, str, bool]:
+        """Expect block: a result of another scope handed to the boundary (a leaking cache or retriever)."""
         self.bank.create_memory(self.other_scope, "The other canary's favourite tea is oolong.")
         self._embed()
         leaked = self.bank.retrieve_memories(self.other_scope, "favourite tea", top_k=1)
@@ -151,14 +156,17 @@ class Audit:
         return verdicts[0].verdict, verdicts[0].reason, True
 
     def stale_revision(self) -> tuple[str, str, bool]:
+        """Expect degrade: the memory is updated between retrieval and the boundary; its current revision enters."""
         return self._retrieved_then("The canary's locker is number 12.", "canary locker number",
                                     lambda m: self.bank.update_memory(m.name, fact="The canary's locker is number 14."))
 
     def deleted_but_still_visible(self) -> tuple[str, str, bool]:
+        """Expect block: the memory is deleted between retrieval and the boundary."""
         return self._retrieved_then("The canary's spare key is under the mat.", "where is the spare key",
                                     lambda m: self.bank.delete_memory(m.name))
 
     def created_but_not_fetchable(self) -> tuple[str, str, bool]:
+        """Expect block: this session's operation created the memory (TTL 0.5 s); it expired before the boundary."""
         sid = self._session("unfetchable")
         op = self._generate(sid, "My parking spot today is number 7 in the north garage.", ttl=0.5).wait(
             60, process=True)
@@ -172,6 +180,7 @@ class Audit:
         return (v.verdict, v.reason, True) if v else ("(not considered)", "the created memory was not expected", False)
 
     def operation_still_running(self) -> tuple[str, str, bool]:
+        """Expect wait: this session's operation is queued and no worker has run it."""
         sid = self._session("running")
         pending = self._generate(sid, "I moved my desk next to the window this morning.")
         self.unfinished.append(pending)

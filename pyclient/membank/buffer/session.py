@@ -257,7 +257,8 @@ class SessionBuffer:
         return max(1, int(self.lease_seconds * 1000))
 
     # -- writes -----------------------------------------------------------------
-    def append(self, session_id: str, turns: Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]]) -> list[Turn]:
+    def append(self, session_id: str,
+               turns: Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]]) -> list[Turn]:
         """Append one or more turns to a session, atomically and in the given order; return them as stored.
 
         ``turns``: a Turn, a mapping ``{"role", "text", "timestamp"?,
@@ -453,7 +454,10 @@ class SessionBuffer:
         return self.read(session_id).turns
 
     def summary(self, session_id: str) -> RollingSummary:
-        """Return the session's rolling summary (empty when none). Raises InvalidArgumentError, BufferUnavailableError."""
+        """Return the session's rolling summary (empty when none).
+
+        Raises InvalidArgumentError, BufferUnavailableError.
+        """
         return self.read(session_id).summary
 
     def ping(self) -> bool:
