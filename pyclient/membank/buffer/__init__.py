@@ -9,13 +9,14 @@ them with long-term memories into a prompt. Valkey comes from
 from membank.buffer.models import ROLES, RollingSummary, SessionState, Turn
 from membank.buffer.server import BufferUnavailableError, valkey_url
 from membank.buffer.session import DEFAULT_TTL_SECONDS, SessionBuffer
-from membank.buffer.summarizer import RulesSummarizer, Summarizer, get_summarizer
+from membank.buffer.summarizer import ModelSummarizer, RulesSummarizer, Summarizer, get_summarizer
 from membank.buffer.tokenizer import Tokenizer, get_tokenizer
 
 __all__ = [
     "DEFAULT_TTL_SECONDS",
     "ROLES",
     "BufferUnavailableError",
+    "ModelSummarizer",
     "RollingSummary",
     "RulesSummarizer",
     "SessionBuffer",
