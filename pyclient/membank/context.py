@@ -94,7 +94,8 @@ class Context:
     considered. ``degraded`` is True (with ``degraded_reason``) when the
     session buffer could not be read, so only long-term memories are in it.
     ``pending_operations`` are the running GenerateMemories operations of
-    this session that gave ``wait`` verdicts.
+    this session that gave ``wait`` verdicts; ``summary`` is the session's
+    RollingSummary when (some of) it is in the prompt.
     """
 
     text: str
