@@ -166,7 +166,7 @@ class BarrierRules(RulesProvider):
         return super().complete(prompt, response_schema, input=input)
 
 
-def test_love_and_hate_cats_concurrently_end_in_one_coherent_memory(bank, db_url, embedder):
+def test_love_and_hate_cats_concurrently_end_in_one_coherent_memory(bank, conn, db_url, embedder):
     errors: list[BaseException] = []
     # Declare the bank's model first: the very first declaration inserts a row
     # that a second worker would wait on while the first waits at the barrier.
@@ -194,7 +194,9 @@ def test_love_and_hate_cats_concurrently_end_in_one_coherent_memory(bank, db_url
             w.close()
         assert errors == [], f"round {round_}"
         ops = bank.list_operations(scope)
-        assert len(ops) == 2 and all(o.done and o.error is None for o in ops), f"round {round_}"
+        assert len(ops) == 2 and all(o.done and o.error is None for o in ops), \
+            f"round {round_}: {[(o.done, o.stage, o.error, o.rejected_items) for o in ops]} " \
+            f"{bank._call('generation_backlog', {})} {conn.execute('select last_error from membank_private.generation_jobs').fetchall()}"
         current = facts_in(bank, scope)
         assert current in (["The user loves cats."], ["The user hates cats."]), f"round {round_}: {current}"
         actions = sorted(g.action for o in ops for g in o.generated_memories)

@@ -175,8 +175,9 @@ begin
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
-    update membank_private.generation_jobs as j set attempts = 0, retry_time = statement_timestamp()
-    where j.id = _job.id;
+    -- retry_time stays in the past: a worker whose claim began before this
+    -- commit re-checks the row's new version and must still find it due.
+    update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
     return 'next';
 end
 $$;

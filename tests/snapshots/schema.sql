@@ -297,8 +297,9 @@ begin
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
-    update membank_private.generation_jobs as j set attempts = 0, retry_time = statement_timestamp()
-    where j.id = _job.id;
+    -- retry_time stays in the past: a worker whose claim began before this
+    -- commit re-checks the row's new version and must still find it due.
+    update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
     return 'next';
 end
 $$;
@@ -1315,12 +1316,16 @@ begin
           for update) as m;
     for _item in select i from jsonb_array_elements(_items) as i loop
         _reason := membank_private.check_action(_item, jsonb_array_length(_op.facts), job.plan, _revisions);
+        if jsonb_typeof(_item -> 'fact_index') = 'number'
+           and (_item ->> 'fact_index')::numeric between 0 and jsonb_array_length(_op.facts) - 1 then
+            -- The model decided on this fact, even if its item is rejected.
+            _decided := _decided || floor((_item ->> 'fact_index')::numeric)::integer;
+        end if;
         if _reason is not null then
             perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item, _reason);
             continue;
         end if;
         _i := (_item ->> 'fact_index')::integer;
-        _decided := _decided || _i;
         _fact := _op.facts -> _i;
         _text := btrim(coalesce(_item ->> 'fact', _fact ->> 'fact'), E' \t\r\n');
         case upper(_item ->> 'action')
@@ -1361,7 +1366,8 @@ begin
                 || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
         end if;
     end loop;
-    -- A fact the reply did not mention is created: nothing extracted is lost silently.
+    -- A fact the reply did not mention at all is created: nothing extracted is
+    -- lost silently. (A fact whose only item was rejected is not.)
     for _i in 0 .. jsonb_array_length(_op.facts) - 1 loop
         if _i <> all(_decided) then
             _fact := _op.facts -> _i;
@@ -1472,7 +1478,7 @@ begin
         limit 1;
         if _planned is null then
             return format('memory_name: %s was not among the candidates shown to the model',
-                          coalesce(item -> 'memory_name', 'null'));
+                          coalesce(item ->> 'memory_name', 'null'));
         end if;
         if current_revisions -> _name is null then
             return format('memory_name: %s was deleted or expired since the model saw it', _name);
