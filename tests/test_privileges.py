@@ -59,3 +59,18 @@ def test_public_gets_nothing(conn, nobody):
     denied(conn, nobody, LIST)
     denied(conn, nobody, TABLE)
     denied(conn, nobody, "select membank_private.validate_scope('{\"u\":\"1\"}')")
+
+
+GENERATE = "select membank.generate_memories(scope => '{\"u\":\"1\"}', facts => '[\"the user likes tea\"]')::text as name"
+
+
+def test_generation_roles(conn, nobody):
+    name = run_as(conn, "membank_writer", GENERATE)["name"]
+    assert run_as(conn, "membank_writer", "select count(*) from membank.claim_generation_jobs()")["count"] == 1
+    assert run_as(conn, "membank_reader", f"select done from membank.get_operation(name => '{name}')")["done"] is False
+    assert run_as(conn, "membank_reader", "select pending_operations from membank.generation_backlog()"
+                  )["pending_operations"] == 1
+    denied(conn, "membank_reader", GENERATE)
+    denied(conn, "membank_reader", "select * from membank.claim_generation_jobs()")
+    denied(conn, nobody, f"select * from membank.get_operation(name => '{name}')")
+    denied(conn, "membank_writer", "select count(*) from membank_private.operations")

@@ -40,6 +40,12 @@ SMALL_TALK = re.compile(
     r"^(i'?m (good|fine|great|ok|okay|doing (well|good|great))|i (see|know|agree|guess|hope so|think so|understand|"
     r"appreciate|feel you|hear you|totally agree)|thanks?|thank you|glad|sounds|that'?s|me too|you too|same here)\b",
     re.IGNORECASE)
+# A feeling with no object ("I'm so thankful!", "I feel the same way") is not a fact to keep.
+FEELING = re.compile(
+    r"^(?:I'm|I am|I feel|I was|I've been|We're|We are)\s+(?:(?:so|super|really|very|totally|just|also|"
+    r"truly|doing)\s+)*(?:happy|thankful|grateful|glad|excited|sorry|proud|stoked|pumped|honored|touched|"
+    r"blessed|lucky|good|great|fine|okay|ok|well|the same way|my best|getting there)\b[^,;]{0,20}[.!]*$",
+    re.IGNORECASE)
 # A statement about the speaker starts with the speaker as its subject.
 FIRST_PERSON = re.compile(r"^(?:I|I'm|I've|I'd|I'll|My|We|We're|We've|Our)\b")
 TOPIC_PATTERNS = {
@@ -121,7 +127,7 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
         for said in _sentences(event["text"]):
             sentence = SUFFIX.sub("", PREFIX.sub("", said))
             if (said.endswith("?") or len(sentence.split()) < MIN_WORDS or SMALL_TALK.match(sentence)
-                    or VAGUE_END.search(sentence) or not FIRST_PERSON.search(sentence)):
+                    or VAGUE_END.search(sentence) or not FIRST_PERSON.search(sentence) or FEELING.match(sentence)):
                 continue
             if re.search(r"\byou\b", sentence, re.IGNORECASE) and other is None:
                 continue  # "you" with no one to name: not a fact about the speaker
