@@ -22,6 +22,8 @@ from pytest_postgresql.janitor import DatabaseJanitor
 
 from membank import MemoryBank, migrate
 
+pytest_plugins = ["valkey_server"]  # real Valkey servers for the session-buffer tests
+
 
 def pytest_configure(config: pytest.Config) -> None:
     with warnings.catch_warnings():

@@ -395,6 +395,13 @@ def memories_purge(scope: Any, metadata_filter: Any, force: bool) -> None:
     _echo_json({"purged" if force else "would_purge": count})
 
 
+# -- session buffer (Valkey) and the evidence audit: commands of their own modules --
+from membank.audit import audit  # noqa: E402
+from membank.buffer.cli import valkey  # noqa: E402
+
+main.add_command(valkey)
+main.add_command(audit)
+
 if __name__ == "__main__":
     main()
 
