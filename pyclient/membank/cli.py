@@ -402,9 +402,6 @@ from membank.buffer.cli import valkey  # noqa: E402
 main.add_command(valkey)
 main.add_command(audit)
 
-if __name__ == "__main__":
-    main()
-
 
 # -- GenerateMemories ------------------------------------------------------------
 def _operation(op: Any) -> dict:
@@ -463,3 +460,7 @@ def operations_list(scope: Any, session_id: str | None, pending: bool) -> None:
     with MemoryBank(max_size=1) as bank:
         _echo_json([_operation(o) for o in bank.list_operations(scope, session_id=session_id,
                                                                  done=False if pending else None)])
+
+
+if __name__ == "__main__":
+    main()
