@@ -27,7 +27,7 @@ membank.retrieve_memories(
 ),
 membank.embedding_backlog(),
 membank.list_events(jsonb, text, timestamptz, timestamptz, integer),
-membank.get_operation(text),
+membank.get_operation(text, jsonb),
 membank.list_operations(jsonb, text, boolean, integer),
 membank.generation_backlog()
 to membank_reader;

@@ -264,3 +264,15 @@ def test_bad_requests_name_the_argument_and_write_nothing(bank, conn, kwargs, ar
         bank.generate_memories(SCOPE, **kwargs)
     assert info.value.argument == argument and info.value.hint
     assert conn.execute("select count(*) as n from membank_private.operations").fetchone()["n"] == 0
+
+
+def test_get_operation_with_a_scope_sees_only_that_scope(bank):
+    from membank import NotFoundError
+
+    pending = bank.generate_memories(SCOPE, facts=["The user likes tea."], disable_consolidation=True)
+    assert bank.get_operation(pending.name, scope=SCOPE).done
+    with pytest.raises(NotFoundError) as info:
+        bank.get_operation(pending.name, scope={"user_id": "u2"})
+    assert info.value.argument == "name"
+    with pytest.raises(NotFoundError):
+        bank.get_operation(uuid.uuid4())

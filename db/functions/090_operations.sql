@@ -199,7 +199,7 @@ as $$
 $$;
 
 -- name: get_operation: one GenerateMemories operation by name.
-create or replace function membank.get_operation(name text)
+create or replace function membank.get_operation(name text, scope jsonb default null)
 returns membank.operation
 language plpgsql
 stable
@@ -208,10 +208,12 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _name uuid := membank_private.parse_name(name);
+    _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
     select * into _row from membank_private.operations as o where o.name = _name;
-    if _row.name is null then
+    -- Another scope's operation is reported exactly like a missing one.
+    if _row.name is null or (_scope is not null and _row.scope <> _scope) then
         raise exception 'name: operation % not found', _name
             using errcode = 'no_data_found', detail = 'argument: name',
                   hint = 'use the name generate_memories returned';
@@ -220,12 +222,13 @@ begin
 end
 $$;
 
-comment on function membank.get_operation(text) is
-$$The GenerateMemories operation called name (uuid as text): done (false while queued or running), error (null, or
+comment on function membank.get_operation(text, jsonb) is
+$$The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope. done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
 memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; zero actions with done is a valid
 no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,
-CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation).$$;
+CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation in that scope),
+22023 (bad scope).$$;
 
 -- name: list_operations: the operations of a scope, newest first.
 create or replace function membank.list_operations(

@@ -387,9 +387,12 @@ class MemoryBank:
             request_id=request_id, ttl=ttl))
         return PendingOperation(self, rows[0]["generate_memories"])
 
-    def get_operation(self, name: str | UUID) -> Operation:
-        """Return a GenerateMemories operation. Raises NotFoundError, InvalidArgumentError (malformed name)."""
-        return Operation.from_row(self._call("get_operation", {"name": name})[0])
+    def get_operation(self, name: str | UUID, *, scope: Scope | None = None) -> Operation:
+        """Return a GenerateMemories operation (with ``scope``: only if it belongs to exactly that scope).
+
+        Raises NotFoundError (no such operation in that scope), InvalidArgumentError (malformed name or scope).
+        """
+        return Operation.from_row(self._call("get_operation", {"name": name, "scope": scope})[0])
 
     def list_operations(self, scope: Scope, *, session_id: str | None = None, done: bool | None = None,
                         max_operations: int | None = None) -> list[Operation]:

@@ -582,16 +582,18 @@ $$;
 COMMENT ON FUNCTION membank.get_memory(name text, scope jsonb) IS 'Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
 Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
 or belongs to another scope (the four are indistinguishable on purpose).';
-CREATE FUNCTION membank.get_operation(name text) RETURNS membank.operation
+CREATE FUNCTION membank.get_operation(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.operation
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     _name uuid := membank_private.parse_name(name);
+    _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
     select * into _row from membank_private.operations as o where o.name = _name;
-    if _row.name is null then
+    -- Another scope's operation is reported exactly like a missing one.
+    if _row.name is null or (_scope is not null and _row.scope <> _scope) then
         raise exception 'name: operation % not found', _name
             using errcode = 'no_data_found', detail = 'argument: name',
                   hint = 'use the name generate_memories returned';
@@ -599,11 +601,12 @@ begin
     return membank_private.to_operation(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.get_operation(name text) IS 'The GenerateMemories operation called name (uuid as text): done (false while queued or running), error (null, or
+COMMENT ON FUNCTION membank.get_operation(name text, scope jsonb) IS 'The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope. done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
 memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; zero actions with done is a valid
 no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,
-CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation).';
+CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation in that scope),
+22023 (bad scope).';
 CREATE FUNCTION membank.get_revision(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2833,8 +2836,8 @@ REVOKE ALL ON FUNCTION membank.generation_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
-REVOKE ALL ON FUNCTION membank.get_operation(name text) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.get_operation(name text) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_operation(name text, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_operation(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
