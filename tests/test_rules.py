@@ -112,3 +112,10 @@ def test_consolidation_rules():
         {"fact_index": 3, "action": "NONE"},
         {"fact_index": 4, "action": "CREATE"},
     ]
+
+
+def test_a_leading_time_phrase_keeps_the_speaker_the_subject():
+    events = [{"event_id": "1", "author": "Ann", "text": "Yesterday I went to a pottery class.",
+               "timestamp": "2023-05-24T10:00:00+00:00"}]
+    memories = extract({"events": events, "topics": TOPICS})["memories"]
+    assert [m["fact"] for m in memories] == ["On 2023-05-23 Ann went to a pottery class."]

@@ -47,7 +47,12 @@ FEELING = re.compile(
     r"blessed|lucky|good|great|fine|okay|ok|well|the same way|my best|getting there)\b[^,;]{0,20}[.!]*$",
     re.IGNORECASE)
 # A statement about the speaker starts with the speaker as its subject.
-FIRST_PERSON = re.compile(r"^(?:I|I'm|I've|I'd|I'll|My|We|We're|We've|Our)\b")
+# A leading time phrase ("Last week, I ...", "Yesterday I ...") keeps the speaker the subject.
+LEADING_TIME = (r"(?:(?:yesterday|today|tonight|tomorrow|recently|lately|finally|now|then|also|just|"
+                r"(?:last|this|next) \w+|\w+ (?:days?|weeks?|months?|years?) ago|a while ago|"
+                r"on \w+|in \w+|the other day)[, ]+)?")
+FIRST_PERSON = re.compile(r"^" + LEADING_TIME + r"(?:I|I'm|I've|I'd|I'll|[Mm]y|[Ww]e|[Ww]e're|[Ww]e've|[Oo]ur)\b",
+                          re.IGNORECASE)
 TOPIC_PATTERNS = {
     "EXPLICIT_INSTRUCTIONS": re.compile(
         r"\b(remember|forget|from now on|make sure|call me|remind me|always|never)\b", re.IGNORECASE),
@@ -136,6 +141,7 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
                 continue
             fact = resolve_relative_time(to_third_person(sentence, name, other), said_on)
             fact = re.sub(r"(\s+now)?[!.,;:]*$", "", fact) + "."
+            fact = fact[:1].upper() + fact[1:]
             if fact.lower() in seen or fact.lower() == f"{name}'s name is {name}.".lower():  # no tautologies
                 continue
             seen.add(fact.lower())
