@@ -66,6 +66,25 @@ def test_relative_time_is_resolved_against_the_event_not_today(bank):
     assert [g.memory.fact for g in op.generated_memories] == ["The user went to Paris in the week of 2023-05-17."]
 
 
+@pytest.mark.parametrize("stamp, fact", [
+    ("2023-05-24T23:30:00-05:00", "The user went to Paris on 2023-05-23."),   # 2023-05-25 in UTC
+    ("2023-05-24T02:00:00+09:00", "The user went to Paris on 2023-05-23."),   # 2023-05-23 in UTC too
+    ("2023-05-24T08:00:00+05:30", "The user went to Paris on 2023-05-23."),
+])
+def test_relative_time_uses_the_speakers_local_date(bank, stamp, fact):
+    op = bank.generate_memories(SCOPE, events=[event("I went to Paris yesterday.", stamp)]).wait(30, process=True)
+    assert [g.memory.fact for g in op.generated_memories] == [fact]
+
+
+def test_the_prompt_shows_each_event_in_the_speakers_zone(bank, conn):
+    bank.append_events(SCOPE, "s1", [event("I went to Paris yesterday.", "2023-05-24T23:30:00-05:00", event_id="e1")])
+    bank.generate_memories(SCOPE, session_id="s1")
+    with conn.transaction():
+        job = conn.execute("select * from membank.claim_generation_jobs()").fetchone()
+    assert "[e1] 2023-05-24 23:30 UTC-05:00 (Wednesday) user: I went to Paris yesterday." in job["prompt"]
+    assert job["input"]["events"][0]["timestamp"] == "2023-05-24T23:30:00.000000-05:00"
+
+
 def test_the_extraction_prompt_anchors_relative_time_to_each_event(bank, conn):
     bank.generate_memories(SCOPE, events=[event("I went to Paris last week.", "2023-05-24T18:30:00Z", event_id="e1")])
     with conn.transaction():
@@ -258,6 +277,14 @@ def test_a_worker_killed_mid_operation_is_replaced_and_nothing_is_lost_or_duplic
     ({"facts": [""]}, "facts[0]"),
     ({"events": [{"event_id": "e", "author": "user", "text": "hi"}]}, "events[0].timestamp"),
     ({"events": [], "request_id": ""}, "request_id"),
+    ({"events": [], "examples": [{"foo": 1}]}, "examples[0]"),
+    ({"session_id": "s1", "start_time": datetime(2023, 6, 1, tzinfo=timezone.utc),
+      "end_time": datetime(2023, 5, 1, tzinfo=timezone.utc)}, "start_time"),
+    ({"events": [event("x", "yesterday")]}, "events[0].timestamp"),
+    ({"events": [event("x", "now")]}, "events[0].timestamp"),
+    ({"events": [event("x", "2023-05-24T10:00:00")]}, "events[0].timestamp"),
+    ({"events": [event("x", "99999-01-01T00:00:00Z")]}, "events[0].timestamp"),
+    ({"events": [event("x", "2023-02-30T10:00:00Z")]}, "events[0].timestamp"),
 ])
 def test_bad_requests_name_the_argument_and_write_nothing(bank, conn, kwargs, argument):
     with pytest.raises(InvalidArgumentError) as info:

@@ -4,7 +4,7 @@
 -- name: validate_events: check an events array; returns it as rows (22023 naming events[i].field).
 create or replace function membank_private.validate_events(events jsonb)
 returns table (
-    event_id text, author text, event_text text, event_time timestamptz, ordinal bigint
+    event_id text, author text, event_text text, event_time timestamptz, utc_offset interval, ordinal bigint
 )
 language plpgsql
 stable
@@ -15,6 +15,7 @@ declare
     _event jsonb;
     _i bigint := 0;
     _time timestamptz;
+    _zone text [];
 begin
     if events is null or jsonb_typeof(events) <> 'array' then
         perform membank_private._raise_invalid('events',
@@ -45,17 +46,28 @@ begin
             perform membank_private._raise_invalid(format('events[%s].text', _i),
                 'must be a string of at most 32768 characters, or null', 'an event''s text is what was said');
         end if;
-        begin
-            _time := (_event ->> 'timestamp')::timestamptz;
-        exception
-            when others then
-                _time := null;
-        end;
-        if _time is null or _time in ('infinity', '-infinity') then
-            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
-                format('must be a timestamp, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
-                'relative dates in the text are resolved against it; give ISO 8601 with a zone');
+        -- ISO 8601 with an explicit zone only: PostgreSQL would also take
+        -- 'now', 'yesterday' or a zoneless time, which would anchor relative
+        -- dates to the moment of the call or to the server's zone.
+        _zone := regexp_match(_event ->> 'timestamp',
+            '^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?\s*(Z|z|([+-])(\d{2}):?(\d{2})?)$');
+        _time := null;
+        if _zone is not null then
+            begin
+                _time := (_event ->> 'timestamp')::timestamptz;
+            exception
+                when others then
+                    _time := null;
+            end;
         end if;
+        if _time is null then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('must be an ISO 8601 time with a zone, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
+                'e.g. "2023-05-24T10:00:00Z" or "2023-05-24T12:00:00+02:00": relative dates in the text are '
+                || 'resolved against the speaker''s date in that zone');
+        end if;
+        utc_offset := case when _zone[2] is null then interval '0'
+                           else (_zone[2] || _zone[3] || ':' || coalesce(_zone[4], '00'))::interval end;
         event_id := _event ->> 'event_id';
         author := _event ->> 'author';
         event_text := _event ->> 'text';
@@ -85,14 +97,16 @@ declare
     _authors text [];
     _texts text [];
     _times timestamptz [];
+    _offsets interval [];
 begin
     if session_id is null or length(session_id) not between 1 and 200 then
         perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
             'a session groups the events of one conversation, e.g. its id in your application');
     end if;
     select array_agg(v.event_id order by v.ordinal), array_agg(v.author order by v.ordinal),
-           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal)
-    into _ids, _authors, _texts, _times
+           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal),
+           array_agg(v.utc_offset order by v.ordinal)
+    into _ids, _authors, _texts, _times, _offsets
     from membank_private.validate_events(events) as v;
     select g.event_id into _conflict
     from unnest(_ids) as g (event_id)
@@ -103,10 +117,11 @@ begin
             'each event in one call needs its own event_id');
     end if;
     select g.event_id into _conflict
-    from unnest(_ids, _authors, _texts, _times) as g (event_id, author, event_text, event_time)
+    from unnest(_ids, _authors, _texts, _times, _offsets) as g (event_id, author, event_text, event_time, utc_offset)
     inner join membank_private.events as e
         on e.scope_id = _scope_id and e.session_id = append_events.session_id and e.event_id = g.event_id
-    where (e.author, e.text, e.event_time) is distinct from (g.author, g.event_text, g.event_time)
+    where (e.author, e.text, e.event_time, e.utc_offset)
+          is distinct from (g.author, g.event_text, g.event_time, g.utc_offset)
     limit 1;
     if _conflict is not null then
         raise exception 'events: event_id % is already stored with other content', to_jsonb(_conflict)
@@ -116,9 +131,10 @@ begin
     insert into membank_private.sessions as s (scope_id, session_id, scope)
     values (_scope_id, append_events.session_id, _scope)
     on conflict on constraint sessions_pkey do update set update_time = statement_timestamp();
-    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time)
-    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time
-    from unnest(_ids, _authors, _texts, _times) with ordinality as g (event_id, author, event_text, event_time, n)
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
+    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
+    from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
+        as g (event_id, author, event_text, event_time, utc_offset, n)
     order by g.n
     on conflict do nothing;
     get diagnostics _count = row_count;
@@ -129,7 +145,8 @@ $$;
 comment on function membank.append_events(jsonb, text, jsonb) is
 $$Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
 events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
-"text": string <= 32768 characters or null, "timestamp": ISO 8601 instant}. Idempotent on event_id: an event already
+"text": string <= 32768 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
+speaker's zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.$$;

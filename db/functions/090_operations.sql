@@ -98,8 +98,8 @@ begin
     end if;
     for _example in select e from jsonb_array_elements(examples) as e loop
         if jsonb_typeof(_example) <> 'object'
-           or jsonb_typeof(_example -> 'events') <> 'array'
-           or jsonb_typeof(_example -> 'facts') <> 'array'
+           or jsonb_typeof(_example -> 'events') is distinct from 'array'
+           or jsonb_typeof(_example -> 'facts') is distinct from 'array'
            or exists (select from jsonb_array_elements(_example -> 'events') as v
                       where jsonb_typeof(v -> 'author') is distinct from 'string'
                          or jsonb_typeof(v -> 'text') is distinct from 'string')
@@ -223,7 +223,8 @@ end
 $$;
 
 comment on function membank.get_operation(text, jsonb) is
-$$The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope. done (false while queued or running), error (null, or
+$$The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope.
+done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
 memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; zero actions with done is a valid
 no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,

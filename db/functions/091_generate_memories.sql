@@ -1,5 +1,19 @@
 -- GenerateMemories: accept a request, resolve its source, and queue it.
 
+-- name: local_time_text: an instant as ISO 8601 in the speaker's offset, e.g. 2023-05-24T23:30:00.000000-05:00.
+create or replace function membank_private.local_time_text(t timestamptz, utc_offset interval)
+returns text
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select to_char(t at time zone utc_offset, 'YYYY-MM-DD"T"HH24:MI:SS.US')
+           || case when utc_offset = interval '0' then 'Z'
+                   when utc_offset < interval '0' then '-' || to_char(-utc_offset, 'HH24:MI')
+                   else '+' || to_char(utc_offset, 'HH24:MI') end;
+$$;
+
 -- name: resolve_source_events: the events an operation learns from, blank texts removed.
 create or replace function membank_private.resolve_source_events(
     scope jsonb, events jsonb, session_id text, start_time timestamptz, end_time timestamptz
@@ -18,16 +32,23 @@ begin
             perform membank.append_events(scope, session_id, events);
         end if;
         select coalesce(jsonb_agg(jsonb_build_object(
-                   'event_id', v.event_id, 'author', v.author, 'text', v.event_text, 'timestamp', v.event_time)
+                   'event_id', v.event_id, 'author', v.author, 'text', v.event_text,
+                   'timestamp', membank_private.local_time_text(v.event_time, v.utc_offset))
                    order by v.event_time, v.ordinal), '[]')
         into _events
         from membank_private.validate_events(events) as v;
     else
         select coalesce(jsonb_agg(jsonb_build_object(
-                   'event_id', e.event_id, 'author', e.author, 'text', e.text, 'timestamp', e.event_time)
-                   order by e.event_time), '[]')
+                   'event_id', e.event_id, 'author', e.author, 'text', e.text,
+                   'timestamp', membank_private.local_time_text(e.event_time, e.utc_offset))
+                   order by e.event_time, e.append_seq), '[]')
         into _events
-        from membank.list_events(scope, session_id, start_time, end_time, 100000) as e;
+        from membank_private.events as e
+        inner join membank_private.sessions as s on s.scope_id = e.scope_id and s.session_id = e.session_id
+        where e.scope_id = md5(resolve_source_events.scope::text)::uuid and s.scope = resolve_source_events.scope
+          and e.session_id = resolve_source_events.session_id
+          and (resolve_source_events.start_time is null or e.event_time >= resolve_source_events.start_time)
+          and (resolve_source_events.end_time is null or e.event_time < resolve_source_events.end_time);
     end if;
     -- Null, empty and whitespace-only texts carry nothing to remember.
     select coalesce(jsonb_agg(e order by n), '[]') into _events
@@ -78,6 +99,10 @@ begin
     if (start_time is not null or end_time is not null) and (session_id is null or events is not null) then
         perform membank_private._raise_invalid('start_time', 'a time range applies to a session source only',
             'pass session_id without events to generate from the session''s events in [start_time, end_time)');
+    end if;
+    if start_time > end_time then
+        perform membank_private._raise_invalid('start_time', 'is after end_time',
+            'the range is [start_time, end_time): events at or after start_time and before end_time');
     end if;
     if disable_consolidation is null then
         perform membank_private._raise_invalid('disable_consolidation', 'must be true or false',

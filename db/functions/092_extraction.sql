@@ -17,15 +17,17 @@ as $$
         "source_event_ids": {"type": "array", "items": {"type": "string"}}}}}}}'::jsonb;
 $$;
 
--- name: describe_time: how an event time is shown to the model, with its weekday.
-create or replace function membank_private.describe_time(t timestamptz)
+-- name: describe_time: how an event time (local_time_text) is shown to the model: local, its offset, its weekday.
+create or replace function membank_private.describe_time(local_time text)
 returns text
 language sql
 immutable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select to_char(t at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC" (FMDay)');
+    select format('%s %s (%s)', replace(left(local_time, 16), 'T', ' '),
+                  case when right(local_time, 1) = 'Z' then 'UTC' else 'UTC' || right(local_time, 6) end,
+                  to_char(left(local_time, 10)::date, 'FMDay'));
 $$;
 
 -- name: extraction_prompt: the extraction prompt for an operation's events, topics and examples.
@@ -45,8 +47,8 @@ as $$
         'Rules:',
         '- Write each memory as one self-contained sentence in the third person that names the speaker '
         || '(e.g. "Alice adopted a dog named Max"). For the author "user" write "The user".',
-        '- Resolve relative time against the timestamp of the event in which it was said, never against '
-        || 'today: said on 2023-05-24, "yesterday" is 2023-05-23, "last week" is the week of 2023-05-17, '
+        '- Resolve relative time against the speaker''s local date of the event in which it was said (its '
+        || 'timestamp and UTC offset below), never against today: said on 2023-05-24, "yesterday" is 2023-05-23, "last week" is the week of 2023-05-17, '
         || '"last year" is 2022, "currently" or "now" means as of 2023-05-24, and "last session" means the '
         || 'conversation before that date. Write absolute dates (YYYY-MM-DD).',
         '- Leave out greetings, small talk, questions and anything the speaker does not state as true.',
@@ -64,7 +66,7 @@ as $$
         '',
         'Conversation (one event per line: [event_id] timestamp author: text):',
         (select string_agg(format('[%s] %s %s: %s', e ->> 'event_id',
-                                  membank_private.describe_time((e ->> 'timestamp')::timestamptz),
+                                  membank_private.describe_time(e ->> 'timestamp'),
                                   e ->> 'author', e ->> 'text'), E'\n' order by n)
          from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
         '',

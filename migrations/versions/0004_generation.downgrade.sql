@@ -22,7 +22,8 @@ drop function if exists membank_private.consolidation_candidates(membank_private
 drop function if exists membank_private.accept_extracted_facts(membank_private.operations, jsonb);
 drop function if exists membank_private.parse_model_json(text);
 drop function if exists membank_private.extraction_prompt(membank_private.operations);
-drop function if exists membank_private.describe_time(timestamptz);
+drop function if exists membank_private.describe_time(text);
+drop function if exists membank_private.local_time_text(timestamptz, interval);
 drop function if exists membank_private.extraction_schema();
 drop function if exists membank_private.resolve_source_events(jsonb, jsonb, text, timestamptz, timestamptz);
 drop function if exists membank_private.reject_item(uuid, text, jsonb, text);
@@ -36,3 +37,4 @@ drop table if exists membank_private.generation_jobs;
 drop table if exists membank_private.operations;
 drop type if exists membank.generation_job;
 drop type if exists membank.operation;
+alter table membank_private.events drop column if exists utc_offset;

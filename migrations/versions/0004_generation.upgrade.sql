@@ -1,5 +1,11 @@
 -- 0004 upgrade: GenerateMemories operations and the generation job queue.
 
+-- The speaker's UTC offset of each event, as given in its timestamp:
+-- "yesterday" said at 23:30 -05:00 is the day before the speaker's date,
+-- not before the UTC date. validate_events returns it, so its shape changes.
+alter table membank_private.events add column utc_offset interval not null default interval '0';
+drop function if exists membank_private.validate_events(jsonb);
+
 -- One GenerateMemories operation as the API shows it.
 create type membank.operation as (
     name uuid,

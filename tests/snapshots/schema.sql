@@ -113,14 +113,16 @@ declare
     _authors text [];
     _texts text [];
     _times timestamptz [];
+    _offsets interval [];
 begin
     if session_id is null or length(session_id) not between 1 and 200 then
         perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
             'a session groups the events of one conversation, e.g. its id in your application');
     end if;
     select array_agg(v.event_id order by v.ordinal), array_agg(v.author order by v.ordinal),
-           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal)
-    into _ids, _authors, _texts, _times
+           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal),
+           array_agg(v.utc_offset order by v.ordinal)
+    into _ids, _authors, _texts, _times, _offsets
     from membank_private.validate_events(events) as v;
     select g.event_id into _conflict
     from unnest(_ids) as g (event_id)
@@ -131,10 +133,11 @@ begin
             'each event in one call needs its own event_id');
     end if;
     select g.event_id into _conflict
-    from unnest(_ids, _authors, _texts, _times) as g (event_id, author, event_text, event_time)
+    from unnest(_ids, _authors, _texts, _times, _offsets) as g (event_id, author, event_text, event_time, utc_offset)
     inner join membank_private.events as e
         on e.scope_id = _scope_id and e.session_id = append_events.session_id and e.event_id = g.event_id
-    where (e.author, e.text, e.event_time) is distinct from (g.author, g.event_text, g.event_time)
+    where (e.author, e.text, e.event_time, e.utc_offset)
+          is distinct from (g.author, g.event_text, g.event_time, g.utc_offset)
     limit 1;
     if _conflict is not null then
         raise exception 'events: event_id % is already stored with other content', to_jsonb(_conflict)
@@ -144,9 +147,10 @@ begin
     insert into membank_private.sessions as s (scope_id, session_id, scope)
     values (_scope_id, append_events.session_id, _scope)
     on conflict on constraint sessions_pkey do update set update_time = statement_timestamp();
-    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time)
-    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time
-    from unnest(_ids, _authors, _texts, _times) with ordinality as g (event_id, author, event_text, event_time, n)
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
+    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
+    from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
+        as g (event_id, author, event_text, event_time, utc_offset, n)
     order by g.n
     on conflict do nothing;
     get diagnostics _count = row_count;
@@ -155,7 +159,8 @@ end
 $$;
 COMMENT ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) IS 'Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
 events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
-"text": string <= 32768 characters or null, "timestamp": ISO 8601 instant}. Idempotent on event_id: an event already
+"text": string <= 32768 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
+speaker''s zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.';
@@ -499,6 +504,10 @@ begin
         perform membank_private._raise_invalid('start_time', 'a time range applies to a session source only',
             'pass session_id without events to generate from the session''s events in [start_time, end_time)');
     end if;
+    if start_time > end_time then
+        perform membank_private._raise_invalid('start_time', 'is after end_time',
+            'the range is [start_time, end_time): events at or after start_time and before end_time');
+    end if;
     if disable_consolidation is null then
         perform membank_private._raise_invalid('disable_consolidation', 'must be true or false',
             'false (default) consolidates against the scope''s memories; true only creates');
@@ -601,7 +610,8 @@ begin
     return membank_private.to_operation(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.get_operation(name text, scope jsonb) IS 'The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope. done (false while queued or running), error (null, or
+COMMENT ON FUNCTION membank.get_operation(name text, scope jsonb) IS 'The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope.
+done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
 memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; zero actions with done is a valid
 no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,
@@ -1662,11 +1672,13 @@ CREATE FUNCTION membank_private.consolidation_schema() RETURNS jsonb
         "memory_name": {"type": "string"},
         "fact": {"type": "string"}}}}}}'::jsonb;
 $$;
-CREATE FUNCTION membank_private.describe_time(t timestamp with time zone) RETURNS text
+CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select to_char(t at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC" (FMDay)');
+    select format('%s %s (%s)', replace(left(local_time, 16), 'T', ' '),
+                  case when right(local_time, 1) = 'Z' then 'UTC' else 'UTC' || right(local_time, 6) end,
+                  to_char(left(local_time, 10)::date, 'FMDay'));
 $$;
 CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) RETURNS text
     LANGUAGE sql STABLE
@@ -1681,8 +1693,8 @@ CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) 
         'Rules:',
         '- Write each memory as one self-contained sentence in the third person that names the speaker '
         || '(e.g. "Alice adopted a dog named Max"). For the author "user" write "The user".',
-        '- Resolve relative time against the timestamp of the event in which it was said, never against '
-        || 'today: said on 2023-05-24, "yesterday" is 2023-05-23, "last week" is the week of 2023-05-17, '
+        '- Resolve relative time against the speaker''s local date of the event in which it was said (its '
+        || 'timestamp and UTC offset below), never against today: said on 2023-05-24, "yesterday" is 2023-05-23, "last week" is the week of 2023-05-17, '
         || '"last year" is 2022, "currently" or "now" means as of 2023-05-24, and "last session" means the '
         || 'conversation before that date. Write absolute dates (YYYY-MM-DD).',
         '- Leave out greetings, small talk, questions and anything the speaker does not state as true.',
@@ -1700,7 +1712,7 @@ CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) 
         '',
         'Conversation (one event per line: [event_id] timestamp author: text):',
         (select string_agg(format('[%s] %s %s: %s', e ->> 'event_id',
-                                  membank_private.describe_time((e ->> 'timestamp')::timestamptz),
+                                  membank_private.describe_time(e ->> 'timestamp'),
                                   e ->> 'author', e ->> 'text'), E'\n' order by n)
          from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
         '',
@@ -1761,6 +1773,15 @@ CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select expire_time is null or expire_time > statement_timestamp();
+$$;
+CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select to_char(t at time zone utc_offset, 'YYYY-MM-DD"T"HH24:MI:SS.US')
+           || case when utc_offset = interval '0' then 'Z'
+                   when utc_offset < interval '0' then '-' || to_char(-utc_offset, 'HH24:MI')
+                   else '+' || to_char(utc_offset, 'HH24:MI') end;
 $$;
 CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
     LANGUAGE sql
@@ -2101,16 +2122,23 @@ begin
             perform membank.append_events(scope, session_id, events);
         end if;
         select coalesce(jsonb_agg(jsonb_build_object(
-                   'event_id', v.event_id, 'author', v.author, 'text', v.event_text, 'timestamp', v.event_time)
+                   'event_id', v.event_id, 'author', v.author, 'text', v.event_text,
+                   'timestamp', membank_private.local_time_text(v.event_time, v.utc_offset))
                    order by v.event_time, v.ordinal), '[]')
         into _events
         from membank_private.validate_events(events) as v;
     else
         select coalesce(jsonb_agg(jsonb_build_object(
-                   'event_id', e.event_id, 'author', e.author, 'text', e.text, 'timestamp', e.event_time)
-                   order by e.event_time), '[]')
+                   'event_id', e.event_id, 'author', e.author, 'text', e.text,
+                   'timestamp', membank_private.local_time_text(e.event_time, e.utc_offset))
+                   order by e.event_time, e.append_seq), '[]')
         into _events
-        from membank.list_events(scope, session_id, start_time, end_time, 100000) as e;
+        from membank_private.events as e
+        inner join membank_private.sessions as s on s.scope_id = e.scope_id and s.session_id = e.session_id
+        where e.scope_id = md5(resolve_source_events.scope::text)::uuid and s.scope = resolve_source_events.scope
+          and e.session_id = resolve_source_events.session_id
+          and (resolve_source_events.start_time is null or e.event_time >= resolve_source_events.start_time)
+          and (resolve_source_events.end_time is null or e.event_time < resolve_source_events.end_time);
     end if;
     -- Null, empty and whitespace-only texts carry nothing to remember.
     select coalesce(jsonb_agg(e order by n), '[]') into _events
@@ -2366,14 +2394,15 @@ begin
     return _result;
 end
 $$;
-CREATE FUNCTION membank_private.validate_events(events jsonb) RETURNS TABLE(event_id text, author text, event_text text, event_time timestamp with time zone, ordinal bigint)
+CREATE FUNCTION membank_private.validate_events(events jsonb) RETURNS TABLE(event_id text, author text, event_text text, event_time timestamp with time zone, utc_offset interval, ordinal bigint)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _event jsonb;
     _i bigint := 0;
     _time timestamptz;
+    _zone text [];
 begin
     if events is null or jsonb_typeof(events) <> 'array' then
         perform membank_private._raise_invalid('events',
@@ -2404,17 +2433,28 @@ begin
             perform membank_private._raise_invalid(format('events[%s].text', _i),
                 'must be a string of at most 32768 characters, or null', 'an event''s text is what was said');
         end if;
-        begin
-            _time := (_event ->> 'timestamp')::timestamptz;
-        exception
-            when others then
-                _time := null;
-        end;
-        if _time is null or _time in ('infinity', '-infinity') then
-            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
-                format('must be a timestamp, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
-                'relative dates in the text are resolved against it; give ISO 8601 with a zone');
+        -- ISO 8601 with an explicit zone only: PostgreSQL would also take
+        -- 'now', 'yesterday' or a zoneless time, which would anchor relative
+        -- dates to the moment of the call or to the server's zone.
+        _zone := regexp_match(_event ->> 'timestamp',
+            '^\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,6})?)?\s*(Z|z|([+-])(\d{2}):?(\d{2})?)$');
+        _time := null;
+        if _zone is not null then
+            begin
+                _time := (_event ->> 'timestamp')::timestamptz;
+            exception
+                when others then
+                    _time := null;
+            end;
         end if;
+        if _time is null then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('must be an ISO 8601 time with a zone, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
+                'e.g. "2023-05-24T10:00:00Z" or "2023-05-24T12:00:00+02:00": relative dates in the text are '
+                || 'resolved against the speaker''s date in that zone');
+        end if;
+        utc_offset := case when _zone[2] is null then interval '0'
+                           else (_zone[2] || _zone[3] || ':' || coalesce(_zone[4], '00'))::interval end;
         event_id := _event ->> 'event_id';
         author := _event ->> 'author';
         event_text := _event ->> 'text';
@@ -2424,7 +2464,7 @@ begin
         _i := _i + 1;
     end loop;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.validate_examples(examples jsonb) RETURNS jsonb
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2442,8 +2482,8 @@ begin
     end if;
     for _example in select e from jsonb_array_elements(examples) as e loop
         if jsonb_typeof(_example) <> 'object'
-           or jsonb_typeof(_example -> 'events') <> 'array'
-           or jsonb_typeof(_example -> 'facts') <> 'array'
+           or jsonb_typeof(_example -> 'events') is distinct from 'array'
+           or jsonb_typeof(_example -> 'facts') is distinct from 'array'
            or exists (select from jsonb_array_elements(_example -> 'events') as v
                       where jsonb_typeof(v -> 'author') is distinct from 'string'
                          or jsonb_typeof(v -> 'text') is distinct from 'string')
@@ -2708,7 +2748,8 @@ CREATE TABLE membank_private.events (
     text text,
     event_time timestamp with time zone NOT NULL,
     append_seq bigint NOT NULL,
-    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL
 );
 ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.events_append_seq_seq
@@ -2877,12 +2918,13 @@ REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.describe_time(t timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
