@@ -147,3 +147,27 @@ def test_generate_and_operations(cli):
     assert op["done"] and op["generated_memories"] == []  # a duplicate: nothing to do
     bad = CliRunner().invoke(main, ["generate", "--scope", scope])
     assert bad.exit_code == 2 and "events: give exactly one source" in bad.output and "hint:" in bad.output
+
+
+@pytest.mark.parametrize("content, message", [
+    ("not json", "not JSON"),
+    ("[{}, {}]", "holds a list of 2 conversations"),
+    ("{}", "not a LoCoMo conversation"),
+])
+def test_demo_names_what_is_wrong_with_a_locomo_file(db_url, monkeypatch, tmp_path, content, message):
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    path = tmp_path / "conv.json"
+    path.write_text(content)
+    result = CliRunner().invoke(main, ["demo", "--locomo", str(path)])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+
+
+def test_demo_stops_at_the_first_failed_provider_call(db_url, monkeypatch, httpserver):
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_json(
+        {"error": {"message": "no such model", "type": "invalid_request_error"}}, status=404)
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    monkeypatch.setenv("MEMBANK_OPENAI_BASE_URL", httpserver.url_for("/v1"))
+    result = CliRunner().invoke(main, ["demo", "--provider", "openai:missing-model"])
+    assert result.exit_code == 2
+    assert "error: operation" in result.output and "the provider openai/missing-model failed" in result.output
+    assert "no such model" in result.output and "hint: check --provider" in result.output

@@ -45,7 +45,7 @@ class _Group(click.Group):
         try:
             return super().invoke(ctx)
         except errors.MembankError as err:
-            click.echo(f"error [{err.sqlstate}]: {err.message}", err=True)
+            click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}", err=True)
             if err.hint:
                 click.echo(f"hint: {err.hint}", err=True)
             sys.exit(2)
@@ -90,8 +90,11 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
 
     from membank import demo as demo_job
 
+    try:
+        conversation = demo_job.load_locomo(locomo) if locomo else demo_job.load_shipped()
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="--locomo") from None
     migrate.upgrade()
-    conversation = demo_job.load_locomo(locomo) if locomo else demo_job.load_shipped()
     if max_actions is None:
         max_actions = 8 if locomo else 10**9
     click.echo(f"database at revision {migrate.current()} ({_where()})")

@@ -82,12 +82,20 @@ def load_locomo(path: Path, max_questions: int = 5) -> Conversation:
     Turns of a session are stamped one second apart from the session's date;
     an image a speaker shared is kept as ``[shares an image: caption]``. The
     first ``max_questions`` QAs with evidence (not adversarial, category 5)
-    become the recall questions. Raises ValueError for a file of another shape.
+    become the recall questions. Raises ValueError, saying what is wrong, for a file of another shape
+    (not JSON, the upstream list of ten conversations, no sessions).
     """
-    raw = json.loads(Path(path).read_text())
-    conv = raw.get("conversation", raw)
-    if "speaker_a" not in conv or "session_1" not in conv:
-        raise ValueError(f"{path}: not a LoCoMo conversation (no speaker_a / session_1)")
+    try:
+        raw = json.loads(Path(path).read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path}: not JSON ({err})") from None
+    if isinstance(raw, list):
+        raise ValueError(f"{path}: holds a list of {len(raw)} conversations (the upstream locomo10.json); "
+                         "pass one conversation per file, e.g. json.dump(data[0], open('conv.json', 'w'))")
+    conv = raw.get("conversation", raw) if isinstance(raw, dict) else None
+    if not isinstance(conv, dict) or "speaker_a" not in conv or "session_1" not in conv:
+        raise ValueError(f"{path}: not a LoCoMo conversation: expected {{\"conversation\": {{\"speaker_a\", "
+                         "\"speaker_b\", \"session_1_date_time\", \"session_1\": [turns]}}, \"qa\": [...]}}")
     sessions = []
     n = 1
     while f"session_{n}" in conv:
@@ -119,6 +127,35 @@ class SessionResult:
     seconds: float
 
 
+def run_operation(bank: Any, pending: Any, *, timeout: float = 600.0, fail_fast: bool = True) -> Any:
+    """Run a pending operation's jobs in this process until it is done; return the operation.
+
+    With ``fail_fast``, the first failed provider call raises GenerationError
+    instead of waiting out the retries (2 + 4 + 8 + 16 s). Raises
+    TimeoutError after ``timeout`` seconds.
+    """
+    import time
+
+    from membank.generation import GenerationError
+
+    worker = bank.generation_worker
+    worker.last_error = None
+    deadline = time.monotonic() + timeout
+    while True:
+        bank.process_pending()
+        operation = pending.get()
+        if operation.done:
+            return operation
+        if fail_fast and worker.last_error:
+            raise GenerationError(f"operation {pending.name}: the provider {worker.provider.model_id} failed: "
+                                  f"{worker.last_error}",
+                                  hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
+                                       "`membank worker` would retry it with backoff")
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"operation {pending.name} not done after {timeout} s")
+        time.sleep(0.05)
+
+
 def generate_sessions(bank: Any, conversation: Conversation, *, run_id: str | None = None,
                       on_session: Callable[[SessionResult], None] | None = None,
                       timeout: float = 600.0) -> list[SessionResult]:
@@ -126,8 +163,9 @@ def generate_sessions(bank: Any, conversation: Conversation, *, run_id: str | No
 
     ``run_id`` makes the operations of this run distinct from an earlier
     run's (GenerateMemories is idempotent per request); default a new uuid.
-    Raises whatever ``generate_memories`` raises; a failed operation is
-    returned with its ``error`` set.
+    Raises whatever ``generate_memories`` raises, and GenerationError at the
+    first failed provider call; an operation that failed on invalid model
+    output is returned with its ``error`` set.
     """
     import time
 
@@ -138,7 +176,7 @@ def generate_sessions(bank: Any, conversation: Conversation, *, run_id: str | No
         bank.append_events(conversation.scope, session.session_id, session.events)
         pending = bank.generate_memories(conversation.scope, session_id=session.session_id,
                                          request_id=f"demo-{run_id}-{session.session_id}")
-        operation = pending.wait(timeout, process=True)
+        operation = run_operation(bank, pending, timeout=timeout)
         result = SessionResult(session, operation, time.perf_counter() - started)
         results.append(result)
         if on_session:

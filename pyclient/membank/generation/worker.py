@@ -37,6 +37,8 @@ class GenerationWorker:
         self.provider = provider
         self.embedder = embedder
         self.model_calls = 0
+        self.last_error: str | None = None
+        """The error of the last failed job this worker ran (None until one fails)."""
         self._conn: psycopg.Connection | None = None
 
     def _connection(self) -> psycopg.Connection:
@@ -92,6 +94,7 @@ class GenerationWorker:
                 raise
             except Exception as err:  # provider, embedder or a rejected call: recorded, retried with backoff
                 log.warning("operation %s (%s, attempt %s) failed: %s", operation, stage, job[3], err)
+                self.last_error = str(err) or repr(err)
                 failed = conn.execute("select membank.fail_generation_job(%s, %s)", (job_id, repr(err))).fetchone()
                 if failed[0]:
                     log.error("operation %s failed after %s attempts", operation, job[3])
