@@ -29,7 +29,11 @@ membank.embedding_backlog(),
 membank.list_events(jsonb, text, timestamptz, timestamptz, integer),
 membank.get_operation(text, jsonb),
 membank.list_operations(jsonb, text, boolean, integer),
-membank.generation_backlog()
+membank.generation_backlog(),
+membank.get_memory(uuid, jsonb),
+membank.list_revisions(uuid, jsonb),
+membank.get_revision(uuid, integer, jsonb),
+membank.get_operation(uuid, jsonb)
 to membank_reader;
 
 grant execute on function
@@ -46,7 +50,10 @@ membank.generate_memories(jsonb, jsonb, text, timestamptz, timestamptz, jsonb, j
 membank.claim_generation_jobs(integer),
 membank.prepare_consolidation(bigint, real[], text),
 membank.complete_generation_job(bigint, text),
-membank.fail_generation_job(bigint, text, boolean)
+membank.fail_generation_job(bigint, text, boolean),
+membank.update_memory(uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]),
+membank.delete_memory(uuid, jsonb, jsonb),
+membank.rollback_memory(uuid, integer, jsonb)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;

@@ -1,5 +1,8 @@
 """Exact-scope isolation: a memory is visible only to its own scope."""
 
+import uuid
+
+import psycopg
 import pytest
 
 from membank import InvalidArgumentError, NotFoundError
@@ -64,3 +67,24 @@ def test_special_scope_values_match_from_sql(conn):
     n = conn.execute("select count(*) as n from membank.list_memories(scope => %s::jsonb)",
                      ('{"user_id":"o\'brien"}',)).fetchone()["n"]
     assert n == 1
+
+
+def test_names_chain_as_uuids_in_sql(conn):
+    """create_memory and generate_memories return uuid names; every function taking a name accepts them."""
+    name = conn.execute("select (membank.create_memory(scope => '{\"u\":\"1\"}', fact => 'f')).name").fetchone()["name"]
+    assert isinstance(name, uuid.UUID)  # psycopg passes it back typed uuid, as other drivers do
+    calls = {
+        "select (membank.get_memory(name => %s)).fact as v": "f",
+        "select (membank.update_memory(name => %s, fact => 'g')).revision as v": 2,
+        "select count(*) as v from membank.list_revisions(name => %s)": 2,
+        "select (membank.get_revision(name => %s, revision => 1)).fact as v": "f",
+        "select (membank.rollback_memory(name => %s, revision => 1)).fact as v": "f",
+        "select (membank.delete_memory(name => %s)).fact as v": "f",
+    }
+    for statement, expected in calls.items():
+        assert conn.execute(statement, (name,)).fetchone()["v"] == expected, statement
+    operation = conn.execute("""select membank.generate_memories(scope => '{"u":"1"}', facts => '["x y"]',
+        disable_consolidation => true) as name""").fetchone()["name"]
+    assert conn.execute("select (membank.get_operation(%s)).done", (operation,)).fetchone() == {"done": True}
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation, match="name: \"nope\" is not a memory name"):
+        conn.execute("select membank.get_memory(name => 'nope')")  # a literal still takes the text version

@@ -3,6 +3,7 @@ drop function if exists membank.generate_memories(
     jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval
 );
 drop function if exists membank.get_operation(text, jsonb);
+drop function if exists membank.get_operation(uuid, jsonb);
 drop function if exists membank.list_operations(jsonb, text, boolean, integer);
 drop function if exists membank.claim_generation_jobs(integer);
 drop function if exists membank.prepare_consolidation(bigint, real[], text);

@@ -417,6 +417,14 @@ $$;
 COMMENT ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) IS 'Delete a live memory and record a revision with action DELETED; returns the memory as it was.
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
 Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).';
+CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank.delete_memory(name => name::text, scope => scope, labels => labels);
+$$;
+COMMENT ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) IS 'delete_memory(name text, scope, labels) for a name typed uuid.
+Raises P0002 (not found, already deleted, expired or another scope).';
 CREATE FUNCTION membank.embedding_backlog() RETURNS TABLE(pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamp with time zone, model_id text, dimension integer, last_error text)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -591,6 +599,14 @@ $$;
 COMMENT ON FUNCTION membank.get_memory(name text, scope jsonb) IS 'Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
 Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
 or belongs to another scope (the four are indistinguishable on purpose).';
+CREATE FUNCTION membank.get_memory(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank.get_memory(name => name::text, scope => scope);
+$$;
+COMMENT ON FUNCTION membank.get_memory(name uuid, scope jsonb) IS 'get_memory(name text, scope) for a name typed uuid, e.g. (membank.create_memory(...)).name.
+Raises P0002 (not found, deleted, expired or another scope), 22023 (bad scope).';
 CREATE FUNCTION membank.get_operation(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.operation
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -617,6 +633,14 @@ memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; 
 no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,
 CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation in that scope),
 22023 (bad scope).';
+CREATE FUNCTION membank.get_operation(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.operation
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank.get_operation(name => name::text, scope => scope);
+$$;
+COMMENT ON FUNCTION membank.get_operation(name uuid, scope jsonb) IS 'get_operation(name text, scope) for a name typed uuid, e.g.
+membank.get_operation(membank.generate_memories(...)). Raises P0002 (no such operation in that scope).';
 CREATE FUNCTION membank.get_revision(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -639,6 +663,14 @@ end
 $$;
 COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields.
 Raises 22P02 (malformed name), P0002 (unknown memory or revision).';
+CREATE FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank.get_revision(name => name::text, revision => revision, scope => scope);
+$$;
+COMMENT ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) IS 'get_revision(name text, revision, scope) for a name typed uuid.
+Raises P0002 (no such revision in the scope).';
 CREATE FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, max_events integer DEFAULT 1000) RETURNS SETOF membank.event
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -766,6 +798,14 @@ COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revis
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
 extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
 Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).';
+CREATE FUNCTION membank.list_revisions(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select * from membank.list_revisions(name => name::text, scope => scope);
+$$;
+COMMENT ON FUNCTION membank.list_revisions(name uuid, scope jsonb) IS 'list_revisions(name text, scope) for a name typed uuid.
+Raises P0002 (no revisions of that name in the scope).';
 CREATE FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[] DEFAULT NULL::real[], embedding_model text DEFAULT NULL::text) RETURNS membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1073,6 +1113,14 @@ COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope j
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
 a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
 Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).';
+CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank.rollback_memory(name => name::text, revision => revision, scope => scope);
+$$;
+COMMENT ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) IS 'rollback_memory(name text, revision, scope) for a name typed uuid.
+Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore).';
 CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -1177,6 +1225,17 @@ COMMENT ON FUNCTION membank.update_memory(name text, fact text, topics text[], m
 records the old and new fact. ttl or expire_time reset the expiry (expire_time => ''infinity'' removes it). With scope, the memory must be in that
 exact scope. An update that changes nothing writes no revision and returns the memory as it is.
 Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument.';
+CREATE FUNCTION membank.update_memory(name uuid, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
+    LANGUAGE sql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank.update_memory(
+        name => name::text, fact => fact, topics => topics, metadata => metadata, ttl => ttl,
+        expire_time => expire_time, structured_content => structured_content, scope => scope, labels => labels,
+        source_event_ids => source_event_ids);
+$$;
+COMMENT ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) IS 'update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
+Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument.';
 CREATE FUNCTION membank_private._raise_invalid(argument text, message text, hint text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2865,6 +2924,8 @@ REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
@@ -2877,10 +2938,16 @@ REVOKE ALL ON FUNCTION membank.generation_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_memory(name uuid, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_memory(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_operation(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_operation(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_operation(name uuid, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_operation(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
@@ -2889,6 +2956,8 @@ REVOKE ALL ON FUNCTION membank.list_operations(scope jsonb, session_id text, don
 GRANT ALL ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) TO membank_writer;
 REVOKE ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) FROM PUBLIC;
@@ -2900,10 +2969,14 @@ REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, q
 GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) FROM PUBLIC;
