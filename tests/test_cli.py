@@ -171,3 +171,10 @@ def test_demo_stops_at_the_first_failed_provider_call(db_url, monkeypatch, https
     assert result.exit_code == 2
     assert "error: operation" in result.output and "the provider openai/missing-model failed" in result.output
     assert "no such model" in result.output and "hint: check --provider" in result.output
+
+
+def test_valkey_start_and_stop_refuse_when_an_external_url_is_set(monkeypatch):
+    monkeypatch.setenv("MEMBANK_VALKEY_URL", "redis://127.0.0.1:1")
+    for action in ("start", "stop"):
+        result = CliRunner().invoke(main, ["valkey", action])
+        assert result.exit_code == 2 and "MEMBANK_VALKEY_URL is set" in result.output and "hint:" in result.output

@@ -25,6 +25,7 @@ that deletes them); they live in canary scopes that nothing else reads.
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 import time
@@ -280,6 +281,6 @@ def audit() -> None:
         click.echo(f"note: {runner.buffer_note}", err=True)
     failed = [r for r in results if not r.ok]
     click.echo(f"{len(results) - len(failed)} of {len(results)} cases as expected; canary scope "
-               f"{runner.scope} cleaned up")
+               f"{json.dumps(runner.scope)} cleaned up")
     if failed:
         sys.exit(1)

@@ -29,12 +29,23 @@ def valkey_url() -> None:
 @valkey.command("start")
 def valkey_start() -> None:
     """Start the embedded server (Unix socket only, append-only file) unless it runs."""
-    if os.environ.get(server.ENV_VALKEY_URL):
-        click.echo(f"{server.ENV_VALKEY_URL} is set; the embedded server is not used", err=True)
+    _refuse_with_external_url("start")
     click.echo(server.ensure_running())
 
 
 @valkey.command("stop")
 def valkey_stop() -> None:
     """Stop the embedded server (its append-only file keeps every acknowledged turn)."""
+    _refuse_with_external_url("stop")
     click.echo("stopped" if server.stop() else "not running")
+
+
+def _refuse_with_external_url(action: str) -> None:
+    # With MEMBANK_VALKEY_URL the buffer never uses the embedded server:
+    # starting or stopping it would only mislead.
+    url = os.environ.get(server.ENV_VALKEY_URL)
+    if url:
+        click.echo(f"error: {server.ENV_VALKEY_URL} is set ({url}); the session buffer does not use the embedded "
+                   f"server, so there is nothing to {action}", err=True)
+        click.echo(f"hint: {action} that server with its own tools, or unset {server.ENV_VALKEY_URL}", err=True)
+        raise SystemExit(2)
