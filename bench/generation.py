@@ -92,8 +92,13 @@ def demo_child(path: Path, url: str) -> tuple[float, float]:
 
 
 def main() -> None:
-    url = fresh_database("membank_bench_generation")
+    import argparse
+
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     files = sorted(locomo.DATA.glob("*.json"))
+    if not files:
+        sys.exit(f"no LoCoMo files in {locomo.DATA}: set MEMBANK_LOCOMO_DIR to the folder that holds them")
+    url = fresh_database("membank_bench_generation")
     latencies, calls, ours, raw = [], [], {k: [] for k in KS}, {k: [] for k in KS}
     events = turns = kept = 0
     generation_seconds = 0.0

@@ -7,12 +7,15 @@ Agents", ACL 2024.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo"
+DATA = Path(os.environ.get("MEMBANK_LOCOMO_DIR")
+            or Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo")
+"""The LoCoMo files: MEMBANK_LOCOMO_DIR, else ../shared/data/locomo beside the repository."""
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,7 @@ def conversations() -> list[Conversation]:
     """All conversations present, in file order; raises FileNotFoundError when the data is absent."""
     files = sorted(DATA.glob("*.json"))
     if not files:
-        raise FileNotFoundError(f"no LoCoMo files in {DATA}")
+        raise FileNotFoundError(f"no LoCoMo files in {DATA}; set MEMBANK_LOCOMO_DIR to the folder that holds them")
     return [load(f) for f in files]
 
 

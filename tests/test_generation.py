@@ -285,6 +285,7 @@ def test_a_worker_killed_mid_operation_is_replaced_and_nothing_is_lost_or_duplic
     ({"events": [event("x", "2023-05-24T10:00:00")]}, "events[0].timestamp"),
     ({"events": [event("x", "99999-01-01T00:00:00Z")]}, "events[0].timestamp"),
     ({"events": [event("x", "2023-02-30T10:00:00Z")]}, "events[0].timestamp"),
+    ({"session_id": "s1", "start_time": "notadate"}, "start_time"),
 ])
 def test_bad_requests_name_the_argument_and_write_nothing(bank, conn, kwargs, argument):
     with pytest.raises(InvalidArgumentError) as info:

@@ -75,6 +75,13 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
                              "PostgreSQL text cannot hold U+0000; remove it")
     if type_ == "jsonb":
         return Jsonb(value)
+    if type_ == "timestamptz" and not isinstance(value, datetime):
+        # The server would reject bad text without naming the argument.
+        try:
+            return datetime.fromisoformat(value)
+        except (TypeError, ValueError):
+            raise errors.invalid(name, f"must be a datetime or ISO 8601 text, got {value!r}",
+                                 "e.g. datetime(2023, 5, 24, tzinfo=timezone.utc) or '2023-05-24T10:00:00Z'") from None
     if isinstance(value, UUID):
         return str(value)
     if name == "ttl" and isinstance(value, (int, float)):
