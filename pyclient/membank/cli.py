@@ -114,7 +114,10 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                           + ", ".join(f"{n} {a}" for a, n in counts.items())
                           + (f", ERROR {op.error['code']}: {op.error['message']}" if op.error else ""))
                 for g in op.generated_memories[:max_actions]:
-                    bar.write(f"  {g.action:8} {g.memory.fact}")
+                    was = ""
+                    if g.action == "UPDATED":  # show what it replaced
+                        was = f"  (was: {bank.get_revision(g.memory.name, g.memory.revision - 1).fact})"
+                    bar.write(f"  {g.action:8} {g.memory.fact}{was}")
                 if len(op.generated_memories) > max_actions:
                     bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
                 bar.update(1)
@@ -125,6 +128,8 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         calls = sum(r.operation.model_calls for r in results)
         click.echo(f"{len(memories)} memories kept from {conversation.event_count} events "
                    f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
+        click.echo("recall: hybrid retrieval; score = Reciprocal Rank Fusion of the vector and full-text ranks "
+                   "(1/(60 + rank) per list), similarity = cosine similarity to the question")
         for question in conversation.questions:
             click.echo(f"recall: {question.text}")
             for r in bank.retrieve_memories(conversation.scope, question.text, top_k=top_k):
