@@ -75,7 +75,7 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
                              "PostgreSQL text cannot hold U+0000; remove it")
     if type_ == "jsonb":
         return Jsonb(value)
-    if type_ == "timestamptz" and not isinstance(value, datetime):
+    if type_ == "timestamptz" and not isinstance(value, datetime) and value not in ("infinity", "-infinity"):
         # The server would reject bad text without naming the argument.
         try:
             return datetime.fromisoformat(value)
