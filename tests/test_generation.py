@@ -304,3 +304,20 @@ def test_get_operation_with_a_scope_sees_only_that_scope(bank):
     assert info.value.argument == "name"
     with pytest.raises(NotFoundError):
         bank.get_operation(uuid.uuid4())
+
+
+def test_running_one_operation_here_leaves_other_operations_to_their_workers(bank):
+    other = bank.generate_memories({"user_id": "someone-else"}, events=[event("I live in Oslo.")])
+    mine = bank.generate_memories(SCOPE, events=[event("I live in Rome.")]).wait(30, process=True)
+    assert [g.memory.fact for g in mine.generated_memories] == ["The user lives in Rome."]
+    assert not other.get().done  # not carried by this process, nor with this provider
+    assert bank.generation_backlog().pending_operations == 1
+
+
+def test_get_operation_sees_an_operation_started_in_the_same_statement(conn):
+    row = conn.execute("""select (membank.get_operation(name => (select membank.generate_memories(
+        scope => '{"user_id":"z3"}', facts => '["The user likes tea"]', disable_consolidation => true)))).done"""
+                       ).fetchone()
+    assert row == {"done": True}
+    with pytest.raises(psycopg.errors.InvalidTextRepresentation, match='name: "nope" is not an operation name'):
+        conn.execute("select membank.get_operation(name => 'nope')")

@@ -7,7 +7,7 @@
 -- fails visibly).
 
 -- name: claim_generation_jobs: lock up to batch_size due generation jobs for this transaction.
-create or replace function membank.claim_generation_jobs(batch_size integer default 1)
+create or replace function membank.claim_generation_jobs(batch_size integer default 1, operation_name uuid default null)
 returns setof membank.generation_job
 language plpgsql
 volatile
@@ -26,6 +26,7 @@ begin
     for _job in
         select * from membank_private.generation_jobs as j
         where j.retry_time <= statement_timestamp()
+          and (claim_generation_jobs.operation_name is null or j.operation_name = claim_generation_jobs.operation_name)
         order by j.retry_time, j.id
         limit batch_size
         for update skip locked
@@ -47,9 +48,9 @@ begin
 end
 $$;
 
-comment on function membank.claim_generation_jobs(integer) is
+comment on function membank.claim_generation_jobs(integer, uuid) is
 $$Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller's
-transaction. Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
+transaction; with operation_name, only that operation's job (to run one operation in-process). Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
 reply and the structured input (events, topics, examples) for offline providers; stage CONSOLIDATE carries
 embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.

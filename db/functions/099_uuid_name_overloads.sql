@@ -115,7 +115,7 @@ Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds no
 create or replace function membank.get_operation(name uuid, scope jsonb default null)
 returns membank.operation
 language sql
-stable
+volatile
 security definer
 set search_path to pg_catalog, pg_temp
 as $$

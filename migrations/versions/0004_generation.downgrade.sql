@@ -5,7 +5,7 @@ drop function if exists membank.generate_memories(
 drop function if exists membank.get_operation(text, jsonb);
 drop function if exists membank.get_operation(uuid, jsonb);
 drop function if exists membank.list_operations(jsonb, text, boolean, integer);
-drop function if exists membank.claim_generation_jobs(integer);
+drop function if exists membank.claim_generation_jobs(integer, uuid);
 drop function if exists membank.prepare_consolidation(bigint, real[], text);
 drop function if exists membank.complete_generation_job(bigint, text);
 drop function if exists membank.fail_generation_job(bigint, text, boolean);

@@ -322,15 +322,20 @@ class MemoryBank:
             self._generation_worker = GenerationWorker(self.url, provider, self.embedder)
         return self._generation_worker
 
-    def process_pending(self, *, limit: int | None = None, generation: bool = True) -> int:
+    def process_pending(self, *, limit: int | None = None, generation: bool = True,
+                        operation_name: str | UUID | None = None) -> int:
         """Run queued work in this process until none is due; return how many jobs were processed.
 
-        Generation jobs first (with ``generation``), then embeddings, so the
-        memories that generation wrote are embedded too. For scripts and
-        tests; long-running deployments run ``membank worker``. Raises
+        Generation jobs first (with ``generation``; with ``operation_name``
+        only that operation's), then embeddings, so the memories that
+        generation wrote are embedded too. For scripts and tests;
+        long-running deployments run ``membank worker``. Raises
         ConflictError (MB010) when the bank holds another model's vectors.
         """
-        done = self.generation_worker.process_pending(limit=limit) if generation else 0
+        done = 0
+        if generation:
+            done = self.generation_worker.process_pending(
+                limit=limit, operation_name=str(operation_name) if operation_name else None)
         return done + self.worker.process_pending(limit=limit)
 
     def embedding_backlog(self) -> EmbeddingBacklog:
@@ -431,14 +436,15 @@ class PendingOperation:
     def wait(self, timeout: float = 60.0, *, poll_interval: float = 0.05, process: bool = False) -> Operation:
         """Wait until the operation is done and return it (check ``error`` for a failed one).
 
-        With ``process``, run pending jobs in this process while waiting
-        (no separate worker needed). Raises TimeoutError after ``timeout``
+        With ``process``, run this operation's jobs in this process while
+        waiting (no separate worker needed; other operations are left to
+        their workers). Raises TimeoutError after ``timeout``
         seconds, with a hint to start ``membank worker``.
         """
         deadline = time.monotonic() + timeout
         while True:
             if process:
-                self.bank.process_pending()
+                self.bank.process_pending(operation_name=self.name)
             operation = self.get()
             if operation.done:
                 return operation

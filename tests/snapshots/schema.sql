@@ -201,7 +201,7 @@ COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim u
 (memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.';
-CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1) RETURNS SETOF membank.generation_job
+CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -217,6 +217,7 @@ begin
     for _job in
         select * from membank_private.generation_jobs as j
         where j.retry_time <= statement_timestamp()
+          and (claim_generation_jobs.operation_name is null or j.operation_name = claim_generation_jobs.operation_name)
         order by j.retry_time, j.id
         limit batch_size
         for update skip locked
@@ -237,8 +238,8 @@ begin
     end loop;
 end
 $$;
-COMMENT ON FUNCTION membank.claim_generation_jobs(batch_size integer) IS 'Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller''s
-transaction. Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
+COMMENT ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) IS 'Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller''s
+transaction; with operation_name, only that operation''s job (to run one operation in-process). Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
 reply and the structured input (events, topics, examples) for offline providers; stage CONSOLIDATE carries
 embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
@@ -608,14 +609,20 @@ $$;
 COMMENT ON FUNCTION membank.get_memory(name uuid, scope jsonb) IS 'get_memory(name text, scope) for a name typed uuid, e.g. (membank.create_memory(...)).name.
 Raises P0002 (not found, deleted, expired or another scope), 22023 (bad scope).';
 CREATE FUNCTION membank.get_operation(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.operation
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
-    _name uuid := membank_private.parse_name(name);
+    _name uuid;
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
+    if name is null or name !~* '^\s*\{?[0-9a-f]{8}-?([0-9a-f]{4}-?){3}[0-9a-f]{12}\}?\s*$' then
+        raise exception 'name: % is not an operation name', coalesce(to_jsonb(left(name, 80))::text, 'null')
+            using errcode = 'invalid_text_representation', detail = 'argument: name',
+                  hint = 'operation names are the uuids generate_memories returns';
+    end if;
+    _name := name::uuid;
     select * into _row from membank_private.operations as o where o.name = _name;
     -- Another scope's operation is reported exactly like a missing one.
     if _row.name is null or (_scope is not null and _row.scope <> _scope) then
@@ -625,7 +632,7 @@ begin
     end if;
     return membank_private.to_operation(_row);
 end
-$$;
+$_$;
 COMMENT ON FUNCTION membank.get_operation(name text, scope jsonb) IS 'The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope.
 done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
@@ -634,7 +641,7 @@ no-op), rejected_items ({"stage", "item", "reason"} for each model item that was
 CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation in that scope),
 22023 (bad scope).';
 CREATE FUNCTION membank.get_operation(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.operation
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select membank.get_operation(name => name::text, scope => scope);
@@ -2914,8 +2921,8 @@ REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, event
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
-REVOKE ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;

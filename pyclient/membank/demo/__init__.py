@@ -91,11 +91,12 @@ def load_locomo(path: Path, max_questions: int = 5) -> Conversation:
         raise ValueError(f"{path}: not JSON ({err})") from None
     if isinstance(raw, list):
         raise ValueError(f"{path}: holds a list of {len(raw)} conversations (the upstream locomo10.json); "
-                         "pass one conversation per file, e.g. json.dump(data[0], open('conv.json', 'w'))")
+                         "pass one conversation per file (one element of that list)")
     conv = raw.get("conversation", raw) if isinstance(raw, dict) else None
     if not isinstance(conv, dict) or "speaker_a" not in conv or "session_1" not in conv:
-        raise ValueError(f"{path}: not a LoCoMo conversation: expected {{\"conversation\": {{\"speaker_a\", "
-                         "\"speaker_b\", \"session_1_date_time\", \"session_1\": [turns]}}, \"qa\": [...]}}")
+        raise ValueError(f"{path}: not a LoCoMo conversation: expected "
+                         '{"conversation": {"speaker_a", "speaker_b", "session_1_date_time", "session_1": [turns]}, '
+                         '"qa": [...]}')
     sessions = []
     n = 1
     while f"session_{n}" in conv:
@@ -142,7 +143,7 @@ def run_operation(bank: Any, pending: Any, *, timeout: float = 600.0, fail_fast:
     worker.last_error = None
     deadline = time.monotonic() + timeout
     while True:
-        bank.process_pending()
+        bank.process_pending(operation_name=pending.name)
         operation = pending.get()
         if operation.done:
             return operation

@@ -66,15 +66,16 @@ class GenerationWorker:
             "select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
             " embedding_model => %s)", (job_id, vectors, self.embedder.model_id)).fetchone()
 
-    def process_job(self) -> int:
-        """Claim and run one due job; return 1, or 0 when nothing is due.
+    def process_job(self, operation_name: str | None = None) -> int:
+        """Claim and run one due job (only ``operation_name``'s when given); return 1, or 0 when nothing is due.
 
         Raises psycopg.OperationalError when the connection is lost (the job
         is released by the server; ``run`` reconnects).
         """
         conn = self._connection()
         with conn.transaction():
-            job = conn.execute("select * from membank.claim_generation_jobs(1)").fetchone()
+            job = conn.execute("select * from membank.claim_generation_jobs(1, %s::uuid)",
+                               (operation_name,)).fetchone()
             if job is None:
                 return 0
             job_id, operation, stage = job[0], job[1], job[2]
@@ -102,11 +103,16 @@ class GenerationWorker:
             log.debug("operation %s: %s %s", operation, stage, status)
         return 1
 
-    def process_pending(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None) -> int:
-        """Run due jobs until none is left (or ``limit`` jobs); return how many ran."""
+    def process_pending(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None,
+                        operation_name: str | None = None) -> int:
+        """Run due jobs until none is left (or ``limit`` jobs); return how many ran.
+
+        With ``operation_name``, only that operation's jobs: running one
+        operation here never carries another scope's work with this provider.
+        """
         done = 0
         while limit is None or done < limit:
-            if self.process_job() == 0:
+            if self.process_job(operation_name) == 0:
                 break
             done += 1
             if progress:
