@@ -178,3 +178,18 @@ def test_valkey_start_and_stop_refuse_when_an_external_url_is_set(monkeypatch):
     for action in ("start", "stop"):
         result = CliRunner().invoke(main, ["valkey", action])
         assert result.exit_code == 2 and "MEMBANK_VALKEY_URL is set" in result.output and "hint:" in result.output
+
+
+def test_generate_with_a_time_range_and_a_custom_topic(cli):
+    scope = '{"user_id": "g2"}'
+    events = json.dumps([
+        {"event_id": "a", "author": "user", "text": "I went to the dentist yesterday.", "timestamp": "2023-05-01T10:00:00Z"},
+        {"event_id": "b", "author": "user", "text": "I went to Lisbon last week.", "timestamp": "2023-06-01T10:00:00Z"}])
+    cli("generate", "--scope", scope, "--session", "s1", "--events", events, "--no-wait")  # appends them
+    op = json.loads(cli("generate", "--scope", scope, "--session", "s1", "--start-time", "2023-05-15T00:00:00Z",
+                        "--custom-topic", "travel=trips the user took to Lisbon or elsewhere", "--ttl", "3600").output)
+    [generated] = op["generated_memories"]
+    assert generated["memory"]["fact"] == "The user went to Lisbon in the week of 2023-05-25."
+    assert generated["memory"]["topics"] == ["travel"] and generated["memory"]["expire_time"]
+    bad = CliRunner().invoke(main, ["generate", "--scope", scope, "--session", "s1", "--custom-topic", "travel"])
+    assert bad.exit_code == 2 and "LABEL=DESCRIPTION" in bad.output

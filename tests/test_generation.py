@@ -115,6 +115,16 @@ def test_an_empty_session_is_a_no_op(bank):
     assert op.done and op.generated_memories == [] and op.model_calls == 0 and op.session_id == "s1"
 
 
+def test_an_unknown_session_is_an_error_not_a_silent_no_op(bank, conn):
+    from membank import NotFoundError
+
+    bank.append_events({"user_id": "u2"}, "s1", [event("I live in Rome.")])  # the same id in another scope
+    with pytest.raises(NotFoundError) as info:
+        bank.generate_memories(SCOPE, session_id="s1")
+    assert info.value.argument == "session_id" and "append_events" in info.value.hint
+    assert conn.execute("select count(*) as n from membank_private.operations").fetchone()["n"] == 0
+
+
 def test_a_retried_request_returns_the_same_operation_and_duplicates_nothing(bank):
     events = [event("I love hiking in the Alps.", event_id="e1"), event("I work as a nurse.", event_id="e2")]
     first = bank.generate_memories(SCOPE, events=events)

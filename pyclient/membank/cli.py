@@ -424,11 +424,17 @@ def _operation(op: Any) -> dict:
 @click.option("--fact", "facts", multiple=True, help="A fact given directly (repeatable): no extraction.")
 @click.option("--topic", "topics", multiple=True,
               help="Managed topic to extract (repeatable; default all four), e.g. USER_PREFERENCES.")
+@click.option("--custom-topic", "custom_topics", multiple=True, metavar="LABEL=DESCRIPTION",
+              help="A custom topic (repeatable), e.g. 'travel=trips the user took or plans'.")
+@click.option("--start-time", help="With --session: only events at or after this ISO 8601 time.")
+@click.option("--end-time", help="With --session: only events before this ISO 8601 time.")
+@click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Seconds until created memories expire.")
 @click.option("--disable-consolidation", is_flag=True, help="Create every fact; compare none.")
 @click.option("--request-id", help="Idempotency token: a retry with it returns the same operation.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Run the operation in this process and print its result (--no-wait: print its name).")
 def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, ...], topics: tuple[str, ...],
+             custom_topics: tuple[str, ...], start_time: str | None, end_time: str | None, ttl: float | None,
              disable_consolidation: bool, request_id: str | None, wait: bool) -> None:
     """GenerateMemories: extract facts from a session or inline events (or take --fact) and consolidate them.
 
@@ -436,9 +442,16 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
     membank generate --scope '{"user_id":"u1"}' --session s1
     membank generate --scope '{"user_id":"u1"}' --fact 'The user is vegetarian'
     """
+    chosen: list[Any] = list(topics)
+    for custom in custom_topics:
+        label, sep, description = custom.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{custom!r}: write LABEL=DESCRIPTION", param_hint="--custom-topic")
+        chosen.append({"label": label.strip(), "description": description.strip()})
     with MemoryBank(max_size=1) as bank:
         pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
-                                         topics=list(topics) or None, disable_consolidation=disable_consolidation,
+                                         topics=chosen or None, start_time=start_time, end_time=end_time,
+                                         ttl=_ttl(ttl), disable_consolidation=disable_consolidation,
                                          request_id=request_id)
         if not wait:
             _echo_json({"name": pending.name})

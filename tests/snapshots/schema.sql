@@ -579,8 +579,8 @@ none compared), request_id (idempotency token), ttl (expiry of created memories)
 Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
 same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
 done at once with zero actions and no model call. Relative dates in events are resolved against each event''s own
-timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), MB020 (an inline event_id
-already stored with other content); nothing is written on error.';
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), P0002 (session_id names no
+session of this scope), MB020 (an inline event_id already stored with other content); nothing is written on error.';
 CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamp with time zone)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2194,6 +2194,14 @@ begin
         into _events
         from membank_private.validate_events(events) as v;
     else
+        if not exists (select from membank_private.sessions as s
+                       where s.scope_id = md5(resolve_source_events.scope::text)::uuid
+                         and s.scope = resolve_source_events.scope
+                         and s.session_id = resolve_source_events.session_id) then
+            raise exception 'session_id: no session % in this scope', to_jsonb(session_id)
+                using errcode = 'no_data_found', detail = 'argument: session_id',
+                      hint = 'append its events first (append_events), or pass them inline with events';
+        end if;
         select coalesce(jsonb_agg(jsonb_build_object(
                    'event_id', e.event_id, 'author', e.author, 'text', e.text,
                    'timestamp', membank_private.local_time_text(e.event_time, e.utc_offset))
