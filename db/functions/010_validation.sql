@@ -178,7 +178,7 @@ $$;
 
 -- name: parse_name: turn a memory name (text) into a uuid or raise 22P02.
 create or replace function membank_private.parse_name(
-    name text, argument text default 'name'
+    name text, argument text default 'name', kind text default 'memory'
 ) returns uuid
 language plpgsql
 immutable
@@ -188,14 +188,16 @@ as $$
 begin
     if name is null then
         perform membank_private._raise_invalid(argument, 'must not be null',
-            'pass the name (a uuid) returned by create_memory');
+            format('pass the name (a uuid) that %s returned',
+                   case kind when 'operation' then 'generate_memories' else 'create_memory' end));
     end if;
     return name::uuid;
 exception
     when invalid_text_representation then
-        raise exception '%: % is not a memory name', argument, to_jsonb(left(name, 80))
+        raise exception '%: % is not a% % name', argument, to_jsonb(left(name, 80)),
+            case when kind ~ '^[aeiou]' then 'n' else '' end, kind
             using errcode = 'invalid_text_representation',
-                  hint = 'memory names are uuids such as 0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e90',
+                  hint = format('%s names are uuids such as 0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e90', kind),
                   detail = format('argument: %s', argument);
 end
 $$;

@@ -209,16 +209,10 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _name uuid;
+    _name uuid := membank_private.parse_name(name, 'name', 'operation');
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
-    if name is null or name !~* '^\s*\{?[0-9a-f]{8}-?([0-9a-f]{4}-?){3}[0-9a-f]{12}\}?\s*$' then
-        raise exception 'name: % is not an operation name', coalesce(to_jsonb(left(name, 80))::text, 'null')
-            using errcode = 'invalid_text_representation', detail = 'argument: name',
-                  hint = 'operation names are the uuids generate_memories returns';
-    end if;
-    _name := name::uuid;
     select * into _row from membank_private.operations as o where o.name = _name;
     -- Another scope's operation is reported exactly like a missing one.
     if _row.name is null or (_scope is not null and _row.scope <> _scope) then

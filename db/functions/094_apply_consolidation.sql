@@ -72,8 +72,7 @@ declare
     _row membank_private.memories;
     _decided integer [] := '{}';
     _embedded_names text [] := '{}';
-    _embedded_md5s text [] := '{}';
-    _embedded_vectors text [] := '{}';
+    _embedded_facts integer [] := '{}';
     _i integer;
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
@@ -139,11 +138,9 @@ begin
                 _row := null;
         end case;
         -- The fact's vector is the memory's when the text is the fact's: store it now.
-        if _row.name is not null and _text = _fact ->> 'fact' and job.fact_embeddings is not null then
+        if _row.name is not null and _text = _fact ->> 'fact' then
             _embedded_names := _embedded_names || _row.name::text;
-            _embedded_md5s := _embedded_md5s || md5(_text);
-            _embedded_vectors := _embedded_vectors
-                || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
+            _embedded_facts := _embedded_facts || _i;
         end if;
     end loop;
     -- A fact the reply did not mention at all is created: nothing extracted is
@@ -152,17 +149,17 @@ begin
         if _i <> all(_decided) then
             _fact := _op.facts -> _i;
             _row := membank_private.apply_create(_op, _fact, _fact ->> 'fact');
-            if job.fact_embeddings is not null then
-                _embedded_names := _embedded_names || _row.name::text;
-                _embedded_md5s := _embedded_md5s || md5(_fact ->> 'fact');
-                _embedded_vectors := _embedded_vectors
-                    || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
-            end if;
+            _embedded_names := _embedded_names || _row.name::text;
+            _embedded_facts := _embedded_facts || _i;
         end if;
     end loop;
-    if cardinality(_embedded_names) > 0 then
-        perform membank.store_embeddings(job.embedding_model, array_length(job.fact_embeddings, 2),
-                                         _embedded_names, _embedded_md5s, _embedded_vectors);
+    if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
+        perform membank.store_embeddings(
+            job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
+            array(select md5(_op.facts -> x.i ->> 'fact')
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
+            array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     perform membank_private.finish_operation(_op.name);
     return 'done';

@@ -5,6 +5,8 @@
 -- not before the UTC date. validate_events returns it, so its shape changes.
 alter table membank_private.events add column utc_offset interval not null default interval '0';
 drop function if exists membank_private.validate_events(jsonb);
+-- parse_name gained a kind (memory or operation) for its message.
+drop function if exists membank_private.parse_name(text, text);
 
 -- One GenerateMemories operation as the API shows it.
 create type membank.operation as (

@@ -89,6 +89,15 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     return value
 
 
+def _events_json(events: Any) -> Any:
+    # Datetimes become ISO 8601 text (with their zone); anything that is not
+    # a list goes as it is, so that the server names the mistake.
+    if not isinstance(events, (list, tuple)):
+        return events
+    return [{**e, "timestamp": e["timestamp"].isoformat()} if isinstance(e, Mapping)
+            and isinstance(e.get("timestamp"), datetime) else e for e in events]
+
+
 class MemoryBank:
     """Client of a membank database.
 
@@ -357,11 +366,7 @@ class MemoryBank:
         naming ``events[i].field``, ConflictError (MB020) when an event_id is
         already stored with other content.
         """
-        payload: Any = events
-        if isinstance(events, (list, tuple)):  # anything else goes as is: the server names the mistake
-            payload = [{**e, "timestamp": e["timestamp"].isoformat()} if isinstance(e, Mapping)
-                       and isinstance(e.get("timestamp"), datetime) else e for e in events]
-        rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=payload))
+        rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=_events_json(events)))
         return rows[0]["append_events"]
 
     def list_events(self, scope: Scope, session_id: str, *, start_time: datetime | None = None,
@@ -389,12 +394,8 @@ class MemoryBank:
         the key). A worker (``membank worker`` or ``process_pending``) runs it.
         Raises InvalidArgumentError naming the argument, ConflictError (MB020).
         """
-        payload: Any = events
-        if isinstance(events, (list, tuple)):
-            payload = [{**e, "timestamp": e["timestamp"].isoformat()} if isinstance(e, Mapping)
-                       and isinstance(e.get("timestamp"), datetime) else e for e in events]
         rows = self._call("generate_memories", dict(
-            scope=scope, events=payload, session_id=session_id, start_time=start_time, end_time=end_time,
+            scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,
             facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
             request_id=request_id, ttl=ttl))
         return PendingOperation(self, rows[0]["generate_memories"])
@@ -433,21 +434,34 @@ class PendingOperation:
         """Return the operation as it is now."""
         return self.bank.get_operation(self.name)
 
-    def wait(self, timeout: float = 60.0, *, poll_interval: float = 0.05, process: bool = False) -> Operation:
+    def wait(self, timeout: float = 60.0, *, poll_interval: float = 0.05, process: bool = False,
+             fail_fast: bool = False) -> Operation:
         """Wait until the operation is done and return it (check ``error`` for a failed one).
 
         With ``process``, run this operation's jobs in this process while
         waiting (no separate worker needed; other operations are left to
-        their workers). Raises TimeoutError after ``timeout``
-        seconds, with a hint to start ``membank worker``.
+        their workers); with ``fail_fast`` too, the first failed provider
+        call raises GenerationError instead of waiting out the retries
+        (2 + 4 + 8 + 16 s). Raises TimeoutError after ``timeout`` seconds,
+        with a hint to start ``membank worker``.
         """
         deadline = time.monotonic() + timeout
+        if process:
+            self.bank.generation_worker.last_error = None
         while True:
             if process:
                 self.bank.process_pending(operation_name=self.name)
             operation = self.get()
             if operation.done:
                 return operation
+            worker = self.bank.generation_worker if process else None
+            if fail_fast and worker is not None and worker.last_error:
+                from membank.generation import GenerationError
+
+                raise GenerationError(f"operation {self.name}: the provider {worker.provider.model_id} failed: "
+                                      f"{worker.last_error}",
+                                      hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
+                                           "`membank worker` would retry it with backoff")
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")

@@ -611,18 +611,12 @@ Raises P0002 (not found, deleted, expired or another scope), 22023 (bad scope).'
 CREATE FUNCTION membank.get_operation(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.operation
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
+    AS $$
 declare
-    _name uuid;
+    _name uuid := membank_private.parse_name(name, 'name', 'operation');
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
-    if name is null or name !~* '^\s*\{?[0-9a-f]{8}-?([0-9a-f]{4}-?){3}[0-9a-f]{12}\}?\s*$' then
-        raise exception 'name: % is not an operation name', coalesce(to_jsonb(left(name, 80))::text, 'null')
-            using errcode = 'invalid_text_representation', detail = 'argument: name',
-                  hint = 'operation names are the uuids generate_memories returns';
-    end if;
-    _name := name::uuid;
     select * into _row from membank_private.operations as o where o.name = _name;
     -- Another scope's operation is reported exactly like a missing one.
     if _row.name is null or (_scope is not null and _row.scope <> _scope) then
@@ -632,7 +626,7 @@ begin
     end if;
     return membank_private.to_operation(_row);
 end
-$_$;
+$$;
 COMMENT ON FUNCTION membank.get_operation(name text, scope jsonb) IS 'The GenerateMemories operation called name (uuid as text); with scope, it must belong to exactly that scope.
 done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
@@ -1372,8 +1366,7 @@ declare
     _row membank_private.memories;
     _decided integer [] := '{}';
     _embedded_names text [] := '{}';
-    _embedded_md5s text [] := '{}';
-    _embedded_vectors text [] := '{}';
+    _embedded_facts integer [] := '{}';
     _i integer;
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
@@ -1438,11 +1431,9 @@ begin
                 _row := null;
         end case;
         -- The fact's vector is the memory's when the text is the fact's: store it now.
-        if _row.name is not null and _text = _fact ->> 'fact' and job.fact_embeddings is not null then
+        if _row.name is not null and _text = _fact ->> 'fact' then
             _embedded_names := _embedded_names || _row.name::text;
-            _embedded_md5s := _embedded_md5s || md5(_text);
-            _embedded_vectors := _embedded_vectors
-                || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
+            _embedded_facts := _embedded_facts || _i;
         end if;
     end loop;
     -- A fact the reply did not mention at all is created: nothing extracted is
@@ -1451,17 +1442,17 @@ begin
         if _i <> all(_decided) then
             _fact := _op.facts -> _i;
             _row := membank_private.apply_create(_op, _fact, _fact ->> 'fact');
-            if job.fact_embeddings is not null then
-                _embedded_names := _embedded_names || _row.name::text;
-                _embedded_md5s := _embedded_md5s || md5(_fact ->> 'fact');
-                _embedded_vectors := _embedded_vectors
-                    || array(select unnest(job.fact_embeddings[_i + 1:_i + 1]))::vector::text;
-            end if;
+            _embedded_names := _embedded_names || _row.name::text;
+            _embedded_facts := _embedded_facts || _i;
         end if;
     end loop;
-    if cardinality(_embedded_names) > 0 then
-        perform membank.store_embeddings(job.embedding_model, array_length(job.fact_embeddings, 2),
-                                         _embedded_names, _embedded_md5s, _embedded_vectors);
+    if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
+        perform membank.store_embeddings(
+            job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
+            array(select md5(_op.facts -> x.i ->> 'fact')
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
+            array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     perform membank_private.finish_operation(_op.name);
     return 'done';
@@ -2043,21 +2034,23 @@ begin
     end;
 end
 $$;
-CREATE FUNCTION membank_private.parse_name(name text, argument text DEFAULT 'name'::text) RETURNS uuid
+CREATE FUNCTION membank_private.parse_name(name text, argument text DEFAULT 'name'::text, kind text DEFAULT 'memory'::text) RETURNS uuid
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
     if name is null then
         perform membank_private._raise_invalid(argument, 'must not be null',
-            'pass the name (a uuid) returned by create_memory');
+            format('pass the name (a uuid) that %s returned',
+                   case kind when 'operation' then 'generate_memories' else 'create_memory' end));
     end if;
     return name::uuid;
 exception
     when invalid_text_representation then
-        raise exception '%: % is not a memory name', argument, to_jsonb(left(name, 80))
+        raise exception '%: % is not a% % name', argument, to_jsonb(left(name, 80)),
+            case when kind ~ '^[aeiou]' then 'n' else '' end, kind
             using errcode = 'invalid_text_representation',
-                  hint = 'memory names are uuids such as 0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e90',
+                  hint = format('%s names are uuids such as 0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e90', kind),
                   detail = format('argument: %s', argument);
 end
 $$;
@@ -3022,7 +3015,7 @@ REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;

@@ -128,35 +128,6 @@ class SessionResult:
     seconds: float
 
 
-def run_operation(bank: Any, pending: Any, *, timeout: float = 600.0, fail_fast: bool = True) -> Any:
-    """Run a pending operation's jobs in this process until it is done; return the operation.
-
-    With ``fail_fast``, the first failed provider call raises GenerationError
-    instead of waiting out the retries (2 + 4 + 8 + 16 s). Raises
-    TimeoutError after ``timeout`` seconds.
-    """
-    import time
-
-    from membank.generation import GenerationError
-
-    worker = bank.generation_worker
-    worker.last_error = None
-    deadline = time.monotonic() + timeout
-    while True:
-        bank.process_pending(operation_name=pending.name)
-        operation = pending.get()
-        if operation.done:
-            return operation
-        if fail_fast and worker.last_error:
-            raise GenerationError(f"operation {pending.name}: the provider {worker.provider.model_id} failed: "
-                                  f"{worker.last_error}",
-                                  hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
-                                       "`membank worker` would retry it with backoff")
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"operation {pending.name} not done after {timeout} s")
-        time.sleep(0.05)
-
-
 def generate_sessions(bank: Any, conversation: Conversation, *, run_id: str | None = None,
                       on_session: Callable[[SessionResult], None] | None = None,
                       timeout: float = 600.0) -> list[SessionResult]:
@@ -177,7 +148,7 @@ def generate_sessions(bank: Any, conversation: Conversation, *, run_id: str | No
         bank.append_events(conversation.scope, session.session_id, session.events)
         pending = bank.generate_memories(conversation.scope, session_id=session.session_id,
                                          request_id=f"demo-{run_id}-{session.session_id}")
-        operation = run_operation(bank, pending, timeout=timeout)
+        operation = pending.wait(timeout, process=True, fail_fast=True)
         result = SessionResult(session, operation, time.perf_counter() - started)
         results.append(result)
         if on_session:
