@@ -63,3 +63,6 @@ grant execute on procedure membank.purge_expired_memories(integer, integer, bigi
 -- batch is a SECURITY DEFINER function that only the admin role may call.
 grant usage on schema membank_private to membank_admin;
 grant execute on function membank_private.purge_expired_batch(integer) to membank_admin;
+
+-- Per-scope HNSW maintenance is the admin's (or a maintenance job's), never the application's.
+grant execute on function membank.scope_vector_index_plan(integer) to membank_admin;
