@@ -59,9 +59,16 @@ declare
     _lexemes text [];
     _idfs double precision [];
     _tsquery tsquery;
-    _documents bigint;
-    _plan_cache_mode text := current_setting('plan_cache_mode');
 begin
+    -- A big scope: the same list from fewer rows (065_text_candidates_maxscore.sql).
+    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
+        where s.scope_id = any(scope_ids)) > 2000 then
+        return query select c.name, c.text_rank
+                     from membank_private.text_candidates_maxscore(scope_ids, query_text, depth, metadata_filter,
+                                                                   topics, memory_type, created_after,
+                                                                   created_before) as c;
+        return;
+    end if;
     select array_agg(q.lexeme), array_agg(q.idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
     into _lexemes, _idfs, _tsquery
@@ -69,16 +76,8 @@ begin
     if _tsquery is null then
         return;
     end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
     -- A small scope is read whole in any plan, so the statement may keep a
-    -- cached generic plan (planning is most of its cost). A big scope is
-    -- planned for the actual query every time: a generic plan cannot see the
-    -- tsquery and was seen to read every row of the scope instead of using
-    -- the GIN (scope_id, fts) index, ten times slower.
-    if _documents > 2000 then
-        perform set_config('plan_cache_mode', 'force_custom_plan', true);
-    end if;
+    -- cached generic plan (planning is most of its cost).
     return query
     select m.name,
            (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
@@ -96,6 +95,5 @@ begin
       and (created_before is null or m.create_time < created_before)
     order by 2 desc, m.name
     limit depth;
-    perform set_config('plan_cache_mode', _plan_cache_mode, true);
 end
 $$;
