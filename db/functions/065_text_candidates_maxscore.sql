@@ -35,6 +35,7 @@ declare
     _j integer := 0;
     _rows bigint := 0;
     _target bigint;
+    _total bigint;
     _tsquery tsquery;
     _bound double precision;
     _names uuid [];
@@ -57,6 +58,7 @@ begin
     if _count = 0 then
         return;
     end if;
+    _total := (select sum(d) from unnest(_seeking_dfs) as d);
     -- First the fewest rarest lexemes whose rows can fill the list; on each
     -- miss, at least twice as many rows (so the rows read stay within a few
     -- times those of the final step).
@@ -91,7 +93,10 @@ begin
         -- Strictly above, with a margin for the real rounding of scores: a
         -- row at the bound could tie and win on its name.
         exit when cardinality(_names) = depth and _ranks[depth] > _bound * (1 + 1e-6);
-        _target := _rows * 2;
+        -- Once twice the rows read would reach half of all, read all at once:
+        -- the worst case (every lexeme needed) then costs at most ~1.5x one
+        -- full read, not a long series of re-reads.
+        _target := case when _rows * 4 >= _total then _total else _rows * 2 end;
     end loop;
     return query select u.name, u.text_rank from unnest(_names, _ranks) as u (name, text_rank);
 end
