@@ -211,3 +211,139 @@ def test_writer_asks_admin_sets_rules(conn):
         rule(conn, "ls", "ALLOW")
     finally:
         conn.execute("reset role")
+
+
+# -- PermissionGuard: allow-once in Valkey, the ADK callback ---------------------------------------------------
+
+USER = {"user_id": "u1"}
+
+
+@pytest.fixture
+def guard(bank, valkey_url, buffer_prefix):
+    from membank.permissions import PermissionGuard
+
+    g = PermissionGuard(bank, valkey=valkey_url, prefix=buffer_prefix, project_id="p1")
+    yield g
+    g.valkey.close()
+
+
+def test_allow_once_one_grant_eight_concurrent_checks(guard):
+    args = {"command": "make deploy"}
+    guard.allow_once(USER, "s1", "run_shell", args)
+    barrier = threading.Barrier(8)
+    results = []
+
+    def ask():
+        barrier.wait()
+        results.append(guard.check(USER, "run_shell", args, session_id="s1"))
+
+    threads = [threading.Thread(target=ask) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r.decision for r in results) == ["ALLOW"] + ["PROMPT_USER"] * 7
+    assert [r.tier for r in results if r.decision == "ALLOW"] == [1]
+    assert guard.check(USER, "run_shell", args, session_id="s1").decision == "PROMPT_USER"
+
+
+def test_allow_once_is_bound_to_the_exact_call_and_expires(guard):
+    args = {"command": "make deploy", "cwd": "/srv"}
+    key = guard.allow_once(USER, "s1", "run_shell", args)
+    # The TTL is read from the server, never raced.
+    assert 0 < guard.valkey.pttl(key) <= 300_000
+    assert guard.valkey.pttl(key) > 290_000
+    # Another session, tool, argument or scope does not consume it.
+    assert guard.check(USER, "run_shell", args, session_id="s2").decision == "PROMPT_USER"
+    assert guard.check(USER, "other", args, session_id="s1").decision == "PROMPT_USER"
+    assert guard.check(USER, "run_shell", {**args, "cwd": "/"}, session_id="s1").decision == "PROMPT_USER"
+    assert guard.check({"user_id": "u2"}, "run_shell", args, session_id="s1").decision == "PROMPT_USER"
+    assert guard.valkey.exists(key) == 1
+    # Key order of the arguments does not matter (canonical JSON).
+    assert key == guard.grant_key(USER, "s1", "run_shell", {"cwd": "/srv", "command": "make deploy"})
+    assert "{" + str(guard.bank.scope_id(USER)) + ":s1}" in key
+    # Past its TTL (expired explicitly on the server) the call is PROMPT_USER again.
+    guard.valkey.pexpire(key, 1)
+    guard.valkey.delete(key) if guard.valkey.exists(key) else None
+    assert guard.check(USER, "run_shell", args, session_id="s1").decision == "PROMPT_USER"
+    short = guard.allow_once(USER, "s1", "run_shell", args, ttl_seconds=5)
+    assert 0 < guard.valkey.pttl(short) <= 5000
+
+
+def test_allow_once_never_lifts_a_block(conn, guard):
+    block = rule(conn, "rm .*", "BLOCK", project_id="p1")
+    args = {"command": "rm -rf build"}
+    guard.allow_once(USER, "s1", "run_shell", args)
+    got = guard.check(USER, "run_shell", args, session_id="s1")
+    assert (got.decision, got.rule_id, got.tier) == ("BLOCK", block, 2)
+
+
+def test_valkey_down_is_prompt_user_without_exception(bank, own_valkey, conn):
+    from membank.buffer import server
+    from membank.permissions import PermissionGuard
+
+    guard = PermissionGuard(bank, valkey=server.ensure_running(own_valkey), project_id="p1")
+    rule(conn, "ls", "ALLOW", project_id="p1")
+    assert guard.check(USER, "run_shell", {"command": "ls"}, session_id="s1").decision == "ALLOW"
+    server.stop(own_valkey)
+    got = guard.check(USER, "run_shell", {"command": "ls"}, session_id="s1")
+    assert got.decision == "PROMPT_USER" and "allow-once store failed" in got.reason
+    assert "Connection" in got.reason or "Error" in got.reason
+    block = rule(conn, "rm .*", "BLOCK", project_id="p1")
+    assert guard.check(USER, "run_shell", {"command": "rm x"}, session_id="s1").rule_id == block
+    # The ADK callback denies, and raises nothing.
+    denied = guard.before_tool_callback(_Tool("run_shell"), {"command": "ls"}, _Context("s1"))
+    assert denied["status"] == "DENIED" and denied["decision"] == "PROMPT_USER"
+
+
+def test_database_down_is_prompt_user(db_url, valkey_url, buffer_prefix):
+    from membank import MemoryBank
+    from membank.permissions import PermissionGuard
+
+    bank = MemoryBank(db_url, max_size=1)
+    guard = PermissionGuard(bank, valkey=valkey_url, prefix=buffer_prefix)
+    bank.close()  # every connection gone
+    got = guard.check(USER, "run_shell", {"command": "ls"}, session_id="s1")
+    assert got.decision == "PROMPT_USER" and got.reason.startswith("the permission check failed (")
+    assert guard.before_tool_callback(_Tool("run_shell"), {"command": "ls"}, _Context("s1"))["status"] == "DENIED"
+
+
+class _Tool:
+    """The part of google.adk.tools.BaseTool the callback reads: ``name``."""
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _Session:
+    def __init__(self, session_id):
+        self.id, self.app_name, self.user_id = session_id, "shop", "u1"
+
+
+class _Context:
+    """The part of google.adk.tools.ToolContext the callback reads: ``session`` (id, app_name, user_id)."""
+
+    def __init__(self, session_id):
+        self.session = _Session(session_id)
+        self.invocation_id = "inv-1"
+
+
+def test_before_tool_callback_has_adk_shape(conn, bank, valkey_url, buffer_prefix):
+    from membank.permissions import PermissionGuard
+
+    # ADK: before_tool_callback(tool: BaseTool, args: dict[str, Any], tool_context: ToolContext) -> Optional[dict]
+    guard = PermissionGuard(bank, valkey=valkey_url, prefix=buffer_prefix)
+    scope = '{"app_name": "shop", "user_id": "u1"}'
+    conn.execute("select membank.create_tool_rule(scope => %s, tool_name => 'run_shell', pattern => 'pytest .*',"
+                 " decision => 'ALLOW')", (scope,))
+    callback = guard.callback()
+    assert callback(_Tool("run_shell"), {"command": "pytest -q tests/"}, _Context("s1")) is None
+    denied = callback(_Tool("run_shell"), {"command": "pytest -q; rm -rf /"}, _Context("s1"))
+    assert denied["status"] == "DENIED" and denied["decision"] == "PROMPT_USER" and denied["reason"]
+    assert callback(_Tool("load_memory"), {"query": "x"}, _Context("s1")) is None   # exempt by default
+    guard.allow_once({"app_name": "shop", "user_id": "u1"}, "s1", "deploy", {"env": "prod"})
+    assert callback(_Tool("deploy"), {"env": "prod"}, _Context("s1")) is None
+    assert callback(_Tool("deploy"), {"env": "prod"}, _Context("s1"))["status"] == "DENIED"
+    logged = conn.execute("select * from membank.list_tool_decisions(scope => %s)", (scope,)).fetchall()
+    assert [d["decision"] for d in logged] == ["PROMPT_USER", "ALLOW", "ALLOW", "PROMPT_USER", "ALLOW"]
+    assert logged[1]["tier"] == 1 and logged[1]["session_id"] == "s1" and logged[1]["command"] == '{"env":"prod"}'
