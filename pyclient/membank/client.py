@@ -46,7 +46,8 @@ _ARG_TYPES = {
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
-    "tools": "text[]", "max_decisions": "integer", "max_changes": "integer",
+    "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
+    "max_scopes": "integer",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
@@ -444,6 +445,14 @@ class MemoryBank:
                                                    topics=topics, model_id=model_id, in_database=in_database))
         name = rows[0]["compact_memories"]
         return None if name is None else PendingOperation(self, name)
+
+    def compact_scopes(self, scope_pattern: Mapping[str, str], older_than: timedelta | float, *,
+                       max_memories: int | None = None, max_scopes: int | None = None) -> list[dict[str, Any]]:
+        """Start compaction in every scope containing ``scope_pattern``; return ``[{scope, operation_name}]``."""
+        if isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            older_than = timedelta(seconds=older_than)
+        return self._call("compact_scopes", dict(scope_pattern=scope_pattern, older_than=older_than,
+                                                 max_memories=max_memories, max_scopes=max_scopes))
 
     # -- tool permissions -------------------------------------------------------
     def scope_id(self, scope: Scope) -> UUID:
