@@ -223,3 +223,18 @@ def test_in_database_and_worker_paths_produce_the_same_rows(conn, db_url, ai_stu
 
     assert shape(in_db) == shape(via_worker.name)
     assert shape(in_db)[3].startswith("Summary (gemini-2.0-flash-001): fact number 0 about topic 0; ")
+
+
+def test_compact_scopes_starts_compaction_in_every_matching_scope(conn, db_url):
+    seed(conn, scope={"app_name": "shop", "user_id": "a"}, old=3, new=0)
+    seed(conn, scope={"app_name": "shop", "user_id": "b"}, old=3, new=1)
+    seed(conn, scope={"app_name": "other", "user_id": "c"}, old=3, new=0)
+    rows = conn.execute("select * from membank.compact_scopes(scope_pattern => '{\"app_name\": \"shop\"}',"
+                        " older_than => '30 days')").fetchall()
+    assert sorted(r["scope"]["user_id"] for r in rows) == ["a", "b"]
+    assert conn.execute("select count(*) from membank.compact_scopes(scope_pattern => '{\"app_name\": \"shop\"}',"
+                        " older_than => '30 days')").fetchone()["count"] == 0   # already held by those operations
+    with MemoryBank(db_url, provider="rules") as bank:
+        bank.generation_worker.process_pending()
+    assert len(live_names(conn, {"app_name": "shop", "user_id": "b"})) == 2
+    assert len(live_names(conn, {"app_name": "other", "user_id": "c"})) == 3

@@ -164,7 +164,7 @@ create or replace function membank.compact_memories(
     scope jsonb,
     older_than interval,
     max_memories integer default 50,
-    topics text [] default null,
+    topics text[] default null,
     model_id text default null,
     in_database boolean default null
 ) returns uuid

@@ -18,7 +18,7 @@ create table membank_private.tool_rules (
     tool_name text not null,
     pattern text not null,
     decision text not null check (decision in ('ALLOW', 'BLOCK')),
-    allow_operators text [] not null default '{}',
+    allow_operators text[] not null default '{}',
     description text,
     revision integer not null default 1,
     create_time timestamptz not null default statement_timestamp(),
@@ -72,7 +72,7 @@ on membank_private.tool_decisions (decide_time);
 create table membank_private.tool_permission_settings (
     scope_id uuid primary key generated always as (md5(scope::text)::uuid) stored,
     scope jsonb not null,
-    exempt_tools text [] not null,
+    exempt_tools text[] not null,
     update_time timestamptz not null default statement_timestamp()
 );
 

@@ -1169,8 +1169,8 @@ begin
     limit max_changes;
 end
 $$;
-COMMENT ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) IS 'The audit log of the tool rules of an exact scope, newest first, at most max_changes (1..10000, default 100); only those of
-the rule id when given. Each change: rule_id, action (CREATED, UPDATED, DELETED), the rule after the change (before it,
+COMMENT ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) IS 'The audit log of the tool rules of an exact scope, newest first, at most max_changes (1..10000, default 100); only
+those of the rule id when given. Each change: rule_id, action (CREATED, UPDATED, DELETED), the rule after the change (before it,
 for DELETED), the database role that made it, and when. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_tool_rules(scope jsonb, project_id text DEFAULT NULL::text) RETURNS SETOF membank.tool_rule
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1188,8 +1188,8 @@ begin
     order by r.project_id nulls last, r.id;
 end
 $$;
-COMMENT ON FUNCTION membank.list_tool_rules(scope jsonb, project_id text) IS 'The tool rules of an exact scope: with project_id, that project''s rules (tier 2) and the global ones (tier 3); without,
-every rule. Project rules first, then by id. Raises 22023 naming the argument.';
+COMMENT ON FUNCTION membank.list_tool_rules(scope jsonb, project_id text) IS 'The tool rules of an exact scope: with project_id, that project''s rules (tier 2) and the global ones (tier 3);
+without, every rule. Project rules first, then by id. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[] DEFAULT NULL::real[], embedding_model text DEFAULT NULL::text) RETURNS membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
