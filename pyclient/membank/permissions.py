@@ -126,9 +126,10 @@ class PermissionGuard:
               session_id: str | None = None, project_id: str | None = None) -> ToolDecision:
         """ALLOW, BLOCK or PROMPT_USER for one call, with the reason, rule and tier. Never raises.
 
-        A grant of this exact call (``allow_once``) is consumed first
-        (GETDEL); the database then decides with it (a BLOCK rule still
-        blocks). Any failure (Valkey, the database) answers PROMPT_USER.
+        With ``session_id``, a grant of this exact call (``allow_once``) is
+        consumed first (GETDEL); the database then decides with it (a BLOCK
+        rule still blocks). Without ``session_id`` no grant applies. Any
+        failure (Valkey, the database) answers PROMPT_USER.
         """
         project = project_id if project_id is not None else self.project_id
         consumed, grant_error = False, None
