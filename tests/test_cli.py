@@ -224,3 +224,20 @@ def test_permissions_and_compact(cli, conn, valkey_url, monkeypatch):
     remaining = json.loads(cli("memories", "list", "--scope", scope).output)["memories"]
     assert len(remaining) == 1 and remaining[0]["metadata"]["compaction"]["replaced"] == 3
     assert json.loads(cli("compact", "--scope", scope, "--older-than", "30d").output)["name"] is None
+
+
+def test_worker_compacts_on_its_schedule(cli, conn):
+    for user in ("a", "b"):
+        for i in range(3):
+            cli("memories", "create", "--scope", json.dumps({"app_name": "shop", "user_id": user}),
+                "--fact", f"old fact {i} of {user}")
+    cli("memories", "create", "--scope", '{"app_name": "other"}', "--fact", "old fact")
+    cli("memories", "create", "--scope", '{"app_name": "other"}', "--fact", "another old fact")
+    conn.execute("update membank_private.memories set create_time = now() - interval '40 days'")
+    result = cli("worker", "--once", "--compact-scope", '{"app_name": "shop"}', "--compact-older-than", "30d")
+    assert "compaction: 2 scopes" in result.output
+    for user in ("a", "b"):
+        listed = json.loads(cli("memories", "list", "--scope", json.dumps({"app_name": "shop", "user_id": user})
+                                ).output)["memories"]
+        assert len(listed) == 1 and listed[0]["metadata"]["compaction"]["replaced"] == 3
+    assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').output)["memories"]) == 2
