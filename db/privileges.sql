@@ -58,8 +58,14 @@ to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;
 grant execute on procedure membank.purge_expired_memories(integer, integer, bigint) to membank_admin;
+grant execute on function
+membank.erase_scope(jsonb, boolean),
+membank.configure_retention(interval, interval, interval, text[])
+to membank_admin;
+grant execute on procedure membank.apply_retention(integer, integer, jsonb) to membank_admin;
 
 -- The expiry procedure runs as its caller and commits between batches; each
 -- batch is a SECURITY DEFINER function that only the admin role may call.
 grant usage on schema membank_private to membank_admin;
 grant execute on function membank_private.purge_expired_batch(integer) to membank_admin;
+grant execute on function membank_private.retention_batch(integer) to membank_admin;

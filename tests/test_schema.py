@@ -49,6 +49,9 @@ SAMPLE_CALLS = {
                                " reply => '{\"actions\": []}')",
     "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
     "generation_backlog": "select * from membank.generation_backlog()",
+    "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
+    "configure_retention": "select membank.configure_retention(events => interval '400 days')",
+    "apply_retention": "call membank.apply_retention()",
 }
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
                     "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
@@ -112,7 +115,8 @@ def test_every_public_function_is_called(conn):
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
-             "delete_memory", "purge_memories", "purge_expired_memories"]
+             "delete_memory", "purge_memories", "purge_expired_memories",
+             "erase_scope", "configure_retention", "apply_retention"]
     assert set(order) | {"create_memory"} | set(GENERATION_CALLS) == set(SAMPLE_CALLS)
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()

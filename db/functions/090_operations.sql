@@ -164,7 +164,10 @@ stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select row(o.name, o.scope, o.session_id, o.done, o.error, o.generated_memories, o.rejected_items,
+    -- A memory that is no longer live (deleted, expired, purged) is listed
+    -- by name, action and times only: its text is never shown (085_erasure.sql).
+    select row(o.name, o.scope, o.session_id, o.done, o.error,
+               membank_private.redact_generated(o.generated_memories), o.rejected_items,
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
 

@@ -149,7 +149,11 @@ def _where() -> str:
 @click.option("--provider", default=None, metavar="SPEC",
               help="Generation provider: rules, gemini[:MODEL], openai:MODEL (default MEMBANK_PROVIDER, else rules).")
 @click.option("--once", is_flag=True, help="Process what is due, then exit.")
-def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool) -> None:
+@click.option("--retention-interval", type=float, default=3600.0, show_default=True,
+              help="Seconds between runs of purge_expired_memories and apply_retention (needs membank_admin; "
+                   "0 turns them off).")
+def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool,
+           retention_interval: float) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
     Generation jobs go to the provider (MEMBANK_PROVIDER, default the
@@ -168,7 +172,8 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     embedder = get_embedder()
     url = settings.database_url()
     generation = GenerationWorker(url, get_provider(provider), embedder)
-    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation)
+    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
+                        retention_interval=retention_interval or None)
     w.configure()
     click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
                f"({embedder.dimension}-d), batch {batch_size}", err=True)
@@ -176,6 +181,8 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
         if once:
             operations = generation.process_pending()
             click.echo(f"ran {operations} generation jobs; embedded {w.process_pending()} memories")
+            if retention_interval:
+                click.echo(f"retention: {json.dumps(w.run_retention())}")
         else:
             w.run(poll_interval=poll_interval)
     except KeyboardInterrupt:
@@ -401,6 +408,28 @@ def memories_purge(scope: Any, metadata_filter: Any, force: bool) -> None:
     with MemoryBank(max_size=1) as bank:
         count = bank.purge_memories(scope, metadata_filter=metadata_filter, force=force)
     _echo_json({"purged" if force else "would_purge": count})
+
+
+@main.command()
+@_scope_option
+@click.option("--force", is_flag=True, help="Really erase; without it only the counts are printed.")
+@click.option("--keep-buffer", is_flag=True, help="Do not delete the sessions' Valkey buffer keys.")
+def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
+    """Right to erasure: remove everything stored under an exact scope (memories, revisions, vectors,
+    lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
+
+    Without --force only the counts are printed. Other scopes, even ones
+    that extend this one with more keys, are never touched.
+    """
+    with MemoryBank(max_size=1) as bank:
+        if force and not keep_buffer:
+            from membank.buffer import SessionBuffer
+
+            with SessionBuffer() as buffer:
+                result = bank.erase_scope(scope, force=True, buffer=buffer)
+        else:
+            result = bank.erase_scope(scope, force=force)
+    _echo_json(result)
 
 
 # -- session buffer (Valkey) and the evidence audit: commands of their own modules --

@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
+from membank.errors import MembankError
 from membank.embedding import Embedder, get_embedder
 from membank.worker import EmbeddingWorker
 from membank.models import (
@@ -42,9 +43,10 @@ _ARG_TYPES = {
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean",
+    "deleted_revisions": "interval", "finished_operations": "interval", "forever": "text[]",
 }
 # Arguments whose SQL type differs by function.
-_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
 
 Scope = Mapping[str, str]
 
@@ -265,6 +267,44 @@ class MemoryBank:
         rows = self._call("purge_expired_memories", dict(batch_size=batch_size, max_batches=max_batches),
                           kind="call")
         return rows[0]["purged"]
+
+    # -- erasure and retention ----------------------------------------------
+    def erase_scope(self, scope: Scope, *, force: bool = False, buffer: Any = None) -> dict[str, Any]:
+        """Erase everything stored under the exact ``scope`` (membank.erase_scope); with force=False only count.
+
+        Returns ``{"scope_id", "erased", "counts": {kind: n}, "session_ids"}``.
+        With ``buffer`` (a ``membank.buffer.SessionBuffer``) and force=True,
+        the Valkey keys of the scope's sessions are deleted too, after the
+        database has committed; ``counts["buffer_keys"]`` says how many. If
+        Valkey is down, BufferUnavailableError is raised and the session ids
+        are on the error (``err.session_ids``) so that the caller can retry
+        ``buffer.delete`` for each.
+        """
+        result = self._call("erase_scope", dict(scope=scope, force=force))[0]["erase_scope"]
+        if force and buffer is not None:
+            deleted = 0
+            try:
+                for session_id in result["session_ids"]:
+                    deleted += buffer.delete(session_id)
+            except MembankError as err:  # BufferUnavailableError
+                err.session_ids = result["session_ids"]  # type: ignore[attr-defined]
+                raise
+            result["counts"]["buffer_keys"] = deleted
+        return result
+
+    def configure_retention(self, *, deleted_revisions: timedelta | None = None,
+                            finished_operations: timedelta | None = None, events: timedelta | None = None,
+                            forever: list[str] | None = None) -> dict[str, Any]:
+        """Set retention windows (membank.configure_retention); None leaves one as it is; return all three."""
+        rows = self._call("configure_retention", dict(deleted_revisions=deleted_revisions,
+                                                      finished_operations=finished_operations, events=events,
+                                                      forever=forever))
+        return rows[0]["configure_retention"]
+
+    def apply_retention(self, *, batch_size: int | None = None, max_batches: int | None = None) -> dict[str, int]:
+        """Remove what is past its retention window in committed batches (CALL membank.apply_retention)."""
+        rows = self._call("apply_retention", dict(batch_size=batch_size, max_batches=max_batches), kind="call")
+        return rows[0]["removed"]
 
     # -- revisions ----------------------------------------------------------
     def list_revisions(self, name: str | UUID, *, scope: Scope | None = None) -> list[MemoryRevision]:

@@ -164,6 +164,41 @@ speaker''s zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.';
+CREATE PROCEDURE membank.apply_retention(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT removed jsonb DEFAULT NULL::jsonb)
+    LANGUAGE plpgsql
+    AS $$
+declare
+    _batch jsonb;
+    _batches integer := 0;
+begin
+    if batch_size is null or batch_size < 1 or batch_size > 100000 then
+        raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
+            using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000',
+                  detail = 'argument: batch_size';
+    end if;
+    if max_batches is not null and max_batches < 1 then
+        raise exception 'max_batches: must be positive or null, got %', max_batches
+            using errcode = 'invalid_parameter_value', hint = 'null means until nothing past its window is left',
+                  detail = 'argument: max_batches';
+    end if;
+    removed := '{"revisions": 0, "operations": 0, "events": 0, "sessions": 0}';
+    loop
+        _batch := membank_private.retention_batch(batch_size);
+        select jsonb_object_agg(k.key, (removed ->> k.key)::bigint + (k.value #>> '{}')::bigint)
+        into removed from jsonb_each(_batch) as k;
+        _batches := _batches + 1;
+        commit;
+        exit when not exists (select from jsonb_each(_batch) as k where (k.value #>> '{}')::bigint >= batch_size)
+                  or _batches >= coalesce(max_batches, _batches + 1);
+    end loop;
+end
+$$;
+COMMENT ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) IS 'Remove what is past its retention window (membank.configure_retention): the revisions of memories deleted longer
+ago than deleted_revisions, GenerateMemories operations finished longer ago than finished_operations, events appended
+longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
+transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
+(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
+Raises 22023 naming the argument.';
 CREATE FUNCTION membank.claim_embedding_jobs(batch_size integer DEFAULT 64) RETURNS TABLE(memory_name uuid, memory_fact text, fact_md5 uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -363,6 +398,46 @@ COMMENT ON FUNCTION membank.configure_embedding(model_id text, dimension integer
 this client uses. The first call fixes the bank''s model; later calls must name the same one. A bank with no stored
 vectors switches freely.
 Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).';
+CREATE FUNCTION membank.configure_retention(deleted_revisions interval DEFAULT NULL::interval, finished_operations interval DEFAULT NULL::interval, events interval DEFAULT NULL::interval, forever text[] DEFAULT '{}'::text[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _kind text;
+    _row membank_private.retention_settings;
+begin
+    foreach _kind in array coalesce(forever, '{}') loop
+        if _kind is null or _kind not in ('deleted_revisions', 'finished_operations', 'events') then
+            perform membank_private._raise_invalid('forever', format('unknown kind %s', to_jsonb(_kind)),
+                'kinds are deleted_revisions, finished_operations and events');
+        end if;
+    end loop;
+    if deleted_revisions < interval '0' or finished_operations < interval '0' or events < interval '0' then
+        perform membank_private._raise_invalid(case when deleted_revisions < interval '0' then 'deleted_revisions'
+                                                    when finished_operations < interval '0' then 'finished_operations'
+                                                    else 'events' end,
+            'must not be negative', 'a window of 0 removes at the next apply_retention');
+    end if;
+    update membank_private.retention_settings as s
+    set deleted_revisions = case when 'deleted_revisions' = any(forever) then null
+                                 else coalesce(configure_retention.deleted_revisions, s.deleted_revisions) end,
+        finished_operations = case when 'finished_operations' = any(forever) then null
+                                   else coalesce(configure_retention.finished_operations, s.finished_operations) end,
+        events = case when 'events' = any(forever) then null
+                      else coalesce(configure_retention.events, s.events) end,
+        update_time = statement_timestamp()
+    returning * into _row;
+    return jsonb_build_object('deleted_revisions', _row.deleted_revisions::text,
+                              'finished_operations', _row.finished_operations::text,
+                              'events', _row.events::text);
+end
+$$;
+COMMENT ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) IS 'Set how long what is no longer current is kept before membank.apply_retention() removes it: deleted_revisions (the
+revisions of a memory deleted with delete_memory, counted from its deletion; default 30 days), finished_operations
+(done GenerateMemories operations, from their last update; default 90 days), events (conversation events, from when
+they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
+keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
+Raises 22023 naming the argument (negative window, unknown kind).';
 CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -444,6 +519,73 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. Raises no SQLSTATE of its own.';
+CREATE FUNCTION membank.erase_scope(scope jsonb, force boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _counts jsonb;
+    _sessions text [];
+begin
+    if force is null then
+        perform membank_private._raise_invalid('force', 'must be true or false',
+            'force => false (default) only counts; force => true erases');
+    end if;
+    perform membank_private.lock_scope(_scope_id);
+    -- Rows are matched by scope_id and, where the row holds it, by the scope
+    -- itself, so an md5 collision can never erase another scope's data.
+    select coalesce(array_agg(s.session_id order by s.session_id), '{}') into _sessions
+    from membank_private.sessions as s where s.scope_id = _scope_id and s.scope = _scope;
+    select jsonb_build_object(
+        'memories', (select count(*) from membank_private.memories as m
+                     where m.scope_id = _scope_id and m.scope = _scope),
+        'revisions', (select count(*) from membank_private.memory_revisions as r
+                      where r.scope_id = _scope_id and r.scope = _scope),
+        'embeddings', (select count(*) from membank_private.memory_embeddings as e
+                       inner join membank_private.memories as m on m.name = e.name
+                       where m.scope_id = _scope_id and m.scope = _scope),
+        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
+                           inner join membank_private.memories as m on m.name = j.name
+                           where m.scope_id = _scope_id and m.scope = _scope),
+        'lexicon', (select count(*) from membank_private.scope_lexicon as l where l.scope_id = _scope_id),
+        'events', (select count(*) from membank_private.events as e
+                   where e.scope_id = _scope_id and e.session_id = any(_sessions)),
+        'sessions', cardinality(_sessions),
+        'operations', (select count(*) from membank_private.operations as o
+                       where o.scope_id = _scope_id and o.scope = _scope),
+        'generation_jobs', (select count(*) from membank_private.generation_jobs as j
+                            inner join membank_private.operations as o on o.name = j.operation_name
+                            where o.scope_id = _scope_id and o.scope = _scope)
+    ) into _counts;
+    if force then
+        -- Memories first (embeddings and embedding jobs cascade; the revision
+        -- trigger writes DELETED revisions, removed with the rest below).
+        delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
+        delete from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.scope = _scope;
+        -- A scope's lexicon and statistics are keyed by scope_id alone; they
+        -- go only when no memory of a colliding scope still counts in them.
+        if not exists (select from membank_private.memories as m where m.scope_id = _scope_id) then
+            delete from membank_private.scope_lexicon as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
+        end if;
+        delete from membank_private.sessions as s
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events cascade
+        delete from membank_private.operations as o
+        where o.scope_id = _scope_id and o.scope = _scope;  -- generation jobs cascade
+    end if;
+    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
+                              'session_ids', to_jsonb(_sessions));
+end
+$$;
+COMMENT ON FUNCTION membank.erase_scope(scope jsonb, force boolean) IS 'Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
+does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
+jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs. With force =>
+false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
+boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"operations", "generation_jobs"}, "session_ids": [the scope''s session ids]}: the client deletes those sessions''
+Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).';
 CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -650,6 +792,10 @@ declare
     _name uuid := membank_private.parse_name(name);
     _row membank_private.memory_revisions;
 begin
+    if revision is null then
+        perform membank_private._raise_invalid('revision', 'must not be null',
+            'pass a revision number that list_revisions shows');
+    end if;
     perform membank_private.check_revisions_exist(_name, scope);
     select * into _row from membank_private.memory_revisions as r
     where r.memory_name = _name and r.revision = get_revision.revision;
@@ -659,11 +805,15 @@ begin
                   hint = 'list_revisions shows the revision numbers that exist',
                   detail = 'argument: revision';
     end if;
+    if membank_private.is_expired(_name) then
+        return membank_private.redact_revision(membank_private.to_memory_revision(_row));
+    end if;
     return membank_private.to_memory_revision(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision).';
+COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields (and what is redacted
+for expired and purged memories). Raises 22P02 (malformed name), P0002 (unknown memory or revision),
+22023 (revision is null).';
 CREATE FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -789,7 +939,9 @@ declare
 begin
     perform membank_private.check_revisions_exist(_name, scope);
     return query
-    select (membank_private.to_memory_revision(r)).*
+    select (case when membank_private.is_expired(_name)
+                 then membank_private.redact_revision(membank_private.to_memory_revision(r))
+                 else membank_private.to_memory_revision(r) end).*
     from membank_private.memory_revisions as r
     where r.memory_name = _name
     order by r.revision;
@@ -797,8 +949,10 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revisions of the memory called name, oldest first: one per create, update, delete and rollback, each with action
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
-extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
-Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).';
+extracted_memories. Readable after the memory is deleted, until the retention window (configure_retention); while the
+memory is expired its revisions show name, action, topics and times but no fact, structured content, metadata or
+extraction context, and a purged memory''s revisions have lost that text for good. With scope, the memory must be in
+exactly that scope. Raises 22P02 (malformed name), P0002 (no revisions: unknown name, other scope, or past retention).';
 CREATE FUNCTION membank.list_revisions(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1073,10 +1227,21 @@ CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _target membank.memory_revision := membank.get_revision(name, revision, scope);
+    _target membank.memory_revision;
     _row membank_private.memories;
     _last integer;
 begin
+    if revision is null then
+        perform membank_private._raise_invalid('revision', 'must not be null',
+            'pass a revision number that list_revisions shows');
+    end if;
+    _target := membank.get_revision(name, revision, scope);
+    if membank_private.is_expired(_target.memory_name) then
+        -- Expired is forgotten: its revisions show no text to restore.
+        raise exception 'name: memory % has expired', _target.memory_name
+            using errcode = 'no_data_found', detail = 'argument: name',
+                  hint = 'an expired memory cannot be rolled back; create it again';
+    end if;
     if _target.action = 'DELETED' then
         perform membank_private._raise_invalid('revision',
             format('revision %s records a deletion and holds no content to restore', revision),
@@ -1086,7 +1251,7 @@ begin
     perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
     select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
     if _row.name is not null then
-        -- Live or expired: restore the content; the expiry stays as it is now.
+        -- Live: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
         set fact = _target.fact, structured_content = _target.structured_content,
             topics = _target.topics, metadata = _target.metadata
@@ -1112,8 +1277,10 @@ end
 $$;
 COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) IS 'Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
-a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).';
+a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept. An expired
+memory is refused (P0002): expiry forgets, and its revisions show no text to restore.
+Raises 22P02 (malformed name), P0002 (unknown memory or revision, expired memory), 22023 (revision is null or a
+deletion).';
 CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1825,11 +1992,93 @@ CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error json
     set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
     where o.name = finish_operation.operation_name;
 $$;
+CREATE FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _event_ids text [];
+    _facts text [];
+begin
+    select array_agg(distinct s.id) into _event_ids
+    from membank_private.memory_revisions as r
+    cross join lateral unnest(r.source_event_ids) as s (id)
+    where r.memory_name = forget_memory.name;
+    select array_agg(distinct f.fact) into _facts
+    from membank_private.memory_revisions as r
+    cross join lateral (values (r.fact), (r.previous_fact)) as f (fact)
+    where r.memory_name = forget_memory.name and f.fact is not null;
+    update membank_private.memory_revisions as r
+    set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
+        metadata = '{}', extracted_memories = null
+    where r.memory_name = forget_memory.name
+      and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
+           or r.previous_structured_content is not null or r.extracted_memories is not null
+           or r.metadata <> '{}');
+    -- The turns it was extracted from (by event id, in its scope).
+    update membank_private.events as e
+    set text = null
+    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids) and e.text is not null;
+    -- The operations that wrote it: its entries, its source events, the facts given for it.
+    update membank_private.operations as o
+    set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
+        source_events = (
+            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids)
+                                           then e || '{"text": null}' else e end order by x.n), '[]')
+            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
+        facts = (
+            select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
+                                           then f || '{"fact": null}' else f end order by x.n), '[]')
+            from jsonb_array_elements(o.facts) with ordinality as x (f, n))
+    where o.scope_id = forget_memory.scope_id
+      and o.generated_memories @> jsonb_build_array(
+          jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+end
+$$;
+CREATE FUNCTION membank_private.is_expired(name uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select exists (select from membank_private.memories as m
+                   where m.name = is_expired.name and m.expire_time <= statement_timestamp());
+$$;
 CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select expire_time is null or expire_time > statement_timestamp();
+$$;
+CREATE TABLE membank_private.memory_revisions (
+    memory_name uuid NOT NULL,
+    revision integer NOT NULL,
+    scope_id uuid NOT NULL,
+    scope jsonb NOT NULL,
+    action text NOT NULL,
+    memory_type text NOT NULL,
+    fact text,
+    previous_fact text,
+    structured_content jsonb,
+    previous_structured_content jsonb,
+    topics text[] NOT NULL,
+    metadata jsonb NOT NULL,
+    expire_time timestamp with time zone,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    source_event_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    extracted_memories jsonb,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT memory_revisions_action_check CHECK ((action = ANY (ARRAY['CREATED'::text, 'UPDATED'::text, 'DELETED'::text])))
+);
+CREATE FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select n.fact is null and n.previous_fact is null and n.structured_content is null
+           and n.previous_structured_content is null and n.extracted_memories is null and n.metadata = '{}'
+           and (n.memory_name, n.revision, n.scope_id, n.scope, n.action, n.memory_type, n.topics, n.expire_time,
+                n.labels, n.source_event_ids, n.create_time)
+               is not distinct from
+               (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
+                o.labels, o.source_event_ids, o.create_time);
 $$;
 CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -1923,6 +2172,19 @@ begin
     having sum(d.sign) <> 0
     order by d.scope_id
     on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+    -- A word no memory of the scope holds any more is forgotten with it: no
+    -- zero-count rows stay behind (only counts that went down can be zero).
+    if tg_op <> 'INSERT' then
+        delete from membank_private.scope_lexicon as x
+        using (
+            select distinct o.scope_id, l.lexeme
+            from old_rows as o
+            cross join lateral unnest(tsvector_to_array(o.fts)) as l (lexeme)
+        ) as t
+        where x.scope_id = t.scope_id and x.lexeme = t.lexeme and x.doc_count <= 0;
+        delete from membank_private.scope_stats as s
+        where s.scope_id in (select o.scope_id from old_rows as o) and s.doc_count <= 0;
+    end if;
     return null;
 end
 $$;
@@ -1957,6 +2219,9 @@ CREATE FUNCTION membank_private.memories_write_revision() RETURNS trigger
 declare
     _ctx jsonb := nullif(current_setting('membank.revision_context', true), '')::jsonb;
     _row membank_private.memories := case when tg_op = 'DELETE' then old else new end;
+    -- A purge (purge_memories, purge_expired_memories) destroys the text;
+    -- a delete keeps it readable until retention (085_erasure.sql).
+    _forget boolean := tg_op = 'DELETE' and coalesce(_ctx #>> '{labels,reason}' in ('purge', 'expired'), false);
 begin
     insert into membank_private.memory_revisions (
         memory_name, revision, scope_id, scope, action, memory_type,
@@ -1969,16 +2234,19 @@ begin
         _row.scope_id, _row.scope,
         case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
         _row.memory_type,
-        _row.fact,
-        case when tg_op = 'INSERT' then null else old.fact end,
-        _row.structured_content,
-        case when tg_op = 'INSERT' then null else old.structured_content end,
-        _row.topics, _row.metadata, _row.expire_time,
+        case when not _forget then _row.fact end,
+        case when tg_op <> 'INSERT' and not _forget then old.fact end,
+        case when not _forget then _row.structured_content end,
+        case when tg_op <> 'INSERT' and not _forget then old.structured_content end,
+        _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
         coalesce(_ctx -> 'labels', '{}'),
         coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
         _ctx -> 'extracted_memories',
         statement_timestamp()
     );
+    if _forget then
+        perform membank_private.forget_memory(old.name, old.scope_id);
+    end if;
     return null;
 end
 $$;
@@ -1987,6 +2255,11 @@ CREATE FUNCTION membank_private.memory_revisions_immutable() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
+    -- Erasure (085_erasure.sql) may set a revision's text columns to null;
+    -- nothing else about a revision ever changes.
+    if membank_private.is_redacted_update(old, new) then
+        return new;
+    end if;
     raise exception 'memory revisions are immutable'
         using errcode = 'MB002',
               hint = 'record a change by updating the memory; its trigger writes a new revision';
@@ -2134,6 +2407,36 @@ CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_
         update_time = statement_timestamp()
     where o.name = operation_name;
 $$;
+CREATE FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid DEFAULT NULL::uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(
+        case when (only_name is null and exists (
+                       select from membank_private.memories as m
+                       where m.name = (g -> 'memory' ->> 'name')::uuid
+                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                  or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
+             then g
+             else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
+                            || '{"fact": null, "structured_content": null, "metadata": {}}')
+        end order by x.n), '[]')
+    from jsonb_array_elements(generated) with ordinality as x (g, n);
+$$;
+CREATE FUNCTION membank_private.redact_revision(r membank.memory_revision) RETURNS membank.memory_revision
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    r.fact := null;
+    r.previous_fact := null;
+    r.structured_content := null;
+    r.previous_structured_content := null;
+    r.metadata := '{}';
+    r.extracted_memories := null;
+    return r;
+end
+$$;
 CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2218,6 +2521,81 @@ begin
             'generate in parts with start_time and end_time, e.g. one call per conversation session');
     end if;
     return _events;
+end
+$$;
+CREATE FUNCTION membank_private.retention_batch(batch_size integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _s membank_private.retention_settings;
+    _revisions bigint := 0;
+    _operations bigint := 0;
+    _events bigint := 0;
+    _sessions bigint := 0;
+begin
+    select * into _s from membank_private.retention_settings;
+    if _s.deleted_revisions is not null then
+        -- Memories whose last revision is a deletion older than the window
+        -- and that no rollback has brought back.
+        with gone as (
+            select r.memory_name
+            from membank_private.memory_revisions as r
+            where r.action = 'DELETED'
+              and r.create_time < statement_timestamp() - _s.deleted_revisions
+              and not exists (select from membank_private.memories as m where m.name = r.memory_name)
+              and not exists (select from membank_private.memory_revisions as l
+                              where l.memory_name = r.memory_name and l.revision > r.revision)
+            order by r.create_time
+            limit batch_size
+        ), removed as (
+            delete from membank_private.memory_revisions as r
+            using gone as g where r.memory_name = g.memory_name
+            returning 1
+        )
+        select count(*) into _revisions from removed;
+    end if;
+    if _s.finished_operations is not null then
+        with old as (
+            select o.name from membank_private.operations as o
+            where o.done and o.update_time < statement_timestamp() - _s.finished_operations
+            order by o.update_time
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.operations as o using old where o.name = old.name returning 1
+        )
+        select count(*) into _operations from removed;
+    end if;
+    if _s.events is not null then
+        with old as (
+            select e.scope_id, e.session_id, e.event_id from membank_private.events as e
+            where e.append_time < statement_timestamp() - _s.events
+            order by e.append_time
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.events as e using old
+            where (e.scope_id, e.session_id, e.event_id) = (old.scope_id, old.session_id, old.event_id)
+            returning 1
+        )
+        select count(*) into _events from removed;
+        with empty as (
+            select s.scope_id, s.session_id from membank_private.sessions as s
+            where s.update_time < statement_timestamp() - _s.events
+              and not exists (select from membank_private.events as e
+                              where e.scope_id = s.scope_id and e.session_id = s.session_id)
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.sessions as s using empty
+            where (s.scope_id, s.session_id) = (empty.scope_id, empty.session_id)
+            returning 1
+        )
+        select count(*) into _sessions from removed;
+    end if;
+    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
+                              'sessions', _sessions);
 end
 $$;
 CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) RETURNS record
@@ -2389,26 +2767,6 @@ CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS me
     select row(m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,
                m.metadata, m.revision, m.create_time, m.update_time, m.expire_time)::membank.memory;
 $$;
-CREATE TABLE membank_private.memory_revisions (
-    memory_name uuid NOT NULL,
-    revision integer NOT NULL,
-    scope_id uuid NOT NULL,
-    scope jsonb NOT NULL,
-    action text NOT NULL,
-    memory_type text NOT NULL,
-    fact text,
-    previous_fact text,
-    structured_content jsonb,
-    previous_structured_content jsonb,
-    topics text[] NOT NULL,
-    metadata jsonb NOT NULL,
-    expire_time timestamp with time zone,
-    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
-    source_event_ids text[] DEFAULT '{}'::text[] NOT NULL,
-    extracted_memories jsonb,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    CONSTRAINT memory_revisions_action_check CHECK ((action = ANY (ARRAY['CREATED'::text, 'UPDATED'::text, 'DELETED'::text])))
-);
 CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) RETURNS membank.memory_revision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2422,7 +2780,10 @@ CREATE FUNCTION membank_private.to_operation(o membank_private.operations) RETUR
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select row(o.name, o.scope, o.session_id, o.done, o.error, o.generated_memories, o.rejected_items,
+    -- A memory that is no longer live (deleted, expired, purged) is listed
+    -- by name, action and times only: its text is never shown (085_erasure.sql).
+    select row(o.name, o.scope, o.session_id, o.done, o.error,
+               membank_private.redact_generated(o.generated_memories), o.rejected_items,
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
 CREATE FUNCTION membank_private.validate_direct_facts(facts jsonb) RETURNS jsonb
@@ -2844,6 +3205,17 @@ CREATE TABLE membank_private.memory_embeddings (
     embedding_bq bit varying NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
+CREATE TABLE membank_private.retention_settings (
+    singleton boolean DEFAULT true NOT NULL,
+    deleted_revisions interval DEFAULT '30 days'::interval,
+    finished_operations interval DEFAULT '90 days'::interval,
+    events interval,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT retention_settings_deleted_revisions_check CHECK (((deleted_revisions IS NULL) OR (deleted_revisions >= '00:00:00'::interval))),
+    CONSTRAINT retention_settings_events_check CHECK (((events IS NULL) OR (events >= '00:00:00'::interval))),
+    CONSTRAINT retention_settings_finished_operations_check CHECK (((finished_operations IS NULL) OR (finished_operations >= '00:00:00'::interval))),
+    CONSTRAINT retention_settings_singleton_check CHECK (singleton)
+);
 CREATE TABLE membank_private.scope_lexicon (
     scope_id uuid NOT NULL,
     lexeme text NOT NULL,
@@ -2878,6 +3250,8 @@ ALTER TABLE ONLY membank_private.memory_revisions
     ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
 ALTER TABLE ONLY membank_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY membank_private.retention_settings
+    ADD CONSTRAINT retention_settings_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_stats
@@ -2885,6 +3259,7 @@ ALTER TABLE ONLY membank_private.scope_stats
 ALTER TABLE ONLY membank_private.sessions
     ADD CONSTRAINT sessions_pkey PRIMARY KEY (scope_id, session_id);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
+CREATE INDEX events_append_time_idx ON membank_private.events USING btree (append_time);
 CREATE INDEX events_session_time_idx ON membank_private.events USING btree (scope_id, session_id, event_time, append_seq);
 CREATE INDEX generation_jobs_retry_idx ON membank_private.generation_jobs USING btree (retry_time);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
@@ -2892,6 +3267,7 @@ CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
+CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (update_time) WHERE done;
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
@@ -2920,6 +3296,8 @@ GRANT ALL ON TYPE membank.operation TO membank_reader;
 GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
 REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
+REVOKE ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) FROM PUBLIC;
+GRANT ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
@@ -2928,6 +3306,8 @@ REVOKE ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text
 GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) FROM PUBLIC;
@@ -2936,6 +3316,8 @@ REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels json
 GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
+REVOKE ALL ON FUNCTION membank.erase_scope(scope jsonb, force boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.erase_scope(scope jsonb, force boolean) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) FROM PUBLIC;
@@ -3004,7 +3386,10 @@ REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.opera
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
@@ -3022,9 +3407,13 @@ REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) F
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
