@@ -147,7 +147,7 @@ begin
                 'must be a string or {"fact": text, "topics": [text]}', 'e.g. "The user lives in Lisbon"');
         end if;
         _result := _result || jsonb_build_array(jsonb_build_object(
-            'fact', btrim(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
+            'fact', membank_private.trim_blank(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
             'topics', to_jsonb(membank_private.validate_topics(_topics, format('facts[%s].topics', _i))),
             'source_event_ids', '[]'::jsonb, 'event_time', null));
         _i := _i + 1;

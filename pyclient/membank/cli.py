@@ -385,12 +385,12 @@ def memories_rollback(name: str, revision: int, scope: Any) -> None:
 @memories.command("retrieve")
 @_scope_option
 @click.option("--query", help="Natural-language query; without it the scope's memories are listed.")
-@click.option("--top-k", type=int, default=3, show_default=True, help="Results to return (1..100).")
+@click.option("--top-k", type=int, default=None, help="Results to return (1..100; default 3 with --query, else all).")
 @click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
-def memories_retrieve(scope: Any, query: str | None, top_k: int, min_similarity: float | None, fusion: str,
+def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None, fusion: str,
                       text_only: bool) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope."""
     with MemoryBank(max_size=1) as bank:

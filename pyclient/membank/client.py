@@ -49,6 +49,10 @@ _ARG_TYPES = {
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
 
 Scope = Mapping[str, str]
+# membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
+BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+         "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
+MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
 
 
 def _placeholder(type_: str) -> sql.Placeholder:
@@ -322,14 +326,16 @@ class MemoryBank:
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
-    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int = 3,
+    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int | None = None,
                           min_similarity: float | None = None, metadata_filter: Mapping[str, Any] | None = None,
                           topics: list[str] | None = None, memory_type: str | None = None,
                           created_after: datetime | None = None, created_before: datetime | None = None,
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
                           rerank_depth: int | None = None, use_embedding: bool = True) -> list[RetrievedMemory]:
-        """RetrieveMemories: the ``top_k`` (1..100) memories of the exact scope(s) closest to ``query``.
+        """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
+
+        Without a query, the scope's memories (at most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
@@ -339,7 +345,12 @@ class MemoryBank:
         """
         embedding = None
         model = None
-        if query is not None and query.strip() and use_embedding:
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            # SQL refuses it too (same message); checked here so that a huge text is never embedded first.
+            raise errors.invalid("query_text", f"has {len(query)} characters",
+                                 "a query is at most 4000 characters; the embedding model reads only its first "
+                                 "512 tokens anyway")
+        if query is not None and query.strip(BLANK) and use_embedding:
             embedding = [float(x) for x in self.embedder.embed_query(query)]
             model = self.embedder.model_id
         rows = self._call("retrieve_memories", dict(

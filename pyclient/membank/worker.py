@@ -102,11 +102,18 @@ class EmbeddingWorker:
                 log.warning("embedding %d facts failed: %s", len(jobs), err)
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", (names, md5s, repr(err)))
                 return len(jobs)
-            conn.execute(
-                "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
-                " fact_md5s => %s, embeddings => %s)",
-                (self.embedder.model_id, self.embedder.dimension, names, md5s,
-                 [vector_literal(v) for v in vectors]))
+            try:
+                with conn.transaction():  # a savepoint: a refused batch leaves the claim intact
+                    conn.execute(
+                        "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                        " fact_md5s => %s, embeddings => %s)",
+                        (self.embedder.model_id, self.embedder.dimension, names, md5s,
+                         [vector_literal(v) for v in vectors]))
+            except psycopg.errors.InvalidParameterValue as err:
+                # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
+                log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+                conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)",
+                             (names, md5s, err.diag.message_primary))
         return len(jobs)
 
     def process_pending(self, *, limit: int | None = None,
