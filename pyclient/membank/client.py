@@ -161,9 +161,13 @@ class MemoryBank:
         self.close()
 
     # -- plumbing -----------------------------------------------------------
-    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select") -> list[dict]:
+    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select",
+              required: tuple[str, ...] = ()) -> list[dict]:
+        # None means "the SQL default", except for the required arguments,
+        # which are sent as null so that SQL names them in its error.
         types = {**_ARG_TYPES, **_ARG_TYPES_BY_FUNCTION.get(function, {})}
-        given = {k: _adapt(k, v, types[k]) for k, v in args.items() if v is not None}
+        given = {k: (_adapt(k, v, types[k]) if v is not None else None) for k, v in args.items()
+                 if v is not None or k in required}
         named = sql.SQL(", ").join(
             sql.SQL("{} => {}::{}").format(sql.Identifier(k), _placeholder(types[k]), sql.SQL(types[k]))
             for k in given
@@ -317,12 +321,14 @@ class MemoryBank:
 
     def get_revision(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> MemoryRevision:
         """Return revision number ``revision`` (1-based) of memory ``name``. Raises NotFoundError."""
-        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
+        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope),
+                          required=("revision",))
         return MemoryRevision.from_row(rows[0])
 
     def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> Memory:
         """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory."""
-        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope))
+        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope),
+                          required=("revision",))
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
