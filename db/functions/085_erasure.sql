@@ -81,7 +81,7 @@ as $$
     from jsonb_array_elements(generated) with ordinality as x (g, n);
 $$;
 
--- name: forget_memory: destroy the text of a purged memory wherever it is stored (revisions, source events, operations).
+-- name: forget_memory: destroy a purged memory's text wherever it is stored (revisions, source events, operations).
 create or replace function membank_private.forget_memory(name uuid, scope_id uuid)
 returns void
 language plpgsql

@@ -25,8 +25,11 @@ create index events_append_time_idx
 on membank_private.events (append_time);
 
 -- Word counts that fell to zero are removed from now on; drop the old ones.
-delete from membank_private.scope_lexicon where doc_count <= 0;
-delete from membank_private.scope_stats where doc_count <= 0;
+delete from membank_private.scope_lexicon
+where doc_count <= 0;
+
+delete from membank_private.scope_stats
+where doc_count <= 0;
 
 -- Degenerate vectors (zero norm or NaN) were accepted before: cosine
 -- distance to them is NaN, which passed every threshold. Drop them and queue

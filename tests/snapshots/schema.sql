@@ -445,13 +445,10 @@ CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text,
 declare
     _row membank_private.memories;
 begin
-    if memory_type is null or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
-        perform membank_private._raise_invalid('memory_type',
-            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
-            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
-    end if;
+    perform membank_private.validate_memory_type(memory_type, nullable => false);
     perform membank_private.set_revision_context(
-        membank_private.validate_object(labels, 'labels'), source_event_ids);
+        membank_private.validate_object(labels, 'labels'),
+        membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
     perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
         scope, memory_type, fact, structured_content, topics, metadata, expire_time
@@ -475,8 +472,9 @@ Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string valu
 fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
 metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
-labels jsonb object and source_event_ids text[] are kept on the revision.
-Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
+labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
+Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
+expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -645,6 +643,8 @@ declare
     _facts jsonb := '[]';
     _key uuid;
     _name uuid;
+    _digest text;
+    _existing_digest text;
 begin
     if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
         perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
@@ -679,9 +679,10 @@ begin
         _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
     end if;
     -- The idempotency key: the client's request_id, or the whole request.
-    _key := md5(coalesce('request_id:' || request_id,
-                         jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
-                                            'options', _options)::text))::uuid;
+    _digest := md5(jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                      'options', _options)::text);
+    _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
+    _options := _options || jsonb_build_object('request_digest', _digest);
     insert into membank_private.operations as o (
         scope, session_id, request_key, options, source_events, facts, stage
     ) values (
@@ -690,10 +691,19 @@ begin
     on conflict (scope_id, request_key) where error is null do nothing
     returning o.name into _name;
     if _name is null then
-        -- A retry of a request that has not failed: the same operation.
-        select o.name into _name from membank_private.operations as o
+        -- A retry of a request that has not failed: the same operation, as
+        -- long as it is the same request (a reused request_id with other
+        -- content would otherwise silently drop the new facts).
+        select o.name, o.options ->> 'request_digest' into _name, _existing_digest
+        from membank_private.operations as o
         where o.scope_id = md5(_scope::text)::uuid and o.error is null
           and o.request_key = _key;
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0006
+            raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
+                using errcode = 'MB021', detail = 'argument: request_id',
+                      hint = format('operation %s holds that request_id; a new request needs a new request_id',
+                                    _name);
+        end if;
         return _name;
     end if;
     if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
@@ -719,10 +729,12 @@ EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four mana
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
 none compared), request_id (idempotency token), ttl (expiry of created memories).
 Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
-same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
+same operation unless that one failed; a request_id reused with a different request raises MB021. Events with null or
+blank text (only white space or zero-width characters) are skipped; with nothing left the operation is
 done at once with zero actions and no model call. Relative dates in events are resolved against each event''s own
-timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), P0002 (session_id names no
-session of this scope), MB020 (an inline event_id already stored with other content); nothing is written on error.';
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation, an event_id listed twice,
+ttl past year 9999), P0002 (session_id names no session of this scope), MB020 (an inline event_id already stored with
+other content), MB021 (request_id already used for another request); nothing is written on error.';
 CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamp with time zone)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -862,6 +874,7 @@ declare
     _after_name uuid := '00000000-0000-0000-0000-000000000000';
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
 begin
+    perform membank_private.validate_memory_type(memory_type);
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
@@ -903,8 +916,8 @@ COMMENT ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_t
 (a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
-memory_type, created_/updated_ after/before (exclusive bounds).
-Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).';
+memory_type (NATURAL_LANGUAGE or STRUCTURED_PROFILE), created_/updated_ after/before (exclusive bounds).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).';
 CREATE FUNCTION membank.list_operations(scope jsonb, session_id text DEFAULT NULL::text, done boolean DEFAULT NULL::boolean, max_operations integer DEFAULT 100) RETURNS SETOF membank.operation
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1106,7 +1119,7 @@ $$;
 COMMENT ON FUNCTION membank.reembed(model_id text, dimension integer) IS 'Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
 Returns the number of memories queued. Raises 22023 naming the argument.';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT 3, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -1114,8 +1127,10 @@ CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT N
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
-    _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _query vector := membank_private.check_query_embedding(
+        membank_private.check_vector(query_embedding, 'query_embedding'), embedding_model);
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _k integer := coalesce(top_k, 3);  -- with a query; without one, null leaves the page unbounded by top_k
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
@@ -1125,22 +1140,29 @@ declare
     _text_ranks real [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.validate_memory_type(memory_type);
+    if length(query_text) > 4000 then
+        perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
+            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    end if;
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
-    if query_embedding is null and (query_text is null or btrim(query_text) = '') then
-        -- No query: the scope's memories, paged, oldest first.
+    if query_embedding is null and membank_private.is_blank(query_text) then
+        -- No query: the scope's memories, paged, oldest first; top_k, when
+        -- given, bounds the page.
         return query
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
                l.revision, l.create_time, l.update_time, l.expire_time,
                null::double precision, null::double precision, null::real, null::integer, null::integer,
                null::double precision, '{}'::text [], false, l.next_page_token
-        from membank.list_memories(scope, page_size, page_token, metadata_filter, topics, memory_type,
+        from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
+                                   metadata_filter, topics, memory_type,
                                    created_after, created_before) as l;
         return;
     end if;
     -- Each list is deep enough that fusion can lift an item from either.
-    _depth := greatest(top_k * 5, 50);
+    _depth := greatest(_k * 5, 50);
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(_scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks
@@ -1206,7 +1228,7 @@ begin
       and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (min_similarity is null or 1 - d.distance >= min_similarity)
     order by s.score desc, d.distance nulls last, m.name
-    limit top_k;
+    limit _k;
 end
 $$;
 COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
@@ -1219,9 +1241,11 @@ score (the fused score), matched_signals ({vector,text}), degraded (true when th
 vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
 no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.
 Vector candidates: Hamming distance over binary quantization, the best rerank_depth (default 400) re-ranked exactly.
-Without query_text and query_embedding it lists the scope''s memories, paged (page_size, page_token) like list_memories.
-Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_embedding dimension or
-model, filters).';
+Without query_text and query_embedding (or with a blank query_text) it lists the scope''s memories, paged (page_size,
+page_token) like list_memories, at most top_k per page when top_k is given. query_text is at most 4000 characters;
+rrf_k 1..1000000; query_embedding must be finite and of non-zero norm (no result ever carries a NaN score).
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_text length,
+query_embedding dimension, NaN/infinite entries or zero norm, model, filters, memory_type).';
 CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1295,6 +1319,8 @@ CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memor
     AS $$
 declare
     _count integer;
+    _i integer;
+    _vector vector;
 begin
     perform membank.configure_embedding(model_id, dimension);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
@@ -1303,6 +1329,24 @@ begin
             'memory_names, fact_md5s and embeddings must have the same length',
             'pass one vector per claimed job, in the order of memory_names');
     end if;
+    if cardinality(memory_names) > 1000 then
+        perform membank_private._raise_invalid('memory_names', format('holds %s names', cardinality(memory_names)),
+            'store at most 1000 vectors per call (claim_embedding_jobs hands out at most 1000)');
+    end if;
+    for _i in 1 .. coalesce(cardinality(embeddings), 0) loop
+        begin
+            _vector := embeddings[_i]::vector;
+        exception
+            when data_exception then
+                perform membank_private._raise_invalid(format('embeddings[%s]', _i),
+                    'is not a finite vector (null, NaN or infinite entries, or malformed)',
+                    'the embedding model returned a degenerate vector; the job fails and is retried');
+        end;
+        if _vector is null or vector_norm(_vector) = 0 or vector_norm(_vector) = 'NaN'::float8 then
+            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
+                'a zero vector has no direction: cosine similarity to it is undefined');
+        end if;
+    end loop;
     if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
         perform membank_private._raise_invalid('embeddings',
             format('holds a vector whose dimension is not %s', dimension),
@@ -1342,7 +1386,8 @@ COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, m
 pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
-Raises 22023 naming the argument (length mismatch, wrong dimension: nothing stored), MB010 (another model).';
+Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
+entries or of zero norm: nothing stored), MB010 (another model).';
 CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1374,6 +1419,7 @@ begin
         _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
     end if;
     perform membank_private.validate_object(labels, 'labels');
+    perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
     if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
@@ -1456,7 +1502,7 @@ begin
         if jsonb_typeof(_item) = 'string' then
             _item := jsonb_build_object('fact', _item);
         end if;
-        _fact := btrim(_item ->> 'fact', E' \t\r\n');
+        _fact := membank_private.trim_blank(_item ->> 'fact');
         if jsonb_typeof(_item) <> 'object' or jsonb_typeof(_item -> 'fact') <> 'string' or _fact = '' then
             perform membank_private.reject_item(o.name, 'EXTRACT', _item, 'fact: must be a non-empty string');
             continue;
@@ -1566,7 +1612,7 @@ begin
         end if;
         _i := (_item ->> 'fact_index')::integer;
         _fact := _op.facts -> _i;
-        _text := btrim(coalesce(_item ->> 'fact', _fact ->> 'fact'), E' \t\r\n');
+        _text := membank_private.trim_blank(coalesce(_item ->> 'fact', _fact ->> 'fact'));
         case upper(_item ->> 'action')
             when 'CREATE' then
                 _row := membank_private.apply_create(_op, _fact, _text);
@@ -1704,7 +1750,7 @@ begin
         return format('fact_index: must be an integer between 0 and %s', fact_count - 1);
     end if;
     if item ? 'fact' and item -> 'fact' <> 'null'
-       and (jsonb_typeof(item -> 'fact') <> 'string' or btrim(item ->> 'fact') = ''
+       and (jsonb_typeof(item -> 'fact') <> 'string' or membank_private.is_blank(item ->> 'fact')
             or length(item ->> 'fact') > 32768) then
         return 'fact: must be a non-empty string of at most 32768 characters';
     end if;
@@ -1768,9 +1814,9 @@ CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion te
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    if top_k is null or top_k not between 1 and 100 then
+    if top_k not between 1 and 100 then
         perform membank_private._raise_invalid('top_k',
-            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
+            format('must be between 1 and 100, got %s', top_k), 'the default top_k is 3 (with a query)');
     end if;
     if fusion is null or fusion not in ('rrf', 'convex') then
         perform membank_private._raise_invalid('fusion',
@@ -1782,8 +1828,9 @@ begin
             format('weights %s and %s: each must be >= 0 and not both 0', vector_weight, text_weight),
             'e.g. vector_weight => 1, text_weight => 1');
     end if;
-    if rrf_k is null or rrf_k < 1 then
-        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
+    if rrf_k is null or rrf_k not between 1 and 1000000 then
+        perform membank_private._raise_invalid('rrf_k',
+            format('must be between 1 and 1000000, got %s', coalesce(rrf_k::text, 'null')),
             'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
     end if;
     if min_similarity is not null and min_similarity not between -1 and 1 then
@@ -1814,6 +1861,26 @@ begin
                   hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
                   detail = 'argument: name';
     end if;
+end
+$$;
+CREATE FUNCTION membank_private.check_vector(value real[], argument text) RETURNS real[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if value is null then
+        return null;
+    end if;
+    if exists (select from unnest(value) as x
+               where x is null or x = 'NaN'::real or x in ('Infinity'::real, '-Infinity'::real)) then
+        perform membank_private._raise_invalid(argument, 'holds null, NaN or infinite entries',
+            'pass the finite floats the embedding model returned');
+    end if;
+    if not exists (select from unnest(value) as x where x <> 0) then
+        perform membank_private._raise_invalid(argument, 'has zero norm',
+            'a zero vector has no direction, so cosine similarity to it is undefined');
+    end if;
+    return value;
 end
 $$;
 CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
@@ -2035,6 +2102,13 @@ begin
           jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
 end
 $$;
+CREATE FUNCTION membank_private.is_blank(value text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    select value is null
+           or value ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
+$_$;
 CREATE FUNCTION membank_private.is_expired(name uuid) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2110,6 +2184,12 @@ CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
         jsonb_build_object('label', 'EXPLICIT_INSTRUCTIONS', 'managed', true, 'description',
             'What the user explicitly asks the agent to remember, to forget, or to always or never do.')
     );
+$$;
+CREATE FUNCTION membank_private.max_time() RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select '10000-01-01 00:00:00+00'::timestamptz;
 $$;
 CREATE FUNCTION membank_private.memories_before_update() RETURNS trigger
     LANGUAGE plpgsql
@@ -2451,6 +2531,8 @@ CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time ti
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _result timestamptz;
 begin
     if ttl is not null and expire_time is not null then
         perform membank_private._raise_invalid('ttl',
@@ -2461,12 +2543,33 @@ begin
             perform membank_private._raise_invalid('ttl', format('must be positive, got %s', ttl),
                 'e.g. ttl => interval ''30 days''');
         end if;
-        return statement_timestamp() + ttl;
+        if not isfinite(ttl) then
+            return null;  -- 'infinity' means never expires, as for expire_time
+        end if;
+        begin
+            _result := statement_timestamp() + ttl;
+        exception
+            when datetime_field_overflow or interval_field_overflow or numeric_value_out_of_range then
+                _result := 'infinity';
+        end;
+        if _result >= membank_private.max_time() then
+            perform membank_private._raise_invalid('ttl', format('%s reaches past year 9999', ttl),
+                'expiry times end before 10000-01-01; pass ttl => ''infinity'' (or null) for no expiry');
+        end if;
+        return _result;
     end if;
-    if expire_time is not null and expire_time <> 'infinity' and expire_time <= statement_timestamp() then
+    if expire_time is not null and isfinite(expire_time) and expire_time <= statement_timestamp() then
         perform membank_private._raise_invalid('expire_time',
             format('%s is not in the future', expire_time),
             'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    if expire_time = '-infinity' then
+        perform membank_private._raise_invalid('expire_time', '-infinity is not in the future',
+            'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    if isfinite(expire_time) and expire_time >= membank_private.max_time() then
+        perform membank_private._raise_invalid('expire_time', format('%s is past year 9999', expire_time),
+            'expiry times end before 10000-01-01; pass ''infinity'' (or null) for no expiry');
     end if;
     return nullif(expire_time, 'infinity');
 end
@@ -2477,8 +2580,17 @@ CREATE FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb,
     AS $$
 declare
     _events jsonb;
+    _duplicate text;
 begin
     if events is not null then
+        select v.event_id into _duplicate
+        from membank_private.validate_events(events) as v
+        group by v.event_id having count(*) > 1
+        limit 1;
+        if _duplicate is not null then
+            perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_duplicate)),
+                'each event in one call needs its own event_id');
+        end if;
         if session_id is not null then
             -- Inline events of a session are appended to it first (idempotent).
             perform membank.append_events(scope, session_id, events);
@@ -2510,10 +2622,10 @@ begin
           and (resolve_source_events.start_time is null or e.event_time >= resolve_source_events.start_time)
           and (resolve_source_events.end_time is null or e.event_time < resolve_source_events.end_time);
     end if;
-    -- Null, empty and whitespace-only texts carry nothing to remember.
+    -- Null, empty and blank texts (membank_private.is_blank) carry nothing to remember.
     select coalesce(jsonb_agg(e order by n), '[]') into _events
     from jsonb_array_elements(_events) with ordinality as x (e, n)
-    where coalesce(btrim(e ->> 'text', E' \t\r\n'), '') <> '';
+    where not membank_private.is_blank(e ->> 'text');
     if jsonb_array_length(_events) > 1000 then
         perform membank_private._raise_invalid('session_id',
             format('the source holds %s events with text; one operation takes at most 1000',
@@ -2786,6 +2898,12 @@ CREATE FUNCTION membank_private.to_operation(o membank_private.operations) RETUR
                membank_private.redact_generated(o.generated_memories), o.rejected_items,
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
+CREATE FUNCTION membank_private.trim_blank(value text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    select regexp_replace(value, '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
+$_$;
 CREATE FUNCTION membank_private.validate_direct_facts(facts jsonb) RETURNS jsonb
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2814,7 +2932,7 @@ begin
                 'must be a string or {"fact": text, "topics": [text]}', 'e.g. "The user lives in Lisbon"');
         end if;
         _result := _result || jsonb_build_array(jsonb_build_object(
-            'fact', btrim(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
+            'fact', membank_private.trim_blank(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
             'topics', to_jsonb(membank_private.validate_topics(_topics, format('facts[%s].topics', _i))),
             'source_event_ids', '[]'::jsonb, 'event_time', null));
         _i := _i + 1;
@@ -2875,6 +2993,11 @@ begin
                     _time := null;
             end;
         end if;
+        if _time < '0001-01-02 00:00:00+00' or _time >= membank_private.max_time() then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('%s is outside years 0001 to 9999 in UTC', _event -> 'timestamp'),
+                'times are stored in UTC between 0001-01-02 and 9999-12-31');
+        end if;
         if _time is null then
             perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
                 format('must be an ISO 8601 time with a zone, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
@@ -2931,7 +3054,7 @@ CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT '
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    if fact is null or btrim(fact, E' \t\r\n') = '' then
+    if membank_private.is_blank(fact) then
         perform membank_private._raise_invalid(argument, 'must be non-empty text',
             'a fact is a natural-language statement such as "User is allergic to peanuts"');
     end if;
@@ -2992,10 +3115,24 @@ begin
     return _result;
 end
 $$;
-CREATE FUNCTION membank_private.validate_object(value jsonb, argument text) RETURNS jsonb
+CREATE FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+begin
+    if (memory_type is null and not nullable)
+       or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
+        perform membank_private._raise_invalid('memory_type',
+            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
+            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
+    end if;
+    return memory_type;
+end
+$$;
+CREATE FUNCTION membank_private.validate_object(value jsonb, argument text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
 begin
     if value is null or jsonb_typeof(value) <> 'object' then
         perform membank_private._raise_invalid(argument,
@@ -3007,9 +3144,15 @@ begin
             format('is %s bytes', octet_length(value::text)),
             'JSON object arguments are at most 65536 bytes as text');
     end if;
+    -- Deeper JSON is stored by PostgreSQL but cannot be read back by common
+    -- clients (Python's json module stops at ~1000 levels).
+    if jsonb_path_exists(value, 'strict $.**{64 to last}') then
+        perform membank_private._raise_invalid(argument, 'is nested more than 64 levels deep',
+            'flatten the object; JSON object arguments nest at most 64 levels');
+    end if;
     return value;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.validate_page_size(page_size integer) RETURNS integer
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3084,6 +3227,22 @@ begin
         return _result;
     end if;
     return array[membank_private.validate_scope(scopes, argument)];
+end
+$$;
+CREATE FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer DEFAULT 1000, max_length integer DEFAULT 200) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if cardinality(value) > max_items then
+        perform membank_private._raise_invalid(argument, format('holds %s items', cardinality(value)),
+            format('at most %s items', max_items));
+    end if;
+    if exists (select from unnest(value) as v where v is null or length(v) not between 1 and max_length) then
+        perform membank_private._raise_invalid(argument, 'holds a null, empty or over-long item',
+            format('each item is 1 to %s characters', max_length));
+    end if;
+    return value;
 end
 $$;
 CREATE FUNCTION membank_private.validate_topics(topics text[], argument text DEFAULT 'topics'::text) RETURNS text[]
@@ -3377,6 +3536,7 @@ REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, fact_count integ
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) FROM PUBLIC;
@@ -3387,12 +3547,14 @@ REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
@@ -3423,14 +3585,17 @@ REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uui
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_examples(examples jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_generation_topics(topics jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer, max_length integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
