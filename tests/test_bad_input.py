@@ -295,3 +295,13 @@ def test_rollback_of_an_expired_memory_is_refused(bank, conn):
         bank.rollback_memory(m.name, 1)
     assert err.value.argument == "name" and "expired" in err.value.message
     assert count_all_rows(conn) == before
+
+
+def test_generation_embedder_returning_a_zero_vector_fails_the_job_visibly(bank, conn):
+    op = bank.generate_memories(U1, facts=["The user likes tea"])
+    job = conn.execute("select job_id from membank.claim_generation_jobs(batch_size => 1)").fetchone()["job_id"]
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
+                     " embedding_model => 'test/m')", (job, [[0.0, 0.0, 0.0]]))
+    assert err.value.sqlstate == "22023" and err.value.diag.message_primary.startswith("embeddings[1]: ")
+    assert not op.get().done

@@ -101,7 +101,9 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
     with MemoryBank(max_size=2, provider=provider) as bank:
         worker = bank.generation_worker
         click.echo(f"provider {worker.provider.model_id}, embedder {bank.embedder.model_id}")
-        cleared = bank.purge_memories(conversation.scope, force=True)
+        # Erase, not purge: a purge also forgets the source events' text, and
+        # re-sending those event ids with their text would then conflict.
+        cleared = bank.erase_scope(conversation.scope, force=True)["counts"]["memories"]
         click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
         click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
         with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
@@ -115,9 +117,12 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                           + (f", ERROR {op.error['code']}: {op.error['message']}" if op.error else ""))
                 for g in op.generated_memories[:max_actions]:
                     was = ""
+                    fact = g.memory.fact
                     if g.action == "UPDATED":  # show what it replaced
                         was = f"  (was: {bank.get_revision(g.memory.name, g.memory.revision - 1).fact})"
-                    bar.write(f"  {g.action:8} {g.memory.fact}{was}")
+                    elif g.action == "DELETED":  # operations never show a deleted fact; its revisions do, for now
+                        fact = bank.get_revision(g.memory.name, g.memory.revision).fact
+                    bar.write(f"  {g.action:8} {fact}{was}")
                 if len(op.generated_memories) > max_actions:
                     bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
                 bar.update(1)
