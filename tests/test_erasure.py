@@ -78,6 +78,23 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.erase_scope(jsonb,boolean)": "select membank.erase_scope(scope => %(scope)s)",
     "membank.configure_retention(interval,interval,interval,text[])": "select membank.configure_retention()",
     "membank.apply_retention(integer,integer,jsonb)": "call membank.apply_retention()",
+    "membank.compact_memories(jsonb,interval,integer,text[],text,boolean)": None,
+    "membank.compact_scopes(jsonb,interval,integer,integer)":
+        "select * from membank.compact_scopes(scope_pattern => %(scope)s, older_than => '0')",
+    "membank.scope_id(jsonb)": None,
+    "membank.check_tool_permission(jsonb,text,text,text,text,boolean,text)":
+        "select * from membank.check_tool_permission(scope => %(scope)s, project_id => null, tool_name => 'sh',"
+        " command => 'ls')",
+    "membank.create_tool_rule(jsonb,text,text,text,text,text[],text)":
+        "select membank.create_tool_rule(scope => %(scope)s, tool_name => 'sh', pattern => 'ls', decision => 'ALLOW')",
+    "membank.update_tool_rule(bigint,jsonb,text,text,text[],text)":
+        "select membank.update_tool_rule(id => %(rule)s, scope => %(scope)s, decision => 'BLOCK')",
+    "membank.delete_tool_rule(bigint,jsonb)": "select membank.delete_tool_rule(id => %(rule)s, scope => %(scope)s)",
+    "membank.list_tool_rules(jsonb,text)": "select * from membank.list_tool_rules(scope => %(scope)s)",
+    "membank.list_tool_rule_changes(jsonb,bigint,integer)":
+        "select * from membank.list_tool_rule_changes(scope => %(scope)s)",
+    "membank.list_tool_decisions(jsonb,integer)": "select * from membank.list_tool_decisions(scope => %(scope)s)",
+    "membank.set_exempt_tools(jsonb,text[])": "select membank.set_exempt_tools(scope => %(scope)s, tools => '{x}')",
 }
 SCALAR_TYPES = {"void", "int4", "int8", "uuid", "bool"}
 
@@ -130,9 +147,9 @@ def remember_canary(bank, conn) -> tuple[uuid.UUID, uuid.UUID]:
     return created[0].name, op.name
 
 
-def params_for(name, operation) -> dict:
+def params_for(name, operation, rule: int = -1) -> dict:
     return {"scope": Jsonb(SCOPE), "name": str(name), "operation": str(operation), "session": SESSION,
-            "canary": CANARY}
+            "canary": CANARY, "rule": rule}
 
 
 def test_every_routine_has_a_canary_call(conn):
@@ -184,17 +201,27 @@ def _only_in_neighbour(conn, neighbour_id) -> bool:
 def test_erase_scope_removes_everything_and_only_that_scope(bank, conn):
     name, operation = remember_canary(bank, conn)
     bank.create_memory(SCOPE, f"second fact {CANARY}")
+    # The tool-permission tables hold user text of the scope too (rules, their change log, decisions).
+    rule = conn.execute("select (membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => %s,"
+                        " decision => 'ALLOW', description => %s)).id as id",
+                        (Jsonb(SCOPE), f"cat {CANARY}", CANARY)).fetchone()["id"]
+    conn.execute("select membank.check_tool_permission(scope => %s, project_id => null, tool_name => 'sh',"
+                 " command => %s)", (Jsonb(SCOPE), f"cat {CANARY}"))
+    conn.execute("select membank.set_exempt_tools(scope => %s, tools => '{read}')", (Jsonb(SCOPE),))
+    assert CANARY in public_output(conn, params_for(name, operation, rule))
     neighbour_before = bank.erase_scope(NEIGHBOUR)["counts"]
     counted = bank.erase_scope(SCOPE)
     assert counted["erased"] is False and counted["session_ids"] == [SESSION]
     assert counted["counts"]["memories"] == 2 and counted["counts"]["events"] == 1
     assert counted["counts"]["operations"] == 1 and counted["counts"]["sessions"] == 1
     assert counted["counts"]["revisions"] >= 2 and counted["counts"]["lexicon"] > 0
+    assert counted["counts"]["tool_rules"] == 1 and counted["counts"]["tool_decisions"] == 1
+    assert counted["counts"]["tool_rule_changes"] == 1 and counted["counts"]["tool_permission_settings"] == 1
     assert bank.erase_scope(SCOPE) == counted  # force => false changed nothing
     erased = bank.erase_scope(SCOPE, force=True)
     assert erased["erased"] is True and erased["counts"] == counted["counts"]
     assert all(v == 0 for v in bank.erase_scope(SCOPE)["counts"].values())
-    assert CANARY not in public_output(conn, params_for(name, operation))
+    assert CANARY not in public_output(conn, params_for(name, operation, rule))
     _only_in_neighbour(conn, conn.execute("select md5(%s::jsonb::text)::uuid as id",
                                           (Jsonb(NEIGHBOUR),)).fetchone()["id"])
     assert bank.erase_scope(NEIGHBOUR)["counts"] == neighbour_before

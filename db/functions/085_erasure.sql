@@ -174,7 +174,15 @@ begin
                        where o.scope_id = _scope_id and o.scope = _scope),
         'generation_jobs', (select count(*) from membank_private.generation_jobs as j
                             inner join membank_private.operations as o on o.name = j.operation_name
-                            where o.scope_id = _scope_id and o.scope = _scope)
+                            where o.scope_id = _scope_id and o.scope = _scope),
+        'tool_rules', (select count(*) from membank_private.tool_rules as t
+                       where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_rule_changes', (select count(*) from membank_private.tool_rule_changes as t
+                              where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_decisions', (select count(*) from membank_private.tool_decisions as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
+                                     where t.scope_id = _scope_id and t.scope = _scope)
     ) into _counts;
     if force then
         -- Memories first (embeddings and embedding jobs cascade; the revision
@@ -191,6 +199,10 @@ begin
         where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events cascade
         delete from membank_private.operations as o
         where o.scope_id = _scope_id and o.scope = _scope;  -- generation jobs cascade
+        delete from membank_private.tool_rules as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
     end if;
     return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
                               'session_ids', to_jsonb(_sessions));
@@ -200,10 +212,12 @@ $$;
 comment on function membank.erase_scope(jsonb, boolean) is
 $$Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs. With force =>
+jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
+their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
-"operations", "generation_jobs"}, "session_ids": [the scope's session ids]}: the client deletes those sessions'
+"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings"},
+"session_ids": [the scope's session ids]}: the client deletes those sessions'
 Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
 
 -- name: configure_retention: set the retention windows; returns them.
