@@ -206,7 +206,7 @@ def test_blocked_write_fails_with_mb020_then_retry_succeeds(conn, db_url):
             holder.execute("select membank.update_memory(name => %s::text, fact => 'held')", (str(m.name),))
             with pytest.raises(errors.LockTimeoutError) as caught:
                 bank.update_memory(other.name, fact="blocked")
-            assert caught.value.sqlstate == "MB020" and caught.value.retryable
+            assert caught.value.sqlstate == "MB040" and caught.value.retryable
             assert "membank.lock_timeout" in caught.value.hint
             assert bank.get_memory(other.name).fact == "second"  # nothing written
             holder.execute("commit")
@@ -235,7 +235,7 @@ def test_every_write_path_waits_a_bounded_time(conn, db_url):
         ]:
             with pytest.raises(psycopg.Error) as caught:
                 conn.execute(statement, args)
-            assert caught.value.sqlstate == "MB020", statement
+            assert caught.value.sqlstate == "MB040", statement
         holder.execute("rollback")
     finally:
         holder.close()

@@ -13,7 +13,7 @@
 --
 -- The wait is bounded: membank.lock_timeout (a setting the caller may set,
 -- default 5s, always positive) is the most a write
--- waits for the lock; past it the write raises MB020 (retryable: nothing was
+-- waits for the lock; past it the write raises MB040 (retryable: nothing was
 -- written and the transaction can be retried once the holder commits).
 
 -- name: scope_lock_timeout: the bounded wait for a scope's write lock (setting membank.lock_timeout, default 5s).
@@ -66,7 +66,7 @@ begin
 exception
     when lock_not_available then
         raise exception 'scope: another write to this scope held its write lock for longer than %', _timeout
-            using errcode = 'MB020',
+            using errcode = 'MB040',
                   detail = format('scope_id: %s', scope_id),
                   hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end

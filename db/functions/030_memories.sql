@@ -341,7 +341,7 @@ records the old and new fact. ttl or expire_time reset the expiry (expire_time =
 exact scope. An update that changes nothing writes no revision and returns the memory as it is.
 expected_revision (compare-and-set): when given, the update happens only if the memory is still at that revision.
 Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument,
-MB003 (the memory is no longer at expected_revision; nothing written), MB020 (scope lock wait over membank.lock_timeout; retry).$$;
+MB003 (the memory is no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;
 
 -- name: delete_memory: remove a live memory; its revisions stay readable.
 create or replace function membank.delete_memory(
@@ -368,7 +368,7 @@ $$Delete a live memory and record a revision with action DELETED; returns the me
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
 expected_revision (compare-and-set): when given, the memory is deleted only if it is still at that revision.
 Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope),
-MB003 (no longer at expected_revision; nothing written), MB020 (scope lock wait over membank.lock_timeout; retry).$$;
+MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;
 
 -- name: purge_memories: delete (or with force => false only count) a scope's live memories matching a filter.
 create or replace function membank.purge_memories(

@@ -153,4 +153,4 @@ a deleted memory back under the same name (without expiry). The current expiry o
 expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
 (for a deleted memory: the number of its DELETED revision).
 Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion), MB003 (no longer at
-expected_revision; nothing written), MB020 (scope lock wait over membank.lock_timeout; retry).$$;
+expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;

@@ -51,7 +51,7 @@ comment on function membank.update_memory(
 ) is
 $$update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
 Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument, MB003 (not at
-expected_revision), MB020 (scope lock wait over membank.lock_timeout).$$;
+expected_revision), MB040 (scope lock wait over membank.lock_timeout).$$;
 
 -- name: delete_memory(uuid): delete_memory for a uuid-typed name.
 create or replace function membank.delete_memory(
@@ -69,7 +69,7 @@ $$;
 
 comment on function membank.delete_memory(uuid, jsonb, jsonb, integer) is
 $$delete_memory(name text, scope, labels, expected_revision) for a name typed uuid.
-Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB020.$$;
+Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB040.$$;
 
 -- name: list_revisions(uuid): list_revisions for a uuid-typed name.
 create or replace function membank.list_revisions(name uuid, scope jsonb default null)
@@ -118,7 +118,7 @@ $$;
 comment on function membank.rollback_memory(uuid, integer, jsonb, integer) is
 $$rollback_memory(name text, revision, scope, expected_revision) for a name typed uuid.
 Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore), MB003 (not at
-expected_revision), MB020.$$;
+expected_revision), MB040.$$;
 
 -- name: get_operation(uuid): get_operation for a uuid-typed name, e.g. what generate_memories returned.
 create or replace function membank.get_operation(name uuid, scope jsonb default null)

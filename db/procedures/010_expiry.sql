@@ -169,5 +169,5 @@ topics: any of), as purge_memories(force => true) does, but batch_size memories 
 transaction: each batch takes the scope's write lock, deletes and commits, so other writes to the scope run between
 batches. Each deletion writes a DELETED revision labelled {"reason":"purge"}. Call it outside an explicit transaction
 block (it commits): CALL membank.purge_memories_in_batches(scope => '{"user_id":"u1"}'); purged returns the number of
-memories removed. Raises 22023 naming the argument (nothing deleted), MB020 when another write held the scope's lock
+memories removed. Raises 22023 naming the argument (nothing deleted), MB040 when another write held the scope's lock
 longer than membank.lock_timeout (batches committed before stay deleted; call again to finish).$$;

@@ -399,7 +399,7 @@ class MemoryBank:
         Each event: ``{"event_id", "author", "text", "timestamp"}``; the
         timestamp may be an aware datetime or ISO 8601 text. Idempotent on
         event_id: a retry stores nothing twice. Raises InvalidArgumentError
-        naming ``events[i].field``, ConflictError (MB020) when an event_id is
+        naming ``events[i].field``, ConflictError (MB040) when an event_id is
         already stored with other content.
         """
         rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=_events_json(events)))
@@ -428,7 +428,7 @@ class MemoryBank:
         managed topics); ``examples``: few-shot ``{"events", "facts"}``;
         ``request_id``: idempotency token (without it the request itself is
         the key). A worker (``membank worker`` or ``process_pending``) runs it.
-        Raises InvalidArgumentError naming the argument, ConflictError (MB020).
+        Raises InvalidArgumentError naming the argument, ConflictError (MB040).
         """
         rows = self._call("generate_memories", dict(
             scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,

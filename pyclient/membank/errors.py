@@ -5,7 +5,7 @@
 | class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
 | P0002 no_data_found | NotFoundError        |
 | MB001, MB002, MB003, MB010 | ConflictError |
-| MB020 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
+| MB040 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
@@ -46,7 +46,7 @@ class ConflictError(MembankError):
 
 
 class LockTimeoutError(MembankError, TimeoutError):
-    """Another write held the scope's write lock longer than ``membank.lock_timeout`` (MB020).
+    """Another write held the scope's write lock longer than ``membank.lock_timeout`` (MB040).
 
     Nothing was written; the call is safe to retry once the holder commits.
     """
@@ -61,7 +61,7 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return InvalidArgumentError
     if sqlstate == "P0002":
         return NotFoundError
-    if sqlstate == "MB020":
+    if sqlstate == "MB040":
         return LockTimeoutError
     if sqlstate.startswith("MB"):
         return ConflictError

@@ -24,7 +24,7 @@ def lock_timeout() -> str:
     """Return the most a write waits for its scope's write lock (setting ``membank.lock_timeout``).
 
     ``MEMBANK_LOCK_TIMEOUT`` when set (a positive duration: ``ms``, ``s`` or
-    ``min``), else ``5s``; past it a write raises LockTimeoutError (MB020).
+    ``min``), else ``5s``; past it a write raises LockTimeoutError (MB040).
     """
     return os.environ.get(ENV_LOCK_TIMEOUT, "").strip() or "5s"
 

@@ -421,7 +421,7 @@ COMMENT ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb, 
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
 expected_revision (compare-and-set): when given, the memory is deleted only if it is still at that revision.
 Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope),
-MB003 (no longer at expected_revision; nothing written), MB020 (scope lock wait over membank.lock_timeout; retry).';
+MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
 CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -430,7 +430,7 @@ CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb
                                  expected_revision => expected_revision);
 $$;
 COMMENT ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) IS 'delete_memory(name text, scope, labels, expected_revision) for a name typed uuid.
-Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB020.';
+Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB040.';
 CREATE FUNCTION membank.embedding_backlog() RETURNS TABLE(pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamp with time zone, model_id text, dimension integer, last_error text)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -956,7 +956,7 @@ topics: any of), as purge_memories(force => true) does, but batch_size memories 
 transaction: each batch takes the scope''s write lock, deletes and commits, so other writes to the scope run between
 batches. Each deletion writes a DELETED revision labelled {"reason":"purge"}. Call it outside an explicit transaction
 block (it commits): CALL membank.purge_memories_in_batches(scope => ''{"user_id":"u1"}''); purged returns the number of
-memories removed. Raises 22023 naming the argument (nothing deleted), MB020 when another write held the scope''s lock
+memories removed. Raises 22023 naming the argument (nothing deleted), MB040 when another write held the scope''s lock
 longer than membank.lock_timeout (batches committed before stay deleted; call again to finish).';
 CREATE FUNCTION membank.reembed(model_id text, dimension integer) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1147,7 +1147,7 @@ a deleted memory back under the same name (without expiry). The current expiry o
 expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
 (for a deleted memory: the number of its DELETED revision).
 Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion), MB003 (no longer at
-expected_revision; nothing written), MB020 (scope lock wait over membank.lock_timeout; retry).';
+expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
 CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1157,7 +1157,7 @@ CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb
 $$;
 COMMENT ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb, expected_revision integer) IS 'rollback_memory(name text, revision, scope, expected_revision) for a name typed uuid.
 Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore), MB003 (not at
-expected_revision), MB020.';
+expected_revision), MB040.';
 CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -1264,7 +1264,7 @@ records the old and new fact. ttl or expire_time reset the expiry (expire_time =
 exact scope. An update that changes nothing writes no revision and returns the memory as it is.
 expected_revision (compare-and-set): when given, the update happens only if the memory is still at that revision.
 Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument,
-MB003 (the memory is no longer at expected_revision; nothing written), MB020 (scope lock wait over membank.lock_timeout; retry).';
+MB003 (the memory is no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
 CREATE FUNCTION membank.update_memory(name uuid, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1276,7 +1276,7 @@ CREATE FUNCTION membank.update_memory(name uuid, fact text DEFAULT NULL::text, t
 $$;
 COMMENT ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) IS 'update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
 Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument, MB003 (not at
-expected_revision), MB020 (scope lock wait over membank.lock_timeout).';
+expected_revision), MB040 (scope lock wait over membank.lock_timeout).';
 CREATE FUNCTION membank_private._raise_invalid(argument text, message text, hint text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1917,7 +1917,7 @@ begin
 exception
     when lock_not_available then
         raise exception 'scope: another write to this scope held its write lock for longer than %', _timeout
-            using errcode = 'MB020',
+            using errcode = 'MB040',
                   detail = format('scope_id: %s', scope_id),
                   hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
