@@ -326,6 +326,8 @@ def test_words_in_most_memories_only_score(vbank):
 
 def test_centroid_is_fixed_after_200_vectors_and_quantization_follows(conn):
     """Binary codes are taken of v - centroid once the bank holds 200 vectors (see set_embedding_centroid)."""
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")  # binary_quantize lives in pgvector's schema
     conn.execute("select membank.configure_embedding(model_id => 'test/c', dimension => 3)")
 
     def store(n, offset):

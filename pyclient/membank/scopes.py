@@ -42,12 +42,14 @@ def validate_scope(scope: Any, argument: str = "scope") -> dict[str, str]:
         raise errors.invalid(argument, f"must be a JSON object, got {type(scope).__name__}",
                              'pass an object of string keys to string values, e.g. {"user_id": "u1"}')
     if not scope:
-        raise errors.invalid(argument, "must not be empty", 'a scope names whose memory this is, e.g. {"user_id": "u1"}')
+        raise errors.invalid(argument, "must not be empty",
+                             'a scope names whose memory this is, e.g. {"user_id": "u1"}')
     if len(scope) > 16:
         raise errors.invalid(argument, f"has {len(scope)} keys", "a scope has at most 16 keys")
     for key, value in scope.items():
         if not isinstance(key, str) or not 1 <= len(key) <= 128 or "\x00" in key:
-            raise errors.invalid(argument, f"key {key!r} is not 1 to 128 characters", "scope keys are 1 to 128 characters")
+            raise errors.invalid(argument, f"key {key!r} is not 1 to 128 characters",
+                                 "scope keys are 1 to 128 characters")
         if not isinstance(value, str):
             raise errors.invalid(argument, f"value of key {key!r} must be a string, got {type(value).__name__}",
                                  "scope values are strings; nested objects, arrays, numbers and null are not allowed")
