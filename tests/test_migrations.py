@@ -32,7 +32,8 @@ def schema_dump(url: str) -> str:
             from pg_proc p join pg_namespace n on n.oid = p.pronamespace
             where n.nspname in ('membank', 'membank_private')
             union all
-            select c.oid::regclass::text || ' ' || md5(string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod), ','))
+            select c.oid::regclass::text || ' '
+                   || md5(string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod), ',' order by a.attnum))
             from pg_class c join pg_namespace n on n.oid = c.relnamespace join pg_attribute a on a.attrelid = c.oid
             where n.nspname in ('membank', 'membank_private') and a.attnum > 0 group by c.oid
             order by 1
