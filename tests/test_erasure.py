@@ -35,22 +35,25 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.get_memory(uuid,jsonb)": "select membank.get_memory(name => %(name)s::uuid)",
     "membank.list_memories(jsonb,integer,text,jsonb,text[],text,timestamp with time zone,timestamp with time zone,"
     "timestamp with time zone,timestamp with time zone)": "select * from membank.list_memories(scope => %(scope)s)",
-    "membank.update_memory(text,text,text[],jsonb,interval,timestamp with time zone,jsonb,jsonb,jsonb,text[])":
+    "membank.update_memory(text,text,text[],jsonb,interval,timestamp with time zone,jsonb,jsonb,jsonb,text[],integer)":
         "select membank.update_memory(name => %(name)s::text, topics => '{X}')",
-    "membank.update_memory(uuid,text,text[],jsonb,interval,timestamp with time zone,jsonb,jsonb,jsonb,text[])":
+    "membank.update_memory(uuid,text,text[],jsonb,interval,timestamp with time zone,jsonb,jsonb,jsonb,text[],integer)":
         "select membank.update_memory(name => %(name)s::uuid, topics => '{X}')",
-    "membank.delete_memory(text,jsonb,jsonb)": "select membank.delete_memory(name => %(name)s::text)",
-    "membank.delete_memory(uuid,jsonb,jsonb)": "select membank.delete_memory(name => %(name)s::uuid)",
+    "membank.delete_memory(text,jsonb,jsonb,integer)": "select membank.delete_memory(name => %(name)s::text)",
+    "membank.delete_memory(uuid,jsonb,jsonb,integer)": "select membank.delete_memory(name => %(name)s::uuid)",
     "membank.list_revisions(text,jsonb)": "select * from membank.list_revisions(name => %(name)s::text)",
     "membank.list_revisions(uuid,jsonb)": "select * from membank.list_revisions(name => %(name)s::uuid)",
     "membank.get_revision(text,integer,jsonb)":
         "select r.* from generate_series(1, 5) as n,"
         " lateral membank.get_revision(name => %(name)s::text, revision => n) as r",
     "membank.get_revision(uuid,integer,jsonb)": "select * from membank.get_revision(name => %(name)s::uuid, revision => 1)",
-    "membank.rollback_memory(text,integer,jsonb)": "select membank.rollback_memory(name => %(name)s::text, revision => 1)",
-    "membank.rollback_memory(uuid,integer,jsonb)": "select membank.rollback_memory(name => %(name)s::uuid, revision => 1)",
+    "membank.rollback_memory(text,integer,jsonb,integer)": "select membank.rollback_memory(name => %(name)s::text, revision => 1)",
+    "membank.rollback_memory(uuid,integer,jsonb,integer)": "select membank.rollback_memory(name => %(name)s::uuid, revision => 1)",
     "membank.purge_memories(jsonb,jsonb,text[],boolean)": None,
     "membank.purge_expired_memories(integer,integer,bigint)": "call membank.purge_expired_memories()",
+    "membank.purge_memories_in_batches(jsonb,jsonb,text[],integer,bigint)":  # a filter that matches nothing
+        "call membank.purge_memories_in_batches(scope => %(scope)s, metadata_filter => '{\"none\": \"x\"}',"
+        " purged => null)",
     "membank.configure_embedding(text,integer)": None,
     "membank.claim_embedding_jobs(integer)": "select * from membank.claim_embedding_jobs(batch_size => 1000)",
     "membank.store_embeddings(text,integer,text[],text[],text[])": None,
@@ -230,12 +233,14 @@ def test_erase_scope_removes_everything_and_only_that_scope(bank, conn):
 def test_erase_scope_deletes_buffer_keys(bank, make_buffer):
     buffer = make_buffer()
     bank.append_events(SCOPE, SESSION, EVENTS)
-    buffer.append(SESSION, [{"role": "user", "text": EVENTS[0]["text"]}])
-    buffer.append("other-session", [{"role": "user", "text": "kept"}])
+    buffer.append(SCOPE, SESSION, [{"role": "user", "text": EVENTS[0]["text"]}])
+    buffer.append(SCOPE, "buffer-only", [{"role": "user", "text": EVENTS[0]["text"]}])  # never in SQL
+    buffer.append(NEIGHBOUR, SESSION, [{"role": "user", "text": "kept"}])  # same session id, other scope
     result = bank.erase_scope(SCOPE, force=True, buffer=buffer)
-    assert result["counts"]["buffer_keys"] >= 1
-    assert buffer.read(SESSION).turns == []
-    assert [t.text for t in buffer.read("other-session").turns] == ["kept"]
+    assert result["counts"]["buffer_keys"] >= 2
+    assert buffer.read(SCOPE, SESSION).turns == []
+    assert buffer.read(SCOPE, "buffer-only").turns == []
+    assert [t.text for t in buffer.read(NEIGHBOUR, SESSION).turns] == ["kept"]
 
 
 def test_erase_scope_is_admin_only_and_validates(conn):
@@ -293,16 +298,16 @@ def test_cli_erase_counts_then_erases_with_buffer(bank, db_url, valkey_url, monk
     bank.append_events(SCOPE, session, EVENTS)
     bank.create_memory(SCOPE, f"fact {CANARY}")
     with SessionBuffer(valkey_url) as buffer:
-        buffer.append(session, [{"role": "user", "text": EVENTS[0]["text"]}])
+        buffer.append(SCOPE, session, [{"role": "user", "text": EVENTS[0]["text"]}])
         runner = CliRunner()
         counted = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE)],
                                            catch_exceptions=False).output)
         assert counted["erased"] is False and counted["counts"]["memories"] == 1
-        assert buffer.read(session).turns
+        assert buffer.read(SCOPE, session).turns
         erased = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE), "--force"],
                                           catch_exceptions=False).output)
         assert erased["erased"] is True and erased["counts"]["buffer_keys"] >= 1
-        assert buffer.read(session).turns == []
+        assert buffer.read(SCOPE, session).turns == []
     assert bank.list_memories(SCOPE).memories == []
 
 

@@ -1,7 +1,7 @@
 """Erasure and retention: retention settings, indexes for the retention sweep.
 
 Revision ID: 0006
-Revises: 0010
+Revises: 0005
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one; erase_scope, the retention procedure
@@ -14,7 +14,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0006"
-down_revision = "0010"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -36,7 +36,9 @@ where doc_count <= 0;
 -- their memories for embedding again.
 do $$
 begin
-    perform set_config('search_path', format('pg_catalog, %I, pg_temp', n.nspname), true)
+    -- The vector schema joins this transaction's path; the rest stays, so
+    -- alembic still finds its version table.
+    perform set_config('search_path', format('%I, %s', n.nspname, current_setting('search_path')), true)
     from pg_catalog.pg_extension as e
     inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
     where e.extname = 'vector';
