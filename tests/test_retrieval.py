@@ -200,11 +200,11 @@ def test_fusion_methods_and_weights(vbank):
         vbank.create_memory(U1, fact)
     vbank.process_pending()
     rrf = vbank.retrieve_memories(U1, "peanut allergy", top_k=3)
-    assert rrf[0].score == pytest.approx(1 / 61 + 1 / 61)
+    assert rrf[0].score == pytest.approx(1 / 21 + 1 / 21)
     convex = vbank.retrieve_memories(U1, "peanut allergy", top_k=3, fusion="convex")
     assert convex[0].memory.fact == "User is allergic to peanuts" and convex[0].score == pytest.approx(1.0)
     text_only = vbank.retrieve_memories(U1, "peanut allergy", top_k=3, vector_weight=0, text_weight=1)
-    assert text_only[0].score == pytest.approx(1 / 61)
+    assert text_only[0].score == pytest.approx(1 / 21)
     with pytest.raises(InvalidArgumentError, match="fusion: unknown fusion"):
         vbank.retrieve_memories(U1, "x", fusion="max")
 
