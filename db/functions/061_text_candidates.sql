@@ -20,24 +20,26 @@
 
 -- name: query_lexemes: a query's lexemes in every language a fact may be indexed in, with CJK unigrams and bigrams.
 create or replace function membank_private.query_lexemes(query_text text)
-returns text []
+returns text[]
 language sql
 immutable
 parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
-return array(
-    select q.lexeme
-    from unnest(array['english', 'german', 'french', 'spanish', 'russian', 'simple']::regconfig []) as c (config)
-    cross join lateral unnest(tsvector_to_array(to_tsvector(
-        c.config,
-        membank_private.unaccent_text(regexp_replace(
-            coalesce(query_text, ''), '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'))
-    ))) as q (lexeme)
-    union
-    select unnest(tsvector_to_array(membank_private.cjk_tokens(coalesce(query_text, ''))))
-    order by 1
-);
+as $$
+    select array(
+        select q.lexeme
+        from unnest(array['english', 'german', 'french', 'spanish', 'russian', 'simple']::regconfig []) as c (config)
+        cross join lateral unnest(tsvector_to_array(to_tsvector(
+            c.config,
+            membank_private.unaccent_text(regexp_replace(
+                coalesce(query_text, ''), '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'))
+        ))) as q (lexeme)
+        union
+        select unnest(tsvector_to_array(membank_private.cjk_tokens(coalesce(query_text, ''))))
+        order by 1
+    );
+$$;
 
 -- name: bm25_idf: BM25's inverse document frequency of a lexeme in df of n documents.
 create or replace function membank_private.bm25_idf(df bigint, n bigint)

@@ -1,16 +1,16 @@
 -- 0008 downgrade: english full text again. The unaccent extension stays.
 drop function if exists membank.retrieve_memories(
-    jsonb, text, real [], integer, double precision, jsonb, text [], text, timestamptz, timestamptz,
-    text, double precision, double precision, integer, text, integer, integer, text, text [], real []
+    jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
+    text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
 );
 drop function if exists membank.decompose_query(text, text, text, text);
 drop function if exists membank.decomposition_prompt(text);
 drop function if exists membank_private.split_question(text);
 drop function if exists membank_private.parse_sub_queries(text, text);
-drop function if exists membank_private.check_queries(text, real [], text [], real [], text);
+drop function if exists membank_private.check_queries(text, real[], text[], real[], text);
 drop function if exists membank_private.query_lexemes(text);
 drop function if exists membank_private.hybrid_candidates(
-    uuid [], vector, text, integer, integer, jsonb, text [], text, timestamptz, timestamptz,
+    uuid[], vector, text, integer, integer, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer
 );
 drop index membank_private.memories_scope_fts_idx;
@@ -33,8 +33,8 @@ drop function membank_private.cjk_tokens(text);
 drop function membank_private.text_language(text);
 drop function membank_private.unaccent_text(text);
 drop function if exists membank_private.text_candidates(
-    uuid [], text, integer, jsonb, text [], text, timestamptz, timestamptz
+    uuid[], text, integer, jsonb, text[], text, timestamptz, timestamptz
 );
 drop function if exists membank_private.scan_candidates(
-    uuid [], vector, text, integer, jsonb, text [], text, timestamptz, timestamptz
+    uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz
 );
