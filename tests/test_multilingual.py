@@ -244,3 +244,29 @@ def test_client_decompose_rules(db_url, conn):
         assert sorted(r.memory.fact for r in got) == ["Maya lives in Lisbon now", "Maya started a new job as a nurse"]
         with pytest.raises(InvalidArgumentError):
             bank.retrieve_memories(scope, "a question", decompose="telepathy")
+
+
+def test_client_decompose_with_an_openai_compatible_model(httpserver, db_url, conn, monkeypatch):
+    """decompose="model:openai:<model>": the prompt and schema from SQL go over the wire to a local server that
+    speaks the OpenAI chat API; SQL parses the reply; a reply with no usable JSON falls back to the question."""
+    from werkzeug import Request, Response
+
+    replies = ['{"queries": ["Where does Maya work?", "Where does Maya live?"]}', "I cannot help with that"]
+    bodies = []
+
+    def handle(request: Request) -> Response:
+        bodies.append(request.get_json())
+        text = replies[len(bodies) - 1]
+        return Response(json.dumps({
+            "id": "c1", "object": "chat.completion", "created": 0, "model": "local",
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}), content_type="application/json")
+
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(handle)
+    monkeypatch.setenv("MEMBANK_OPENAI_BASE_URL", httpserver.url_for("/v1"))
+    question = "Where does Maya work and where does she live?"
+    with MemoryBank(db_url, max_size=1) as bank:
+        assert bank.decompose_query(question, "model:openai:local-model") == [
+            "Where does Maya work?", "Where does Maya live?"]
+        assert question in json.dumps(bodies[0], ensure_ascii=False)
+        assert bank.decompose_query(question, "model:openai:local-model") == [question]
