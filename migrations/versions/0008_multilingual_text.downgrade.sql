@@ -1,4 +1,4 @@
--- 0008 downgrade: english full text again. The unaccent extension stays.
+-- 0008 downgrade: english full text again. unaccent goes when membank installed it (in membank_extensions).
 drop function if exists membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
@@ -38,3 +38,12 @@ drop function if exists membank_private.text_candidates(
 drop function if exists membank_private.scan_candidates(
     uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz
 );
+do $$
+begin
+    if exists (select from pg_catalog.pg_extension as e
+               inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
+               where e.extname = 'unaccent' and n.nspname = 'membank_extensions') then
+        drop extension unaccent restrict;
+    end if;
+end
+$$;

@@ -9,7 +9,17 @@
 -- scripts without spaces (as in Lucene's CJKBigramFilter), so a query that
 -- shares a sub-word with a fact matches it through the same GIN index.
 
-create extension if not exists unaccent;
+-- unaccent, when membank installs it, goes into membank_extensions, like
+-- pgvector (see 0002); the wrapper below names its schema explicitly.
+do $$
+begin
+    if not exists (select from pg_catalog.pg_extension where extname = 'unaccent') then
+        create schema if not exists membank_extensions;
+        revoke all on schema membank_extensions from public;
+        create extension unaccent schema membank_extensions;
+    end if;
+end
+$$;
 
 -- unaccent() is stable (its dictionary could be reloaded); the wrapper is
 -- immutable with the dictionary named, so a stored column may use it.
