@@ -160,7 +160,7 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         click.echo(f"{len(memories)} memories kept from {conversation.event_count} events "
                    f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
         click.echo("recall: hybrid retrieval; score = Reciprocal Rank Fusion of the vector and full-text ranks "
-                   "(1/(60 + rank) per list), similarity = cosine similarity to the question")
+                   "(1/(20 + rank) per list), similarity = cosine similarity to the question")
         for question in conversation.questions:
             click.echo(f"recall: {question.text}")
             for r in bank.retrieve_memories(conversation.scope, question.text, top_k=top_k):
@@ -464,12 +464,15 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
+@click.option("--decompose", metavar="METHOD",
+              help="Split a compound question into sub-queries first: rules, model:<provider> (e.g. model:gemini), "
+                   "or in_database:<model_id> (AlloyDB ai.generate).")
 def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None, fusion: str,
-                      text_only: bool) -> None:
+                      text_only: bool, decompose: str | None) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope."""
     with MemoryBank(max_size=1) as bank:
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
-                                         use_embedding=not text_only)
+                                         use_embedding=not text_only, decompose=decompose)
     _echo_json([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
 
 
