@@ -69,7 +69,7 @@ def cli_hint(hint: str) -> str:
 _LAZY_COMMANDS = {
     "audit": ("membank.audit", "audit",
               "Run the evidence-verdict canary cases and print expected against actual verdicts."),
-    "mcp": ("membank.mcp", "mcp", "Serve membank to agents over the Model Context Protocol (stdio or HTTP)."),
+    "mcp": ("membank.mcp_server", "mcp", "Serve membank to agents over the Model Context Protocol (stdio or HTTP)."),
     "valkey": ("membank.buffer.cli", "valkey", "The session buffer's Valkey server: path, url, start, stop."),
 }
 
