@@ -194,8 +194,14 @@ def _call(method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
 
 
 def build_server(bank: Any, *, scope: dict[str, str] | None = None) -> Any:
-    """Return an ``mcp`` MCPServer whose tools call ``bank``; ``scope`` fixes the scope of every call."""
-    from mcp.server.mcpserver import MCPServer
+    """Return an ``mcp`` MCPServer whose tools call ``bank``; ``scope`` fixes the scope of every call.
+
+    Raises ImportError naming the extra when the ``mcp`` SDK (v2) is not installed.
+    """
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError as err:
+        raise ImportError("membank mcp needs the mcp SDK 2.x: pip install 'membank[mcp]'") from err
 
     from membank.client import MemoryBank
 
