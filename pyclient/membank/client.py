@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
@@ -19,9 +19,6 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
-from membank.errors import MembankError
-from membank.embedding import Embedder, get_embedder
-from membank.worker import EmbeddingWorker
 from membank.models import (
     EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
     ToolDecision, ToolRule,
@@ -54,6 +51,10 @@ _ARG_TYPES = {
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
+
+if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
+    from membank.embedding import Embedder
+    from membank.worker import EmbeddingWorker
 
 Scope = Mapping[str, str]
 # membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
@@ -171,6 +172,8 @@ class MemoryBank:
     def embedder(self) -> Embedder:
         """The Embedder for queries and queued facts, loaded on first use."""
         if self._embedder is None:
+            from membank.embedding import get_embedder
+
             self._embedder = get_embedder(self._embedder_spec if isinstance(self._embedder_spec, str) else None)
         return self._embedder
 
@@ -452,6 +455,8 @@ class MemoryBank:
     def worker(self) -> EmbeddingWorker:
         """An in-process EmbeddingWorker using this bank's embedder (created on first use)."""
         if self._worker is None:
+            from membank.worker import EmbeddingWorker
+
             self._worker = EmbeddingWorker(self.url, self.embedder)
         return self._worker
 
