@@ -11,7 +11,7 @@ revoke all on all procedures in schema membank from public;
 grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
-membank.operation, membank.generation_job
+membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision
 to membank_reader;
 
 grant execute on function
@@ -33,7 +33,10 @@ membank.generation_backlog(),
 membank.get_memory(uuid, jsonb),
 membank.list_revisions(uuid, jsonb),
 membank.get_revision(uuid, integer, jsonb),
-membank.get_operation(uuid, jsonb)
+membank.get_operation(uuid, jsonb),
+membank.scope_id(jsonb),
+membank.list_tool_rules(jsonb, text),
+membank.list_tool_rule_changes(jsonb, bigint, integer)
 to membank_reader;
 
 grant execute on function
@@ -53,10 +56,21 @@ membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean),
 membank.update_memory(uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]),
 membank.delete_memory(uuid, jsonb, jsonb),
-membank.rollback_memory(uuid, integer, jsonb)
+membank.rollback_memory(uuid, integer, jsonb),
+membank.compact_memories(jsonb, interval, integer, text[], text, boolean),
+membank.check_tool_permission(jsonb, text, text, text, text, boolean, text),
+membank.list_tool_decisions(jsonb, integer)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;
+-- Permission rules are the operator's: the application (writer) asks, it may not grant itself.
+grant execute on function
+membank.create_tool_rule(jsonb, text, text, text, text, text[], text),
+membank.update_tool_rule(bigint, jsonb, text, text, text[], text),
+membank.delete_tool_rule(bigint, jsonb),
+membank.set_exempt_tools(jsonb, text[]),
+membank.compact_scopes(jsonb, interval, integer, integer)
+to membank_admin;
 grant execute on procedure membank.purge_expired_memories(integer, integer, bigint) to membank_admin;
 
 -- The expiry procedure runs as its caller and commits between batches; each

@@ -50,6 +50,11 @@ begin
                                                'examples', _op.options -> 'examples',
                                                'batch', _job.extract_batch,
                                                'batches', jsonb_array_length(_batches)))::membank.generation_job;
+        elsif _op.stage = 'COMPACT' then
+            return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
+                            membank_private.compaction_prompt(_op), membank_private.compaction_schema(),
+                            jsonb_build_object('task', 'compact', 'memories', _op.facts,
+                                               'max_tokens', 400))::membank.generation_job;
         else
             -- The facts are embedded by the worker first (prepare_consolidation);
             -- a later batch reuses the vectors stored with the job (embed_texts null).
@@ -69,7 +74,9 @@ membank.generation_job: stage EXTRACT carries the prompt of the operation's next
 each prompt stays within the setting membank.max_prompt_tokens, default 8000 tokens estimated as UTF-8 bytes / 3; an
 event longer than that is split on sentence boundaries), the JSON schema of the reply and the structured input
 (events, topics, examples, batch, batches) for offline providers; stage CONSOLIDATE carries embed_texts, the facts to
-embed in passage mode before calling prepare_consolidation (null for a later batch: the stored vectors are reused). Then call the model and
+embed in passage mode before calling prepare_consolidation (null for a later batch: the stored vectors are reused); stage COMPACT carries the compaction
+prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
+"max_tokens"} (compact_memories). Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
 Raises 22023 naming the argument.$$;
 
@@ -157,6 +164,9 @@ begin
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
     where o.name = _job.operation_name
     returning * into _op;
+    if _op.stage = 'COMPACT' then
+        return membank_private.apply_compaction(_op, reply);
+    end if;
     _parsed := membank_private.parse_model_json(
         reply, case _op.stage when 'CONSOLIDATE' then 'actions' else 'memories' end);
     if _parsed is null then
@@ -235,7 +245,9 @@ DELETE per memory_name (the first in the reply wins), no UPDATE or DELETE of a m
 order, "fact:N" meaning what fact N's item created or updated, an identical fact never created twice; then 'next'
 (another batch of facts) or 'done'. Every rejected item is kept with its reason in the operation's rejected_items. A
 reply with no JSON value, or without the asked array, fails the operation ('failed', error INVALID_MODEL_OUTPUT) and
-applies nothing of it.
+applies nothing of it. COMPACT: the reply is {"summary": text}
+or plain text; the summary is created and the chosen memories deleted ('done'), or, when one of them changed since it
+was chosen, nothing is applied ('failed', error CANDIDATES_CHANGED).
 Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).$$;
 
 -- name: fail_generation_job: record a failed model call; retried with exponential backoff, then the operation fails.
