@@ -1860,7 +1860,7 @@ CREATE FUNCTION membank_private.apply_compaction(o membank_private.operations, r
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _parsed jsonb := membank_private.parse_model_json(reply);
+    _parsed jsonb := membank_private.parse_model_json(reply, 'summary');
     _summary text;
     _revisions jsonb;
     _changed jsonb;
@@ -3037,6 +3037,7 @@ CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jso
         when kind = 'memories' and jsonb_typeof(parsed -> 'memories') = 'array' then parsed -> 'memories'
         when kind = 'memories' and jsonb_typeof(parsed -> 'facts') = 'array' then parsed -> 'facts'
         when kind = 'actions' and jsonb_typeof(parsed -> 'actions') = 'array' then parsed -> 'actions'
+        when kind = 'summary' and jsonb_typeof(parsed -> 'summary') = 'string' then parsed -> 'summary'
     end;
 $$;
 CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) RETURNS timestamp with time zone

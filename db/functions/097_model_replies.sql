@@ -6,7 +6,7 @@
 -- So reasoning blocks are dropped, then every balanced JSON value at depth 0
 -- is a candidate, tried last first, and the first that parses (trailing
 -- commas and \u0000 escapes repaired) and holds the asked array wins.
--- Used by complete_generation_job (095_generation_jobs.sql).
+-- Used by complete_generation_job (095_generation_jobs.sql) and apply_compaction (096_compaction.sql).
 
 -- name: strip_think: a reply without its reasoning blocks (<think>...</think>, <thinking>...</thinking>).
 create or replace function membank_private.strip_think(reply text)
@@ -103,7 +103,7 @@ begin
 end
 $$;
 
--- name: reply_items: the array of items a parsed reply holds for its kind (memories or actions); null if none.
+-- name: reply_items: what a parsed reply holds for its kind (memories, actions: the array; summary: the text).
 create or replace function membank_private.reply_items(parsed jsonb, kind text)
 returns jsonb
 language sql
@@ -116,6 +116,7 @@ as $$
         when kind = 'memories' and jsonb_typeof(parsed -> 'memories') = 'array' then parsed -> 'memories'
         when kind = 'memories' and jsonb_typeof(parsed -> 'facts') = 'array' then parsed -> 'facts'
         when kind = 'actions' and jsonb_typeof(parsed -> 'actions') = 'array' then parsed -> 'actions'
+        when kind = 'summary' and jsonb_typeof(parsed -> 'summary') = 'string' then parsed -> 'summary'
     end;
 $$;
 
@@ -125,7 +126,7 @@ $$;
 -- is the answer, trailing commas. So the reply is not cut at its first
 -- brace: its reasoning blocks are dropped, then each balanced {...} / [...]
 -- span at depth 0 is a candidate, tried last first, and the first that
--- parses and holds the items of kind ('memories' or 'actions', see
+-- parses and holds the items of kind ('memories', 'actions' or 'summary', see
 -- reply_items) wins; when none does, the last one that parses (the caller
 -- reports the missing array).
 create or replace function membank_private.parse_model_json(reply text, kind text)
