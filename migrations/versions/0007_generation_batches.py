@@ -1,7 +1,7 @@
 """GenerateMemories in batches: where a job stands in its extraction and consolidation batches.
 
 Revision ID: 0007
-Revises: 0010
+Revises: 0005
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one; the batching itself is in
@@ -13,7 +13,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0007"
-down_revision = "0010"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
