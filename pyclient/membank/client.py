@@ -651,9 +651,11 @@ class PendingOperation:
             if process:
                 self.bank.process_pending(operation_name=self.name)
             operation = self.get()
-            if operation.done:
-                return operation
             worker = self.bank.generation_worker if process else None
+            # A refused request (HTTP 400, 404, ...) fails the operation at once: fail fast on it too.
+            refused = operation.done and (operation.error or {}).get("code") == "MODEL_CALL_FAILED"
+            if operation.done and not refused:
+                return operation
             if fail_fast and worker is not None and worker.last_error:
                 from membank.generation import GenerationError
 
@@ -661,6 +663,8 @@ class PendingOperation:
                                       f"{worker.last_error}",
                                       hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
                                            "`membank worker` would retry it with backoff")
+            if operation.done:
+                return operation
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")

@@ -37,6 +37,7 @@ from membank import errors
 from membank.buffer.models import RollingSummary, Turn
 from membank.buffer.server import BufferUnavailableError
 from membank.buffer.session import SessionBuffer, _validate_session_id
+from membank.buffer.summarizer import dropped_lines
 from membank.buffer.tokenizer import Tokenizer, get_tokenizer
 from membank.models import Memory, RetrievedMemory
 
@@ -88,7 +89,9 @@ class Context:
     present. ``memories`` names the memories in the prompt (best first),
     ``turn_seqs`` the turns in it; ``dropped`` what did not fit
     (``{"memories": [names], "turns": [seqs], "summary": bool}``, plus
-    ``summary_lines`` when only the summary's newest lines fit and
+    ``summary_lines`` when only the summary's newest lines fit,
+    ``summarized_lines`` when the summarizer itself dropped lines over its
+    folds (how many; the rules summarizer drops small talk first), and
     ``truncated_turn`` when the newest turn was cut; lowest-ranked memories
     and oldest turns go first). ``verdicts`` has one entry per memory
     considered. ``degraded`` is True (with ``degraded_reason``) when the
@@ -383,6 +386,8 @@ class ContextBuilder:
             order.append(("summary", "summary", count(summary_text) + 1))
         order += [("turn", t.seq, count(lines["turn"][t.seq]) + 1) for t in reversed(turns[:-1])]
         dropped: dict[str, Any] = {"memories": [], "turns": [], "summary": False}
+        if dropped_lines(summary_text):
+            dropped["summarized_lines"] = dropped_lines(summary_text)
         turns_closed = False
         for section, key, cost in order:
             extra = cost + (0 if chosen[section] else header_cost[section])

@@ -179,7 +179,7 @@ end
 $$;
 COMMENT ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) IS 'Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
 events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
-"text": string <= 32768 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
+"text": string <= 200000 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
 speaker''s zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
@@ -366,6 +366,8 @@ CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, oper
 declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
+    _batches jsonb;
+    _batch jsonb;
 begin
     if batch_size is null or batch_size not between 1 and 100 then
         perform membank_private._raise_invalid('batch_size',
@@ -381,32 +383,47 @@ begin
         for update skip locked
     loop
         select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+        if _job.token_budget is null then
+            -- The budget the operation's batches are cut with, kept for all of them.
+            update membank_private.generation_jobs as j set token_budget = membank_private.token_budget()
+            where j.id = _job.id
+            returning * into _job;
+        end if;
         if _op.stage = 'EXTRACT' then
+            _batches := membank_private.extraction_batches(_op, _job.token_budget);
+            _batch := _batches -> _job.extract_batch;
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
-                            membank_private.extraction_prompt(_op), membank_private.extraction_schema(),
-                            jsonb_build_object('task', 'extract', 'events', _op.source_events,
+                            membank_private.extraction_prompt(_op, _batch), membank_private.extraction_schema(),
+                            jsonb_build_object('task', 'extract', 'events', _batch,
                                                'topics', _op.options -> 'topics',
-                                               'examples', _op.options -> 'examples'))::membank.generation_job;
+                                               'examples', _op.options -> 'examples',
+                                               'batch', _job.extract_batch,
+                                               'batches', jsonb_array_length(_batches)))::membank.generation_job;
         elsif _op.stage = 'COMPACT' then
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
                             membank_private.compaction_prompt(_op), membank_private.compaction_schema(),
                             jsonb_build_object('task', 'compact', 'memories', _op.facts,
                                                'max_tokens', 400))::membank.generation_job;
         else
-            -- The facts are embedded by the worker first (prepare_consolidation).
+            -- The facts are embedded by the worker first (prepare_consolidation);
+            -- a later batch reuses the vectors stored with the job (embed_texts null).
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1,
-                            array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
+                            case when _job.fact_embeddings is null
+                                 then array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f) end,
                             null, null, null)::membank.generation_job;
         end if;
     end loop;
 end
 $$;
 COMMENT ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) IS 'Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller''s
-transaction; with operation_name, only that operation''s job (to run one operation in-process). Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
-reply and the structured input (events, topics, examples) for offline providers; stage COMPACT carries the compaction
+transaction; with operation_name, only that operation''s job (to run one operation in-process). Each row is a
+membank.generation_job: stage EXTRACT carries the prompt of the operation''s next extraction batch (events cut so that
+each prompt stays within the setting membank.max_prompt_tokens, default 8000 tokens estimated as UTF-8 bytes / 3; an
+event longer than that is split on sentence boundaries), the JSON schema of the reply and the structured input
+(events, topics, examples, batch, batches) for offline providers; stage CONSOLIDATE carries embed_texts, the facts to
+embed in passage mode before calling prepare_consolidation (null for a later batch: the stored vectors are reused); stage COMPACT carries the compaction
 prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
-"max_tokens"} (compact_memories); stage CONSOLIDATE carries
-embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
+"max_tokens"} (compact_memories). Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
 Raises 22023 naming the argument.';
 CREATE FUNCTION membank.compact_memories(scope jsonb, older_than interval, max_memories integer DEFAULT 50, topics text[] DEFAULT NULL::text[], model_id text DEFAULT NULL::text, in_database boolean DEFAULT NULL::boolean) RETURNS uuid
@@ -551,7 +568,8 @@ CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETUR
 declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
-    _parsed jsonb := membank_private.parse_model_json(reply);
+    _parsed jsonb;
+    _batches jsonb;
     _facts jsonb;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
@@ -566,11 +584,13 @@ begin
     if _op.stage = 'COMPACT' then
         return membank_private.apply_compaction(_op, reply);
     end if;
+    _parsed := membank_private.parse_model_json(
+        reply, case _op.stage when 'CONSOLIDATE' then 'actions' else 'memories' end);
     if _parsed is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
-            'message', format('the model reply is not JSON, even after removing fences, prose and trailing '
-                              || 'commas: %s', left(coalesce(reply, 'null'), 300))));
+            'message', format('the model reply holds no JSON value, even after removing reasoning, fences, prose '
+                              || 'and trailing commas: %s', left(coalesce(reply, 'null'), 300))));
         return 'failed';
     end if;
     if _op.stage = 'CONSOLIDATE' then
@@ -578,8 +598,7 @@ begin
             perform membank_private._raise_invalid('job_id', 'has no plan',
                 'call prepare_consolidation before complete_generation_job');
         end if;
-        if jsonb_typeof(case jsonb_typeof(_parsed) when 'array' then _parsed else _parsed -> 'actions' end)
-           is distinct from 'array' then
+        if membank_private.reply_items(_parsed, 'actions') is null then
             perform membank_private.finish_operation(_op.name, jsonb_build_object(
                 'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
                 'message', format('the consolidation reply has no "actions" array: %s', left(reply, 300))));
@@ -587,13 +606,29 @@ begin
         end if;
         return membank_private.apply_consolidation(_job, _parsed);
     end if;
-    _facts := membank_private.accept_extracted_facts(_op, _parsed);
+    _batches := membank_private.extraction_batches(
+        _op, coalesce(_job.token_budget, membank_private.token_budget()));
+    _facts := membank_private.accept_extracted_facts(_op, _parsed, _batches -> _job.extract_batch, _op.facts);
     if _facts is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
             'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
         return 'failed';
     end if;
+    _facts := _op.facts || _facts;
+    -- retry_time stays in the past: a worker whose claim began before this
+    -- commit re-checks the row's new version and must still find it due.
+    if _job.extract_batch + 1 < jsonb_array_length(_batches) then
+        update membank_private.operations as o set facts = _facts, update_time = statement_timestamp()
+        where o.name = _op.name;
+        update membank_private.generation_jobs as j
+        set extract_batch = j.extract_batch + 1, attempts = 0, last_error = null
+        where j.id = _job.id;
+        return 'next';
+    end if;
+    -- Consolidation goes in event-time order: what was said last is applied last.
+    _facts := (select coalesce(jsonb_agg(f order by (f ->> 'event_time')::timestamptz nulls last, n), '[]')
+               from jsonb_array_elements(_facts) with ordinality as x (f, n));
     update membank_private.operations as o
     set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
     where o.name = _op.name;
@@ -606,21 +641,26 @@ begin
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
-    -- retry_time stays in the past: a worker whose claim began before this
-    -- commit re-checks the row's new version and must still find it due.
     update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
     return 'next';
 end
 $$;
-COMMENT ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) IS 'Hand a model''s raw reply for a claimed job to the database, which parses it (fenced JSON, prose around JSON and
-trailing commas are repaired), validates every item and applies it. EXTRACT: the accepted facts are kept and the job
-moves to CONSOLIDATE (''next''; commit, then claim again), or the operation is done when nothing was extracted or
-consolidation is disabled (''done''). CONSOLIDATE: under the scope''s write lock the candidates are searched again; if they
-differ from the plan the model saw, returns ''replan'' (call prepare_consolidation and the model again, in the same
-transaction; at most 3 times), else the actions apply in one transaction (''done''). Items that fail validation (an
-unknown action, a memory_name that was not a candidate, a memory changed since planning) are rejected one by one with
-the reason in the operation''s rejected_items; the rest applies. A reply that is not JSON, or lacks the asked array,
-fails the operation (''failed'', error INVALID_MODEL_OUTPUT) and applies nothing. COMPACT: the reply is {"summary": text}
+COMMENT ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) IS 'Hand a model''s raw reply for a claimed job to the database, which parses it and validates and applies it. Parsing
+(parse_model_json) drops reasoning blocks (<think>...</think>), then tries each balanced JSON value of the reply, last
+first, and keeps the first with the asked array ("memories" or "actions"); fences, prose, trailing commas and \u0000
+escapes are repaired. EXTRACT: the batch''s accepted facts join the operation''s (''next'': commit, then claim the next
+batch); after the last batch the facts are sorted by event time and the job moves to CONSOLIDATE (''next''), or the
+operation is done when nothing was extracted or consolidation is disabled (''done''). An extraction reply may list
+{"source_event_ids", "reason"} items under "not_extracted" (read but not extracted, e.g. an unsupported language): they
+are kept as rejected items. CONSOLIDATE: under the scope''s write lock the batch''s candidates are searched again; if
+they differ from the plan the model saw, returns ''replan'' (call prepare_consolidation and the model again, in the same
+transaction; at most 3 times). Else the reply is validated as a whole plan: at most one item per fact and one UPDATE or
+DELETE per memory_name (the first in the reply wins), no UPDATE or DELETE of a memory said after the fact
+("superseded"), no memory_name that was not a candidate or changed since planning; the valid items apply in fact
+order, "fact:N" meaning what fact N''s item created or updated, an identical fact never created twice; then ''next''
+(another batch of facts) or ''done''. Every rejected item is kept with its reason in the operation''s rejected_items. A
+reply with no JSON value, or without the asked array, fails the operation (''failed'', error INVALID_MODEL_OUTPUT) and
+applies nothing of it. COMPACT: the reply is {"summary": text}
 or plain text; the summary is created and the chosen memories deleted (''done''), or, when one of them changed since it
 was chosen, nothing is applied (''failed'', error CANDIDATES_CHANGED).
 Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).';
@@ -1023,6 +1063,8 @@ begin
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id', hint = 'claim jobs again';
     end if;
+    update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
+    where o.name = _job.operation_name;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
@@ -1031,9 +1073,10 @@ begin
     return false;
 end
 $$;
-COMMENT ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) IS 'Record that the model call of a claimed job failed with error (text, kept up to 2000 characters). The job is
-retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once when retryable is false, the operation
-is done with error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
+COMMENT ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) IS 'Record that the model call of a claimed job failed with error (text, kept up to 2000 characters); it counts in the
+operation''s model_calls. The job is retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once
+when retryable is false (a request that will never succeed: HTTP 400, 401, 403, 404, 422), the operation is done with
+error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
 Raises P0002 (no such job).';
 CREATE FUNCTION membank.generate_memories(scope jsonb, events jsonb DEFAULT NULL::jsonb, session_id text DEFAULT NULL::text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, facts jsonb DEFAULT NULL::jsonb, topics jsonb DEFAULT NULL::jsonb, examples jsonb DEFAULT NULL::jsonb, disable_consolidation boolean DEFAULT false, request_id text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1478,7 +1521,8 @@ begin
         where j.id = _job.id
         returning * into _job;
     end if;
-    _plan := membank_private.consolidation_candidates(_op, _job.fact_embeddings, _job.embedding_model);
+    _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
+                                                coalesce(_job.token_budget, membank_private.token_budget()));
     update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
@@ -1488,9 +1532,11 @@ begin
 end
 $$;
 COMMENT ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) IS 'For a claimed CONSOLIDATE job: store the facts'' vectors (embeddings real[][], one row per embed_texts entry, made in
-passage mode by embedding_model; null reuses the vectors stored before), find each fact''s nearest memories in the
-scope by hybrid retrieval (top 5), keep them (names and revisions) as the job''s plan, and return the job with the
-consolidation prompt, the reply''s JSON schema and the structured input (facts, candidates). Call it again when
+passage mode by embedding_model; null reuses the vectors stored before), plan the next batch of facts (in event-time
+order, as many as fit the token budget, at most 50): per fact its nearest memories in the scope by hybrid retrieval
+(top 5, each with the event time of the statement it holds) and up to 3 earlier facts of the batch (named "fact:N"),
+keep them (names and revisions) as the job''s plan, and return the job with the consolidation prompt, the reply''s JSON
+schema and the structured input (facts, candidates: the batch''s plan). Call it again when
 complete_generation_job returns ''replan''. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument
 (embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank''s).';
 CREATE PROCEDURE membank.purge_expired_memories(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT purged bigint DEFAULT 0)
@@ -2037,24 +2083,30 @@ CREATE TABLE membank_private.operations (
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     CONSTRAINT operations_stage_check CHECK ((stage = ANY (ARRAY['EXTRACT'::text, 'CONSOLIDATE'::text, 'COMPACT'::text, 'DONE'::text])))
 );
-CREATE FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb) RETURNS jsonb
+CREATE FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb, events jsonb, known jsonb DEFAULT '[]'::jsonb) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _items jsonb := case jsonb_typeof(reply) when 'array' then reply
-                         else coalesce(reply -> 'memories', reply -> 'facts') end;
+    _items jsonb := membank_private.reply_items(reply, 'memories');
     _labels text [] := array(select t ->> 'label' from jsonb_array_elements(o.options -> 'topics') as t);
-    _event_ids text [] := array(select e ->> 'event_id' from jsonb_array_elements(o.source_events) as e);
+    _event_ids text [] := array(select distinct e ->> 'event_id' from jsonb_array_elements(events) as e);
     _item jsonb;
     _fact text;
     _topics text [];
     _sources text [];
     _unknown text [];
     _accepted jsonb := '[]';
+    _keys text [] := array(select lower(f ->> 'fact') from jsonb_array_elements(coalesce(known, '[]')) as f);
 begin
-    if jsonb_typeof(_items) is distinct from 'array' then
+    if _items is null then
         return null;  -- not the shape asked for: the caller fails the operation
+    end if;
+    if jsonb_typeof(reply) = 'object' and jsonb_typeof(reply -> 'not_extracted') = 'array' then
+        for _item in select i from jsonb_array_elements(reply -> 'not_extracted') as i loop
+            perform membank_private.reject_item(o.name, 'EXTRACT', _item - 'reason',
+                coalesce(left(_item ->> 'reason', 500), 'not extracted (no reason given)'));
+        end loop;
     end if;
     for _item in select i from jsonb_array_elements(_items) as i loop
         if jsonb_typeof(_item) = 'string' then
@@ -2091,22 +2143,22 @@ begin
             continue;
         end if;
         if cardinality(_sources) = 0 then
-            _sources := _event_ids;  -- unattributed: all events of the operation are its source
+            _sources := _event_ids;  -- unattributed: all events of the batch are its source
         end if;
-        if _accepted @> jsonb_build_array(jsonb_build_object('key', lower(_fact))) then
-            continue;  -- the same fact twice in one reply
+        if lower(_fact) = any(_keys) then
+            continue;  -- the same fact twice in one operation
         end if;
+        _keys := _keys || lower(_fact);
         _accepted := _accepted || jsonb_build_array(jsonb_build_object(
-            'key', lower(_fact), 'fact', _fact, 'topics', to_jsonb(_topics), 'source_event_ids', to_jsonb(_sources),
+            'fact', _fact, 'topics', to_jsonb(_topics), 'source_event_ids', to_jsonb(_sources),
             'event_time', (select max((e ->> 'timestamp')::timestamptz)
-                           from jsonb_array_elements(o.source_events) as e
+                           from jsonb_array_elements(events) as e
                            where e ->> 'event_id' = any(_sources))));
         if jsonb_array_length(_accepted) >= 100 then
             exit;
         end if;
     end loop;
-    return (select coalesce(jsonb_agg(a - 'key' order by n), '[]')
-            from jsonb_array_elements(_accepted) with ordinality as x (a, n));
+    return _accepted;
 end
 $$;
 CREATE FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) RETURNS text
@@ -2114,7 +2166,7 @@ CREATE FUNCTION membank_private.apply_compaction(o membank_private.operations, r
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _parsed jsonb := membank_private.parse_model_json(reply);
+    _parsed jsonb := membank_private.parse_model_json(reply, 'summary');
     _summary text;
     _revisions jsonb;
     _changed jsonb;
@@ -2187,7 +2239,10 @@ CREATE TABLE membank_private.generation_jobs (
     plan jsonb,
     fact_embeddings real[],
     embedding_model text,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    token_budget integer,
+    extract_batch integer DEFAULT 0 NOT NULL,
+    next_fact integer DEFAULT 0 NOT NULL
 );
 CREATE FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) RETURNS text
     LANGUAGE plpgsql
@@ -2195,22 +2250,26 @@ CREATE FUNCTION membank_private.apply_consolidation(job membank_private.generati
     AS $$
 declare
     _op membank_private.operations;
-    _items jsonb := case jsonb_typeof(reply) when 'array' then reply else reply -> 'actions' end;
+    _first integer := (job.plan -> 0 ->> 'index')::integer;
+    _last integer := (job.plan -> -1 ->> 'index')::integer;
+    _valid jsonb;
     _item jsonb;
     _fact jsonb;
     _text text;
-    _reason text;
+    _target text;
+    _twin text;
     _revisions jsonb;
     _row membank_private.memories;
-    _decided integer [] := '{}';
+    _results jsonb := '{}';  -- fact_index -> the memory its action created, updated or found (for fact:j)
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
+    _action text;
     _i integer;
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     if membank_private.plan_key(membank_private.consolidation_candidates(
-           _op, job.fact_embeddings, job.embedding_model)) <> membank_private.plan_key(job.plan)
+           _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
        and job.replans < 3 then
         update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null where j.id = job.id;
         return 'replan';
@@ -2220,68 +2279,75 @@ begin
     from (select m.name, m.revision
           from membank_private.memories as m
           where m.name in (select (c ->> 'name')::uuid
-                           from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c)
+                           from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c
+                           where c ->> 'name' not like 'fact:%')
             and membank_private.is_live(m.expire_time)
           order by m.name
           for update) as m;
-    for _item in select i from jsonb_array_elements(_items) as i loop
-        _reason := membank_private.check_action(_item, jsonb_array_length(_op.facts), job.plan, _revisions);
-        if jsonb_typeof(_item -> 'fact_index') = 'number'
-           and (_item ->> 'fact_index')::numeric between 0 and jsonb_array_length(_op.facts) - 1 then
-            -- The model decided on this fact, even if its item is rejected.
-            _decided := _decided || floor((_item ->> 'fact_index')::numeric)::integer;
+    _valid := membank_private.validate_plan(_op, job.plan, membank_private.reply_items(reply, 'actions'), _revisions);
+    for _i in _first .. _last loop
+        -- A fact the reply did not mention at all is created: nothing extracted
+        -- is lost silently. (A fact whose only item was rejected is not.)
+        select i into _item from jsonb_array_elements(_valid -> 'items') as i where (i ->> 'fact_index')::numeric::integer = _i;
+        if _item is null and not (_valid -> 'decided') @> to_jsonb(_i) then
+            _item := jsonb_build_object('fact_index', _i, 'action', 'CREATE');
         end if;
-        if _reason is not null then
-            perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item, _reason);
-            continue;
-        end if;
-        _i := (_item ->> 'fact_index')::integer;
+        continue when _item is null;
         _fact := _op.facts -> _i;
         _text := membank_private.trim_blank(coalesce(_item ->> 'fact', _fact ->> 'fact'));
-        case upper(_item ->> 'action')
-            when 'CREATE' then
-                _row := membank_private.apply_create(_op, _fact, _text);
-            when 'UPDATE' then
-                perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
-                update membank_private.memories as m
-                set fact = _text,
-                    topics = array(select distinct t from unnest(m.topics || array(
-                        select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
-                where m.name = (_item ->> 'memory_name')::uuid
-                  and (m.fact is distinct from _text
-                       or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
-                returning * into _row;
-                perform membank_private.clear_revision_context();
-                -- _revisions keeps the planned revision: a later item of this
-                -- reply may change the same memory again.
-                if _row.name is not null then
-                    perform membank_private.record_generated(_op.name, _row, 'UPDATED');
-                end if;
-            when 'DELETE' then
-                perform membank_private.set_fact_context(_op, _fact, 'DELETE');
-                delete from membank_private.memories as m where m.name = (_item ->> 'memory_name')::uuid
-                returning * into _row;
-                perform membank_private.clear_revision_context();
-                _revisions := _revisions - (_item ->> 'memory_name');
-                perform membank_private.record_generated(_op.name, _row, 'DELETED');
-                _row := null;
-            else
-                _row := null;
-        end case;
-        -- The fact's vector is the memory's when the text is the fact's: store it now.
-        if _row.name is not null and _text = _fact ->> 'fact' then
-            _embedded_names := _embedded_names || _row.name::text;
-            _embedded_facts := _embedded_facts || _i;
+        _action := upper(_item ->> 'action');
+        _target := lower(_item ->> 'memory_name');
+        _row := null;
+        if _target like 'fact:%' then
+            -- fact:j is what fact j's action left: its memory, or nothing.
+            _target := _results ->> substr(_target, 6);
+            if _target is null then
+                _action := case _action when 'UPDATE' then 'CREATE' else 'NONE' end;
+            end if;
         end if;
-    end loop;
-    -- A fact the reply did not mention at all is created: nothing extracted is
-    -- lost silently. (A fact whose only item was rejected is not.)
-    for _i in 0 .. jsonb_array_length(_op.facts) - 1 loop
-        if _i <> all(_decided) then
-            _fact := _op.facts -> _i;
-            _row := membank_private.apply_create(_op, _fact, _fact ->> 'fact');
-            _embedded_names := _embedded_names || _row.name::text;
-            _embedded_facts := _embedded_facts || _i;
+        if _action = 'CREATE' then
+            _twin := membank_private.created_twice(_op.name, _text);
+            if _twin is not null then
+                perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item,
+                    format('fact: identical to memory %s, created by this operation; a fact is created once', _twin));
+                _results := _results || jsonb_build_object(_i::text, _twin);
+                continue;
+            end if;
+            _row := membank_private.apply_create(_op, _fact, _text);
+        elsif _action = 'UPDATE' then
+            perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
+            update membank_private.memories as m
+            set fact = _text,
+                topics = array(select distinct t from unnest(m.topics || array(
+                    select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
+            where m.name = _target::uuid
+              and (m.fact is distinct from _text
+                   or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
+            returning * into _row;
+            perform membank_private.clear_revision_context();
+            if _row.name is not null then
+                perform membank_private.record_generated(_op.name, _row, 'UPDATED');
+            end if;
+            _results := _results || jsonb_build_object(_i::text, _target);
+        elsif _action = 'DELETE' then
+            perform membank_private.set_fact_context(_op, _fact, 'DELETE');
+            delete from membank_private.memories as m where m.name = _target::uuid
+            returning * into _row;
+            perform membank_private.clear_revision_context();
+            if _row.name is not null then
+                perform membank_private.record_generated(_op.name, _row, 'DELETED');
+            end if;
+            _row := null;
+        elsif _revisions ? _target or _target in (select r.value from jsonb_each_text(_results) as r) then
+            _results := _results || jsonb_build_object(_i::text, _target);  -- NONE: the memory that holds it
+        end if;
+        if _row.name is not null then
+            _results := _results || jsonb_build_object(_i::text, _row.name::text);
+            -- The fact's vector is the memory's when the text is the fact's: store it now.
+            if _text = _fact ->> 'fact' then
+                _embedded_names := _embedded_names || _row.name::text;
+                _embedded_facts := _embedded_facts || _i;
+            end if;
         end if;
     end loop;
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
@@ -2291,6 +2357,13 @@ begin
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
             array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
+    end if;
+    if _last + 1 < jsonb_array_length(_op.facts) then
+        -- The next batch is planned against what this one wrote, in a new transaction.
+        update membank_private.generation_jobs as j
+        set next_fact = _last + 1, plan = null, replans = 0, attempts = 0, last_error = null
+        where j.id = job.id;
+        return 'next';
     end if;
     perform membank_private.finish_operation(_op.name);
     return 'done';
@@ -2364,14 +2437,17 @@ CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double pre
     -- Beyond", 2009: ln(1 + (N - df + 0.5) / (df + 0.5)).
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
-CREATE FUNCTION membank_private.check_action(item jsonb, fact_count integer, plan jsonb, current_revisions jsonb) RETURNS text
+CREATE FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     _action text := upper(item ->> 'action');
     _name text := lower(item ->> 'memory_name');
+    _entry jsonb;
     _planned jsonb;
+    _fact_time timestamptz;
+    _memory_time timestamptz;
 begin
     if jsonb_typeof(item) <> 'object' then
         return 'item: must be a JSON object';
@@ -2379,10 +2455,12 @@ begin
     if _action is null or _action not in ('CREATE', 'UPDATE', 'DELETE', 'NONE') then
         return format('action: %s is not one of CREATE, UPDATE, DELETE, NONE', coalesce(item -> 'action', 'null'));
     end if;
-    if jsonb_typeof(item -> 'fact_index') is distinct from 'number'
-       or (item ->> 'fact_index')::numeric not between 0 and fact_count - 1
-       or (item ->> 'fact_index')::numeric <> floor((item ->> 'fact_index')::numeric) then
-        return format('fact_index: must be an integer between 0 and %s', fact_count - 1);
+    select p into _entry from jsonb_array_elements(plan) as p
+    where jsonb_typeof(item -> 'fact_index') = 'number' and p -> 'index' = item -> 'fact_index';
+    if _entry is null then
+        return format('fact_index: must be one of %s (the facts of this batch)',
+                      (select string_agg(p ->> 'index', ', ' order by (p ->> 'index')::integer)
+                       from jsonb_array_elements(plan) as p));
     end if;
     if item ? 'fact' and item -> 'fact' <> 'null'
        and (jsonb_typeof(item -> 'fact') <> 'string' or membank_private.is_blank(item ->> 'fact')
@@ -2390,13 +2468,14 @@ begin
         return 'fact: must be a non-empty string of at most 32768 characters';
     end if;
     if _action in ('UPDATE', 'DELETE') then
-        select c into _planned
-        from jsonb_array_elements(plan) as p, jsonb_array_elements(p -> 'candidates') as c
-        where c ->> 'name' = _name
-        limit 1;
+        select c into _planned from jsonb_array_elements(_entry -> 'candidates') as c
+        where lower(c ->> 'name') = _name;
         if _planned is null then
-            return format('memory_name: %s was not among the candidates shown to the model',
-                          coalesce(item ->> 'memory_name', 'null'));
+            return format('memory_name: %s was not among the candidates shown to the model for fact_index %s',
+                          coalesce(item ->> 'memory_name', 'null'), _entry -> 'index');
+        end if;
+        if _name like 'fact:%' then
+            return null;  -- an earlier fact of this batch: resolved when applied
         end if;
         if current_revisions -> _name is null then
             return format('memory_name: %s was deleted or expired since the model saw it', _name);
@@ -2404,6 +2483,14 @@ begin
         if current_revisions -> _name <> _planned -> 'revision' then
             return format('memory_name: %s changed since the model saw it (revision %s, now %s)',
                           _name, _planned -> 'revision', current_revisions -> _name);
+        end if;
+        _fact_time := (facts -> (_entry ->> 'index')::integer ->> 'event_time')::timestamptz;
+        _memory_time := (_planned ->> 'event_time')::timestamptz;
+        if _fact_time < _memory_time then
+            return format('superseded: memory %s holds a statement said %s, after this fact (said %s); '
+                          || 'an older fact never replaces a newer one', _name,
+                          membank_private.said_text(_planned -> 'event_time'),
+                          membank_private.said_text(facts -> (_entry ->> 'index')::integer -> 'event_time'));
         end if;
     end if;
     return null;
@@ -2640,30 +2727,58 @@ CREATE FUNCTION membank_private.compaction_schema() RETURNS jsonb
     AS $$
     select '{"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}}'::jsonb;
 $$;
-CREATE FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text) RETURNS jsonb
+CREATE FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer) RETURNS jsonb
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(membank_private.fact_candidates(o, i, embeddings, embedding_model, first)
+                              order by i), '[]')
+    from generate_series(first, last) as i;
+$$;
+CREATE FUNCTION membank_private.consolidation_fact_block(o membank_private.operations, p jsonb) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select format(E'%s. %s (topics: %s; said %s)\n%s', p ->> 'index',
+                  to_jsonb(o.facts -> (p ->> 'index')::integer ->> 'fact'),
+                  coalesce(nullif((select string_agg(t, ', ')
+                                   from jsonb_array_elements_text(o.facts -> (p ->> 'index')::integer -> 'topics') as t),
+                                  ''), 'none'),
+                  case when jsonb_typeof(o.facts -> (p ->> 'index')::integer -> 'event_time') = 'string'
+                       then membank_private.said_text(o.facts -> (p ->> 'index')::integer -> 'event_time')
+                       else 'directly, now' end,
+                  coalesce((select string_agg(
+                                case when c ->> 'name' like 'fact:%'
+                                     then format('   - memory_name %s (new fact %s above, said %s): %s',
+                                                 c ->> 'name', substr(c ->> 'name', 6),
+                                                 membank_private.said_text(c -> 'event_time'), to_jsonb(c ->> 'fact'))
+                                     else format('   - memory_name %s (revision %s, said %s): %s',
+                                                 c ->> 'name', c ->> 'revision',
+                                                 membank_private.said_text(c -> 'event_time'), to_jsonb(c ->> 'fact'))
+                                end, E'\n' order by m)
+                            from jsonb_array_elements(p -> 'candidates') with ordinality as y (c, m)),
+                           '   (no existing memories)'));
+$$;
+CREATE FUNCTION membank_private.consolidation_plan(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _result jsonb := '[]';
-    _fact jsonb;
-    _i integer := 0;
-    _vector real [];
+    _plan jsonb := '[]';
+    _entry jsonb;
+    _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(o, '[]'));
+    _cost integer;
+    _i integer := first;
 begin
-    for _fact in select f from jsonb_array_elements(o.facts) as f loop
-        _vector := case when embeddings is not null then array(select unnest(embeddings[_i + 1:_i + 1])) end;
-        _result := _result || jsonb_build_array(jsonb_build_object('index', _i, 'candidates', (
-            select coalesce(jsonb_agg(jsonb_build_object(
-                       'name', r.name, 'revision', r.revision, 'fact', r.fact,
-                       'similarity', round(r.similarity::numeric, 4),
-                       'update_time', r.update_time) order by r.score desc, r.name), '[]')
-            from membank.retrieve_memories(
-                scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
-                embedding_model => embedding_model) as r
-            where r.memory_type = 'NATURAL_LANGUAGE')));
+    while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
+        _entry := membank_private.fact_candidates(o, _i, embeddings, embedding_model, first);
+        _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
+        exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
+        _plan := _plan || jsonb_build_array(_entry);
+        _used := _used + _cost;
         _i := _i + 1;
     end loop;
-    return _result;
+    return _plan;
 end
 $$;
 CREATE FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) RETURNS text
@@ -2678,25 +2793,16 @@ CREATE FUNCTION membank_private.consolidation_prompt(o membank_private.operation
         || 'a new name, city, job, or a changed preference). Give the merged, current text as fact.',
         '- DELETE with memory_name: the fact shows that memory is no longer true and nothing replaces it.',
         '- NONE: the fact is already known (a duplicate) or adds nothing.',
-        'Only name memories listed under that fact. Dates in facts are absolute; keep them.',
+        'Only name memories listed under that fact. Dates in facts are absolute; keep them. Write the fact in the '
+        || 'language of the new fact; do not translate it.',
+        'What was said last is current: the new facts are in the order they were said, and each is decided against '
+        || 'the memories as the facts above it left them. "fact:N" names new fact N above: UPDATE or DELETE it to '
+        || 'change what that fact created or updated. A memory said after the new fact is newer than it: never '
+        || 'UPDATE or DELETE it with the older fact (answer NONE).',
+        'Give exactly one action per new fact and name each memory in at most one action; CREATE one fact once.',
         '',
         'New facts:',
-        (select string_agg(format(E'%s. %s (topics: %s; said %s)\n%s', p ->> 'index',
-                                  to_jsonb(o.facts -> (p ->> 'index')::integer ->> 'fact'),
-                                  coalesce(nullif((select string_agg(t, ', ')
-                                                   from jsonb_array_elements_text(
-                                                       o.facts -> (p ->> 'index')::integer -> 'topics') as t),
-                                                  ''), 'none'),
-                                  coalesce(to_char((o.facts -> (p ->> 'index')::integer ->> 'event_time')::timestamptz
-                                                   at time zone 'UTC', 'YYYY-MM-DD'), 'directly'),
-                                  coalesce((select string_agg(format('   - memory_name %s (revision %s, updated %s): %s',
-                                                                     c ->> 'name', c ->> 'revision',
-                                                                     to_char((c ->> 'update_time')::timestamptz
-                                                                             at time zone 'UTC', 'YYYY-MM-DD'),
-                                                                     to_jsonb(c ->> 'fact')), E'\n' order by m)
-                                            from jsonb_array_elements(p -> 'candidates') with ordinality as y (c, m)),
-                                           '   (no existing memories)')),
-                           E'\n' order by (p ->> 'index')::integer)
+        (select string_agg(membank_private.consolidation_fact_block(o, p), E'\n' order by (p ->> 'index')::integer)
          from jsonb_array_elements(plan) as p),
         '',
         'Reply with JSON only, of the form {"actions": [{"fact_index": 0, "action": "UPDATE", '
@@ -2713,6 +2819,16 @@ CREATE FUNCTION membank_private.consolidation_schema() RETURNS jsonb
         "action": {"type": "string", "enum": ["CREATE", "UPDATE", "DELETE", "NONE"]},
         "memory_name": {"type": "string"},
         "fact": {"type": "string"}}}}}}'::jsonb;
+$$;
+CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select g -> 'memory' ->> 'name'
+    from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
+    where o.name = operation_name and g ->> 'action' = 'CREATED'
+      and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
+    limit 1;
 $$;
 CREATE TABLE membank_private.tool_rules (
     id bigint NOT NULL,
@@ -2778,7 +2894,63 @@ CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
                   case when right(local_time, 1) = 'Z' then 'UTC' else 'UTC' || right(local_time, 6) end,
                   to_char(left(local_time, 10)::date, 'FMDay'));
 $$;
-CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) RETURNS text
+CREATE FUNCTION membank_private.estimate_tokens(t text) RETURNS integer
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select ceil(coalesce(octet_length(t), 0) / 3.0)::integer;
+$$;
+CREATE FUNCTION membank_private.event_line(e jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select format('[%s] %s %s%s: %s', e ->> 'event_id', membank_private.describe_time(e ->> 'timestamp'),
+                  e ->> 'author',
+                  case when e ? 'part' then format(' (part %s of %s)', e ->> 'part', e ->> 'parts') else '' end,
+                  e ->> 'text');
+$$;
+CREATE FUNCTION membank_private.extraction_batches(o membank_private.operations, token_budget integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _room integer := greatest(token_budget - membank_private.estimate_tokens(
+                                  membank_private.extraction_prompt(o, '[]')), 200);
+    _batches jsonb := '[]';
+    _batch jsonb := '[]';
+    _used integer := 0;
+    _event jsonb;
+    _piece jsonb;
+    _pieces text [];
+    _cost integer;
+    _k integer;
+begin
+    for _event in select e from jsonb_array_elements(o.source_events) as e loop
+        -- The line around the text ([id] time author (part k of n): ) counts too.
+        _pieces := membank_private.split_text(_event ->> 'text', _room - membank_private.estimate_tokens(
+            membank_private.event_line(_event || '{"text": "", "part": 999, "parts": 999}')) - 1);
+        for _k in 1 .. cardinality(_pieces) loop
+            _piece := _event || jsonb_build_object('text', _pieces[_k]);
+            if cardinality(_pieces) > 1 then
+                _piece := _piece || jsonb_build_object('part', _k, 'parts', cardinality(_pieces));
+            end if;
+            _cost := membank_private.estimate_tokens(membank_private.event_line(_piece)) + 1;
+            if _used + _cost > _room and jsonb_array_length(_batch) > 0 then
+                _batches := _batches || jsonb_build_array(_batch);
+                _batch := '[]';
+                _used := 0;
+            end if;
+            _batch := _batch || jsonb_build_array(_piece);
+            _used := _used + _cost;
+        end loop;
+    end loop;
+    if jsonb_array_length(_batch) > 0 then
+        _batches := _batches || jsonb_build_array(_batch);
+    end if;
+    return _batches;
+end
+$$;
+CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations, events jsonb) RETURNS text
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -2791,10 +2963,12 @@ CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) 
         'Rules:',
         '- Write each memory as one self-contained sentence in the third person that names the speaker '
         || '(e.g. "Alice adopted a dog named Max"). For the author "user" write "The user".',
+        '- Write each memory in the language the speaker used; do not translate it.',
         '- Resolve relative time against the speaker''s local date of the event in which it was said (its '
         || 'timestamp and UTC offset below), never against today: said on 2023-05-24, "yesterday" is 2023-05-23, "last week" is the week of 2023-05-17, '
         || '"last year" is 2022, "currently" or "now" means as of 2023-05-24, and "last session" means the '
         || 'conversation before that date. Write absolute dates (YYYY-MM-DD).',
+        '- When a speaker corrects or changes something said earlier, keep what was said last.',
         '- Leave out greetings, small talk, questions and anything the speaker does not state as true.',
         '- Do not repeat one fact twice; do not invent anything.',
         '- topics: the labels above that the memory matches; source_event_ids: the ids of the events it '
@@ -2809,10 +2983,8 @@ CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations) 
          having count(*) > 0),
         '',
         'Conversation (one event per line: [event_id] timestamp author: text):',
-        (select string_agg(format('[%s] %s %s: %s', e ->> 'event_id',
-                                  membank_private.describe_time(e ->> 'timestamp'),
-                                  e ->> 'author', e ->> 'text'), E'\n' order by n)
-         from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
+        (select string_agg(membank_private.event_line(e), E'\n' order by n)
+         from jsonb_array_elements(events) with ordinality as x (e, n)),
         '',
         'Reply with JSON only, of the form {"memories": [{"fact": "...", "topics": ["..."], '
         || '"source_event_ids": ["..."]}]}; {"memories": []} when nothing should be remembered.'
@@ -2827,6 +2999,39 @@ CREATE FUNCTION membank_private.extraction_schema() RETURNS jsonb
         "fact": {"type": "string"},
         "topics": {"type": "array", "items": {"type": "string"}},
         "source_event_ids": {"type": "array", "items": {"type": "string"}}}}}}}'::jsonb;
+$$;
+CREATE FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _fact jsonb := o.facts -> i;
+    _vector real [] := case when embeddings is not null then array(select unnest(embeddings[i + 1:i + 1])) end;
+    _memories jsonb;
+    _facts jsonb;
+begin
+    select coalesce(jsonb_agg(jsonb_build_object(
+               'name', r.name, 'revision', r.revision, 'fact', r.fact,
+               'similarity', round(r.similarity::numeric, 4),
+               'event_time', membank_private.memory_event_time(r.name)) order by r.score desc, r.name), '[]')
+    into _memories
+    from membank.retrieve_memories(
+        scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
+        embedding_model => embedding_model) as r
+    where r.memory_type = 'NATURAL_LANGUAGE';
+    select coalesce(jsonb_agg(jsonb_build_object(
+               'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
+               'similarity', round(x.similarity::numeric, 4),
+               'event_time', o.facts -> x.j -> 'event_time') order by x.rank), '[]')
+    into _facts
+    from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+          from (select j, case when _vector is not null
+                               then 1 - (_vector::vector <=> array(select unnest(embeddings[j + 1:j + 1]))::vector)
+                          end as similarity
+                from generate_series(first, i - 1) as j) as s) as x
+    where x.rank <= 3;
+    return jsonb_build_object('index', i, 'candidates', _memories || _facts);
+end
 $$;
 CREATE FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean DEFAULT false) RETURNS membank_private.memories
     LANGUAGE plpgsql
@@ -3053,6 +3258,47 @@ CREATE FUNCTION membank_private.is_redacted_update(o membank_private.memory_revi
                (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
                 o.labels, o.source_event_ids, o.create_time);
 $$;
+CREATE FUNCTION membank_private.json_segments(t text) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _chars text [] := regexp_split_to_array(t, '');
+    _depth integer := 0;
+    _in_string boolean := false;
+    _escaped boolean := false;
+    _start integer;
+    _segments text [] := '{}';
+    _c text;
+    _i integer;
+begin
+    for _i in 1 .. coalesce(cardinality(_chars), 0) loop
+        _c := _chars[_i];
+        if _in_string then
+            if _escaped then
+                _escaped := false;
+            elsif _c = '\' then
+                _escaped := true;
+            elsif _c = '"' then
+                _in_string := false;
+            end if;
+        elsif _c in ('{', '[') then
+            if _depth = 0 then
+                _start := _i;
+            end if;
+            _depth := _depth + 1;
+        elsif _c in ('}', ']') and _depth > 0 then
+            _depth := _depth - 1;
+            if _depth = 0 then
+                _segments := _segments || array_to_string(_chars[_start:_i], '');
+            end if;
+        elsif _c = '"' and _depth > 0 then
+            _in_string := true;
+        end if;
+    end loop;
+    return _segments;
+end
+$$;
 CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3250,6 +3496,18 @@ begin
     return null;
 end
 $$;
+CREATE FUNCTION membank_private.memory_event_time(memory_name uuid) RETURNS timestamp with time zone
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select (select max((x ->> 'event_time')::timestamptz)
+            from jsonb_array_elements(case when jsonb_typeof(r.extracted_memories) = 'array'
+                                           then r.extracted_memories else '[]' end) as x)
+    from membank_private.memory_revisions as r
+    where r.memory_name = memory_event_time.memory_name
+    order by r.revision desc
+    limit 1;
+$$;
 CREATE FUNCTION membank_private.memory_revisions_immutable() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3272,39 +3530,29 @@ CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone,
     select translate(encode(convert_to(jsonb_build_object('t', create_time, 'n', name)::text, 'UTF8'),
                             'base64'), E'+/\n', '-_');
 $$;
-CREATE FUNCTION membank_private.parse_model_json(reply text) RETURNS jsonb
+CREATE FUNCTION membank_private.parse_model_json(reply text, kind text) RETURNS jsonb
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _text text := btrim(coalesce(reply, ''), E' \t\r\n\ufeff');
-    _start integer;
-    _end integer;
+    _text text := btrim(membank_private.strip_think(coalesce(reply, '')), E' \t\r\n\ufeff');
+    _parsed jsonb := membank_private.try_json(_text);
+    _segments text [];
+    _fallback jsonb;
+    _i integer;
 begin
-    -- A fenced block (```json ... ```): its content.
-    if _text ~ '```' then
-        _text := coalesce(substring(_text from '```[A-Za-z]*\s*\n?(.*?)```'), _text);
+    if membank_private.reply_items(_parsed, kind) is not null then
+        return _parsed;
     end if;
-    -- Prose around the JSON: from the first { or [ to the last } or ].
-    _start := least(nullif(strpos(_text, '{'), 0), nullif(strpos(_text, '['), 0));
-    _end := length(_text) - least(nullif(strpos(reverse(_text), '}'), 0), nullif(strpos(reverse(_text), ']'), 0)) + 1;
-    if _start is null or _end is null or _end < _start then
-        return null;
-    end if;
-    _text := substr(_text, _start, _end - _start + 1);
-    begin
-        return _text::jsonb;
-    exception
-        when others then
-            null;
-    end;
-    -- Trailing commas before } or ] (outside strings in every reply we have seen).
-    begin
-        return regexp_replace(_text, ',(\s*[}\]])', '\1', 'g')::jsonb;
-    exception
-        when others then
-            return null;
-    end;
+    _segments := membank_private.json_segments(_text);
+    for _i in reverse coalesce(cardinality(_segments), 0) .. 1 loop
+        _parsed := membank_private.try_json(_segments[_i]);
+        if membank_private.reply_items(_parsed, kind) is not null then
+            return _parsed;
+        end if;
+        _fallback := coalesce(_fallback, _parsed);
+    end loop;
+    return _fallback;
 end
 $$;
 CREATE FUNCTION membank_private.parse_name(name text, argument text DEFAULT 'name'::text, kind text DEFAULT 'memory'::text) RETURNS uuid
@@ -3540,6 +3788,18 @@ CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, ite
         update_time = statement_timestamp()
     where o.name = operation_name;
 $$;
+CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when jsonb_typeof(parsed) = 'array' then parsed
+        when kind = 'memories' and jsonb_typeof(parsed -> 'memories') = 'array' then parsed -> 'memories'
+        when kind = 'memories' and jsonb_typeof(parsed -> 'facts') = 'array' then parsed -> 'facts'
+        when kind = 'actions' and jsonb_typeof(parsed -> 'actions') = 'array' then parsed -> 'actions'
+        when kind = 'summary' and jsonb_typeof(parsed -> 'summary') = 'string' then parsed -> 'summary'
+    end;
+$$;
 CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3723,6 +3983,12 @@ begin
                               'sessions', _sessions);
 end
 $$;
+CREATE FUNCTION membank_private.said_text(t jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(to_char((t #>> '{}')::timestamptz at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'), 'time unknown');
+$$;
 CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -3887,6 +4153,58 @@ begin
     return _parts[1:4];
 end
 $$;
+CREATE FUNCTION membank_private.split_text(t text, max_tokens integer) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _pieces text [] := '{}';
+    _current text := '';
+    _sentence text;
+    _chars integer;
+begin
+    if membank_private.estimate_tokens(t) <= max_tokens then
+        return array[t];
+    end if;
+    -- Sentence ends: . ! ? followed by space, a line break, or CJK 。！？ (no space after them).
+    for _sentence in
+        select s from regexp_split_to_table(t, '(?<=[.!?])\s+|(?<=[。！？])|\n+') as s where s <> ''
+    loop
+        while membank_private.estimate_tokens(_sentence) > max_tokens loop
+            if _current <> '' then
+                _pieces := _pieces || _current;
+                _current := '';
+            end if;
+            _chars := greatest(1, (max_tokens * 3 * length(_sentence)) / octet_length(_sentence));
+            while _chars > 1 and membank_private.estimate_tokens(left(_sentence, _chars)) > max_tokens loop
+                _chars := _chars - greatest(1, _chars / 20);
+            end loop;
+            _pieces := _pieces || left(_sentence, _chars);
+            _sentence := substr(_sentence, _chars + 1);
+        end loop;
+        if _current = '' then
+            _current := _sentence;
+        elsif membank_private.estimate_tokens(_current || ' ' || _sentence) <= max_tokens then
+            _current := _current || ' ' || _sentence;
+        else
+            _pieces := _pieces || _current;
+            _current := _sentence;
+        end if;
+    end loop;
+    if _current <> '' then
+        _pieces := _pieces || _current;
+    end if;
+    return _pieces;
+end
+$$;
+CREATE FUNCTION membank_private.strip_think(reply text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- An unclosed block at the start (a reply cut off in its reasoning) keeps nothing of it.
+    select regexp_replace(regexp_replace(reply, '<(think|thinking|reasoning)>.*?</\1>', '', 'gi'),
+                          '^\s*<(think|thinking|reasoning)>.*$', '', 'i');
+$_$;
 CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4026,6 +4344,24 @@ CREATE FUNCTION membank_private.to_tool_rule(r membank_private.tool_rules) RETUR
     select row(r.id, r.scope, r.project_id, r.tool_name, r.pattern, r.decision, r.allow_operators, r.description,
                r.revision, r.create_time, r.update_time)::membank.tool_rule;
 $$;
+CREATE FUNCTION membank_private.token_budget() RETURNS integer
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _setting text := nullif(btrim(current_setting('membank.max_prompt_tokens', true)), '');
+begin
+    if _setting is null then
+        return 8000;
+    end if;
+    if _setting !~ '^\d{1,9}$' or _setting::integer not between 1000 and 1000000 then
+        perform membank_private._raise_invalid('membank.max_prompt_tokens',
+            format('must be an integer between 1000 and 1000000, got %s', to_jsonb(_setting)),
+            'e.g. alter database mydb set membank.max_prompt_tokens = 8000 (the default)');
+    end if;
+    return _setting::integer;
+end
+$_$;
 CREATE FUNCTION membank_private.tool_rules_log_change() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4046,6 +4382,35 @@ CREATE FUNCTION membank_private.trim_blank(value text) RETURNS text
     AS $_$
     select regexp_replace(value, '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
 $_$;
+CREATE FUNCTION membank_private.try_json(t text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _text text := t;
+    _previous text;
+begin
+    -- jsonb cannot hold U+0000: drop the escape (an even run of backslashes before it is kept).
+    loop
+        _previous := _text;
+        _text := regexp_replace(_text, '(^|[^\\])((\\\\)*)\\u0000', '\1\2', 'gi');
+        exit when _text = _previous;
+    end loop;
+    begin
+        return _text::jsonb;
+    exception
+        when others then
+            null;
+    end;
+    -- Trailing commas before } or ] (outside strings in every reply we have seen).
+    begin
+        return regexp_replace(_text, ',(\s*[}\]])', '\1', 'g')::jsonb;
+    exception
+        when others then
+            return null;
+    end;
+end
+$$;
 CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4138,9 +4503,10 @@ begin
                 'must be a string of 1 to 200 characters', 'e.g. "user", "assistant" or the speaker''s name');
         end if;
         if _event ? 'text' and jsonb_typeof(_event -> 'text') not in ('string', 'null')
-           or length(_event ->> 'text') > 32768 then
+           or length(_event ->> 'text') > 200000 then
             perform membank_private._raise_invalid(format('events[%s].text', _i),
-                'must be a string of at most 32768 characters, or null', 'an event''s text is what was said');
+                'must be a string of at most 200000 characters, or null',
+                'an event''s text is what was said; GenerateMemories splits a long one on sentence boundaries');
         end if;
         -- ISO 8601 with an explicit zone only: PostgreSQL would also take
         -- 'now', 'yesterday' or a zoneless time, which would anchor relative
@@ -4327,6 +4693,68 @@ begin
             'the default page_size is 100');
     end if;
     return page_size;
+end
+$$;
+CREATE FUNCTION membank_private.validate_plan(o membank_private.operations, plan jsonb, items jsonb, current_revisions jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _item jsonb;
+    _reasons text [] := '{}';      -- per reply position: why it is rejected (null: accepted)
+    _reason text;
+    _index integer;
+    _name text;
+    _fact_owner jsonb := '{}';     -- fact_index -> the reply position of its item
+    _memory_owner jsonb := '{}';   -- memory_name -> the reply position of its UPDATE or DELETE
+    _owner integer;
+    _decided integer [] := '{}';
+    _n integer := 0;
+begin
+    for _item in select i from jsonb_array_elements(items) as i loop
+        _n := _n + 1;
+        _reason := membank_private.check_action(_item, o.facts, plan, current_revisions);
+        _index := null;
+        if jsonb_typeof(_item) = 'object' and jsonb_typeof(_item -> 'fact_index') = 'number'
+           and plan @> jsonb_build_array(jsonb_build_object('index', _item -> 'fact_index')) then
+            -- The model decided on this fact, even if its item is rejected.
+            _index := (_item ->> 'fact_index')::numeric::integer;
+            _decided := _decided || _index;
+        end if;
+        if _reason is null and _fact_owner ? _index::text then
+            _reason := format('fact_index: %s already has an action earlier in this reply (item %s); one action '
+                              || 'per fact', _index, _fact_owner ->> _index::text);
+        end if;
+        _name := case when upper(_item ->> 'action') in ('UPDATE', 'DELETE') then lower(_item ->> 'memory_name') end;
+        if _reason is null and _name is not null and _memory_owner ? _name then
+            _owner := (_memory_owner ->> _name)::integer;
+            if upper(_item ->> 'action') = 'UPDATE' and upper(items -> (_owner - 1) ->> 'action') = 'DELETE' then
+                _reasons[_owner] := format('memory_name: %s also has an UPDATE in this reply (item %s), which is '
+                                           || 'kept; one action per memory', _name, _n);
+                _fact_owner := _fact_owner - (items -> (_owner - 1) ->> 'fact_index')::numeric::integer::text;
+            else
+                _reason := format('memory_name: %s already has an %s earlier in this reply (item %s); one action '
+                                  || 'per memory', _name, upper(items -> (_owner - 1) ->> 'action'), _owner);
+            end if;
+        end if;
+        _reasons[_n] := _reason;
+        if _reason is null then
+            _fact_owner := _fact_owner || jsonb_build_object(_index::text, _n);
+            if _name is not null then
+                _memory_owner := _memory_owner || jsonb_build_object(_name, _n);
+            end if;
+        end if;
+    end loop;
+    for _n in 1 .. jsonb_array_length(items) loop
+        if _reasons[_n] is not null then
+            perform membank_private.reject_item(o.name, 'CONSOLIDATE', items -> (_n - 1), _reasons[_n]);
+        end if;
+    end loop;
+    return jsonb_build_object(
+        'items', (select coalesce(jsonb_agg(i order by (i ->> 'fact_index')::numeric::integer, n), '[]')
+                  from jsonb_array_elements(items) with ordinality as x (i, n)
+                  where _reasons[n] is null),
+        'decided', to_jsonb(_decided));
 end
 $$;
 CREATE FUNCTION membank_private.validate_project_id(project_id text) RETURNS text
@@ -4850,14 +5278,14 @@ GRANT ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[],
 REVOKE ALL ON FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text, decision text, allow_operators text[], description text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text, decision text, allow_operators text[], description text) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb, events jsonb, known jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_tsvector(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_create(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, fact_count integer, plan jsonb, current_revisions jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
@@ -4868,14 +5296,21 @@ REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_schema() FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_fact_block(o membank_private.operations, p jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_plan(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.event_line(e jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.extraction_batches(o membank_private.operations, token_budget integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations, events jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
@@ -4885,6 +5320,7 @@ REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
@@ -4893,9 +5329,10 @@ REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memory_event_time(memory_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_sub_queries(reply text, query_text text) FROM PUBLIC;
@@ -4910,10 +5347,12 @@ REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m m
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
@@ -4922,6 +5361,8 @@ REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_language(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
@@ -4929,8 +5370,10 @@ REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FRO
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_tool_rule(r membank_private.tool_rules) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.token_budget() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.tool_rules_log_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.try_json(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.unaccent_text(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_allow_operators(allow_operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
@@ -4941,6 +5384,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_generation_topics(topics jsonb) 
 REVOKE ALL ON FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_plan(o membank_private.operations, plan jsonb, items jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_project_id(project_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
