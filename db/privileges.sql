@@ -11,7 +11,7 @@ revoke all on all procedures in schema membank from public;
 grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
-membank.operation, membank.generation_job
+membank.operation, membank.generation_job, membank.profile_schema, membank.profile_field
 to membank_reader;
 
 grant execute on function
@@ -33,7 +33,26 @@ membank.generation_backlog(),
 membank.get_memory(uuid, jsonb),
 membank.list_revisions(uuid, jsonb),
 membank.get_revision(uuid, integer, jsonb),
-membank.get_operation(uuid, jsonb)
+membank.get_operation(uuid, jsonb),
+membank.get_profile_schema(text),
+membank.list_profile_schemas(),
+membank.retrieve_profiles(jsonb, text[]),
+membank.set_scope(jsonb, boolean),
+membank.current_scope()
+to membank_reader;
+
+-- The scoped views: a reader sets its scope and selects. The views' filter
+-- calls active_scope() as the reader (it answers only about the caller).
+grant select on membank.scoped_memories, membank.scoped_profiles, membank.scoped_revisions to membank_reader;
+grant execute on function membank_private.active_scope() to membank_reader;
+grant usage on schema membank_private to membank_reader;
+grant execute on function
+membank_private.active_scope(),
+membank_private.scope_allowed(jsonb),
+membank_private.bound_scopes(),
+membank_private.check_scope_allowed(jsonb, text),
+membank_private.validate_scope(jsonb, text),
+membank_private._raise_invalid(text, text, text)
 to membank_reader;
 
 grant execute on function
@@ -46,7 +65,9 @@ membank.claim_embedding_jobs(integer),
 membank.store_embeddings(text, integer, text[], text[], text[]),
 membank.fail_embedding_jobs(text[], text[], text),
 membank.append_events(jsonb, text, jsonb),
-membank.generate_memories(jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval),
+membank.generate_memories(
+    jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval, jsonb, boolean
+),
 membank.claim_generation_jobs(integer, uuid),
 membank.prepare_consolidation(bigint, real[], text),
 membank.complete_generation_job(bigint, text),
@@ -57,6 +78,14 @@ membank.rollback_memory(uuid, integer, jsonb)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;
+grant execute on function
+membank.create_profile_schema(text, jsonb),
+membank.update_profile_schema(text, jsonb),
+membank.delete_profile_schema(text, boolean),
+membank.bind_role_to_scope(name, jsonb),
+membank.unbind_role_from_scope(name, jsonb),
+membank.list_scope_bindings(name)
+to membank_admin;
 grant execute on procedure membank.purge_expired_memories(integer, integer, bigint) to membank_admin;
 
 -- The expiry procedure runs as its caller and commits between batches; each

@@ -49,7 +49,24 @@ SAMPLE_CALLS = {
                                " reply => '{\"actions\": []}')",
     "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
     "generation_backlog": "select * from membank.generation_backlog()",
+    "create_profile_schema": "select membank.create_profile_schema(schema_id => 'p',"
+                             " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "get_profile_schema": "select membank.get_profile_schema(schema_id => 'p')",
+    "list_profile_schemas": "select * from membank.list_profile_schemas()",
+    "update_profile_schema": "select membank.update_profile_schema(schema_id => 'p',"
+                             " memory_schema => '{\"properties\": {\"y\": {\"type\": \"integer\"}}}')",
+    "retrieve_profiles": "select membank.retrieve_profiles(scope => '{\"u\":\"1\"}')",
+    "delete_profile_schema": "select membank.delete_profile_schema(schema_id => 'p', force => true)",
+    "set_scope": "select membank.set_scope(scope => '{\"u\":\"1\"}')",
+    "current_scope": "select membank.current_scope()",
+    "bind_role_to_scope": "select membank.bind_role_to_scope(role => 'membank_test_tenant', scope => '{\"u\":\"1\"}')",
+    "list_scope_bindings": "select * from membank.list_scope_bindings()",
+    "unbind_role_from_scope": "select membank.unbind_role_from_scope(role => 'membank_test_tenant',"
+                              " scope => '{\"u\":\"1\"}')",
 }
+PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_schemas", "update_profile_schema",
+                 "retrieve_profiles", "delete_profile_schema", "set_scope", "current_scope", "bind_role_to_scope",
+                 "list_scope_bindings", "unbind_role_from_scope"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
                     "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
 
@@ -113,7 +130,7 @@ def test_every_public_function_is_called(conn):
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) == set(SAMPLE_CALLS)
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PROFILE_CALLS) == set(SAMPLE_CALLS)
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
     params = {"name": name, "names": [str(j["memory_name"]) for j in jobs],
@@ -129,6 +146,10 @@ def test_every_public_function_is_called(conn):
             for fn in GENERATION_CALLS[2:-1]:
                 conn.execute(SAMPLE_CALLS[fn], params)
     conn.execute(SAMPLE_CALLS["fail_generation_job"], params)
+    conn.execute("do $$ begin if not exists (select from pg_roles where rolname = 'membank_test_tenant') then"
+                 " create role membank_test_tenant; end if; end $$")
+    for fn in PROFILE_CALLS:
+        conn.execute(SAMPLE_CALLS[fn], params)
 
 
 def test_private_plpgsql_bodies_compile(conn):

@@ -77,10 +77,13 @@ declare
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
-    if membank_private.plan_key(membank_private.consolidation_candidates(
-           _op, job.fact_embeddings, job.embedding_model)) <> membank_private.plan_key(job.plan)
+    if (membank_private.plan_key(membank_private.consolidation_candidates(
+            _op, job.fact_embeddings, job.embedding_model)) <> membank_private.plan_key(job.plan)
+        or membank_private.profile_plan_key(membank_private.profile_plan(_op))
+           <> membank_private.profile_plan_key(coalesce(job.profile_plan, '[]')))
        and job.replans < 3 then
-        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null where j.id = job.id;
+        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null, profile_plan = null
+        where j.id = job.id;
         return 'replan';
     end if;
     -- Lock the candidates in name order and read their current revisions.
@@ -161,6 +164,9 @@ begin
             array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
+    -- The profile fields, field by field; the model's merged values where it gave them.
+    perform membank_private.apply_profile_values(_op, coalesce(
+        case when jsonb_typeof(reply -> 'profile_fields') = 'array' then reply -> 'profile_fields' end, '[]'));
     perform membank_private.finish_operation(_op.name);
     return 'done';
 end

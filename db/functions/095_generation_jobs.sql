@@ -23,6 +23,7 @@ begin
             format('must be between 1 and 100, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 1');
     end if;
+    perform membank_private.refuse_bound_role('claim_generation_jobs');
     for _job in
         select * from membank_private.generation_jobs as j
         where j.retry_time <= statement_timestamp()
@@ -34,10 +35,15 @@ begin
         select * into _op from membank_private.operations as o where o.name = _job.operation_name;
         if _op.stage = 'EXTRACT' then
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
-                            membank_private.extraction_prompt(_op), membank_private.extraction_schema(),
+                            membank_private.extraction_prompt(_op), membank_private.extraction_reply_schema(_op),
                             jsonb_build_object('task', 'extract', 'events', _op.source_events,
                                                'topics', _op.options -> 'topics',
-                                               'examples', _op.options -> 'examples'))::membank.generation_job;
+                                               'examples', _op.options -> 'examples',
+                                               'profile_schemas', coalesce(_op.options -> 'profile_schemas', '{}'),
+                                               'profiles_only',
+                                               coalesce((_op.options ->> 'disable_natural_language_memories')::boolean,
+                                                        false)
+                                               or jsonb_array_length(_op.facts) > 0))::membank.generation_job;
         else
             -- The facts are embedded by the worker first (prepare_consolidation).
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1,
@@ -69,6 +75,8 @@ declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
+    _profile_plan jsonb;
+    _merges jsonb;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     select * into _op from membank_private.operations as o where o.name = _job.operation_name;
@@ -77,7 +85,7 @@ begin
             using errcode = 'no_data_found', detail = 'argument: job_id',
                   hint = 'pass a job_id that claim_generation_jobs returned with stage CONSOLIDATE';
     end if;
-    if embeddings is not null then
+    if embeddings is not null and jsonb_array_length(_op.facts) > 0 then
         if array_ndims(embeddings) is distinct from 2
            or array_length(embeddings, 1) <> jsonb_array_length(_op.facts) then
             perform membank_private._raise_invalid('embeddings',
@@ -96,11 +104,18 @@ begin
         returning * into _job;
     end if;
     _plan := membank_private.consolidation_candidates(_op, _job.fact_embeddings, _job.embedding_model);
-    update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
+    _profile_plan := membank_private.profile_plan(_op);
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
+                from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
-               membank_private.consolidation_prompt(_op, _plan), membank_private.consolidation_schema(),
-               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan)
+               concat_ws(E'\n\n', case when jsonb_array_length(_op.facts) > 0
+                                        then membank_private.consolidation_prompt(_op, _plan) end,
+                         membank_private.profile_merge_prompt(_merges)),
+               membank_private.consolidation_reply_schema(_merges),
+               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan,
+                                  'profile_merges', _merges)
            )::membank.generation_job;
 end
 $$;
@@ -126,6 +141,8 @@ declare
     _op membank_private.operations;
     _parsed jsonb := membank_private.parse_model_json(reply);
     _facts jsonb;
+    _profile_values jsonb;
+    _profiles_only boolean;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     if _job.id is null then
@@ -157,24 +174,46 @@ begin
         end if;
         return membank_private.apply_consolidation(_job, _parsed);
     end if;
-    _facts := membank_private.accept_extracted_facts(_op, _parsed);
+    _profiles_only := coalesce((_op.options ->> 'disable_natural_language_memories')::boolean, false);
+    _facts := case when _profiles_only then '[]'
+                   when jsonb_array_length(_op.facts) > 0 then _op.facts  -- given directly: the profiles were asked
+                   else membank_private.accept_extracted_facts(_op, _parsed) end;
+    if _facts is null and _op.options ? 'profile_schemas' and jsonb_typeof(_parsed -> 'profiles') = 'object' then
+        _facts := '[]';  -- a reply with profiles only
+    end if;
     if _facts is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
             'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
         return 'failed';
     end if;
+    _profile_values := membank_private.accept_profile_values(_op, _parsed);
     update membank_private.operations as o
-    set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
-    where o.name = _op.name;
-    if jsonb_array_length(_facts) = 0 then
+    set facts = _facts, profile_values = _profile_values, stage = 'CONSOLIDATE', update_time = statement_timestamp()
+    where o.name = _op.name
+    returning * into _op;
+    if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
     if (_op.options ->> 'disable_consolidation')::boolean then
-        perform membank_private.apply_creates(_op.name);
+        -- Facts are created as they are; profile fields are still one per field, merged item by item.
+        if jsonb_array_length(_facts) > 0 then
+            perform membank_private.apply_creates(_op.name);
+        end if;
+        perform membank_private.apply_profile_values(_op, '[]');
         perform membank_private.finish_operation(_op.name);
         return 'done';
+    end if;
+    if jsonb_array_length(_facts) = 0 then
+        -- Profile fields only: when no field needs the model to merge, they apply now, under the scope's lock.
+        perform membank_private.lock_scope(_op.scope_id);
+        if not exists (select from jsonb_array_elements(membank_private.profile_plan(_op)) as p
+                       where (p ->> 'merge')::boolean) then
+            perform membank_private.apply_profile_values(_op, '[]');
+            perform membank_private.finish_operation(_op.name);
+            return 'done';
+        end if;
     end if;
     -- retry_time stays in the past: a worker whose claim began before this
     -- commit re-checks the row's new version and must still find it due.

@@ -7,6 +7,7 @@ client over it (``MemoryBank``), plus the CLI and the embedded server.
 from membank.client import MemoryBank, PendingOperation
 from membank.errors import (
     ConflictError,
+    PermissionDeniedError,
     InvalidArgumentError,
     MembankError,
     NotFoundError,
@@ -18,6 +19,7 @@ from membank.models import (
 
 __all__ = [
     "ConflictError",
+    "PermissionDeniedError",
     "Event",
     "GeneratedMemory",
     "InvalidArgumentError",

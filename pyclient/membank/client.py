@@ -22,7 +22,8 @@ from membank import errors, settings
 from membank.embedding import Embedder, get_embedder
 from membank.worker import EmbeddingWorker
 from membank.models import (
-    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
+    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, ProfileSchema,
+    RetrievedMemory,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -42,11 +43,20 @@ _ARG_TYPES = {
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean",
+    "profile_schemas": "jsonb", "disable_natural_language_memories": "boolean", "schema_id": "text",
+    "memory_schema": "jsonb", "schema_ids": "text[]",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
 
 Scope = Mapping[str, str]
+
+
+def _json_schema(memory_schema: Any) -> Any:
+    # A pydantic model class (or instance) gives its JSON Schema; a dict is one already.
+    if hasattr(memory_schema, "model_json_schema"):
+        return memory_schema.model_json_schema()
+    return memory_schema
 
 
 def _placeholder(type_: str) -> sql.Placeholder:
@@ -382,7 +392,8 @@ class MemoryBank:
                           end_time: datetime | None = None, facts: list[Any] | None = None,
                           topics: list[Any] | None = None, examples: list[Mapping[str, Any]] | None = None,
                           disable_consolidation: bool = False, request_id: str | None = None,
-                          ttl: timedelta | float | None = None) -> PendingOperation:
+                          ttl: timedelta | float | None = None, profile_schemas: list[str] | None = None,
+                          disable_natural_language_memories: bool = False) -> PendingOperation:
         """Start a GenerateMemories operation; return a handle at once (``.wait(timeout)`` for the result).
 
         One source: ``events`` (inline; with ``session_id`` appended to that
@@ -391,14 +402,50 @@ class MemoryBank:
         managed names and/or ``{"label", "description"}`` (default the four
         managed topics); ``examples``: few-shot ``{"events", "facts"}``;
         ``request_id``: idempotency token (without it the request itself is
-        the key). A worker (``membank worker`` or ``process_pending``) runs it.
+        the key). ``profile_schemas``: the profile schema ids to fill (None:
+        every schema of the bank; []: none); with
+        ``disable_natural_language_memories`` only profiles are filled.
+        A worker (``membank worker`` or ``process_pending``) runs it.
         Raises InvalidArgumentError naming the argument, ConflictError (MB020).
         """
         rows = self._call("generate_memories", dict(
             scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,
             facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
-            request_id=request_id, ttl=ttl))
+            request_id=request_id, ttl=ttl, profile_schemas=profile_schemas,
+            disable_natural_language_memories=disable_natural_language_memories or None))
         return PendingOperation(self, rows[0]["generate_memories"])
+
+    # -- structured profiles ------------------------------------------------------
+    def create_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
+        """Register a profile schema: a pydantic model class (its ``model_json_schema()``) or a JSON Schema dict.
+
+        Fields are strings, numbers, integers, booleans, ``Literal[...]`` enums
+        or lists of strings. Raises InvalidArgumentError naming the path of an
+        unsupported construct, ConflictError when ``schema_id`` exists.
+        """
+        return ProfileSchema.from_row(self._call("create_profile_schema", dict(
+            schema_id=schema_id, memory_schema=_json_schema(memory_schema)))[0])
+
+    def get_profile_schema(self, schema_id: str) -> ProfileSchema:
+        """Return the profile schema ``schema_id``; raises NotFoundError."""
+        return ProfileSchema.from_row(self._call("get_profile_schema", dict(schema_id=schema_id))[0])
+
+    def list_profile_schemas(self) -> list[ProfileSchema]:
+        """Return every profile schema of the bank, by id."""
+        return [ProfileSchema.from_row(r) for r in self._call("list_profile_schemas", {})]
+
+    def update_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
+        """Replace the JSON Schema of ``schema_id`` (a pydantic model class or a dict); raises NotFoundError."""
+        return ProfileSchema.from_row(self._call("update_profile_schema", dict(
+            schema_id=schema_id, memory_schema=_json_schema(memory_schema)))[0])
+
+    def delete_profile_schema(self, schema_id: str, *, force: bool = False) -> int:
+        """Remove ``schema_id``; with ``force`` also its field memories in every scope (returns how many)."""
+        return self._call("delete_profile_schema", dict(schema_id=schema_id, force=force))[0]["delete_profile_schema"]
+
+    def retrieve_profiles(self, scope: Scope, *, schema_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Return the structured profiles of the exact ``scope`` as ``{schema_id: {field: value}}`` (one read)."""
+        return self._call("retrieve_profiles", dict(scope=scope, schema_ids=schema_ids))[0]["retrieve_profiles"]
 
     def get_operation(self, name: str | UUID, *, scope: Scope | None = None) -> Operation:
         """Return a GenerateMemories operation (with ``scope``: only if it belongs to exactly that scope).

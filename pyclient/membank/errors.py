@@ -4,7 +4,9 @@
 |---------------------|----------------------|
 | class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
 | P0002 no_data_found | NotFoundError        |
-| MB001, MB002, MB010 | ConflictError        |
+| MB001, MB002, MB010, MB020 | ConflictError |
+| 23505 (profile schema exists), 2BP01 (schema still has field memories) | ConflictError |
+| 42501 (role may not call this, or is bound to other scopes) | PermissionDeniedError |
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
@@ -44,6 +46,10 @@ class ConflictError(MembankError):
     """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit)."""
 
 
+class PermissionDeniedError(MembankError, PermissionError):
+    """The role may not call this function, or is bound to other scopes (SQLSTATE 42501)."""
+
+
 def _class_for(sqlstate: str | None) -> type[MembankError]:
     if not sqlstate:
         return MembankError
@@ -51,8 +57,10 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return InvalidArgumentError
     if sqlstate == "P0002":
         return NotFoundError
-    if sqlstate.startswith("MB"):
+    if sqlstate.startswith("MB") or sqlstate in ("23505", "2BP01"):
         return ConflictError
+    if sqlstate == "42501":
+        return PermissionDeniedError
     return MembankError
 
 

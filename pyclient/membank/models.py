@@ -168,3 +168,13 @@ class GenerationBacklog(_Row):
     due_jobs: int
     retrying_jobs: int
     oldest_create_time: datetime | None
+
+
+@dataclass(frozen=True)
+class ProfileSchema(_Row):
+    """A structured-profile schema: ``memory_schema`` is the JSON Schema whose properties are the profile's fields."""
+
+    schema_id: str
+    memory_schema: dict[str, Any]
+    create_time: datetime
+    update_time: datetime
