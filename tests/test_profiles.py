@@ -253,3 +253,19 @@ def test_list_and_retrieve_memories_show_profile_fields_only_when_asked(db_url):
         assert [r.memory.fact for r in bank.retrieve_memories(SCOPE)] == ["The user likes tea"]
         fields = bank.list_memories(SCOPE, memory_type="STRUCTURED_PROFILE").memories
         assert [m.structured_content["value"] for m in fields] == ["ADK"]
+
+
+def test_build_context_puts_the_scopes_profiles_first_within_the_budget(db_url):
+    from membank.context import PROFILES_HEADER, build_context
+
+    with MemoryBank(db_url, provider=RulesProvider()) as bank:
+        bank.create_profile_schema("user-profile", UserProfile)
+        bank.create_memory(SCOPE, "The user likes green tea")
+        bank.generate_memories(SCOPE, events=FIRST + SECOND, disable_natural_language_memories=True).wait(
+            timeout=60, process=True)
+        ctx = build_context(bank, None, SCOPE, "s1", "What tea does the user like?", budget_tokens=500)
+        assert ctx.text.startswith(PROFILES_HEADER + '\n- user-profile: job_status = "student"; '
+                                   'technical_stack = "ADK, Python"')
+        assert "green tea" in ctx.text and ctx.sections["profiles"] > 0 and ctx.tokens <= 500
+        small = build_context(bank, None, SCOPE, "s1", "What tea does the user like?", budget_tokens=12)
+        assert small.tokens <= 12 and "user-profile" in small.dropped["profiles"]
