@@ -17,7 +17,7 @@ as $$
         "source_event_ids": {"type": "array", "items": {"type": "string"}}}}}}}'::jsonb;
 $$;
 
--- name: extraction_reply_schema: the JSON schema of an operation's extraction reply (memories, and profiles when asked).
+-- name: extraction_reply_schema: the JSON schema of an extraction reply (memories; profiles when asked).
 create or replace function membank_private.extraction_reply_schema(o membank_private.operations)
 returns jsonb
 language sql

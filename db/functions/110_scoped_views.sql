@@ -25,7 +25,7 @@ create or replace function membank_private.bound_scopes()
 returns jsonb[]
 language plpgsql
 stable
-security definer
+security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
@@ -49,14 +49,25 @@ end
 $$;
 
 -- name: scope_allowed: true when the calling roles may read and write scope (no binding, or bound to it).
+-- Security invoker, like bound_scopes: it runs inside the API's definer
+-- functions and active_scope(), which may read scope_bindings; the fast path
+-- (no binding at all) costs one probe of an empty table.
 create or replace function membank_private.scope_allowed(scope jsonb)
 returns boolean
-language sql
+language plpgsql
 stable
-security definer
+security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select b is null or scope = any(b) from membank_private.bound_scopes() as b;
+declare
+    _bound jsonb [];
+begin
+    if not exists (select from membank_private.scope_bindings) then
+        return true;
+    end if;
+    _bound := membank_private.bound_scopes();
+    return _bound is null or scope = any(_bound);
+end
 $$;
 
 -- name: check_scope_allowed: raise 42501 unless the calling roles may use scope.

@@ -5,7 +5,7 @@ Revises: 0004
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one; the API functions
-are in db/functions/085_profile_schemas.sql, 086_profiles.sql and 110_scoped_views.sql.
+are in db/functions/085-087_*.sql and 110_scoped_views.sql.
 """
 
 from alembic import op

@@ -203,7 +203,8 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
                 profiles[schema_id][field] = {"value": value, "source_event_ids": sources, "context": context}
     if request.get("profiles_only"):
         return {"memories": [], "profiles": profiles}
-    return {**_extract_memories(request, events), "profiles": profiles}
+    memories = _extract_memories(request, events)
+    return {**memories, "profiles": profiles} if request.get("profile_schemas") else memories
 
 
 def _extract_memories(request: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
@@ -325,7 +326,7 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
         items = [t.strip() for t in re.split(r"[,;]", f"{m['current']},{m['new']}") if t.strip()]
         value = ", ".join(dict.fromkeys(items, None).keys())
         merged.append({"schema_id": m["schema_id"], "field": m["field"], "value": value})
-    return {"actions": actions, "profile_fields": merged}
+    return {"actions": actions, "profile_fields": merged} if merged else {"actions": actions}
 
 
 class RulesProvider:
