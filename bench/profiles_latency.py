@@ -21,6 +21,7 @@ Prints p50/p95/p99 in ms and ratios. Run once, with nice:
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import time
@@ -72,7 +73,9 @@ def main() -> None:
             conn.execute(LOAD.replace("%(scopes)s", str(int(args.scopes))))
             conn.execute("vacuum analyze membank_private.memories")
         total = conn.execute("select count(*) from membank_private.memories").fetchone()[0]
-        print(f"loaded {total:,} memories over {args.scopes:,} scopes in {time.perf_counter() - t0:.0f} s")
+        if not args.reuse:
+            print(f"loaded {total:,} memories over {args.scopes:,} scopes in {time.perf_counter() - t0:.0f} s")
+        print(f"{total:,} memories; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
         rng = random.Random(7)
         scopes = [{"user_id": f"u{rng.randint(1, args.scopes)}"} for _ in range(args.queries)]
 
@@ -121,6 +124,41 @@ def main() -> None:
         for name in ("raw same", "listing"):
             print(f"ours / {name}: p50 {o50 / statistics.median(times[name]):.2f}x, "
                   f"p95 {o95 / pct(times[name], 95):.2f}x")
+        # Inside the server (no client, no round trip): each call timed with clock_timestamp() in a loop.
+        conn.execute("create temp table timings (method text, ms float8)")
+        conn.execute("""
+            do $bench$
+            declare
+                _scope jsonb;
+                _t timestamptz;
+                _r jsonb;
+            begin
+                for i in 1..%s loop
+                    _scope := jsonb_build_object('user_id', 'u' || (1 + (i * 7919) %% %s));
+                    _t := clock_timestamp();
+                    _r := membank.retrieve_profiles(_scope);
+                    insert into timings values ('ours', extract(epoch from clock_timestamp() - _t) * 1000);
+                    _t := clock_timestamp();
+                    select coalesce(jsonb_object_agg(p.schema_id, p.profile), '{}') into _r from (
+                        select m.structured_content ->> 'schema_id' as schema_id,
+                               jsonb_object_agg(m.structured_content ->> 'field',
+                                                m.structured_content -> 'value') as profile
+                        from membank_private.memories as m
+                        where m.scope_id = md5(_scope::text)::uuid and m.memory_type = 'STRUCTURED_PROFILE'
+                          and m.scope = _scope
+                          and (m.expire_time is null or m.expire_time > statement_timestamp())
+                        group by 1) as p;
+                    insert into timings values ('raw same', extract(epoch from clock_timestamp() - _t) * 1000);
+                end loop;
+            end
+            $bench$""" % (int(args.queries), int(args.scopes)))
+        print("\ninside the server (ms per call, no round trip):")
+        for method, p50, p95, p99 in conn.execute("""
+                select method, percentile_cont(0.5) within group (order by ms),
+                       percentile_cont(0.95) within group (order by ms),
+                       percentile_cont(0.99) within group (order by ms)
+                from timings group by method order by method"""):
+            print(f"{method:<10} {p50:7.3f} {p95:7.3f} {p99:7.3f}")
 
 
 if __name__ == "__main__":

@@ -2030,7 +2030,7 @@ CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double pre
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
@@ -3065,10 +3065,18 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.scope_allowed(scope jsonb) RETURNS boolean
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select b is null or scope = any(b) from membank_private.bound_scopes() as b;
+declare
+    _bound jsonb [];
+begin
+    if not exists (select from membank_private.scope_bindings) then
+        return true;
+    end if;
+    _bound := membank_private.bound_scopes();
+    return _bound is null or scope = any(_bound);
+end
 $$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS public.vector
     LANGUAGE plpgsql
