@@ -269,3 +269,39 @@ def test_build_context_puts_the_scopes_profiles_first_within_the_budget(db_url):
         assert "green tea" in ctx.text and ctx.sections["profiles"] > 0 and ctx.tokens <= 500
         small = build_context(bank, None, SCOPE, "s1", "What tea does the user like?", budget_tokens=12)
         assert small.tokens <= 12 and "user-profile" in small.dropped["profiles"]
+
+
+def test_schema_management_errors_and_roles(postgresql, conn):
+    import uuid as _uuid
+
+    from conftest import url_for
+
+    with pytest.raises(psycopg.errors.NoDataFound, match="^schema_id: no profile schema"):
+        conn.execute("select membank.get_profile_schema('nope')")
+    with pytest.raises(psycopg.errors.NoDataFound):
+        conn.execute("select membank.update_profile_schema('nope', '{\"properties\": {\"a\": {\"type\": \"string\"}}}')")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^disable_natural_language_memories"):
+        conn.execute("select membank.generate_memories(scope => '{\"u\": \"1\"}', facts => '[\"x\"]',"
+                     " disable_natural_language_memories => true)")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^profile_schemas"):
+        conn.execute("select membank.generate_memories(scope => '{\"u\": \"1\"}', facts => '[\"x\"]',"
+                     " profile_schemas => '{\"a\": 1}')")
+    conn.execute("select membank.create_profile_schema('user-profile', %s)", (Jsonb(UserProfile.model_json_schema()),))
+    updated = conn.execute("select * from membank.update_profile_schema('user-profile',"
+                           " '{\"properties\": {\"city\": {\"type\": \"string\"}}}')").fetchone()
+    assert list(updated["memory_schema"]["properties"]) == ["city"] and updated["update_time"] >= updated["create_time"]
+    # Schemas are the admin's: the application (writer) reads them and the profiles, and cannot change them.
+    role = f"app_{_uuid.uuid4().hex[:8]}"
+    conn.execute(f'create role "{role}" login in role membank_writer')
+    info = postgresql.info
+    try:
+        with psycopg.connect(url_for(info.host, info.port, role, info.dbname), autocommit=True) as app:
+            assert app.execute("select count(*) from membank.list_profile_schemas()").fetchone()[0] == 1
+            assert app.execute("select membank.retrieve_profiles('{\"u\": \"1\"}')").fetchone()[0] == {}
+            for sql in ("select membank.create_profile_schema('x', '{\"properties\": {\"a\": {\"type\": \"string\"}}}')",
+                        "select membank.delete_profile_schema('user-profile', true)",
+                        "select membank.bind_role_to_scope('membank_reader', '{\"u\": \"1\"}')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    app.execute(sql)
+    finally:
+        conn.execute(f'drop role "{role}"')

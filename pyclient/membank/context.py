@@ -88,7 +88,8 @@ class Context:
     more than ``budget_tokens``; ``sections`` the tokens of each section
     present. ``memories`` names the memories in the prompt (best first),
     ``turn_seqs`` the turns in it; ``dropped`` what did not fit
-    (``{"memories": [names], "turns": [seqs], "summary": bool, "profiles": [schema ids]}``, plus
+    (``{"memories": [names], "turns": [seqs], "summary": bool}``, plus
+    ``profiles`` (schema ids) when the scopes have profiles,
     ``summary_lines`` when only the summary's newest lines fit and
     ``truncated_turn`` when the newest turn was cut; lowest-ranked memories
     and oldest turns go first). ``verdicts`` has one entry per memory
@@ -383,7 +384,9 @@ class ContextBuilder:
         if summary_text:
             order.append(("summary", "summary", count(summary_text) + 1))
         order += [("turn", t.seq, count(lines["turn"][t.seq]) + 1) for t in reversed(turns[:-1])]
-        dropped: dict[str, Any] = {"memories": [], "turns": [], "summary": False, "profiles": []}
+        dropped: dict[str, Any] = {"memories": [], "turns": [], "summary": False}
+        if profiles:
+            dropped["profiles"] = []
         turns_closed = False
         for section, key, cost in order:
             extra = cost + (0 if chosen[section] else header_cost[section])
