@@ -11,7 +11,8 @@ revoke all on all procedures in schema membank from public;
 grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
-membank.operation, membank.generation_job, membank.profile_schema, membank.profile_field
+membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision, membank.profile_schema,
+membank.profile_field
 to membank_reader;
 
 grant execute on function
@@ -34,6 +35,9 @@ membank.get_memory(uuid, jsonb),
 membank.list_revisions(uuid, jsonb),
 membank.get_revision(uuid, integer, jsonb),
 membank.get_operation(uuid, jsonb),
+membank.scope_id(jsonb),
+membank.list_tool_rules(jsonb, text),
+membank.list_tool_rule_changes(jsonb, bigint, integer),
 membank.get_profile_schema(text),
 membank.list_profile_schemas(),
 membank.retrieve_profiles(jsonb, text[]),
@@ -44,15 +48,7 @@ to membank_reader;
 -- The scoped views: a reader sets its scope and selects. The views' filter
 -- calls active_scope() as the reader (it answers only about the caller).
 grant select on membank.scoped_memories, membank.scoped_profiles, membank.scoped_revisions to membank_reader;
-grant execute on function membank_private.active_scope() to membank_reader;
-grant usage on schema membank_private to membank_reader;
-grant execute on function
-membank_private.active_scope(),
-membank_private.scope_allowed(jsonb),
-membank_private.bound_scopes(),
-membank_private.check_scope_allowed(jsonb, text),
-membank_private.validate_scope(jsonb, text),
-membank_private._raise_invalid(text, text, text)
+grant execute on function membank_private.active_scope()
 to membank_reader;
 
 grant execute on function
@@ -74,11 +70,21 @@ membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean),
 membank.update_memory(uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]),
 membank.delete_memory(uuid, jsonb, jsonb),
-membank.rollback_memory(uuid, integer, jsonb)
+membank.rollback_memory(uuid, integer, jsonb),
+membank.compact_memories(jsonb, interval, integer, text[], text, boolean),
+membank.check_tool_permission(jsonb, text, text, text, text, boolean, text),
+membank.list_tool_decisions(jsonb, integer)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;
+-- Permission rules are the operator's: the application (writer) asks, it may not grant itself.
+-- Profile schemas and scope bindings are bank-wide configuration: also the admin's.
 grant execute on function
+membank.create_tool_rule(jsonb, text, text, text, text, text[], text),
+membank.update_tool_rule(bigint, jsonb, text, text, text[], text),
+membank.delete_tool_rule(bigint, jsonb),
+membank.set_exempt_tools(jsonb, text[]),
+membank.compact_scopes(jsonb, interval, integer, integer),
 membank.create_profile_schema(text, jsonb),
 membank.update_profile_schema(text, jsonb),
 membank.delete_profile_schema(text, boolean),

@@ -63,10 +63,26 @@ SAMPLE_CALLS = {
     "list_scope_bindings": "select * from membank.list_scope_bindings()",
     "unbind_role_from_scope": "select membank.unbind_role_from_scope(role => 'membank_test_tenant',"
                               " scope => '{\"u\":\"1\"}')",
+    "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
+    "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
+    "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
+    "create_tool_rule": "select membank.create_tool_rule(scope => '{\"u\":\"1\"}', tool_name => 'sh',"
+                        " pattern => 'ls .*', decision => 'ALLOW')",
+    "update_tool_rule": "select membank.update_tool_rule(id => %(rule)s, scope => '{\"u\":\"1\"}',"
+                        " decision => 'BLOCK')",
+    "list_tool_rules": "select * from membank.list_tool_rules(scope => '{\"u\":\"1\"}')",
+    "check_tool_permission": "select * from membank.check_tool_permission(scope => '{\"u\":\"1\"}',"
+                             " project_id => null, tool_name => 'sh', command => 'ls -l')",
+    "list_tool_decisions": "select * from membank.list_tool_decisions(scope => '{\"u\":\"1\"}')",
+    "list_tool_rule_changes": "select * from membank.list_tool_rule_changes(scope => '{\"u\":\"1\"}')",
+    "set_exempt_tools": "select membank.set_exempt_tools(scope => '{\"u\":\"1\"}', tools => '{read}')",
+    "delete_tool_rule": "select membank.delete_tool_rule(id => %(rule)s, scope => '{\"u\":\"1\"}')",
 }
 PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_schemas", "update_profile_schema",
                  "retrieve_profiles", "delete_profile_schema", "set_scope", "current_scope", "bind_role_to_scope",
                  "list_scope_bindings", "unbind_role_from_scope"]
+PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
+                    "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
                     "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
 
@@ -130,13 +146,20 @@ def test_every_public_function_is_called(conn):
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PROFILE_CALLS) == set(SAMPLE_CALLS)
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | {
+        "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
     params = {"name": name, "names": [str(j["memory_name"]) for j in jobs],
               "md5s": [str(j["fact_md5"]) for j in jobs], "vectors": ["[1,0,0]"] * len(jobs)}
     for fn in order:
         conn.execute(SAMPLE_CALLS[fn], params)
+    for fn in PERMISSION_CALLS:
+        row = conn.execute(SAMPLE_CALLS[fn], params).fetchone()
+        if fn == "create_tool_rule":
+            params["rule"] = row["create_tool_rule"][1:-1].split(",")[0]
+    for fn in ("compact_memories", "compact_scopes"):
+        conn.execute(SAMPLE_CALLS[fn])
     # GenerateMemories: facts given directly, consolidated (empty reply: each fact is created).
     for facts in (["the user likes tea"], ["the user likes coffee"]):
         row = conn.execute(SAMPLE_CALLS["generate_memories"], {"facts": Jsonb(facts)}).fetchone()

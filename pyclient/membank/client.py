@@ -23,7 +23,7 @@ from membank.embedding import Embedder, get_embedder
 from membank.worker import EmbeddingWorker
 from membank.models import (
     EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, ProfileSchema,
-    RetrievedMemory,
+    RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -45,6 +45,11 @@ _ARG_TYPES = {
     "request_id": "text", "max_operations": "integer", "done": "boolean",
     "profile_schemas": "jsonb", "disable_natural_language_memories": "boolean", "schema_id": "text",
     "memory_schema": "jsonb", "schema_ids": "text[]",
+    "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
+    "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
+    "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
+    "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
+    "max_scopes": "integer",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
@@ -165,9 +170,12 @@ class MemoryBank:
         self.close()
 
     # -- plumbing -----------------------------------------------------------
-    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select") -> list[dict]:
+    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select",
+              nulls: tuple[str, ...] = ()) -> list[dict]:
+        # None leaves an argument to its SQL default, except those in nulls (passed as NULL).
         types = {**_ARG_TYPES, **_ARG_TYPES_BY_FUNCTION.get(function, {})}
-        given = {k: _adapt(k, v, types[k]) for k, v in args.items() if v is not None}
+        given = {k: (_adapt(k, v, types[k]) if v is not None else None) for k, v in args.items()
+                 if v is not None or k in nulls}
         named = sql.SQL(", ").join(
             sql.SQL("{} => {}::{}").format(sql.Identifier(k), _placeholder(types[k]), sql.SQL(types[k]))
             for k in given
@@ -464,6 +472,63 @@ class MemoryBank:
     def generation_backlog(self) -> GenerationBacklog:
         """Return the state of the generation queue: pending operations, due and retrying jobs."""
         return GenerationBacklog.from_row(self._call("generation_backlog", {})[0])
+
+    # -- compaction -----------------------------------------------------------
+    def compact_memories(self, scope: Scope, older_than: timedelta | float, *, max_memories: int | None = None,
+                         topics: list[str] | None = None, model_id: str | None = None,
+                         in_database: bool | None = None) -> PendingOperation | None:
+        """Start compacting the oldest memories of ``scope`` created before now - ``older_than`` into one summary.
+
+        ``older_than``: a timedelta or seconds. Returns a handle on the
+        operation (done at once when the database ran the model itself with
+        ``ai.generate``; else ``.wait(process=True)`` or a worker carries it),
+        or None when fewer than two memories qualify. Raises
+        InvalidArgumentError naming the argument.
+        """
+        if isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            older_than = timedelta(seconds=older_than)
+        rows = self._call("compact_memories", dict(scope=scope, older_than=older_than, max_memories=max_memories,
+                                                   topics=topics, model_id=model_id, in_database=in_database))
+        name = rows[0]["compact_memories"]
+        return None if name is None else PendingOperation(self, name)
+
+    def compact_scopes(self, scope_pattern: Mapping[str, str], older_than: timedelta | float, *,
+                       max_memories: int | None = None, max_scopes: int | None = None) -> list[dict[str, Any]]:
+        """Start compaction in every scope containing ``scope_pattern``; return ``[{scope, operation_name}]``."""
+        if isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            older_than = timedelta(seconds=older_than)
+        return self._call("compact_scopes", dict(scope_pattern=scope_pattern, older_than=older_than,
+                                                 max_memories=max_memories, max_scopes=max_scopes))
+
+    # -- tool permissions -------------------------------------------------------
+    def scope_id(self, scope: Scope) -> UUID:
+        """Return the id membank keys ``scope``'s data by (``membank.scope_id``)."""
+        return self._call("scope_id", {"scope": scope})[0]["scope_id"]
+
+    def check_tool_permission(self, scope: Scope, tool_name: str, command: str | None, *,
+                              project_id: str | None = None, session_id: str | None = None,
+                              allow_once: bool = False, grant_error: str | None = None) -> ToolDecision:
+        """Ask the database for ALLOW, BLOCK or PROMPT_USER (rules only; ``PermissionGuard`` adds allow-once)."""
+        row = self._call("check_tool_permission", dict(
+            scope=scope, project_id=project_id, tool_name=tool_name, command=command, session_id=session_id,
+            allow_once=allow_once, grant_error=grant_error), nulls=("project_id", "command"))[0]
+        return ToolDecision.from_row(row)
+
+    def create_tool_rule(self, scope: Scope, tool_name: str, pattern: str, decision: str, *,
+                         project_id: str | None = None, allow_operators: list[str] | None = None,
+                         description: str | None = None) -> ToolRule:
+        """Store a permission rule (``project_id`` None: global). Raises InvalidArgumentError naming the argument."""
+        return ToolRule.from_row(self._call("create_tool_rule", dict(
+            scope=scope, tool_name=tool_name, pattern=pattern, decision=decision, project_id=project_id,
+            allow_operators=allow_operators, description=description))[0])
+
+    def list_tool_rules(self, scope: Scope, *, project_id: str | None = None) -> list[ToolRule]:
+        """Return the rules of ``scope`` (with ``project_id``: that project's and the global ones)."""
+        return [ToolRule.from_row(r) for r in self._call("list_tool_rules", dict(scope=scope, project_id=project_id))]
+
+    def delete_tool_rule(self, scope: Scope, id: int) -> ToolRule:
+        """Delete rule ``id`` of ``scope`` and return it. Raises NotFoundError."""
+        return ToolRule.from_row(self._call("delete_tool_rule", dict(id=id, scope=scope))[0])
 
 
 class PendingOperation:
