@@ -176,6 +176,11 @@ class ProfileSchema(_Row):
 
     schema_id: str
     memory_schema: dict[str, Any]
+    create_time: datetime
+    update_time: datetime
+
+
+@dataclass(frozen=True)
 class ToolDecision(_Row):
     """A tool-permission decision: ``decision`` ALLOW | BLOCK | PROMPT_USER, why, the rule and tier that decided.
 
