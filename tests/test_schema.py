@@ -18,13 +18,14 @@ SAMPLE_CALLS = {
     "create_memory": "select membank.create_memory(scope => '{\"u\":\"1\"}', fact => 'f', topics => '{T}')",
     "get_memory": "select membank.get_memory(name => %(name)s)",
     "list_memories": "select * from membank.list_memories(scope => '{\"u\":\"1\"}', page_size => 1)",
-    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g')",
+    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g', expected_revision => 1)",
     "list_revisions": "select * from membank.list_revisions(name => %(name)s)",
     "get_revision": "select membank.get_revision(name => %(name)s, revision => 1)",
     "rollback_memory": "select membank.rollback_memory(name => %(name)s, revision => 1)",
     "delete_memory": "select membank.delete_memory(name => %(name)s)",
     "purge_memories": "select membank.purge_memories(scope => '{\"u\":\"1\"}', force => true)",
     "purge_expired_memories": "call membank.purge_expired_memories()",
+    "purge_memories_in_batches": "call membank.purge_memories_in_batches(scope => '{\"u\":\"1\"}', batch_size => 10)",
     "configure_embedding": "select membank.configure_embedding(model_id => 'test/m', dimension => 3)",
     "claim_embedding_jobs": "select * from membank.claim_embedding_jobs(batch_size => 10)",
     "store_embeddings": "select membank.store_embeddings(model_id => 'test/m', dimension => 3,"
@@ -145,7 +146,7 @@ def test_every_public_function_is_called(conn):
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
-             "delete_memory", "purge_memories", "purge_expired_memories"]
+             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches"]
     assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     with conn.transaction():
@@ -182,5 +183,8 @@ def test_private_plpgsql_bodies_compile(conn):
         join pg_language l on l.oid = p.prolang
         where n.nspname in ('membank', 'membank_private') and l.lanname = 'plpgsql'""").fetchall()
     assert rows
+    # Bodies are checked with the session's search_path: put pgvector's schema on it, as the functions pin it.
+    conn.execute("select set_config('search_path', 'pg_catalog, ' || extnamespace::regnamespace || ', public', false)"
+                 " from pg_extension where extname = 'vector'")
     for r in rows:
         conn.execute("select plpgsql_validator(%s)", (r["oid"],))

@@ -1,7 +1,7 @@
 """Structured profiles (schemas, field memories) and scoped views with role bindings.
 
 Revision ID: 0009
-Revises: 0010
+Revises: 0005
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one; the API functions
@@ -13,7 +13,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0009"
-down_revision = "0010"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

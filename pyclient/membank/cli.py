@@ -197,6 +197,10 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     workers may run: each claims jobs with FOR UPDATE SKIP LOCKED. With
     --compact-scope, it also starts compaction (membank.compact_scopes) in
     the matching scopes every --compact-every.
+
+    The database role needs membank_worker (or membank_admin, which
+    --compact-scope needs): the job queues hold every scope's text, so the
+    application's membank_writer cannot claim them.
     """
     import logging
 
@@ -255,7 +259,7 @@ def reembed(yes: bool) -> None:
     """Switch the bank to the configured embedder (MEMBANK_EMBEDDER) and re-embed every memory.
 
     Drops every stored vector first: until a memory is re-embedded it is
-    found by full text only (flagged degraded).
+    found by full text only (flagged degraded). Needs membank_admin.
     """
     from tqdm import tqdm
 
@@ -403,22 +407,27 @@ def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_f
 @click.option("--topic", "topics", multiple=True, help="Replace the topics (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Replace the metadata object.")
 @click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Expire this many seconds from now.")
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
 def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: float | None,
-                    scope: Any) -> None:
+                    expected_revision: int | None, scope: Any) -> None:
     """Change only the given fields of memory NAME; writes one revision."""
     with MemoryBank(max_size=1) as bank:
         _echo_json(_memory(bank.update_memory(name, fact=fact, topics=list(topics) or None,
-                                              metadata=metadata, ttl=_ttl(ttl), scope=scope)))
+                                              metadata=metadata, ttl=_ttl(ttl), scope=scope,
+                                              expected_revision=expected_revision)))
 
 
 @memories.command("delete")
 @click.argument("name")
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_delete(name: str, scope: Any) -> None:
+def memories_delete(name: str, expected_revision: int | None, scope: Any) -> None:
     """Delete memory NAME (its revisions stay readable)."""
     with MemoryBank(max_size=1) as bank:
-        _echo_json(_memory(bank.delete_memory(name, scope=scope)))
+        _echo_json(_memory(bank.delete_memory(name, scope=scope, expected_revision=expected_revision)))
 
 
 @memories.command("revisions")
@@ -433,11 +442,13 @@ def memories_revisions(name: str, scope: Any) -> None:
 @memories.command("rollback")
 @click.argument("name")
 @click.argument("revision", type=int)
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_rollback(name: str, revision: int, scope: Any) -> None:
+def memories_rollback(name: str, revision: int, expected_revision: int | None, scope: Any) -> None:
     """Restore memory NAME to the content of REVISION (recorded as a new revision)."""
     with MemoryBank(max_size=1) as bank:
-        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope)))
+        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope, expected_revision=expected_revision)))
 
 
 @memories.command("retrieve")

@@ -42,7 +42,7 @@ _ARG_TYPES = {
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
-    "request_id": "text", "max_operations": "integer", "done": "boolean",
+    "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
     "profile_schemas": "jsonb", "disable_natural_language_memories": "boolean", "schema_id": "text",
     "memory_schema": "jsonb", "schema_ids": "text[]",
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
@@ -125,8 +125,14 @@ class MemoryBank:
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
-                 provider: Any = None, min_size: int = 1, max_size: int = 4) -> None:
+                 provider: Any = None, min_size: int = 1, max_size: int = 4,
+                 statement_timeout: str | None = None, lock_timeout: str | None = None) -> None:
         """Open a pool of ``min_size``..``max_size`` connections to ``url``.
+
+        Each pooled connection runs with ``statement_timeout`` (default
+        ``MEMBANK_STATEMENT_TIMEOUT`` or 30s; "0" is no limit) and waits at most
+        ``lock_timeout`` for a scope's write lock (``membank.lock_timeout``;
+        default ``MEMBANK_LOCK_TIMEOUT`` or 5s), then raises LockTimeoutError.
 
         ``provider`` carries in-process generation jobs (``process_pending``):
         a ``membank.generation.Provider``, a spec such as ``"rules"`` or
@@ -142,11 +148,18 @@ class MemoryBank:
         self._worker: EmbeddingWorker | None = None
         self._provider_spec = provider
         self._generation_worker: Any = None
+        self._statement_timeout = statement_timeout or settings.statement_timeout()
+        self._lock_timeout = lock_timeout or settings.lock_timeout()
         self._pool = ConnectionPool(
             self.url, min_size=min_size, max_size=max_size, open=True,
             kwargs={"autocommit": True, "row_factory": dict_row},
-            configure=lambda conn: conn.execute("set timezone to 'UTC'"),
+            configure=self._configure_connection,
         )
+
+    def _configure_connection(self, conn: psycopg.Connection) -> None:
+        conn.execute("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
+                     " set_config('membank.lock_timeout', %s, false)",
+                     (self._statement_timeout, self._lock_timeout))
 
     def close(self) -> None:
         """Close every pooled connection (and the in-process worker's)."""
@@ -249,11 +262,14 @@ class MemoryBank:
                       expire_time: datetime | None = None,
                       structured_content: Mapping[str, Any] | None = None, scope: Scope | None = None,
                       labels: Mapping[str, Any] | None = None,
-                      source_event_ids: list[str] | None = None, clear_expiry: bool = False) -> Memory:
+                      source_event_ids: list[str] | None = None, clear_expiry: bool = False,
+                      expected_revision: int | None = None) -> Memory:
         """Change only the given fields of memory ``name``; return it with its new revision number.
 
         ``ttl``/``expire_time`` set a new expiry; ``clear_expiry=True`` removes
-        it. Raises NotFoundError or InvalidArgumentError naming the argument.
+        it. With ``expected_revision`` the update happens only while the memory
+        is still at that revision, else ConflictError (MB003) and nothing is
+        written. Raises NotFoundError or InvalidArgumentError naming the argument.
         """
         if clear_expiry:
             if ttl is not None or expire_time is not None:
@@ -263,19 +279,33 @@ class MemoryBank:
         rows = self._call("update_memory", dict(
             name=name, fact=fact, topics=topics, metadata=metadata, ttl=ttl, expire_time=expire_time,
             structured_content=structured_content, scope=scope, labels=labels,
-            source_event_ids=source_event_ids))
+            source_event_ids=source_event_ids, expected_revision=expected_revision))
         return Memory.from_row(rows[0])
 
     def delete_memory(self, name: str | UUID, *, scope: Scope | None = None,
-                      labels: Mapping[str, Any] | None = None) -> Memory:
-        """Delete memory ``name`` and return it as it was; its revisions stay readable. Raises NotFoundError."""
-        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels))[0])
+                      labels: Mapping[str, Any] | None = None, expected_revision: int | None = None) -> Memory:
+        """Delete memory ``name`` and return it as it was; its revisions stay readable.
+
+        With ``expected_revision`` only while the memory is still at that
+        revision (else ConflictError, MB003). Raises NotFoundError.
+        """
+        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels,
+                                                                expected_revision=expected_revision))[0])
 
     def purge_memories(self, scope: Scope, *, metadata_filter: Mapping[str, Any] | None = None,
-                       topics: list[str] | None = None, force: bool = False) -> int:
-        """Delete the live memories of the exact scope matching the filters; with force=False only count them."""
+                       topics: list[str] | None = None, force: bool = False, batch_size: int | None = None) -> int:
+        """Delete the live memories of the exact scope matching the filters; with force=False only count them.
+
+        With force=True they go in committed batches of ``batch_size`` (default
+        1000; CALL membank.purge_memories_in_batches), so other writes to the
+        scope run between batches.
+        """
+        if force:
+            rows = self._call("purge_memories_in_batches", dict(
+                scope=scope, metadata_filter=metadata_filter, topics=topics, batch_size=batch_size), kind="call")
+            return rows[0]["purged"]
         rows = self._call("purge_memories", dict(scope=scope, metadata_filter=metadata_filter,
-                                                 topics=topics, force=force))
+                                                 topics=topics, force=False))
         return rows[0]["purge_memories"]
 
     def purge_expired_memories(self, *, batch_size: int | None = None, max_batches: int | None = None) -> int:
@@ -294,9 +324,15 @@ class MemoryBank:
         rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
         return MemoryRevision.from_row(rows[0])
 
-    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> Memory:
-        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory."""
-        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope))
+    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None,
+                        expected_revision: int | None = None) -> Memory:
+        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory.
+
+        With ``expected_revision`` only while the memory is still at that
+        revision (a deleted memory: its DELETED revision), else ConflictError (MB003).
+        """
+        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope,
+                                                  expected_revision=expected_revision))
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
@@ -381,7 +417,7 @@ class MemoryBank:
         Each event: ``{"event_id", "author", "text", "timestamp"}``; the
         timestamp may be an aware datetime or ISO 8601 text. Idempotent on
         event_id: a retry stores nothing twice. Raises InvalidArgumentError
-        naming ``events[i].field``, ConflictError (MB020) when an event_id is
+        naming ``events[i].field``, ConflictError (MB040) when an event_id is
         already stored with other content.
         """
         rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=_events_json(events)))
@@ -414,7 +450,7 @@ class MemoryBank:
         every schema of the bank; []: none); with
         ``disable_natural_language_memories`` only profiles are filled.
         A worker (``membank worker`` or ``process_pending``) runs it.
-        Raises InvalidArgumentError naming the argument, ConflictError (MB020).
+        Raises InvalidArgumentError naming the argument, ConflictError (MB020 event_id conflict, MB040 lock timeout).
         """
         rows = self._call("generate_memories", dict(
             scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,

@@ -1,5 +1,6 @@
 CREATE SCHEMA membank;
 COMMENT ON SCHEMA membank IS 'membank public API: long-term memory for AI agents (functions and types only).';
+CREATE SCHEMA membank_extensions;
 CREATE SCHEMA membank_private;
 COMMENT ON SCHEMA membank_private IS 'membank storage and internal helpers; not an API, may change between versions.';
 CREATE TYPE membank.event AS (
@@ -561,7 +562,7 @@ scopes per call. Returns each scope with the operation started there (scopes wit
 For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.';
 CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _job membank_private.generation_jobs;
@@ -812,30 +813,34 @@ CREATE FUNCTION membank.current_scope() RETURNS jsonb
 $$;
 COMMENT ON FUNCTION membank.current_scope() IS 'The exact scope the scoped views show now: the one set_scope set, or null when none is set or the caller''s role is
 bound to other scopes. Raises nothing.';
-CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
+CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
 begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
     delete from membank_private.memories as m where m.name = _row.name;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) IS 'Delete a live memory and record a revision with action DELETED; returns the memory as it was.
+COMMENT ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb, expected_revision integer) IS 'Delete a live memory and record a revision with action DELETED; returns the memory as it was.
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
-Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).';
-CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
+expected_revision (compare-and-set): when given, the memory is deleted only if it is still at that revision.
+Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope),
+MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
+CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select membank.delete_memory(name => name::text, scope => scope, labels => labels);
+    select membank.delete_memory(name => name::text, scope => scope, labels => labels,
+                                 expected_revision => expected_revision);
 $$;
-COMMENT ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) IS 'delete_memory(name text, scope, labels) for a name typed uuid.
-Raises P0002 (not found, already deleted, expired or another scope).';
+COMMENT ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) IS 'delete_memory(name text, scope, labels, expected_revision) for a name typed uuid.
+Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB040.';
 CREATE FUNCTION membank.delete_profile_schema(schema_id text, force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1049,7 +1054,9 @@ begin
     else
         insert into membank_private.generation_jobs (operation_name, scope_id)
         values (_name, md5(_scope::text)::uuid);
-        perform pg_notify('membank_generation_jobs', _name::text);
+        -- The payload stays empty: any role may LISTEN, so a notification
+        -- carries no name or scope, only "there is work".
+        perform pg_notify('membank_generation_jobs', '');
     end if;
     return _name;
 end
@@ -1530,6 +1537,28 @@ COMMENT ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, t
 topics: any of). With force => false (the default) nothing is deleted and the count of matching memories is returned;
 with force => true they are deleted, each with a DELETED revision labelled {"reason":"purge"}, and the count deleted is
 returned. Other scopes are never touched. Raises 22023 naming the argument.';
+CREATE PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_filter jsonb DEFAULT NULL::jsonb, IN topics text[] DEFAULT NULL::text[], IN batch_size integer DEFAULT 1000, INOUT purged bigint DEFAULT 0)
+    LANGUAGE plpgsql
+    AS $$
+declare
+    _batch bigint;
+begin
+    purged := 0;
+    loop
+        _batch := membank_private.purge_memories_batch(scope, metadata_filter, topics, batch_size);
+        purged := purged + _batch;
+        commit;
+        exit when _batch < batch_size;
+    end loop;
+end
+$$;
+COMMENT ON PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_filter jsonb, IN topics text[], IN batch_size integer, INOUT purged bigint) IS 'Delete every live memory of one exact scope that matches the filters (metadata_filter: JSON object, containment;
+topics: any of), as purge_memories(force => true) does, but batch_size memories (1..100000, default 1000) per
+transaction: each batch takes the scope''s write lock, deletes and commits, so other writes to the scope run between
+batches. Each deletion writes a DELETED revision labelled {"reason":"purge"}. Call it outside an explicit transaction
+block (it commits): CALL membank.purge_memories_in_batches(scope => ''{"user_id":"u1"}''); purged returns the number of
+memories removed. Raises 22023 naming the argument (nothing deleted), MB040 when another write held the scope''s lock
+longer than membank.lock_timeout (batches committed before stay deleted; call again to finish).';
 CREATE FUNCTION membank.reembed(model_id text, dimension integer) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1555,7 +1584,7 @@ queues every memory for embedding; retrieval is text-only (degraded) for each me
 Returns the number of memories queued. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT 3, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
     AS $$
 declare
@@ -1694,7 +1723,7 @@ COMMENT ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) IS
 from the scope''s live STRUCTURED_PROFILE field memories through one index range (memories_profile_field_idx); only
 the schemas in schema_ids when given. A field whose memory was deleted or has expired is absent at once; a scope with
 no profile gives {}. Raises 22023 naming the argument, 42501 (a role bound to other scopes, bind_role_to_scope).';
-CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
+CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1711,6 +1740,10 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
     perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
     select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    -- The current revision: the live row's, else the newest (the deletion).
+    select max(r.revision) into _last
+    from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+    perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
         -- Live or expired: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
@@ -1721,8 +1754,6 @@ begin
     else
         -- Deleted: bring it back under the same name, never expiring, with
         -- its revision numbers continuing after the deletion.
-        select max(r.revision) into _last
-        from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
         insert into membank_private.memories as m (
             name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
@@ -1736,18 +1767,23 @@ begin
     return membank_private.to_memory(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) IS 'Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
+COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) IS 'Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
 a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).';
-CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
+expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
+(for a deleted memory: the number of its DELETED revision).
+Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion), MB003 (no longer at
+expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
+CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select membank.rollback_memory(name => name::text, revision => revision, scope => scope);
+    select membank.rollback_memory(name => name::text, revision => revision, scope => scope,
+                                   expected_revision => expected_revision);
 $$;
-COMMENT ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) IS 'rollback_memory(name text, revision, scope) for a name typed uuid.
-Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore).';
+COMMENT ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb, expected_revision integer) IS 'rollback_memory(name text, revision, scope, expected_revision) for a name typed uuid.
+Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore), MB003 (not at
+expected_revision), MB040.';
 CREATE FUNCTION membank.scope_id(scope jsonb) RETURNS uuid
     LANGUAGE sql IMMUTABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1816,7 +1852,7 @@ caller''s role is not bound to. scope => null clears it. Raises 22023 naming the
 bound with bind_role_to_scope, setting another scope).';
 CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _count integer;
@@ -1882,7 +1918,7 @@ $$;
 COMMENT ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) IS 'Remove the binding of role to scope; returns true when there was one. A role left with no binding (and not a member
 of a bound role) is no longer restricted: revoke its membank role first if it should read nothing. Raises 22023
 naming the argument.';
-CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
+CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1896,6 +1932,7 @@ begin
             'give at least one field to change; fields left null keep their value');
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     _new := _row;
     if fact is not null then
         _new.fact := membank_private.validate_fact(fact);
@@ -1928,21 +1965,24 @@ begin
     return membank_private.to_memory(_new);
 end
 $$;
-COMMENT ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) IS 'Update a live memory: only the arguments given (non-null) change; a new revision (action UPDATED)
+COMMENT ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) IS 'Update a live memory: only the arguments given (non-null) change; a new revision (action UPDATED)
 records the old and new fact. ttl or expire_time reset the expiry (expire_time => ''infinity'' removes it). With scope, the memory must be in that
 exact scope. An update that changes nothing writes no revision and returns the memory as it is.
-Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument.';
-CREATE FUNCTION membank.update_memory(name uuid, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
+expected_revision (compare-and-set): when given, the update happens only if the memory is still at that revision.
+Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument,
+MB003 (the memory is no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
+CREATE FUNCTION membank.update_memory(name uuid, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select membank.update_memory(
         name => name::text, fact => fact, topics => topics, metadata => metadata, ttl => ttl,
         expire_time => expire_time, structured_content => structured_content, scope => scope, labels => labels,
-        source_event_ids => source_event_ids);
+        source_event_ids => source_event_ids, expected_revision => expected_revision);
 $$;
-COMMENT ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) IS 'update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
-Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument.';
+COMMENT ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) IS 'update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
+Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument, MB003 (not at
+expected_revision), MB040 (scope lock wait over membank.lock_timeout).';
 CREATE FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2298,7 +2338,7 @@ CREATE TABLE membank_private.generation_jobs (
 );
 CREATE FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) RETURNS text
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _op membank_private.operations;
@@ -2659,9 +2699,9 @@ CREATE FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) RET
         else 'the field''s schema is not supported'
     end;
 $$;
-CREATE FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) RETURNS public.vector
+CREATE FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) RETURNS membank_extensions.vector
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _config membank_private.embedding_config;
@@ -2726,6 +2766,21 @@ begin
         perform membank_private._raise_invalid('rerank_depth',
             format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
             'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if expected_revision is not null and expected_revision is distinct from current_revision then
+        raise exception 'expected_revision: memory % is at revision %, not %', name, current_revision,
+            expected_revision
+            using errcode = 'MB003',
+                  hint = 'another edit came first and nothing was written: read the memory again, '
+                         'then retry with its current revision',
+                  detail = 'argument: expected_revision';
     end if;
 end
 $$;
@@ -3090,10 +3145,31 @@ CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_
                    else '+' || to_char(utc_offset, 'HH24:MI') end;
 $$;
 CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select pg_advisory_xact_lock(hashtextextended(scope_id::text, 1836016206));
+declare
+    _timeout text := membank_private.scope_lock_timeout();
+    _found boolean;
+begin
+    -- A local setting made inside a function with a SET clause ends with the
+    -- call: the bounded wait applies to this lock only.
+    perform set_config('lock_timeout', _timeout, true);
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
+    for update;
+    if _found is null then
+        insert into membank_private.scope_locks as l (scope_id) values (lock_scope.scope_id)
+        on conflict do nothing;
+        perform from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id for update;
+    end if;
+exception
+    when lock_not_available then
+        raise exception 'scope: another write to this scope held its write lock for longer than %', _timeout
+            using errcode = 'MB040',
+                  detail = format('scope_id: %s', scope_id),
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
 $$;
 CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
     LANGUAGE sql IMMUTABLE
@@ -3470,21 +3546,26 @@ CREATE FUNCTION membank_private.purge_expired_batch(batch_size integer) RETURNS 
     AS $$
 declare
     _count bigint;
+    _scopes uuid [];
 begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
-    -- Scope write locks first, in sorted order (015_scope_locks.sql).
-    perform membank_private.lock_scope(s.scope_id)
-    from (
-        select distinct e.scope_id
-        from (select m.scope_id from membank_private.memories as m
-              where m.expire_time <= statement_timestamp()
-              order by m.expire_time limit batch_size) as e
-        order by e.scope_id
-    ) as s;
+    -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
+    -- whose lock another write holds is skipped, not waited for: its
+    -- expired memories are invisible already and go in a later batch.
+    _scopes := array(
+        select l.scope_id
+        from membank_private.scope_locks as l
+        where l.scope_id in (select m.scope_id from membank_private.memories as m
+                             where m.expire_time <= statement_timestamp())
+        order by l.scope_id
+        limit batch_size
+        for update skip locked
+    );
     with batch as (
         select m.name
         from membank_private.memories as m
         where m.expire_time <= statement_timestamp()
+          and m.scope_id = any(_scopes)
         order by m.expire_time
         limit batch_size
         for update skip locked
@@ -3499,9 +3580,50 @@ begin
     return _count;
 end
 $$;
-CREATE FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) RETURNS bit varying
+CREATE FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _count bigint;
+begin
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if batch_size is null or batch_size < 1 or batch_size > 100000 then
+        perform membank_private._raise_invalid('batch_size',
+            format('must be between 1 and 100000, got %s', coalesce(batch_size::text, 'null')),
+            'the default batch_size is 1000');
+    end if;
+    perform membank_private.lock_scope(md5(_scope::text)::uuid);
+    perform membank_private.set_revision_context(jsonb_build_object('reason', 'purge'));
+    with target as (
+        select m.name
+        from membank_private.memories as m
+        where m.scope_id = md5(_scope::text)::uuid
+          and m.scope = _scope
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+        order by m.name
+        limit batch_size
+        for update
+    ), purged as (
+        delete from membank_private.memories as m
+        using target as t
+        where m.name = t.name
+        returning 1
+    )
+    select count(*) into _count from purged;
+    perform membank_private.clear_revision_context();
+    return _count;
+end
+$$;
+CREATE FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) RETURNS bit varying
     LANGUAGE sql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
     select binary_quantize(case when centroid is null then embedding else embedding - centroid end)::bit varying;
 $$;
@@ -3653,9 +3775,9 @@ begin
     return _events;
 end
 $$;
-CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) RETURNS record
+CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) RETURNS record
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 begin
     -- Same lists as vector_candidates and text_candidates give for a scope
@@ -3714,9 +3836,28 @@ begin
     return _bound is null or scope = any(_bound);
 end
 $$;
-CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS public.vector
+CREATE FUNCTION membank_private.scope_lock_timeout() RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _setting text := nullif(btrim(current_setting('membank.lock_timeout', true)), '');
+begin
+    if _setting is null then
+        return '5s';
+    end if;
+    if _setting !~ '^[0-9]+(\.[0-9]+)?\s*(ms|s|min)?$' or _setting ~ '^0+(\.0+)?\s*[a-z]*$' then
+        raise exception 'membank.lock_timeout: % is not a positive duration', to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to milliseconds or a unit of ms, s or min, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
+    return _setting;
+end
+$_$;
+CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS membank_extensions.vector
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _centroid vector;
@@ -4389,9 +4530,9 @@ begin
     return array(select distinct t from unnest(topics) as t order by t);
 end
 $$;
-CREATE FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, distance double precision)
+CREATE FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'public', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 begin
     if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
@@ -4479,7 +4620,7 @@ CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
     dimension integer NOT NULL,
-    centroid public.vector,
+    centroid membank_extensions.vector,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     CONSTRAINT embedding_config_dimension_check CHECK (((dimension >= 1) AND (dimension <= 16000))),
     CONSTRAINT embedding_config_singleton_check CHECK (singleton)
@@ -4526,7 +4667,7 @@ CREATE TABLE membank_private.memory_embeddings (
     model_id text NOT NULL,
     fact_md5 uuid NOT NULL,
     expire_time timestamp with time zone,
-    embedding public.vector NOT NULL,
+    embedding membank_extensions.vector NOT NULL,
     embedding_bq bit varying NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
@@ -4541,6 +4682,10 @@ CREATE TABLE membank_private.scope_lexicon (
     lexeme text NOT NULL,
     doc_count integer NOT NULL
 );
+CREATE TABLE membank_private.scope_locks (
+    scope_id uuid NOT NULL
+);
+COMMENT ON TABLE membank_private.scope_locks IS 'One row per scope id (md5 of the scope as jsonb text); membank_private.lock_scope() locks it FOR UPDATE.';
 CREATE TABLE membank_private.scope_stats (
     scope_id uuid NOT NULL,
     doc_count integer NOT NULL
@@ -4633,6 +4778,8 @@ ALTER TABLE ONLY membank_private.scope_bindings
     ADD CONSTRAINT scope_bindings_pkey PRIMARY KEY (role_name, scope_id);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
+ALTER TABLE ONLY membank_private.scope_locks
+    ADD CONSTRAINT scope_locks_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.scope_stats
     ADD CONSTRAINT scope_stats_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.sessions
@@ -4678,9 +4825,11 @@ ALTER TABLE ONLY membank_private.generation_jobs
 ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
+GRANT USAGE ON SCHEMA membank TO membank_worker;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
 GRANT ALL ON TYPE membank.event TO membank_reader;
 GRANT ALL ON TYPE membank.generation_job TO membank_reader;
+GRANT ALL ON TYPE membank.generation_job TO membank_worker;
 GRANT ALL ON TYPE membank.memory TO membank_reader;
 GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
 GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
@@ -4697,17 +4846,18 @@ GRANT ALL ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) TO memb
 REVOKE ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
+GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) TO membank_writer;
+GRANT ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.compact_memories(scope jsonb, older_than interval, max_memories integer, topics text[], model_id text, in_database boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.compact_memories(scope jsonb, older_than interval, max_memories integer, topics text[], model_id text, in_database boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval, max_memories integer, max_scopes integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval, max_memories integer, max_scopes integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) TO membank_writer;
+GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
+GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) FROM PUBLIC;
@@ -4716,24 +4866,26 @@ REVOKE ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pat
 GRANT ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text, allow_operators text[], description text) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.current_scope() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.current_scope() TO membank_reader;
-REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) TO membank_writer;
-REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb, expected_revision integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb, expected_revision integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
+GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_worker;
 REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_writer;
+GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) TO membank_writer;
+GRANT ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.generation_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_reader;
+GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_worker;
 REVOKE ALL ON FUNCTION membank.get_memory(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_memory(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_memory(name uuid, scope jsonb) FROM PUBLIC;
@@ -4769,20 +4921,23 @@ GRANT ALL ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max
 REVOKE ALL ON FUNCTION membank.list_tool_rules(scope jsonb, project_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_tool_rules(scope jsonb, project_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) TO membank_writer;
+GRANT ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) TO membank_worker;
 REVOKE ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) FROM PUBLIC;
 GRANT ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) TO membank_admin;
+REVOKE ALL ON PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_filter jsonb, IN topics text[], IN batch_size integer, INOUT purged bigint) FROM PUBLIC;
+GRANT ALL ON PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_filter jsonb, IN topics text[], IN batch_size integer, INOUT purged bigint) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
-REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb) TO membank_writer;
-REVOKE ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb, expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.scope_id(scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.scope_id(scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) FROM PUBLIC;
@@ -4790,13 +4945,13 @@ GRANT ALL ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) TO mem
 REVOKE ALL ON FUNCTION membank.set_scope(scope jsonb, is_local boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.set_scope(scope jsonb, is_local boolean) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_writer;
+GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) TO membank_admin;
-REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
-REVOKE ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text, decision text, allow_operators text[], description text) FROM PUBLIC;
@@ -4817,6 +4972,7 @@ REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, fact_count integ
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
@@ -4860,15 +5016,18 @@ REVOKE ALL ON FUNCTION membank_private.profile_prompt(profile_schemas jsonb) FRO
 REVOKE ALL ON FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
-REVOKE ALL ON FUNCTION membank_private.quantize(embedding public.vector, centroid public.vector) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_profile_schemas(profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
@@ -4898,7 +5057,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument te
 REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 GRANT SELECT ON TABLE membank.scoped_memories TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_profiles TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_revisions TO membank_reader;
