@@ -17,7 +17,8 @@ revoke all on membank_private.scope_locks from public;
 grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
-membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision
+membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision, membank.profile_schema,
+membank.profile_field
 to membank_reader;
 
 grant execute on function
@@ -44,7 +45,18 @@ membank.get_revision(uuid, integer, jsonb),
 membank.get_operation(uuid, jsonb),
 membank.scope_id(jsonb),
 membank.list_tool_rules(jsonb, text),
-membank.list_tool_rule_changes(jsonb, bigint, integer)
+membank.list_tool_rule_changes(jsonb, bigint, integer),
+membank.get_profile_schema(text),
+membank.list_profile_schemas(),
+membank.retrieve_profiles(jsonb, text[]),
+membank.set_scope(jsonb, boolean),
+membank.current_scope()
+to membank_reader;
+
+-- The scoped views: a reader sets its scope and selects. The views' filter
+-- calls active_scope() as the reader (it answers only about the caller).
+grant select on membank.scoped_memories, membank.scoped_profiles, membank.scoped_revisions to membank_reader;
+grant execute on function membank_private.active_scope()
 to membank_reader;
 
 grant execute on function
@@ -54,7 +66,9 @@ membank.delete_memory(text, jsonb, jsonb, integer),
 membank.rollback_memory(text, integer, jsonb, integer),
 membank.configure_embedding(text, integer),
 membank.append_events(jsonb, text, jsonb),
-membank.generate_memories(jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval),
+membank.generate_memories(
+    jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval, jsonb, boolean
+),
 membank.update_memory(uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer),
 membank.delete_memory(uuid, jsonb, jsonb, integer),
 membank.rollback_memory(uuid, integer, jsonb, integer),
@@ -93,12 +107,19 @@ membank.purge_memories(jsonb, jsonb, text[], boolean),
 membank.reembed(text, integer)
 to membank_admin;
 -- Permission rules are the operator's: the application (writer) asks, it may not grant itself.
+-- Profile schemas and scope bindings are bank-wide configuration: also the admin's.
 grant execute on function
 membank.create_tool_rule(jsonb, text, text, text, text, text[], text),
 membank.update_tool_rule(bigint, jsonb, text, text, text[], text),
 membank.delete_tool_rule(bigint, jsonb),
 membank.set_exempt_tools(jsonb, text[]),
-membank.compact_scopes(jsonb, interval, integer, integer)
+membank.compact_scopes(jsonb, interval, integer, integer),
+membank.create_profile_schema(text, jsonb),
+membank.update_profile_schema(text, jsonb),
+membank.delete_profile_schema(text, boolean),
+membank.bind_role_to_scope(name, jsonb),
+membank.unbind_role_from_scope(name, jsonb),
+membank.list_scope_bindings(name)
 to membank_admin;
 grant execute on procedure
 membank.purge_expired_memories(integer, integer, bigint),

@@ -274,6 +274,24 @@ def test_db_psql_runs_the_bundled_psql(db_url):
     assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr
 
 
+def test_profiles(cli, tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"properties": {
+        "technical_stack": {"type": "string", "description": "the user's technical stack"},
+        "job_status": {"enum": ["unemployed", "part_time", "full_time", "student"], "type": "string"}}}))
+    created = json.loads(cli("profiles", "schema", "create", "user-profile", "--schema", f"@{schema}").output)
+    assert created["schema_id"] == "user-profile"
+    assert [s["schema_id"] for s in json.loads(cli("profiles", "schema", "list").output)] == ["user-profile"]
+    bad = cli("profiles", "schema", "create", "p2", "--schema", '{"properties": {"x": {"type": "object"}}}', code=2)
+    assert "memory_schema.properties.x.type" in bad.output
+    scope = '{"user_id": "123"}'
+    cli("generate", "--scope", scope, "--fact", "The user uses ADK and works full-time")
+    assert json.loads(cli("profiles", "get", "--scope", scope).output) == {
+        "user-profile": {"technical_stack": "ADK", "job_status": "full_time"}}
+    assert "2 field memories" in cli("profiles", "schema", "delete", "user-profile", code=2).output
+    assert json.loads(cli("profiles", "schema", "delete", "user-profile", "--force").output) == {
+        "deleted_field_memories": 2}
+    assert json.loads(cli("profiles", "get", "--scope", scope).output) == {}
 def test_permissions_and_compact(cli, conn, valkey_url, monkeypatch):
     monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
     scope = '{"user_id": "cli"}'

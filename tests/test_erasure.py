@@ -70,7 +70,25 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.list_events(jsonb,text,timestamp with time zone,timestamp with time zone,integer)":
         "select * from membank.list_events(scope => %(scope)s, session_id => %(session)s)",
     "membank.generate_memories(jsonb,jsonb,text,timestamp with time zone,timestamp with time zone,jsonb,jsonb,jsonb,"
-    "boolean,text,interval)": None,
+    "boolean,text,interval,jsonb,boolean)": None,
+    "membank.create_profile_schema(text,jsonb)":
+        "select membank.create_profile_schema(schema_id => 'canary-p',"
+        " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "membank.get_profile_schema(text)": "select membank.get_profile_schema(schema_id => 'none-such')",
+    "membank.list_profile_schemas()": "select * from membank.list_profile_schemas()",
+    "membank.update_profile_schema(text,jsonb)":
+        "select membank.update_profile_schema(schema_id => 'none-such',"
+        " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "membank.delete_profile_schema(text,boolean)":
+        "select membank.delete_profile_schema(schema_id => 'none-such', force => true)",
+    "membank.retrieve_profiles(jsonb,text[])": "select membank.retrieve_profiles(scope => %(scope)s)",
+    "membank.set_scope(jsonb,boolean)": "select membank.set_scope(scope => %(scope)s)",
+    "membank.current_scope()": "select membank.current_scope()",
+    "membank.bind_role_to_scope(name,jsonb)":
+        "select membank.bind_role_to_scope(role => 'membank_reader', scope => %(scope)s)",
+    "membank.list_scope_bindings(name)": "select * from membank.list_scope_bindings()",
+    "membank.unbind_role_from_scope(name,jsonb)":
+        "select membank.unbind_role_from_scope(role => 'membank_reader', scope => %(scope)s)",
     "membank.get_operation(text,jsonb)": "select * from membank.get_operation(name => %(operation)s::text)",
     "membank.get_operation(uuid,jsonb)": "select * from membank.get_operation(name => %(operation)s::uuid)",
     "membank.list_operations(jsonb,text,boolean,integer)": "select * from membank.list_operations(scope => %(scope)s)",
@@ -135,6 +153,7 @@ def public_output(conn, params: dict) -> str:
                     out.append(json.dumps(conn.execute(statement, params).fetchall(), default=str))
         except psycopg.Error as err:  # refused calls count too: their messages must not leak
             out.append(f"{err.sqlstate} {err.diag.message_primary} {err.diag.message_detail} {err.diag.message_hint}")
+    conn.execute("select membank.set_scope(scope => %(scope)s)", params)  # the scoped views show this scope
     for v in conn.execute("select schemaname, viewname from pg_views where schemaname = 'membank'").fetchall():
         out.append(json.dumps(conn.execute(f'select * from membank."{v["viewname"]}"').fetchall(), default=str))
     return "\n".join(out)

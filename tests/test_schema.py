@@ -55,6 +55,20 @@ SAMPLE_CALLS = {
     "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
     "configure_retention": "select membank.configure_retention(events => interval '400 days')",
     "apply_retention": "call membank.apply_retention()",
+    "create_profile_schema": "select membank.create_profile_schema(schema_id => 'p',"
+                             " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "get_profile_schema": "select membank.get_profile_schema(schema_id => 'p')",
+    "list_profile_schemas": "select * from membank.list_profile_schemas()",
+    "update_profile_schema": "select membank.update_profile_schema(schema_id => 'p',"
+                             " memory_schema => '{\"properties\": {\"y\": {\"type\": \"integer\"}}}')",
+    "retrieve_profiles": "select membank.retrieve_profiles(scope => '{\"u\":\"1\"}')",
+    "delete_profile_schema": "select membank.delete_profile_schema(schema_id => 'p', force => true)",
+    "set_scope": "select membank.set_scope(scope => '{\"u\":\"1\"}')",
+    "current_scope": "select membank.current_scope()",
+    "bind_role_to_scope": "select membank.bind_role_to_scope(role => 'membank_test_tenant', scope => '{\"u\":\"1\"}')",
+    "list_scope_bindings": "select * from membank.list_scope_bindings()",
+    "unbind_role_from_scope": "select membank.unbind_role_from_scope(role => 'membank_test_tenant',"
+                              " scope => '{\"u\":\"1\"}')",
     "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
     "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
     "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
@@ -70,6 +84,9 @@ SAMPLE_CALLS = {
     "set_exempt_tools": "select membank.set_exempt_tools(scope => '{\"u\":\"1\"}', tools => '{read}')",
     "delete_tool_rule": "select membank.delete_tool_rule(id => %(rule)s, scope => '{\"u\":\"1\"}')",
 }
+PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_schemas", "update_profile_schema",
+                 "retrieve_profiles", "delete_profile_schema", "set_scope", "current_scope", "bind_role_to_scope",
+                 "list_scope_bindings", "unbind_role_from_scope"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
@@ -137,7 +154,7 @@ def test_every_public_function_is_called(conn):
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
              "erase_scope", "configure_retention", "apply_retention"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | {
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
@@ -160,6 +177,10 @@ def test_every_public_function_is_called(conn):
             for fn in GENERATION_CALLS[2:-1]:
                 conn.execute(SAMPLE_CALLS[fn], params)
     conn.execute(SAMPLE_CALLS["fail_generation_job"], params)
+    conn.execute("do $$ begin if not exists (select from pg_roles where rolname = 'membank_test_tenant') then"
+                 " create role membank_test_tenant; end if; end $$")
+    for fn in PROFILE_CALLS:
+        conn.execute(SAMPLE_CALLS[fn], params)
 
 
 def test_private_plpgsql_bodies_compile(conn):

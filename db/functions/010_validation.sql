@@ -24,12 +24,14 @@ begin
 end
 $$;
 
--- name: validate_scope: check a scope and return it unchanged.
+-- name: validate_scope: check a scope (and that the caller's role may use it) and return it unchanged.
+-- Every API function resolves its scope argument here, so this is where a
+-- role bound with bind_role_to_scope is held to its scopes (42501).
 create or replace function membank_private.validate_scope(
     scope jsonb, argument text default 'scope'
 ) returns jsonb
 language plpgsql
-immutable
+stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
@@ -69,6 +71,7 @@ begin
         perform membank_private._raise_invalid(argument, format('has %s keys', _count),
             'a scope has at most 16 keys');
     end if;
+    perform membank_private.check_scope_allowed(scope, argument);
     return scope;
 end
 $$;
@@ -78,7 +81,7 @@ create or replace function membank_private.validate_scopes(
     scopes jsonb, argument text default 'scope'
 ) returns jsonb[]
 language plpgsql
-immutable
+stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$

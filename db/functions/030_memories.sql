@@ -53,7 +53,8 @@ begin
     -- missing one: the caller learns nothing about names outside its scope.
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
-       or (_scope is not null and _row.scope <> _scope) then
+       or (_scope is not null and _row.scope <> _scope)
+       or not membank_private.scope_allowed(_row.scope) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
@@ -238,7 +239,8 @@ begin
           and (m.create_time, m.name) > (_after_time, _after_name)
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
-          and (list_memories.memory_type is null or m.memory_type = list_memories.memory_type)
+          -- Profile fields only when asked for (as Memory Bank does): retrieve_profiles reads them.
+          and m.memory_type = coalesce(list_memories.memory_type, 'NATURAL_LANGUAGE')
           and (created_after is null or m.create_time > created_after)
           and (created_before is null or m.create_time < created_before)
           and (updated_after is null or m.update_time > updated_after)
@@ -266,7 +268,8 @@ $$List the live memories of one exact scope (a JSON object) or of several exact 
 (a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
-memory_type (NATURAL_LANGUAGE or STRUCTURED_PROFILE), created_/updated_ after/before (exclusive bounds).
+memory_type (default NATURAL_LANGUAGE: STRUCTURED_PROFILE field memories are listed only when asked for),
+created_/updated_ after/before (exclusive bounds).
 Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).$$;
 
 -- name: update_memory: change only the given fields; one new revision.

@@ -42,6 +42,7 @@ begin
     if not exists (
         select from membank_private.memory_revisions as r
         where r.memory_name = check_revisions_exist.name
+          and membank_private.scope_allowed(r.scope)
           and (check_revisions_exist.scope is null
                or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
     ) then

@@ -133,6 +133,7 @@ begin
             format('must be between 1 and 1000, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 64');
     end if;
+    perform membank_private.refuse_bound_role('claim_embedding_jobs');
     return query
     with due as (
         select j.name, j.fact_md5
@@ -161,7 +162,8 @@ comment on function membank.claim_embedding_jobs(integer) is
 $$Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
 (memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
-Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.$$;
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
+42501 (a role bound to scopes).$$;
 
 -- name: store_embeddings: write vectors for claimed jobs; skips any whose fact changed meanwhile.
 create or replace function membank.store_embeddings(

@@ -182,7 +182,10 @@ begin
         'tool_decisions', (select count(*) from membank_private.tool_decisions as t
                            where t.scope_id = _scope_id and t.scope = _scope),
         'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
-                                     where t.scope_id = _scope_id and t.scope = _scope)
+                                     where t.scope_id = _scope_id and t.scope = _scope),
+        -- A role bound to the scope (bind_role_to_scope) names it: the binding goes too.
+        'scope_bindings', (select count(*) from membank_private.scope_bindings as b
+                           where b.scope_id = _scope_id and b.scope = _scope)
     ) into _counts;
     if force then
         -- Memories first (embeddings and embedding jobs cascade; the revision
@@ -203,6 +206,7 @@ begin
         delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
     end if;
     return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
                               'session_ids', to_jsonb(_sessions));
@@ -216,7 +220,8 @@ jobs, full-text lexicon entries, sessions and their events, GenerateMemories ope
 their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
-"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings"},
+"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"scope_bindings"},
 "session_ids": [the scope's session ids]}: the client deletes those sessions'
 Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
 

@@ -218,7 +218,8 @@ declare
 begin
     select * into _row from membank_private.operations as o where o.name = _name;
     -- Another scope's operation is reported exactly like a missing one.
-    if _row.name is null or (_scope is not null and _row.scope <> _scope) then
+    if _row.name is null or (_scope is not null and _row.scope <> _scope)
+       or not membank_private.scope_allowed(_row.scope) then
         raise exception 'name: operation % not found', _name
             using errcode = 'no_data_found', detail = 'argument: name',
                   hint = 'use the name generate_memories returned';

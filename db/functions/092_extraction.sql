@@ -17,6 +17,20 @@ as $$
         "source_event_ids": {"type": "array", "items": {"type": "string"}}}}}}}'::jsonb;
 $$;
 
+-- name: extraction_reply_schema: the JSON schema of an extraction reply (memories; profiles when asked).
+create or replace function membank_private.extraction_reply_schema(o membank_private.operations)
+returns jsonb
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case when o.options ? 'profile_schemas'
+                then jsonb_set(membank_private.extraction_schema(), '{properties,profiles}',
+                               membank_private.profile_reply_schema(o.options -> 'profile_schemas'))
+                else membank_private.extraction_schema() end;
+$$;
+
 -- name: describe_time: how an event time (local_time_text) is shown to the model: local, its offset, its weekday.
 create or replace function membank_private.describe_time(local_time text)
 returns text
@@ -140,6 +154,10 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     select concat_ws(E'\n',
+        case when (o.options ->> 'disable_natural_language_memories')::boolean then
+            'You fill structured profiles about the participants from a conversation. Write no free-text memories: '
+            || 'reply "memories": [].' || membank_private.profile_prompt(o.options -> 'profile_schemas')
+        else concat_ws(E'\n',
         'You extract long-term memories about the participants from a conversation.',
         'Keep only information that matches one of these topics:',
         (select string_agg(format('- %s: %s', t ->> 'label', t ->> 'description'), E'\n' order by n)
@@ -166,13 +184,19 @@ as $$
                     || E'\nMemories: ' || (x.e -> 'facts')::text, E'\n\n' order by x.n)
          from jsonb_array_elements(o.options -> 'examples') with ordinality as x (e, n)
          having count(*) > 0),
+        membank_private.profile_prompt(o.options -> 'profile_schemas'))
+        end,
         '',
         'Conversation (one event per line: [event_id] timestamp author: text):',
         (select string_agg(membank_private.event_line(e), E'\n' order by n)
          from jsonb_array_elements(events) with ordinality as x (e, n)),
         '',
         'Reply with JSON only, of the form {"memories": [{"fact": "...", "topics": ["..."], '
-        || '"source_event_ids": ["..."]}]}; {"memories": []} when nothing should be remembered.'
+        || '"source_event_ids": ["..."]}]'
+        || case when o.options ? 'profile_schemas'
+                then ', "profiles": {"<schema id>": {"<field>": {"value": ..., "context": "...", '
+                     || '"source_event_ids": ["..."]}}}' else '' end
+        || '}; {"memories": []} when nothing should be remembered.'
     );
 $$;
 

@@ -197,10 +197,15 @@ declare
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
-    if membank_private.plan_key(membank_private.consolidation_candidates(
-           _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
+    -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
+    if (membank_private.plan_key(membank_private.consolidation_candidates(
+            _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
+        or membank_private.profile_plan_key(case when coalesce(job.next_fact, 0) = 0
+                                                 then membank_private.profile_plan(_op) else '[]' end)
+           <> membank_private.profile_plan_key(coalesce(job.profile_plan, '[]')))
        and job.replans < 3 then
-        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null where j.id = job.id;
+        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null, profile_plan = null
+        where j.id = job.id;
         return 'replan';
     end if;
     -- Lock the candidates in name order and read their current revisions.
@@ -215,7 +220,8 @@ begin
           for update) as m;
 
     _valid := membank_private.validate_plan(_op, job.plan, membank_private.reply_items(reply, 'actions'), _revisions);
-    for _i in _first .. _last loop
+    -- A batch with no facts (profile fields only) has no range: coalesce makes the loop empty.
+    for _i in coalesce(_first, 0) .. coalesce(_last, -1) loop
         -- A fact the reply did not mention at all is created: nothing extracted
         -- is lost silently. (A fact whose only item was rejected is not.)
         select i into _item from jsonb_array_elements(_valid -> 'items') as i where (i ->> 'fact_index')::numeric::integer = _i;
@@ -288,10 +294,15 @@ begin
             array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
+    if coalesce(job.next_fact, 0) = 0 then
+        -- The profile fields, field by field; the model's merged values where it gave them.
+        perform membank_private.apply_profile_values(_op, coalesce(
+            case when jsonb_typeof(reply -> 'profile_fields') = 'array' then reply -> 'profile_fields' end, '[]'));
+    end if;
     if _last + 1 < jsonb_array_length(_op.facts) then
         -- The next batch is planned against what this one wrote, in a new transaction.
         update membank_private.generation_jobs as j
-        set next_fact = _last + 1, plan = null, replans = 0, attempts = 0, last_error = null
+        set next_fact = _last + 1, plan = null, profile_plan = null, replans = 0, attempts = 0, last_error = null
         where j.id = job.id;
         return 'next';
     end if;

@@ -25,6 +25,7 @@ begin
             format('must be between 1 and 100, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 1');
     end if;
+    perform membank_private.refuse_bound_role('claim_generation_jobs');
     for _job in
         select * from membank_private.generation_jobs as j
         where j.retry_time <= statement_timestamp()
@@ -44,12 +45,18 @@ begin
             _batches := membank_private.extraction_batches(_op, _job.token_budget);
             _batch := _batches -> _job.extract_batch;
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
-                            membank_private.extraction_prompt(_op, _batch), membank_private.extraction_schema(),
+                            membank_private.extraction_prompt(_op, _batch),
+                            membank_private.extraction_reply_schema(_op),
                             jsonb_build_object('task', 'extract', 'events', _batch,
                                                'topics', _op.options -> 'topics',
                                                'examples', _op.options -> 'examples',
                                                'batch', _job.extract_batch,
-                                               'batches', jsonb_array_length(_batches)))::membank.generation_job;
+                                               'batches', jsonb_array_length(_batches),
+                                               'profile_schemas', coalesce(_op.options -> 'profile_schemas', '{}'),
+                                               'profiles_only',
+                                               coalesce((_op.options ->> 'disable_natural_language_memories')::boolean,
+                                                        false)
+                                               or _op.options ? 'facts_given'))::membank.generation_job;
         elsif _op.stage = 'COMPACT' then
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
                             membank_private.compaction_prompt(_op), membank_private.compaction_schema(),
@@ -93,6 +100,8 @@ declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
+    _profile_plan jsonb;
+    _merges jsonb;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     select * into _op from membank_private.operations as o where o.name = _job.operation_name;
@@ -101,7 +110,7 @@ begin
             using errcode = 'no_data_found', detail = 'argument: job_id',
                   hint = 'pass a job_id that claim_generation_jobs returned with stage CONSOLIDATE';
     end if;
-    if embeddings is not null then
+    if embeddings is not null and jsonb_array_length(_op.facts) > 0 then
         if array_ndims(embeddings) is distinct from 2
            or array_length(embeddings, 1) <> jsonb_array_length(_op.facts) then
             perform membank_private._raise_invalid('embeddings',
@@ -124,11 +133,19 @@ begin
     end if;
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
-    update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
+    -- Profile fields are consolidated with the first batch of facts only.
+    _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
+                from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
-               membank_private.consolidation_prompt(_op, _plan), membank_private.consolidation_schema(),
-               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan)
+               concat_ws(E'\n\n', case when jsonb_array_length(_op.facts) > 0
+                                        then membank_private.consolidation_prompt(_op, _plan) end,
+                         membank_private.profile_merge_prompt(_merges)),
+               membank_private.consolidation_reply_schema(_merges),
+               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan,
+                                  'profile_merges', _merges)
            )::membank.generation_job;
 end
 $$;
@@ -157,6 +174,8 @@ declare
     _parsed jsonb;
     _batches jsonb;
     _facts jsonb;
+    _profile_values jsonb;
+    _profiles_only boolean;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     if _job.id is null then
@@ -192,20 +211,30 @@ begin
         end if;
         return membank_private.apply_consolidation(_job, _parsed);
     end if;
+    _profiles_only := coalesce((_op.options ->> 'disable_natural_language_memories')::boolean, false);
     _batches := membank_private.extraction_batches(
         _op, coalesce(_job.token_budget, membank_private.token_budget()));
-    _facts := membank_private.accept_extracted_facts(_op, _parsed, _batches -> _job.extract_batch, _op.facts);
+    -- Facts given directly went through extraction for the profiles only.
+    _facts := case when _profiles_only or _op.options ? 'facts_given' then '[]'
+                   else membank_private.accept_extracted_facts(_op, _parsed, _batches -> _job.extract_batch, _op.facts)
+              end;
+    if _facts is null and _op.options ? 'profile_schemas' and jsonb_typeof(_parsed -> 'profiles') = 'object' then
+        _facts := '[]';  -- a reply with profiles only
+    end if;
     if _facts is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
             'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
         return 'failed';
     end if;
-    _facts := _op.facts || _facts;
+    _facts := case when _profiles_only then '[]' else _op.facts || _facts end;
+    _profile_values := membank_private.merge_profile_values(
+        coalesce(_op.profile_values, '[]'), membank_private.accept_profile_values(_op, _parsed));
     -- retry_time stays in the past: a worker whose claim began before this
     -- commit re-checks the row's new version and must still find it due.
     if _job.extract_batch + 1 < jsonb_array_length(_batches) then
-        update membank_private.operations as o set facts = _facts, update_time = statement_timestamp()
+        update membank_private.operations as o
+        set facts = _facts, profile_values = _profile_values, update_time = statement_timestamp()
         where o.name = _op.name;
         update membank_private.generation_jobs as j
         set extract_batch = j.extract_batch + 1, attempts = 0, last_error = null
@@ -216,16 +245,31 @@ begin
     _facts := (select coalesce(jsonb_agg(f order by (f ->> 'event_time')::timestamptz nulls last, n), '[]')
                from jsonb_array_elements(_facts) with ordinality as x (f, n));
     update membank_private.operations as o
-    set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
-    where o.name = _op.name;
-    if jsonb_array_length(_facts) = 0 then
+    set facts = _facts, profile_values = _profile_values, stage = 'CONSOLIDATE', update_time = statement_timestamp()
+    where o.name = _op.name
+    returning * into _op;
+    if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
     if (_op.options ->> 'disable_consolidation')::boolean then
-        perform membank_private.apply_creates(_op.name);
+        -- Facts are created as they are; profile fields are still one per field, merged item by item.
+        if jsonb_array_length(_facts) > 0 then
+            perform membank_private.apply_creates(_op.name);
+        end if;
+        perform membank_private.apply_profile_values(_op, '[]');
         perform membank_private.finish_operation(_op.name);
         return 'done';
+    end if;
+    if jsonb_array_length(_facts) = 0 then
+        -- Profile fields only: when no field needs the model to merge, they apply now, under the scope's lock.
+        perform membank_private.lock_scope(_op.scope_id);
+        if not exists (select from jsonb_array_elements(membank_private.profile_plan(_op)) as p
+                       where (p ->> 'merge')::boolean) then
+            perform membank_private.apply_profile_values(_op, '[]');
+            perform membank_private.finish_operation(_op.name);
+            return 'done';
+        end if;
     end if;
     update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
     return 'next';

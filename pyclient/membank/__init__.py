@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 _LAZY = {
     "MemoryBank": "membank.client", "PendingOperation": "membank.client",
     "ConflictError": "membank.errors", "InvalidArgumentError": "membank.errors", "MembankError": "membank.errors",
+    "PermissionDeniedError": "membank.errors",
     "NotFoundError": "membank.errors", "NotInstalledError": "membank.errors",
     "Event": "membank.models", "GeneratedMemory": "membank.models", "Memory": "membank.models",
     "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
@@ -31,13 +32,16 @@ def __getattr__(name: str):
 
 if TYPE_CHECKING:
     from membank.client import MemoryBank, PendingOperation
-    from membank.errors import ConflictError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError
+    from membank.errors import (
+        ConflictError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError, PermissionDeniedError,
+    )
     from membank.models import (
         Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
     )
 
 __all__ = [
     "ConflictError",
+    "PermissionDeniedError",
     "Event",
     "GeneratedMemory",
     "InvalidArgumentError",

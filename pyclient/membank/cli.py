@@ -68,6 +68,12 @@ def _duration(text: str, option: str) -> timedelta:
 def _json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
+    if value.startswith("@"):
+        try:
+            with open(value[1:], encoding="utf-8") as f:
+                value = f.read()
+        except OSError as err:
+            raise click.BadParameter(f"cannot read {value[1:]}: {err.strerror}") from None
     try:
         return json.loads(value)
     except json.JSONDecodeError as err:
@@ -803,6 +809,50 @@ def operations_list(scope: Any, session_id: str | None, pending: bool) -> None:
                                                                  done=False if pending else None)])
 
 
+@main.group()
+def profiles() -> None:
+    """Structured profiles: their schemas, and one scope's profiles."""
+
+
+@profiles.group("schema")
+def profiles_schema() -> None:
+    """Create, list and delete profile schemas (JSON Schema objects whose properties are the fields)."""
+
+
+@profiles_schema.command("create")
+@click.argument("schema_id")
+@click.option("--schema", "memory_schema", required=True, callback=_json_object,
+              help='JSON Schema, e.g. \'{"properties": {"job_status": {"enum": ["student", "full_time"]}}}\'; '
+                   "@FILE reads it from a file.")
+def profiles_schema_create(schema_id: str, memory_schema: Any) -> None:
+    """Register profile schema SCHEMA_ID."""
+    with _bank(max_size=1) as bank:
+        _echo_json(asdict(bank.create_profile_schema(schema_id, memory_schema)))
+
+
+@profiles_schema.command("list")
+def profiles_schema_list() -> None:
+    """List the profile schemas of the bank."""
+    with _bank(max_size=1) as bank:
+        _echo_json([asdict(s) for s in bank.list_profile_schemas()])
+
+
+@profiles_schema.command("delete")
+@click.argument("schema_id")
+@click.option("--force", is_flag=True, help="Also delete its field memories in every scope.")
+def profiles_schema_delete(schema_id: str, force: bool) -> None:
+    """Delete profile schema SCHEMA_ID (refused while field memories of it exist, unless --force)."""
+    with _bank(max_size=1) as bank:
+        _echo_json({"deleted_field_memories": bank.delete_profile_schema(schema_id, force=force)})
+
+
+@profiles.command("get")
+@_scope_option
+@click.option("--schema", "schema_ids", multiple=True, help="Only this schema (repeatable).")
+def profiles_get(scope: Any, schema_ids: tuple[str, ...]) -> None:
+    """Print the structured profiles of an exact scope: {schema_id: {field: value}}."""
+    with _bank(max_size=1) as bank:
+        _echo_json(bank.retrieve_profiles(scope, schema_ids=list(schema_ids) or None))
 # -- compaction ------------------------------------------------------------------
 @main.command()
 @_scope_option

@@ -20,8 +20,8 @@ from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
 from membank.models import (
-    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
-    ToolDecision, ToolRule,
+    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, ProfileSchema,
+    RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -43,6 +43,8 @@ _ARG_TYPES = {
     "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
     "deleted_revisions": "interval", "finished_operations": "interval", "forever": "text[]",
     "query_texts": "text[]", "query_embeddings": "real[]", "method": "text", "model_reply": "text",
+    "profile_schemas": "jsonb", "disable_natural_language_memories": "boolean", "schema_id": "text",
+    "memory_schema": "jsonb", "schema_ids": "text[]",
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
@@ -61,6 +63,13 @@ Scope = Mapping[str, str]
 BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
          "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
 MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
+
+
+def _json_schema(memory_schema: Any) -> Any:
+    # A pydantic model class (or instance) gives its JSON Schema; a dict is one already.
+    if hasattr(memory_schema, "model_json_schema"):
+        return memory_schema.model_json_schema()
+    return memory_schema
 
 
 def _placeholder(type_: str) -> sql.Placeholder:
@@ -524,7 +533,8 @@ class MemoryBank:
                           end_time: datetime | None = None, facts: list[Any] | None = None,
                           topics: list[Any] | None = None, examples: list[Mapping[str, Any]] | None = None,
                           disable_consolidation: bool = False, request_id: str | None = None,
-                          ttl: timedelta | float | None = None) -> PendingOperation:
+                          ttl: timedelta | float | None = None, profile_schemas: list[str] | None = None,
+                          disable_natural_language_memories: bool = False) -> PendingOperation:
         """Start a GenerateMemories operation; return a handle at once (``.wait(timeout)`` for the result).
 
         One source: ``events`` (inline; with ``session_id`` appended to that
@@ -533,14 +543,50 @@ class MemoryBank:
         managed names and/or ``{"label", "description"}`` (default the four
         managed topics); ``examples``: few-shot ``{"events", "facts"}``;
         ``request_id``: idempotency token (without it the request itself is
-        the key). A worker (``membank worker`` or ``process_pending``) runs it.
-        Raises InvalidArgumentError naming the argument, ConflictError (MB040).
+        the key). ``profile_schemas``: the profile schema ids to fill (None:
+        every schema of the bank; []: none); with
+        ``disable_natural_language_memories`` only profiles are filled.
+        A worker (``membank worker`` or ``process_pending``) runs it.
+        Raises InvalidArgumentError naming the argument, ConflictError (MB020 event_id conflict, MB040 lock timeout).
         """
         rows = self._call("generate_memories", dict(
             scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,
             facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
-            request_id=request_id, ttl=ttl))
+            request_id=request_id, ttl=ttl, profile_schemas=profile_schemas,
+            disable_natural_language_memories=disable_natural_language_memories or None))
         return PendingOperation(self, rows[0]["generate_memories"])
+
+    # -- structured profiles ------------------------------------------------------
+    def create_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
+        """Register a profile schema: a pydantic model class (its ``model_json_schema()``) or a JSON Schema dict.
+
+        Fields are strings, numbers, integers, booleans, ``Literal[...]`` enums
+        or lists of strings. Raises InvalidArgumentError naming the path of an
+        unsupported construct, ConflictError when ``schema_id`` exists.
+        """
+        return ProfileSchema.from_row(self._call("create_profile_schema", dict(
+            schema_id=schema_id, memory_schema=_json_schema(memory_schema)))[0])
+
+    def get_profile_schema(self, schema_id: str) -> ProfileSchema:
+        """Return the profile schema ``schema_id``; raises NotFoundError."""
+        return ProfileSchema.from_row(self._call("get_profile_schema", dict(schema_id=schema_id))[0])
+
+    def list_profile_schemas(self) -> list[ProfileSchema]:
+        """Return every profile schema of the bank, by id."""
+        return [ProfileSchema.from_row(r) for r in self._call("list_profile_schemas", {})]
+
+    def update_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
+        """Replace the JSON Schema of ``schema_id`` (a pydantic model class or a dict); raises NotFoundError."""
+        return ProfileSchema.from_row(self._call("update_profile_schema", dict(
+            schema_id=schema_id, memory_schema=_json_schema(memory_schema)))[0])
+
+    def delete_profile_schema(self, schema_id: str, *, force: bool = False) -> int:
+        """Remove ``schema_id``; with ``force`` also its field memories in every scope (returns how many)."""
+        return self._call("delete_profile_schema", dict(schema_id=schema_id, force=force))[0]["delete_profile_schema"]
+
+    def retrieve_profiles(self, scope: Scope, *, schema_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Return the structured profiles of the exact ``scope`` as ``{schema_id: {field: value}}`` (one read)."""
+        return self._call("retrieve_profiles", dict(scope=scope, schema_ids=schema_ids))[0]["retrieve_profiles"]
 
     def get_operation(self, name: str | UUID, *, scope: Scope | None = None) -> Operation:
         """Return a GenerateMemories operation (with ``scope``: only if it belongs to exactly that scope).

@@ -6,6 +6,8 @@
 | P0002 no_data_found | NotFoundError        |
 | MB001, MB002, MB003, MB010, MB020, MB021 | ConflictError |
 | MB040 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
+| 23505 (profile schema exists), 2BP01 (schema still has field memories) | ConflictError |
+| 42501 (role may not call this, or is bound to other scopes) | PermissionDeniedError |
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
@@ -58,6 +60,10 @@ class LockTimeoutError(MembankError, TimeoutError):
     retryable = True
 
 
+class PermissionDeniedError(MembankError, PermissionError):
+    """The role may not call this function, or is bound to other scopes (SQLSTATE 42501)."""
+
+
 def _class_for(sqlstate: str | None) -> type[MembankError]:
     if not sqlstate:
         return MembankError
@@ -67,8 +73,10 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return NotFoundError
     if sqlstate == "MB040":
         return LockTimeoutError
-    if sqlstate.startswith("MB"):
+    if sqlstate.startswith("MB") or sqlstate in ("23505", "2BP01"):
         return ConflictError
+    if sqlstate == "42501":
+        return PermissionDeniedError
     return MembankError
 
 

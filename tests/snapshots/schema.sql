@@ -79,6 +79,21 @@ CREATE TYPE membank.operation AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+CREATE TYPE membank.profile_field AS (
+	schema_id text,
+	field text,
+	value jsonb,
+	memory_name uuid,
+	revision integer,
+	update_time timestamp with time zone,
+	expire_time timestamp with time zone
+);
+CREATE TYPE membank.profile_schema AS (
+	schema_id text,
+	memory_schema jsonb,
+	create_time timestamp with time zone,
+	update_time timestamp with time zone
+);
 CREATE TYPE membank.retrieved_memory AS (
 	name uuid,
 	scope jsonb,
@@ -219,6 +234,34 @@ longer ago than events (and sessions left empty). batch_size (1..100000, default
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
 (it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
 Raises 22023 naming the argument.';
+CREATE FUNCTION membank.bind_role_to_scope(role name, scope jsonb) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+begin
+    if role is null or not exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role_to_scope.role) then
+        raise exception 'role: no database role %', coalesce(to_jsonb(role::text)::text, 'null')
+            using errcode = 'undefined_object', detail = 'argument: role',
+                  hint = 'create the role first (create role tenant_u1 login), then bind it';
+    end if;
+    if role in ('membank_reader', 'membank_writer', 'membank_admin')
+       or exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role_to_scope.role and r.rolsuper) then
+        perform membank_private._raise_invalid('role', format('%s cannot be bound', role),
+            'bind a tenant role of its own, and grant membank_reader (or membank_writer) to it');
+    end if;
+    insert into membank_private.scope_bindings as b (role_name, scope)
+    values (role, _scope)
+    on conflict do nothing;
+    return found;
+end
+$$;
+COMMENT ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) IS 'Bind database role role to an exact scope: from then on the role, and every role that is a member of it, reads and
+writes only its bound scopes (bindings add up) through every API function (another scope raises 42501; a memory or
+operation of another scope is not found) and through the scoped views (which show nothing for another scope, even
+when set_scope or the membank.scope setting names one). Returns true when the binding is new. Raises 42704 (no such
+role), 22023 naming the argument (a bad scope; membank''s own roles or a superuser cannot be bound).';
 CREATE FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text DEFAULT NULL::text, allow_once boolean DEFAULT false, grant_error text DEFAULT NULL::text) RETURNS membank.tool_decision
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -332,6 +375,7 @@ begin
             format('must be between 1 and 1000, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 64');
     end if;
+    perform membank_private.refuse_bound_role('claim_embedding_jobs');
     return query
     with due as (
         select j.name, j.fact_md5
@@ -358,7 +402,8 @@ $$;
 COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
 (memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
-Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.';
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
+42501 (a role bound to scopes).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -374,6 +419,7 @@ begin
             format('must be between 1 and 100, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 1');
     end if;
+    perform membank_private.refuse_bound_role('claim_generation_jobs');
     for _job in
         select * from membank_private.generation_jobs as j
         where j.retry_time <= statement_timestamp()
@@ -393,12 +439,18 @@ begin
             _batches := membank_private.extraction_batches(_op, _job.token_budget);
             _batch := _batches -> _job.extract_batch;
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
-                            membank_private.extraction_prompt(_op, _batch), membank_private.extraction_schema(),
+                            membank_private.extraction_prompt(_op, _batch),
+                            membank_private.extraction_reply_schema(_op),
                             jsonb_build_object('task', 'extract', 'events', _batch,
                                                'topics', _op.options -> 'topics',
                                                'examples', _op.options -> 'examples',
                                                'batch', _job.extract_batch,
-                                               'batches', jsonb_array_length(_batches)))::membank.generation_job;
+                                               'batches', jsonb_array_length(_batches),
+                                               'profile_schemas', coalesce(_op.options -> 'profile_schemas', '{}'),
+                                               'profiles_only',
+                                               coalesce((_op.options ->> 'disable_natural_language_memories')::boolean,
+                                                        false)
+                                               or _op.options ? 'facts_given'))::membank.generation_job;
         elsif _op.stage = 'COMPACT' then
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
                             membank_private.compaction_prompt(_op), membank_private.compaction_schema(),
@@ -571,6 +623,8 @@ declare
     _parsed jsonb;
     _batches jsonb;
     _facts jsonb;
+    _profile_values jsonb;
+    _profiles_only boolean;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     if _job.id is null then
@@ -606,20 +660,30 @@ begin
         end if;
         return membank_private.apply_consolidation(_job, _parsed);
     end if;
+    _profiles_only := coalesce((_op.options ->> 'disable_natural_language_memories')::boolean, false);
     _batches := membank_private.extraction_batches(
         _op, coalesce(_job.token_budget, membank_private.token_budget()));
-    _facts := membank_private.accept_extracted_facts(_op, _parsed, _batches -> _job.extract_batch, _op.facts);
+    -- Facts given directly went through extraction for the profiles only.
+    _facts := case when _profiles_only or _op.options ? 'facts_given' then '[]'
+                   else membank_private.accept_extracted_facts(_op, _parsed, _batches -> _job.extract_batch, _op.facts)
+              end;
+    if _facts is null and _op.options ? 'profile_schemas' and jsonb_typeof(_parsed -> 'profiles') = 'object' then
+        _facts := '[]';  -- a reply with profiles only
+    end if;
     if _facts is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
             'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
         return 'failed';
     end if;
-    _facts := _op.facts || _facts;
+    _facts := case when _profiles_only then '[]' else _op.facts || _facts end;
+    _profile_values := membank_private.merge_profile_values(
+        coalesce(_op.profile_values, '[]'), membank_private.accept_profile_values(_op, _parsed));
     -- retry_time stays in the past: a worker whose claim began before this
     -- commit re-checks the row's new version and must still find it due.
     if _job.extract_batch + 1 < jsonb_array_length(_batches) then
-        update membank_private.operations as o set facts = _facts, update_time = statement_timestamp()
+        update membank_private.operations as o
+        set facts = _facts, profile_values = _profile_values, update_time = statement_timestamp()
         where o.name = _op.name;
         update membank_private.generation_jobs as j
         set extract_batch = j.extract_batch + 1, attempts = 0, last_error = null
@@ -630,16 +694,31 @@ begin
     _facts := (select coalesce(jsonb_agg(f order by (f ->> 'event_time')::timestamptz nulls last, n), '[]')
                from jsonb_array_elements(_facts) with ordinality as x (f, n));
     update membank_private.operations as o
-    set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
-    where o.name = _op.name;
-    if jsonb_array_length(_facts) = 0 then
+    set facts = _facts, profile_values = _profile_values, stage = 'CONSOLIDATE', update_time = statement_timestamp()
+    where o.name = _op.name
+    returning * into _op;
+    if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
     if (_op.options ->> 'disable_consolidation')::boolean then
-        perform membank_private.apply_creates(_op.name);
+        -- Facts are created as they are; profile fields are still one per field, merged item by item.
+        if jsonb_array_length(_facts) > 0 then
+            perform membank_private.apply_creates(_op.name);
+        end if;
+        perform membank_private.apply_profile_values(_op, '[]');
         perform membank_private.finish_operation(_op.name);
         return 'done';
+    end if;
+    if jsonb_array_length(_facts) = 0 then
+        -- Profile fields only: when no field needs the model to merge, they apply now, under the scope's lock.
+        perform membank_private.lock_scope(_op.scope_id);
+        if not exists (select from jsonb_array_elements(membank_private.profile_plan(_op)) as p
+                       where (p ->> 'merge')::boolean) then
+            perform membank_private.apply_profile_values(_op, '[]');
+            perform membank_private.finish_operation(_op.name);
+            return 'done';
+        end if;
     end if;
     update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
     return 'next';
@@ -785,6 +864,32 @@ memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_c
 labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
 expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
+CREATE FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.profile_schemas;
+begin
+    insert into membank_private.profile_schemas as s (schema_id, memory_schema)
+    values (membank_private.validate_schema_id(schema_id), membank_private.validate_memory_schema(memory_schema))
+    on conflict do nothing
+    returning * into _row;
+    if _row.schema_id is null then
+        raise exception 'schema_id: profile schema % exists', to_jsonb(schema_id)
+            using errcode = 'unique_violation', detail = 'argument: schema_id',
+                  hint = 'use update_profile_schema to change it, or another schema_id';
+    end if;
+    return membank_private.to_profile_schema(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) IS 'Register a structured-profile schema for the whole bank. schema_id: 1..128 letters, digits, "-", "_", "." (e.g.
+user-profile); memory_schema: a JSON Schema object (as pydantic''s model_json_schema() writes it, at most 64 KiB) whose
+top-level properties are the fields, each a string, number, integer, boolean, enum of strings (Literal[...]) or array
+of strings (Optional[X] counts as X); descriptions are shown to the model. GenerateMemories then fills one profile per
+(schema, scope), each field a STRUCTURED_PROFILE memory. Returns membank.profile_schema. Raises 22023 naming the
+argument or the path of an unsupported construct (memory_schema.properties.job_status.type), 23505 (schema_id exists).
+Shape after Vertex AI Memory Bank''s structured profiles.';
 CREATE FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text DEFAULT NULL::text, allow_operators text[] DEFAULT '{}'::text[], description text DEFAULT NULL::text) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -817,6 +922,14 @@ PostgreSQL regular expression of 1..1000 characters matched case-sensitively aga
 3; else a project rule, tier 2), allow_operators (for ALLOW: the shell operators it lets through, of ; && || | &
 newline $( ` > <; default none), description. Returns the rule (id, revision 1); the change is logged. Raises 22023
 naming the argument.';
+CREATE FUNCTION membank.current_scope() RETURNS jsonb
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select membank_private.active_scope();
+$$;
+COMMENT ON FUNCTION membank.current_scope() IS 'The exact scope the scoped views show now: the one set_scope set, or null when none is set or the caller''s role is
+bound to other scopes. Raises nothing.';
 CREATE FUNCTION membank.decompose_query(query_text text, method text DEFAULT 'rules'::text, model_id text DEFAULT NULL::text, model_reply text DEFAULT NULL::text) RETURNS text[]
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -908,6 +1021,49 @@ CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb
 $$;
 COMMENT ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) IS 'delete_memory(name text, scope, labels, expected_revision) for a name typed uuid.
 Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB040.';
+CREATE FUNCTION membank.delete_profile_schema(schema_id text, force boolean DEFAULT false) RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _count bigint;
+    _scope_id uuid;
+begin
+    if force is null then
+        perform membank_private._raise_invalid('force', 'must be true or false',
+            'force => true also deletes the field memories of this schema in every scope');
+    end if;
+    perform from membank_private.profile_schemas as s where s.schema_id = delete_profile_schema.schema_id for update;
+    if not found then
+        raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
+            using errcode = 'no_data_found', detail = 'argument: schema_id',
+                  hint = 'list_profile_schemas() shows the schemas of this bank';
+    end if;
+    select count(*) into _count from membank_private.memories as m
+    where m.memory_type = 'STRUCTURED_PROFILE' and m.structured_content ->> 'schema_id' = delete_profile_schema.schema_id;
+    if _count > 0 and not force then
+        raise exception 'schema_id: % field memories of profile schema % exist', _count, to_jsonb(schema_id)
+            using errcode = 'dependent_objects_still_exist', detail = 'argument: schema_id',
+                  hint = 'pass force => true to delete them too (each with a DELETED revision)';
+    end if;
+    -- Each scope's write lock first, in scope order (015_scope_locks.sql).
+    for _scope_id in select distinct m.scope_id from membank_private.memories as m
+                     where m.memory_type = 'STRUCTURED_PROFILE'
+                       and m.structured_content ->> 'schema_id' = delete_profile_schema.schema_id
+                     order by m.scope_id loop
+        perform membank_private.lock_scope(_scope_id);
+    end loop;
+    perform membank_private.set_revision_context(jsonb_build_object('reason', 'delete_profile_schema'));
+    delete from membank_private.memories as m
+    where m.memory_type = 'STRUCTURED_PROFILE' and m.structured_content ->> 'schema_id' = delete_profile_schema.schema_id;
+    perform membank_private.clear_revision_context();
+    delete from membank_private.profile_schemas as s where s.schema_id = delete_profile_schema.schema_id;
+    return _count;
+end
+$$;
+COMMENT ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) IS 'Remove profile schema schema_id. While field memories of it exist (in any scope), refuses unless force => true,
+which deletes them too, each with a DELETED revision labelled {"reason": "delete_profile_schema"}. Returns the number
+of field memories deleted. Raises P0002 (no such schema), 2BP01 (field memories exist and force is false), 22023.';
 CREATE FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -992,7 +1148,10 @@ begin
         'tool_decisions', (select count(*) from membank_private.tool_decisions as t
                            where t.scope_id = _scope_id and t.scope = _scope),
         'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
-                                     where t.scope_id = _scope_id and t.scope = _scope)
+                                     where t.scope_id = _scope_id and t.scope = _scope),
+        -- A role bound to the scope (bind_role_to_scope) names it: the binding goes too.
+        'scope_bindings', (select count(*) from membank_private.scope_bindings as b
+                           where b.scope_id = _scope_id and b.scope = _scope)
     ) into _counts;
     if force then
         -- Memories first (embeddings and embedding jobs cascade; the revision
@@ -1013,6 +1172,7 @@ begin
         delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
     end if;
     return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
                               'session_ids', to_jsonb(_sessions));
@@ -1024,7 +1184,8 @@ jobs, full-text lexicon entries, sessions and their events, GenerateMemories ope
 their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
-"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings"},
+"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"scope_bindings"},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
 Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).';
 CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) RETURNS integer
@@ -1078,7 +1239,7 @@ operation''s model_calls. The job is retried after 2, 4, 8, 16 seconds (at most 
 when retryable is false (a request that will never succeed: HTTP 400, 401, 403, 404, 422), the operation is done with
 error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
 Raises P0002 (no such job).';
-CREATE FUNCTION membank.generate_memories(scope jsonb, events jsonb DEFAULT NULL::jsonb, session_id text DEFAULT NULL::text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, facts jsonb DEFAULT NULL::jsonb, topics jsonb DEFAULT NULL::jsonb, examples jsonb DEFAULT NULL::jsonb, disable_consolidation boolean DEFAULT false, request_id text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval) RETURNS uuid
+CREATE FUNCTION membank.generate_memories(scope jsonb, events jsonb DEFAULT NULL::jsonb, session_id text DEFAULT NULL::text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, facts jsonb DEFAULT NULL::jsonb, topics jsonb DEFAULT NULL::jsonb, examples jsonb DEFAULT NULL::jsonb, disable_consolidation boolean DEFAULT false, request_id text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, profile_schemas jsonb DEFAULT NULL::jsonb, disable_natural_language_memories boolean DEFAULT false) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1091,6 +1252,7 @@ declare
     _name uuid;
     _digest text;
     _existing_digest text;
+    _profiles jsonb := membank_private.resolve_profile_schemas(profile_schemas, disable_natural_language_memories);
 begin
     if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
         perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
@@ -1119,8 +1281,21 @@ begin
         'examples', membank_private.validate_examples(examples),
         'disable_consolidation', disable_consolidation, 'ttl', ttl::text,
         'start_time', start_time, 'end_time', end_time);
+    if _profiles <> '{}' then
+        _options := _options || jsonb_build_object('profile_schemas', _profiles,
+            'disable_natural_language_memories', disable_natural_language_memories);
+    end if;
     if facts is not null then
         _facts := membank_private.validate_direct_facts(facts);
+        if _profiles <> '{}' then
+            -- Facts given directly feed the profiles through a profile-only extraction that reads them as events.
+            _options := _options || '{"facts_given": true}';
+            _events := (select jsonb_agg(jsonb_build_object(
+                            'event_id', format('fact-%s', x.n), 'author', 'fact', 'text', x.f ->> 'fact',
+                            'timestamp', membank_private.local_time_text(statement_timestamp(), interval '0'))
+                            order by x.n)
+                        from jsonb_array_elements(_facts) with ordinality as x (f, n));
+        end if;
     else
         _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
     end if;
@@ -1132,7 +1307,8 @@ begin
     insert into membank_private.operations as o (
         scope, session_id, request_key, options, source_events, facts, stage
     ) values (
-        _scope, session_id, _key, _options, _events, _facts, case when facts is not null then 'CONSOLIDATE' else 'EXTRACT' end
+        _scope, session_id, _key, _options, _events, _facts,
+        case when facts is not null and _profiles = '{}' then 'CONSOLIDATE' else 'EXTRACT' end
     )
     on conflict (scope_id, request_key) where error is null do nothing
     returning o.name into _name;
@@ -1154,7 +1330,7 @@ begin
     end if;
     if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
         perform membank_private.finish_operation(_name);  -- nothing to learn from: a done no-op
-    elsif jsonb_array_length(_facts) > 0 and disable_consolidation then
+    elsif jsonb_array_length(_facts) > 0 and disable_consolidation and _profiles = '{}' then
         perform membank_private.apply_creates(_name);
         perform membank_private.finish_operation(_name);
     else
@@ -1167,7 +1343,7 @@ begin
     return _name;
 end
 $$;
-COMMENT ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval) IS 'GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
+COMMENT ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) IS 'GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
 memories of an exact scope; returns the operation''s name (uuid) at once. Poll membank.get_operation(name).
 Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
 session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
@@ -1175,14 +1351,18 @@ facts (a JSON array of at most 100 strings or {"fact", "topics"}, given directly
 Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
 EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four managed ones), examples (few-shot:
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
-none compared), request_id (idempotency token), ttl (expiry of created memories).
+none compared), request_id (idempotency token), ttl (expiry of created memories), profile_schemas (a JSON array of
+profile schema ids to fill; null, the default, fills every schema of the bank, [] none), disable_natural_language_memories
+(true: fill only the profiles). Profile fields are extracted from every source (facts given directly are read as
+events for it), validated against their schema and consolidated field by field (086_profiles.sql).
 Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
 same operation unless that one failed; a request_id reused with a different request raises MB021. Events with null or
 blank text (only white space or zero-width characters) are skipped; with nothing left the operation is
 done at once with zero actions and no model call. Relative dates in events are resolved against each event''s own
 timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation, an event_id listed twice,
-ttl past year 9999), P0002 (session_id names no session of this scope), MB020 (an inline event_id already stored with
-other content), MB021 (request_id already used for another request); nothing is written on error.';
+ttl past year 9999, an unknown profile schema, disable_natural_language_memories with no schema in effect), 42501 (a
+role bound to other scopes), P0002 (session_id names no session of this scope), MB020 (an inline event_id already
+stored with other content), MB021 (request_id already used for another request); nothing is written on error.';
 CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamp with time zone)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1221,7 +1401,8 @@ declare
 begin
     select * into _row from membank_private.operations as o where o.name = _name;
     -- Another scope's operation is reported exactly like a missing one.
-    if _row.name is null or (_scope is not null and _row.scope <> _scope) then
+    if _row.name is null or (_scope is not null and _row.scope <> _scope)
+       or not membank_private.scope_allowed(_row.scope) then
         raise exception 'name: operation % not found', _name
             using errcode = 'no_data_found', detail = 'argument: name',
                   hint = 'use the name generate_memories returned';
@@ -1244,6 +1425,24 @@ CREATE FUNCTION membank.get_operation(name uuid, scope jsonb DEFAULT NULL::jsonb
 $$;
 COMMENT ON FUNCTION membank.get_operation(name uuid, scope jsonb) IS 'get_operation(name text, scope) for a name typed uuid, e.g.
 membank.get_operation(membank.generate_memories(...)). Raises P0002 (no such operation in that scope).';
+CREATE FUNCTION membank.get_profile_schema(schema_id text) RETURNS membank.profile_schema
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.profile_schemas;
+begin
+    select * into _row from membank_private.profile_schemas as s where s.schema_id = get_profile_schema.schema_id;
+    if _row.schema_id is null then
+        raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
+            using errcode = 'no_data_found', detail = 'argument: schema_id',
+                  hint = 'list_profile_schemas() shows the schemas of this bank';
+    end if;
+    return membank_private.to_profile_schema(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.get_profile_schema(schema_id text) IS 'The profile schema registered as schema_id (membank.profile_schema: schema_id, memory_schema, create_time,
+update_time). Raises P0002 (no such schema).';
 CREATE FUNCTION membank.get_revision(name text, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1340,7 +1539,8 @@ begin
           and (m.create_time, m.name) > (_after_time, _after_name)
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
-          and (list_memories.memory_type is null or m.memory_type = list_memories.memory_type)
+          -- Profile fields only when asked for (as Memory Bank does): retrieve_profiles reads them.
+          and m.memory_type = coalesce(list_memories.memory_type, 'NATURAL_LANGUAGE')
           and (created_after is null or m.create_time > created_after)
           and (created_before is null or m.create_time < created_before)
           and (updated_after is null or m.update_time > updated_after)
@@ -1364,7 +1564,8 @@ COMMENT ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_t
 (a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
-memory_type (NATURAL_LANGUAGE or STRUCTURED_PROFILE), created_/updated_ after/before (exclusive bounds).
+memory_type (default NATURAL_LANGUAGE: STRUCTURED_PROFILE field memories are listed only when asked for),
+created_/updated_ after/before (exclusive bounds).
 Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).';
 CREATE FUNCTION membank.list_operations(scope jsonb, session_id text DEFAULT NULL::text, done boolean DEFAULT NULL::boolean, max_operations integer DEFAULT 100) RETURNS SETOF membank.operation
     LANGUAGE plpgsql STABLE SECURITY DEFINER
@@ -1391,6 +1592,13 @@ $$;
 COMMENT ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) IS 'The GenerateMemories operations of an exact scope, newest first, at most max_operations (1..10000, default 100);
 only those of session_id when given, only finished (done => true) or pending (done => false) ones when given.
 Raises 22023 naming the argument.';
+CREATE FUNCTION membank.list_profile_schemas() RETURNS SETOF membank.profile_schema
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select (membank_private.to_profile_schema(s)).* from membank_private.profile_schemas as s order by s.schema_id;
+$$;
+COMMENT ON FUNCTION membank.list_profile_schemas() IS 'Every profile schema of the bank (membank.profile_schema rows), ordered by schema_id. Raises nothing.';
 CREATE FUNCTION membank.list_revisions(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1422,6 +1630,17 @@ CREATE FUNCTION membank.list_revisions(name uuid, scope jsonb DEFAULT NULL::json
 $$;
 COMMENT ON FUNCTION membank.list_revisions(name uuid, scope jsonb) IS 'list_revisions(name text, scope) for a name typed uuid.
 Raises P0002 (no revisions of that name in the scope).';
+CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURNS TABLE(role_name name, scope jsonb, create_time timestamp with time zone)
+    LANGUAGE sql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select b.role_name, b.scope, b.create_time
+    from membank_private.scope_bindings as b
+    where list_scope_bindings.role is null or b.role_name = list_scope_bindings.role
+    order by b.role_name, b.create_time;
+$$;
+COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The scope bindings made with bind_role_to_scope (role_name, scope, create_time), of role when given. Raises
+nothing.';
 CREATE FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer DEFAULT 100) RETURNS TABLE(project_id text, session_id text, tool_name text, command text, decision text, reason text, rule_id bigint, tier integer, asked_by text, decide_time timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1492,6 +1711,8 @@ declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
+    _profile_plan jsonb;
+    _merges jsonb;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     select * into _op from membank_private.operations as o where o.name = _job.operation_name;
@@ -1500,7 +1721,7 @@ begin
             using errcode = 'no_data_found', detail = 'argument: job_id',
                   hint = 'pass a job_id that claim_generation_jobs returned with stage CONSOLIDATE';
     end if;
-    if embeddings is not null then
+    if embeddings is not null and jsonb_array_length(_op.facts) > 0 then
         if array_ndims(embeddings) is distinct from 2
            or array_length(embeddings, 1) <> jsonb_array_length(_op.facts) then
             perform membank_private._raise_invalid('embeddings',
@@ -1523,11 +1744,19 @@ begin
     end if;
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
-    update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
+    -- Profile fields are consolidated with the first batch of facts only.
+    _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
+                from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
-               membank_private.consolidation_prompt(_op, _plan), membank_private.consolidation_schema(),
-               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan)
+               concat_ws(E'\n\n', case when jsonb_array_length(_op.facts) > 0
+                                        then membank_private.consolidation_prompt(_op, _plan) end,
+                         membank_private.profile_merge_prompt(_merges)),
+               membank_private.consolidation_reply_schema(_merges),
+               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan,
+                                  'profile_merges', _merges)
            )::membank.generation_job;
 end
 $$;
@@ -1757,6 +1986,31 @@ is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite an
 carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
 query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
 query_embeddings, filters, memory_type).';
+CREATE FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _result jsonb;
+begin
+    select coalesce(jsonb_object_agg(p.schema_id, p.profile), '{}') into _result
+    from (select m.structured_content ->> 'schema_id' as schema_id,
+                 jsonb_object_agg(m.structured_content ->> 'field', m.structured_content -> 'value') as profile
+          from membank_private.memories as m
+          where m.scope_id = md5(_scope::text)::uuid and m.memory_type = 'STRUCTURED_PROFILE'
+            and m.scope = _scope
+            and m.structured_content ? 'schema_id'
+            and (m.expire_time is null or m.expire_time > statement_timestamp())
+            and (schema_ids is null or m.structured_content ->> 'schema_id' = any(schema_ids))
+          group by 1) as p;
+    return _result;
+end
+$$;
+COMMENT ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) IS 'RetrieveProfiles: the structured profiles of one exact scope as one JSON object {schema_id: {field: value}}, read
+from the scope''s live STRUCTURED_PROFILE field memories through one index range (memories_profile_field_idx); only
+the schemas in schema_ids when given. A field whose memory was deleted or has expired is absent at once; a scope with
+no profile gives {}. Raises 22023 naming the argument, 42501 (a role bound to other scopes, bind_role_to_scope).';
 CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1878,6 +2132,25 @@ COMMENT ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) IS 'Set 
 reading rules): tools is an array of at most 100 tool names (not *), or null for the defaults get_memory,
 list_memories, load_memory, preload_memory, retrieve_memories (read-only memory tools). Returns the exempt tools now in
 force. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.set_scope(scope jsonb, is_local boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if is_local is null then
+        perform membank_private._raise_invalid('is_local', 'must be true or false',
+            'false (default): for the session; true: until the transaction ends');
+    end if;
+    perform set_config('membank.scope',
+                       case when scope is null then '' else membank_private.validate_scope(scope)::text end, is_local);
+    return scope;
+end
+$$;
+COMMENT ON FUNCTION membank.set_scope(scope jsonb, is_local boolean) IS 'Set the exact scope (a scope object, as for every API function) that the views membank.scoped_memories,
+scoped_profiles and scoped_revisions show, for the session (is_local => false, the default) or until the transaction
+ends (is_local => true). Returns the scope. The views show nothing while no scope is set, and nothing for a scope the
+caller''s role is not bound to. scope => null clears it. Raises 22023 naming the argument, 42501 (a role
+bound with bind_role_to_scope, setting another scope).';
 CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -1953,6 +2226,20 @@ entries. A vector whose memory''s fact changed since the claim is dropped (the c
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
 entries or of zero norm: nothing stored), MB010 (another model).';
+CREATE FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    delete from membank_private.scope_bindings as b
+    where b.role_name = unbind_role_from_scope.role
+      and b.scope_id = md5(membank_private.validate_scope(unbind_role_from_scope.scope)::text)::uuid;
+    return found;
+end
+$$;
+COMMENT ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) IS 'Remove the binding of role to scope; returns true when there was one. A role left with no binding (and not a member
+of a bound role) is no longer restricted: revoke its membank role first if it should read nothing. Raises 22023
+naming the argument.';
 CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2019,6 +2306,29 @@ $$;
 COMMENT ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) IS 'update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
 Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument, MB003 (not at
 expected_revision), MB040 (scope lock wait over membank.lock_timeout).';
+CREATE FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.profile_schemas;
+begin
+    update membank_private.profile_schemas as s
+    set memory_schema = membank_private.validate_memory_schema(update_profile_schema.memory_schema),
+        update_time = statement_timestamp()
+    where s.schema_id = update_profile_schema.schema_id
+    returning * into _row;
+    if _row.schema_id is null then
+        raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
+            using errcode = 'no_data_found', detail = 'argument: schema_id',
+                  hint = 'create it with create_profile_schema';
+    end if;
+    return membank_private.to_profile_schema(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) IS 'Replace the JSON Schema of profile schema schema_id (same rules as create_profile_schema). Operations started
+afterwards use the new fields; stored field memories stay as they are (delete a dropped field''s memories with
+delete_memory). Returns membank.profile_schema. Raises 22023 naming the path, P0002 (no such schema).';
 CREATE FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text DEFAULT NULL::text, decision text DEFAULT NULL::text, allow_operators text[] DEFAULT NULL::text[], description text DEFAULT NULL::text) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2081,6 +2391,7 @@ CREATE TABLE membank_private.operations (
     model_calls integer DEFAULT 0 NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    profile_values jsonb DEFAULT '[]'::jsonb NOT NULL,
     CONSTRAINT operations_stage_check CHECK ((stage = ANY (ARRAY['EXTRACT'::text, 'CONSOLIDATE'::text, 'COMPACT'::text, 'DONE'::text])))
 );
 CREATE FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb, events jsonb, known jsonb DEFAULT '[]'::jsonb) RETURNS jsonb
@@ -2159,6 +2470,118 @@ begin
         end if;
     end loop;
     return _accepted;
+end
+$$;
+CREATE FUNCTION membank_private.accept_profile_values(o membank_private.operations, reply jsonb) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _schemas jsonb := coalesce(o.options -> 'profile_schemas', '{}');
+    _profiles jsonb := case when jsonb_typeof(reply) = 'object' then reply -> 'profiles' end;
+    _event_ids text [] := array(select e ->> 'event_id' from jsonb_array_elements(o.source_events) as e);
+    _schema_id text;
+    _fields jsonb;
+    _field text;
+    _item jsonb;
+    _value jsonb;
+    _spec jsonb;
+    _reason text;
+    _sources text [];
+    _unknown text [];
+    _event_time timestamptz;
+    _previous jsonb;
+    _accepted jsonb := '{}';
+begin
+    if _schemas = '{}' or _profiles is null or _profiles = 'null' then
+        return '[]';
+    end if;
+    if jsonb_typeof(_profiles) <> 'object' then
+        perform membank_private.reject_item(o.name, 'EXTRACT', jsonb_build_object('profiles', _profiles),
+            'profiles: must be an object of schema ids');
+        return '[]';
+    end if;
+    for _schema_id, _fields in select key, value from jsonb_each(_profiles) order by key loop
+        if not _schemas ? _schema_id then
+            perform membank_private.reject_item(o.name, 'EXTRACT', jsonb_build_object('profiles', jsonb_build_object(
+                _schema_id, _fields)), format('profiles: %s is not a profile schema of this request', _schema_id));
+            continue;
+        end if;
+        if jsonb_typeof(_fields) <> 'object' then
+            continue;  -- null or empty: nothing stated for this profile
+        end if;
+        for _field, _item in select key, value from jsonb_each(_fields) order by key loop
+            _spec := membank_private.profile_field_spec(_schemas -> _schema_id -> 'properties' -> _field);
+            -- {"value", "context", "source_event_ids"}, or the bare value (fields are never objects).
+            _value := case when jsonb_typeof(_item) = 'object' then _item -> 'value' else _item end;
+            if _value is null or _value = 'null' then
+                continue;  -- the model says the conversation states nothing for this field
+            end if;
+            _reason := case when _spec is null then format('%s is not a field of %s', _field, _schema_id)
+                            else membank_private.check_profile_value(_spec, _value) end;
+            if _reason is null and jsonb_typeof(_item) = 'object'
+               and (coalesce(jsonb_typeof(_item -> 'context'), 'string') not in ('string', 'null')
+                    or coalesce(jsonb_typeof(_item -> 'source_event_ids'), 'array') not in ('array', 'null')) then
+                _reason := 'context must be a string and source_event_ids an array of strings';
+            end if;
+            _sources := case when jsonb_typeof(_item -> 'source_event_ids') = 'array'
+                             then array(select jsonb_array_elements_text(_item -> 'source_event_ids')) else '{}' end;
+            _unknown := array(select s from unnest(_sources) as s where s <> all(_event_ids));
+            if _reason is null and cardinality(_unknown) > 0 then
+                _reason := format('source_event_ids: %s not among the events of this operation',
+                                  array_to_string(_unknown, ', '));
+            end if;
+            if _reason is not null then
+                perform membank_private.reject_item(o.name, 'EXTRACT', jsonb_build_object(
+                    'schema_id', _schema_id, 'field', _field, 'item', _item),
+                    format('profiles.%s.%s: %s', _schema_id, _field, _reason));
+                continue;
+            end if;
+            if cardinality(_sources) = 0 then
+                _sources := _event_ids;
+            end if;
+            if jsonb_typeof(_value) = 'string' then
+                _value := to_jsonb(btrim(_value #>> '{}'));
+            end if;
+            select max((e ->> 'timestamp')::timestamptz) into _event_time
+            from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_sources);
+            _previous := _accepted -> (_schema_id || '.' || _field);
+            if _previous is not null then
+                -- Two values for one field in one reply: merged like two operations would be.
+                _value := case membank_private.profile_field_kind(_spec)
+                    when 'string' then to_jsonb(membank_private.merge_profile_text(_previous ->> 'value', _value #>> '{}'))
+                    when 'string_array' then (select jsonb_agg(distinct v) from jsonb_array_elements(
+                                                  (_previous -> 'value') || _value) as v)
+                    else _value end;
+            end if;
+            _accepted := _accepted || jsonb_build_object(_schema_id || '.' || _field, jsonb_build_object(
+                'schema_id', _schema_id, 'field', _field, 'kind', membank_private.profile_field_kind(_spec),
+                'description', coalesce(_spec ->> 'description', _spec ->> 'title'),
+                'value', _value,
+                'context', coalesce(nullif(_item ->> 'context', ''), _previous ->> 'context'),
+                'source_event_ids', to_jsonb(_sources), 'event_time', _event_time));
+        end loop;
+    end loop;
+    return (select coalesce(jsonb_agg(v order by k), '[]') from jsonb_each(_accepted) as a (k, v));
+end
+$$;
+CREATE FUNCTION membank_private.active_scope() RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb;
+begin
+    begin
+        _scope := nullif(current_setting('membank.scope', true), '')::jsonb;
+    exception
+        when others then
+            return null;  -- the setting was written directly with something that is not JSON
+    end;
+    if _scope is null or jsonb_typeof(_scope) <> 'object' or not membank_private.scope_allowed(_scope) then
+        return null;
+    end if;
+    return _scope;
 end
 $$;
 CREATE FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) RETURNS text
@@ -2242,7 +2665,8 @@ CREATE TABLE membank_private.generation_jobs (
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     token_budget integer,
     extract_batch integer DEFAULT 0 NOT NULL,
-    next_fact integer DEFAULT 0 NOT NULL
+    next_fact integer DEFAULT 0 NOT NULL,
+    profile_plan jsonb
 );
 CREATE FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) RETURNS text
     LANGUAGE plpgsql
@@ -2268,10 +2692,15 @@ declare
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
-    if membank_private.plan_key(membank_private.consolidation_candidates(
-           _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
+    -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
+    if (membank_private.plan_key(membank_private.consolidation_candidates(
+            _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
+        or membank_private.profile_plan_key(case when coalesce(job.next_fact, 0) = 0
+                                                 then membank_private.profile_plan(_op) else '[]' end)
+           <> membank_private.profile_plan_key(coalesce(job.profile_plan, '[]')))
        and job.replans < 3 then
-        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null where j.id = job.id;
+        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null, profile_plan = null
+        where j.id = job.id;
         return 'replan';
     end if;
     -- Lock the candidates in name order and read their current revisions.
@@ -2285,7 +2714,8 @@ begin
           order by m.name
           for update) as m;
     _valid := membank_private.validate_plan(_op, job.plan, membank_private.reply_items(reply, 'actions'), _revisions);
-    for _i in _first .. _last loop
+    -- A batch with no facts (profile fields only) has no range: coalesce makes the loop empty.
+    for _i in coalesce(_first, 0) .. coalesce(_last, -1) loop
         -- A fact the reply did not mention at all is created: nothing extracted
         -- is lost silently. (A fact whose only item was rejected is not.)
         select i into _item from jsonb_array_elements(_valid -> 'items') as i where (i ->> 'fact_index')::numeric::integer = _i;
@@ -2358,10 +2788,15 @@ begin
             array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
+    if coalesce(job.next_fact, 0) = 0 then
+        -- The profile fields, field by field; the model's merged values where it gave them.
+        perform membank_private.apply_profile_values(_op, coalesce(
+            case when jsonb_typeof(reply -> 'profile_fields') = 'array' then reply -> 'profile_fields' end, '[]'));
+    end if;
     if _last + 1 < jsonb_array_length(_op.facts) then
         -- The next batch is planned against what this one wrote, in a new transaction.
         update membank_private.generation_jobs as j
-        set next_fact = _last + 1, plan = null, replans = 0, attempts = 0, last_error = null
+        set next_fact = _last + 1, plan = null, profile_plan = null, replans = 0, attempts = 0, last_error = null
         where j.id = job.id;
         return 'next';
     end if;
@@ -2429,6 +2864,100 @@ begin
     end loop;
 end
 $$;
+CREATE FUNCTION membank_private.apply_profile_values(o membank_private.operations, merged jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _v jsonb;
+    _row membank_private.memories;
+    _new jsonb;
+    _given jsonb;
+    _reason text;
+    _spec jsonb;
+begin
+    perform membank_private.lock_scope(o.scope_id);
+    for _v in select v from jsonb_array_elements(o.profile_values) as v loop
+        -- An expired field memory is invisible already; it gives way to the new value.
+        perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
+        delete from membank_private.memories as m
+        where m.scope_id = o.scope_id and m.memory_type = 'STRUCTURED_PROFILE'
+          and m.structured_content ->> 'schema_id' = _v ->> 'schema_id'
+          and m.structured_content ->> 'field' = _v ->> 'field'
+          and m.expire_time <= statement_timestamp();
+        select * into _row from membank_private.memories as m
+        where m.scope_id = o.scope_id and m.memory_type = 'STRUCTURED_PROFILE'
+          and m.structured_content ->> 'schema_id' = _v ->> 'schema_id'
+          and m.structured_content ->> 'field' = _v ->> 'field'
+        for update;
+        _new := _v -> 'value';
+        if _row.name is not null then
+            if _v ->> 'kind' in ('enum', 'number', 'integer', 'boolean') then
+                if (_v ->> 'event_time')::timestamptz < (_row.structured_content ->> 'event_time')::timestamptz then
+                    continue;  -- older than the value held: the newer one stays
+                end if;
+            elsif _v ->> 'kind' = 'string_array' then
+                _new := (select jsonb_agg(e order by n) from (
+                            select distinct on (e) e, n from jsonb_array_elements(
+                                (_row.structured_content -> 'value') || _new) with ordinality as a (e, n)
+                            order by e, n) as d);
+            else
+                _new := to_jsonb(membank_private.merge_profile_text(_row.structured_content ->> 'value', _new #>> '{}'));
+                select g -> 'value' into _given from jsonb_array_elements(merged) as g
+                where g ->> 'schema_id' = _v ->> 'schema_id' and g ->> 'field' = _v ->> 'field' limit 1;
+                if _given is not null and lower(_new #>> '{}') <> lower(_row.structured_content ->> 'value') then
+                    _spec := membank_private.profile_field_spec(
+                        o.options -> 'profile_schemas' -> (_v ->> 'schema_id') -> 'properties' -> (_v ->> 'field'));
+                    _reason := membank_private.check_profile_value(_spec, _given);
+                    if _reason is null then
+                        _new := to_jsonb(btrim(_given #>> '{}'));
+                    else
+                        perform membank_private.reject_item(o.name, 'CONSOLIDATE', jsonb_build_object(
+                            'schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _given),
+                            format('profile_fields.%s.%s: %s (merged item by item instead)',
+                                   _v ->> 'schema_id', _v ->> 'field', _reason));
+                    end if;
+                end if;
+            end if;
+            if _new = _row.structured_content -> 'value' then
+                continue;  -- nothing new for this field
+            end if;
+        end if;
+        perform membank_private.set_revision_context(
+            jsonb_build_object('operation', o.name, 'action', case when _row.name is null then 'CREATE' else 'UPDATE' end,
+                               'schema_id', _v ->> 'schema_id', 'field', _v ->> 'field'),
+            array(select jsonb_array_elements_text(_v -> 'source_event_ids')),
+            jsonb_build_array(jsonb_build_object(
+                'schema_id', _v -> 'schema_id', 'field', _v -> 'field', 'value', _v -> 'value',
+                'context', _v -> 'context', 'source_event_ids', _v -> 'source_event_ids',
+                'event_time', _v -> 'event_time', 'events', (
+                    select coalesce(jsonb_agg(e order by n), '[]')
+                    from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
+                    where _v -> 'source_event_ids' ? (e ->> 'event_id')))));
+        if _row.name is null then
+            insert into membank_private.memories as m (scope, memory_type, structured_content, expire_time)
+            values (o.scope, 'STRUCTURED_PROFILE',
+                    jsonb_build_object('schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _new,
+                                       'event_time', _v -> 'event_time'),
+                    membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+            returning * into _row;
+            perform membank_private.clear_revision_context();
+            perform membank_private.record_generated(o.name, _row, 'CREATED');
+        else
+            update membank_private.memories as m
+            set structured_content = m.structured_content || jsonb_build_object(
+                    'value', _new,
+                    'event_time', to_jsonb(greatest((_v ->> 'event_time')::timestamptz,
+                                                    (m.structured_content ->> 'event_time')::timestamptz)))
+            where m.name = _row.name
+            returning * into _row;
+            perform membank_private.clear_revision_context();
+            perform membank_private.record_generated(o.name, _row, 'UPDATED');
+        end if;
+    end loop;
+    perform membank_private.clear_revision_context();
+end
+$$;
 CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double precision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2436,6 +2965,29 @@ CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double pre
     -- Robertson & Zaragoza, "The Probabilistic Relevance Framework: BM25 and
     -- Beyond", 2009: ln(1 + (N - df + 0.5) / (df + 0.5)).
     select ln(1 + (n - df + 0.5) / (df + 0.5));
+$$;
+CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _result jsonb [];
+begin
+    if not exists (select from membank_private.scope_bindings) then
+        return null;  -- the common case: no tenant roles at all
+    end if;
+    with recursive caller (oid) as (
+        select r.oid from pg_catalog.pg_roles as r
+        where r.rolname in (session_user, nullif(current_setting('role', true), 'none'))
+        union
+        select m.roleid from pg_catalog.pg_auth_members as m inner join caller as c on m.member = c.oid
+    )
+    select array_agg(b.scope order by b.scope_id) into _result
+    from membank_private.scope_bindings as b
+    inner join pg_catalog.pg_roles as r on r.rolname = b.role_name
+    where r.oid in (select c.oid from caller as c);
+    return _result;
+end
 $$;
 CREATE FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
@@ -2495,6 +3047,36 @@ begin
     end if;
     return null;
 end
+$$;
+CREATE FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case membank_private.profile_field_kind(spec)
+        when 'string' then
+            case when jsonb_typeof(value) <> 'string' then format('must be a string, got %s', jsonb_typeof(value))
+                 when btrim(value #>> '{}') = '' then 'must not be blank'
+                 when length(value #>> '{}') > 32768 then 'is longer than 32768 characters' end
+        when 'enum' then
+            case when not (membank_private.profile_field_spec(spec) -> 'enum') @> jsonb_build_array(value)
+                 then format('%s is not one of %s', value,
+                             (select string_agg(e #>> '{}', ', ')
+                              from jsonb_array_elements(membank_private.profile_field_spec(spec) -> 'enum') as e)) end
+        when 'number' then
+            case when jsonb_typeof(value) <> 'number' then format('must be a number, got %s', jsonb_typeof(value)) end
+        when 'integer' then
+            case when jsonb_typeof(value) <> 'number' then format('must be an integer, got %s', jsonb_typeof(value))
+                 when (value #>> '{}')::numeric <> trunc((value #>> '{}')::numeric)
+                 then format('must be an integer, got %s', value) end
+        when 'boolean' then
+            case when jsonb_typeof(value) <> 'boolean' then format('must be true or false, got %s', value) end
+        when 'string_array' then
+            case when jsonb_typeof(value) <> 'array'
+                      or exists (select from jsonb_array_elements(value) as e where jsonb_typeof(e) <> 'string')
+                 then format('must be an array of strings, got %s', left(value::text, 100))
+                 when jsonb_array_length(value) > 1000 then 'has more than 1000 items' end
+        else 'the field''s schema is not supported'
+    end;
 $$;
 CREATE FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) RETURNS record
     LANGUAGE plpgsql STABLE
@@ -2650,6 +3232,7 @@ begin
     if not exists (
         select from membank_private.memory_revisions as r
         where r.memory_name = check_revisions_exist.name
+          and membank_private.scope_allowed(r.scope)
           and (check_revisions_exist.scope is null
                or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
     ) then
@@ -2657,6 +3240,18 @@ begin
             using errcode = 'no_data_found',
                   hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
                   detail = 'argument: name';
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text DEFAULT 'scope'::text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if not membank_private.scope_allowed(scope) then
+        raise exception '%: your role is bound to other scopes', argument
+            using errcode = 'insufficient_privilege', detail = format('argument: %s', argument),
+                  hint = 'a role bound with bind_role_to_scope reads and writes only its bound scopes';
     end if;
 end
 $$;
@@ -2809,6 +3404,20 @@ CREATE FUNCTION membank_private.consolidation_prompt(o membank_private.operation
         || '"memory_name": "...", "fact": "..."}]}, one action per new fact.'
     );
 $$;
+CREATE FUNCTION membank_private.consolidation_reply_schema(merges jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- plpgsql: consolidation_schema() is created later (093_consolidation.sql).
+    return case when jsonb_array_length(merges) = 0 then membank_private.consolidation_schema()
+                else jsonb_set(membank_private.consolidation_schema(), '{properties,profile_fields}',
+                               '{"type": "array", "items": {"type": "object",
+                                 "required": ["schema_id", "field", "value"], "properties": {
+                                 "schema_id": {"type": "string"}, "field": {"type": "string"},
+                                 "value": {"type": "string"}}}}'::jsonb) end;
+end
+$$;
 CREATE FUNCTION membank_private.consolidation_schema() RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2955,6 +3564,10 @@ CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations, 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select concat_ws(E'\n',
+        case when (o.options ->> 'disable_natural_language_memories')::boolean then
+            'You fill structured profiles about the participants from a conversation. Write no free-text memories: '
+            || 'reply "memories": [].' || membank_private.profile_prompt(o.options -> 'profile_schemas')
+        else concat_ws(E'\n',
         'You extract long-term memories about the participants from a conversation.',
         'Keep only information that matches one of these topics:',
         (select string_agg(format('- %s: %s', t ->> 'label', t ->> 'description'), E'\n' order by n)
@@ -2981,14 +3594,29 @@ CREATE FUNCTION membank_private.extraction_prompt(o membank_private.operations, 
                     || E'\nMemories: ' || (x.e -> 'facts')::text, E'\n\n' order by x.n)
          from jsonb_array_elements(o.options -> 'examples') with ordinality as x (e, n)
          having count(*) > 0),
+        membank_private.profile_prompt(o.options -> 'profile_schemas'))
+        end,
         '',
         'Conversation (one event per line: [event_id] timestamp author: text):',
         (select string_agg(membank_private.event_line(e), E'\n' order by n)
          from jsonb_array_elements(events) with ordinality as x (e, n)),
         '',
         'Reply with JSON only, of the form {"memories": [{"fact": "...", "topics": ["..."], '
-        || '"source_event_ids": ["..."]}]}; {"memories": []} when nothing should be remembered.'
+        || '"source_event_ids": ["..."]}]'
+        || case when o.options ? 'profile_schemas'
+                then ', "profiles": {"<schema id>": {"<field>": {"value": ..., "context": "...", '
+                     || '"source_event_ids": ["..."]}}}' else '' end
+        || '}; {"memories": []} when nothing should be remembered.'
     );
+$$;
+CREATE FUNCTION membank_private.extraction_reply_schema(o membank_private.operations) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when o.options ? 'profile_schemas'
+                then jsonb_set(membank_private.extraction_schema(), '{properties,profiles}',
+                               membank_private.profile_reply_schema(o.options -> 'profile_schemas'))
+                else membank_private.extraction_schema() end;
 $$;
 CREATE FUNCTION membank_private.extraction_schema() RETURNS jsonb
     LANGUAGE sql IMMUTABLE
@@ -3053,7 +3681,8 @@ begin
     -- missing one: the caller learns nothing about names outside its scope.
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
-       or (_scope is not null and _row.scope <> _scope) then
+       or (_scope is not null and _row.scope <> _scope)
+       or not membank_private.scope_allowed(_row.scope) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
@@ -3523,6 +4152,40 @@ begin
               hint = 'record a change by updating the memory; its trigger writes a new revision';
 end
 $$;
+CREATE FUNCTION membank_private.merge_profile_text(current_value text, new_value text) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select string_agg(i.item, ', ' order by i.n)
+    from (select distinct on (lower(x.item)) x.item, x.n
+          from (select btrim(t.item) as item, t.n
+                from regexp_split_to_table(coalesce(current_value, '') || ',' || coalesce(new_value, ''), '\s*[,;]\s*')
+                     with ordinality as t (item, n)) as x
+          where x.item <> ''
+          order by lower(x.item), x.n) as i;
+$$;
+CREATE FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(
+               case when e is null then l
+                    when l is null then e
+                    else l || jsonb_build_object(
+                        'value', case l ->> 'kind'
+                            when 'string' then to_jsonb(membank_private.merge_profile_text(
+                                e ->> 'value', l ->> 'value'))
+                            when 'string_array' then (select jsonb_agg(distinct v) from jsonb_array_elements(
+                                (e -> 'value') || (l -> 'value')) as v)
+                            else l -> 'value' end,
+                        'context', coalesce(l -> 'context', e -> 'context'),
+                        'source_event_ids', (e -> 'source_event_ids') || (l -> 'source_event_ids'))
+               end
+               order by coalesce(e, l) ->> 'schema_id', coalesce(e, l) ->> 'field'), '[]')
+    from (select v as e, v ->> 'schema_id' || '.' || (v ->> 'field') as k from jsonb_array_elements(earlier) as v) as a
+    full join (select v as l, v ->> 'schema_id' || '.' || (v ->> 'field') as k
+               from jsonb_array_elements(later) as v) as b using (k);
+$$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3633,6 +4296,126 @@ CREATE FUNCTION membank_private.plan_key(plan jsonb) RETURNS jsonb
                                '[]')
                from jsonb_array_elements(p -> 'candidates') as c)) order by (p ->> 'index')::integer), '[]')
     from jsonb_array_elements(plan) as p;
+$$;
+CREATE FUNCTION membank_private.profile_field_kind(prop jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    with p as (select membank_private.profile_field_spec(prop) as s)
+    select case
+        when p.s is null then null
+        when p.s ? 'enum' then
+            case when jsonb_typeof(p.s -> 'enum') = 'array' and jsonb_array_length(p.s -> 'enum') > 0
+                      and not exists (select from jsonb_array_elements(p.s -> 'enum') as e
+                                      where jsonb_typeof(e) <> 'string')
+                      and coalesce(p.s ->> 'type', 'string') = 'string'
+                 then 'enum' end
+        when p.s ->> 'type' in ('string', 'number', 'integer', 'boolean')
+             and not (p.s ?| array['$ref', 'properties', 'oneOf', 'allOf', 'anyOf']) then p.s ->> 'type'
+        when p.s ->> 'type' = 'array' and p.s -> 'items' ->> 'type' = 'string'
+             and not (p.s -> 'items' ? 'enum') then 'string_array'
+    end
+    from p;
+$_$;
+CREATE FUNCTION membank_private.profile_field_spec(prop jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when jsonb_typeof(prop) <> 'object' then null
+        when jsonb_typeof(prop -> 'anyOf') = 'array' and jsonb_array_length(prop -> 'anyOf') = 2
+             and (prop -> 'anyOf') @> '[{"type": "null"}]'
+            then (prop - 'anyOf' - 'default')
+                 || (select a from jsonb_array_elements(prop -> 'anyOf') as a where a <> '{"type": "null"}' limit 1)
+        else prop
+    end;
+$$;
+CREATE FUNCTION membank_private.profile_fields(memory_schema jsonb) RETURNS TABLE(field text, kind text, spec jsonb)
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select p.key, membank_private.profile_field_kind(p.value), membank_private.profile_field_spec(p.value)
+    from jsonb_each(memory_schema -> 'properties') as p
+    order by p.key;
+$$;
+CREATE FUNCTION membank_private.profile_merge_prompt(merges jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select concat_ws(E'\n',
+        'Profile fields to merge: each already holds a value and the conversation gave another. Give the merged '
+        || 'current value: for lists, stacks and sets of things keep both ("ADK" and "Python" give "ADK, Python"); '
+        || 'when the new value replaces the old one (a changed fact), give the new one.',
+        string_agg(format('- %s.%s%s: current %s; new %s', m ->> 'schema_id', m ->> 'field',
+                          coalesce(' (' || (m ->> 'description') || ')', ''), m -> 'current', m -> 'new'),
+                   E'\n' order by (m ->> 'index')::integer),
+        'Reply with JSON only, of the form {"actions": [], "profile_fields": [{"schema_id": "...", "field": "...", '
+        || '"value": "..."}]} (actions as asked above, if any).')
+    from jsonb_array_elements(merges) as m
+    having count(*) > 0;
+$$;
+CREATE FUNCTION membank_private.profile_plan(o membank_private.operations) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+               'index', x.n - 1, 'schema_id', v ->> 'schema_id', 'field', v ->> 'field', 'kind', v ->> 'kind',
+               'description', v -> 'description', 'name', m.name, 'revision', m.revision,
+               'current', m.structured_content -> 'value', 'new', v -> 'value',
+               'merge', v ->> 'kind' = 'string' and m.name is not null
+                        and lower(m.structured_content ->> 'value')
+                            <> lower(membank_private.merge_profile_text(m.structured_content ->> 'value', v ->> 'value'))
+           ) order by x.n), '[]')
+    from jsonb_array_elements(o.profile_values) with ordinality as x (v, n)
+    left join membank_private.memories as m
+        on m.scope_id = o.scope_id and m.memory_type = 'STRUCTURED_PROFILE'
+       and m.structured_content ->> 'schema_id' = v ->> 'schema_id'
+       and m.structured_content ->> 'field' = v ->> 'field'
+       and m.scope = o.scope
+       and (m.expire_time is null or m.expire_time > statement_timestamp());
+$$;
+CREATE FUNCTION membank_private.profile_plan_key(plan jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_array(p -> 'schema_id', p -> 'field', p -> 'name', p -> 'revision')
+                              order by p ->> 'schema_id', p ->> 'field'), '[]')
+    from jsonb_array_elements(plan) as p;
+$$;
+CREATE FUNCTION membank_private.profile_prompt(profile_schemas jsonb) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select E'\nAlso fill these structured profiles. Give only the fields for which the conversation states a value '
+           || E'(never guess); for each, "value" in the field''s type, "context" (one sentence on where it comes from, '
+           || E'e.g. "The user said they need help building an ADK agent") and "source_event_ids".\n'
+           || string_agg(format(E'Profile %s:\n%s', s.key,
+                  (select string_agg(format('- %s (%s)%s', f.field,
+                                            case f.kind when 'enum' then 'one of: ' || (
+                                                    select string_agg(e #>> '{}', ', ')
+                                                    from jsonb_array_elements(f.spec -> 'enum') as e)
+                                                 when 'string_array' then 'list of strings'
+                                                 else f.kind end,
+                                            coalesce(': ' || coalesce(f.spec ->> 'description', f.spec ->> 'title'), '')),
+                                     E'\n' order by f.field)
+                   from membank_private.profile_fields(s.value) as f)), E'\n' order by s.key)
+    from jsonb_each(profile_schemas) as s
+    having count(*) > 0;
+$$;
+CREATE FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object('type', 'object', 'properties', coalesce(jsonb_object_agg(s.key, jsonb_build_object(
+               'type', 'object', 'properties', (
+                   select jsonb_object_agg(f.field, jsonb_build_object(
+                              'type', 'object', 'required', jsonb_build_array('value'),
+                              'properties', jsonb_build_object(
+                                  'value', f.spec - 'title' - 'default',
+                                  'context', jsonb_build_object('type', 'string'),
+                                  'source_event_ids', '{"type": "array", "items": {"type": "string"}}'::jsonb)))
+                   from membank_private.profile_fields(s.value) as f))), '{}'))
+    from jsonb_each(profile_schemas) as s;
 $$;
 CREATE FUNCTION membank_private.purge_expired_batch(batch_size integer) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
@@ -3778,6 +4561,18 @@ begin
     return r;
 end
 $$;
+CREATE FUNCTION membank_private.refuse_bound_role(function_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if membank_private.bound_scopes() is not null then
+        raise exception '%: a role bound to scopes may not carry the jobs of every scope', function_name
+            using errcode = 'insufficient_privilege',
+                  hint = 'run workers under a role without scope bindings';
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3845,6 +4640,46 @@ begin
             'expiry times end before 10000-01-01; pass ''infinity'' (or null) for no expiry');
     end if;
     return nullif(expire_time, 'infinity');
+end
+$$;
+CREATE FUNCTION membank_private.resolve_profile_schemas(profile_schemas jsonb, disable_natural_language_memories boolean) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _result jsonb;
+    _id jsonb;
+    _i integer := 0;
+begin
+    if profile_schemas is null then
+        select coalesce(jsonb_object_agg(s.schema_id, s.memory_schema), '{}') into _result
+        from membank_private.profile_schemas as s;
+    elsif jsonb_typeof(profile_schemas) <> 'array' or jsonb_array_length(profile_schemas) > 32 then
+        perform membank_private._raise_invalid('profile_schemas', 'must be a JSON array of at most 32 schema ids',
+            'e.g. ["user-profile"]; null (default) fills every schema of the bank, [] none');
+    else
+        _result := '{}';
+        for _id in select e from jsonb_array_elements(profile_schemas) as e loop
+            if jsonb_typeof(_id) <> 'string'
+               or not exists (select from membank_private.profile_schemas as s where s.schema_id = _id #>> '{}') then
+                perform membank_private._raise_invalid(format('profile_schemas[%s]', _i),
+                    format('no profile schema %s', _id), 'list_profile_schemas() shows the schemas of this bank');
+            end if;
+            _result := _result || (select jsonb_build_object(s.schema_id, s.memory_schema)
+                                   from membank_private.profile_schemas as s where s.schema_id = _id #>> '{}');
+            _i := _i + 1;
+        end loop;
+    end if;
+    if disable_natural_language_memories is null then
+        perform membank_private._raise_invalid('disable_natural_language_memories', 'must be true or false',
+            'true fills only the structured profiles of the request');
+    end if;
+    if disable_natural_language_memories and _result = '{}' then
+        perform membank_private._raise_invalid('disable_natural_language_memories',
+            'no profile schema is in effect, so nothing would be generated',
+            'create a profile schema first, or name one in profile_schemas');
+    end if;
+    return _result;
 end
 $$;
 CREATE FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) RETURNS jsonb
@@ -4044,6 +4879,20 @@ begin
            (select array_agg(t.text_rank order by t.position) from text_hit as t),
            (select array_agg(t.text_tiebreak order by t.position) from text_hit as t)
     into vector_names, vector_distances, text_names, text_ranks, text_tiebreaks;
+end
+$$;
+CREATE FUNCTION membank_private.scope_allowed(scope jsonb) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _bound jsonb [];
+begin
+    if not exists (select from membank_private.scope_bindings) then
+        return true;
+    end if;
+    _bound := membank_private.bound_scopes();
+    return _bound is null or scope = any(_bound);
 end
 $$;
 CREATE FUNCTION membank_private.scope_lock_timeout() RETURNS text
@@ -4336,6 +5185,18 @@ CREATE FUNCTION membank_private.to_operation(o membank_private.operations) RETUR
     select row(o.name, o.scope, o.session_id, o.done, o.error,
                membank_private.redact_generated(o.generated_memories), o.rejected_items,
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
+$$;
+CREATE TABLE membank_private.profile_schemas (
+    schema_id text NOT NULL,
+    memory_schema jsonb NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+CREATE FUNCTION membank_private.to_profile_schema(s membank_private.profile_schemas) RETURNS membank.profile_schema
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select row(s.schema_id, s.memory_schema, s.create_time, s.update_time)::membank.profile_schema;
 $$;
 CREATE FUNCTION membank_private.to_tool_rule(r membank_private.tool_rules) RETURNS membank.tool_rule
     LANGUAGE sql IMMUTABLE
@@ -4644,6 +5505,69 @@ begin
     return _result;
 end
 $$;
+CREATE FUNCTION membank_private.validate_memory_schema(memory_schema jsonb) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _field text;
+    _prop jsonb;
+    _path text;
+    _spec jsonb;
+begin
+    if memory_schema is null or jsonb_typeof(memory_schema) <> 'object' then
+        perform membank_private._raise_invalid('memory_schema',
+            format('must be a JSON object, got %s', coalesce(jsonb_typeof(memory_schema), 'null')),
+            'pass a JSON Schema object such as pydantic''s Model.model_json_schema()');
+    end if;
+    if octet_length(memory_schema::text) > 65536 then
+        perform membank_private._raise_invalid('memory_schema', format('is %s bytes', octet_length(memory_schema::text)),
+            'a profile schema is at most 65536 bytes as text');
+    end if;
+    if memory_schema ? 'type' and memory_schema -> 'type' <> '"object"' then
+        perform membank_private._raise_invalid('memory_schema.type',
+            format('must be "object", got %s', memory_schema -> 'type'), 'a profile is an object of fields');
+    end if;
+    if jsonb_typeof(memory_schema -> 'properties') is distinct from 'object'
+       or memory_schema -> 'properties' = '{}' then
+        perform membank_private._raise_invalid('memory_schema.properties',
+            'must be a non-empty object of fields', 'e.g. {"properties": {"job_status": {"type": "string"}}}');
+    end if;
+    if (select count(*) from jsonb_object_keys(memory_schema -> 'properties')) > 64 then
+        perform membank_private._raise_invalid('memory_schema.properties', 'has more than 64 fields',
+            'split a large profile into several schemas');
+    end if;
+    for _field, _prop in select key, value from jsonb_each(memory_schema -> 'properties') order by key loop
+        _path := format('memory_schema.properties.%s', _field);
+        if _field !~ '^[A-Za-z_][A-Za-z0-9_]{0,127}$' then
+            perform membank_private._raise_invalid(_path, 'is not a field name',
+                'field names are 1 to 128 letters, digits or "_", starting with a letter or "_"');
+        end if;
+        if jsonb_typeof(_prop) <> 'object' then
+            perform membank_private._raise_invalid(_path, 'must be a JSON Schema object',
+                'e.g. {"type": "string", "description": "the user''s technical stack"}');
+        end if;
+        if _prop ? 'description' and (jsonb_typeof(_prop -> 'description') <> 'string'
+                                      or length(_prop ->> 'description') > 2000) then
+            perform membank_private._raise_invalid(_path || '.description', 'must be a string of at most 2000 characters',
+                'the description tells the model what the field holds');
+        end if;
+        if membank_private.profile_field_kind(_prop) is null then
+            _spec := membank_private.profile_field_spec(_prop);
+            perform membank_private._raise_invalid(
+                _path || case when _spec is null then '.anyOf'
+                              when _spec ? '$ref' then '.$ref'
+                              when _spec ? 'enum' then '.enum'
+                              when _spec ->> 'type' = 'array' then '.items'
+                              else '.type' end,
+                format('is not supported (%s)', left(coalesce(_spec, _prop)::text, 200)),
+                'a field is a string, number, integer, boolean, an enum of strings (Literal[...]) or an array of '
+                || 'strings; Optional[X] is X');
+        end if;
+    end loop;
+    return memory_schema;
+end
+$_$;
 CREATE FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4769,8 +5693,22 @@ begin
     return project_id;
 end
 $$;
-CREATE FUNCTION membank_private.validate_scope(scope jsonb, argument text DEFAULT 'scope'::text) RETURNS jsonb
+CREATE FUNCTION membank_private.validate_schema_id(schema_id text, argument text DEFAULT 'schema_id'::text) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    if schema_id is null or schema_id !~ '^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$' then
+        perform membank_private._raise_invalid(argument,
+            format('%s is not a schema id', coalesce(to_jsonb(left(schema_id, 80))::text, 'null')),
+            'a schema id is 1 to 128 letters, digits, "-", "_" or ".", starting with a letter or digit, '
+            || 'e.g. user-profile');
+    end if;
+    return schema_id;
+end
+$_$;
+CREATE FUNCTION membank_private.validate_scope(scope jsonb, argument text DEFAULT 'scope'::text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
@@ -4809,11 +5747,12 @@ begin
         perform membank_private._raise_invalid(argument, format('has %s keys', _count),
             'a scope has at most 16 keys');
     end if;
+    perform membank_private.check_scope_allowed(scope, argument);
     return scope;
 end
 $$;
 CREATE FUNCTION membank_private.validate_scopes(scopes jsonb, argument text DEFAULT 'scope'::text) RETURNS jsonb[]
-    LANGUAGE plpgsql IMMUTABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
@@ -4948,6 +5887,52 @@ begin
     end if;
 end
 $$;
+CREATE VIEW membank.scoped_memories WITH (security_barrier='true') AS
+ SELECT name,
+    scope,
+    memory_type,
+    fact,
+    structured_content,
+    topics,
+    metadata,
+    revision,
+    create_time,
+    update_time,
+    expire_time
+   FROM membank_private.memories m
+  WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (scope = membank_private.active_scope()) AND ((expire_time IS NULL) OR (expire_time > statement_timestamp())));
+COMMENT ON VIEW membank.scoped_memories IS 'The live memories (both types) of the scope set with membank.set_scope; empty while none is set.';
+CREATE VIEW membank.scoped_profiles WITH (security_barrier='true') AS
+ SELECT (structured_content ->> 'schema_id'::text) AS schema_id,
+    (structured_content ->> 'field'::text) AS field,
+    (structured_content -> 'value'::text) AS value,
+    name AS memory_name,
+    revision,
+    update_time,
+    expire_time
+   FROM membank_private.memories m
+  WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (memory_type = 'STRUCTURED_PROFILE'::text) AND (scope = membank_private.active_scope()) AND (structured_content ? 'schema_id'::text) AND ((expire_time IS NULL) OR (expire_time > statement_timestamp())));
+COMMENT ON VIEW membank.scoped_profiles IS 'One row per live profile field (schema_id, field, value) of the scope set with membank.set_scope; empty while none.';
+CREATE VIEW membank.scoped_revisions WITH (security_barrier='true') AS
+ SELECT memory_name,
+    revision,
+    scope,
+    action,
+    memory_type,
+    fact,
+    previous_fact,
+    structured_content,
+    previous_structured_content,
+    topics,
+    metadata,
+    expire_time,
+    labels,
+    source_event_ids,
+    extracted_memories,
+    create_time
+   FROM membank_private.memory_revisions r
+  WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (scope = membank_private.active_scope()));
+COMMENT ON VIEW membank.scoped_revisions IS 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.';
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
@@ -5013,6 +5998,12 @@ CREATE TABLE membank_private.retention_settings (
     CONSTRAINT retention_settings_events_check CHECK (((events IS NULL) OR (events >= '00:00:00'::interval))),
     CONSTRAINT retention_settings_finished_operations_check CHECK (((finished_operations IS NULL) OR (finished_operations >= '00:00:00'::interval))),
     CONSTRAINT retention_settings_singleton_check CHECK (singleton)
+);
+CREATE TABLE membank_private.scope_bindings (
+    role_name name NOT NULL,
+    scope jsonb NOT NULL,
+    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
 CREATE TABLE membank_private.scope_lexicon (
     scope_id uuid NOT NULL,
@@ -5109,8 +6100,12 @@ ALTER TABLE ONLY membank_private.memory_revisions
     ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
 ALTER TABLE ONLY membank_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY membank_private.profile_schemas
+    ADD CONSTRAINT profile_schemas_pkey PRIMARY KEY (schema_id);
 ALTER TABLE ONLY membank_private.retention_settings
     ADD CONSTRAINT retention_settings_pkey PRIMARY KEY (singleton);
+ALTER TABLE ONLY membank_private.scope_bindings
+    ADD CONSTRAINT scope_bindings_pkey PRIMARY KEY (role_name, scope_id);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_locks
@@ -5132,10 +6127,12 @@ CREATE INDEX events_append_time_idx ON membank_private.events USING btree (appen
 CREATE INDEX events_session_time_idx ON membank_private.events USING btree (scope_id, session_id, event_time, append_seq);
 CREATE INDEX generation_jobs_retry_idx ON membank_private.generation_jobs USING btree (retry_time);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
+CREATE UNIQUE INDEX memories_profile_field_idx ON membank_private.memories USING btree (scope_id, ((structured_content ->> 'schema_id'::text)), ((structured_content ->> 'field'::text))) WHERE (memory_type = 'STRUCTURED_PROFILE'::text);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
+CREATE INDEX memory_revisions_scope_idx ON membank_private.memory_revisions USING btree (scope_id, create_time);
 CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (update_time) WHERE done;
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
@@ -5169,6 +6166,8 @@ GRANT ALL ON TYPE membank.memory TO membank_reader;
 GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
 GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
 GRANT ALL ON TYPE membank.operation TO membank_reader;
+GRANT ALL ON TYPE membank.profile_field TO membank_reader;
+GRANT ALL ON TYPE membank.profile_schema TO membank_reader;
 GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
 GRANT ALL ON TYPE membank.tool_decision TO membank_reader;
 GRANT ALL ON TYPE membank.tool_rule TO membank_reader;
@@ -5176,6 +6175,8 @@ REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, event
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
 REVOKE ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) FROM PUBLIC;
 GRANT ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
@@ -5195,8 +6196,12 @@ REVOKE ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, f
 GRANT ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text, allow_operators text[], description text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text, allow_operators text[], description text) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.current_scope() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.current_scope() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.decompose_query(query_text text, method text, model_id text, model_reply text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.decompose_query(query_text text, method text, model_id text, model_reply text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.decomposition_prompt(query_text text) FROM PUBLIC;
@@ -5205,6 +6210,8 @@ REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels json
 GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb, expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
@@ -5216,8 +6223,8 @@ REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5
 GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) TO membank_worker;
-REVOKE ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.generation_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_reader;
 GRANT ALL ON FUNCTION membank.generation_backlog() TO membank_worker;
@@ -5229,6 +6236,8 @@ REVOKE ALL ON FUNCTION membank.get_operation(name text, scope jsonb) FROM PUBLIC
 GRANT ALL ON FUNCTION membank.get_operation(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_operation(name uuid, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_operation(name uuid, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_profile_schema(schema_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_profile_schema(schema_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) FROM PUBLIC;
@@ -5239,10 +6248,14 @@ REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, pag
 GRANT ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_profile_schemas() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_profile_schemas() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_scope_bindings(role name) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_scope_bindings(role name) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) FROM PUBLIC;
@@ -5261,6 +6274,8 @@ REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PU
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
@@ -5269,28 +6284,41 @@ REVOKE ALL ON FUNCTION membank.scope_id(scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.scope_id(scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.set_scope(scope jsonb, is_local boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.set_scope(scope jsonb, is_local boolean) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_worker;
+REVOKE ALL ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text, decision text, allow_operators text[], description text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text, decision text, allow_operators text[], description text) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private._raise_invalid(argument text, message text, hint text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb, events jsonb, known jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.accept_profile_values(o membank_private.operations, reply jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.active_scope() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.active_scope() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_tsvector(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_create(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.apply_profile_values(o membank_private.operations, merged jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
@@ -5300,6 +6328,7 @@ REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_privat
 REVOKE ALL ON FUNCTION membank_private.consolidation_fact_block(o membank_private.operations, p jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_plan(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_reply_schema(merges jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
@@ -5309,6 +6338,7 @@ REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_line(e jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_batches(o membank_private.operations, token_budget integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations, events jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.extraction_reply_schema(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
@@ -5331,12 +6361,22 @@ REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_event_time(memory_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, new_value text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_sub_queries(reply text, query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_field_kind(prop jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_field_spec(prop jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_fields(memory_schema jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_merge_prompt(merges jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_plan(o membank_private.operations) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_plan_key(plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_prompt(profile_schemas jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) FROM PUBLIC;
@@ -5346,14 +6386,17 @@ REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.resolve_profile_schemas(profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
@@ -5369,6 +6412,7 @@ REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uui
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.to_profile_schema(s membank_private.profile_schemas) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_tool_rule(r membank_private.tool_rules) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.token_budget() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.tool_rules_log_change() FROM PUBLIC;
@@ -5381,11 +6425,13 @@ REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC
 REVOKE ALL ON FUNCTION membank_private.validate_examples(examples jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_generation_topics(topics jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_memory_schema(memory_schema jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_plan(o membank_private.operations, plan jsonb, items jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_project_id(project_id text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_schema_id(schema_id text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer, max_length integer) FROM PUBLIC;
@@ -5393,3 +6439,6 @@ REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argume
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+GRANT SELECT ON TABLE membank.scoped_memories TO membank_reader;
+GRANT SELECT ON TABLE membank.scoped_profiles TO membank_reader;
+GRANT SELECT ON TABLE membank.scoped_revisions TO membank_reader;

@@ -12,6 +12,13 @@ French, Spanish, German, Portuguese, Italian) are reported under
   the speaker, with relative dates resolved against the event's own date,
   kept when it matches a requested topic (keyword rules per managed topic;
   a custom topic matches on the words of its label and description);
+* structured profiles: a string or list field about the user's stack, tools,
+  frameworks or skills takes the technologies named in "I use / I work with /
+  I program in X", "build an X agent" or "specialise in X"; a field about a
+  language takes X from "I program/code in X"; an enum field takes the value
+  whose words (or its description's) occur in what the user said; the
+  context is the sentence quoted. Merging two values of a string field joins
+  their items ("ADK" + "Python" -> "ADK, Python");
 * consolidation: a fact whose text is already known, or that is a near
   duplicate of a candidate (embedding similarity and word overlap), is
   NONE; a fact that gives a new value to a slot a candidate holds (name,
@@ -161,14 +168,98 @@ def language_of(text: str) -> str:
     return best if hits[best] >= 2 and hits[best] > hits["English"] else "English"
 
 
+TECH = r"([A-Z][\w.+#-]*(?:\s*(?:,|and|&)\s*[A-Z][\w.+#-]*)*)"
+TECH_PATTERNS = [
+    re.compile(r"\b(?:I|[Ww]e|[Tt]he user) (?:use|uses|work with|works with|program in|programs in|code in|codes in|"
+               r"develop in|am learning|is learning|build with|builds with)\s+" + TECH),
+    re.compile(r"\bbuild(?:ing)? (?:a|an|my|our) " + TECH + r"\s+(?:agent|app|application|service|bot|project|"
+               r"website|site|api|tool|pipeline|model)s?\b"),
+    re.compile(r"\bspeciali[sz]e[sd]? in\s+" + TECH),
+]
+LANGUAGE_PATTERN = re.compile(r"\b(?:I|[Ww]e|[Tt]he user) (?:program|programs|code|codes|write|writes|prefer coding|"
+                              r"prefers coding) (?:mostly |mainly )?in\s+" + TECH)
+TECH_FIELD_WORDS = {"stack", "technical", "technology", "technologie", "tech", "tool", "framework", "skill",
+                    "programming"}
+
+
+def _field_words(field: str, spec: dict[str, Any]) -> set[str]:
+    return _words(field.replace("_", " ") + " " + str(spec.get("description") or spec.get("title") or ""))
+
+
+def _spec(prop: dict[str, Any]) -> dict[str, Any]:
+    for option in prop.get("anyOf") or []:
+        if option.get("type") != "null":
+            return {**prop, **option}
+    return prop
+
+
+def _items(found: str) -> list[str]:
+    items = (t.strip().rstrip(".,;:!?") for t in re.split(r"\s*(?:,|\band\b|&)\s*", found))
+    return [t for t in items if t]
+
+
+def _profile_values(text: str, schemas: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The field values one utterance states, per schema: {schema_id: {field: value}}."""
+    tech = [t for p in TECH_PATTERNS for m in p.finditer(text) for t in _items(m.group(1))]
+    language = [t for m in LANGUAGE_PATTERN.finditer(text) for t in _items(m.group(1))]
+    words = _words(text.replace("-", " "))
+    result: dict[str, dict[str, Any]] = {}
+    for schema_id, schema in schemas.items():
+        for field, prop in (schema.get("properties") or {}).items():
+            spec = _spec(prop)
+            fwords = _field_words(field, spec)
+            value: Any = None
+            if "enum" in spec:
+                for option in spec["enum"]:
+                    if _words(str(option).replace("_", " ")) <= words:
+                        value = option
+                        break
+            elif spec.get("type") in ("string", "array"):
+                found = language if "language" in fwords else tech if fwords & TECH_FIELD_WORDS else []
+                found = list(dict.fromkeys(found))
+                if found:
+                    value = found if spec.get("type") == "array" else ", ".join(found)
+            if value is not None:
+                result.setdefault(schema_id, {})[field] = value
+    return result
+
+
 def extract(request: dict[str, Any]) -> dict[str, Any]:
-    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}], "not_extracted": [...]}``.
+    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}], "not_extracted": [...],
+    "profiles": {...}}``.
 
     ``not_extracted`` lists, per language the rules cannot read (LANGUAGES),
     the events in it with the reason, so that the operation says why they
-    gave no memory.
+    gave no memory. ``profiles`` (when the request names profile schemas)
+    holds the field values the rules recognise, per schema.
     """
     events = request.get("events") or []
+    profiles: dict[str, dict[str, Any]] = {}
+    for event in events if request.get("profile_schemas") else []:
+        name = _speaker(event["author"])
+        if name is None or not event.get("text"):
+            continue
+        for schema_id, fields in _profile_values(event["text"], request["profile_schemas"]).items():
+            for field, value in fields.items():
+                said = "said" if event["author"] != "fact" else "is known to"
+                context = f'{name if name != "fact" else "The user"} {said}: "{event["text"].strip()}"'
+                earlier = profiles.setdefault(schema_id, {}).get(field)
+                sources = [event["event_id"]]
+                if earlier is not None:  # several events state this field: merge as consolidation would
+                    sources = earlier["source_event_ids"] + sources
+                    context = earlier["context"] + " " + context
+                    if isinstance(value, list):
+                        value = list(dict.fromkeys(earlier["value"] + value))
+                    elif "enum" not in _spec(request["profile_schemas"][schema_id]["properties"][field]):
+                        value = ", ".join(dict.fromkeys(_items(earlier["value"] + ", " + value)))
+                profiles[schema_id][field] = {"value": value, "source_event_ids": sources, "context": context}
+    if request.get("profiles_only"):
+        return {"memories": [], "profiles": profiles}
+    memories = _extract_memories(request, events)
+    return {**memories, "profiles": profiles} if request.get("profile_schemas") else memories
+
+
+def _extract_memories(request: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
     authors = [a for a in dict.fromkeys(e["author"] for e in events) if _speaker(a)]
     memories: list[dict[str, Any]] = []
     unsupported: dict[str, list[str]] = {}
@@ -305,7 +396,12 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     for plan in request.get("candidates") or []:
         index = plan["index"]
         actions.append({"fact_index": index, **decide(facts[index], plan["candidates"])})
-    return {"actions": actions}
+    merged = []
+    for m in request.get("profile_merges") or []:
+        items = [t.strip() for t in re.split(r"[,;]", f"{m['current']},{m['new']}") if t.strip()]
+        value = ", ".join(dict.fromkeys(items, None).keys())
+        merged.append({"schema_id": m["schema_id"], "field": m["field"], "value": value})
+    return {"actions": actions, "profile_fields": merged} if merged else {"actions": actions}
 
 
 def compact(request: dict[str, Any]) -> dict[str, Any]:

@@ -62,7 +62,7 @@ class GenerationWorker:
         return self.provider.complete(prompt, schema, input=request)
 
     def _prepare(self, conn: psycopg.Connection, job_id: int, texts: list[str] | None) -> tuple:
-        if texts is None:  # a re-plan reuses the vectors stored with the job
+        if texts is None or not texts:  # a re-plan reuses the stored vectors; profile fields alone need none
             return conn.execute("select * from membank.prepare_consolidation(%s)", (job_id,)).fetchone()
         vectors = [[float(x) for x in v] for v in self.embedder.embed_passages(texts)]
         return conn.execute(
