@@ -33,7 +33,10 @@ membank.generation_backlog(),
 membank.get_memory(uuid, jsonb),
 membank.list_revisions(uuid, jsonb),
 membank.get_revision(uuid, integer, jsonb),
-membank.get_operation(uuid, jsonb)
+membank.get_operation(uuid, jsonb),
+membank.get_session(text, text, text, integer, double precision),
+membank.list_sessions(text, text),
+membank.get_user_state(text, text)
 to membank_reader;
 
 grant execute on function
@@ -53,7 +56,10 @@ membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean),
 membank.update_memory(uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]),
 membank.delete_memory(uuid, jsonb, jsonb),
-membank.rollback_memory(uuid, integer, jsonb)
+membank.rollback_memory(uuid, integer, jsonb),
+membank.create_session(text, text, text, jsonb),
+membank.append_session_event(text, text, text, jsonb),
+membank.delete_session(text, text, text)
 to membank_writer;
 
 grant execute on function membank.purge_memories(jsonb, jsonb, text[], boolean) to membank_admin;

@@ -1,0 +1,402 @@
+-- Sessions for agent frameworks: the storage behind a session service such
+-- as Google ADK's BaseSessionService (pyclient/membank/adk/sessions.py is a
+-- thin caller: one function per method).
+--
+-- A session of application app_name for user user_id lives in the exact
+-- scope {"app_name": app_name, "user_id": user_id}: the same scope as the
+-- memories the memory service generates from it, so that erasing the scope
+-- reaches sessions, events, state and memories alike.
+--
+-- State follows ADK's prefixes (google.adk.sessions.State):
+--   "app:k"  shared by every user of the app    -> app_states (key k)
+--   "user:k" shared by every session of a scope -> scope_states (key k)
+--   "temp:k" lives for one invocation only      -> never stored
+--   "k"      this session only                  -> sessions.state
+-- A delta replaces top-level keys (Python's dict.update, as ADK's services
+-- do). The merge runs here, in the transaction that stores the event, under
+-- the session's row lock: two processes appending to one session both land,
+-- in commit order, and neither's delta is lost (a read-modify-write in the
+-- client would lose one). The obvious alternative, ADK's
+-- DatabaseSessionService, rejects the second writer as stale instead.
+--
+-- Events are stored once: the event id is the idempotency key (a retry with
+-- the same payload changes nothing; another payload under the same id is
+-- MB020, like append_events). The full payload is kept as JSON so that
+-- author, content parts, actions and timestamps round-trip exactly; the
+-- event's text parts are also stored as its text, so GenerateMemories and
+-- list_events read ADK events like any other.
+
+-- name: validate_session_ids: check app_name, user_id and session_id; returns the session's scope.
+create or replace function membank_private.validate_session_ids(
+    app_name text, user_id text, session_id text
+) returns jsonb
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if app_name is null or length(app_name) not between 1 and 1024 then
+        perform membank_private._raise_invalid('app_name', 'must be 1 to 1024 characters',
+            'the application''s name; it becomes the scope key "app_name"');
+    end if;
+    if user_id is null or length(user_id) not between 1 and 1024 then
+        perform membank_private._raise_invalid('user_id', 'must be 1 to 1024 characters',
+            'the authenticated user''s id; it becomes the scope key "user_id"');
+    end if;
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'pass the id create_session returned');
+    end if;
+    return jsonb_build_object('app_name', app_name, 'user_id', user_id);
+end
+$$;
+
+-- name: session_json: a session as JSON: ids, merged state (app:, user: prefixed), events, last update time.
+create or replace function membank_private.session_json(
+    s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision
+) returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_build_object(
+        'id', s.session_id,
+        'app_name', s.scope ->> 'app_name',
+        'user_id', s.scope ->> 'user_id',
+        'state', s.state
+        || coalesce((
+            select jsonb_object_agg('app:' || k.key, k.value)
+            from membank_private.app_states as a, jsonb_each(a.state) as k
+            where a.app_name = s.scope ->> 'app_name'
+        ), '{}')
+        || coalesce((
+            select jsonb_object_agg('user:' || k.key, k.value)
+            from membank_private.scope_states as u, jsonb_each(u.state) as k
+            where u.scope_id = s.scope_id
+        ), '{}'),
+        'last_update_time', extract(epoch from s.update_time),
+        'events', case when not with_events then '[]'::jsonb else coalesce((
+            select jsonb_agg(r.event order by r.append_seq)
+            from (
+                select e.append_seq, coalesce(e.payload, jsonb_build_object(
+                    'id', e.event_id, 'author', e.author, 'invocation_id', '',
+                    'timestamp', extract(epoch from e.event_time),
+                    'content', case when e.text is null then null else jsonb_build_object(
+                        'role', case when e.author = 'user' then 'user' else 'model' end,
+                        'parts', jsonb_build_array(jsonb_build_object('text', e.text))) end)) as event
+                from membank_private.events as e
+                where e.scope_id = s.scope_id and e.session_id = s.session_id
+                  and (after_timestamp is null or e.event_time >= to_timestamp(after_timestamp))
+                order by e.append_seq desc
+                limit num_recent_events
+            ) as r
+        ), '[]') end
+    );
+$$;
+
+-- name: create_session: create a session with its initial state; returns it with the merged state.
+create or replace function membank.create_session(
+    app_name text, user_id text, session_id text default null, state jsonb default null
+) returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+set lock_timeout to '10s'
+as $$
+declare
+    _id text := coalesce(nullif(btrim(session_id), ''), gen_random_uuid()::text);
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, _id);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+begin
+    if state is not null and jsonb_typeof(state) <> 'object' then
+        perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
+            'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
+    end if;
+    insert into membank_private.sessions as s (scope_id, session_id, scope, state)
+    values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
+    on conflict on constraint sessions_pkey do nothing
+    returning * into _session;
+    if _session is null then
+        raise exception 'session_id: session % already exists for this app and user', to_jsonb(_id)
+            using errcode = 'unique_violation', detail = 'argument: session_id',
+                  hint = 'get_session reads it; pick another session_id to start a new one';
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
+    return membank_private.session_json(_session, false, null, null);
+end
+$$;
+
+comment on function membank.create_session(text, text, text, jsonb) is
+$$Create session session_id (1..200 characters after trimming; a random uuid when null or blank) of application
+app_name for user user_id (each 1..1024 characters), in the scope {"app_name": app_name, "user_id": user_id}.
+state: a JSON object or null; keys prefixed "app:" merge into the app's shared state, "user:" into the user's
+(the scope's) shared state, "temp:" keys are dropped, the rest is the session's own state (ADK's State prefixes).
+Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
+state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
+Raises 22023 naming the argument, 23505 when the session already exists; nothing is written on error.$$;
+
+-- name: split_state: the keys of a state (delta) with one ADK prefix, prefix removed ('' = unprefixed, temp: dropped).
+create or replace function membank_private.split_state(state jsonb, prefix text)
+returns jsonb
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_object_agg(substr(k.key, length(prefix) + 1), k.value), '{}')
+    from jsonb_each(coalesce(state, '{}')) as k
+    where case when prefix = '' then not (k.key like 'app:%' or k.key like 'user:%' or k.key like 'temp:%')
+               else k.key like prefix || '%' end;
+$$;
+
+-- name: merge_shared_state: merge the app: and user: keys of a state delta into their tables (row-locked upserts).
+create or replace function membank_private.merge_shared_state(
+    app_name text, scope_id uuid, scope jsonb, delta jsonb
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _app jsonb := membank_private.split_state(delta, 'app:');
+    _user jsonb := membank_private.split_state(delta, 'user:');
+begin
+    if _app <> '{}' then
+        insert into membank_private.app_states as a (app_name, state) values (merge_shared_state.app_name, _app)
+        on conflict on constraint app_states_pkey do update set state = a.state || excluded.state, update_time = statement_timestamp();
+    end if;
+    if _user <> '{}' then
+        insert into membank_private.scope_states as u (scope_id, scope, state)
+        values (merge_shared_state.scope_id, merge_shared_state.scope, _user)
+        on conflict on constraint scope_states_pkey do update set state = u.state || excluded.state, update_time = statement_timestamp();
+    end if;
+end
+$$;
+
+-- name: get_session: a session with its merged state and (the most recent / later) events, or null.
+create or replace function membank.get_session(
+    app_name text, user_id text, session_id text, num_recent_events integer default null,
+    after_timestamp double precision default null
+) returns jsonb
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _session membank_private.sessions;
+begin
+    if num_recent_events < 0 then
+        perform membank_private._raise_invalid('num_recent_events', format('must be >= 0, got %s', num_recent_events),
+            'null returns every event, 0 none, n the n most recent');
+    end if;
+    if after_timestamp = 'NaN'::double precision or after_timestamp in ('Infinity', '-Infinity') then
+        perform membank_private._raise_invalid('after_timestamp', format('must be finite, got %s', after_timestamp),
+            'seconds since the epoch, e.g. 1700000000.5');
+    end if;
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(get_session.session_id) and s.scope = _scope;
+    if _session is null then
+        return null;
+    end if;
+    return membank_private.session_json(_session, true, num_recent_events, after_timestamp);
+end
+$$;
+
+comment on function membank.get_session(text, text, text, integer, double precision) is
+$$The session session_id of app_name and user_id as JSON (see create_session) with its events in append
+order (each the payload given to append_session_event; an event appended through append_events reads as
+{"id", "author", "invocation_id": "", "timestamp", "content": {"role", "parts": [{"text"}]}}), or null when there
+is no such session. num_recent_events: null for all, 0 for none, n for the n most recent (>= 0);
+after_timestamp: only events at or after this time (seconds since the epoch); both apply together.
+Raises 22023 naming the argument.$$;
+
+-- name: list_sessions: the sessions of an app (of one user, or of all users) without events, oldest update first.
+create or replace function membank.list_sessions(app_name text, user_id text default null)
+returns setof jsonb
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb;
+begin
+    if user_id is null then
+        perform membank_private.validate_session_ids(app_name, 'all', 'all');
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope ->> 'app_name' = list_sessions.app_name
+          and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
+        order by s.update_time, s.scope ->> 'user_id', s.session_id;
+    else
+        _scope := membank_private.validate_session_ids(app_name, user_id, 'all');
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
+        order by s.update_time, s.session_id;
+    end if;
+end
+$$;
+
+comment on function membank.list_sessions(text, text) is
+$$The sessions of application app_name for user user_id (or, when user_id is null, for every user of the app:
+every session whose scope is exactly {"app_name", "user_id"}) as JSON rows like create_session's, with merged
+state and no events, ordered by last update time, oldest first. Raises 22023 naming the argument.$$;
+
+-- name: delete_session: delete a session, its events and its own state; true when it existed.
+create or replace function membank.delete_session(app_name text, user_id text, session_id text)
+returns boolean
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+set lock_timeout to '10s'
+as $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+begin
+    delete from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(delete_session.session_id)
+      and s.scope = _scope;
+    return found;
+end
+$$;
+
+comment on function membank.delete_session(text, text, text) is
+$$Delete session session_id of app_name and user_id with its events and its own state (the user's and app's
+shared state stay: other sessions read them; memories generated from it stay: they belong to the scope).
+Returns true when the session existed, false otherwise. Waits at most 10 s for an append in progress
+(55P03 after that, retryable). Raises 22023 naming the argument.$$;
+
+-- name: append_session_event: store one framework event in a session and merge its state delta, once per event id.
+create or replace function membank.append_session_event(
+    app_name text, user_id text, session_id text, event jsonb
+) returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+set lock_timeout to '10s'
+as $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+    _payload jsonb;
+    _stored jsonb;
+    _delta jsonb;
+    _time timestamptz;
+    _text text;
+begin
+    if event is null or jsonb_typeof(event) <> 'object' then
+        perform membank_private._raise_invalid('event', 'must be a JSON object',
+            'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
+    end if;
+    if jsonb_typeof(event -> 'id') is distinct from 'string' or length(event ->> 'id') not between 1 and 200 then
+        perform membank_private._raise_invalid('event.id', 'must be a string of 1 to 200 characters',
+            'the event id makes appending idempotent; reuse it on retry');
+    end if;
+    if jsonb_typeof(event -> 'author') is distinct from 'string' or length(event ->> 'author') not between 1 and 200 then
+        perform membank_private._raise_invalid('event.author', 'must be a string of 1 to 200 characters',
+            'e.g. "user" or the agent''s name');
+    end if;
+    if jsonb_typeof(event -> 'timestamp') is distinct from 'number'
+       or (event ->> 'timestamp')::double precision not between 0 and 32503680000 then
+        perform membank_private._raise_invalid('event.timestamp', 'must be seconds since the epoch (a number)',
+            'e.g. 1700000000.123');
+    end if;
+    _delta := event #> '{actions,state_delta}';
+    if _delta is not null and jsonb_typeof(_delta) not in ('object', 'null') then
+        perform membank_private._raise_invalid('event.actions.state_delta', 'must be a JSON object',
+            'pass {"key": value}');
+    end if;
+    if jsonb_typeof(_delta) = 'object' then
+        -- temp: keys live for one invocation: never stored, not even in the event.
+        _payload := jsonb_set(event, '{actions,state_delta}', (
+            select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k
+            where k.key not like 'temp:%'));
+        _delta := _payload #> '{actions,state_delta}';
+    else
+        _payload := event;
+        _delta := '{}';
+    end if;
+    -- The session's row lock orders appends: the next append waits for this
+    -- commit, so append order is commit order and every delta merges.
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = _scope_id and s.session_id = btrim(append_session_event.session_id) and s.scope = _scope
+    for update;
+    if _session is null then
+        raise exception 'session_id: no session % for this app and user', to_jsonb(btrim(session_id))
+            using errcode = 'no_data_found', detail = 'argument: session_id',
+                  hint = 'create_session first; a deleted or erased session takes no events';
+    end if;
+    select e.payload into _stored from membank_private.events as e
+    where e.scope_id = _scope_id and e.session_id = _session.session_id and e.event_id = event ->> 'id';
+    if found then
+        if _stored is distinct from _payload then
+            raise exception 'event: event id % is already stored with other content', to_jsonb(event ->> 'id')
+                using errcode = 'MB020', detail = 'argument: event',
+                      hint = 'a retry must send the same event; a new event needs a new id';
+        end if;
+        return jsonb_build_object('appended', false, 'last_update_time', extract(epoch from _session.update_time));
+    end if;
+    _time := to_timestamp((event ->> 'timestamp')::double precision);
+    -- The text the memory service would send for this event: text parts that are not thoughts, one per line.
+    select nullif(string_agg(p ->> 'text', E'\n' order by n), '') into _text
+    from jsonb_array_elements(case when jsonb_typeof(event #> '{content,parts}') = 'array'
+                                   then event #> '{content,parts}' else '[]' end) with ordinality as x (p, n)
+    where coalesce(p ->> 'text', '') <> '' and (p -> 'thought') is distinct from 'true'::jsonb;
+    if btrim(_text, E' \t\n\r') = '' then
+        _text := null;
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta);
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, payload)
+    values (_scope_id, _session.session_id, event ->> 'id', event ->> 'author', _text, _time, _payload);
+    update membank_private.sessions as s
+    set state = s.state || membank_private.split_state(_delta, ''), update_time = _time
+    where s.scope_id = _scope_id and s.session_id = _session.session_id;
+    return jsonb_build_object('appended', true, 'last_update_time', extract(epoch from _time));
+end
+$$;
+
+comment on function membank.append_session_event(text, text, text, jsonb) is
+$$Append one event to session session_id of app_name and user_id, and merge its state delta.
+event: a JSON object with "id" (string 1..200: the idempotency key), "author" (string 1..200), "timestamp"
+(seconds since the epoch, a number) and any other fields, kept as given (ADK: Event.model_dump(mode="json"));
+its "actions"."state_delta" merges as ADK defines: "app:" keys into the app's state, "user:" keys into the scope's,
+"temp:" keys are dropped (also from the stored event), the rest into the session's state; top-level keys replace.
+The event's non-thought text parts are stored as its text (list_events, GenerateMemories).
+The session's row lock serialises appends: concurrent appends all land, in commit order, with every delta merged.
+Returns {"appended": false when this id was already stored with the same payload (nothing changes), "last_update_time":
+the session's, seconds since the epoch}. Raises 22023 naming the argument, P0002 when the session does not exist,
+MB020 when the id is stored with another payload, 55P03 after waiting 10 s for the session's lock (retryable);
+nothing is written on error.$$;
+
+-- name: get_user_state: the state shared by every session of app_name and user_id (keys without "user:").
+create or replace function membank.get_user_state(app_name text, user_id text)
+returns jsonb
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, 'all');
+begin
+    return coalesce((select u.state from membank_private.scope_states as u
+                     where u.scope_id = md5(_scope::text)::uuid and u.scope = _scope), '{}');
+end
+$$;
+
+comment on function membank.get_user_state(text, text) is
+$$The state shared by every session of application app_name for user user_id (the "user:" keys, without the
+prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.$$;
