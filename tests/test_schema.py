@@ -49,7 +49,18 @@ SAMPLE_CALLS = {
                                " reply => '{\"actions\": []}')",
     "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
     "generation_backlog": "select * from membank.generation_backlog()",
+    "create_session": "select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's',"
+                      " state => '{\"k\": 1}')",
+    "append_session_event": "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's',"
+                            " event => '{\"id\": \"e\", \"author\": \"user\", \"timestamp\": 1}')",
+    "get_session": "select membank.get_session(app_name => 'a', user_id => 'u', session_id => 's',"
+                   " num_recent_events => 1)",
+    "list_sessions": "select * from membank.list_sessions(app_name => 'a')",
+    "get_user_state": "select membank.get_user_state(app_name => 'a', user_id => 'u')",
+    "delete_session": "select membank.delete_session(app_name => 'a', user_id => 'u', session_id => 's')",
 }
+SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",
+                 "delete_session"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
                     "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
 
@@ -113,7 +124,9 @@ def test_every_public_function_is_called(conn):
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) == set(SAMPLE_CALLS)
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(SESSION_CALLS) == set(SAMPLE_CALLS)
+    for fn in SESSION_CALLS:
+        conn.execute(SAMPLE_CALLS[fn])
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
     params = {"name": name, "names": [str(j["memory_name"]) for j in jobs],

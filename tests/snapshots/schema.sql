@@ -164,6 +164,102 @@ speaker''s zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.';
+CREATE FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '10s'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+    _payload jsonb;
+    _stored jsonb;
+    _delta jsonb;
+    _time timestamptz;
+    _text text;
+begin
+    if event is null or jsonb_typeof(event) <> 'object' then
+        perform membank_private._raise_invalid('event', 'must be a JSON object',
+            'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
+    end if;
+    if jsonb_typeof(event -> 'id') is distinct from 'string' or length(event ->> 'id') not between 1 and 200 then
+        perform membank_private._raise_invalid('event.id', 'must be a string of 1 to 200 characters',
+            'the event id makes appending idempotent; reuse it on retry');
+    end if;
+    if jsonb_typeof(event -> 'author') is distinct from 'string' or length(event ->> 'author') not between 1 and 200 then
+        perform membank_private._raise_invalid('event.author', 'must be a string of 1 to 200 characters',
+            'e.g. "user" or the agent''s name');
+    end if;
+    if jsonb_typeof(event -> 'timestamp') is distinct from 'number'
+       or (event ->> 'timestamp')::double precision not between 0 and 32503680000 then
+        perform membank_private._raise_invalid('event.timestamp', 'must be seconds since the epoch (a number)',
+            'e.g. 1700000000.123');
+    end if;
+    _delta := event #> '{actions,state_delta}';
+    if _delta is not null and jsonb_typeof(_delta) not in ('object', 'null') then
+        perform membank_private._raise_invalid('event.actions.state_delta', 'must be a JSON object',
+            'pass {"key": value}');
+    end if;
+    if jsonb_typeof(_delta) = 'object' then
+        -- temp: keys live for one invocation: never stored, not even in the event.
+        _payload := jsonb_set(event, '{actions,state_delta}', (
+            select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k
+            where k.key not like 'temp:%'));
+        _delta := _payload #> '{actions,state_delta}';
+    else
+        _payload := event;
+        _delta := '{}';
+    end if;
+    -- The session's row lock orders appends: the next append waits for this
+    -- commit, so append order is commit order and every delta merges.
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = _scope_id and s.session_id = btrim(append_session_event.session_id) and s.scope = _scope
+    for update;
+    if _session is null then
+        raise exception 'session_id: no session % for this app and user', to_jsonb(btrim(session_id))
+            using errcode = 'no_data_found', detail = 'argument: session_id',
+                  hint = 'create_session first; a deleted or erased session takes no events';
+    end if;
+    select e.payload into _stored from membank_private.events as e
+    where e.scope_id = _scope_id and e.session_id = _session.session_id and e.event_id = event ->> 'id';
+    if found then
+        if _stored is distinct from _payload then
+            raise exception 'event: event id % is already stored with other content', to_jsonb(event ->> 'id')
+                using errcode = 'MB020', detail = 'argument: event',
+                      hint = 'a retry must send the same event; a new event needs a new id';
+        end if;
+        return jsonb_build_object('appended', false, 'last_update_time', extract(epoch from _session.update_time));
+    end if;
+    _time := to_timestamp((event ->> 'timestamp')::double precision);
+    -- The text the memory service would send for this event: text parts that are not thoughts, one per line.
+    select nullif(string_agg(p ->> 'text', E'\n' order by n), '') into _text
+    from jsonb_array_elements(case when jsonb_typeof(event #> '{content,parts}') = 'array'
+                                   then event #> '{content,parts}' else '[]' end) with ordinality as x (p, n)
+    where coalesce(p ->> 'text', '') <> '' and (p -> 'thought') is distinct from 'true'::jsonb;
+    if btrim(_text, E' \t\n\r') = '' then
+        _text := null;
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta);
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, payload)
+    values (_scope_id, _session.session_id, event ->> 'id', event ->> 'author', _text, _time, _payload);
+    update membank_private.sessions as s
+    set state = s.state || membank_private.split_state(_delta, ''), update_time = _time
+    where s.scope_id = _scope_id and s.session_id = _session.session_id;
+    return jsonb_build_object('appended', true, 'last_update_time', extract(epoch from _time));
+end
+$$;
+COMMENT ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) IS 'Append one event to session session_id of app_name and user_id, and merge its state delta.
+event: a JSON object with "id" (string 1..200: the idempotency key), "author" (string 1..200), "timestamp"
+(seconds since the epoch, a number) and any other fields, kept as given (ADK: Event.model_dump(mode="json"));
+its "actions"."state_delta" merges as ADK defines: "app:" keys into the app''s state, "user:" keys into the scope''s,
+"temp:" keys are dropped (also from the stored event), the rest into the session''s state; top-level keys replace.
+The event''s non-thought text parts are stored as its text (list_events, GenerateMemories).
+The session''s row lock serialises appends: concurrent appends all land, in commit order, with every delta merged.
+Returns {"appended": false when this id was already stored with the same payload (nothing changes), "last_update_time":
+the session''s, seconds since the epoch}. Raises 22023 naming the argument, P0002 when the session does not exist,
+MB020 when the id is stored with another payload, 55P03 after waiting 10 s for the session''s lock (retryable);
+nothing is written on error.';
 CREATE FUNCTION membank.claim_embedding_jobs(batch_size integer DEFAULT 64) RETURNS TABLE(memory_name uuid, memory_fact text, fact_md5 uuid)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -402,6 +498,41 @@ metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz i
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
 labels jsonb object and source_event_ids text[] are kept on the revision.
 Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
+CREATE FUNCTION membank.create_session(app_name text, user_id text, session_id text DEFAULT NULL::text, state jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '10s'
+    AS $$
+declare
+    _id text := coalesce(nullif(btrim(session_id), ''), gen_random_uuid()::text);
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, _id);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+begin
+    if state is not null and jsonb_typeof(state) <> 'object' then
+        perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
+            'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
+    end if;
+    insert into membank_private.sessions as s (scope_id, session_id, scope, state)
+    values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
+    on conflict on constraint sessions_pkey do nothing
+    returning * into _session;
+    if _session is null then
+        raise exception 'session_id: session % already exists for this app and user', to_jsonb(_id)
+            using errcode = 'unique_violation', detail = 'argument: session_id',
+                  hint = 'get_session reads it; pick another session_id to start a new one';
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
+    return membank_private.session_json(_session, false, null, null);
+end
+$$;
+COMMENT ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) IS 'Create session session_id (1..200 characters after trimming; a random uuid when null or blank) of application
+app_name for user user_id (each 1..1024 characters), in the scope {"app_name": app_name, "user_id": user_id}.
+state: a JSON object or null; keys prefixed "app:" merge into the app''s shared state, "user:" into the user''s
+(the scope''s) shared state, "temp:" keys are dropped, the rest is the session''s own state (ADK''s State prefixes).
+Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
+state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
+Raises 22023 naming the argument, 23505 when the session already exists; nothing is written on error.';
 CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -426,6 +557,24 @@ CREATE FUNCTION membank.delete_memory(name uuid, scope jsonb DEFAULT NULL::jsonb
 $$;
 COMMENT ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) IS 'delete_memory(name text, scope, labels) for a name typed uuid.
 Raises P0002 (not found, already deleted, expired or another scope).';
+CREATE FUNCTION membank.delete_session(app_name text, user_id text, session_id text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET lock_timeout TO '10s'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+begin
+    delete from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(delete_session.session_id)
+      and s.scope = _scope;
+    return found;
+end
+$$;
+COMMENT ON FUNCTION membank.delete_session(app_name text, user_id text, session_id text) IS 'Delete session session_id of app_name and user_id with its events and its own state (the user''s and app''s
+shared state stay: other sessions read them; memories generated from it stay: they belong to the scope).
+Returns true when the session existed, false otherwise. Waits at most 10 s for an append in progress
+(55P03 after that, retryable). Raises 22023 naming the argument.';
 CREATE FUNCTION membank.embedding_backlog() RETURNS TABLE(pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamp with time zone, model_id text, dimension integer, last_error text)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -672,6 +821,49 @@ CREATE FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb DE
 $$;
 COMMENT ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) IS 'get_revision(name text, revision, scope) for a name typed uuid.
 Raises P0002 (no such revision in the scope).';
+CREATE FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer DEFAULT NULL::integer, after_timestamp double precision DEFAULT NULL::double precision) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _session membank_private.sessions;
+begin
+    if num_recent_events < 0 then
+        perform membank_private._raise_invalid('num_recent_events', format('must be >= 0, got %s', num_recent_events),
+            'null returns every event, 0 none, n the n most recent');
+    end if;
+    if after_timestamp = 'NaN'::double precision or after_timestamp in ('Infinity', '-Infinity') then
+        perform membank_private._raise_invalid('after_timestamp', format('must be finite, got %s', after_timestamp),
+            'seconds since the epoch, e.g. 1700000000.5');
+    end if;
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(get_session.session_id) and s.scope = _scope;
+    if _session is null then
+        return null;
+    end if;
+    return membank_private.session_json(_session, true, num_recent_events, after_timestamp);
+end
+$$;
+COMMENT ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) IS 'The session session_id of app_name and user_id as JSON (see create_session) with its events in append
+order (each the payload given to append_session_event; an event appended through append_events reads as
+{"id", "author", "invocation_id": "", "timestamp", "content": {"role", "parts": [{"text"}]}}), or null when there
+is no such session. num_recent_events: null for all, 0 for none, n for the n most recent (>= 0);
+after_timestamp: only events at or after this time (seconds since the epoch); both apply together.
+Raises 22023 naming the argument.';
+CREATE FUNCTION membank.get_user_state(app_name text, user_id text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, 'all');
+begin
+    return coalesce((select u.state from membank_private.scope_states as u
+                     where u.scope_id = md5(_scope::text)::uuid and u.scope = _scope), '{}');
+end
+$$;
+COMMENT ON FUNCTION membank.get_user_state(app_name text, user_id text) IS 'The state shared by every session of application app_name for user user_id (the "user:" keys, without the
+prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, max_events integer DEFAULT 1000) RETURNS SETOF membank.event
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -807,6 +999,34 @@ CREATE FUNCTION membank.list_revisions(name uuid, scope jsonb DEFAULT NULL::json
 $$;
 COMMENT ON FUNCTION membank.list_revisions(name uuid, scope jsonb) IS 'list_revisions(name text, scope) for a name typed uuid.
 Raises P0002 (no revisions of that name in the scope).';
+CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb;
+begin
+    if user_id is null then
+        perform membank_private.validate_session_ids(app_name, 'all', 'all');
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope ->> 'app_name' = list_sessions.app_name
+          and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
+        order by s.update_time, s.scope ->> 'user_id', s.session_id;
+    else
+        _scope := membank_private.validate_session_ids(app_name, user_id, 'all');
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
+        order by s.update_time, s.session_id;
+    end if;
+end
+$$;
+COMMENT ON FUNCTION membank.list_sessions(app_name text, user_id text) IS 'The sessions of application app_name for user user_id (or, when user_id is null, for every user of the app:
+every session whose scope is exactly {"app_name", "user_id"}) as JSON rows like create_session''s, with merged
+state and no events, ordered by last update time, oldest first. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[] DEFAULT NULL::real[], embedding_model text DEFAULT NULL::text) RETURNS membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1992,6 +2212,25 @@ begin
               hint = 'record a change by updating the memory; its trigger writes a new revision';
 end
 $$;
+CREATE FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _app jsonb := membank_private.split_state(delta, 'app:');
+    _user jsonb := membank_private.split_state(delta, 'user:');
+begin
+    if _app <> '{}' then
+        insert into membank_private.app_states as a (app_name, state) values (merge_shared_state.app_name, _app)
+        on conflict on constraint app_states_pkey do update set state = a.state || excluded.state, update_time = statement_timestamp();
+    end if;
+    if _user <> '{}' then
+        insert into membank_private.scope_states as u (scope_id, scope, state)
+        values (merge_shared_state.scope_id, merge_shared_state.scope, _user)
+        on conflict on constraint scope_states_pkey do update set state = u.state || excluded.state, update_time = statement_timestamp();
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2267,6 +2506,52 @@ begin
     into vector_names, vector_distances, text_names, text_ranks;
 end
 $$;
+CREATE TABLE membank_private.sessions (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    scope jsonb NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+CREATE FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object(
+        'id', s.session_id,
+        'app_name', s.scope ->> 'app_name',
+        'user_id', s.scope ->> 'user_id',
+        'state', s.state
+        || coalesce((
+            select jsonb_object_agg('app:' || k.key, k.value)
+            from membank_private.app_states as a, jsonb_each(a.state) as k
+            where a.app_name = s.scope ->> 'app_name'
+        ), '{}')
+        || coalesce((
+            select jsonb_object_agg('user:' || k.key, k.value)
+            from membank_private.scope_states as u, jsonb_each(u.state) as k
+            where u.scope_id = s.scope_id
+        ), '{}'),
+        'last_update_time', extract(epoch from s.update_time),
+        'events', case when not with_events then '[]'::jsonb else coalesce((
+            select jsonb_agg(r.event order by r.append_seq)
+            from (
+                select e.append_seq, coalesce(e.payload, jsonb_build_object(
+                    'id', e.event_id, 'author', e.author, 'invocation_id', '',
+                    'timestamp', extract(epoch from e.event_time),
+                    'content', case when e.text is null then null else jsonb_build_object(
+                        'role', case when e.author = 'user' then 'user' else 'model' end,
+                        'parts', jsonb_build_array(jsonb_build_object('text', e.text))) end)) as event
+                from membank_private.events as e
+                where e.scope_id = s.scope_id and e.session_id = s.session_id
+                  and (after_timestamp is null or e.event_time >= to_timestamp(after_timestamp))
+                order by e.append_seq desc
+                limit num_recent_events
+            ) as r
+        ), '[]') end
+    );
+$$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS public.vector
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'public', 'pg_temp'
@@ -2307,6 +2592,15 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
         'labels', coalesce(labels, '{}'),
         'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
         'extracted_memories', extracted_memories)::text, true);
+$$;
+CREATE FUNCTION membank_private.split_state(state jsonb, prefix text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_object_agg(substr(k.key, length(prefix) + 1), k.value), '{}')
+    from jsonb_each(coalesce(state, '{}')) as k
+    where case when prefix = '' then not (k.key like 'app:%' or k.key like 'user:%' or k.key like 'temp:%')
+               else k.key like prefix || '%' end;
 $$;
 CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real)
     LANGUAGE plpgsql STABLE
@@ -2725,6 +3019,26 @@ begin
     return array[membank_private.validate_scope(scopes, argument)];
 end
 $$;
+CREATE FUNCTION membank_private.validate_session_ids(app_name text, user_id text, session_id text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if app_name is null or length(app_name) not between 1 and 1024 then
+        perform membank_private._raise_invalid('app_name', 'must be 1 to 1024 characters',
+            'the application''s name; it becomes the scope key "app_name"');
+    end if;
+    if user_id is null or length(user_id) not between 1 and 1024 then
+        perform membank_private._raise_invalid('user_id', 'must be 1 to 1024 characters',
+            'the authenticated user''s id; it becomes the scope key "user_id"');
+    end if;
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'pass the id create_session returned');
+    end if;
+    return jsonb_build_object('app_name', app_name, 'user_id', user_id);
+end
+$$;
 CREATE FUNCTION membank_private.validate_topics(topics text[], argument text DEFAULT 'topics'::text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2789,6 +3103,11 @@ begin
     end if;
 end
 $$;
+CREATE TABLE membank_private.app_states (
+    app_name text NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
@@ -2816,7 +3135,8 @@ CREATE TABLE membank_private.events (
     event_time timestamp with time zone NOT NULL,
     append_seq bigint NOT NULL,
     append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL
+    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
+    payload jsonb
 );
 ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.events_append_seq_seq
@@ -2849,17 +3169,18 @@ CREATE TABLE membank_private.scope_lexicon (
     lexeme text NOT NULL,
     doc_count integer NOT NULL
 );
+CREATE TABLE membank_private.scope_states (
+    scope_id uuid NOT NULL,
+    scope jsonb NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
 CREATE TABLE membank_private.scope_stats (
     scope_id uuid NOT NULL,
     doc_count integer NOT NULL
 );
-CREATE TABLE membank_private.sessions (
-    scope_id uuid NOT NULL,
-    session_id text NOT NULL,
-    scope jsonb NOT NULL,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
-);
+ALTER TABLE ONLY membank_private.app_states
+    ADD CONSTRAINT app_states_pkey PRIMARY KEY (app_name);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -2880,6 +3201,8 @@ ALTER TABLE ONLY membank_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
+ALTER TABLE ONLY membank_private.scope_states
+    ADD CONSTRAINT scope_states_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.scope_stats
     ADD CONSTRAINT scope_stats_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.sessions
@@ -2894,6 +3217,7 @@ CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings US
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
+CREATE INDEX sessions_app_name_idx ON membank_private.sessions USING btree (((scope ->> 'app_name'::text)));
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
 CREATE TRIGGER memories_enqueue_embedding AFTER INSERT OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_enqueue_embedding();
 CREATE TRIGGER memories_lexicon_delete AFTER DELETE ON membank_private.memories REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
@@ -2920,6 +3244,8 @@ GRANT ALL ON TYPE membank.operation TO membank_reader;
 GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
 REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
@@ -2930,10 +3256,14 @@ REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension inte
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_memory(name text, scope jsonb, labels jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.delete_session(app_name text, user_id text, session_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_session(app_name text, user_id text, session_id text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
 REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
@@ -2956,6 +3286,10 @@ REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope j
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
@@ -2966,6 +3300,8 @@ REVOKE ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) FROM PUBLI
 GRANT ALL ON FUNCTION membank.list_revisions(name text, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[], embedding_model text) TO membank_writer;
 REVOKE ALL ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) FROM PUBLIC;
@@ -3013,6 +3349,7 @@ REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
@@ -3026,9 +3363,11 @@ REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage te
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query public.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
@@ -3043,5 +3382,6 @@ REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument tex
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_session_ids(app_name text, user_id text, session_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query public.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
