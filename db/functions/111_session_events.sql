@@ -20,6 +20,7 @@ declare
     _stored jsonb;
     _delta jsonb;
     _time timestamptz;
+    _seconds double precision;
     _text text;
 begin
     if event is null or jsonb_typeof(event) <> 'object' then
@@ -74,7 +75,11 @@ begin
         end if;
         return jsonb_build_object('appended', false, 'last_update_time', extract(epoch from _session.update_time));
     end if;
-    _time := to_timestamp((event ->> 'timestamp')::double precision);
+    -- Whole seconds plus the fraction rounded half-even to microseconds: what Python's
+    -- datetime.fromtimestamp gives, so the memory service's copy of this event is the same event.
+    _seconds := (event ->> 'timestamp')::double precision;
+    _time := to_timestamp(floor(_seconds))
+             + make_interval(secs => round((_seconds - floor(_seconds)) * 1e6::double precision) / 1e6);
     -- The text the memory service would send for this event: text parts that are not thoughts, one per line.
     select nullif(string_agg(p ->> 'text', E'\n' order by n), '') into _text
     from jsonb_array_elements(case when jsonb_typeof(event #> '{content,parts}') = 'array'
