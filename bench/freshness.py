@@ -29,7 +29,6 @@ for the poll would take >= 30 s; the max is printed next to that.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import statistics
@@ -102,14 +101,8 @@ def short_term(bank: MemoryBank, buffer, phase: str, i: int) -> float:
     scope = {"user_id": f"buf-{phase}"}
     session = f"s-{phase}"
     token = f"turn{i}{phase}"
-    # SessionBuffer takes the scope first once it is keyed by (scope, session) (issue 9).
-    keyed_by_scope = "scope" in inspect.signature(buffer.append).parameters
     t0 = time.perf_counter()
-    turn = {"role": "user", "text": f"remember {token}", "event_id": token}
-    if keyed_by_scope:
-        buffer.append(scope, session, turn)
-    else:
-        buffer.append(session, turn)
+    buffer.append(scope, session, {"role": "user", "text": f"remember {token}", "event_id": token})
     while token not in build_context(bank, buffer, [scope], session, "what to remember", 2000).text:
         time.sleep(POLL)
     return time.perf_counter() - t0

@@ -54,9 +54,12 @@ SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "3GB", "max_paralle
             "effective_cache_size": "16GB", "random_page_cost": "1.1", "jit": "off"}
 
 
+# membank installs pgvector into membank_extensions: the bench's own SQL names its types unqualified.
+VECTOR_PATH = "-c search_path=public,membank_extensions"
+
 def tuned_server() -> None:
     url = embedded.ensure_running()
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         current = {k: conn.execute(f"show {k}").fetchone()[0] for k in SETTINGS}
         if current == SETTINGS:
             return
@@ -86,7 +89,7 @@ def scope_sizes(scale: float, rng: random.Random) -> list[int]:
 
 
 def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         t0 = time.perf_counter()
         conn.execute("create table bench_anchor (id int primary key, fact text, embedding vector(384))")
         with conn.cursor().copy("copy bench_anchor (id, fact, embedding) from stdin") as copy:
@@ -148,7 +151,7 @@ def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> N
 
 
 def build_hnsw(url: str) -> float:
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         t = time.perf_counter()
         conn.execute("create index bench_hnsw on membank_private.memory_embeddings using hnsw"
                      " ((embedding::vector(384)) vector_cosine_ops) with (m = 16, ef_construction = 64)")
@@ -240,7 +243,7 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
     print(f"{'group':18}{'method':13}{'p50':>8}{'p95':>8}{'p99':>8}{'vs raw same':>12}{'vs exact':>10}"
           f"{'overlap@10':>11}{'<10 rows':>9}")
     per_group: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         conn.execute("set plan_cache_mode = force_custom_plan")
         conn.execute("set hnsw.ef_search = 100")
         conn.execute("set hnsw.iterative_scan = relaxed_order")
@@ -298,7 +301,7 @@ def main() -> None:
         load(url, sizes, turns, vectors)
         if not args.no_hnsw:
             print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
             # Flush the load's dirty pages now, or the checkpointer writes
             # gigabytes in the middle of the measurements.
             conn.execute("checkpoint")

@@ -439,3 +439,18 @@ def erase_scope(conn, scope):
         conn.execute("select membank.erase_scope(scope => %s::jsonb, force => true)", (psycopg.types.json.Jsonb(scope),))
         return
     pytest.skip("membank.erase_scope is not on this branch yet (issue 10)")
+
+
+def test_a_held_session_lock_is_a_bounded_wait(db_url, bank):
+    """An append waits at most membank.lock_timeout for another append to the session, then MB040, nothing written."""
+    bank.create_session("my_app", "u1", session_id="s")
+    ev = '{{"id": "{0}", "author": "user", "timestamp": 1, "actions": {{"state_delta": {{"{0}": 1}}}}}}'
+    with psycopg.connect(db_url) as holder, psycopg.connect(db_url, autocommit=True) as waiter:
+        holder.execute("select membank.append_session_event('my_app', 'u1', 's', %s)", (ev.format("a"),))
+        waiter.execute("set membank.lock_timeout = '200ms'")
+        with pytest.raises(psycopg.Error) as info:
+            waiter.execute("select membank.append_session_event('my_app', 'u1', 's', %s)", (ev.format("b"),))
+        assert info.value.sqlstate == "MB040" and info.value.diag.message_hint
+        holder.rollback()
+    got = bank.get_session("my_app", "u1", "s")
+    assert got["events"] == [] and got["state"] == {}

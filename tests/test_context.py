@@ -36,8 +36,8 @@ def stocked(vbank):
 
 def chat(buf, session, n, start=0):
     for i in range(start, start + n):
-        buf.append(session, [{"role": "user", "text": f"I tried recipe number {i} with my sister today."},
-                             {"role": "assistant", "text": f"Recipe {i} sounds lovely."}])
+        buf.append(U1, session, [{"role": "user", "text": f"I tried recipe number {i} with my sister today."},
+                                 {"role": "assistant", "text": f"Recipe {i} sounds lovely."}])
 
 
 def test_sections_verdicts_and_token_count(vbank, stocked, make_buffer):
@@ -53,7 +53,7 @@ def test_sections_verdicts_and_token_count(vbank, stocked, make_buffer):
     assert ctx.memories[0] == stocked["User is allergic to peanuts"].name
     assert '- "User is allergic to peanuts"' in ctx.text
     assert [v.verdict for v in ctx.verdicts] == ["allow"] * 5 and not ctx.degraded
-    state = buf.read("s1")
+    state = buf.read(U1, "s1")
     assert ctx.turn_seqs == [t.seq for t in state.turns] and ctx.summary == state.summary
     assert "I tried recipe number 0 with my sister today." in ctx.text  # via the rolling summary
     assert ctx.dropped == {"memories": [], "turns": [], "summary": False}
@@ -82,7 +82,7 @@ def test_always_within_budget_dropping_lowest_ranked_and_oldest_first(vbank, sto
 
 def test_newest_turn_is_cut_to_fit(vbank, make_buffer):
     buf = make_buffer()
-    buf.append("s", {"role": "user", "text": "I " + "really " * 200 + "like tea."})
+    buf.append(U1, "s", {"role": "user", "text": "I " + "really " * 200 + "like tea."})
     ctx = build_context(vbank, buf, U1, "s", "tea", 50)
     assert 0 < ctx.tokens <= 50 and ctx.text.startswith(TURNS_HEADER + "\nuser: I really")
     assert ctx.dropped["truncated_turn"] == 1
@@ -185,7 +185,7 @@ def test_several_scopes_are_retrieved_together(vbank, make_buffer):
 
 def test_valkey_down_degrades_to_long_term_memories_then_recovers(vbank, stocked, own_valkey):
     buf = SessionBuffer(server.url_for(own_valkey))
-    buf.append("s", {"role": "user", "text": "I just got back from Porto."})
+    buf.append(U1, "s", {"role": "user", "text": "I just got back from Porto."})
     builder = ContextBuilder(vbank, buf)
     assert not builder.build(U1, "s", "peanuts", 1000).degraded
     server.stop(own_valkey)
@@ -242,3 +242,23 @@ def test_memories_the_session_generated_are_expected(vbank, stocked, make_buffer
                          ).verdict_of(generated.name).verdict == "block"
     assert build_context(vbank, make_buffer(), U1, "s1", "what is the user allergic to?", 1000, top_k=1,
                          generated_lookback=0).verdict_of(generated.name) is None
+
+
+def test_two_users_with_session_s1_each_get_only_their_own_turns_and_summary(vbank, make_buffer):
+    u2 = {"user_id": "u2"}
+    buf = make_buffer(window_tokens=12)
+    for text in ["My favourite colour is teal.", "I walk my dog every morning.", "I am learning Finnish."]:
+        buf.append(U1, "s1", {"role": "user", "text": text})
+    buf.append(u2, "s1", {"role": "user", "text": "I prefer mountains to beaches."})
+    assert buf.read(U1, "s1").summary.text  # u1's session has folded: its summary is in play too
+    ctx1 = build_context(vbank, buf, U1, "s1", "What is my favourite colour?", 1000)
+    ctx2 = build_context(vbank, buf, u2, "s1", "What is my favourite colour?", 1000)
+    assert "teal" in ctx1.text and "Finnish" in ctx1.text and "mountains" not in ctx1.text
+    assert "mountains" in ctx2.text
+    for leaked in ("teal", "dog", "Finnish"):
+        assert leaked not in ctx2.text
+    assert ctx2.summary is None or ctx2.summary.text == ""
+    # carry-over into u2's next session brings only u2's turns
+    carried = buf.carry_over(u2, "s1", "s2")
+    assert "teal" not in carried.text and "mountains" in carried.text
+    assert "teal" not in build_context(vbank, buf, u2, "s2", "colour?", 1000).text

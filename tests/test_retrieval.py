@@ -326,6 +326,8 @@ def test_words_in_most_memories_only_score(vbank):
 
 def test_centroid_is_fixed_after_200_vectors_and_quantization_follows(conn):
     """Binary codes are taken of v - centroid once the bank holds 200 vectors (see set_embedding_centroid)."""
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")  # binary_quantize lives in pgvector's schema
     conn.execute("select membank.configure_embedding(model_id => 'test/c', dimension => 3)")
 
     def store(n, offset):
@@ -370,6 +372,8 @@ def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
     emb = vbank.embedder.embed_query(query)
     args = {"emb": emb, "text": query, "filter": psycopg.types.json.Jsonb(metadata_filter) if metadata_filter else None}
     ids = "array[md5('{\"user_id\": \"u1\"}')::uuid]"
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")
     scan = conn.execute(
         f"select * from membank_private.scan_candidates({ids}, %(emb)s::real[]::vector, %(text)s, 20,"
         " %(filter)s, null, null, null, null)", args).fetchone()

@@ -18,13 +18,14 @@ SAMPLE_CALLS = {
     "create_memory": "select membank.create_memory(scope => '{\"u\":\"1\"}', fact => 'f', topics => '{T}')",
     "get_memory": "select membank.get_memory(name => %(name)s)",
     "list_memories": "select * from membank.list_memories(scope => '{\"u\":\"1\"}', page_size => 1)",
-    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g')",
+    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g', expected_revision => 1)",
     "list_revisions": "select * from membank.list_revisions(name => %(name)s)",
     "get_revision": "select membank.get_revision(name => %(name)s, revision => 1)",
     "rollback_memory": "select membank.rollback_memory(name => %(name)s, revision => 1)",
     "delete_memory": "select membank.delete_memory(name => %(name)s)",
     "purge_memories": "select membank.purge_memories(scope => '{\"u\":\"1\"}', force => true)",
     "purge_expired_memories": "call membank.purge_expired_memories()",
+    "purge_memories_in_batches": "call membank.purge_memories_in_batches(scope => '{\"u\":\"1\"}', batch_size => 10)",
     "configure_embedding": "select membank.configure_embedding(model_id => 'test/m', dimension => 3)",
     "claim_embedding_jobs": "select * from membank.claim_embedding_jobs(batch_size => 10)",
     "store_embeddings": "select membank.store_embeddings(model_id => 'test/m', dimension => 3,"
@@ -58,7 +59,23 @@ SAMPLE_CALLS = {
     "list_sessions": "select * from membank.list_sessions(app_name => 'a')",
     "get_user_state": "select membank.get_user_state(app_name => 'a', user_id => 'u')",
     "delete_session": "select membank.delete_session(app_name => 'a', user_id => 'u', session_id => 's')",
+    "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
+    "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
+    "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
+    "create_tool_rule": "select membank.create_tool_rule(scope => '{\"u\":\"1\"}', tool_name => 'sh',"
+                        " pattern => 'ls .*', decision => 'ALLOW')",
+    "update_tool_rule": "select membank.update_tool_rule(id => %(rule)s, scope => '{\"u\":\"1\"}',"
+                        " decision => 'BLOCK')",
+    "list_tool_rules": "select * from membank.list_tool_rules(scope => '{\"u\":\"1\"}')",
+    "check_tool_permission": "select * from membank.check_tool_permission(scope => '{\"u\":\"1\"}',"
+                             " project_id => null, tool_name => 'sh', command => 'ls -l')",
+    "list_tool_decisions": "select * from membank.list_tool_decisions(scope => '{\"u\":\"1\"}')",
+    "list_tool_rule_changes": "select * from membank.list_tool_rule_changes(scope => '{\"u\":\"1\"}')",
+    "set_exempt_tools": "select membank.set_exempt_tools(scope => '{\"u\":\"1\"}', tools => '{read}')",
+    "delete_tool_rule": "select membank.delete_tool_rule(id => %(rule)s, scope => '{\"u\":\"1\"}')",
 }
+PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
+                    "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
 SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",
                  "delete_session"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
@@ -123,8 +140,9 @@ def test_every_public_function_is_called(conn):
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
              "append_events", "list_events",
-             "delete_memory", "purge_memories", "purge_expired_memories"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(SESSION_CALLS) == set(SAMPLE_CALLS)
+             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches"]
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(SESSION_CALLS) | {
+        "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     for fn in SESSION_CALLS:
         conn.execute(SAMPLE_CALLS[fn])
     with conn.transaction():
@@ -133,6 +151,12 @@ def test_every_public_function_is_called(conn):
               "md5s": [str(j["fact_md5"]) for j in jobs], "vectors": ["[1,0,0]"] * len(jobs)}
     for fn in order:
         conn.execute(SAMPLE_CALLS[fn], params)
+    for fn in PERMISSION_CALLS:
+        row = conn.execute(SAMPLE_CALLS[fn], params).fetchone()
+        if fn == "create_tool_rule":
+            params["rule"] = row["create_tool_rule"][1:-1].split(",")[0]
+    for fn in ("compact_memories", "compact_scopes"):
+        conn.execute(SAMPLE_CALLS[fn])
     # GenerateMemories: facts given directly, consolidated (empty reply: each fact is created).
     for facts in (["the user likes tea"], ["the user likes coffee"]):
         row = conn.execute(SAMPLE_CALLS["generate_memories"], {"facts": Jsonb(facts)}).fetchone()
@@ -151,5 +175,8 @@ def test_private_plpgsql_bodies_compile(conn):
         join pg_language l on l.oid = p.prolang
         where n.nspname in ('membank', 'membank_private') and l.lanname = 'plpgsql'""").fetchall()
     assert rows
+    # Bodies are checked with the session's search_path: put pgvector's schema on it, as the functions pin it.
+    conn.execute("select set_config('search_path', 'pg_catalog, ' || extnamespace::regnamespace || ', public', false)"
+                 " from pg_extension where extname = 'vector'")
     for r in rows:
         conn.execute("select plpgsql_validator(%s)", (r["oid"],))

@@ -63,6 +63,27 @@ begin
 end
 $$;
 
+-- name: check_revision: compare-and-set: raise MB003 unless the memory is at expected_revision.
+create or replace function membank_private.check_revision(
+    name uuid, current_revision integer, expected_revision integer
+) returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if expected_revision is not null and expected_revision is distinct from current_revision then
+        raise exception 'expected_revision: memory % is at revision %, not %', name, current_revision,
+            expected_revision
+            using errcode = 'MB003',
+                  hint = 'another edit came first and nothing was written: read the memory again, '
+                         'then retry with its current revision',
+                  detail = 'argument: expected_revision';
+    end if;
+end
+$$;
+
 -- name: create_memory: store one memory and its first revision.
 create or replace function membank.create_memory(
     scope jsonb,
@@ -260,7 +281,8 @@ create or replace function membank.update_memory(
     structured_content jsonb default null,
     scope jsonb default null,
     labels jsonb default '{}',
-    source_event_ids text[] default '{}'
+    source_event_ids text[] default '{}',
+    expected_revision integer default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -277,6 +299,7 @@ begin
             'give at least one field to change; fields left null keep their value');
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     _new := _row;
     if fact is not null then
         _new.fact := membank_private.validate_fact(fact);
@@ -311,16 +334,18 @@ end
 $$;
 
 comment on function membank.update_memory(
-    text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]
+    text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer
 ) is
 $$Update a live memory: only the arguments given (non-null) change; a new revision (action UPDATED)
 records the old and new fact. ttl or expire_time reset the expiry (expire_time => 'infinity' removes it). With scope, the memory must be in that
 exact scope. An update that changes nothing writes no revision and returns the memory as it is.
-Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument.$$;
+expected_revision (compare-and-set): when given, the update happens only if the memory is still at that revision.
+Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument,
+MB003 (the memory is no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;
 
 -- name: delete_memory: remove a live memory; its revisions stay readable.
 create or replace function membank.delete_memory(
-    name text, scope jsonb default null, labels jsonb default '{}'
+    name text, scope jsonb default null, labels jsonb default '{}', expected_revision integer default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -330,6 +355,7 @@ as $$
 declare
     _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
 begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
     delete from membank_private.memories as m where m.name = _row.name;
     perform membank_private.clear_revision_context();
@@ -337,10 +363,12 @@ begin
 end
 $$;
 
-comment on function membank.delete_memory(text, jsonb, jsonb) is
+comment on function membank.delete_memory(text, jsonb, jsonb, integer) is
 $$Delete a live memory and record a revision with action DELETED; returns the memory as it was.
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
-Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).$$;
+expected_revision (compare-and-set): when given, the memory is deleted only if it is still at that revision.
+Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope),
+MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;
 
 -- name: purge_memories: delete (or with force => false only count) a scope's live memories matching a filter.
 create or replace function membank.purge_memories(

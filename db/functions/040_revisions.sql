@@ -98,7 +98,7 @@ Raises 22P02 (malformed name), P0002 (unknown memory or revision).$$;
 
 -- name: rollback_memory: restore a memory's content from an earlier revision, as a new revision.
 create or replace function membank.rollback_memory(
-    name text, revision integer, scope jsonb default null
+    name text, revision integer, scope jsonb default null, expected_revision integer default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -118,6 +118,10 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
     perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
     select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    -- The current revision: the live row's, else the newest (the deletion).
+    select max(r.revision) into _last
+    from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+    perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
         -- Live or expired: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
@@ -128,8 +132,6 @@ begin
     else
         -- Deleted: bring it back under the same name, never expiring, with
         -- its revision numbers continuing after the deletion.
-        select max(r.revision) into _last
-        from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
         insert into membank_private.memories as m (
             name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
@@ -144,8 +146,11 @@ begin
 end
 $$;
 
-comment on function membank.rollback_memory(text, integer, jsonb) is
+comment on function membank.rollback_memory(text, integer, jsonb, integer) is
 $$Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
 a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).$$;
+expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
+(for a deleted memory: the number of its DELETED revision).
+Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion), MB003 (no longer at
+expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;

@@ -230,7 +230,7 @@ done (false while queued or running), error (null, or
 {"code", "message"} when it failed and applied nothing further), generated_memories (a JSON array of {"memory": the
 memory as stored, "action": CREATED | UPDATED | DELETED}, in the order applied; zero actions with done is a valid
 no-op), rejected_items ({"stage", "item", "reason"} for each model item that was not applied), stage (EXTRACT,
-CONSOLIDATE or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation in that scope),
+CONSOLIDATE, COMPACT or DONE) and model_calls. Raises 22P02 (malformed name), P0002 (no such operation in that scope),
 22023 (bad scope).$$;
 
 -- name: list_operations: the operations of a scope, newest first.

@@ -159,7 +159,9 @@ begin
     else
         insert into membank_private.generation_jobs (operation_name, scope_id)
         values (_name, md5(_scope::text)::uuid);
-        perform pg_notify('membank_generation_jobs', _name::text);
+        -- The payload stays empty: any role may LISTEN, so a notification
+        -- carries no name or scope, only "there is work".
+        perform pg_notify('membank_generation_jobs', '');
     end if;
     return _name;
 end

@@ -38,6 +38,11 @@ begin
                             jsonb_build_object('task', 'extract', 'events', _op.source_events,
                                                'topics', _op.options -> 'topics',
                                                'examples', _op.options -> 'examples'))::membank.generation_job;
+        elsif _op.stage = 'COMPACT' then
+            return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
+                            membank_private.compaction_prompt(_op), membank_private.compaction_schema(),
+                            jsonb_build_object('task', 'compact', 'memories', _op.facts,
+                                               'max_tokens', 400))::membank.generation_job;
         else
             -- The facts are embedded by the worker first (prepare_consolidation).
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1,
@@ -51,7 +56,9 @@ $$;
 comment on function membank.claim_generation_jobs(integer, uuid) is
 $$Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller's
 transaction; with operation_name, only that operation's job (to run one operation in-process). Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
-reply and the structured input (events, topics, examples) for offline providers; stage CONSOLIDATE carries
+reply and the structured input (events, topics, examples) for offline providers; stage COMPACT carries the compaction
+prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
+"max_tokens"} (compact_memories); stage CONSOLIDATE carries
 embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
 Raises 22023 naming the argument.$$;
@@ -136,6 +143,9 @@ begin
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
     where o.name = _job.operation_name
     returning * into _op;
+    if _op.stage = 'COMPACT' then
+        return membank_private.apply_compaction(_op, reply);
+    end if;
     if _parsed is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
@@ -192,7 +202,9 @@ differ from the plan the model saw, returns 'replan' (call prepare_consolidation
 transaction; at most 3 times), else the actions apply in one transaction ('done'). Items that fail validation (an
 unknown action, a memory_name that was not a candidate, a memory changed since planning) are rejected one by one with
 the reason in the operation's rejected_items; the rest applies. A reply that is not JSON, or lacks the asked array,
-fails the operation ('failed', error INVALID_MODEL_OUTPUT) and applies nothing.
+fails the operation ('failed', error INVALID_MODEL_OUTPUT) and applies nothing. COMPACT: the reply is {"summary": text}
+or plain text; the summary is created and the chosen memories deleted ('done'), or, when one of them changed since it
+was chosen, nothing is applied ('failed', error CANDIDATES_CHANGED).
 Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).$$;
 
 -- name: fail_generation_job: record a failed model call; retried with exponential backoff, then the operation fails.

@@ -104,7 +104,6 @@ language plpgsql
 volatile
 security definer
 set search_path to pg_catalog, pg_temp
-set lock_timeout to '10s'
 as $$
 declare
     _id text := coalesce(nullif(btrim(session_id), ''), gen_random_uuid()::text);
@@ -112,6 +111,8 @@ declare
     _scope_id uuid := md5(_scope::text)::uuid;
     _session membank_private.sessions;
 begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if state is not null and jsonb_typeof(state) <> 'object' then
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
@@ -127,6 +128,12 @@ begin
     end if;
     perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
     return membank_private.session_json(_session, false, null, null);
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
 
@@ -137,7 +144,8 @@ state: a JSON object or null; keys prefixed "app:" merge into the app's shared s
 (the scope's) shared state, "temp:" keys are dropped, the rest is the session's own state (ADK's State prefixes).
 Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
 state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
-Raises 22023 naming the argument, 23505 when the session already exists; nothing is written on error.$$;
+Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
+(retryable); nothing is written on error.$$;
 
 -- name: split_state: the keys of a state (delta) with one ADK prefix, prefix removed ('' = unprefixed, temp: dropped).
 create or replace function membank_private.split_state(state jsonb, prefix text)
@@ -259,20 +267,27 @@ language plpgsql
 volatile
 security definer
 set search_path to pg_catalog, pg_temp
-set lock_timeout to '10s'
 as $$
 declare
     _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
 begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.sessions as s
     where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(delete_session.session_id)
       and s.scope = _scope;
     return found;
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
 
 comment on function membank.delete_session(text, text, text) is
 $$Delete session session_id of app_name and user_id with its events and its own state (the user's and app's
 shared state stay: other sessions read them; memories generated from it stay: they belong to the scope).
-Returns true when the session existed, false otherwise. Waits at most 10 s for an append in progress
-(55P03 after that, retryable). Raises 22023 naming the argument.$$;
+Returns true when the session existed, false otherwise. Waits at most membank.lock_timeout (default 5 s) for an append in progress
+(MB040 after that, retryable). Raises 22023 naming the argument.$$;

@@ -10,7 +10,6 @@ language plpgsql
 volatile
 security definer
 set search_path to pg_catalog, pg_temp
-set lock_timeout to '10s'
 as $$
 declare
     _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
@@ -23,6 +22,8 @@ declare
     _seconds double precision;
     _text text;
 begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if event is null or jsonb_typeof(event) <> 'object' then
         perform membank_private._raise_invalid('event', 'must be a JSON object',
             'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
@@ -95,6 +96,12 @@ begin
     set state = s.state || membank_private.split_state(_delta, ''), update_time = _time
     where s.scope_id = _scope_id and s.session_id = _session.session_id;
     return jsonb_build_object('appended', true, 'last_update_time', extract(epoch from _time));
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
 
@@ -108,7 +115,8 @@ The event's non-thought text parts are stored as its text (list_events, Generate
 The session's row lock serialises appends: concurrent appends all land, in commit order, with every delta merged.
 Returns {"appended": false when this id was already stored with the same payload (nothing changes), "last_update_time":
 the session's, seconds since the epoch}. Raises 22023 naming the argument, P0002 when the session does not exist,
-MB020 when the id is stored with another payload, 55P03 after waiting 10 s for the session's lock (retryable);
+MB020 when the id is stored with another payload, MB040 after waiting membank.lock_timeout for the session's lock
+(retryable);
 nothing is written on error.$$;
 
 -- name: get_user_state: the state shared by every session of app_name and user_id (keys without "user:").

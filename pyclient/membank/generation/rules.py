@@ -13,7 +13,9 @@ with no key. A weaker baseline, and honest about it:
   duplicate of a candidate (embedding similarity and word overlap), is
   NONE; a fact that gives a new value to a slot a candidate holds (name,
   city, job, age, a favourite, the liking of one thing) UPDATEs it; a
-  "no longer" fact DELETEs the candidate it negates; anything else CREATEs.
+  "no longer" fact DELETEs the candidate it negates; anything else CREATEs;
+* compaction: extractive (``compact``): the most informative facts, dated,
+  within a token budget.
 """
 
 from __future__ import annotations
@@ -235,6 +237,35 @@ def consolidate(request: dict[str, Any]) -> dict[str, Any]:
     return {"actions": actions}
 
 
+def compact(request: dict[str, Any]) -> dict[str, Any]:
+    """Compaction by rules, extractive: the most informative facts, each dated, within ``max_tokens``.
+
+    A fact's information is its count of distinct content words not already
+    kept; the richest are kept first (ties: oldest first), exact and
+    near-duplicates (no new content word) are dropped, and the kept facts are
+    written oldest first as ``[YYYY-MM-DD] fact`` until the budget (words x 4/3
+    as tokens) is spent. Nothing is invented: every sentence is a stored fact.
+    """
+    memories = list(request.get("memories") or [])
+    budget = int(request.get("max_tokens") or 400)
+    seen: set[str] = set()
+    scored = sorted(enumerate(memories), key=lambda x: (-len(_words(x[1].get("fact", ""))), x[0]))
+    kept: list[int] = []
+    used = 0
+    for index, memory in scored:
+        new = _words(memory.get("fact", "")) - seen
+        if not new:
+            continue
+        cost = -(-len(memory.get("fact", "").split()) * 4 // 3) + 4
+        if used + cost > budget:
+            continue
+        kept.append(index)
+        used += cost
+        seen |= new
+    lines = [f"[{str(memories[i].get('create_time', ''))[:10]}] {memories[i]['fact'].strip()}" for i in sorted(kept)]
+    return {"summary": "\n".join(lines)}
+
+
 class RulesProvider:
     """The offline provider: answers extraction and consolidation requests by rules (no model, no network)."""
 
@@ -243,7 +274,7 @@ class RulesProvider:
 
     def complete(self, prompt: str, response_schema: dict[str, Any] | None = None, *,
                  input: dict[str, Any] | None = None) -> str:
-        """Answer a request from its structured ``input`` (``input["task"]`` is ``extract`` or ``consolidate``).
+        """Answer a request from its structured ``input`` (``input["task"]``: ``extract``, ``consolidate``, ``compact``).
 
         Returns the reply as JSON text, as a model would. Raises
         GenerationError for a request without a task the rules know: they
@@ -254,6 +285,8 @@ class RulesProvider:
             return json.dumps(extract(input or {}))
         if task == "consolidate":
             return json.dumps(consolidate(input or {}))
+        if task == "compact":
+            return json.dumps(compact(input or {}))
         raise GenerationError(f"the rules provider cannot answer task {task!r}",
                               hint="it answers membank's extract and consolidate jobs; use gemini or openai "
                                    "for free prompts")
