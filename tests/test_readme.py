@@ -110,8 +110,8 @@ def test_every_skipped_readme_command_exists():
 
 
 def _statements(block: str) -> list[str]:
-    """SQL statements of a block: trailing ``-- comments`` dropped, split at a ``;`` that ends a line."""
-    text = "\n".join(re.sub(r"\s--\s.*$", "", line) for line in block.splitlines())
+    """SQL statements of a block: ``-- comments`` (whole lines or trailing) dropped, split at a ``;`` ending a line."""
+    text = "\n".join(re.sub(r"(^|\s)--(\s.*)?$", "", line) for line in block.splitlines())
     return [s.strip() for s in re.split(r";\s*(?:\n|$)", text) if s.strip()]
 
 
