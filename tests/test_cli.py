@@ -278,31 +278,31 @@ def test_permissions_and_compact(cli, conn, valkey_url, monkeypatch):
     monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
     scope = '{"user_id": "cli"}'
     added = json.loads(cli("permissions", "add", "--scope", scope, "--tool", "sh", "--pattern", "pytest .*",
-                           "--decision", "ALLOW", "--project", "p1").output)
+                           "--decision", "ALLOW", "--project", "p1").stdout)
     assert added["decision"] == "ALLOW" and added["project_id"] == "p1"
-    assert [r["id"] for r in json.loads(cli("permissions", "list", "--scope", scope).output)] == [added["id"]]
+    assert [r["id"] for r in json.loads(cli("permissions", "list", "--scope", scope).stdout)] == [added["id"]]
     allowed = json.loads(cli("permissions", "check", "--scope", scope, "--tool", "sh", "--project", "p1",
-                             "--command", "pytest -q tests/").output)
+                             "--command", "pytest -q tests/").stdout)
     assert (allowed["decision"], allowed["rule_id"], allowed["tier"]) == ("ALLOW", added["id"], 2)
     chained = cli("permissions", "check", "--scope", scope, "--tool", "sh", "--project", "p1",
                   "--command", "pytest -q; rm -rf /", code=1)
-    assert json.loads(chained.output)["decision"] == "PROMPT_USER"
+    assert json.loads(chained.stdout)["decision"] == "PROMPT_USER"
     cli("permissions", "allow-once", "--scope", scope, "--tool", "sh", "--command", "make", "--session", "s1")
     once = json.loads(cli("permissions", "check", "--scope", scope, "--tool", "sh", "--command", "make",
-                          "--session", "s1").output)
+                          "--session", "s1").stdout)
     assert (once["decision"], once["tier"]) == ("ALLOW", 1)
     cli("permissions", "check", "--scope", scope, "--tool", "sh", "--command", "make", "--session", "s1", code=1)
     cli("permissions", "remove", "--scope", scope, str(added["id"]))
-    assert json.loads(cli("permissions", "list", "--scope", scope).output) == []
+    assert json.loads(cli("permissions", "list", "--scope", scope).stdout) == []
 
     for i in range(3):
         cli("memories", "create", "--scope", scope, "--fact", f"old fact {i}")
     conn.execute("update membank_private.memories set create_time = now() - interval '40 days'")
-    compacted = json.loads(cli("compact", "--scope", scope, "--older-than", "30d").output)
+    compacted = json.loads(cli("compact", "--scope", scope, "--older-than", "30d").stdout)
     assert compacted["done"] and [g["action"] for g in compacted["generated_memories"]] == ["CREATED"] + ["DELETED"] * 3
-    remaining = json.loads(cli("memories", "list", "--scope", scope).output)["memories"]
+    remaining = json.loads(cli("memories", "list", "--scope", scope).stdout)["memories"]
     assert len(remaining) == 1 and remaining[0]["metadata"]["compaction"]["replaced"] == 3
-    assert json.loads(cli("compact", "--scope", scope, "--older-than", "30d").output)["name"] is None
+    assert json.loads(cli("compact", "--scope", scope, "--older-than", "30d").stdout)["name"] is None
 
 
 def test_worker_compacts_on_its_schedule(cli, conn):
@@ -317,6 +317,6 @@ def test_worker_compacts_on_its_schedule(cli, conn):
     assert "compaction: 2 scopes" in result.output
     for user in ("a", "b"):
         listed = json.loads(cli("memories", "list", "--scope", json.dumps({"app_name": "shop", "user_id": user})
-                                ).output)["memories"]
+                                ).stdout)["memories"]
         assert len(listed) == 1 and listed[0]["metadata"]["compaction"]["replaced"] == 3
-    assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').output)["memories"]) == 2
+    assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').stdout)["memories"]) == 2

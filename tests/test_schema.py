@@ -35,6 +35,8 @@ SAMPLE_CALLS = {
     "embedding_backlog": "select * from membank.embedding_backlog()",
     "retrieve_memories": "select * from membank.retrieve_memories(scope => '{\"u\":\"1\"}', query_text => 'g',"
                          " query_embedding => '{1,0,0}', top_k => 3)",
+    "decompose_query": "select membank.decompose_query(query_text => 'What is it and where is it?', method => 'rules')",
+    "decomposition_prompt": "select membank.decomposition_prompt(query_text => 'What is it and where is it?')",
     "reembed": "select membank.reembed(model_id => 'test/m', dimension => 3)",
     "append_events": "select membank.append_events(scope => '{\"u\":\"1\"}', session_id => 's',"
                      " events => '[{\"event_id\":\"e\",\"author\":\"user\",\"text\":\"hi\","
@@ -59,6 +61,9 @@ SAMPLE_CALLS = {
     "list_sessions": "select * from membank.list_sessions(app_name => 'a')",
     "get_user_state": "select membank.get_user_state(app_name => 'a', user_id => 'u')",
     "delete_session": "select membank.delete_session(app_name => 'a', user_id => 'u', session_id => 's')",
+    "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
+    "configure_retention": "select membank.configure_retention(events => interval '400 days')",
+    "apply_retention": "call membank.apply_retention()",
     "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
     "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
     "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
@@ -138,9 +143,11 @@ def test_every_public_function_is_called(conn):
     name = conn.execute(SAMPLE_CALLS["create_memory"]).fetchone()["create_memory"][1:37]
     order = ["get_memory", "list_memories", "update_memory", "list_revisions", "get_revision",
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
-             "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "reembed",
+             "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "decompose_query", "decomposition_prompt",
+             "reembed",
              "append_events", "list_events",
-             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches"]
+             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
+             "erase_scope", "configure_retention", "apply_retention"]
     assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(SESSION_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     for fn in SESSION_CALLS:

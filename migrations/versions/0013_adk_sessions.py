@@ -1,7 +1,7 @@
 """Session state, per-user and per-app state, and full event payloads for agent frameworks (ADK).
 
 Revision ID: 0013
-Revises: 0005
+Revises: 0007
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one; the API functions
@@ -13,7 +13,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0013"
-down_revision = "0005"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -41,6 +41,8 @@ _ARG_TYPES = {
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
+    "deleted_revisions": "interval", "finished_operations": "interval", "forever": "text[]",
+    "query_texts": "text[]", "query_embeddings": "real[]", "method": "text", "model_reply": "text",
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
@@ -50,13 +52,17 @@ _ARG_TYPES = {
     "after_timestamp": "double precision",
 }
 # Arguments whose SQL type differs by function.
-_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
 
 if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
     from membank.embedding import Embedder
     from membank.worker import EmbeddingWorker
 
 Scope = Mapping[str, str]
+# membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
+BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+         "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
+MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
 
 
 def _placeholder(type_: str) -> sql.Placeholder:
@@ -311,6 +317,37 @@ class MemoryBank:
                           kind="call")
         return rows[0]["purged"]
 
+    # -- erasure and retention ----------------------------------------------
+    def erase_scope(self, scope: Scope, *, force: bool = False, buffer: Any = None) -> dict[str, Any]:
+        """Erase everything stored under the exact ``scope`` (membank.erase_scope); with force=False only count.
+
+        Returns ``{"scope_id", "erased", "counts": {kind: n}, "session_ids"}``.
+        With ``buffer`` (a ``membank.buffer.SessionBuffer``) and force=True,
+        the Valkey keys of every session of the scope are deleted too
+        (``buffer.delete_scope``), after the database has committed;
+        ``counts["buffer_keys"]`` says how many. If Valkey is down,
+        BufferUnavailableError is raised: the database part is done, and
+        ``buffer.delete_scope(scope)`` is safe to retry.
+        """
+        result = self._call("erase_scope", dict(scope=scope, force=force))[0]["erase_scope"]
+        if force and buffer is not None:
+            result["counts"]["buffer_keys"] = buffer.delete_scope(scope)
+        return result
+
+    def configure_retention(self, *, deleted_revisions: timedelta | None = None,
+                            finished_operations: timedelta | None = None, events: timedelta | None = None,
+                            forever: list[str] | None = None) -> dict[str, Any]:
+        """Set retention windows (membank.configure_retention); None leaves one as it is; return all three."""
+        rows = self._call("configure_retention", dict(deleted_revisions=deleted_revisions,
+                                                      finished_operations=finished_operations, events=events,
+                                                      forever=forever))
+        return rows[0]["configure_retention"]
+
+    def apply_retention(self, *, batch_size: int | None = None, max_batches: int | None = None) -> dict[str, int]:
+        """Remove what is past its retention window in committed batches (CALL membank.apply_retention)."""
+        rows = self._call("apply_retention", dict(batch_size=batch_size, max_batches=max_batches), kind="call")
+        return rows[0]["removed"]
+
     # -- revisions ----------------------------------------------------------
     def list_revisions(self, name: str | UUID, *, scope: Scope | None = None) -> list[MemoryRevision]:
         """Return every revision of memory ``name``, oldest first (also after deletion). Raises NotFoundError."""
@@ -318,7 +355,8 @@ class MemoryBank:
 
     def get_revision(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> MemoryRevision:
         """Return revision number ``revision`` (1-based) of memory ``name``. Raises NotFoundError."""
-        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
+        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope),
+                          nulls=("revision",))
         return MemoryRevision.from_row(rows[0])
 
     def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None,
@@ -329,37 +367,90 @@ class MemoryBank:
         revision (a deleted memory: its DELETED revision), else ConflictError (MB003).
         """
         rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope,
-                                                  expected_revision=expected_revision))
+                                                  expected_revision=expected_revision),
+                          nulls=("revision",))
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
-    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int = 3,
+    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int | None = None,
                           min_similarity: float | None = None, metadata_filter: Mapping[str, Any] | None = None,
                           topics: list[str] | None = None, memory_type: str | None = None,
                           created_after: datetime | None = None, created_before: datetime | None = None,
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
-                          rerank_depth: int | None = None, use_embedding: bool = True) -> list[RetrievedMemory]:
-        """RetrieveMemories: the ``top_k`` (1..100) memories of the exact scope(s) closest to ``query``.
+                          rerank_depth: int | None = None, use_embedding: bool = True,
+                          decompose: str | None = None) -> list[RetrievedMemory]:
+        """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
+
+        Without a query, the scope's memories (at most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
-        default, k = 60) or a convex combination (``"convex"``). With
+        default, k = 20) or a convex combination (``"convex"``). With
         ``use_embedding=False`` only text is used and results are flagged
-        degraded. Raises InvalidArgumentError naming the argument.
+        degraded. ``decompose`` splits a compound question first and fuses the
+        sub-queries' lists by RRF in the one retrieval call (see
+        ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
+        (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
+        back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
+        ``ai.generate``). Raises InvalidArgumentError naming the argument.
         """
-        embedding = None
+        queries = [query]
+        embeddings = None
         model = None
-        if query is not None and query.strip() and use_embedding:
-            embedding = [float(x) for x in self.embedder.embed_query(query)]
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            # SQL refuses it too (same message); checked here so that a huge text is never embedded first.
+            raise errors.invalid("query_text", f"has {len(query)} characters",
+                                 "a query is at most 4000 characters; the embedding model reads only its first "
+                                 "512 tokens anyway")
+        if decompose is not None and query is not None and query.strip(BLANK):
+            queries = self.decompose_query(query, decompose)
+        if use_embedding and all(q is not None and q.strip(BLANK) for q in queries):
+            embeddings = [[float(x) for x in self.embedder.embed_query(q)] for q in queries]
             model = self.embedder.model_id
-        rows = self._call("retrieve_memories", dict(
-            scope=scope, query_text=query, query_embedding=embedding, top_k=top_k,
+        options = dict(
+            scope=scope, top_k=top_k,
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
             memory_type=memory_type, created_after=created_after, created_before=created_before,
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
-            embedding_model=model, rerank_depth=rerank_depth))
+            embedding_model=model, rerank_depth=rerank_depth)
+        if len(queries) == 1:
+            rows = self._call("retrieve_memories", dict(
+                options, query_text=queries[0], query_embedding=embeddings[0] if embeddings else None))
+        else:
+            rows = self._call("retrieve_memories", dict(options, query_texts=queries, query_embeddings=embeddings))
         return [RetrievedMemory.from_row(r) for r in rows]
+
+    def decompose_query(self, query: str, method: str = "rules") -> list[str]:
+        """The sub-queries of a compound question (1..4; the question alone when it is one).
+
+        ``method``: ``"rules"`` (offline, SQL), ``"in_database:<model_id>"``
+        (the database's ``ai.generate``, AlloyDB), or ``"model:<provider
+        spec>"``: the prompt comes from ``membank.decomposition_prompt``, this
+        client carries it to the provider (``gemini``, ``openai:<model>``) and
+        SQL parses the reply; a failed call falls back to the question.
+        Raises InvalidArgumentError for an unknown method.
+        """
+        kind, _, detail = method.partition(":")
+        if kind == "rules" and not detail:
+            return self._call("decompose_query", {"query_text": query, "method": "rules"})[0]["decompose_query"]
+        if kind == "in_database" and detail:
+            return self._call("decompose_query", {"query_text": query, "method": "in_database",
+                                                  "model_id": detail})[0]["decompose_query"]
+        if kind == "model" and detail:
+            from membank.generation import GenerationError, get_provider
+
+            provider = get_provider(detail)
+            request = self._call("decomposition_prompt", {"query_text": query})[0]["decomposition_prompt"]
+            try:
+                reply = provider.complete(request["prompt"], request["response_schema"])
+            except GenerationError:
+                reply = None
+            return self._call("decompose_query", {"query_text": query, "method": "model_reply",
+                                                  "model_reply": reply})[0]["decompose_query"]
+        raise errors.InvalidArgumentError(
+            f"decompose: unknown method {method!r}", argument="decompose",
+            hint='use "rules", "model:gemini", "model:openai:<model>" or "in_database:<model_id>"')
 
     # -- embeddings ---------------------------------------------------------
     @property
@@ -607,9 +698,11 @@ class PendingOperation:
             if process:
                 self.bank.process_pending(operation_name=self.name)
             operation = self.get()
-            if operation.done:
-                return operation
             worker = self.bank.generation_worker if process else None
+            # A refused request (HTTP 400, 404, ...) fails the operation at once: fail fast on it too.
+            refused = operation.done and (operation.error or {}).get("code") == "MODEL_CALL_FAILED"
+            if operation.done and not refused:
+                return operation
             if fail_fast and worker is not None and worker.last_error:
                 from membank.generation import GenerationError
 
@@ -617,6 +710,8 @@ class PendingOperation:
                                       f"{worker.last_error}",
                                       hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
                                            "`membank worker` would retry it with backoff")
+            if operation.done:
+                return operation
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")
