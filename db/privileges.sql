@@ -50,7 +50,10 @@ membank.get_profile_schema(text),
 membank.list_profile_schemas(),
 membank.retrieve_profiles(jsonb, text[]),
 membank.set_scope(jsonb, boolean),
-membank.current_scope()
+membank.current_scope(),
+membank.get_session(text, text, text, integer, double precision),
+membank.list_sessions(text, text),
+membank.get_user_state(text, text)
 to membank_reader;
 
 -- The scoped views: a reader sets its scope and selects. The views' filter
@@ -74,7 +77,10 @@ membank.delete_memory(uuid, jsonb, jsonb, integer),
 membank.rollback_memory(uuid, integer, jsonb, integer),
 membank.compact_memories(jsonb, interval, integer, text[], text, boolean),
 membank.check_tool_permission(jsonb, text, text, text, text, boolean, text),
-membank.list_tool_decisions(jsonb, integer)
+membank.list_tool_decisions(jsonb, integer),
+membank.create_session(text, text, text, jsonb),
+membank.append_session_event(text, text, text, jsonb),
+membank.delete_session(text, text, text)
 to membank_writer;
 
 -- The job queues: a claimed job holds the raw text of any scope. Installs

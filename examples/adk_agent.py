@@ -1,9 +1,10 @@
-"""An ADK agent with membank as its long-term memory, offline end to end.
+"""An ADK agent with membank as its session store and long-term memory, offline end to end.
 
 Two sessions of one user: in the first the user mentions facts; the session
 is added to memory (GenerateMemories with the offline ``rules`` provider);
 in the second the agent's preload-memory tool searches membank with the
-user's question and the model answers from what it recalls.
+user's question and the model answers from what it recalls. Sessions,
+events and state live in membank too (``MembankSessionService``).
 
 google-adk ships no stub model in its wheel (its MockModel lives in its test
 tree), so the model here is a small stand-in ``BaseLlm`` that answers with
@@ -29,12 +30,11 @@ from google.adk.models.base_llm import BaseLlm
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
-from google.adk.sessions import InMemorySessionService
 from google.adk.tools.preload_memory_tool import PreloadMemoryTool
 from google.genai import types
 
 from membank import MemoryBank
-from membank.adk import MembankMemoryService
+from membank.adk import MembankMemoryService, MembankSessionService
 
 APP = "membank-adk-example"
 
@@ -77,7 +77,7 @@ async def main() -> int:
         # Generation runs in this process here; in production leave the defaults
         # (fire-and-forget) and run `membank worker`.
         memory = MembankMemoryService(bank, wait_for_completion=True, process_in_process=True)
-        sessions = InMemorySessionService()
+        sessions = MembankSessionService(bank)
         agent = LlmAgent(name="assistant", model=RecallingModel(), instruction="You are a helpful assistant.",
                          tools=[PreloadMemoryTool()])
         runner = Runner(app_name=APP, agent=agent, session_service=sessions, memory_service=memory)
@@ -96,6 +96,8 @@ async def main() -> int:
         found = await memory.search_memory(app_name=APP, user_id=user, query="What am I allergic to?")
         print("search_memory:", [m.content.parts[0].text for m in found.memories])
         bank.purge_memories(memory.scope(APP, user), force=True)
+        for session in (first, second):
+            await sessions.delete_session(app_name=APP, user_id=user, session_id=session.id)
     ok = "The user is allergic to peanuts." in reply
     print("recalled the fact from session 1" if ok else "did NOT recall the fact from session 1")
     return 0 if ok else 1

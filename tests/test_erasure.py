@@ -119,7 +119,19 @@ CANARY_CALLS: dict[str, str | None] = {
         "select * from membank.list_tool_rule_changes(scope => %(scope)s)",
     "membank.list_tool_decisions(jsonb,integer)": "select * from membank.list_tool_decisions(scope => %(scope)s)",
     "membank.set_exempt_tools(jsonb,text[])": "select membank.set_exempt_tools(scope => %(scope)s, tools => '{x}')",
+    "membank.create_session(text,text,text,jsonb)":
+        "select membank.create_session(app_name => %(app)s, user_id => %(user)s)",
+    "membank.get_session(text,text,text,integer,double precision)":
+        "select membank.get_session(app_name => %(app)s, user_id => %(user)s, session_id => %(adk_session)s)",
+    "membank.list_sessions(text,text)": "select * from membank.list_sessions(app_name => %(app)s)",
+    "membank.get_user_state(text,text)": "select membank.get_user_state(app_name => %(app)s, user_id => %(user)s)",
+    "membank.append_session_event(text,text,text,jsonb)":
+        "select membank.append_session_event(app_name => %(app)s, user_id => %(user)s,"
+        " session_id => %(adk_session)s, event => '{\"id\": \"probe\", \"author\": \"user\", \"timestamp\": 1}')",
+    "membank.delete_session(text,text,text)": None,
 }
+ADK_SCOPE = {"app_name": "canary-app", "user_id": "canary-u1"}
+ADK_SESSION = "adk-s"
 SCALAR_TYPES = {"void", "int4", "int8", "uuid", "bool"}
 
 
@@ -174,7 +186,8 @@ def remember_canary(bank, conn) -> tuple[uuid.UUID, uuid.UUID]:
 
 def params_for(name, operation, rule: int = -1) -> dict:
     return {"scope": Jsonb(SCOPE), "name": str(name), "operation": str(operation), "session": SESSION,
-            "canary": CANARY, "rule": rule}
+            "canary": CANARY, "rule": rule, "app": ADK_SCOPE["app_name"], "user": ADK_SCOPE["user_id"],
+            "adk_session": ADK_SESSION}
 
 
 def test_every_routine_has_a_canary_call(conn):
@@ -349,3 +362,27 @@ def test_worker_runs_expiry_and_retention(bank, db_url, conn):
         worker.close()
     # The expired memory (created, moved, purged: 3 revisions) and the deleted one (2) are both past a 0 window.
     assert result["expired"] == 1 and result["removed"]["revisions"] == 5
+
+
+def test_erase_scope_removes_adk_sessions_events_and_user_state(bank, conn):
+    """An erased ADK user (scope {"app_name", "user_id"}) leaves no session, event or state row (issue 17)."""
+    name, operation = remember_canary(bank, conn)
+    bank.create_session(ADK_SCOPE["app_name"], ADK_SCOPE["user_id"], session_id=ADK_SESSION,
+                        state={"note": CANARY, "user:code": CANARY})
+    bank.append_session_event(ADK_SCOPE["app_name"], ADK_SCOPE["user_id"], ADK_SESSION, {
+        "id": "e1", "author": "user", "timestamp": 1700000000.5,
+        "content": {"role": "user", "parts": [{"text": f"my code is {CANARY}"}]},
+        "actions": {"state_delta": {"user:again": CANARY}}})
+    params = params_for(name, operation)
+    assert CANARY in public_output(conn, params)
+    counted = bank.erase_scope(ADK_SCOPE, force=True)
+    assert counted["counts"]["sessions"] == 1 and counted["counts"]["events"] == 1
+    assert counted["counts"]["user_states"] == 1
+    bank.erase_scope(SCOPE, force=True)
+    assert CANARY not in public_output(conn, params)
+    _only_in_neighbour(conn, conn.execute("select md5(%s::jsonb::text)::uuid as id",
+                                          (Jsonb(NEIGHBOUR),)).fetchone()["id"])
+    adk_id = conn.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(ADK_SCOPE),)).fetchone()["id"]
+    for table in ("sessions", "events", "scope_states"):
+        assert conn.execute(f"select count(*) as n from membank_private.{table} where scope_id = %s",
+                            (adk_id,)).fetchone()["n"] == 0, table

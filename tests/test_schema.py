@@ -52,6 +52,15 @@ SAMPLE_CALLS = {
                                " reply => '{\"actions\": []}')",
     "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
     "generation_backlog": "select * from membank.generation_backlog()",
+    "create_session": "select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's',"
+                      " state => '{\"k\": 1}')",
+    "append_session_event": "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's',"
+                            " event => '{\"id\": \"e\", \"author\": \"user\", \"timestamp\": 1}')",
+    "get_session": "select membank.get_session(app_name => 'a', user_id => 'u', session_id => 's',"
+                   " num_recent_events => 1)",
+    "list_sessions": "select * from membank.list_sessions(app_name => 'a')",
+    "get_user_state": "select membank.get_user_state(app_name => 'a', user_id => 'u')",
+    "delete_session": "select membank.delete_session(app_name => 'a', user_id => 'u', session_id => 's')",
     "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
     "configure_retention": "select membank.configure_retention(events => interval '400 days')",
     "apply_retention": "call membank.apply_retention()",
@@ -89,6 +98,8 @@ PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_sc
                  "list_scope_bindings", "unbind_role_from_scope"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
+SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",
+                 "delete_session"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
                     "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
 
@@ -154,8 +165,11 @@ def test_every_public_function_is_called(conn):
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
              "erase_scope", "configure_retention", "apply_retention"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | {
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | set(
+        SESSION_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
+    for fn in SESSION_CALLS:
+        conn.execute(SAMPLE_CALLS[fn])
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
     params = {"name": name, "names": [str(j["memory_name"]) for j in jobs],

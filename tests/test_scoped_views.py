@@ -129,3 +129,33 @@ def test_binding_arguments_are_checked(conn):
         conn.execute("select membank.bind_role_to_scope('membank_writer', %s)", (Jsonb(U1),))
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="^scope"):
         conn.execute("select membank.set_scope('[]')")
+
+
+def test_a_role_bound_to_one_user_cannot_reach_another_users_adk_sessions(postgresql, conn):
+    mine, theirs = {"app_name": "a", "user_id": "u1"}, {"app_name": "a", "user_id": "u2"}
+    for scope in (mine, theirs):
+        conn.execute("select membank.create_session(app_name => 'a', user_id => %s, session_id => 's',"
+                     " state => %s)", (scope["user_id"], Jsonb({"user:city": scope["user_id"] + "-city"})))
+    role = f"tenant_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'create role "{role}" login')
+    conn.execute(f'grant membank_writer to "{role}"')
+    conn.execute("select membank.bind_role_to_scope(%s, %s)", (role, Jsonb(mine)))
+    info = postgresql.info
+    try:
+        with psycopg.connect(url_for(info.host, info.port, role, info.dbname), autocommit=True,
+                             row_factory=dict_row) as c:
+            for sql in ("select membank.get_session(app_name => 'a', user_id => 'u2', session_id => 's')",
+                        "select * from membank.list_sessions(app_name => 'a', user_id => 'u2')",
+                        "select membank.get_user_state(app_name => 'a', user_id => 'u2')",
+                        "select membank.create_session(app_name => 'a', user_id => 'u2', session_id => 'x')",
+                        "select membank.delete_session(app_name => 'a', user_id => 'u2', session_id => 's')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    c.execute(sql)
+            # Listing every user of the app shows only the bound user's session.
+            listed = [r["list_sessions"] for r in c.execute("select * from membank.list_sessions(app_name => 'a')")]
+            assert [s["user_id"] for s in listed] == ["u1"]
+            own = c.execute("select membank.get_session(app_name => 'a', user_id => 'u1', session_id => 's') as s")
+            assert own.fetchone()["s"]["user_id"] == "u1"
+    finally:
+        conn.execute(f'drop owned by "{role}"')
+        conn.execute(f'drop role "{role}"')

@@ -170,6 +170,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'user_states', (select count(*) from membank_private.scope_states as u
+                        where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
                        where o.scope_id = _scope_id and o.scope = _scope),
         'generation_jobs', (select count(*) from membank_private.generation_jobs as j
@@ -199,7 +201,9 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        -- ADK "user:" state of the scope (sessions' own state went with their rows).
+        delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
         where o.scope_id = _scope_id and o.scope = _scope;  -- generation jobs cascade
         delete from membank_private.tool_rules as t where t.scope_id = _scope_id and t.scope = _scope;

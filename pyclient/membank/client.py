@@ -50,6 +50,8 @@ _ARG_TYPES = {
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
     "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
     "max_scopes": "integer",
+    "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
+    "after_timestamp": "double precision",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
@@ -526,6 +528,51 @@ class MemoryBank:
         rows = self._call("list_events", dict(scope=scope, session_id=session_id, start_time=start_time,
                                               end_time=end_time, max_events=max_events))
         return [Event.from_row(r) for r in rows]
+
+    # -- sessions with state (agent frameworks: membank.adk.MembankSessionService) ----
+    def create_session(self, app_name: str, user_id: str, *, session_id: str | None = None,
+                       state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Create a session of ``{"app_name", "user_id"}`` with its initial state; return it as a dict.
+
+        ``state`` keys prefixed ``app:``/``user:`` are shared by the app/user,
+        ``temp:`` keys are dropped. Raises MembankError with sqlstate 23505
+        when ``session_id`` exists, InvalidArgumentError naming the argument.
+        """
+        rows = self._call("create_session", dict(app_name=app_name, user_id=user_id, session_id=session_id,
+                                                 state=state))
+        return rows[0]["create_session"]
+
+    def get_session(self, app_name: str, user_id: str, session_id: str, *, num_recent_events: int | None = None,
+                    after_timestamp: float | None = None) -> dict[str, Any] | None:
+        """Return a session (ids, merged state, events, last_update_time) as a dict, or None when there is none."""
+        rows = self._call("get_session", dict(app_name=app_name, user_id=user_id, session_id=session_id,
+                                              num_recent_events=num_recent_events, after_timestamp=after_timestamp))
+        return rows[0]["get_session"]
+
+    def list_sessions(self, app_name: str, user_id: str | None = None) -> list[dict[str, Any]]:
+        """Return the sessions of an app (of one user, or of every user when None), without events, oldest first."""
+        return [r["list_sessions"] for r in self._call("list_sessions", dict(app_name=app_name, user_id=user_id))]
+
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> bool:
+        """Delete a session with its events and own state; return whether it existed."""
+        rows = self._call("delete_session", dict(app_name=app_name, user_id=user_id, session_id=session_id))
+        return rows[0]["delete_session"]
+
+    def append_session_event(self, app_name: str, user_id: str, session_id: str,
+                             event: Mapping[str, Any]) -> dict[str, Any]:
+        """Store one event (JSON with ``id``, ``author``, ``timestamp``) and merge its state delta, once per id.
+
+        Returns ``{"appended": bool, "last_update_time": float}``. Raises
+        NotFoundError when the session does not exist, ConflictError (MB020)
+        when the id is stored with another payload.
+        """
+        rows = self._call("append_session_event", dict(app_name=app_name, user_id=user_id, session_id=session_id,
+                                                       event=event))
+        return rows[0]["append_session_event"]
+
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """Return the state shared by every session of ``app_name``/``user_id`` (keys without ``user:``)."""
+        return self._call("get_user_state", dict(app_name=app_name, user_id=user_id))[0]["get_user_state"]
 
     # -- GenerateMemories -------------------------------------------------------
     def generate_memories(self, scope: Scope, *, events: list[Mapping[str, Any]] | None = None,

@@ -199,6 +199,115 @@ speaker''s zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.';
+CREATE FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+    _payload jsonb;
+    _stored jsonb;
+    _delta jsonb;
+    _time timestamptz;
+    _seconds double precision;
+    _text text;
+begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    if event is null or jsonb_typeof(event) <> 'object' then
+        perform membank_private._raise_invalid('event', 'must be a JSON object',
+            'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
+    end if;
+    if jsonb_typeof(event -> 'id') is distinct from 'string' or length(event ->> 'id') not between 1 and 200 then
+        perform membank_private._raise_invalid('event.id', 'must be a string of 1 to 200 characters',
+            'the event id makes appending idempotent; reuse it on retry');
+    end if;
+    if jsonb_typeof(event -> 'author') is distinct from 'string' or length(event ->> 'author') not between 1 and 200 then
+        perform membank_private._raise_invalid('event.author', 'must be a string of 1 to 200 characters',
+            'e.g. "user" or the agent''s name');
+    end if;
+    if jsonb_typeof(event -> 'timestamp') is distinct from 'number'
+       or (event ->> 'timestamp')::double precision not between 0 and 32503680000 then
+        perform membank_private._raise_invalid('event.timestamp', 'must be seconds since the epoch (a number)',
+            'e.g. 1700000000.123');
+    end if;
+    _delta := event #> '{actions,state_delta}';
+    if _delta is not null and jsonb_typeof(_delta) not in ('object', 'null') then
+        perform membank_private._raise_invalid('event.actions.state_delta', 'must be a JSON object',
+            'pass {"key": value}');
+    end if;
+    if jsonb_typeof(_delta) = 'object' then
+        -- temp: keys live for one invocation: never stored, not even in the event.
+        _payload := jsonb_set(event, '{actions,state_delta}', (
+            select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k
+            where k.key not like 'temp:%'));
+        _delta := _payload #> '{actions,state_delta}';
+    else
+        _payload := event;
+        _delta := '{}';
+    end if;
+    -- The session's row lock orders appends: the next append waits for this
+    -- commit, so append order is commit order and every delta merges.
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = _scope_id and s.session_id = btrim(append_session_event.session_id) and s.scope = _scope
+    for update;
+    if _session is null then
+        raise exception 'session_id: no session % for this app and user', to_jsonb(btrim(session_id))
+            using errcode = 'no_data_found', detail = 'argument: session_id',
+                  hint = 'create_session first; a deleted or erased session takes no events';
+    end if;
+    select e.payload into _stored from membank_private.events as e
+    where e.scope_id = _scope_id and e.session_id = _session.session_id and e.event_id = event ->> 'id';
+    if found then
+        if _stored is distinct from _payload then
+            raise exception 'event: event id % is already stored with other content', to_jsonb(event ->> 'id')
+                using errcode = 'MB020', detail = 'argument: event',
+                      hint = 'a retry must send the same event; a new event needs a new id';
+        end if;
+        return jsonb_build_object('appended', false, 'last_update_time', extract(epoch from _session.update_time));
+    end if;
+    -- Whole seconds plus the fraction rounded half-even to microseconds: what Python's
+    -- datetime.fromtimestamp gives, so the memory service's copy of this event is the same event.
+    _seconds := (event ->> 'timestamp')::double precision;
+    _time := to_timestamp(floor(_seconds))
+             + make_interval(secs => round((_seconds - floor(_seconds)) * 1e6::double precision) / 1e6);
+    -- The text the memory service would send for this event: text parts that are not thoughts, one per line.
+    select nullif(string_agg(p ->> 'text', E'\n' order by n), '') into _text
+    from jsonb_array_elements(case when jsonb_typeof(event #> '{content,parts}') = 'array'
+                                   then event #> '{content,parts}' else '[]' end) with ordinality as x (p, n)
+    where coalesce(p ->> 'text', '') <> '' and (p -> 'thought') is distinct from 'true'::jsonb;
+    if btrim(_text, E' \t\n\r') = '' then
+        _text := null;
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta);
+    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, payload)
+    values (_scope_id, _session.session_id, event ->> 'id', event ->> 'author', _text, _time, _payload);
+    update membank_private.sessions as s
+    set state = s.state || membank_private.split_state(_delta, ''), update_time = _time
+    where s.scope_id = _scope_id and s.session_id = _session.session_id;
+    return jsonb_build_object('appended', true, 'last_update_time', extract(epoch from _time));
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+COMMENT ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) IS 'Append one event to session session_id of app_name and user_id, and merge its state delta.
+event: a JSON object with "id" (string 1..200: the idempotency key), "author" (string 1..200), "timestamp"
+(seconds since the epoch, a number) and any other fields, kept as given (ADK: Event.model_dump(mode="json"));
+its "actions"."state_delta" merges as ADK defines: "app:" keys into the app''s state, "user:" keys into the scope''s,
+"temp:" keys are dropped (also from the stored event), the rest into the session''s state; top-level keys replace.
+The event''s non-thought text parts are stored as its text (list_events, GenerateMemories).
+The session''s row lock serialises appends: concurrent appends all land, in commit order, with every delta merged.
+Returns {"appended": false when this id was already stored with the same payload (nothing changes), "last_update_time":
+the session''s, seconds since the epoch}. Raises 22023 naming the argument, P0002 when the session does not exist,
+MB020 when the id is stored with another payload, MB040 after waiting membank.lock_timeout for the session''s lock
+(retryable);
+nothing is written on error.';
 CREATE PROCEDURE membank.apply_retention(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT removed jsonb DEFAULT NULL::jsonb)
     LANGUAGE plpgsql
     AS $$
@@ -890,6 +999,49 @@ of strings (Optional[X] counts as X); descriptions are shown to the model. Gener
 (schema, scope), each field a STRUCTURED_PROFILE memory. Returns membank.profile_schema. Raises 22023 naming the
 argument or the path of an unsupported construct (memory_schema.properties.job_status.type), 23505 (schema_id exists).
 Shape after Vertex AI Memory Bank''s structured profiles.';
+CREATE FUNCTION membank.create_session(app_name text, user_id text, session_id text DEFAULT NULL::text, state jsonb DEFAULT NULL::jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _id text := coalesce(nullif(btrim(session_id), ''), gen_random_uuid()::text);
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, _id);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    if state is not null and jsonb_typeof(state) <> 'object' then
+        perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
+            'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
+    end if;
+    insert into membank_private.sessions as s (scope_id, session_id, scope, state)
+    values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
+    on conflict on constraint sessions_pkey do nothing
+    returning * into _session;
+    if _session is null then
+        raise exception 'session_id: session % already exists for this app and user', to_jsonb(_id)
+            using errcode = 'unique_violation', detail = 'argument: session_id',
+                  hint = 'get_session reads it; pick another session_id to start a new one';
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
+    return membank_private.session_json(_session, false, null, null);
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+COMMENT ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) IS 'Create session session_id (1..200 characters after trimming; a random uuid when null or blank) of application
+app_name for user user_id (each 1..1024 characters), in the scope {"app_name": app_name, "user_id": user_id}.
+state: a JSON object or null; keys prefixed "app:" merge into the app''s shared state, "user:" into the user''s
+(the scope''s) shared state, "temp:" keys are dropped, the rest is the session''s own state (ADK''s State prefixes).
+Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
+state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
+Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
+(retryable); nothing is written on error.';
 CREATE FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text DEFAULT NULL::text, allow_operators text[] DEFAULT '{}'::text[], description text DEFAULT NULL::text) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1064,6 +1216,31 @@ $$;
 COMMENT ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) IS 'Remove profile schema schema_id. While field memories of it exist (in any scope), refuses unless force => true,
 which deletes them too, each with a DELETED revision labelled {"reason": "delete_profile_schema"}. Returns the number
 of field memories deleted. Raises P0002 (no such schema), 2BP01 (field memories exist and force is false), 22023.';
+CREATE FUNCTION membank.delete_session(app_name text, user_id text, session_id text) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    delete from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(delete_session.session_id)
+      and s.scope = _scope;
+    return found;
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+COMMENT ON FUNCTION membank.delete_session(app_name text, user_id text, session_id text) IS 'Delete session session_id of app_name and user_id with its events and its own state (the user''s and app''s
+shared state stay: other sessions read them; memories generated from it stay: they belong to the scope).
+Returns true when the session existed, false otherwise. Waits at most membank.lock_timeout (default 5 s) for an append in progress
+(MB040 after that, retryable). Raises 22023 naming the argument.';
 CREATE FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1136,6 +1313,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'user_states', (select count(*) from membank_private.scope_states as u
+                        where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
                        where o.scope_id = _scope_id and o.scope = _scope),
         'generation_jobs', (select count(*) from membank_private.generation_jobs as j
@@ -1165,7 +1344,9 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        -- ADK "user:" state of the scope (sessions' own state went with their rows).
+        delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
         where o.scope_id = _scope_id and o.scope = _scope;  -- generation jobs cascade
         delete from membank_private.tool_rules as t where t.scope_id = _scope_id and t.scope = _scope;
@@ -1481,6 +1662,49 @@ CREATE FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb DE
 $$;
 COMMENT ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) IS 'get_revision(name text, revision, scope) for a name typed uuid.
 Raises P0002 (no such revision in the scope).';
+CREATE FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer DEFAULT NULL::integer, after_timestamp double precision DEFAULT NULL::double precision) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _session membank_private.sessions;
+begin
+    if num_recent_events < 0 then
+        perform membank_private._raise_invalid('num_recent_events', format('must be >= 0, got %s', num_recent_events),
+            'null returns every event, 0 none, n the n most recent');
+    end if;
+    if after_timestamp = 'NaN'::double precision or after_timestamp in ('Infinity', '-Infinity') then
+        perform membank_private._raise_invalid('after_timestamp', format('must be finite, got %s', after_timestamp),
+            'seconds since the epoch, e.g. 1700000000.5');
+    end if;
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(get_session.session_id) and s.scope = _scope;
+    if _session is null then
+        return null;
+    end if;
+    return membank_private.session_json(_session, true, num_recent_events, after_timestamp);
+end
+$$;
+COMMENT ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) IS 'The session session_id of app_name and user_id as JSON (see create_session) with its events in append
+order (each the payload given to append_session_event; an event appended through append_events reads as
+{"id", "author", "invocation_id": "", "timestamp", "content": {"role", "parts": [{"text"}]}}), or null when there
+is no such session. num_recent_events: null for all, 0 for none, n for the n most recent (>= 0);
+after_timestamp: only events at or after this time (seconds since the epoch); both apply together.
+Raises 22023 naming the argument.';
+CREATE FUNCTION membank.get_user_state(app_name text, user_id text) RETURNS jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, 'all');
+begin
+    return coalesce((select u.state from membank_private.scope_states as u
+                     where u.scope_id = md5(_scope::text)::uuid and u.scope = _scope), '{}');
+end
+$$;
+COMMENT ON FUNCTION membank.get_user_state(app_name text, user_id text) IS 'The state shared by every session of application app_name for user user_id (the "user:" keys, without the
+prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, max_events integer DEFAULT 1000) RETURNS SETOF membank.event
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1641,6 +1865,35 @@ CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURN
 $$;
 COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The scope bindings made with bind_role_to_scope (role_name, scope, create_time), of role when given. Raises
 nothing.';
+CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb;
+begin
+    if user_id is null then
+        perform membank_private.validate_session_ids(app_name, 'all', 'all', check_binding => false);
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope ->> 'app_name' = list_sessions.app_name
+          and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
+          and membank_private.scope_allowed(s.scope)  -- a bound role lists only its own users' sessions
+        order by s.update_time, s.scope ->> 'user_id', s.session_id;
+    else
+        _scope := membank_private.validate_session_ids(app_name, user_id, 'all');
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
+        order by s.update_time, s.session_id;
+    end if;
+end
+$$;
+COMMENT ON FUNCTION membank.list_sessions(app_name text, user_id text) IS 'The sessions of application app_name for user user_id (or, when user_id is null, for every user of the app:
+every session whose scope is exactly {"app_name", "user_id"}; a role bound to scopes sees only those) as JSON rows like create_session''s, with merged
+state and no events, ordered by last update time, oldest first. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer DEFAULT 100) RETURNS TABLE(project_id text, session_id text, tool_name text, command text, decision text, reason text, rule_id bigint, tier integer, asked_by text, decide_time timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4186,6 +4439,25 @@ CREATE FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb)
     full join (select v as l, v ->> 'schema_id' || '.' || (v ->> 'field') as k
                from jsonb_array_elements(later) as v) as b using (k);
 $$;
+CREATE FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _app jsonb := membank_private.split_state(delta, 'app:');
+    _user jsonb := membank_private.split_state(delta, 'user:');
+begin
+    if _app <> '{}' then
+        insert into membank_private.app_states as a (app_name, state) values (merge_shared_state.app_name, _app)
+        on conflict on constraint app_states_pkey do update set state = a.state || excluded.state, update_time = statement_timestamp();
+    end if;
+    if _user <> '{}' then
+        insert into membank_private.scope_states as u (scope_id, scope, state)
+        values (merge_shared_state.scope_id, merge_shared_state.scope, _user)
+        on conflict on constraint scope_states_pkey do update set state = u.state || excluded.state, update_time = statement_timestamp();
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4914,6 +5186,52 @@ begin
     return _setting;
 end
 $_$;
+CREATE TABLE membank_private.sessions (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    scope jsonb NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL
+);
+CREATE FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object(
+        'id', s.session_id,
+        'app_name', s.scope ->> 'app_name',
+        'user_id', s.scope ->> 'user_id',
+        'state', s.state
+        || coalesce((
+            select jsonb_object_agg('app:' || k.key, k.value)
+            from membank_private.app_states as a, jsonb_each(a.state) as k
+            where a.app_name = s.scope ->> 'app_name'
+        ), '{}')
+        || coalesce((
+            select jsonb_object_agg('user:' || k.key, k.value)
+            from membank_private.scope_states as u, jsonb_each(u.state) as k
+            where u.scope_id = s.scope_id
+        ), '{}'),
+        'last_update_time', extract(epoch from s.update_time),
+        'events', case when not with_events then '[]'::jsonb else coalesce((
+            select jsonb_agg(r.event order by r.append_seq)
+            from (
+                select e.append_seq, coalesce(e.payload, jsonb_build_object(
+                    'id', e.event_id, 'author', e.author, 'invocation_id', '',
+                    'timestamp', extract(epoch from e.event_time),
+                    'content', case when e.text is null then null else jsonb_build_object(
+                        'role', case when e.author = 'user' then 'user' else 'model' end,
+                        'parts', jsonb_build_array(jsonb_build_object('text', e.text))) end)) as event
+                from membank_private.events as e
+                where e.scope_id = s.scope_id and e.session_id = s.session_id
+                  and (after_timestamp is null or e.event_time >= to_timestamp(after_timestamp))
+                order by e.append_seq desc
+                limit num_recent_events
+            ) as r
+        ), '[]') end
+    );
+$$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS membank_extensions.vector
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -5001,6 +5319,15 @@ begin
     end if;
     return _parts[1:4];
 end
+$$;
+CREATE FUNCTION membank_private.split_state(state jsonb, prefix text) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_object_agg(substr(k.key, length(prefix) + 1), k.value), '{}')
+    from jsonb_each(coalesce(state, '{}')) as k
+    where case when prefix = '' then not (k.key like 'app:%' or k.key like 'user:%' or k.key like 'temp:%')
+               else k.key like prefix || '%' end;
 $$;
 CREATE FUNCTION membank_private.split_text(t text, max_tokens integer) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
@@ -5771,6 +6098,31 @@ begin
     return array[membank_private.validate_scope(scopes, argument)];
 end
 $$;
+CREATE FUNCTION membank_private.validate_session_ids(app_name text, user_id text, session_id text, check_binding boolean DEFAULT true) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if app_name is null or length(app_name) not between 1 and 1024 then
+        perform membank_private._raise_invalid('app_name', 'must be 1 to 1024 characters',
+            'the application''s name; it becomes the scope key "app_name"');
+    end if;
+    if user_id is null or length(user_id) not between 1 and 1024 then
+        perform membank_private._raise_invalid('user_id', 'must be 1 to 1024 characters',
+            'the authenticated user''s id; it becomes the scope key "user_id"');
+    end if;
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'pass the id create_session returned');
+    end if;
+    -- A role bound to other scopes (bind_role_to_scope) may not touch this user's sessions.
+    if check_binding then
+        perform membank_private.check_scope_allowed(jsonb_build_object('app_name', app_name, 'user_id', user_id),
+                                                    'user_id');
+    end if;
+    return jsonb_build_object('app_name', app_name, 'user_id', user_id);
+end
+$$;
 CREATE FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer DEFAULT 1000, max_length integer DEFAULT 200) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5933,6 +6285,11 @@ CREATE VIEW membank.scoped_revisions WITH (security_barrier='true') AS
    FROM membank_private.memory_revisions r
   WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (scope = membank_private.active_scope()));
 COMMENT ON VIEW membank.scoped_revisions IS 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.';
+CREATE TABLE membank_private.app_states (
+    app_name text NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
@@ -5960,7 +6317,8 @@ CREATE TABLE membank_private.events (
     event_time timestamp with time zone NOT NULL,
     append_seq bigint NOT NULL,
     append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL
+    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
+    payload jsonb
 );
 ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.events_append_seq_seq
@@ -6014,16 +6372,15 @@ CREATE TABLE membank_private.scope_locks (
     scope_id uuid NOT NULL
 );
 COMMENT ON TABLE membank_private.scope_locks IS 'One row per scope id (md5 of the scope as jsonb text); membank_private.lock_scope() locks it FOR UPDATE.';
+CREATE TABLE membank_private.scope_states (
+    scope_id uuid NOT NULL,
+    scope jsonb NOT NULL,
+    state jsonb DEFAULT '{}'::jsonb NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
 CREATE TABLE membank_private.scope_stats (
     scope_id uuid NOT NULL,
     doc_count integer NOT NULL
-);
-CREATE TABLE membank_private.sessions (
-    scope_id uuid NOT NULL,
-    session_id text NOT NULL,
-    scope jsonb NOT NULL,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
 CREATE TABLE membank_private.tool_decisions (
     id bigint NOT NULL,
@@ -6082,6 +6439,8 @@ ALTER TABLE membank_private.tool_rules ALTER COLUMN id ADD GENERATED ALWAYS AS I
     NO MAXVALUE
     CACHE 1
 );
+ALTER TABLE ONLY membank_private.app_states
+    ADD CONSTRAINT app_states_pkey PRIMARY KEY (app_name);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -6110,6 +6469,8 @@ ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_locks
     ADD CONSTRAINT scope_locks_pkey PRIMARY KEY (scope_id);
+ALTER TABLE ONLY membank_private.scope_states
+    ADD CONSTRAINT scope_states_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.scope_stats
     ADD CONSTRAINT scope_stats_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.sessions
@@ -6136,6 +6497,7 @@ CREATE INDEX memory_revisions_scope_idx ON membank_private.memory_revisions USIN
 CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (update_time) WHERE done;
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
+CREATE INDEX sessions_app_name_idx ON membank_private.sessions USING btree (((scope ->> 'app_name'::text)));
 CREATE INDEX tool_decisions_scope_idx ON membank_private.tool_decisions USING btree (scope_id, decide_time);
 CREATE INDEX tool_decisions_time_idx ON membank_private.tool_decisions USING btree (decide_time);
 CREATE INDEX tool_rule_changes_scope_idx ON membank_private.tool_rule_changes USING btree (scope_id, change_time);
@@ -6173,6 +6535,8 @@ GRANT ALL ON TYPE membank.tool_decision TO membank_reader;
 GRANT ALL ON TYPE membank.tool_rule TO membank_reader;
 REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) TO membank_writer;
 REVOKE ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) FROM PUBLIC;
 GRANT ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) FROM PUBLIC;
@@ -6198,6 +6562,8 @@ REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text, allow_operators text[], description text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text, allow_operators text[], description text) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.current_scope() FROM PUBLIC;
@@ -6212,6 +6578,8 @@ REVOKE ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels json
 GRANT ALL ON FUNCTION membank.delete_memory(name uuid, scope jsonb, labels jsonb, expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.delete_session(app_name text, user_id text, session_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.delete_session(app_name text, user_id text, session_id text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
@@ -6242,6 +6610,10 @@ REVOKE ALL ON FUNCTION membank.get_revision(name text, revision integer, scope j
 GRANT ALL ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
@@ -6256,6 +6628,8 @@ REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLI
 GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_scope_bindings(role name) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_scope_bindings(role name) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) FROM PUBLIC;
@@ -6363,6 +6737,7 @@ REVOKE ALL ON FUNCTION membank_private.memory_event_time(memory_name uuid) FROM 
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, new_value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
@@ -6398,12 +6773,14 @@ REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
@@ -6434,6 +6811,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_project_id(project_id text) FROM
 REVOKE ALL ON FUNCTION membank_private.validate_schema_id(schema_id text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_session_ids(app_name text, user_id text, session_id text, check_binding boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer, max_length integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;

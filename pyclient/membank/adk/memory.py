@@ -127,8 +127,15 @@ class MembankMemoryService(BaseMemoryService):
         converted = [e for e in (to_membank_event(event) for event in events) if e is not None]
         if not converted:
             return
+        # Events already given to GenerateMemories: those stored no later than
+        # the session's newest operation started. Events that a session
+        # service (MembankSessionService) stored in the same session since
+        # then are still new to memory.
+        last = [o.create_time for o in self.bank.list_operations(scope, session_id=session_id, max_operations=50)
+                if o.error is None]
         try:
-            stored = {e.event_id for e in self.bank.list_events(scope, session_id, max_events=100000)}
+            stored = {e.event_id for e in self.bank.list_events(scope, session_id, max_events=100000)
+                      if last and e.append_time <= max(last)}
         except errors.NotFoundError:
             stored = set()
         seen: set[str] = set()
