@@ -42,7 +42,8 @@ membank.get_revision(uuid, integer, jsonb),
 membank.get_operation(uuid, jsonb),
 membank.scope_id(jsonb),
 membank.list_tool_rules(jsonb, text),
-membank.list_tool_rule_changes(jsonb, bigint, integer)
+membank.list_tool_rule_changes(jsonb, bigint, integer),
+membank.evidence_verdicts(jsonb, text, jsonb, text[], integer)
 to membank_reader;
 
 grant execute on function
