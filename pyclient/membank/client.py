@@ -47,7 +47,8 @@ _ARG_TYPES = {
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
     "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
-    "max_scopes": "integer",
+    "max_scopes": "integer", "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]",
+    "generated_lookback": "integer",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
@@ -354,6 +355,25 @@ class MemoryBank:
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
             embedding_model=model, rerank_depth=rerank_depth))
         return [RetrievedMemory.from_row(r) for r in rows]
+
+    def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
+                          session_id: str | None = None, expected: list[str | UUID] = (),
+                          generated_lookback: int = 0) -> list[dict]:
+        """Evidence verdicts (``membank.evidence_verdicts``) on retrieved and expected memories, in one SQL call.
+
+        ``retrieved``: ``retrieve_memories`` results in rank order (their
+        name, scope, revision and degraded flag are sent); ``expected``:
+        names that should reach the context; ``session_id`` and
+        ``generated_lookback``: the session whose running operations give
+        wait and whose newest finished ones name expected memories. Returns
+        the SQL rows (dicts): retrieved in rank order, then expected. Raises
+        InvalidArgumentError naming the argument.
+        """
+        items = [{"name": str(r.memory.name), "scope": dict(r.memory.scope), "revision": r.memory.revision,
+                  "degraded": bool(r.degraded)} for r in retrieved]
+        return self._call("evidence_verdicts", dict(
+            scopes=scopes, session_id=session_id, retrieved=items,
+            expected=[str(n) for n in expected], generated_lookback=generated_lookback))
 
     # -- embeddings ---------------------------------------------------------
     @property
