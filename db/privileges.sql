@@ -101,7 +101,12 @@ membank.compact_scopes(jsonb, interval, integer, integer)
 to membank_admin;
 grant execute on procedure
 membank.purge_expired_memories(integer, integer, bigint),
-membank.purge_memories_in_batches(jsonb, jsonb, text[], integer, bigint)
+membank.purge_memories_in_batches(jsonb, jsonb, text[], integer, bigint),
+membank.apply_retention(integer, integer, jsonb)
+to membank_admin;
+grant execute on function
+membank.erase_scope(jsonb, boolean),
+membank.configure_retention(interval, interval, interval, text[])
 to membank_admin;
 
 -- The purge procedures run as their caller and commit between batches; each
@@ -109,7 +114,8 @@ to membank_admin;
 grant usage on schema membank_private to membank_admin;
 grant execute on function
 membank_private.purge_expired_batch(integer),
-membank_private.purge_memories_batch(jsonb, jsonb, text[], integer)
+membank_private.purge_memories_batch(jsonb, jsonb, text[], integer),
+membank_private.retention_batch(integer)
 to membank_admin;
 
 -- membank_extensions (when membank installed pgvector there) stays closed to

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-import time
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
 
 from membank import InvalidArgumentError, MemoryBank
@@ -102,12 +102,15 @@ def test_wrong_scope_deleted_and_expired_are_blocked_and_never_in_the_prompt(db_
         mine = bank.create_memory(U1, "User is allergic to peanuts")
         leaked = bank.create_memory(OTHER, "Other user is allergic to peanut butter")
         gone = bank.create_memory(U1, "User was allergic to peanut oil as a child")
-        short = bank.create_memory(U1, "User's peanut allergy test is on Friday", ttl=1.5)
+        short = bank.create_memory(U1, "User's peanut allergy test is on Friday", ttl=3600)
         bank.process_pending()
         retrieved = bank.retrieve_memories(U1, "peanut allergy", top_k=10)
         assert {str(r.memory.name) for r in retrieved} >= {str(leaked.name), str(gone.name), str(short.name)}
         bank.delete_memory(gone.name)
-        time.sleep(1.6)
+        # Move time after the slow steps (embedding, retrieval): the memory expires now.
+        with psycopg.connect(db_url, autocommit=True) as c:
+            c.execute("update membank_private.memories set expire_time = statement_timestamp()"
+                      " - interval '1 second' where name = %s", (short.name,))
         caplog.set_level(logging.INFO, logger="membank.context")
         verdicts, usable = judge_memories(bank, U1, retrieved)
         by_name = {str(v.memory_name): v for v in verdicts}

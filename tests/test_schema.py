@@ -53,6 +53,9 @@ SAMPLE_CALLS = {
                                " reply => '{\"actions\": []}')",
     "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
     "generation_backlog": "select * from membank.generation_backlog()",
+    "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
+    "configure_retention": "select membank.configure_retention(events => interval '400 days')",
+    "apply_retention": "call membank.apply_retention()",
     "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
     "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
     "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
@@ -132,7 +135,8 @@ def test_every_public_function_is_called(conn):
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "evidence_verdicts", "reembed",
              "append_events", "list_events",
-             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches"]
+             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
+             "erase_scope", "configure_retention", "apply_retention"]
     assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     with conn.transaction():

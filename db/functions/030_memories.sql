@@ -105,13 +105,10 @@ as $$
 declare
     _row membank_private.memories;
 begin
-    if memory_type is null or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
-        perform membank_private._raise_invalid('memory_type',
-            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
-            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
-    end if;
+    perform membank_private.validate_memory_type(memory_type, nullable => false);
     perform membank_private.set_revision_context(
-        membank_private.validate_object(labels, 'labels'), source_event_ids);
+        membank_private.validate_object(labels, 'labels'),
+        membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
     perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
         scope, memory_type, fact, structured_content, topics, metadata, expire_time
@@ -139,8 +136,9 @@ Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string valu
 fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
 metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
-labels jsonb object and source_event_ids text[] are kept on the revision.
-Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
+labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
+Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => 'infinity' and
+expire_time => 'infinity' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
 
 -- name: get_memory: one live memory by name.
 create or replace function membank.get_memory(
@@ -222,6 +220,7 @@ declare
     _after_name uuid := '00000000-0000-0000-0000-000000000000';
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
 begin
+    perform membank_private.validate_memory_type(memory_type);
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
@@ -267,8 +266,8 @@ $$List the live memories of one exact scope (a JSON object) or of several exact 
 (a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
-memory_type, created_/updated_ after/before (exclusive bounds).
-Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).$$;
+memory_type (NATURAL_LANGUAGE or STRUCTURED_PROFILE), created_/updated_ after/before (exclusive bounds).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).$$;
 
 -- name: update_memory: change only the given fields; one new revision.
 create or replace function membank.update_memory(
@@ -317,6 +316,7 @@ begin
         _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
     end if;
     perform membank_private.validate_object(labels, 'labels');
+    perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
     if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then

@@ -38,9 +38,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 begin
-    if top_k is null or top_k not between 1 and 100 then
+    if top_k not between 1 and 100 then
         perform membank_private._raise_invalid('top_k',
-            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
+            format('must be between 1 and 100, got %s', top_k), 'the default top_k is 3 (with a query)');
     end if;
     if fusion is null or fusion not in ('rrf', 'convex') then
         perform membank_private._raise_invalid('fusion',
@@ -52,8 +52,9 @@ begin
             format('weights %s and %s: each must be >= 0 and not both 0', vector_weight, text_weight),
             'e.g. vector_weight => 1, text_weight => 1');
     end if;
-    if rrf_k is null or rrf_k < 1 then
-        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
+    if rrf_k is null or rrf_k not between 1 and 1000000 then
+        perform membank_private._raise_invalid('rrf_k',
+            format('must be between 1 and 1000000, got %s', coalesce(rrf_k::text, 'null')),
             'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
     end if;
     if min_similarity is not null and min_similarity not between -1 and 1 then
@@ -74,7 +75,7 @@ create or replace function membank.retrieve_memories(
     scope jsonb,
     query_text text default null,
     query_embedding real[] default null,
-    top_k integer default 3,
+    top_k integer default null,
     min_similarity double precision default null,
     metadata_filter jsonb default null,
     topics text[] default null,
@@ -103,8 +104,10 @@ as $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
-    _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _query vector := membank_private.check_query_embedding(
+        membank_private.check_vector(query_embedding, 'query_embedding'), embedding_model);
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _k integer := coalesce(top_k, 3);  -- with a query; without one, null leaves the page unbounded by top_k
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
@@ -114,24 +117,31 @@ declare
     _text_ranks real [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.validate_memory_type(memory_type);
+    if length(query_text) > 4000 then
+        perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
+            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    end if;
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
 
-    if query_embedding is null and (query_text is null or btrim(query_text) = '') then
-        -- No query: the scope's memories, paged, oldest first.
+    if query_embedding is null and membank_private.is_blank(query_text) then
+        -- No query: the scope's memories, paged, oldest first; top_k, when
+        -- given, bounds the page.
         return query
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
                l.revision, l.create_time, l.update_time, l.expire_time,
                null::double precision, null::double precision, null::real, null::integer, null::integer,
                null::double precision, '{}'::text [], false, l.next_page_token
-        from membank.list_memories(scope, page_size, page_token, metadata_filter, topics, memory_type,
+        from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
+                                   metadata_filter, topics, memory_type,
                                    created_after, created_before) as l;
         return;
     end if;
 
     -- Each list is deep enough that fusion can lift an item from either.
-    _depth := greatest(top_k * 5, 50);
+    _depth := greatest(_k * 5, 50);
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(_scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks
@@ -197,7 +207,7 @@ begin
       and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (min_similarity is null or 1 - d.distance >= min_similarity)
     order by s.score desc, d.distance nulls last, m.name
-    limit top_k;
+    limit _k;
 end
 $$;
 
@@ -215,6 +225,8 @@ score (the fused score), matched_signals ({vector,text}), degraded (true when th
 vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
 no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.
 Vector candidates: Hamming distance over binary quantization, the best rerank_depth (default 400) re-ranked exactly.
-Without query_text and query_embedding it lists the scope's memories, paged (page_size, page_token) like list_memories.
-Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_embedding dimension or
-model, filters).$$;
+Without query_text and query_embedding (or with a blank query_text) it lists the scope's memories, paged (page_size,
+page_token) like list_memories, at most top_k per page when top_k is given. query_text is at most 4000 characters;
+rrf_k 1..1000000; query_embedding must be finite and of non-zero norm (no result ever carries a NaN score).
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_text length,
+query_embedding dimension, NaN/infinite entries or zero norm, model, filters, memory_type).$$;

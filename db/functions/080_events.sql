@@ -60,6 +60,11 @@ begin
                     _time := null;
             end;
         end if;
+        if _time < '0001-01-02 00:00:00+00' or _time >= membank_private.max_time() then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('%s is outside years 0001 to 9999 in UTC', _event -> 'timestamp'),
+                'times are stored in UTC between 0001-01-02 and 9999-12-31');
+        end if;
         if _time is null then
             perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
                 format('must be an ISO 8601 time with a zone, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),

@@ -25,8 +25,17 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _events jsonb;
+    _duplicate text;
 begin
     if events is not null then
+        select v.event_id into _duplicate
+        from membank_private.validate_events(events) as v
+        group by v.event_id having count(*) > 1
+        limit 1;
+        if _duplicate is not null then
+            perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_duplicate)),
+                'each event in one call needs its own event_id');
+        end if;
         if session_id is not null then
             -- Inline events of a session are appended to it first (idempotent).
             perform membank.append_events(scope, session_id, events);
@@ -58,10 +67,10 @@ begin
           and (resolve_source_events.start_time is null or e.event_time >= resolve_source_events.start_time)
           and (resolve_source_events.end_time is null or e.event_time < resolve_source_events.end_time);
     end if;
-    -- Null, empty and whitespace-only texts carry nothing to remember.
+    -- Null, empty and blank texts (membank_private.is_blank) carry nothing to remember.
     select coalesce(jsonb_agg(e order by n), '[]') into _events
     from jsonb_array_elements(_events) with ordinality as x (e, n)
-    where coalesce(btrim(e ->> 'text', E' \t\r\n'), '') <> '';
+    where not membank_private.is_blank(e ->> 'text');
     if jsonb_array_length(_events) > 1000 then
         perform membank_private._raise_invalid('session_id',
             format('the source holds %s events with text; one operation takes at most 1000',
@@ -98,6 +107,8 @@ declare
     _facts jsonb := '[]';
     _key uuid;
     _name uuid;
+    _digest text;
+    _existing_digest text;
 begin
     if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
         perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
@@ -133,9 +144,10 @@ begin
     end if;
 
     -- The idempotency key: the client's request_id, or the whole request.
-    _key := md5(coalesce('request_id:' || request_id,
-                         jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
-                                            'options', _options)::text))::uuid;
+    _digest := md5(jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                      'options', _options)::text);
+    _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
+    _options := _options || jsonb_build_object('request_digest', _digest);
     insert into membank_private.operations as o (
         scope, session_id, request_key, options, source_events, facts, stage
     ) values (
@@ -144,10 +156,19 @@ begin
     on conflict (scope_id, request_key) where error is null do nothing
     returning o.name into _name;
     if _name is null then
-        -- A retry of a request that has not failed: the same operation.
-        select o.name into _name from membank_private.operations as o
+        -- A retry of a request that has not failed: the same operation, as
+        -- long as it is the same request (a reused request_id with other
+        -- content would otherwise silently drop the new facts).
+        select o.name, o.options ->> 'request_digest' into _name, _existing_digest
+        from membank_private.operations as o
         where o.scope_id = md5(_scope::text)::uuid and o.error is null
           and o.request_key = _key;
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0006
+            raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
+                using errcode = 'MB021', detail = 'argument: request_id',
+                      hint = format('operation %s holds that request_id; a new request needs a new request_id',
+                                    _name);
+        end if;
         return _name;
     end if;
 
@@ -180,7 +201,9 @@ EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four mana
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
 none compared), request_id (idempotency token), ttl (expiry of created memories).
 Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
-same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
+same operation unless that one failed; a request_id reused with a different request raises MB021. Events with null or
+blank text (only white space or zero-width characters) are skipped; with nothing left the operation is
 done at once with zero actions and no model call. Relative dates in events are resolved against each event's own
-timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), P0002 (session_id names no
-session of this scope), MB020 (an inline event_id already stored with other content); nothing is written on error.$$;
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation, an event_id listed twice,
+ttl past year 9999), P0002 (session_id names no session of this scope), MB020 (an inline event_id already stored with
+other content), MB021 (request_id already used for another request); nothing is written on error.$$;

@@ -143,7 +143,7 @@ begin
         if jsonb_typeof(_item) = 'string' then
             _item := jsonb_build_object('fact', _item);
         end if;
-        _fact := btrim(_item ->> 'fact', E' \t\r\n');
+        _fact := membank_private.trim_blank(_item ->> 'fact');
         if jsonb_typeof(_item) <> 'object' or jsonb_typeof(_item -> 'fact') <> 'string' or _fact = '' then
             perform membank_private.reject_item(o.name, 'EXTRACT', _item, 'fact: must be a non-empty string');
             continue;

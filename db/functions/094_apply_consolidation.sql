@@ -27,7 +27,7 @@ begin
         return format('fact_index: must be an integer between 0 and %s', fact_count - 1);
     end if;
     if item ? 'fact' and item -> 'fact' <> 'null'
-       and (jsonb_typeof(item -> 'fact') <> 'string' or btrim(item ->> 'fact') = ''
+       and (jsonb_typeof(item -> 'fact') <> 'string' or membank_private.is_blank(item ->> 'fact')
             or length(item ->> 'fact') > 32768) then
         return 'fact: must be a non-empty string of at most 32768 characters';
     end if;
@@ -106,7 +106,7 @@ begin
         end if;
         _i := (_item ->> 'fact_index')::integer;
         _fact := _op.facts -> _i;
-        _text := btrim(coalesce(_item ->> 'fact', _fact ->> 'fact'), E' \t\r\n');
+        _text := membank_private.trim_blank(coalesce(_item ->> 'fact', _fact ->> 'fact'));
         case upper(_item ->> 'action')
             when 'CREATE' then
                 _row := membank_private.apply_create(_op, _fact, _text);

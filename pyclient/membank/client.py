@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
+from membank.errors import MembankError
 from membank.embedding import Embedder, get_embedder
 from membank.worker import EmbeddingWorker
 from membank.models import (
@@ -43,6 +44,7 @@ _ARG_TYPES = {
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
+    "deleted_revisions": "interval", "finished_operations": "interval", "forever": "text[]",
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
@@ -51,9 +53,13 @@ _ARG_TYPES = {
     "generated_lookback": "integer",
 }
 # Arguments whose SQL type differs by function.
-_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
 
 Scope = Mapping[str, str]
+# membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
+BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+         "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
+MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
 
 
 def _placeholder(type_: str) -> sql.Placeholder:
@@ -306,6 +312,37 @@ class MemoryBank:
                           kind="call")
         return rows[0]["purged"]
 
+    # -- erasure and retention ----------------------------------------------
+    def erase_scope(self, scope: Scope, *, force: bool = False, buffer: Any = None) -> dict[str, Any]:
+        """Erase everything stored under the exact ``scope`` (membank.erase_scope); with force=False only count.
+
+        Returns ``{"scope_id", "erased", "counts": {kind: n}, "session_ids"}``.
+        With ``buffer`` (a ``membank.buffer.SessionBuffer``) and force=True,
+        the Valkey keys of every session of the scope are deleted too
+        (``buffer.delete_scope``), after the database has committed;
+        ``counts["buffer_keys"]`` says how many. If Valkey is down,
+        BufferUnavailableError is raised: the database part is done, and
+        ``buffer.delete_scope(scope)`` is safe to retry.
+        """
+        result = self._call("erase_scope", dict(scope=scope, force=force))[0]["erase_scope"]
+        if force and buffer is not None:
+            result["counts"]["buffer_keys"] = buffer.delete_scope(scope)
+        return result
+
+    def configure_retention(self, *, deleted_revisions: timedelta | None = None,
+                            finished_operations: timedelta | None = None, events: timedelta | None = None,
+                            forever: list[str] | None = None) -> dict[str, Any]:
+        """Set retention windows (membank.configure_retention); None leaves one as it is; return all three."""
+        rows = self._call("configure_retention", dict(deleted_revisions=deleted_revisions,
+                                                      finished_operations=finished_operations, events=events,
+                                                      forever=forever))
+        return rows[0]["configure_retention"]
+
+    def apply_retention(self, *, batch_size: int | None = None, max_batches: int | None = None) -> dict[str, int]:
+        """Remove what is past its retention window in committed batches (CALL membank.apply_retention)."""
+        rows = self._call("apply_retention", dict(batch_size=batch_size, max_batches=max_batches), kind="call")
+        return rows[0]["removed"]
+
     # -- revisions ----------------------------------------------------------
     def list_revisions(self, name: str | UUID, *, scope: Scope | None = None) -> list[MemoryRevision]:
         """Return every revision of memory ``name``, oldest first (also after deletion). Raises NotFoundError."""
@@ -313,7 +350,8 @@ class MemoryBank:
 
     def get_revision(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> MemoryRevision:
         """Return revision number ``revision`` (1-based) of memory ``name``. Raises NotFoundError."""
-        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
+        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope),
+                          nulls=("revision",))
         return MemoryRevision.from_row(rows[0])
 
     def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None,
@@ -324,18 +362,21 @@ class MemoryBank:
         revision (a deleted memory: its DELETED revision), else ConflictError (MB003).
         """
         rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope,
-                                                  expected_revision=expected_revision))
+                                                  expected_revision=expected_revision),
+                          nulls=("revision",))
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
-    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int = 3,
+    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int | None = None,
                           min_similarity: float | None = None, metadata_filter: Mapping[str, Any] | None = None,
                           topics: list[str] | None = None, memory_type: str | None = None,
                           created_after: datetime | None = None, created_before: datetime | None = None,
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
                           rerank_depth: int | None = None, use_embedding: bool = True) -> list[RetrievedMemory]:
-        """RetrieveMemories: the ``top_k`` (1..100) memories of the exact scope(s) closest to ``query``.
+        """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
+
+        Without a query, the scope's memories (at most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
@@ -345,7 +386,12 @@ class MemoryBank:
         """
         embedding = None
         model = None
-        if query is not None and query.strip() and use_embedding:
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            # SQL refuses it too (same message); checked here so that a huge text is never embedded first.
+            raise errors.invalid("query_text", f"has {len(query)} characters",
+                                 "a query is at most 4000 characters; the embedding model reads only its first "
+                                 "512 tokens anyway")
+        if query is not None and query.strip(BLANK) and use_embedding:
             embedding = [float(x) for x in self.embedder.embed_query(query)]
             model = self.embedder.model_id
         rows = self._call("retrieve_memories", dict(

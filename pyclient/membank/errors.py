@@ -4,7 +4,7 @@
 |---------------------|----------------------|
 | class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
 | P0002 no_data_found | NotFoundError        |
-| MB001, MB002, MB003, MB010 | ConflictError |
+| MB001, MB002, MB003, MB010, MB020, MB021 | ConflictError |
 | MB040 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
@@ -42,7 +42,8 @@ class NotFoundError(MembankError, LookupError):
 
 
 class ConflictError(MembankError):
-    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit, MB003 revision mismatch)."""
+    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit, MB003 revision mismatch,
+    MB021 request_id reuse, ...)."""
 
 
 class LockTimeoutError(MembankError, TimeoutError):

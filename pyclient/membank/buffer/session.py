@@ -442,6 +442,20 @@ class SessionBuffer:
         with self._unavailable():
             return int(self.client.delete(*keys.values()))
 
+    def delete_scope(self, scope: Mapping[str, str]) -> int:
+        """Delete the keys of every session of ``scope`` (erasure); return how many existed.
+
+        Finds them with SCAN over ``<prefix>:{<scope id>:*`` (on every node of a
+        cluster), so sessions the database never heard of are erased too.
+        Raises BufferUnavailableError.
+        """
+        pattern = f"{_escape(self.prefix)}:{{{_scope_id(scope)}:*"
+        deleted = 0
+        with self._unavailable():
+            for key in self.client.scan_iter(match=pattern, count=500):
+                deleted += int(self.client.delete(key))  # one key a call: keys of one scope span slots
+        return deleted
+
     # -- reads ------------------------------------------------------------------
     def read(self, scope: Mapping[str, str], session_id: str) -> SessionState:
         """Return a consistent snapshot of a scope's session (one MULTI/EXEC): rolling summary, window, tokens, TTL.
