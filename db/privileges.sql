@@ -29,8 +29,10 @@ membank.list_revisions(text, jsonb),
 membank.get_revision(text, integer, jsonb),
 membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
-    text, double precision, double precision, integer, text, integer, integer, text
+    text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
 ),
+membank.decompose_query(text, text, text, text),
+membank.decomposition_prompt(text),
 membank.embedding_backlog(),
 membank.list_events(jsonb, text, timestamptz, timestamptz, integer),
 membank.get_operation(text, jsonb),

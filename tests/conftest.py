@@ -137,3 +137,18 @@ def count_all_rows(conn: psycopg.Connection) -> dict[str, int]:
         row = conn.execute(f"select count(*) as n from {name}").fetchone()
         counts[name] = row["n"] if isinstance(row, dict) else row[0]
     return counts
+
+
+def wait_for_database_clock(db_url: str, instant, timeout: float = 60.0) -> None:
+    """Wait until the database clock (the one expiry is judged by) has passed ``instant``.
+
+    Tests set a short expiry after their slow steps and then wait on this
+    clock, so that nothing depends on how fast the machine is.
+    """
+    import time
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        deadline = time.monotonic() + timeout
+        while not c.execute("select clock_timestamp() > %s", (instant,)).fetchone()[0]:
+            assert time.monotonic() < deadline, f"the database clock never reached {instant}"
+            time.sleep(0.05)

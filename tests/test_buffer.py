@@ -20,6 +20,7 @@ import redis
 
 from membank import ConflictError, InvalidArgumentError
 from membank.buffer import BufferUnavailableError, RulesSummarizer, SessionBuffer, Turn, get_tokenizer, server
+from membank.buffer.summarizer import dropped_lines
 
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 S = {"user_id": "u1"}  # the scope of the sessions in these tests
@@ -218,7 +219,9 @@ def test_rules_summarizer_keeps_dated_first_person_statements_within_bound():
     assert s.summarize("", turns) == text  # deterministic
     longer = s.summarize(text, [Turn("user", f"I bought {n} new books for my shelf.", T0) for n in range(9)])
     assert get_tokenizer().count(longer) <= 40
-    assert longer.endswith("I bought 8 new books for my shelf.") and "Lisbon" not in longer
+    # Over the bound, the least informative lines go first (the oldest among equals), and the summary says so.
+    assert longer == "(10 less informative lines dropped)\n[2023-05-08] user: I moved to Lisbon in March."
+    assert dropped_lines(longer) == 10
 
 
 def test_tokenizer_is_cl100k_offline():

@@ -261,3 +261,40 @@ def test_two_users_with_session_s1_each_get_only_their_own_turns_and_summary(vba
     carried = buf.carry_over(u2, "s1", "s2")
     assert "teal" not in carried.text and "mountains" in carried.text
     assert "teal" not in build_context(vbank, buf, u2, "s2", "colour?", 1000).text
+
+
+PERSONAL_FACTS = [
+    "My name is Joy Alvarez.", "I live in Porto with my husband Tiago.", "I work as a pharmacist at Santo Antonio.",
+    "My daughter Mia was born on 2019-03-02.", "I am allergic to shellfish and peanuts.",
+    "My favourite band is Radiohead.", "I adopted a beagle named Pickles in June.",
+    "I am planning a trip to Kyoto in October.",
+]
+THINGS = ["weather", "movie", "coffee", "weekend", "song", "game", "park", "book", "dinner", "show", "walk", "cake"]
+
+
+def small_talk(i: int) -> tuple[str, str]:
+    """A distinct small-talk pair (the rules summarizer drops exact repeats anyway)."""
+    thing = THINGS[i % len(THINGS)]
+    user = [f"I agree, that {thing} sounds really lovely.", f"I think so too, the {thing} was nice.",
+            f"I see what you mean about the {thing}, haha.", f"I'm good, just thinking about the {thing} today."]
+    return user[(i // len(THINGS)) % 4], f"The {thing} does sound nice."
+
+
+def test_the_rules_summary_keeps_personal_facts_over_small_talk(vbank, make_buffer):
+    """§6: 8 personal facts, then 48 small-talk pairs, a 300-token window: >= 6 facts survive in the summary."""
+    buf = make_buffer(window_tokens=300)
+    t0 = datetime(2023, 5, 8, 9, tzinfo=timezone.utc)
+    for i, fact in enumerate(PERSONAL_FACTS):
+        buf.append(U1, "s1", [{"role": "user", "text": fact, "timestamp": t0 + timedelta(minutes=i)},
+                          {"role": "assistant", "text": "Thanks for telling me.", "timestamp": t0 + timedelta(minutes=i)}])
+    for i in range(48):
+        user, assistant = small_talk(i)
+        when = t0 + timedelta(hours=1, minutes=i)
+        buf.append(U1, "s1", [{"role": "user", "text": user, "timestamp": when},
+                          {"role": "assistant", "text": assistant, "timestamp": when}])
+    summary = buf.summary(U1, "s1").text
+    kept = [f for f in PERSONAL_FACTS if f in summary]
+    assert len(kept) >= 6, summary
+    ctx = build_context(vbank, buf, U1, "s1", "what do you know about me?", 2000)
+    assert ctx.dropped["summarized_lines"] > 0  # the small talk the summarizer dropped, counted
+    assert all(f in ctx.text for f in kept)

@@ -61,13 +61,16 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.embedding_backlog()": "select * from membank.embedding_backlog()",
     "membank.reembed(text,integer)": None,
     "membank.retrieve_memories(jsonb,text,real[],integer,double precision,jsonb,text[],text,timestamp with time zone,"
-    "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text)":
+    "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[])":
         "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s)",
     "membank.evidence_verdicts(jsonb,text,jsonb,text[],integer)":
         "select * from membank.evidence_verdicts(scopes => %(scope)s, session_id => %(session)s,"
         " retrieved => jsonb_build_array(jsonb_build_object('name', %(name)s::text, 'scope', %(scope)s::jsonb,"
         " 'revision', 1)), expected => array[%(name)s::text])",
     "membank.append_events(jsonb,text,jsonb)": None,
+    "membank.decompose_query(text,text,text,text)":
+        "select membank.decompose_query(query_text => 'what is her job and where does she live?')",
+    "membank.decomposition_prompt(text)": "select membank.decomposition_prompt(query_text => 'where does she live?')",
     "membank.list_events(jsonb,text,timestamp with time zone,timestamp with time zone,integer)":
         "select * from membank.list_events(scope => %(scope)s, session_id => %(session)s)",
     "membank.generate_memories(jsonb,jsonb,text,timestamp with time zone,timestamp with time zone,jsonb,jsonb,jsonb,"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
@@ -19,9 +19,6 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
-from membank.errors import MembankError
-from membank.embedding import Embedder, get_embedder
-from membank.worker import EmbeddingWorker
 from membank.models import (
     EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
     ToolDecision, ToolRule,
@@ -45,6 +42,7 @@ _ARG_TYPES = {
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
     "deleted_revisions": "interval", "finished_operations": "interval", "forever": "text[]",
+    "query_texts": "text[]", "query_embeddings": "real[]", "method": "text", "model_reply": "text",
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
@@ -54,6 +52,10 @@ _ARG_TYPES = {
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
+
+if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
+    from membank.embedding import Embedder
+    from membank.worker import EmbeddingWorker
 
 Scope = Mapping[str, str]
 # membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
@@ -171,6 +173,8 @@ class MemoryBank:
     def embedder(self) -> Embedder:
         """The Embedder for queries and queued facts, loaded on first use."""
         if self._embedder is None:
+            from membank.embedding import get_embedder
+
             self._embedder = get_embedder(self._embedder_spec if isinstance(self._embedder_spec, str) else None)
         return self._embedder
 
@@ -373,33 +377,47 @@ class MemoryBank:
                           created_after: datetime | None = None, created_before: datetime | None = None,
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
-                          rerank_depth: int | None = None, use_embedding: bool = True) -> list[RetrievedMemory]:
+                          rerank_depth: int | None = None, use_embedding: bool = True,
+                          decompose: str | None = None) -> list[RetrievedMemory]:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
         Without a query, the scope's memories (at most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
-        default, k = 60) or a convex combination (``"convex"``). With
+        default, k = 20) or a convex combination (``"convex"``). With
         ``use_embedding=False`` only text is used and results are flagged
-        degraded. Raises InvalidArgumentError naming the argument.
+        degraded. ``decompose`` splits a compound question first and fuses the
+        sub-queries' lists by RRF in the one retrieval call (see
+        ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
+        (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
+        back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
+        ``ai.generate``). Raises InvalidArgumentError naming the argument.
         """
-        embedding = None
+        queries = [query]
+        embeddings = None
         model = None
         if query is not None and len(query) > MAX_QUERY_CHARS:
             # SQL refuses it too (same message); checked here so that a huge text is never embedded first.
             raise errors.invalid("query_text", f"has {len(query)} characters",
                                  "a query is at most 4000 characters; the embedding model reads only its first "
                                  "512 tokens anyway")
-        if query is not None and query.strip(BLANK) and use_embedding:
-            embedding = [float(x) for x in self.embedder.embed_query(query)]
+        if decompose is not None and query is not None and query.strip(BLANK):
+            queries = self.decompose_query(query, decompose)
+        if use_embedding and all(q is not None and q.strip(BLANK) for q in queries):
+            embeddings = [[float(x) for x in self.embedder.embed_query(q)] for q in queries]
             model = self.embedder.model_id
-        rows = self._call("retrieve_memories", dict(
-            scope=scope, query_text=query, query_embedding=embedding, top_k=top_k,
+        options = dict(
+            scope=scope, top_k=top_k,
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
             memory_type=memory_type, created_after=created_after, created_before=created_before,
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
-            embedding_model=model, rerank_depth=rerank_depth))
+            embedding_model=model, rerank_depth=rerank_depth)
+        if len(queries) == 1:
+            rows = self._call("retrieve_memories", dict(
+                options, query_text=queries[0], query_embedding=embeddings[0] if embeddings else None))
+        else:
+            rows = self._call("retrieve_memories", dict(options, query_texts=queries, query_embeddings=embeddings))
         return [RetrievedMemory.from_row(r) for r in rows]
 
     def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
@@ -421,11 +439,44 @@ class MemoryBank:
             scopes=scopes, session_id=session_id, retrieved=items,
             expected=[str(n) for n in expected], generated_lookback=generated_lookback))
 
+    def decompose_query(self, query: str, method: str = "rules") -> list[str]:
+        """The sub-queries of a compound question (1..4; the question alone when it is one).
+
+        ``method``: ``"rules"`` (offline, SQL), ``"in_database:<model_id>"``
+        (the database's ``ai.generate``, AlloyDB), or ``"model:<provider
+        spec>"``: the prompt comes from ``membank.decomposition_prompt``, this
+        client carries it to the provider (``gemini``, ``openai:<model>``) and
+        SQL parses the reply; a failed call falls back to the question.
+        Raises InvalidArgumentError for an unknown method.
+        """
+        kind, _, detail = method.partition(":")
+        if kind == "rules" and not detail:
+            return self._call("decompose_query", {"query_text": query, "method": "rules"})[0]["decompose_query"]
+        if kind == "in_database" and detail:
+            return self._call("decompose_query", {"query_text": query, "method": "in_database",
+                                                  "model_id": detail})[0]["decompose_query"]
+        if kind == "model" and detail:
+            from membank.generation import GenerationError, get_provider
+
+            provider = get_provider(detail)
+            request = self._call("decomposition_prompt", {"query_text": query})[0]["decomposition_prompt"]
+            try:
+                reply = provider.complete(request["prompt"], request["response_schema"])
+            except GenerationError:
+                reply = None
+            return self._call("decompose_query", {"query_text": query, "method": "model_reply",
+                                                  "model_reply": reply})[0]["decompose_query"]
+        raise errors.InvalidArgumentError(
+            f"decompose: unknown method {method!r}", argument="decompose",
+            hint='use "rules", "model:gemini", "model:openai:<model>" or "in_database:<model_id>"')
+
     # -- embeddings ---------------------------------------------------------
     @property
     def worker(self) -> EmbeddingWorker:
         """An in-process EmbeddingWorker using this bank's embedder (created on first use)."""
         if self._worker is None:
+            from membank.worker import EmbeddingWorker
+
             self._worker = EmbeddingWorker(self.url, self.embedder)
         return self._worker
 
@@ -620,9 +671,11 @@ class PendingOperation:
             if process:
                 self.bank.process_pending(operation_name=self.name)
             operation = self.get()
-            if operation.done:
-                return operation
             worker = self.bank.generation_worker if process else None
+            # A refused request (HTTP 400, 404, ...) fails the operation at once: fail fast on it too.
+            refused = operation.done and (operation.error or {}).get("code") == "MODEL_CALL_FAILED"
+            if operation.done and not refused:
+                return operation
             if fail_fast and worker is not None and worker.last_error:
                 from membank.generation import GenerationError
 
@@ -630,6 +683,8 @@ class PendingOperation:
                                       f"{worker.last_error}",
                                       hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
                                            "`membank worker` would retry it with backoff")
+            if operation.done:
+                return operation
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")

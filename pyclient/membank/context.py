@@ -39,6 +39,7 @@ from membank import errors
 from membank.buffer.models import RollingSummary, Turn
 from membank.buffer.server import BufferUnavailableError
 from membank.buffer.session import SessionBuffer, _validate_session_id
+from membank.buffer.summarizer import dropped_lines
 from membank.buffer.tokenizer import Tokenizer, get_tokenizer
 from membank.models import Memory, RetrievedMemory
 
@@ -90,7 +91,9 @@ class Context:
     present. ``memories`` names the memories in the prompt (best first),
     ``turn_seqs`` the turns in it; ``dropped`` what did not fit
     (``{"memories": [names], "turns": [seqs], "summary": bool}``, plus
-    ``summary_lines`` when only the summary's newest lines fit and
+    ``summary_lines`` when only the summary's newest lines fit,
+    ``summarized_lines`` when the summarizer itself dropped lines over its
+    folds (how many; the rules summarizer drops small talk first), and
     ``truncated_turn`` when the newest turn was cut; lowest-ranked memories
     and oldest turns go first). ``verdicts`` has one entry per memory
     considered. ``degraded`` is True (with ``degraded_reason``) when the
@@ -197,11 +200,15 @@ class ContextBuilder:
     passes through to retrieval; the memories written by the session's
     ``generated_lookback`` newest finished GenerateMemories operations are
     expected in the context (see ``judge_memories``); ``tokenizer``
-    counts tokens (default cl100k_base, the buffer's).
+    counts tokens (default cl100k_base, the buffer's); ``decompose``
+    (None, ``"rules"``, ``"model:<provider>"``, ``"in_database:<model_id>"``)
+    splits a compound query into sub-queries for retrieval (see
+    ``MemoryBank.retrieve_memories``).
     """
 
     def __init__(self, bank, buffer: SessionBuffer | None, *, top_k: int = 5, min_similarity: float | None = None,
-                 generated_lookback: int = 5, tokenizer: Tokenizer | None = None) -> None:
+                 generated_lookback: int = 5, tokenizer: Tokenizer | None = None,
+                 decompose: str | None = None) -> None:
         """Keep the tiers and settings. Raises InvalidArgumentError naming ``top_k`` or ``generated_lookback``."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100:
             raise errors.invalid("top_k", f"must be an integer from 1 to 100, not {top_k!r}", "e.g. 5")
@@ -213,6 +220,7 @@ class ContextBuilder:
         self.buffer = buffer
         self.top_k = top_k
         self.min_similarity = min_similarity
+        self.decompose = decompose
         self.tokenizer = tokenizer or (buffer.tokenizer if buffer is not None else get_tokenizer())
 
     def build(self, scopes: Mapping[str, str] | Sequence[Mapping[str, str]], session_id: str, query: str,
@@ -254,7 +262,8 @@ class ContextBuilder:
                 degraded_reason = f"session buffer unavailable: {err.message}"
                 log.warning("context degraded: %s; long-term memories only", err.message)
         retrieved = self.bank.retrieve_memories(wanted if len(wanted) > 1 else wanted[0], query, top_k=self.top_k,
-                                                min_similarity=self.min_similarity)
+                                                min_similarity=self.min_similarity,
+                                                **({"decompose": self.decompose} if self.decompose else {}))
         verdicts, usable = self._judge(wanted, session_id, retrieved, expected)
         pending = sorted({v.operation for v in verdicts if v.operation})
         candidates = [(v.memory_name, usable[str(v.memory_name)]) for v in verdicts if str(v.memory_name) in usable]
@@ -297,6 +306,8 @@ class ContextBuilder:
             order.append(("summary", "summary", count(summary_text) + 1))
         order += [("turn", t.seq, count(lines["turn"][t.seq]) + 1) for t in reversed(turns[:-1])]
         dropped: dict[str, Any] = {"memories": [], "turns": [], "summary": False}
+        if dropped_lines(summary_text):
+            dropped["summarized_lines"] = dropped_lines(summary_text)
         turns_closed = False
         for section, key, cost in order:
             extra = cost + (0 if chosen[section] else header_cost[section])
@@ -370,12 +381,12 @@ class ContextBuilder:
 def build_context(bank, buffer: SessionBuffer | None, scopes: Mapping[str, str] | Sequence[Mapping[str, str]],
                   session_id: str, query: str, budget_tokens: int, *, top_k: int = 5,
                   expected: Iterable[UUID | str] = (), min_similarity: float | None = None,
-                  generated_lookback: int = 5) -> Context:
+                  generated_lookback: int = 5, decompose: str | None = None) -> Context:
     """Assemble the prompt context for ``query``: ``ContextBuilder(bank, buffer, top_k=...).build(...)``.
 
     ``bank`` is a MemoryBank, ``buffer`` a SessionBuffer (None: long-term
     memories only, reported degraded); the rest as ``ContextBuilder.build``.
     """
     return ContextBuilder(bank, buffer, top_k=top_k, min_similarity=min_similarity,
-                          generated_lookback=generated_lookback).build(
+                          generated_lookback=generated_lookback, decompose=decompose).build(
         scopes, session_id, query, budget_tokens, expected=expected)

@@ -15,7 +15,10 @@ argument), ``hint`` and ``argument``.
 
 from __future__ import annotations
 
-import psycopg
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # psycopg is imported by whoever raises; the CLI starts faster without it
+    import psycopg
 
 
 class MembankError(Exception):

@@ -2,7 +2,10 @@
 
 It answers the same requests a model answers (the structured ``input`` SQL
 puts beside each prompt) with hand-written rules, so that everything runs
-with no key. A weaker baseline, and honest about it:
+with no key. A weaker baseline, and honest about it. It reads English only:
+events in another language (told by script, or by function words for
+French, Spanish, German, Portuguese, Italian) are reported under
+``not_extracted`` with the reason, never dropped silently.
 
 * extraction: each first-person statement (the speaker is its subject) of a human speaker (at least five
   words, not a question or small talk) becomes a third-person fact naming
@@ -118,15 +121,67 @@ def _sentences(text: str) -> list[str]:
     return parts
 
 
+LANGUAGES = ("English",)
+"""The languages the rules read; events in others are reported under ``not_extracted``, never silently dropped."""
+
+# Letters of a script that is not Latin name the language (or the script) outright.
+_SCRIPTS = [
+    ("Japanese", re.compile(r"[\u3040-\u30ff]")),           # hiragana, katakana
+    ("Korean", re.compile(r"[\uac00-\ud7af\u1100-\u11ff]")),
+    ("Chinese", re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")),
+    ("Russian or another Cyrillic-script language", re.compile(r"[\u0400-\u04ff]")),
+    ("Greek", re.compile(r"[\u0370-\u03ff]")),
+    ("Arabic-script", re.compile(r"[\u0600-\u06ff]")),
+    ("Hebrew", re.compile(r"[\u0590-\u05ff]")),
+    ("Devanagari-script", re.compile(r"[\u0900-\u097f]")),
+    ("Thai", re.compile(r"[\u0e00-\u0e7f]")),
+]
+# Latin-script languages told apart from English by their most common words.
+_FUNCTION_WORDS = {
+    "English": set("the and is are was i you my to of in it that with for have not this".split()),
+    "French": set("le la les et est je tu mon ma mes des une un du que pas avec pour dans suis ai c'est j'ai".split()),
+    "Spanish": set("el la los las y es yo mi mis que una un del con para por pero muy soy estoy tengo".split()),
+    "German": set("der die das und ist ich du mein meine nicht ein eine mit für auf bin habe auch".split()),
+    "Portuguese": set("o os as e é eu meu minha não uma um com para por mas muito sou estou tenho".split()),
+    "Italian": set("il lo gli le e è io mio mia non una un con per che sono ho anche molto".split()),
+}
+
+
+def language_of(text: str) -> str:
+    """The language ``text`` is written in, as far as the rules can tell ("English" when unsure)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return "English"
+    for language, script in _SCRIPTS:
+        if len(script.findall(text)) >= 0.3 * len(letters):
+            return "Japanese" if language == "Chinese" and _SCRIPTS[0][1].search(text) else language
+    words = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", text.lower())
+    hits = {language: sum(w in vocabulary for w in words) for language, vocabulary in _FUNCTION_WORDS.items()}
+    best = max(hits, key=lambda language: (hits[language], language == "English"))
+    return best if hits[best] >= 2 and hits[best] > hits["English"] else "English"
+
+
 def extract(request: dict[str, Any]) -> dict[str, Any]:
-    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}]}`` for ``request["events"]``."""
+    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}], "not_extracted": [...]}``.
+
+    ``not_extracted`` lists, per language the rules cannot read (LANGUAGES),
+    the events in it with the reason, so that the operation says why they
+    gave no memory.
+    """
     events = request.get("events") or []
     authors = [a for a in dict.fromkeys(e["author"] for e in events) if _speaker(a)]
     memories: list[dict[str, Any]] = []
+    unsupported: dict[str, list[str]] = {}
     seen: set[str] = set()
     for event in events:
         name = _speaker(event["author"])
         if name is None or not event.get("text"):
+            continue
+        language = language_of(event["text"])
+        if language not in LANGUAGES:
+            ids = unsupported.setdefault(language, [])
+            if event["event_id"] not in ids:
+                ids.append(event["event_id"])
             continue
         others = [a for a in authors if a != event["author"]]
         other = _speaker(others[0]) if len(others) == 1 else None
@@ -148,7 +203,14 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
                 continue
             seen.add(fact.lower())
             memories.append({"fact": fact, "topics": topics, "source_event_ids": [event["event_id"]]})
-    return {"memories": memories}
+    reply: dict[str, Any] = {"memories": memories}
+    if unsupported:
+        reply["not_extracted"] = [
+            {"source_event_ids": ids,
+             "reason": f"unsupported language: {language}; the rules provider extracts facts from "
+                       f"{', '.join(LANGUAGES)} only (use a model provider: gemini or openai)"}
+            for language, ids in unsupported.items()]
+    return reply
 
 
 # -- consolidation --------------------------------------------------------------
@@ -200,19 +262,27 @@ DUPLICATE_OVERLAP = 0.6
 
 
 def decide(fact: dict[str, Any], candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """One consolidation action for ``fact`` against its ``candidates`` (see the module's docstring)."""
+    """One consolidation action for ``fact`` against its ``candidates`` (see the module's docstring).
+
+    Candidates named ``fact:N`` (earlier facts of the same batch, said
+    before this one) are looked at first, latest first: the later statement
+    changes what the earlier one wrote. A duplicate is NONE naming the memory
+    that holds it.
+    """
+    earlier = sorted((c for c in candidates if str(c["name"]).startswith("fact:")), key=lambda c: -int(c["name"][5:]))
+    candidates = earlier + [c for c in candidates if not str(c["name"]).startswith("fact:")]
     text = fact["fact"]
     slot = slot_of(text)
     words = _words(text)
     for c in candidates:
         if _normal(c["fact"]) == _normal(text):
-            return {"action": "NONE"}
+            return {"action": "NONE", "memory_name": c["name"]}
     if slot:
         for c in candidates:
             other = slot_of(c["fact"])
             if other and other[:2] == slot[:2]:
                 if other[2] == slot[2]:
-                    return {"action": "NONE"}
+                    return {"action": "NONE", "memory_name": c["name"]}
                 if slot[1] == "city" and re.search(r"\bmoved to\b", text):
                     text = text.rstrip(".") + ", and lives there now."  # keeps the slot's own words
                 return {"action": "UPDATE", "memory_name": c["name"], "fact": text}
@@ -224,16 +294,17 @@ def decide(fact: dict[str, Any], candidates: list[dict[str, Any]]) -> dict[str, 
     for c in candidates:
         overlap = len(words & _words(c["fact"])) / max(1, len(words | _words(c["fact"])))
         if (c.get("similarity") or 0) >= DUPLICATE_SIMILARITY and overlap >= DUPLICATE_OVERLAP:
-            return {"action": "NONE"}
+            return {"action": "NONE", "memory_name": c["name"]}
     return {"action": "CREATE"}
 
 
 def consolidate(request: dict[str, Any]) -> dict[str, Any]:
-    """Consolidation by rules: ``{"actions": [...]}``, one per fact of ``request["facts"]``."""
-    plans = {p["index"]: p["candidates"] for p in request.get("candidates") or []}
+    """Consolidation by rules: ``{"actions": [...]}``, one per fact of the batch (``request["candidates"]``)."""
+    facts = request.get("facts") or []
     actions = []
-    for index, fact in enumerate(request.get("facts") or []):
-        actions.append({"fact_index": index, **decide(fact, plans.get(index, []))})
+    for plan in request.get("candidates") or []:
+        index = plan["index"]
+        actions.append({"fact_index": index, **decide(facts[index], plan["candidates"])})
     return {"actions": actions}
 
 
@@ -267,10 +338,16 @@ def compact(request: dict[str, Any]) -> dict[str, Any]:
 
 
 class RulesProvider:
-    """The offline provider: answers extraction and consolidation requests by rules (no model, no network)."""
+    """The offline provider: answers extraction and consolidation requests by rules (no model, no network).
+
+    It reads English only (``languages``); events in other languages come back
+    under ``not_extracted`` with the reason, kept in the operation's
+    ``rejected_items``.
+    """
 
     name = "rules"
     model_id = "rules/v1"
+    languages = LANGUAGES
 
     def complete(self, prompt: str, response_schema: dict[str, Any] | None = None, *,
                  input: dict[str, Any] | None = None) -> str:
