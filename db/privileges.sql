@@ -53,7 +53,8 @@ membank.set_scope(jsonb, boolean),
 membank.current_scope(),
 membank.get_session(text, text, text, integer, double precision),
 membank.list_sessions(text, text),
-membank.get_user_state(text, text)
+membank.get_user_state(text, text),
+membank.evidence_verdicts(jsonb, text, jsonb, text[], integer)
 to membank_reader;
 
 -- The scoped views: a reader sets its scope and selects. The views' filter

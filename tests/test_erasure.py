@@ -63,6 +63,10 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.retrieve_memories(jsonb,text,real[],integer,double precision,jsonb,text[],text,timestamp with time zone,"
     "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[])":
         "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s)",
+    "membank.evidence_verdicts(jsonb,text,jsonb,text[],integer)":
+        "select * from membank.evidence_verdicts(scopes => %(scope)s, session_id => %(session)s,"
+        " retrieved => jsonb_build_array(jsonb_build_object('name', %(name)s::text, 'scope', %(scope)s::jsonb,"
+        " 'revision', 1)), expected => array[%(name)s::text])",
     "membank.append_events(jsonb,text,jsonb)": None,
     "membank.decompose_query(text,text,text,text)":
         "select membank.decompose_query(query_text => 'what is her job and where does she live?')",

@@ -52,6 +52,7 @@ _ARG_TYPES = {
     "max_scopes": "integer",
     "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
     "after_timestamp": "double precision",
+    "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
@@ -429,6 +430,25 @@ class MemoryBank:
         else:
             rows = self._call("retrieve_memories", dict(options, query_texts=queries, query_embeddings=embeddings))
         return [RetrievedMemory.from_row(r) for r in rows]
+
+    def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
+                          session_id: str | None = None, expected: list[str | UUID] = (),
+                          generated_lookback: int = 0) -> list[dict]:
+        """Evidence verdicts (``membank.evidence_verdicts``) on retrieved and expected memories, in one SQL call.
+
+        ``retrieved``: ``retrieve_memories`` results in rank order (their
+        name, scope, revision and degraded flag are sent); ``expected``:
+        names that should reach the context; ``session_id`` and
+        ``generated_lookback``: the session whose running operations give
+        wait and whose newest finished ones name expected memories. Returns
+        the SQL rows (dicts): retrieved in rank order, then expected. Raises
+        InvalidArgumentError naming the argument.
+        """
+        items = [{"name": str(r.memory.name), "scope": dict(r.memory.scope), "revision": r.memory.revision,
+                  "degraded": bool(r.degraded)} for r in retrieved]
+        return self._call("evidence_verdicts", dict(
+            scopes=scopes, session_id=session_id, retrieved=items,
+            expected=[str(n) for n in expected], generated_lookback=generated_lookback))
 
     def decompose_query(self, query: str, method: str = "rules") -> list[str]:
         """The sub-queries of a compound question (1..4; the question alone when it is one).
