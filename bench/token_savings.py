@@ -134,7 +134,7 @@ def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list
         sid = f"c{conv.id}-s{number}"
         if number != sessions[0]:
             for buf in buffers:
-                buf.carry_over(f"c{conv.id}-s{previous}", sid)
+                buf.carry_over(scope, f"c{conv.id}-s{previous}", sid)
         for k, turn in enumerate(t for t in conv.turns if t.session == number):
             n += 1
             text = text_of(turn)
@@ -145,7 +145,7 @@ def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list
             naive = tok.count("\n".join(lines))
             bank.embedder.embed_query(text)  # embedded once, outside the timed builds
             for s, buf, builder in zip(settings, buffers, builders):
-                buf.append(sid, entry)
+                buf.append(scope, sid, entry)
                 t0 = time.perf_counter()
                 ctx = builder.build(scope, sid, text, s.budget)
                 s.build_ms.append((time.perf_counter() - t0) * 1e3)
@@ -179,7 +179,7 @@ def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list
                      for dia, t in turns_by_dia.items()}
     last_sid = f"c{conv.id}-s{sessions[-1]}"
     for s, buf, builder in zip(settings, buffers, builders):
-        window = {t.seq: t.event_id for t in buf.window(last_sid)}
+        window = {t.seq: t.event_id for t in buf.window(scope, last_sid)}
         for qa in conv.qas:
             evidence = [e for e in qa.evidence if e in turns_by_dia]
             if not evidence or any(session_of(e) >= sessions[-1] for e in evidence):

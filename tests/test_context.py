@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import logging
 import uuid
-import time
 from datetime import datetime, timedelta, timezone
 
+import psycopg
 import pytest
 
 from membank import InvalidArgumentError, MemoryBank
@@ -35,8 +35,8 @@ def stocked(vbank):
 
 def chat(buf, session, n, start=0):
     for i in range(start, start + n):
-        buf.append(session, [{"role": "user", "text": f"I tried recipe number {i} with my sister today."},
-                             {"role": "assistant", "text": f"Recipe {i} sounds lovely."}])
+        buf.append(U1, session, [{"role": "user", "text": f"I tried recipe number {i} with my sister today."},
+                                 {"role": "assistant", "text": f"Recipe {i} sounds lovely."}])
 
 
 def test_sections_verdicts_and_token_count(vbank, stocked, make_buffer):
@@ -52,7 +52,7 @@ def test_sections_verdicts_and_token_count(vbank, stocked, make_buffer):
     assert ctx.memories[0] == stocked["User is allergic to peanuts"].name
     assert '- "User is allergic to peanuts"' in ctx.text
     assert [v.verdict for v in ctx.verdicts] == ["allow"] * 5 and not ctx.degraded
-    state = buf.read("s1")
+    state = buf.read(U1, "s1")
     assert ctx.turn_seqs == [t.seq for t in state.turns] and ctx.summary == state.summary
     assert "I tried recipe number 0 with my sister today." in ctx.text  # via the rolling summary
     assert ctx.dropped == {"memories": [], "turns": [], "summary": False}
@@ -81,7 +81,7 @@ def test_always_within_budget_dropping_lowest_ranked_and_oldest_first(vbank, sto
 
 def test_newest_turn_is_cut_to_fit(vbank, make_buffer):
     buf = make_buffer()
-    buf.append("s", {"role": "user", "text": "I " + "really " * 200 + "like tea."})
+    buf.append(U1, "s", {"role": "user", "text": "I " + "really " * 200 + "like tea."})
     ctx = build_context(vbank, buf, U1, "s", "tea", 50)
     assert 0 < ctx.tokens <= 50 and ctx.text.startswith(TURNS_HEADER + "\nuser: I really")
     assert ctx.dropped["truncated_turn"] == 1
@@ -102,12 +102,15 @@ def test_wrong_scope_deleted_and_expired_are_blocked_and_never_in_the_prompt(db_
         mine = bank.create_memory(U1, "User is allergic to peanuts")
         leaked = bank.create_memory(OTHER, "Other user is allergic to peanut butter")
         gone = bank.create_memory(U1, "User was allergic to peanut oil as a child")
-        short = bank.create_memory(U1, "User's peanut allergy test is on Friday", ttl=1.5)
+        short = bank.create_memory(U1, "User's peanut allergy test is on Friday", ttl=3600)
         bank.process_pending()
         retrieved = bank.retrieve_memories(U1, "peanut allergy", top_k=10)
         assert {str(r.memory.name) for r in retrieved} >= {str(leaked.name), str(gone.name), str(short.name)}
         bank.delete_memory(gone.name)
-        time.sleep(1.6)
+        # Move time after the slow steps (embedding, retrieval): the memory expires now.
+        with psycopg.connect(db_url, autocommit=True) as c:
+            c.execute("update membank_private.memories set expire_time = statement_timestamp()"
+                      " - interval '1 second' where name = %s", (short.name,))
         caplog.set_level(logging.INFO, logger="membank.context")
         verdicts, usable = judge_memories(bank, U1, retrieved)
         by_name = {str(v.memory_name): v for v in verdicts}
@@ -181,7 +184,7 @@ def test_several_scopes_are_retrieved_together(vbank, make_buffer):
 
 def test_valkey_down_degrades_to_long_term_memories_then_recovers(vbank, stocked, own_valkey):
     buf = SessionBuffer(server.url_for(own_valkey))
-    buf.append("s", {"role": "user", "text": "I just got back from Porto."})
+    buf.append(U1, "s", {"role": "user", "text": "I just got back from Porto."})
     builder = ContextBuilder(vbank, buf)
     assert not builder.build(U1, "s", "peanuts", 1000).degraded
     server.stop(own_valkey)
@@ -238,3 +241,60 @@ def test_memories_the_session_generated_are_expected(vbank, stocked, make_buffer
                          ).verdict_of(generated.name).verdict == "block"
     assert build_context(vbank, make_buffer(), U1, "s1", "what is the user allergic to?", 1000, top_k=1,
                          generated_lookback=0).verdict_of(generated.name) is None
+
+
+def test_two_users_with_session_s1_each_get_only_their_own_turns_and_summary(vbank, make_buffer):
+    u2 = {"user_id": "u2"}
+    buf = make_buffer(window_tokens=12)
+    for text in ["My favourite colour is teal.", "I walk my dog every morning.", "I am learning Finnish."]:
+        buf.append(U1, "s1", {"role": "user", "text": text})
+    buf.append(u2, "s1", {"role": "user", "text": "I prefer mountains to beaches."})
+    assert buf.read(U1, "s1").summary.text  # u1's session has folded: its summary is in play too
+    ctx1 = build_context(vbank, buf, U1, "s1", "What is my favourite colour?", 1000)
+    ctx2 = build_context(vbank, buf, u2, "s1", "What is my favourite colour?", 1000)
+    assert "teal" in ctx1.text and "Finnish" in ctx1.text and "mountains" not in ctx1.text
+    assert "mountains" in ctx2.text
+    for leaked in ("teal", "dog", "Finnish"):
+        assert leaked not in ctx2.text
+    assert ctx2.summary is None or ctx2.summary.text == ""
+    # carry-over into u2's next session brings only u2's turns
+    carried = buf.carry_over(u2, "s1", "s2")
+    assert "teal" not in carried.text and "mountains" in carried.text
+    assert "teal" not in build_context(vbank, buf, u2, "s2", "colour?", 1000).text
+
+
+PERSONAL_FACTS = [
+    "My name is Joy Alvarez.", "I live in Porto with my husband Tiago.", "I work as a pharmacist at Santo Antonio.",
+    "My daughter Mia was born on 2019-03-02.", "I am allergic to shellfish and peanuts.",
+    "My favourite band is Radiohead.", "I adopted a beagle named Pickles in June.",
+    "I am planning a trip to Kyoto in October.",
+]
+THINGS = ["weather", "movie", "coffee", "weekend", "song", "game", "park", "book", "dinner", "show", "walk", "cake"]
+
+
+def small_talk(i: int) -> tuple[str, str]:
+    """A distinct small-talk pair (the rules summarizer drops exact repeats anyway)."""
+    thing = THINGS[i % len(THINGS)]
+    user = [f"I agree, that {thing} sounds really lovely.", f"I think so too, the {thing} was nice.",
+            f"I see what you mean about the {thing}, haha.", f"I'm good, just thinking about the {thing} today."]
+    return user[(i // len(THINGS)) % 4], f"The {thing} does sound nice."
+
+
+def test_the_rules_summary_keeps_personal_facts_over_small_talk(vbank, make_buffer):
+    """§6: 8 personal facts, then 48 small-talk pairs, a 300-token window: >= 6 facts survive in the summary."""
+    buf = make_buffer(window_tokens=300)
+    t0 = datetime(2023, 5, 8, 9, tzinfo=timezone.utc)
+    for i, fact in enumerate(PERSONAL_FACTS):
+        buf.append(U1, "s1", [{"role": "user", "text": fact, "timestamp": t0 + timedelta(minutes=i)},
+                          {"role": "assistant", "text": "Thanks for telling me.", "timestamp": t0 + timedelta(minutes=i)}])
+    for i in range(48):
+        user, assistant = small_talk(i)
+        when = t0 + timedelta(hours=1, minutes=i)
+        buf.append(U1, "s1", [{"role": "user", "text": user, "timestamp": when},
+                          {"role": "assistant", "text": assistant, "timestamp": when}])
+    summary = buf.summary(U1, "s1").text
+    kept = [f for f in PERSONAL_FACTS if f in summary]
+    assert len(kept) >= 6, summary
+    ctx = build_context(vbank, buf, U1, "s1", "what do you know about me?", 2000)
+    assert ctx.dropped["summarized_lines"] > 0  # the small talk the summarizer dropped, counted
+    assert all(f in ctx.text for f in kept)

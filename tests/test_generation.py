@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import psycopg
 import pytest
 
-from membank import InvalidArgumentError, MemoryBank
+from membank import ConflictError, InvalidArgumentError, MemoryBank
 from membank.generation.rules import RulesProvider
 from membank.generation.worker import GenerationWorker
 
@@ -136,9 +136,13 @@ def test_a_retried_request_returns_the_same_operation_and_duplicates_nothing(ban
     assert bank.process_pending() == 0
     assert len(op.generated_memories) == 2
     assert facts_in(bank) == ["The user loves hiking in the Alps.", "The user works as a nurse."]
-    # A client token makes a request idempotent whatever its content.
+    # A client token makes a retried request return the same operation; reused for another request, it is a
+    # conflict (the new facts would otherwise be dropped silently).
     token = bank.generate_memories(SCOPE, facts=["The user has a cat."], request_id="req-1")
-    assert bank.generate_memories(SCOPE, facts=["other"], request_id="req-1").name == token.name
+    assert bank.generate_memories(SCOPE, facts=["The user has a cat."], request_id="req-1").name == token.name
+    with pytest.raises(ConflictError) as err:
+        bank.generate_memories(SCOPE, facts=["other"], request_id="req-1")
+    assert err.value.sqlstate == "MB021" and err.value.argument == "request_id"
 
 
 def test_session_source_with_time_range(bank):

@@ -99,7 +99,7 @@ def test_an_unknown_memory_name_is_rejected_item_by_item_and_valid_items_apply(h
             ("UPDATED", rome.name, "The user lives in Lisbon since 2023-05-24.")]
         [rejected] = op.rejected_items
         assert rejected["stage"] == "CONSOLIDATE" and rejected["item"]["memory_name"] == unknown
-        assert rejected["reason"] == f"memory_name: {unknown} was not among the candidates shown to the model"
+        assert rejected["reason"] == f"memory_name: {unknown} was not among the candidates shown to the model for fact_index 1"
         assert [m.fact for m in bank.iter_memories(SCOPE)] == ["The user lives in Lisbon since 2023-05-24."]
 
 
@@ -120,7 +120,7 @@ def test_an_invalid_reply_fails_the_operation_and_applies_nothing(httpserver, db
     with openai_bank(httpserver, db_url, script) as bank:
         op = bank.generate_memories(SCOPE, events=EVENTS).wait(30, process=True)
         assert op.done and op.error["code"] == "INVALID_MODEL_OUTPUT" and op.error["stage"] == "CONSOLIDATE"
-        assert "is not JSON" in op.error["message"]
+        assert "holds no JSON value" in op.error["message"]
         assert op.generated_memories == [] and list(bank.iter_memories(SCOPE)) == []
 
 

@@ -33,7 +33,10 @@ def test_filters(bank):
     assert [m.name for m in bank.list_memories(U1, metadata_filter={"source": "chat"}).memories] == [a.name]
     assert [m.name for m in bank.list_memories(U1, topics=["X"]).memories] == [b.name]
     assert [m.name for m in bank.list_memories(U1, memory_type="STRUCTURED_PROFILE").memories] == [profile.name]
-    assert [m.name for m in bank.list_memories(U1, created_after=a.create_time).memories] == [b.name, profile.name]
+    # Profile fields are listed only when asked for (memory_type), as Memory Bank does.
+    assert [m.name for m in bank.list_memories(U1, created_after=a.create_time).memories] == [b.name]
+    assert [m.name for m in bank.list_memories(U1, created_after=a.create_time,
+                                               memory_type="STRUCTURED_PROFILE").memories] == [profile.name]
     assert [m.name for m in bank.list_memories(U1, created_before=b.create_time).memories] == [a.name]
     updated = bank.update_memory(a.name, fact="a2")
     assert [m.name for m in bank.list_memories(U1, updated_after=profile.update_time).memories] == [updated.name]

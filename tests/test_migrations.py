@@ -30,11 +30,12 @@ def schema_dump(url: str) -> str:
             select n.nspname || '.' || p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ') '
                    || md5(pg_get_functiondef(p.oid))
             from pg_proc p join pg_namespace n on n.oid = p.pronamespace
-            where n.nspname like 'membank%%'
+            where n.nspname in ('membank', 'membank_private')
             union all
-            select c.oid::regclass::text || ' ' || md5(string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod), ','))
+            select c.oid::regclass::text || ' '
+                   || md5(string_agg(a.attname || ':' || format_type(a.atttypid, a.atttypmod), ',' order by a.attnum))
             from pg_class c join pg_namespace n on n.oid = c.relnamespace join pg_attribute a on a.attrelid = c.oid
-            where n.nspname like 'membank%%' and a.attnum > 0 group by c.oid
+            where n.nspname in ('membank', 'membank_private') and a.attnum > 0 group by c.oid
             order by 1
         """).fetchall()
     return "\n".join(r[0] for r in rows)
@@ -46,7 +47,7 @@ def test_upgrade_downgrade_upgrade(empty_db_url):
     migrate.upgrade(empty_db_url)
     assert migrate.current(empty_db_url) == migrate.head()
     objects = membank_objects(empty_db_url)
-    assert objects["schemas"] == 2 and objects["functions"] > 20
+    assert objects["schemas"] == 3 and objects["functions"] > 20  # membank, membank_private, membank_extensions
     first = schema_dump(empty_db_url)
     with MemoryBank(empty_db_url, max_size=1) as bank:
         bank.create_memory({"u": "1"}, "survives a second upgrade")

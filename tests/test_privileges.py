@@ -66,7 +66,8 @@ GENERATE = "select membank.generate_memories(scope => '{\"u\":\"1\"}', facts => 
 
 def test_generation_roles(conn, nobody):
     name = run_as(conn, "membank_writer", GENERATE)["name"]
-    assert run_as(conn, "membank_writer", "select count(*) from membank.claim_generation_jobs()")["count"] == 1
+    denied(conn, "membank_writer", "select count(*) from membank.claim_generation_jobs()")
+    assert run_as(conn, "membank_worker", "select count(*) from membank.claim_generation_jobs()")["count"] == 1
     assert run_as(conn, "membank_reader", f"select done from membank.get_operation(name => '{name}')")["done"] is False
     assert run_as(conn, "membank_reader", "select pending_operations from membank.generation_backlog()"
                   )["pending_operations"] == 1

@@ -200,11 +200,11 @@ def test_fusion_methods_and_weights(vbank):
         vbank.create_memory(U1, fact)
     vbank.process_pending()
     rrf = vbank.retrieve_memories(U1, "peanut allergy", top_k=3)
-    assert rrf[0].score == pytest.approx(1 / 61 + 1 / 61)
+    assert rrf[0].score == pytest.approx(1 / 21 + 1 / 21)
     convex = vbank.retrieve_memories(U1, "peanut allergy", top_k=3, fusion="convex")
     assert convex[0].memory.fact == "User is allergic to peanuts" and convex[0].score == pytest.approx(1.0)
     text_only = vbank.retrieve_memories(U1, "peanut allergy", top_k=3, vector_weight=0, text_weight=1)
-    assert text_only[0].score == pytest.approx(1 / 61)
+    assert text_only[0].score == pytest.approx(1 / 21)
     with pytest.raises(InvalidArgumentError, match="fusion: unknown fusion"):
         vbank.retrieve_memories(U1, "x", fusion="max")
 
@@ -326,6 +326,8 @@ def test_words_in_most_memories_only_score(vbank):
 
 def test_centroid_is_fixed_after_200_vectors_and_quantization_follows(conn):
     """Binary codes are taken of v - centroid once the bank holds 200 vectors (see set_embedding_centroid)."""
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")  # binary_quantize lives in pgvector's schema
     conn.execute("select membank.configure_embedding(model_id => 'test/c', dimension => 3)")
 
     def store(n, offset):
@@ -370,6 +372,8 @@ def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
     emb = vbank.embedder.embed_query(query)
     args = {"emb": emb, "text": query, "filter": psycopg.types.json.Jsonb(metadata_filter) if metadata_filter else None}
     ids = "array[md5('{\"user_id\": \"u1\"}')::uuid]"
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")
     scan = conn.execute(
         f"select * from membank_private.scan_candidates({ids}, %(emb)s::real[]::vector, %(text)s, 20,"
         " %(filter)s, null, null, null, null)", args).fetchone()
@@ -379,13 +383,15 @@ def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
         " %(emb)s::real[]::vector, (select centroid from membank_private.embedding_config)), 20, 400,"
         " %(filter)s, null, null, null, null)", args).fetchone()
     text = conn.execute(
-        f"select array_agg(name order by text_rank desc, name) as n, array_agg(text_rank order by text_rank desc,"
-        f" name) as r from membank_private.text_candidates({ids}, %(text)s, 20, %(filter)s, null, null, null, null)",
-        args).fetchone()
+        f"select array_agg(name order by i) as n, array_agg(text_rank order by i) as r,"
+        f" array_agg(text_tiebreak order by i) as t"
+        f" from membank_private.text_candidates({ids}, %(text)s, 20, %(filter)s, null, null, null, null)"
+        " with ordinality as c (name, text_rank, text_tiebreak, i)", args).fetchone()
     assert scan["vector_names"] == vector["n"] and len(vector["n"]) == (20 if metadata_filter is None else 18)
     assert scan["vector_distances"] == pytest.approx(vector["d"])
     assert scan["text_names"] == text["n"] and len(text["n"]) >= 6
     assert scan["text_ranks"] == pytest.approx(text["r"])
+    assert scan["text_tiebreaks"] == pytest.approx(text["t"])
 
 
 def test_worker_reconnects_after_losing_its_connections(vbank, db_url, conn):

@@ -108,8 +108,8 @@ def test_consolidation_rules():
     assert reply["actions"] == [
         {"fact_index": 0, "action": "UPDATE", "memory_name": "m1", "fact": "The user hates cats."},
         {"fact_index": 1, "action": "DELETE", "memory_name": "m2"},
-        {"fact_index": 2, "action": "NONE"},
-        {"fact_index": 3, "action": "NONE"},
+        {"fact_index": 2, "action": "NONE", "memory_name": "m1"},   # NONE names the memory that holds it
+        {"fact_index": 3, "action": "NONE", "memory_name": "m3"},
         {"fact_index": 4, "action": "CREATE"},
     ]
 

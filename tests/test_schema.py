@@ -18,13 +18,14 @@ SAMPLE_CALLS = {
     "create_memory": "select membank.create_memory(scope => '{\"u\":\"1\"}', fact => 'f', topics => '{T}')",
     "get_memory": "select membank.get_memory(name => %(name)s)",
     "list_memories": "select * from membank.list_memories(scope => '{\"u\":\"1\"}', page_size => 1)",
-    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g')",
+    "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g', expected_revision => 1)",
     "list_revisions": "select * from membank.list_revisions(name => %(name)s)",
     "get_revision": "select membank.get_revision(name => %(name)s, revision => 1)",
     "rollback_memory": "select membank.rollback_memory(name => %(name)s, revision => 1)",
     "delete_memory": "select membank.delete_memory(name => %(name)s)",
     "purge_memories": "select membank.purge_memories(scope => '{\"u\":\"1\"}', force => true)",
     "purge_expired_memories": "call membank.purge_expired_memories()",
+    "purge_memories_in_batches": "call membank.purge_memories_in_batches(scope => '{\"u\":\"1\"}', batch_size => 10)",
     "configure_embedding": "select membank.configure_embedding(model_id => 'test/m', dimension => 3)",
     "claim_embedding_jobs": "select * from membank.claim_embedding_jobs(batch_size => 10)",
     "store_embeddings": "select membank.store_embeddings(model_id => 'test/m', dimension => 3,"
@@ -34,6 +35,11 @@ SAMPLE_CALLS = {
     "embedding_backlog": "select * from membank.embedding_backlog()",
     "retrieve_memories": "select * from membank.retrieve_memories(scope => '{\"u\":\"1\"}', query_text => 'g',"
                          " query_embedding => '{1,0,0}', top_k => 3)",
+    "evidence_verdicts": "select * from membank.evidence_verdicts(scopes => '{\"u\":\"1\"}', session_id => 's',"
+                         " retrieved => jsonb_build_array(jsonb_build_object('name', %(name)s::text,"
+                         " 'scope', '{\"u\":\"1\"}'::jsonb, 'revision', 1)))",
+    "decompose_query": "select membank.decompose_query(query_text => 'What is it and where is it?', method => 'rules')",
+    "decomposition_prompt": "select membank.decomposition_prompt(query_text => 'What is it and where is it?')",
     "reembed": "select membank.reembed(model_id => 'test/m', dimension => 3)",
     "scope_vector_index_plan": "select * from membank.scope_vector_index_plan(min_memories => 1)",
     "append_events": "select membank.append_events(scope => '{\"u\":\"1\"}', session_id => 's',"
@@ -50,6 +56,32 @@ SAMPLE_CALLS = {
                                " reply => '{\"actions\": []}')",
     "fail_generation_job": "select membank.fail_generation_job(job_id => %(job)s, error => 'test')",
     "generation_backlog": "select * from membank.generation_backlog()",
+    "create_session": "select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's',"
+                      " state => '{\"k\": 1}')",
+    "append_session_event": "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's',"
+                            " event => '{\"id\": \"e\", \"author\": \"user\", \"timestamp\": 1}')",
+    "get_session": "select membank.get_session(app_name => 'a', user_id => 'u', session_id => 's',"
+                   " num_recent_events => 1)",
+    "list_sessions": "select * from membank.list_sessions(app_name => 'a')",
+    "get_user_state": "select membank.get_user_state(app_name => 'a', user_id => 'u')",
+    "delete_session": "select membank.delete_session(app_name => 'a', user_id => 'u', session_id => 's')",
+    "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
+    "configure_retention": "select membank.configure_retention(events => interval '400 days')",
+    "apply_retention": "call membank.apply_retention()",
+    "create_profile_schema": "select membank.create_profile_schema(schema_id => 'p',"
+                             " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "get_profile_schema": "select membank.get_profile_schema(schema_id => 'p')",
+    "list_profile_schemas": "select * from membank.list_profile_schemas()",
+    "update_profile_schema": "select membank.update_profile_schema(schema_id => 'p',"
+                             " memory_schema => '{\"properties\": {\"y\": {\"type\": \"integer\"}}}')",
+    "retrieve_profiles": "select membank.retrieve_profiles(scope => '{\"u\":\"1\"}')",
+    "delete_profile_schema": "select membank.delete_profile_schema(schema_id => 'p', force => true)",
+    "set_scope": "select membank.set_scope(scope => '{\"u\":\"1\"}')",
+    "current_scope": "select membank.current_scope()",
+    "bind_role_to_scope": "select membank.bind_role_to_scope(role => 'membank_test_tenant', scope => '{\"u\":\"1\"}')",
+    "list_scope_bindings": "select * from membank.list_scope_bindings()",
+    "unbind_role_from_scope": "select membank.unbind_role_from_scope(role => 'membank_test_tenant',"
+                              " scope => '{\"u\":\"1\"}')",
     "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
     "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
     "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
@@ -65,8 +97,13 @@ SAMPLE_CALLS = {
     "set_exempt_tools": "select membank.set_exempt_tools(scope => '{\"u\":\"1\"}', tools => '{read}')",
     "delete_tool_rule": "select membank.delete_tool_rule(id => %(rule)s, scope => '{\"u\":\"1\"}')",
 }
+PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_schemas", "update_profile_schema",
+                 "retrieve_profiles", "delete_profile_schema", "set_scope", "current_scope", "bind_role_to_scope",
+                 "list_scope_bindings", "unbind_role_from_scope"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
+SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",
+                 "delete_session"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
                     "get_operation", "list_operations", "generation_backlog", "fail_generation_job"]
 
@@ -127,11 +164,16 @@ def test_every_public_function_is_called(conn):
     name = conn.execute(SAMPLE_CALLS["create_memory"]).fetchone()["create_memory"][1:37]
     order = ["get_memory", "list_memories", "update_memory", "list_revisions", "get_revision",
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
-             "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "scope_vector_index_plan", "reembed",
+             "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "evidence_verdicts",
+             "decompose_query", "decomposition_prompt", "scope_vector_index_plan", "reembed",
              "append_events", "list_events",
-             "delete_memory", "purge_memories", "purge_expired_memories"]
-    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | {
+             "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
+             "erase_scope", "configure_retention", "apply_retention"]
+    assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | set(
+        SESSION_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
+    for fn in SESSION_CALLS:
+        conn.execute(SAMPLE_CALLS[fn])
     with conn.transaction():
         jobs = conn.execute(SAMPLE_CALLS["claim_embedding_jobs"]).fetchall()
     params = {"name": name, "names": [str(j["memory_name"]) for j in jobs],
@@ -153,6 +195,10 @@ def test_every_public_function_is_called(conn):
             for fn in GENERATION_CALLS[2:-1]:
                 conn.execute(SAMPLE_CALLS[fn], params)
     conn.execute(SAMPLE_CALLS["fail_generation_job"], params)
+    conn.execute("do $$ begin if not exists (select from pg_roles where rolname = 'membank_test_tenant') then"
+                 " create role membank_test_tenant; end if; end $$")
+    for fn in PROFILE_CALLS:
+        conn.execute(SAMPLE_CALLS[fn], params)
 
 
 def test_private_plpgsql_bodies_compile(conn):
@@ -162,5 +208,8 @@ def test_private_plpgsql_bodies_compile(conn):
         join pg_language l on l.oid = p.prolang
         where n.nspname in ('membank', 'membank_private') and l.lanname = 'plpgsql'""").fetchall()
     assert rows
+    # Bodies are checked with the session's search_path: put pgvector's schema on it, as the functions pin it.
+    conn.execute("select set_config('search_path', 'pg_catalog, ' || extnamespace::regnamespace || ', public', false)"
+                 " from pg_extension where extname = 'vector'")
     for r in rows:
         conn.execute("select plpgsql_validator(%s)", (r["oid"],))

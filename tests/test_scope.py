@@ -88,3 +88,25 @@ def test_names_chain_as_uuids_in_sql(conn):
     assert conn.execute("select (membank.get_operation(%s)).done", (operation,)).fetchone() == {"done": True}
     with pytest.raises(psycopg.errors.InvalidTextRepresentation, match="name: \"nope\" is not a memory name"):
         conn.execute("select membank.get_memory(name => 'nope')")  # a literal still takes the text version
+
+
+SCOPE_ID_CASES = [
+    {"user_id": "u1"},
+    {"user_id": "u1", "app_name": "shop"},
+    {"b": "1", "a": "2", "aa": "3", "ä": "4", "z": "5"},
+    {"quote\"key": "back\\slash", "tab": "a\tb\nc\r\x01\x1f\x7f"},
+    {"emoji": "🦜 café ñ", "日本": "語"},
+    {"k" * 128: "v" * 1024},
+]
+
+
+@pytest.mark.parametrize("scope", SCOPE_ID_CASES)
+def test_client_scope_id_matches_the_database(conn, scope):
+    from psycopg.types.json import Jsonb
+
+    from membank.scopes import scope_id, scope_text
+
+    row = conn.execute("select %(s)s::jsonb::text as t, md5(%(s)s::jsonb::text)::uuid::text as id",
+                       {"s": Jsonb(scope)}).fetchone()
+    assert scope_text(scope) == row["t"]
+    assert scope_id(scope) == row["id"]

@@ -50,10 +50,12 @@ def vector_list(conn, scope, query, top_k=10):
 
 
 def exact_list(conn, scope, query, top_k=10):
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")  # pgvector lives in membank_extensions
     return conn.execute(
         "select m.fact, e.embedding <=> %s::real[]::vector as distance from membank_private.memory_embeddings e"
         " join membank_private.memories m using (name) where m.scope = %s"
-        " and (m.expire_time is null or m.expire_time > now()) order by 2, m.name limit %s",
+        " and (m.expire_time is null or m.expire_time > now()) order by 2, m.fact collate \"C\", m.name limit %s",
         (query, Jsonb(scope), top_k)).fetchall()
 
 
@@ -83,7 +85,7 @@ def test_plan_builds_an_index_for_big_scopes_only_and_retrieval_uses_it(conn):
         "select fact from membank.retrieve_memories(scope => %s, query_embedding => %s::real[], top_k => 20)",
         (Jsonb([BIG, SMALL]), query)).fetchall()
     merged = sorted(exact_list(conn, BIG, query, 20) + exact_list(conn, SMALL, query, 20),
-                    key=lambda r: r["distance"])[:20]
+                    key=lambda r: (r["distance"], r["fact"].encode()))[:20]  # ties: fact text, as retrieval breaks them
     assert [r["fact"] for r in both] == [r["fact"] for r in merged]
 
 
@@ -165,31 +167,3 @@ def test_only_admin_plans(conn):
             conn.execute(PLAN, (10,))
     finally:
         conn.execute("reset role")
-
-
-def test_maxscore_text_list_equals_scoring_every_match(conn):
-    """text_candidates_maxscore (used for scopes above 2,000 memories) reads the rarest lexemes' rows first
-    and stops early; its list must equal the list of text_candidates, which scores every match."""
-    import random
-
-    rng = random.Random(7)
-    words = ["apple", "river", "guitar", "mountain", "painting", "support", "group", "festival", "camping",
-             "violin", "garden", "kitten", "museum", "pottery", "marathon", "library", "sunset", "ocean",
-             "bakery", "chess"]
-    weights = [1 / (i + 1) for i in range(len(words))]  # Zipf: a few common words, many rare
-    conn.execute("""
-        insert into membank_private.memories (scope, fact)
-        select '{"user_id": "u1"}', f from unnest(%s::text[]) as f""",
-                 ([" ".join(rng.choices(words, weights, k=rng.randint(2, 7))) for _ in range(400)],))
-    ids = "array[md5('{\"user_id\": \"u1\"}')::uuid]"
-    compared = 0
-    for _ in range(60):
-        query = " ".join(rng.sample(words, rng.randint(1, 6)))
-        for depth in (1, 5, 20, 50):
-            full = conn.execute(f"select name, text_rank from membank_private.text_candidates({ids}, %s, %s,"
-                                " null, null, null, null, null)", (query, depth)).fetchall()
-            pruned = conn.execute(f"select name, text_rank from membank_private.text_candidates_maxscore({ids},"
-                                  " %s, %s, null, null, null, null, null)", (query, depth)).fetchall()
-            assert pruned == full, (query, depth)
-            compared += len(full)
-    assert compared > 2000

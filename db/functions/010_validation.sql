@@ -24,12 +24,14 @@ begin
 end
 $$;
 
--- name: validate_scope: check a scope and return it unchanged.
+-- name: validate_scope: check a scope (and that the caller's role may use it) and return it unchanged.
+-- Every API function resolves its scope argument here, so this is where a
+-- role bound with bind_role_to_scope is held to its scopes (42501).
 create or replace function membank_private.validate_scope(
     scope jsonb, argument text default 'scope'
 ) returns jsonb
 language plpgsql
-immutable
+stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
@@ -69,6 +71,7 @@ begin
         perform membank_private._raise_invalid(argument, format('has %s keys', _count),
             'a scope has at most 16 keys');
     end if;
+    perform membank_private.check_scope_allowed(scope, argument);
     return scope;
 end
 $$;
@@ -78,7 +81,7 @@ create or replace function membank_private.validate_scopes(
     scopes jsonb, argument text default 'scope'
 ) returns jsonb[]
 language plpgsql
-immutable
+stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
@@ -99,6 +102,35 @@ begin
 end
 $$;
 
+-- name: is_blank: true for null or text of only white space (Unicode White_Space) and zero-width format characters.
+-- The one definition of blank used by every check: U+0009..U+000D, U+0020,
+-- U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F,
+-- U+3000 (White_Space, Unicode PropList.txt), plus U+180E, U+200B..U+200D,
+-- U+2060 and U+FEFF (zero-width format characters that render as nothing).
+create or replace function membank_private.is_blank(value text)
+returns boolean
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select value is null
+           or value ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
+$$;
+
+-- name: trim_blank: text without the blank characters of is_blank at either end.
+create or replace function membank_private.trim_blank(value text)
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select regexp_replace(value, '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
+$$;
+
 -- name: validate_fact: check a natural-language fact.
 create or replace function membank_private.validate_fact(
     fact text, argument text default 'fact'
@@ -109,7 +141,7 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 begin
-    if fact is null or btrim(fact, E' \t\r\n') = '' then
+    if membank_private.is_blank(fact) then
         perform membank_private._raise_invalid(argument, 'must be non-empty text',
             'a fact is a natural-language statement such as "User is allergic to peanuts"');
     end if;
@@ -141,6 +173,12 @@ begin
         perform membank_private._raise_invalid(argument,
             format('is %s bytes', octet_length(value::text)),
             'JSON object arguments are at most 65536 bytes as text');
+    end if;
+    -- Deeper JSON is stored by PostgreSQL but cannot be read back by common
+    -- clients (Python's json module stops at ~1000 levels).
+    if jsonb_path_exists(value, 'strict $.**{64 to last}') then
+        perform membank_private._raise_invalid(argument, 'is nested more than 64 levels deep',
+            'flatten the object; JSON object arguments nest at most 64 levels');
     end if;
     return value;
 end
@@ -202,7 +240,23 @@ exception
 end
 $$;
 
--- name: resolve_expire_time: combine ttl and expire_time into one instant.
+-- name: max_time: the first instant no stored time may reach (10000-01-01 UTC).
+-- PostgreSQL stores times up to 294276 AD and 'infinity', but common
+-- clients cannot read them back (Python's datetime ends at year 9999, and
+-- psycopg refuses infinity), and one unreadable row would break every read
+-- of its scope. So every stored time lies in [0001-01-02, 10000-01-01);
+-- "never" is null, never 'infinity'.
+create or replace function membank_private.max_time()
+returns timestamptz
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select '10000-01-01 00:00:00+00'::timestamptz;
+$$;
+
+-- name: resolve_expire_time: combine ttl and expire_time into one instant (null = never; 'infinity' = never).
 create or replace function membank_private.resolve_expire_time(
     ttl interval, expire_time timestamptz
 ) returns timestamptz
@@ -211,6 +265,8 @@ stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _result timestamptz;
 begin
     if ttl is not null and expire_time is not null then
         perform membank_private._raise_invalid('ttl',
@@ -221,12 +277,33 @@ begin
             perform membank_private._raise_invalid('ttl', format('must be positive, got %s', ttl),
                 'e.g. ttl => interval ''30 days''');
         end if;
-        return statement_timestamp() + ttl;
+        if not isfinite(ttl) then
+            return null;  -- 'infinity' means never expires, as for expire_time
+        end if;
+        begin
+            _result := statement_timestamp() + ttl;
+        exception
+            when datetime_field_overflow or interval_field_overflow or numeric_value_out_of_range then
+                _result := 'infinity';
+        end;
+        if _result >= membank_private.max_time() then
+            perform membank_private._raise_invalid('ttl', format('%s reaches past year 9999', ttl),
+                'expiry times end before 10000-01-01; pass ttl => ''infinity'' (or null) for no expiry');
+        end if;
+        return _result;
     end if;
-    if expire_time is not null and expire_time <> 'infinity' and expire_time <= statement_timestamp() then
+    if expire_time is not null and isfinite(expire_time) and expire_time <= statement_timestamp() then
         perform membank_private._raise_invalid('expire_time',
             format('%s is not in the future', expire_time),
             'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    if expire_time = '-infinity' then
+        perform membank_private._raise_invalid('expire_time', '-infinity is not in the future',
+            'give a future instant, or ''infinity'' for no expiry');
+    end if;
+    if isfinite(expire_time) and expire_time >= membank_private.max_time() then
+        perform membank_private._raise_invalid('expire_time', format('%s is past year 9999', expire_time),
+            'expiry times end before 10000-01-01; pass ''infinity'' (or null) for no expiry');
     end if;
     return nullif(expire_time, 'infinity');
 end
@@ -248,5 +325,74 @@ begin
             'the default page_size is 100');
     end if;
     return page_size;
+end
+$$;
+
+-- name: validate_text_array: check an array of short strings (ids): at most max_items, each 1..max_length characters.
+create or replace function membank_private.validate_text_array(
+    value text[], argument text, max_items integer default 1000, max_length integer default 200
+) returns text[]
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if cardinality(value) > max_items then
+        perform membank_private._raise_invalid(argument, format('holds %s items', cardinality(value)),
+            format('at most %s items', max_items));
+    end if;
+    if exists (select from unnest(value) as v where v is null or length(v) not between 1 and max_length) then
+        perform membank_private._raise_invalid(argument, 'holds a null, empty or over-long item',
+            format('each item is 1 to %s characters', max_length));
+    end if;
+    return value;
+end
+$$;
+
+-- name: validate_memory_type: check a memory type (null allowed when nullable, e.g. as a filter).
+create or replace function membank_private.validate_memory_type(
+    memory_type text, nullable boolean default true
+) returns text
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if (memory_type is null and not nullable)
+       or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
+        perform membank_private._raise_invalid('memory_type',
+            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
+            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
+    end if;
+    return memory_type;
+end
+$$;
+
+-- name: check_vector: refuse a vector with a null, NaN or infinite entry, or of zero norm (22023 naming it).
+-- Cosine distance to a zero vector is NaN, and NaN compares greater than
+-- every number in PostgreSQL, so one such vector would pass any threshold.
+create or replace function membank_private.check_vector(value real[], argument text)
+returns real[]
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if value is null then
+        return null;
+    end if;
+    if exists (select from unnest(value) as x
+               where x is null or x = 'NaN'::real or x in ('Infinity'::real, '-Infinity'::real)) then
+        perform membank_private._raise_invalid(argument, 'holds null, NaN or infinite entries',
+            'pass the finite floats the embedding model returned');
+    end if;
+    if not exists (select from unnest(value) as x where x <> 0) then
+        perform membank_private._raise_invalid(argument, 'has zero norm',
+            'a zero vector has no direction, so cosine similarity to it is undefined');
+    end if;
+    return value;
 end
 $$;

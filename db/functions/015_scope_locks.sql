@@ -1,17 +1,73 @@
 -- One writer per scope at a time. Every write to a scope's memories takes
--- this transaction-level advisory lock before it locks or writes a row:
--- consolidation holds it while it re-checks its candidates and applies, and
--- the lexicon trigger needs it to keep document frequencies consistent.
--- Taking it first, always, means no writer waits for it while holding a
--- row that the lock holder needs: no deadlock between writers of a scope.
+-- the scope's write lock before it locks or writes a row: consolidation
+-- holds it while it re-checks its candidates and applies, and the lexicon
+-- trigger needs it to keep document frequencies consistent. Taking it first,
+-- always, means no writer waits for it while holding a row that the lock
+-- holder needs: no deadlock between writers of a scope.
+--
+-- The lock is a FOR UPDATE row lock on the scope's row in
+-- membank_private.scope_locks, a table on which no role but membank's owner
+-- holds any privilege: only membank's own functions can take it. (An
+-- advisory lock, the obvious choice, has a key that any connecting role can
+-- compute and hold, freezing the scope's writers and the expiry purge.)
+--
+-- The wait is bounded: membank.lock_timeout (a setting the caller may set,
+-- default 5s, always positive) is the most a write
+-- waits for the lock; past it the write raises MB040 (retryable: nothing was
+-- written and the transaction can be retried once the holder commits).
 
--- name: lock_scope: take the scope's write lock until the transaction ends (re-entrant).
+-- name: scope_lock_timeout: the bounded wait for a scope's write lock (setting membank.lock_timeout, default 5s).
+create or replace function membank_private.scope_lock_timeout()
+returns text
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _setting text := nullif(btrim(current_setting('membank.lock_timeout', true)), '');
+begin
+    if _setting is null then
+        return '5s';
+    end if;
+    if _setting !~ '^[0-9]+(\.[0-9]+)?\s*(ms|s|min)?$' or _setting ~ '^0+(\.0+)?\s*[a-z]*$' then
+        raise exception 'membank.lock_timeout: % is not a positive duration', to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to milliseconds or a unit of ms, s or min, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
+    return _setting;
+end
+$$;
+
+-- name: lock_scope: take the scope's write lock until the transaction ends (re-entrant, bounded wait).
 create or replace function membank_private.lock_scope(scope_id uuid)
 returns void
-language sql
+language plpgsql
 volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select pg_advisory_xact_lock(hashtextextended(scope_id::text, 1836016206));
+declare
+    _timeout text := membank_private.scope_lock_timeout();
+    _found boolean;
+begin
+    -- A local setting made inside a function with a SET clause ends with the
+    -- call: the bounded wait applies to this lock only.
+    perform set_config('lock_timeout', _timeout, true);
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
+    for update;
+    if _found is null then
+        insert into membank_private.scope_locks as l (scope_id) values (lock_scope.scope_id)
+        on conflict do nothing;
+        perform from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id for update;
+    end if;
+exception
+    when lock_not_available then
+        raise exception 'scope: another write to this scope held its write lock for longer than %', _timeout
+            using errcode = 'MB040',
+                  detail = format('scope_id: %s', scope_id),
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
 $$;

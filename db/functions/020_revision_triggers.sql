@@ -62,6 +62,9 @@ as $$
 declare
     _ctx jsonb := nullif(current_setting('membank.revision_context', true), '')::jsonb;
     _row membank_private.memories := case when tg_op = 'DELETE' then old else new end;
+    -- A purge (purge_memories, purge_expired_memories) destroys the text;
+    -- a delete keeps it readable until retention (085_erasure.sql).
+    _forget boolean := tg_op = 'DELETE' and coalesce(_ctx #>> '{labels,reason}' in ('purge', 'expired'), false);
 begin
     insert into membank_private.memory_revisions (
         memory_name, revision, scope_id, scope, action, memory_type,
@@ -74,21 +77,24 @@ begin
         _row.scope_id, _row.scope,
         case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
         _row.memory_type,
-        _row.fact,
-        case when tg_op = 'INSERT' then null else old.fact end,
-        _row.structured_content,
-        case when tg_op = 'INSERT' then null else old.structured_content end,
-        _row.topics, _row.metadata, _row.expire_time,
+        case when not _forget then _row.fact end,
+        case when tg_op <> 'INSERT' and not _forget then old.fact end,
+        case when not _forget then _row.structured_content end,
+        case when tg_op <> 'INSERT' and not _forget then old.structured_content end,
+        _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
         coalesce(_ctx -> 'labels', '{}'),
         coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
         _ctx -> 'extracted_memories',
         statement_timestamp()
     );
+    if _forget then
+        perform membank_private.forget_memory(old.name, old.scope_id);
+    end if;
     return null;
 end
 $$;
 
--- name: memory_revisions_immutable: refuse any UPDATE of a revision.
+-- name: memory_revisions_immutable: refuse any UPDATE of a revision, except one that only removes its text.
 create or replace function membank_private.memory_revisions_immutable()
 returns trigger
 language plpgsql
@@ -96,6 +102,11 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 begin
+    -- Erasure (085_erasure.sql) may set a revision's text columns to null;
+    -- nothing else about a revision ever changes.
+    if membank_private.is_redacted_update(old, new) then
+        return new;
+    end if;
     raise exception 'memory revisions are immutable'
         using errcode = 'MB002',
               hint = 'record a change by updating the memory; its trigger writes a new revision';

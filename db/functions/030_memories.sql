@@ -53,13 +53,35 @@ begin
     -- missing one: the caller learns nothing about names outside its scope.
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
-       or (_scope is not null and _row.scope <> _scope) then
+       or (_scope is not null and _row.scope <> _scope)
+       or not membank_private.scope_allowed(_row.scope) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
                   detail = 'argument: name';
     end if;
     return _row;
+end
+$$;
+
+-- name: check_revision: compare-and-set: raise MB003 unless the memory is at expected_revision.
+create or replace function membank_private.check_revision(
+    name uuid, current_revision integer, expected_revision integer
+) returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if expected_revision is not null and expected_revision is distinct from current_revision then
+        raise exception 'expected_revision: memory % is at revision %, not %', name, current_revision,
+            expected_revision
+            using errcode = 'MB003',
+                  hint = 'another edit came first and nothing was written: read the memory again, '
+                         'then retry with its current revision',
+                  detail = 'argument: expected_revision';
+    end if;
 end
 $$;
 
@@ -84,13 +106,10 @@ as $$
 declare
     _row membank_private.memories;
 begin
-    if memory_type is null or memory_type not in ('NATURAL_LANGUAGE', 'STRUCTURED_PROFILE') then
-        perform membank_private._raise_invalid('memory_type',
-            format('unknown memory type %s', coalesce(to_jsonb(memory_type)::text, 'null')),
-            'use NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (structured_content)');
-    end if;
+    perform membank_private.validate_memory_type(memory_type, nullable => false);
     perform membank_private.set_revision_context(
-        membank_private.validate_object(labels, 'labels'), source_event_ids);
+        membank_private.validate_object(labels, 'labels'),
+        membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
     perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
         scope, memory_type, fact, structured_content, topics, metadata, expire_time
@@ -118,8 +137,9 @@ Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string valu
 fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
 metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
-labels jsonb object and source_event_ids text[] are kept on the revision.
-Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
+labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
+Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => 'infinity' and
+expire_time => 'infinity' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
 
 -- name: get_memory: one live memory by name.
 create or replace function membank.get_memory(
@@ -201,6 +221,7 @@ declare
     _after_name uuid := '00000000-0000-0000-0000-000000000000';
     _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
 begin
+    perform membank_private.validate_memory_type(memory_type);
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
@@ -218,7 +239,8 @@ begin
           and (m.create_time, m.name) > (_after_time, _after_name)
           and (metadata_filter is null or m.metadata @> metadata_filter)
           and (_topics is null or m.topics && _topics)
-          and (list_memories.memory_type is null or m.memory_type = list_memories.memory_type)
+          -- Profile fields only when asked for (as Memory Bank does): retrieve_profiles reads them.
+          and m.memory_type = coalesce(list_memories.memory_type, 'NATURAL_LANGUAGE')
           and (created_after is null or m.create_time > created_after)
           and (created_before is null or m.create_time < created_before)
           and (updated_after is null or m.update_time > updated_after)
@@ -246,8 +268,9 @@ $$List the live memories of one exact scope (a JSON object) or of several exact 
 (a JSON array of up to 16 objects), oldest first, keyset-paged by (create_time, name). Scopes match exactly: same keys and values, key order irrelevant,
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
-memory_type, created_/updated_ after/before (exclusive bounds).
-Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter or topics).$$;
+memory_type (default NATURAL_LANGUAGE: STRUCTURED_PROFILE field memories are listed only when asked for),
+created_/updated_ after/before (exclusive bounds).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).$$;
 
 -- name: update_memory: change only the given fields; one new revision.
 create or replace function membank.update_memory(
@@ -260,7 +283,8 @@ create or replace function membank.update_memory(
     structured_content jsonb default null,
     scope jsonb default null,
     labels jsonb default '{}',
-    source_event_ids text[] default '{}'
+    source_event_ids text[] default '{}',
+    expected_revision integer default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -277,6 +301,7 @@ begin
             'give at least one field to change; fields left null keep their value');
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     _new := _row;
     if fact is not null then
         _new.fact := membank_private.validate_fact(fact);
@@ -294,6 +319,7 @@ begin
         _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
     end if;
     perform membank_private.validate_object(labels, 'labels');
+    perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
     if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
@@ -311,16 +337,18 @@ end
 $$;
 
 comment on function membank.update_memory(
-    text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]
+    text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer
 ) is
 $$Update a live memory: only the arguments given (non-null) change; a new revision (action UPDATED)
 records the old and new fact. ttl or expire_time reset the expiry (expire_time => 'infinity' removes it). With scope, the memory must be in that
 exact scope. An update that changes nothing writes no revision and returns the memory as it is.
-Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument.$$;
+expected_revision (compare-and-set): when given, the update happens only if the memory is still at that revision.
+Raises 22P02 (malformed name), P0002 (not found, deleted, expired or other scope), 22023 naming the argument,
+MB003 (the memory is no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;
 
 -- name: delete_memory: remove a live memory; its revisions stay readable.
 create or replace function membank.delete_memory(
-    name text, scope jsonb default null, labels jsonb default '{}'
+    name text, scope jsonb default null, labels jsonb default '{}', expected_revision integer default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -330,6 +358,7 @@ as $$
 declare
     _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
 begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
     delete from membank_private.memories as m where m.name = _row.name;
     perform membank_private.clear_revision_context();
@@ -337,10 +366,12 @@ begin
 end
 $$;
 
-comment on function membank.delete_memory(text, jsonb, jsonb) is
+comment on function membank.delete_memory(text, jsonb, jsonb, integer) is
 $$Delete a live memory and record a revision with action DELETED; returns the memory as it was.
 Its revisions stay readable through list_revisions/get_revision. With scope, the memory must be in that exact scope.
-Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope).$$;
+expected_revision (compare-and-set): when given, the memory is deleted only if it is still at that revision.
+Raises 22P02 (malformed name), P0002 (not found, already deleted, expired or other scope),
+MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout; retry).$$;
 
 -- name: purge_memories: delete (or with force => false only count) a scope's live memories matching a filter.
 create or replace function membank.purge_memories(

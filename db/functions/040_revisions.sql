@@ -1,5 +1,7 @@
 -- Revisions: read the immutable history of a memory, and roll back to it.
--- Revisions stay readable after the memory is deleted or expires.
+-- Revisions of a deleted memory stay readable until the retention window
+-- (085_erasure.sql); those of an expired memory show no text, and those of a
+-- purged memory have had their text removed.
 
 -- name: to_memory_revision: the public shape of a stored revision.
 create or replace function membank_private.to_memory_revision(r membank_private.memory_revisions)
@@ -15,6 +17,18 @@ as $$
                r.create_time)::membank.memory_revision;
 $$;
 
+-- name: is_expired: true when the memory exists and its expire_time has passed (its revisions are then redacted).
+create or replace function membank_private.is_expired(name uuid)
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select exists (select from membank_private.memories as m
+                   where m.name = is_expired.name and m.expire_time <= statement_timestamp());
+$$;
+
 -- name: check_revisions_exist: raise P0002 unless the memory has revisions in the scope.
 create or replace function membank_private.check_revisions_exist(
     name uuid, scope jsonb
@@ -28,6 +42,7 @@ begin
     if not exists (
         select from membank_private.memory_revisions as r
         where r.memory_name = check_revisions_exist.name
+          and membank_private.scope_allowed(r.scope)
           and (check_revisions_exist.scope is null
                or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
     ) then
@@ -53,7 +68,9 @@ declare
 begin
     perform membank_private.check_revisions_exist(_name, scope);
     return query
-    select (membank_private.to_memory_revision(r)).*
+    select (case when membank_private.is_expired(_name)
+                 then membank_private.redact_revision(membank_private.to_memory_revision(r))
+                 else membank_private.to_memory_revision(r) end).*
     from membank_private.memory_revisions as r
     where r.memory_name = _name
     order by r.revision;
@@ -63,8 +80,10 @@ $$;
 comment on function membank.list_revisions(text, jsonb) is
 $$All revisions of the memory called name, oldest first: one per create, update, delete and rollback, each with action
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
-extracted_memories. Readable after the memory is deleted. With scope, the memory must be in exactly that scope.
-Raises 22P02 (malformed name), P0002 (no revisions: unknown name or other scope).$$;
+extracted_memories. Readable after the memory is deleted, until the retention window (configure_retention); while the
+memory is expired its revisions show name, action, topics and times but no fact, structured content, metadata or
+extraction context, and a purged memory's revisions have lost that text for good. With scope, the memory must be in
+exactly that scope. Raises 22P02 (malformed name), P0002 (no revisions: unknown name, other scope, or past retention).$$;
 
 -- name: get_revision: one revision of a memory.
 create or replace function membank.get_revision(
@@ -79,6 +98,10 @@ declare
     _name uuid := membank_private.parse_name(name);
     _row membank_private.memory_revisions;
 begin
+    if revision is null then
+        perform membank_private._raise_invalid('revision', 'must not be null',
+            'pass a revision number that list_revisions shows');
+    end if;
     perform membank_private.check_revisions_exist(_name, scope);
     select * into _row from membank_private.memory_revisions as r
     where r.memory_name = _name and r.revision = get_revision.revision;
@@ -88,17 +111,21 @@ begin
                   hint = 'list_revisions shows the revision numbers that exist',
                   detail = 'argument: revision';
     end if;
+    if membank_private.is_expired(_name) then
+        return membank_private.redact_revision(membank_private.to_memory_revision(_row));
+    end if;
     return membank_private.to_memory_revision(_row);
 end
 $$;
 
 comment on function membank.get_revision(text, integer, jsonb) is
-$$One revision (1-based number) of the memory called name; see list_revisions for its fields.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision).$$;
+$$One revision (1-based number) of the memory called name; see list_revisions for its fields (and what is redacted
+for expired and purged memories). Raises 22P02 (malformed name), P0002 (unknown memory or revision),
+22023 (revision is null).$$;
 
 -- name: rollback_memory: restore a memory's content from an earlier revision, as a new revision.
 create or replace function membank.rollback_memory(
-    name text, revision integer, scope jsonb default null
+    name text, revision integer, scope jsonb default null, expected_revision integer default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -106,10 +133,21 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _target membank.memory_revision := membank.get_revision(name, revision, scope);
+    _target membank.memory_revision;
     _row membank_private.memories;
     _last integer;
 begin
+    if revision is null then
+        perform membank_private._raise_invalid('revision', 'must not be null',
+            'pass a revision number that list_revisions shows');
+    end if;
+    _target := membank.get_revision(name, revision, scope);
+    if membank_private.is_expired(_target.memory_name) then
+        -- Expired is forgotten: its revisions show no text to restore.
+        raise exception 'name: memory % has expired', _target.memory_name
+            using errcode = 'no_data_found', detail = 'argument: name',
+                  hint = 'an expired memory cannot be rolled back; create it again';
+    end if;
     if _target.action = 'DELETED' then
         perform membank_private._raise_invalid('revision',
             format('revision %s records a deletion and holds no content to restore', revision),
@@ -118,8 +156,12 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
     perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
     select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    -- The current revision: the live row's, else the newest (the deletion).
+    select max(r.revision) into _last
+    from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+    perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
-        -- Live or expired: restore the content; the expiry stays as it is now.
+        -- Live: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
         set fact = _target.fact, structured_content = _target.structured_content,
             topics = _target.topics, metadata = _target.metadata
@@ -128,8 +170,6 @@ begin
     else
         -- Deleted: bring it back under the same name, never expiring, with
         -- its revision numbers continuing after the deletion.
-        select max(r.revision) into _last
-        from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
         insert into membank_private.memories as m (
             name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
@@ -144,8 +184,13 @@ begin
 end
 $$;
 
-comment on function membank.rollback_memory(text, integer, jsonb) is
+comment on function membank.rollback_memory(text, integer, jsonb, integer) is
 $$Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
-a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept.
-Raises 22P02 (malformed name), P0002 (unknown memory or revision), 22023 (revision is a deletion).$$;
+a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept. An expired
+memory is refused (P0002): expiry forgets, and its revisions show no text to restore.
+expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
+(for a deleted memory: the number of its DELETED revision).
+Raises 22P02 (malformed name), P0002 (unknown memory or revision, expired memory), 22023 (revision is null or a
+deletion), MB003 (no longer at expected_revision; nothing written), MB040 (scope lock wait over membank.lock_timeout;
+retry).$$;

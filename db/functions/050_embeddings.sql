@@ -133,6 +133,7 @@ begin
             format('must be between 1 and 1000, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 64');
     end if;
+    perform membank_private.refuse_bound_role('claim_embedding_jobs');
     return query
     with due as (
         select j.name, j.fact_md5
@@ -161,7 +162,8 @@ comment on function membank.claim_embedding_jobs(integer) is
 $$Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
 (memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
-Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument.$$;
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
+42501 (a role bound to scopes).$$;
 
 -- name: store_embeddings: write vectors for claimed jobs; skips any whose fact changed meanwhile.
 create or replace function membank.store_embeddings(
@@ -178,6 +180,8 @@ set search_path from current
 as $$
 declare
     _count integer;
+    _i integer;
+    _vector vector;
 begin
     perform membank.configure_embedding(model_id, dimension);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
@@ -186,6 +190,24 @@ begin
             'memory_names, fact_md5s and embeddings must have the same length',
             'pass one vector per claimed job, in the order of memory_names');
     end if;
+    if cardinality(memory_names) > 1000 then
+        perform membank_private._raise_invalid('memory_names', format('holds %s names', cardinality(memory_names)),
+            'store at most 1000 vectors per call (claim_embedding_jobs hands out at most 1000)');
+    end if;
+    for _i in 1 .. coalesce(cardinality(embeddings), 0) loop
+        begin
+            _vector := embeddings[_i]::vector;
+        exception
+            when data_exception then
+                perform membank_private._raise_invalid(format('embeddings[%s]', _i),
+                    'is not a finite vector (null, NaN or infinite entries, or malformed)',
+                    'the embedding model returned a degenerate vector; the job fails and is retried');
+        end;
+        if _vector is null or vector_norm(_vector) = 0 or vector_norm(_vector) = 'NaN'::float8 then
+            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
+                'a zero vector has no direction: cosine similarity to it is undefined');
+        end if;
+    end loop;
     if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
         perform membank_private._raise_invalid('embeddings',
             format('holds a vector whose dimension is not %s', dimension),
@@ -227,7 +249,8 @@ $$Store the vectors of claimed jobs: memory_names and fact_md5s as returned by c
 pgvector text ('[0.1,0.2,...]', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory's fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
-Raises 22023 naming the argument (length mismatch, wrong dimension: nothing stored), MB010 (another model).$$;
+Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
+entries or of zero norm: nothing stored), MB010 (another model).$$;
 
 -- name: quantize: binary quantization of a vector, centered on the bank's centroid when it has one.
 create or replace function membank_private.quantize(embedding vector, centroid vector)

@@ -55,6 +55,20 @@ begin
     having sum(d.sign) <> 0
     order by d.scope_id
     on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+
+    -- A word no memory of the scope holds any more is forgotten with it: no
+    -- zero-count rows stay behind (only counts that went down can be zero).
+    if tg_op <> 'INSERT' then
+        delete from membank_private.scope_lexicon as x
+        using (
+            select distinct o.scope_id, l.lexeme
+            from old_rows as o
+            cross join lateral unnest(tsvector_to_array(o.fts)) as l (lexeme)
+        ) as t
+        where x.scope_id = t.scope_id and x.lexeme = t.lexeme and x.doc_count <= 0;
+        delete from membank_private.scope_stats as s
+        where s.scope_id in (select o.scope_id from old_rows as o) and s.doc_count <= 0;
+    end if;
     return null;
 end
 $$;

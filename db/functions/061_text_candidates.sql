@@ -1,5 +1,45 @@
 -- Full-text candidates for retrieval: per-scope BM25 IDF of the query's
 -- lexemes, GIN (scope_id, fts) search, and a score per match.
+--
+-- Languages: each fact is indexed in its own language (detected per fact by
+-- membank_private.fact_tsvector, migration 0008: russian for Cyrillic, else
+-- the Latin-script language whose function words it uses most, english by
+-- default; unaccented; CJK runs as character unigrams and bigrams). A query
+-- is not detected (too short to tell): its words are stemmed by every
+-- configuration a fact may have and the lexemes are OR-ed, so a German query
+-- meets German stems and an English one English stems. Lexemes no fact of
+-- the scope holds drop out (document frequency 0), so the extra stems cost
+-- nothing in ranking. Document frequencies stay per scope and per lexeme,
+-- whatever the language.
+--
+-- Ties: the score (sum of IDF) ties whenever two memories hold the same
+-- query lexemes. They are broken by a finer text score, ts_rank with length
+-- normalisation (term frequency over 1 + log(length): more occurrences, a
+-- shorter fact), then by the fact text (C collation), then by the name, so
+-- the same memories give the same list whatever order they were stored in.
+
+-- name: query_lexemes: a query's lexemes in every language a fact may be indexed in, with CJK unigrams and bigrams.
+create or replace function membank_private.query_lexemes(query_text text)
+returns text[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select array(
+        select q.lexeme
+        from unnest(array['english', 'german', 'french', 'spanish', 'russian', 'simple']::regconfig []) as c (config)
+        cross join lateral unnest(tsvector_to_array(to_tsvector(
+            c.config,
+            membank_private.unaccent_text(regexp_replace(
+                coalesce(query_text, ''), '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'))
+        ))) as q (lexeme)
+        union
+        select unnest(tsvector_to_array(membank_private.cjk_tokens(coalesce(query_text, ''))))
+        order by 1
+    );
+$$;
 
 -- name: bm25_idf: BM25's inverse document frequency of a lexeme in df of n documents.
 create or replace function membank_private.bm25_idf(df bigint, n bigint)
@@ -31,7 +71,7 @@ begin
         select q.lexeme,
                (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
                 where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
-        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
+        from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
         from frequency as f
@@ -49,7 +89,7 @@ $$;
 create or replace function membank_private.text_candidates(
     scope_ids uuid[], query_text text, depth integer,
     metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
-) returns table (name uuid, text_rank real)
+) returns table (name uuid, text_rank real, text_tiebreak real)
 language plpgsql
 stable
 security invoker
@@ -59,29 +99,33 @@ declare
     _lexemes text [];
     _idfs double precision [];
     _tsquery tsquery;
+    _all_lexemes tsquery;
+    _documents bigint;
+    _plan_cache_mode text := current_setting('plan_cache_mode');
 begin
-    -- A big scope: the same list from fewer rows (065_text_candidates_maxscore.sql).
-    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
-        where s.scope_id = any(scope_ids)) > 2000 then
-        return query select c.name, c.text_rank
-                     from membank_private.text_candidates_maxscore(scope_ids, query_text, depth, metadata_filter,
-                                                                   topics, memory_type, created_after,
-                                                                   created_before) as c;
-        return;
-    end if;
     select array_agg(q.lexeme), array_agg(q.idf),
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery
-    into _lexemes, _idfs, _tsquery
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
+           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
+    into _lexemes, _idfs, _tsquery, _all_lexemes
     from membank_private.text_query(query_text, scope_ids) as q;
     if _tsquery is null then
         return;
     end if;
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
     -- A small scope is read whole in any plan, so the statement may keep a
-    -- cached generic plan (planning is most of its cost).
+    -- cached generic plan (planning is most of its cost). A big scope is
+    -- planned for the actual query every time: a generic plan cannot see the
+    -- tsquery and was seen to read every row of the scope instead of using
+    -- the GIN (scope_id, fts) index, ten times slower.
+    if _documents > 2000 then
+        perform set_config('plan_cache_mode', 'force_custom_plan', true);
+    end if;
     return query
     select m.name,
            (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
-            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank
+            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
+           ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,
     -- so each scope gets its own (scope_id, fts) index search.
     from unnest(scope_ids) as s (scope_id)
@@ -93,7 +137,8 @@ begin
       and (text_candidates.memory_type is null or m.memory_type = text_candidates.memory_type)
       and (created_after is null or m.create_time > created_after)
       and (created_before is null or m.create_time < created_before)
-    order by 2 desc, m.name
+    order by 2 desc, 3 desc, m.fact collate "C", m.name
     limit depth;
+    perform set_config('plan_cache_mode', _plan_cache_mode, true);
 end
 $$;

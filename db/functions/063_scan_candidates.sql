@@ -5,7 +5,7 @@ create or replace function membank_private.scan_candidates(
     scope_ids uuid[], query vector, query_text text, depth integer,
     metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
     out vector_names uuid[], out vector_distances double precision[],
-    out text_names uuid[], out text_ranks real[]
+    out text_names uuid[], out text_ranks real[], out text_tiebreaks real[]
 )
 language plpgsql
 stable
@@ -18,7 +18,7 @@ begin
     -- frequencies over every stored row, as scope_lexicon counts them), from
     -- one statement: for ~60 rows the index machinery cost more than it saved.
     with scope_row as (
-        select m.name, tsvector_to_array(m.fts) as lexemes,
+        select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
                (m.expire_time is null or m.expire_time > statement_timestamp())
                and (metadata_filter is null or m.metadata @> metadata_filter)
                and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
@@ -29,29 +29,39 @@ begin
         where m.scope_id = any(scope_ids)
     ), frequency as (
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
-        from unnest(tsvector_to_array(to_tsvector('english'::regconfig, coalesce(query_text, '')))) as q (lexeme)
+        from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
         select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
                f.df > 0 and (f.df * 2 <= t.n or not bool_or(f.df > 0 and f.df * 2 <= t.n) over ()) as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
+    ), all_lexemes as (
+        select nullif(string_agg(quote_literal(w.lexeme), ' | '), '')::tsquery as query from weighed as w
     ), vector_hit as (
-        select r.name, e.embedding <=> query as distance
+        select r.name, e.embedding <=> query as distance,
+               row_number() over (order by e.embedding <=> query, r.fact collate "C", r.name) as position
         from scope_row as r
         inner join membank_private.memory_embeddings as e on e.name = r.name
         where r.eligible and query is not null
-        order by 2, 1
+        order by 3
         limit depth
     ), text_hit as (
-        select r.name, (select sum(w.idf) from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank
-        from scope_row as r
-        where r.eligible and exists (select from weighed as w where w.seeks and w.lexeme = any(r.lexemes))
-        order by 2 desc, 1
+        select h.*, row_number() over (order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name)
+                    as position
+        from (select r.name, r.fact,
+                     (select sum(w.idf) from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
+                     ts_rank(r.fts, a.query, 1) as text_tiebreak
+              from scope_row as r
+              cross join all_lexemes as a
+              where r.eligible and exists (select from weighed as w where w.seeks and w.lexeme = any(r.lexemes))
+             ) as h
+        order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name
         limit depth
     )
-    select (select array_agg(v.name order by v.distance, v.name) from vector_hit as v),
-           (select array_agg(v.distance order by v.distance, v.name) from vector_hit as v),
-           (select array_agg(t.name order by t.text_rank desc, t.name) from text_hit as t),
-           (select array_agg(t.text_rank order by t.text_rank desc, t.name) from text_hit as t)
-    into vector_names, vector_distances, text_names, text_ranks;
+    select (select array_agg(v.name order by v.position) from vector_hit as v),
+           (select array_agg(v.distance order by v.position) from vector_hit as v),
+           (select array_agg(t.name order by t.position) from text_hit as t),
+           (select array_agg(t.text_rank order by t.position) from text_hit as t),
+           (select array_agg(t.text_tiebreak order by t.position) from text_hit as t)
+    into vector_names, vector_distances, text_names, text_ranks, text_tiebreaks;
 end
 $$;

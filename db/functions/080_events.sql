@@ -42,9 +42,10 @@ begin
                 'must be a string of 1 to 200 characters', 'e.g. "user", "assistant" or the speaker''s name');
         end if;
         if _event ? 'text' and jsonb_typeof(_event -> 'text') not in ('string', 'null')
-           or length(_event ->> 'text') > 32768 then
+           or length(_event ->> 'text') > 200000 then
             perform membank_private._raise_invalid(format('events[%s].text', _i),
-                'must be a string of at most 32768 characters, or null', 'an event''s text is what was said');
+                'must be a string of at most 200000 characters, or null',
+                'an event''s text is what was said; GenerateMemories splits a long one on sentence boundaries');
         end if;
         -- ISO 8601 with an explicit zone only: PostgreSQL would also take
         -- 'now', 'yesterday' or a zoneless time, which would anchor relative
@@ -59,6 +60,11 @@ begin
                 when others then
                     _time := null;
             end;
+        end if;
+        if _time < '0001-01-02 00:00:00+00' or _time >= membank_private.max_time() then
+            perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
+                format('%s is outside years 0001 to 9999 in UTC', _event -> 'timestamp'),
+                'times are stored in UTC between 0001-01-02 and 9999-12-31');
         end if;
         if _time is null then
             perform membank_private._raise_invalid(format('events[%s].timestamp', _i),
@@ -145,7 +151,7 @@ $$;
 comment on function membank.append_events(jsonb, text, jsonb) is
 $$Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
 events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
-"text": string <= 32768 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
+"text": string <= 200000 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
 speaker's zone}. Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;

@@ -147,7 +147,7 @@ begin
                 'must be a string or {"fact": text, "topics": [text]}', 'e.g. "The user lives in Lisbon"');
         end if;
         _result := _result || jsonb_build_array(jsonb_build_object(
-            'fact', btrim(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
+            'fact', membank_private.trim_blank(membank_private.validate_fact(_fact, format('facts[%s]', _i))),
             'topics', to_jsonb(membank_private.validate_topics(_topics, format('facts[%s].topics', _i))),
             'source_event_ids', '[]'::jsonb, 'event_time', null));
         _i := _i + 1;
@@ -164,7 +164,10 @@ stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select row(o.name, o.scope, o.session_id, o.done, o.error, o.generated_memories, o.rejected_items,
+    -- A memory that is no longer live (deleted, expired, purged) is listed
+    -- by name, action and times only: its text is never shown (085_erasure.sql).
+    select row(o.name, o.scope, o.session_id, o.done, o.error,
+               membank_private.redact_generated(o.generated_memories), o.rejected_items,
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
 
@@ -215,7 +218,8 @@ declare
 begin
     select * into _row from membank_private.operations as o where o.name = _name;
     -- Another scope's operation is reported exactly like a missing one.
-    if _row.name is null or (_scope is not null and _row.scope <> _scope) then
+    if _row.name is null or (_scope is not null and _row.scope <> _scope)
+       or not membank_private.scope_allowed(_row.scope) then
         raise exception 'name: operation % not found', _name
             using errcode = 'no_data_found', detail = 'argument: name',
                   hint = 'use the name generate_memories returned';

@@ -25,8 +25,17 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _events jsonb;
+    _duplicate text;
 begin
     if events is not null then
+        select v.event_id into _duplicate
+        from membank_private.validate_events(events) as v
+        group by v.event_id having count(*) > 1
+        limit 1;
+        if _duplicate is not null then
+            perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_duplicate)),
+                'each event in one call needs its own event_id');
+        end if;
         if session_id is not null then
             -- Inline events of a session are appended to it first (idempotent).
             perform membank.append_events(scope, session_id, events);
@@ -58,10 +67,10 @@ begin
           and (resolve_source_events.start_time is null or e.event_time >= resolve_source_events.start_time)
           and (resolve_source_events.end_time is null or e.event_time < resolve_source_events.end_time);
     end if;
-    -- Null, empty and whitespace-only texts carry nothing to remember.
+    -- Null, empty and blank texts (membank_private.is_blank) carry nothing to remember.
     select coalesce(jsonb_agg(e order by n), '[]') into _events
     from jsonb_array_elements(_events) with ordinality as x (e, n)
-    where coalesce(btrim(e ->> 'text', E' \t\r\n'), '') <> '';
+    where not membank_private.is_blank(e ->> 'text');
     if jsonb_array_length(_events) > 1000 then
         perform membank_private._raise_invalid('session_id',
             format('the source holds %s events with text; one operation takes at most 1000',
@@ -84,7 +93,9 @@ create or replace function membank.generate_memories(
     examples jsonb default null,
     disable_consolidation boolean default false,
     request_id text default null,
-    ttl interval default null
+    ttl interval default null,
+    profile_schemas jsonb default null,
+    disable_natural_language_memories boolean default false
 ) returns uuid
 language plpgsql
 volatile
@@ -98,6 +109,9 @@ declare
     _facts jsonb := '[]';
     _key uuid;
     _name uuid;
+    _digest text;
+    _existing_digest text;
+    _profiles jsonb := membank_private.resolve_profile_schemas(profile_schemas, disable_natural_language_memories);
 begin
     if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
         perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
@@ -126,47 +140,73 @@ begin
         'examples', membank_private.validate_examples(examples),
         'disable_consolidation', disable_consolidation, 'ttl', ttl::text,
         'start_time', start_time, 'end_time', end_time);
+    if _profiles <> '{}' then
+        _options := _options || jsonb_build_object('profile_schemas', _profiles,
+            'disable_natural_language_memories', disable_natural_language_memories);
+    end if;
     if facts is not null then
         _facts := membank_private.validate_direct_facts(facts);
+        if _profiles <> '{}' then
+            -- Facts given directly feed the profiles through a profile-only extraction that reads them as events.
+            _options := _options || '{"facts_given": true}';
+            _events := (select jsonb_agg(jsonb_build_object(
+                            'event_id', format('fact-%s', x.n), 'author', 'fact', 'text', x.f ->> 'fact',
+                            'timestamp', membank_private.local_time_text(statement_timestamp(), interval '0'))
+                            order by x.n)
+                        from jsonb_array_elements(_facts) with ordinality as x (f, n));
+        end if;
     else
         _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
     end if;
 
     -- The idempotency key: the client's request_id, or the whole request.
-    _key := md5(coalesce('request_id:' || request_id,
-                         jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
-                                            'options', _options)::text))::uuid;
+    _digest := md5(jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                      'options', _options)::text);
+    _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
+    _options := _options || jsonb_build_object('request_digest', _digest);
     insert into membank_private.operations as o (
         scope, session_id, request_key, options, source_events, facts, stage
     ) values (
-        _scope, session_id, _key, _options, _events, _facts, case when facts is not null then 'CONSOLIDATE' else 'EXTRACT' end
+        _scope, session_id, _key, _options, _events, _facts,
+        case when facts is not null and _profiles = '{}' then 'CONSOLIDATE' else 'EXTRACT' end
     )
     on conflict (scope_id, request_key) where error is null do nothing
     returning o.name into _name;
     if _name is null then
-        -- A retry of a request that has not failed: the same operation.
-        select o.name into _name from membank_private.operations as o
+        -- A retry of a request that has not failed: the same operation, as
+        -- long as it is the same request (a reused request_id with other
+        -- content would otherwise silently drop the new facts).
+        select o.name, o.options ->> 'request_digest' into _name, _existing_digest
+        from membank_private.operations as o
         where o.scope_id = md5(_scope::text)::uuid and o.error is null
           and o.request_key = _key;
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0006
+            raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
+                using errcode = 'MB021', detail = 'argument: request_id',
+                      hint = format('operation %s holds that request_id; a new request needs a new request_id',
+                                    _name);
+        end if;
         return _name;
     end if;
 
     if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
         perform membank_private.finish_operation(_name);  -- nothing to learn from: a done no-op
-    elsif jsonb_array_length(_facts) > 0 and disable_consolidation then
+    elsif jsonb_array_length(_facts) > 0 and disable_consolidation and _profiles = '{}' then
         perform membank_private.apply_creates(_name);
         perform membank_private.finish_operation(_name);
     else
         insert into membank_private.generation_jobs (operation_name, scope_id)
         values (_name, md5(_scope::text)::uuid);
-        perform pg_notify('membank_generation_jobs', _name::text);
+        -- The payload stays empty: any role may LISTEN, so a notification
+        -- carries no name or scope, only "there is work".
+        perform pg_notify('membank_generation_jobs', '');
     end if;
     return _name;
 end
 $$;
 
 comment on function membank.generate_memories(
-    jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval
+    jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval, jsonb, boolean
 ) is
 $$GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
 memories of an exact scope; returns the operation's name (uuid) at once. Poll membank.get_operation(name).
@@ -176,9 +216,15 @@ facts (a JSON array of at most 100 strings or {"fact", "topics"}, given directly
 Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
 EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four managed ones), examples (few-shot:
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
-none compared), request_id (idempotency token), ttl (expiry of created memories).
+none compared), request_id (idempotency token), ttl (expiry of created memories), profile_schemas (a JSON array of
+profile schema ids to fill; null, the default, fills every schema of the bank, [] none), disable_natural_language_memories
+(true: fill only the profiles). Profile fields are extracted from every source (facts given directly are read as
+events for it), validated against their schema and consolidated field by field (086_profiles.sql).
 Idempotent: the same request (same request_id, or else the same scope, source events, facts and options) returns the
-same operation unless that one failed. Events with null or blank text are skipped; with nothing left the operation is
+same operation unless that one failed; a request_id reused with a different request raises MB021. Events with null or
+blank text (only white space or zero-width characters) are skipped; with nothing left the operation is
 done at once with zero actions and no model call. Relative dates in events are resolved against each event's own
-timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation), P0002 (session_id names no
-session of this scope), MB020 (an inline event_id already stored with other content); nothing is written on error.$$;
+timestamp. Raises 22023 naming the argument (at most 1000 events with text per operation, an event_id listed twice,
+ttl past year 9999, an unknown profile schema, disable_natural_language_memories with no schema in effect), 42501 (a
+role bound to other scopes), P0002 (session_id names no session of this scope), MB020 (an inline event_id already
+stored with other content), MB021 (request_id already used for another request); nothing is written on error.$$;

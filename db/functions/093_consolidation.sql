@@ -11,10 +11,96 @@
 -- their revisions checked. Two workers consolidating "I love cats" and
 -- "I hate cats" for one scope thus end in one memory: the second sees the
 -- first's memory as a candidate.
+--
+-- Newest truth by event time (not write time): every candidate carries the
+-- event time of the statement it holds (memory_event_time), and an older
+-- fact never updates or deletes a memory said later (check_action). The
+-- facts of one operation are sorted by event time and consolidated in that
+-- order, in batches within the token budget: within a batch, fact i also
+-- sees the earlier facts of the batch as candidates named "fact:j" (what
+-- fact j created or updated once applied); a later batch sees the memories
+-- the earlier batches wrote.
 
--- name: consolidation_candidates: per fact, the nearest memories of the scope (names, revisions, facts).
+-- name: memory_event_time: when the statement a memory holds was made (its latest revision's extracted facts).
+-- Null when unknown: a memory written directly (create_memory, update_memory)
+-- carries no event time and is not compared.
+create or replace function membank_private.memory_event_time(memory_name uuid)
+returns timestamptz
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select (select max((x ->> 'event_time')::timestamptz)
+            from jsonb_array_elements(case when jsonb_typeof(r.extracted_memories) = 'array'
+                                           then r.extracted_memories else '[]' end) as x)
+    from membank_private.memory_revisions as r
+    where r.memory_name = memory_event_time.memory_name
+    order by r.revision desc
+    limit 1;
+$$;
+
+-- name: fact_candidates: fact i's candidates: its nearest memories (top 5) and up to 3 earlier facts of its batch.
+-- The earlier facts (first .. i - 1) are ranked by cosine distance of their
+-- vectors to fact i's (the latest first without vectors) and named fact:j.
+create or replace function membank_private.fact_candidates(
+    o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer
+) returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _fact jsonb := o.facts -> i;
+    _vector real [] := case when embeddings is not null then array(select unnest(embeddings[i + 1:i + 1])) end;
+    _memories jsonb;
+    _facts jsonb;
+begin
+    select coalesce(jsonb_agg(jsonb_build_object(
+               'name', r.name, 'revision', r.revision, 'fact', r.fact,
+               'similarity', round(r.similarity::numeric, 4),
+               'event_time', membank_private.memory_event_time(r.name)) order by r.score desc, r.name), '[]')
+    into _memories
+    from membank.retrieve_memories(
+        scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
+        embedding_model => embedding_model) as r
+    where r.memory_type = 'NATURAL_LANGUAGE';
+    select coalesce(jsonb_agg(jsonb_build_object(
+               'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
+               'similarity', round(x.similarity::numeric, 4),
+               'event_time', o.facts -> x.j -> 'event_time') order by x.rank), '[]')
+    into _facts
+    from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+          from (select j, case when _vector is not null
+                               then 1 - (_vector::vector <=> array(select unnest(embeddings[j + 1:j + 1]))::vector)
+                          end as similarity
+                from generate_series(first, i - 1) as j) as s) as x
+    where x.rank <= 3;
+    return jsonb_build_object('index', i, 'candidates', _memories || _facts);
+end
+$$;
+
+-- name: consolidation_candidates: the plan for facts first .. last: each fact's candidates (fact_candidates).
 create or replace function membank_private.consolidation_candidates(
-    o membank_private.operations, embeddings real[], embedding_model text
+    o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer
+) returns jsonb
+language sql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_agg(membank_private.fact_candidates(o, i, embeddings, embedding_model, first)
+                              order by i), '[]')
+    from generate_series(first, last) as i;
+$$;
+
+-- name: consolidation_plan: the next consolidation batch from fact first: as many facts as fit token_budget.
+-- At least one fact, at most 50; the prompt (consolidation_prompt) of the
+-- returned plan is estimated within token_budget unless one fact alone
+-- exceeds it.
+create or replace function membank_private.consolidation_plan(
+    o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer
 ) returns jsonb
 language plpgsql
 volatile
@@ -22,25 +108,21 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _result jsonb := '[]';
-    _fact jsonb;
-    _i integer := 0;
-    _vector real [];
+    _plan jsonb := '[]';
+    _entry jsonb;
+    _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(o, '[]'));
+    _cost integer;
+    _i integer := first;
 begin
-    for _fact in select f from jsonb_array_elements(o.facts) as f loop
-        _vector := case when embeddings is not null then array(select unnest(embeddings[_i + 1:_i + 1])) end;
-        _result := _result || jsonb_build_array(jsonb_build_object('index', _i, 'candidates', (
-            select coalesce(jsonb_agg(jsonb_build_object(
-                       'name', r.name, 'revision', r.revision, 'fact', r.fact,
-                       'similarity', round(r.similarity::numeric, 4),
-                       'update_time', r.update_time) order by r.score desc, r.name), '[]')
-            from membank.retrieve_memories(
-                scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
-                embedding_model => embedding_model) as r
-            where r.memory_type = 'NATURAL_LANGUAGE')));
+    while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
+        _entry := membank_private.fact_candidates(o, _i, embeddings, embedding_model, first);
+        _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
+        exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
+        _plan := _plan || jsonb_build_array(_entry);
+        _used := _used + _cost;
         _i := _i + 1;
     end loop;
-    return _result;
+    return _plan;
 end
 $$;
 
@@ -75,7 +157,47 @@ as $$
         "fact": {"type": "string"}}}}}}'::jsonb;
 $$;
 
--- name: consolidation_prompt: the consolidation prompt for an operation's facts and their candidates.
+-- name: said_text: an event time as the consolidation prompt shows it (YYYY-MM-DD HH:MI UTC; or unknown).
+create or replace function membank_private.said_text(t jsonb)
+returns text
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(to_char((t #>> '{}')::timestamptz at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'), 'time unknown');
+$$;
+
+-- name: consolidation_fact_block: one new fact and its candidates as the consolidation prompt lists them.
+create or replace function membank_private.consolidation_fact_block(o membank_private.operations, p jsonb)
+returns text
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select format(E'%s. %s (topics: %s; said %s)\n%s', p ->> 'index',
+                  to_jsonb(o.facts -> (p ->> 'index')::integer ->> 'fact'),
+                  coalesce(nullif((select string_agg(t, ', ')
+                                   from jsonb_array_elements_text(o.facts -> (p ->> 'index')::integer -> 'topics') as t),
+                                  ''), 'none'),
+                  case when jsonb_typeof(o.facts -> (p ->> 'index')::integer -> 'event_time') = 'string'
+                       then membank_private.said_text(o.facts -> (p ->> 'index')::integer -> 'event_time')
+                       else 'directly, now' end,
+                  coalesce((select string_agg(
+                                case when c ->> 'name' like 'fact:%'
+                                     then format('   - memory_name %s (new fact %s above, said %s): %s',
+                                                 c ->> 'name', substr(c ->> 'name', 6),
+                                                 membank_private.said_text(c -> 'event_time'), to_jsonb(c ->> 'fact'))
+                                     else format('   - memory_name %s (revision %s, said %s): %s',
+                                                 c ->> 'name', c ->> 'revision',
+                                                 membank_private.said_text(c -> 'event_time'), to_jsonb(c ->> 'fact'))
+                                end, E'\n' order by m)
+                            from jsonb_array_elements(p -> 'candidates') with ordinality as y (c, m)),
+                           '   (no existing memories)'));
+$$;
+
+-- name: consolidation_prompt: the consolidation prompt for one batch of an operation's facts and their candidates.
 create or replace function membank_private.consolidation_prompt(o membank_private.operations, plan jsonb)
 returns text
 language sql
@@ -91,25 +213,16 @@ as $$
         || 'a new name, city, job, or a changed preference). Give the merged, current text as fact.',
         '- DELETE with memory_name: the fact shows that memory is no longer true and nothing replaces it.',
         '- NONE: the fact is already known (a duplicate) or adds nothing.',
-        'Only name memories listed under that fact. Dates in facts are absolute; keep them.',
+        'Only name memories listed under that fact. Dates in facts are absolute; keep them. Write the fact in the '
+        || 'language of the new fact; do not translate it.',
+        'What was said last is current: the new facts are in the order they were said, and each is decided against '
+        || 'the memories as the facts above it left them. "fact:N" names new fact N above: UPDATE or DELETE it to '
+        || 'change what that fact created or updated. A memory said after the new fact is newer than it: never '
+        || 'UPDATE or DELETE it with the older fact (answer NONE).',
+        'Give exactly one action per new fact and name each memory in at most one action; CREATE one fact once.',
         '',
         'New facts:',
-        (select string_agg(format(E'%s. %s (topics: %s; said %s)\n%s', p ->> 'index',
-                                  to_jsonb(o.facts -> (p ->> 'index')::integer ->> 'fact'),
-                                  coalesce(nullif((select string_agg(t, ', ')
-                                                   from jsonb_array_elements_text(
-                                                       o.facts -> (p ->> 'index')::integer -> 'topics') as t),
-                                                  ''), 'none'),
-                                  coalesce(to_char((o.facts -> (p ->> 'index')::integer ->> 'event_time')::timestamptz
-                                                   at time zone 'UTC', 'YYYY-MM-DD'), 'directly'),
-                                  coalesce((select string_agg(format('   - memory_name %s (revision %s, updated %s): %s',
-                                                                     c ->> 'name', c ->> 'revision',
-                                                                     to_char((c ->> 'update_time')::timestamptz
-                                                                             at time zone 'UTC', 'YYYY-MM-DD'),
-                                                                     to_jsonb(c ->> 'fact')), E'\n' order by m)
-                                            from jsonb_array_elements(p -> 'candidates') with ordinality as y (c, m)),
-                                           '   (no existing memories)')),
-                           E'\n' order by (p ->> 'index')::integer)
+        (select string_agg(membank_private.consolidation_fact_block(o, p), E'\n' order by (p ->> 'index')::integer)
          from jsonb_array_elements(plan) as p),
         '',
         'Reply with JSON only, of the form {"actions": [{"fact_index": 0, "action": "UPDATE", '

@@ -1,9 +1,23 @@
--- Applying a consolidation reply: item by item, under the scope's write lock,
--- with the candidates re-checked and their rows locked (093_consolidation.sql).
+-- Applying a consolidation reply: validated as a whole plan first, then
+-- applied in fact order, under the scope's write lock, with the candidates
+-- re-checked and their rows locked (093_consolidation.sql).
+--
+-- A model's reply is a plan, and real replies are malformed in ways that
+-- item-by-item checks miss: two UPDATEs of one memory (the second
+-- overwrites the first with an unrelated fact), two CREATEs of one fact,
+-- a DELETE and an UPDATE of one memory. So the whole reply is checked
+-- before anything applies: at most one item per fact (fact_index) and one
+-- UPDATE or DELETE per memory_name; the first such item in the reply wins
+-- (except that an UPDATE beats a DELETE of the same memory) and the others
+-- are rejected with the reason. An identical fact is never created twice in
+-- one operation.
 
--- name: check_action: why a consolidation item cannot apply (null when it can).
+-- name: check_action: why a consolidation item cannot apply (null when it can), on its own.
+-- plan: the batch's candidates; current_revisions: {name: revision} of the
+-- live candidate rows; facts: the operation's facts. An UPDATE or DELETE of a
+-- memory said after the fact (event times) is rejected as superseded.
 create or replace function membank_private.check_action(
-    item jsonb, fact_count integer, plan jsonb, current_revisions jsonb
+    item jsonb, facts jsonb, plan jsonb, current_revisions jsonb
 ) returns text
 language plpgsql
 immutable
@@ -13,7 +27,10 @@ as $$
 declare
     _action text := upper(item ->> 'action');
     _name text := lower(item ->> 'memory_name');
+    _entry jsonb;
     _planned jsonb;
+    _fact_time timestamptz;
+    _memory_time timestamptz;
 begin
     if jsonb_typeof(item) <> 'object' then
         return 'item: must be a JSON object';
@@ -21,24 +38,27 @@ begin
     if _action is null or _action not in ('CREATE', 'UPDATE', 'DELETE', 'NONE') then
         return format('action: %s is not one of CREATE, UPDATE, DELETE, NONE', coalesce(item -> 'action', 'null'));
     end if;
-    if jsonb_typeof(item -> 'fact_index') is distinct from 'number'
-       or (item ->> 'fact_index')::numeric not between 0 and fact_count - 1
-       or (item ->> 'fact_index')::numeric <> floor((item ->> 'fact_index')::numeric) then
-        return format('fact_index: must be an integer between 0 and %s', fact_count - 1);
+    select p into _entry from jsonb_array_elements(plan) as p
+    where jsonb_typeof(item -> 'fact_index') = 'number' and p -> 'index' = item -> 'fact_index';
+    if _entry is null then
+        return format('fact_index: must be one of %s (the facts of this batch)',
+                      (select string_agg(p ->> 'index', ', ' order by (p ->> 'index')::integer)
+                       from jsonb_array_elements(plan) as p));
     end if;
     if item ? 'fact' and item -> 'fact' <> 'null'
-       and (jsonb_typeof(item -> 'fact') <> 'string' or btrim(item ->> 'fact') = ''
+       and (jsonb_typeof(item -> 'fact') <> 'string' or membank_private.is_blank(item ->> 'fact')
             or length(item ->> 'fact') > 32768) then
         return 'fact: must be a non-empty string of at most 32768 characters';
     end if;
     if _action in ('UPDATE', 'DELETE') then
-        select c into _planned
-        from jsonb_array_elements(plan) as p, jsonb_array_elements(p -> 'candidates') as c
-        where c ->> 'name' = _name
-        limit 1;
+        select c into _planned from jsonb_array_elements(_entry -> 'candidates') as c
+        where lower(c ->> 'name') = _name;
         if _planned is null then
-            return format('memory_name: %s was not among the candidates shown to the model',
-                          coalesce(item ->> 'memory_name', 'null'));
+            return format('memory_name: %s was not among the candidates shown to the model for fact_index %s',
+                          coalesce(item ->> 'memory_name', 'null'), _entry -> 'index');
+        end if;
+        if _name like 'fact:%' then
+            return null;  -- an earlier fact of this batch: resolved when applied
         end if;
         if current_revisions -> _name is null then
             return format('memory_name: %s was deleted or expired since the model saw it', _name);
@@ -47,12 +67,108 @@ begin
             return format('memory_name: %s changed since the model saw it (revision %s, now %s)',
                           _name, _planned -> 'revision', current_revisions -> _name);
         end if;
+        _fact_time := (facts -> (_entry ->> 'index')::integer ->> 'event_time')::timestamptz;
+        _memory_time := (_planned ->> 'event_time')::timestamptz;
+        if _fact_time < _memory_time then
+            return format('superseded: memory %s holds a statement said %s, after this fact (said %s); '
+                          || 'an older fact never replaces a newer one', _name,
+                          membank_private.said_text(_planned -> 'event_time'),
+                          membank_private.said_text(facts -> (_entry ->> 'index')::integer -> 'event_time'));
+        end if;
     end if;
     return null;
 end
 $$;
 
--- name: apply_consolidation: apply a consolidation reply; 'replan' when the candidates changed since planning.
+-- name: validate_plan: the items of a consolidation reply that may apply, in fact order; rejects the rest.
+-- Returns {"items": [...], "decided": [fact indexes the reply decided on, even by a rejected item]}.
+-- One item per fact_index: the first in the reply. One UPDATE or DELETE per
+-- memory_name: the first in the reply, except that an UPDATE beats a DELETE
+-- of the same memory (the reply says both that something replaces it and
+-- that nothing does: keeping the replacement loses nothing).
+create or replace function membank_private.validate_plan(
+    o membank_private.operations, plan jsonb, items jsonb, current_revisions jsonb
+) returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _item jsonb;
+    _reasons text [] := '{}';      -- per reply position: why it is rejected (null: accepted)
+    _reason text;
+    _index integer;
+    _name text;
+    _fact_owner jsonb := '{}';     -- fact_index -> the reply position of its item
+    _memory_owner jsonb := '{}';   -- memory_name -> the reply position of its UPDATE or DELETE
+    _owner integer;
+    _decided integer [] := '{}';
+    _n integer := 0;
+begin
+    for _item in select i from jsonb_array_elements(items) as i loop
+        _n := _n + 1;
+        _reason := membank_private.check_action(_item, o.facts, plan, current_revisions);
+        _index := null;
+        if jsonb_typeof(_item) = 'object' and jsonb_typeof(_item -> 'fact_index') = 'number'
+           and plan @> jsonb_build_array(jsonb_build_object('index', _item -> 'fact_index')) then
+            -- The model decided on this fact, even if its item is rejected.
+            _index := (_item ->> 'fact_index')::numeric::integer;
+            _decided := _decided || _index;
+        end if;
+        if _reason is null and _fact_owner ? _index::text then
+            _reason := format('fact_index: %s already has an action earlier in this reply (item %s); one action '
+                              || 'per fact', _index, _fact_owner ->> _index::text);
+        end if;
+        _name := case when upper(_item ->> 'action') in ('UPDATE', 'DELETE') then lower(_item ->> 'memory_name') end;
+        if _reason is null and _name is not null and _memory_owner ? _name then
+            _owner := (_memory_owner ->> _name)::integer;
+            if upper(_item ->> 'action') = 'UPDATE' and upper(items -> (_owner - 1) ->> 'action') = 'DELETE' then
+                _reasons[_owner] := format('memory_name: %s also has an UPDATE in this reply (item %s), which is '
+                                           || 'kept; one action per memory', _name, _n);
+                _fact_owner := _fact_owner - (items -> (_owner - 1) ->> 'fact_index')::numeric::integer::text;
+            else
+                _reason := format('memory_name: %s already has an %s earlier in this reply (item %s); one action '
+                                  || 'per memory', _name, upper(items -> (_owner - 1) ->> 'action'), _owner);
+            end if;
+        end if;
+        _reasons[_n] := _reason;
+        if _reason is null then
+            _fact_owner := _fact_owner || jsonb_build_object(_index::text, _n);
+            if _name is not null then
+                _memory_owner := _memory_owner || jsonb_build_object(_name, _n);
+            end if;
+        end if;
+    end loop;
+    for _n in 1 .. jsonb_array_length(items) loop
+        if _reasons[_n] is not null then
+            perform membank_private.reject_item(o.name, 'CONSOLIDATE', items -> (_n - 1), _reasons[_n]);
+        end if;
+    end loop;
+    return jsonb_build_object(
+        'items', (select coalesce(jsonb_agg(i order by (i ->> 'fact_index')::numeric::integer, n), '[]')
+                  from jsonb_array_elements(items) with ordinality as x (i, n)
+                  where _reasons[n] is null),
+        'decided', to_jsonb(_decided));
+end
+$$;
+
+-- name: created_twice: the name of a memory this operation already created with the same text (case-insensitive).
+create or replace function membank_private.created_twice(operation_name uuid, fact_text text)
+returns text
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select g -> 'memory' ->> 'name'
+    from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
+    where o.name = operation_name and g ->> 'action' = 'CREATED'
+      and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
+    limit 1;
+$$;
+
+-- name: apply_consolidation: apply one batch's consolidation reply; 'replan', 'next' (another batch) or 'done'.
 create or replace function membank_private.apply_consolidation(
     job membank_private.generation_jobs, reply jsonb
 ) returns text
@@ -63,24 +179,33 @@ set search_path from current
 as $$
 declare
     _op membank_private.operations;
-    _items jsonb := case jsonb_typeof(reply) when 'array' then reply else reply -> 'actions' end;
+    _first integer := (job.plan -> 0 ->> 'index')::integer;
+    _last integer := (job.plan -> -1 ->> 'index')::integer;
+    _valid jsonb;
     _item jsonb;
     _fact jsonb;
     _text text;
-    _reason text;
+    _target text;
+    _twin text;
     _revisions jsonb;
     _row membank_private.memories;
-    _decided integer [] := '{}';
+    _results jsonb := '{}';  -- fact_index -> the memory its action created, updated or found (for fact:j)
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
+    _action text;
     _i integer;
 begin
     select * into _op from membank_private.operations as o where o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
-    if membank_private.plan_key(membank_private.consolidation_candidates(
-           _op, job.fact_embeddings, job.embedding_model)) <> membank_private.plan_key(job.plan)
+    -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
+    if (membank_private.plan_key(membank_private.consolidation_candidates(
+            _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
+        or membank_private.profile_plan_key(case when coalesce(job.next_fact, 0) = 0
+                                                 then membank_private.profile_plan(_op) else '[]' end)
+           <> membank_private.profile_plan_key(coalesce(job.profile_plan, '[]')))
        and job.replans < 3 then
-        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null where j.id = job.id;
+        update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null, profile_plan = null
+        where j.id = job.id;
         return 'replan';
     end if;
     -- Lock the candidates in name order and read their current revisions.
@@ -88,69 +213,77 @@ begin
     from (select m.name, m.revision
           from membank_private.memories as m
           where m.name in (select (c ->> 'name')::uuid
-                           from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c)
+                           from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c
+                           where c ->> 'name' not like 'fact:%')
             and membank_private.is_live(m.expire_time)
           order by m.name
           for update) as m;
 
-    for _item in select i from jsonb_array_elements(_items) as i loop
-        _reason := membank_private.check_action(_item, jsonb_array_length(_op.facts), job.plan, _revisions);
-        if jsonb_typeof(_item -> 'fact_index') = 'number'
-           and (_item ->> 'fact_index')::numeric between 0 and jsonb_array_length(_op.facts) - 1 then
-            -- The model decided on this fact, even if its item is rejected.
-            _decided := _decided || floor((_item ->> 'fact_index')::numeric)::integer;
+    _valid := membank_private.validate_plan(_op, job.plan, membank_private.reply_items(reply, 'actions'), _revisions);
+    -- A batch with no facts (profile fields only) has no range: coalesce makes the loop empty.
+    for _i in coalesce(_first, 0) .. coalesce(_last, -1) loop
+        -- A fact the reply did not mention at all is created: nothing extracted
+        -- is lost silently. (A fact whose only item was rejected is not.)
+        select i into _item from jsonb_array_elements(_valid -> 'items') as i where (i ->> 'fact_index')::numeric::integer = _i;
+        if _item is null and not (_valid -> 'decided') @> to_jsonb(_i) then
+            _item := jsonb_build_object('fact_index', _i, 'action', 'CREATE');
         end if;
-        if _reason is not null then
-            perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item, _reason);
-            continue;
-        end if;
-        _i := (_item ->> 'fact_index')::integer;
+        continue when _item is null;
         _fact := _op.facts -> _i;
-        _text := btrim(coalesce(_item ->> 'fact', _fact ->> 'fact'), E' \t\r\n');
-        case upper(_item ->> 'action')
-            when 'CREATE' then
-                _row := membank_private.apply_create(_op, _fact, _text);
-            when 'UPDATE' then
-                perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
-                update membank_private.memories as m
-                set fact = _text,
-                    topics = array(select distinct t from unnest(m.topics || array(
-                        select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
-                where m.name = (_item ->> 'memory_name')::uuid
-                  and (m.fact is distinct from _text
-                       or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
-                returning * into _row;
-                perform membank_private.clear_revision_context();
-                -- _revisions keeps the planned revision: a later item of this
-                -- reply may change the same memory again.
-                if _row.name is not null then
-                    perform membank_private.record_generated(_op.name, _row, 'UPDATED');
-                end if;
-            when 'DELETE' then
-                perform membank_private.set_fact_context(_op, _fact, 'DELETE');
-                delete from membank_private.memories as m where m.name = (_item ->> 'memory_name')::uuid
-                returning * into _row;
-                perform membank_private.clear_revision_context();
-                _revisions := _revisions - (_item ->> 'memory_name');
-                perform membank_private.record_generated(_op.name, _row, 'DELETED');
-                _row := null;
-            else
-                _row := null;
-        end case;
-        -- The fact's vector is the memory's when the text is the fact's: store it now.
-        if _row.name is not null and _text = _fact ->> 'fact' then
-            _embedded_names := _embedded_names || _row.name::text;
-            _embedded_facts := _embedded_facts || _i;
+        _text := membank_private.trim_blank(coalesce(_item ->> 'fact', _fact ->> 'fact'));
+        _action := upper(_item ->> 'action');
+        _target := lower(_item ->> 'memory_name');
+        _row := null;
+        if _target like 'fact:%' then
+            -- fact:j is what fact j's action left: its memory, or nothing.
+            _target := _results ->> substr(_target, 6);
+            if _target is null then
+                _action := case _action when 'UPDATE' then 'CREATE' else 'NONE' end;
+            end if;
         end if;
-    end loop;
-    -- A fact the reply did not mention at all is created: nothing extracted is
-    -- lost silently. (A fact whose only item was rejected is not.)
-    for _i in 0 .. jsonb_array_length(_op.facts) - 1 loop
-        if _i <> all(_decided) then
-            _fact := _op.facts -> _i;
-            _row := membank_private.apply_create(_op, _fact, _fact ->> 'fact');
-            _embedded_names := _embedded_names || _row.name::text;
-            _embedded_facts := _embedded_facts || _i;
+        if _action = 'CREATE' then
+            _twin := membank_private.created_twice(_op.name, _text);
+            if _twin is not null then
+                perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item,
+                    format('fact: identical to memory %s, created by this operation; a fact is created once', _twin));
+                _results := _results || jsonb_build_object(_i::text, _twin);
+                continue;
+            end if;
+            _row := membank_private.apply_create(_op, _fact, _text);
+        elsif _action = 'UPDATE' then
+            perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
+            update membank_private.memories as m
+            set fact = _text,
+                topics = array(select distinct t from unnest(m.topics || array(
+                    select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
+            where m.name = _target::uuid
+              and (m.fact is distinct from _text
+                   or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
+            returning * into _row;
+            perform membank_private.clear_revision_context();
+            if _row.name is not null then
+                perform membank_private.record_generated(_op.name, _row, 'UPDATED');
+            end if;
+            _results := _results || jsonb_build_object(_i::text, _target);
+        elsif _action = 'DELETE' then
+            perform membank_private.set_fact_context(_op, _fact, 'DELETE');
+            delete from membank_private.memories as m where m.name = _target::uuid
+            returning * into _row;
+            perform membank_private.clear_revision_context();
+            if _row.name is not null then
+                perform membank_private.record_generated(_op.name, _row, 'DELETED');
+            end if;
+            _row := null;
+        elsif _revisions ? _target or _target in (select r.value from jsonb_each_text(_results) as r) then
+            _results := _results || jsonb_build_object(_i::text, _target);  -- NONE: the memory that holds it
+        end if;
+        if _row.name is not null then
+            _results := _results || jsonb_build_object(_i::text, _row.name::text);
+            -- The fact's vector is the memory's when the text is the fact's: store it now.
+            if _text = _fact ->> 'fact' then
+                _embedded_names := _embedded_names || _row.name::text;
+                _embedded_facts := _embedded_facts || _i;
+            end if;
         end if;
     end loop;
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
@@ -160,6 +293,18 @@ begin
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
             array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
+    end if;
+    if coalesce(job.next_fact, 0) = 0 then
+        -- The profile fields, field by field; the model's merged values where it gave them.
+        perform membank_private.apply_profile_values(_op, coalesce(
+            case when jsonb_typeof(reply -> 'profile_fields') = 'array' then reply -> 'profile_fields' end, '[]'));
+    end if;
+    if _last + 1 < jsonb_array_length(_op.facts) then
+        -- The next batch is planned against what this one wrote, in a new transaction.
+        update membank_private.generation_jobs as j
+        set next_fact = _last + 1, plan = null, profile_plan = null, replans = 0, attempts = 0, last_error = null
+        where j.id = job.id;
+        return 'next';
     end if;
     perform membank_private.finish_operation(_op.name);
     return 'done';

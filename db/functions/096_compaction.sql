@@ -95,7 +95,7 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _parsed jsonb := membank_private.parse_model_json(reply);
+    _parsed jsonb := membank_private.parse_model_json(reply, 'summary');
     _summary text;
     _revisions jsonb;
     _changed jsonb;

@@ -32,7 +32,8 @@ create or replace function membank.update_memory(
     structured_content jsonb default null,
     scope jsonb default null,
     labels jsonb default '{}',
-    source_event_ids text[] default '{}'
+    source_event_ids text[] default '{}',
+    expected_revision integer default null
 ) returns membank.memory
 language sql
 volatile
@@ -42,29 +43,33 @@ as $$
     select membank.update_memory(
         name => name::text, fact => fact, topics => topics, metadata => metadata, ttl => ttl,
         expire_time => expire_time, structured_content => structured_content, scope => scope, labels => labels,
-        source_event_ids => source_event_ids);
+        source_event_ids => source_event_ids, expected_revision => expected_revision);
 $$;
 
 comment on function membank.update_memory(
-    uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[]
+    uuid, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer
 ) is
 $$update_memory(name text, ...) for a name typed uuid; the same arguments and behaviour.
-Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument.$$;
+Raises P0002 (not found, deleted, expired or another scope), 22023 naming the argument, MB003 (not at
+expected_revision), MB040 (scope lock wait over membank.lock_timeout).$$;
 
 -- name: delete_memory(uuid): delete_memory for a uuid-typed name.
-create or replace function membank.delete_memory(name uuid, scope jsonb default null, labels jsonb default '{}')
+create or replace function membank.delete_memory(
+    name uuid, scope jsonb default null, labels jsonb default '{}', expected_revision integer default null
+)
 returns membank.memory
 language sql
 volatile
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
-    select membank.delete_memory(name => name::text, scope => scope, labels => labels);
+    select membank.delete_memory(name => name::text, scope => scope, labels => labels,
+                                 expected_revision => expected_revision);
 $$;
 
-comment on function membank.delete_memory(uuid, jsonb, jsonb) is
-$$delete_memory(name text, scope, labels) for a name typed uuid.
-Raises P0002 (not found, already deleted, expired or another scope).$$;
+comment on function membank.delete_memory(uuid, jsonb, jsonb, integer) is
+$$delete_memory(name text, scope, labels, expected_revision) for a name typed uuid.
+Raises P0002 (not found, already deleted, expired or another scope), MB003 (not at expected_revision), MB040.$$;
 
 -- name: list_revisions(uuid): list_revisions for a uuid-typed name.
 create or replace function membank.list_revisions(name uuid, scope jsonb default null)
@@ -97,19 +102,23 @@ $$get_revision(name text, revision, scope) for a name typed uuid.
 Raises P0002 (no such revision in the scope).$$;
 
 -- name: rollback_memory(uuid): rollback_memory for a uuid-typed name.
-create or replace function membank.rollback_memory(name uuid, revision integer, scope jsonb default null)
+create or replace function membank.rollback_memory(
+    name uuid, revision integer, scope jsonb default null, expected_revision integer default null
+)
 returns membank.memory
 language sql
 volatile
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
-    select membank.rollback_memory(name => name::text, revision => revision, scope => scope);
+    select membank.rollback_memory(name => name::text, revision => revision, scope => scope,
+                                   expected_revision => expected_revision);
 $$;
 
-comment on function membank.rollback_memory(uuid, integer, jsonb) is
-$$rollback_memory(name text, revision, scope) for a name typed uuid.
-Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore).$$;
+comment on function membank.rollback_memory(uuid, integer, jsonb, integer) is
+$$rollback_memory(name text, revision, scope, expected_revision) for a name typed uuid.
+Raises P0002 (no such revision in the scope), 22023 (a DELETED revision holds nothing to restore), MB003 (not at
+expected_revision), MB040.$$;
 
 -- name: get_operation(uuid): get_operation for a uuid-typed name, e.g. what generate_memories returned.
 create or replace function membank.get_operation(name uuid, scope jsonb default null)

@@ -14,21 +14,26 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _count bigint;
+    _scopes uuid [];
 begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
-    -- Scope write locks first, in sorted order (015_scope_locks.sql).
-    perform membank_private.lock_scope(s.scope_id)
-    from (
-        select distinct e.scope_id
-        from (select m.scope_id from membank_private.memories as m
-              where m.expire_time <= statement_timestamp()
-              order by m.expire_time limit batch_size) as e
-        order by e.scope_id
-    ) as s;
+    -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
+    -- whose lock another write holds is skipped, not waited for: its
+    -- expired memories are invisible already and go in a later batch.
+    _scopes := array(
+        select l.scope_id
+        from membank_private.scope_locks as l
+        where l.scope_id in (select m.scope_id from membank_private.memories as m
+                             where m.expire_time <= statement_timestamp())
+        order by l.scope_id
+        limit batch_size
+        for update skip locked
+    );
     with batch as (
         select m.name
         from membank_private.memories as m
         where m.expire_time <= statement_timestamp()
+          and m.scope_id = any(_scopes)
         order by m.expire_time
         limit batch_size
         for update skip locked
@@ -80,3 +85,89 @@ $$Delete memories whose expire_time has passed, batch_size rows (1..100000, defa
 max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
 Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
 purged returns the number of memories removed. Raises 22023 naming the argument.$$;
+
+-- A purge of one scope by the API function membank.purge_memories(force =>
+-- true) deletes in one statement and holds the scope's write lock until it
+-- ends: 50k memories kept that scope's writers waiting for 17 s. The
+-- procedure below deletes the same memories in batches that each take the
+-- lock, delete at most batch_size memories and commit, so writers of the
+-- scope interleave with the purge.
+
+-- name: purge_memories_batch: delete up to batch_size of a scope's live memories matching the filters.
+create or replace function membank_private.purge_memories_batch(
+    scope jsonb, metadata_filter jsonb, topics text[], batch_size integer
+) returns bigint
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _count bigint;
+begin
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    if batch_size is null or batch_size < 1 or batch_size > 100000 then
+        perform membank_private._raise_invalid('batch_size',
+            format('must be between 1 and 100000, got %s', coalesce(batch_size::text, 'null')),
+            'the default batch_size is 1000');
+    end if;
+    perform membank_private.lock_scope(md5(_scope::text)::uuid);
+    perform membank_private.set_revision_context(jsonb_build_object('reason', 'purge'));
+    with target as (
+        select m.name
+        from membank_private.memories as m
+        where m.scope_id = md5(_scope::text)::uuid
+          and m.scope = _scope
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
+          and (metadata_filter is null or m.metadata @> metadata_filter)
+          and (_topics is null or m.topics && _topics)
+        order by m.name
+        limit batch_size
+        for update
+    ), purged as (
+        delete from membank_private.memories as m
+        using target as t
+        where m.name = t.name
+        returning 1
+    )
+    select count(*) into _count from purged;
+    perform membank_private.clear_revision_context();
+    return _count;
+end
+$$;
+
+-- name: purge_memories_in_batches: purge_memories(force => true) in committed batches, so writers interleave.
+create or replace procedure membank.purge_memories_in_batches(
+    scope jsonb,
+    metadata_filter jsonb default null,
+    topics text[] default null,
+    batch_size integer default 1000,
+    inout purged bigint default 0
+)
+language plpgsql
+as $$
+declare
+    _batch bigint;
+begin
+    purged := 0;
+    loop
+        _batch := membank_private.purge_memories_batch(scope, metadata_filter, topics, batch_size);
+        purged := purged + _batch;
+        commit;
+        exit when _batch < batch_size;
+    end loop;
+end
+$$;
+
+comment on procedure membank.purge_memories_in_batches (jsonb, jsonb, text [], integer, bigint) is
+$$Delete every live memory of one exact scope that matches the filters (metadata_filter: JSON object, containment;
+topics: any of), as purge_memories(force => true) does, but batch_size memories (1..100000, default 1000) per
+transaction: each batch takes the scope's write lock, deletes and commits, so other writes to the scope run between
+batches. Each deletion writes a DELETED revision labelled {"reason":"purge"}. Call it outside an explicit transaction
+block (it commits): CALL membank.purge_memories_in_batches(scope => '{"user_id":"u1"}'); purged returns the number of
+memories removed. Raises 22023 naming the argument (nothing deleted), MB040 when another write held the scope's lock
+longer than membank.lock_timeout (batches committed before stay deleted; call again to finish).$$;

@@ -1,4 +1,5 @@
--- 0002 downgrade: remove retrieval. The extensions stay: other code may use them.
+-- 0002 downgrade: remove retrieval. The extensions stay: other code may use
+-- them (0001's downgrade removes membank_extensions when nothing else does).
 drop trigger if exists memories_enqueue_embedding on membank_private.memories;
 drop function if exists membank_private.memories_enqueue_embedding();
 drop function if exists membank.retrieve_memories(

@@ -1,14 +1,34 @@
 -- 0002 upgrade: full text, embeddings with their model, the embedding job queue.
 
--- pgvector and btree_gin go where the database's default puts them (usually
--- public) unless they are installed already; db/functions/000_search_path.sql
--- pins that schema into the search_path of the functions that use them.
-create extension if not exists vector;
-create extension if not exists btree_gin;
+-- pgvector and btree_gin, when membank installs them, go into a schema of
+-- their own, membank_extensions, in which only its owner can create objects:
+-- db/functions/000_search_path.sql pins the schema that holds pgvector into
+-- the search_path of the functions that use it, and a schema that others can
+-- create in (public on clusters upgraded from PostgreSQL <= 14) would let
+-- them plant better-matching overloads there (CVE-2018-1058). Extensions
+-- installed already stay where they are; 000_search_path.sql refuses a
+-- schema that untrusted roles can create in.
+do $$
+begin
+    if not exists (select from pg_catalog.pg_extension where extname in ('vector', 'btree_gin')) then
+        create schema if not exists membank_extensions;
+        revoke all on schema membank_extensions from public;
+    end if;
+    if not exists (select from pg_catalog.pg_extension where extname = 'vector') then
+        create extension vector schema membank_extensions;
+    end if;
+    if not exists (select from pg_catalog.pg_extension where extname = 'btree_gin') then
+        create schema if not exists membank_extensions;
+        create extension btree_gin schema membank_extensions;
+    end if;
+end
+$$;
 
 do $$
 begin
-    perform set_config('search_path', format('pg_catalog, %I, pg_temp', n.nspname), true)
+    -- The vector schema joins this transaction's path; the rest stays, so
+    -- alembic still finds its version table.
+    perform set_config('search_path', format('%I, %s', n.nspname, current_setting('search_path')), true)
     from pg_catalog.pg_extension as e
     inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
     where e.extname = 'vector';

@@ -4,20 +4,44 @@ The memory engine is SQL in the ``membank`` schema; this package is a thin
 client over it (``MemoryBank``), plus the CLI and the embedded server.
 """
 
-from membank.client import MemoryBank, PendingOperation
-from membank.errors import (
-    ConflictError,
-    InvalidArgumentError,
-    MembankError,
-    NotFoundError,
-    NotInstalledError,
-)
-from membank.models import (
-    Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
-)
+from typing import TYPE_CHECKING
+
+# Names load on first use (PEP 562), so that ``import membank.cli`` does not
+# pay for psycopg before a command needs it.
+_LAZY = {
+    "MemoryBank": "membank.client", "PendingOperation": "membank.client",
+    "ConflictError": "membank.errors", "InvalidArgumentError": "membank.errors", "MembankError": "membank.errors",
+    "PermissionDeniedError": "membank.errors",
+    "NotFoundError": "membank.errors", "NotInstalledError": "membank.errors",
+    "Event": "membank.models", "GeneratedMemory": "membank.models", "Memory": "membank.models",
+    "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
+    "RetrievedMemory": "membank.models",
+}
+
+
+def __getattr__(name: str):
+    """Import a public name from its module on first use."""
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'membank' has no attribute {name!r}")
+
+
+if TYPE_CHECKING:
+    from membank.client import MemoryBank, PendingOperation
+    from membank.errors import (
+        ConflictError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError, PermissionDeniedError,
+    )
+    from membank.models import (
+        Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
+    )
 
 __all__ = [
     "ConflictError",
+    "PermissionDeniedError",
     "Event",
     "GeneratedMemory",
     "InvalidArgumentError",

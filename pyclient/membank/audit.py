@@ -102,7 +102,7 @@ class Audit:
         sid = self._session("clean")
         if self.buffer is not None:
             try:
-                self.buffer.append(sid, {"role": "user", "text": "Which tea should I brew for the canary?"})
+                self.buffer.append(self.scope, sid, {"role": "user", "text": "Which tea should I brew for the canary?"})
             except BufferUnavailableError as err:
                 self.buffer_note = err.message
         v = self._build(sid, "Which tea does the canary like?").verdict_of(m.name)
@@ -243,7 +243,7 @@ class Audit:
         if self.buffer is not None:
             for sid in self.sessions:
                 try:
-                    self.buffer.delete(sid)
+                    self.buffer.delete(self.scope, sid)
                 except BufferUnavailableError:
                     pass
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from dataclasses import asdict
 from datetime import timedelta
@@ -16,8 +17,17 @@ from typing import Any
 
 import click
 
-from membank import embedded, errors, migrate, settings
-from membank.client import MemoryBank
+# Only click and the light modules load at start-up: psycopg, alembic/SQLAlchemy,
+# numpy and the embedders are imported inside the commands that use them, so
+# `membank --help` and a single-row command start in a fraction of a second.
+from membank import errors, settings
+
+
+def _bank(**kwargs: Any):
+    """Open a MemoryBank (imported here, not at start-up)."""
+    from membank.client import MemoryBank
+
+    return MemoryBank(**kwargs)
 
 
 def _json_default(value: Any) -> str:
@@ -58,14 +68,46 @@ def _duration(text: str, option: str) -> timedelta:
 def _json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
     if value is None:
         return None
+    if value.startswith("@"):
+        try:
+            with open(value[1:], encoding="utf-8") as f:
+                value = f.read()
+        except OSError as err:
+            raise click.BadParameter(f"cannot read {value[1:]}: {err.strerror}") from None
     try:
         return json.loads(value)
     except json.JSONDecodeError as err:
         raise click.BadParameter(f"not valid JSON ({err.msg}); e.g. '{{\"user_id\": \"u1\"}}'") from None
 
 
+# The SQL API's hints name SQL functions; a CLI user needs the command.
+_CLI_HINTS = [
+    (re.compile(r"\(append_events\)|\bappend_events\b"), "(`membank events append`)"),
+    (re.compile(r"\blist_revisions\b"), "`membank memories revisions NAME`"),
+    (re.compile(r"\bthe name generate_memories returned\b"), "the name `membank generate --no-wait` printed"),
+    (re.compile(r"\bwith events\b"), "with `membank generate --events`"),
+]
+
+
+def cli_hint(hint: str) -> str:
+    """Reword a SQL API hint for the command line (SQL function names become membank commands)."""
+    for pattern, replacement in _CLI_HINTS:
+        hint = pattern.sub(replacement, hint)
+    return hint
+
+
+# Commands of other modules, loaded only when run (their imports are heavy);
+# their one-line help is here so that `membank --help` does not import them.
+_LAZY_COMMANDS = {
+    "audit": ("membank.audit", "audit",
+              "Run the evidence-verdict canary cases and print expected against actual verdicts."),
+    "mcp": ("membank.mcp_server", "mcp", "Serve membank to agents over the Model Context Protocol (stdio or HTTP)."),
+    "valkey": ("membank.buffer.cli", "valkey", "The session buffer's Valkey server: path, url, start, stop."),
+}
+
+
 class _Group(click.Group):
-    """Turns membank errors into one readable line and exit code 2."""
+    """Turns membank errors into one readable line and exit code 2; lists full one-line helps."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -73,20 +115,68 @@ class _Group(click.Group):
         except errors.MembankError as err:
             click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}", err=True)
             if err.hint:
-                click.echo(f"hint: {err.hint}", err=True)
+                click.echo(f"hint: {cli_hint(err.hint)}", err=True)
             sys.exit(2)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # click cuts each help at ~45 characters with "..."; show the whole
+        # first sentence instead (wrapped), and never import a lazy command.
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in _LAZY_COMMANDS and name not in self.commands:
+                rows.append((name, _LAZY_COMMANDS[name][2]))
+                continue
+            cmd = self.get_command(ctx, name)
+            if cmd is None or cmd.hidden:
+                continue
+            rows.append((name, cmd.get_short_help_str(limit=10**6)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        names = set(super().list_commands(ctx))
+        if self is main:
+            names |= set(_LAZY_COMMANDS)
+        return sorted(names)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if self is main and name in _LAZY_COMMANDS and name not in self.commands:
+            import importlib
+
+            module, attribute, _ = _LAZY_COMMANDS[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("membank")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"membank {_version()}")
+        ctx.exit()
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Print membank's version and exit.")
 def main() -> None:
     """membank: long-term memory for AI agents, inside PostgreSQL.
 
     \b
     Quick start (embedded server, nothing to set up):
       membank demo
-      membank db upgrade
       membank memories create --scope '{"user_id":"u1"}' --fact 'User is allergic to peanuts'
       membank memories list --scope '{"user_id":"u1"}'
+      membank events append --scope '{"user_id":"u1"}' --session s1 --file events.jsonl
+      membank generate --scope '{"user_id":"u1"}' --session s1
     """
 
 
@@ -115,6 +205,7 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
     from tqdm import tqdm
 
     from membank import demo as demo_job
+    from membank import migrate
 
     try:
         conversation = demo_job.load_locomo(locomo) if locomo else demo_job.load_shipped()
@@ -124,10 +215,12 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
     if max_actions is None:
         max_actions = 8 if locomo else 10**9
     click.echo(f"database at revision {migrate.current()} ({_where()})")
-    with MemoryBank(max_size=2, provider=provider) as bank:
+    with _bank(max_size=2, provider=provider) as bank:
         worker = bank.generation_worker
         click.echo(f"provider {worker.provider.model_id}, embedder {bank.embedder.model_id}")
-        cleared = bank.purge_memories(conversation.scope, force=True)
+        # Erase, not purge: a purge also forgets the source events' text, and
+        # re-sending those event ids with their text would then conflict.
+        cleared = bank.erase_scope(conversation.scope, force=True)["counts"]["memories"]
         click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
         click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
         with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
@@ -141,9 +234,12 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                           + (f", ERROR {op.error['code']}: {op.error['message']}" if op.error else ""))
                 for g in op.generated_memories[:max_actions]:
                     was = ""
+                    fact = g.memory.fact
                     if g.action == "UPDATED":  # show what it replaced
                         was = f"  (was: {bank.get_revision(g.memory.name, g.memory.revision - 1).fact})"
-                    bar.write(f"  {g.action:8} {g.memory.fact}{was}")
+                    elif g.action == "DELETED":  # operations never show a deleted fact; its revisions do, for now
+                        fact = bank.get_revision(g.memory.name, g.memory.revision).fact
+                    bar.write(f"  {g.action:8} {fact}{was}")
                 if len(op.generated_memories) > max_actions:
                     bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
                 bar.update(1)
@@ -155,7 +251,7 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         click.echo(f"{len(memories)} memories kept from {conversation.event_count} events "
                    f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
         click.echo("recall: hybrid retrieval; score = Reciprocal Rank Fusion of the vector and full-text ranks "
-                   "(1/(60 + rank) per list), similarity = cosine similarity to the question")
+                   "(1/(20 + rank) per list), similarity = cosine similarity to the question")
         for question in conversation.questions:
             click.echo(f"recall: {question.text}")
             for r in bank.retrieve_memories(conversation.scope, question.text, top_k=top_k):
@@ -164,6 +260,8 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
 
 
 def _where() -> str:
+    from membank import embedded
+
     return "MEMBANK_DATABASE_URL" if os.environ.get(settings.ENV_DATABASE_URL) else f"embedded, {embedded.pgdata()}"
 
 
@@ -175,14 +273,17 @@ def _where() -> str:
 @click.option("--provider", default=None, metavar="SPEC",
               help="Generation provider: rules, gemini[:MODEL], openai:MODEL (default MEMBANK_PROVIDER, else rules).")
 @click.option("--once", is_flag=True, help="Process what is due, then exit.")
+@click.option("--retention-interval", type=float, default=3600.0, show_default=True,
+              help="Seconds between runs of purge_expired_memories and apply_retention (needs membank_admin; "
+                   "0 turns them off).")
 @click.option("--compact-scope", "compact_scopes", multiple=True, callback=_json_object_list, metavar="PATTERN",
               help='Compact every scope containing this JSON object (repeatable), e.g. \'{"app_name":"shop"}\'.')
 @click.option("--compact-older-than", default="30d", show_default=True, metavar="DURATION",
               help="With --compact-scope: compact memories older than this (e.g. 30d, 12h, 3600).")
 @click.option("--compact-every", default="1h", show_default=True, metavar="DURATION",
               help="With --compact-scope: how often to look for memories to compact.")
-def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, compact_scopes: list[Any],
-           compact_older_than: str, compact_every: str) -> None:
+def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, retention_interval: float,
+           compact_scopes: list[Any], compact_older_than: str, compact_every: str) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
     Generation jobs go to the provider (MEMBANK_PROVIDER, default the
@@ -191,6 +292,10 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     workers may run: each claims jobs with FOR UPDATE SKIP LOCKED. With
     --compact-scope, it also starts compaction (membank.compact_scopes) in
     the matching scopes every --compact-every.
+
+    The database role needs membank_worker (or membank_admin, which
+    --compact-scope needs): the job queues hold every scope's text, so the
+    application's membank_writer cannot claim them.
     """
     import logging
 
@@ -203,7 +308,8 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     embedder = get_embedder()
     url = settings.database_url()
     generation = GenerationWorker(url, get_provider(provider), embedder)
-    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation)
+    w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
+                        retention_interval=retention_interval or None)
     w.configure()
     click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
                f"({embedder.dimension}-d), batch {batch_size}", err=True)
@@ -213,7 +319,7 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     older, every = _duration(compact_older_than, "--compact-older-than"), _duration(compact_every, "--compact-every")
 
     def compact_due() -> None:
-        with MemoryBank(url, max_size=1) as bank:
+        with _bank(url=url, max_size=1) as bank:
             for pattern in compact_scopes:
                 rows = bank.compact_scopes(pattern, older)
                 click.echo(f"compaction: {len(rows)} scopes under {json.dumps(pattern)}", err=True)
@@ -233,7 +339,13 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
             threading.Thread(target=compact_loop, daemon=True).start()
         if once:
             operations = generation.process_pending()
-            click.echo(f"ran {operations} generation jobs; embedded {w.process_pending()} memories")
+            queued = w.process_pending()
+            # A generation job stores the vectors of the facts it writes itself
+            # (consolidation needs them); the queue holds everything else.
+            click.echo(f"ran {operations} generation jobs (their facts' vectors stored with them); "
+                       f"embedded {queued} queued memories")
+            if retention_interval:
+                click.echo(f"retention: {json.dumps(w.run_retention())}")
         else:
             w.run(poll_interval=poll_interval)
     except KeyboardInterrupt:
@@ -245,23 +357,36 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
 
 @main.command()
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
-def reembed(yes: bool) -> None:
+@click.option("--force", is_flag=True, help="Re-embed every memory even when the bank already uses this model.")
+def reembed(yes: bool, force: bool) -> None:
     """Switch the bank to the configured embedder (MEMBANK_EMBEDDER) and re-embed every memory.
 
-    Drops every stored vector first: until a memory is re-embedded it is
-    found by full text only (flagged degraded).
+    With the model the bank already uses it does nothing (--force
+    re-embeds anyway). A switch drops every stored vector first, so the old
+    vectors do NOT keep serving: until a memory is re-embedded it is found
+    by full text only (flagged degraded). Run it when a short text-only
+    window is acceptable; the progress bar shows how long it lasts.
+    Needs membank_admin.
     """
-    from tqdm import tqdm
-
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         before = bank.embedding_backlog()
         target = bank.embedder
+        same = before.model_id == target.model_id
+        if same and not force:
+            click.echo(f"the bank already uses {target.model_id} ({before.embedded} vectors, {before.pending} "
+                       "pending): nothing to re-embed; --force re-embeds every memory anyway"
+                       + ("; `membank worker` embeds the pending ones" if before.pending else ""))
+            return
         if not yes:
-            same = before.model_id == target.model_id
             click.confirm(f"re-embed {before.embedded} vectors "
                           + (f"with the same model {target.model_id}" if same else
-                             f"of {before.model_id} with {target.model_id} ({target.dimension}-d)") + "?",
-                          abort=True)
+                             f"of {before.model_id} with {target.model_id} ({target.dimension}-d)")
+                          + "? Every vector is dropped first: retrieval is text-only until each memory is "
+                            "re-embedded", abort=True)
+        from tqdm import tqdm
+
+        click.echo("dropping every vector: retrieval is text-only (degraded) until each memory is re-embedded",
+                   err=True)
         queued = bank.reembed()
         with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}") as bar:
             bank.worker.process_pending(progress=bar.update)
@@ -306,12 +431,12 @@ def scope_indexes(min_memories: int, dry_run: bool) -> None:
 @main.command()
 def backlog() -> None:
     """Show the work queues: embeddings (pending, failed, embedded, model) and generation (operations, jobs)."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json({"embedding": asdict(bank.embedding_backlog()), "generation": asdict(bank.generation_backlog())})
 
 
 # -- db ----------------------------------------------------------------------
-@main.group()
+@main.group(cls=_Group)
 def db() -> None:
     """The database: embedded server lifecycle and schema migrations."""
 
@@ -319,6 +444,8 @@ def db() -> None:
 @db.command("path")
 def db_path() -> None:
     """Print the embedded server's data directory (set MEMBANK_DATA_DIR to move it)."""
+    from membank import embedded
+
     click.echo(embedded.pgdata())
 
 
@@ -330,20 +457,53 @@ def db_url() -> None:
 
 @db.command("start")
 def db_start() -> None:
-    """Start the embedded server (a no-op if it runs) and print its URL."""
-    click.echo(embedded.ensure_running())
+    """Start the embedded server (a no-op if it runs); print its data directory and URL.
+
+    As root the data directory is /var/lib/membank, shared by every root
+    process (set MEMBANK_DATA_DIR to keep one apart).
+    """
+    from membank import embedded
+
+    url = embedded.ensure_running()
+    click.echo(f"data dir: {settings.data_dir()}" + (" (shared by every root process)" if _is_root() else ""),
+               err=True)
+    click.echo(url)
+
+
+def _is_root() -> bool:
+    return hasattr(os, "geteuid") and os.geteuid() == 0 and not os.environ.get(settings.ENV_DATA_DIR)
 
 
 @db.command("stop")
 def db_stop() -> None:
     """Stop the embedded server; its data stays for the next start."""
+    from membank import embedded
+
     click.echo("stopped" if embedded.stop() else "not running")
+
+
+@db.command("psql", context_settings={"ignore_unknown_options": True})
+@click.argument("psql_args", nargs=-1, type=click.UNPROCESSED)
+def db_psql(psql_args: tuple[str, ...]) -> None:
+    """Open psql on the database in use (the psql bundled with the embedded server); extra arguments go to psql.
+
+    \b
+    membank db psql
+    membank db psql -c '\\df membank.*'
+    """
+    from membank import embedded
+
+    url = settings.database_url()
+    psql = embedded.psql_path()
+    os.execv(psql, [psql, url, *psql_args])
 
 
 @db.command("upgrade")
 @click.argument("revision", default="head")
 def db_upgrade(revision: str) -> None:
     """Migrate the schema up to REVISION (default: head)."""
+    from membank import migrate
+
     migrate.upgrade(revision=revision)
     click.echo(f"at revision {migrate.current()}")
 
@@ -353,6 +513,8 @@ def db_upgrade(revision: str) -> None:
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 def db_downgrade(revision: str, yes: bool) -> None:
     """Migrate the schema down to REVISION ('base' removes membank and its data)."""
+    from membank import migrate
+
     if not yes:
         click.confirm(f"downgrade to {revision}? Data in what the downgrade drops is lost", abort=True)
     migrate.downgrade(revision)
@@ -362,12 +524,14 @@ def db_downgrade(revision: str, yes: bool) -> None:
 @db.command("current")
 def db_current() -> None:
     """Print the schema's current revision and the newest one this version ships."""
+    from membank import migrate
+
     click.echo(f"current: {migrate.current() or 'base (not installed: run membank db upgrade)'}")
     click.echo(f"head:    {migrate.head()}")
 
 
 # -- memories ------------------------------------------------------------------
-@main.group()
+@main.group(cls=_Group)
 def memories() -> None:
     """Create, read, list, update and delete memories; show revisions."""
 
@@ -395,7 +559,7 @@ def _memory(memory: Any) -> dict:
               help="Seconds until the memory expires (default: never).")
 def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: float | None) -> None:
     """Create a memory and print it."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json(_memory(bank.create_memory(scope, fact, topics=list(topics) or None,
                                               metadata=metadata, ttl=_ttl(ttl))))
 
@@ -405,7 +569,7 @@ def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: An
 @_optional_scope
 def memories_get(name: str, scope: Any) -> None:
     """Print memory NAME."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json(_memory(bank.get_memory(name, scope=scope)))
 
 
@@ -418,7 +582,7 @@ def memories_get(name: str, scope: Any) -> None:
 def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_filter: Any,
                   topics: tuple[str, ...]) -> None:
     """List one page of the live memories of an exact scope, oldest first."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         page = bank.list_memories(scope, page_size=page_size, page_token=page_token,
                                   metadata_filter=metadata_filter, topics=list(topics) or None)
     _echo_json({"memories": [_memory(m) for m in page.memories], "next_page_token": page.next_page_token})
@@ -430,22 +594,28 @@ def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_f
 @click.option("--topic", "topics", multiple=True, help="Replace the topics (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Replace the metadata object.")
 @click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Expire this many seconds from now.")
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
 def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: float | None,
-                    scope: Any) -> None:
+                    expected_revision: int | None, scope: Any) -> None:
     """Change only the given fields of memory NAME; writes one revision."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json(_memory(bank.update_memory(name, fact=fact, topics=list(topics) or None,
-                                              metadata=metadata, ttl=_ttl(ttl), scope=scope)))
+                                              metadata=metadata, ttl=_ttl(ttl), scope=scope,
+                                              expected_revision=expected_revision)))
 
 
 @memories.command("delete")
 @click.argument("name")
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_delete(name: str, scope: Any) -> None:
-    """Delete memory NAME (its revisions stay readable)."""
-    with MemoryBank(max_size=1) as bank:
-        _echo_json(_memory(bank.delete_memory(name, scope=scope)))
+def memories_delete(name: str, expected_revision: int | None, scope: Any) -> None:
+    """Delete memory NAME (its revisions stay readable); print it as it was, marked "deleted": true."""
+    with _bank(max_size=1) as bank:
+        _echo_json({"deleted": True, **_memory(bank.delete_memory(name, scope=scope,
+                                                                  expected_revision=expected_revision))})
 
 
 @memories.command("revisions")
@@ -453,34 +623,54 @@ def memories_delete(name: str, scope: Any) -> None:
 @_optional_scope
 def memories_revisions(name: str, scope: Any) -> None:
     """Print every revision of memory NAME, oldest first."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json([asdict(r) for r in bank.list_revisions(name, scope=scope)])
 
 
 @memories.command("rollback")
 @click.argument("name")
 @click.argument("revision", type=int)
+@click.option("--expected-revision", type=click.IntRange(min=1),
+              help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_rollback(name: str, revision: int, scope: Any) -> None:
+def memories_rollback(name: str, revision: int, expected_revision: int | None, scope: Any) -> None:
     """Restore memory NAME to the content of REVISION (recorded as a new revision)."""
-    with MemoryBank(max_size=1) as bank:
-        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope)))
+    with _bank(max_size=1) as bank:
+        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope, expected_revision=expected_revision)))
 
 
 @memories.command("retrieve")
 @_scope_option
 @click.option("--query", help="Natural-language query; without it the scope's memories are listed.")
-@click.option("--top-k", type=int, default=3, show_default=True, help="Results to return (1..100).")
+@click.option("--top-k", type=int, default=None, help="Results to return (1..100; default 3 with --query, else all).")
 @click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
-def memories_retrieve(scope: Any, query: str | None, top_k: int, min_similarity: float | None, fusion: str,
-                      text_only: bool) -> None:
-    """RetrieveMemories: hybrid (vector + full text) search in an exact scope."""
-    with MemoryBank(max_size=1) as bank:
+@click.option("--embed-now", is_flag=True,
+              help="First embed the facts still waiting for a vector, in this process (as `membank worker --once`).")
+@click.option("--decompose", metavar="METHOD",
+              help="Split a compound question into sub-queries first: rules, model:<provider> (e.g. model:gemini), "
+                   "or in_database:<model_id> (AlloyDB ai.generate).")
+def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None, fusion: str,
+                      text_only: bool, embed_now: bool, decompose: str | None) -> None:
+    """RetrieveMemories: hybrid (vector + full text) search in an exact scope.
+
+    A fact gets its vector from a worker; until then it is found by text
+    only and flagged degraded (said on stderr). Run `membank worker`, or
+    pass --embed-now to embed the pending facts here first.
+    """
+    with _bank(max_size=1) as bank:
+        if embed_now and not text_only:
+            bank.process_pending(generation=False)
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
-                                         use_embedding=not text_only)
+                                         use_embedding=not text_only, decompose=decompose)
+        unembedded = [r for r in results if r.degraded and r.similarity is None]
+        if unembedded and not text_only and query:
+            pending = bank.embedding_backlog().pending
+            click.echo(f"note: {len(unembedded)} of {len(results)} results have no vector yet ({pending} facts "
+                       "wait for the embedding worker): matched by text only, similarity null, degraded true. "
+                       "Run `membank worker` (or `membank worker --once`), or pass --embed-now.", err=True)
     _echo_json([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
 
 
@@ -490,17 +680,94 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int, min_similarity:
 @click.option("--force", is_flag=True, help="Really delete; without it only the count is printed.")
 def memories_purge(scope: Any, metadata_filter: Any, force: bool) -> None:
     """Delete (with --force) or count the live memories of an exact scope."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         count = bank.purge_memories(scope, metadata_filter=metadata_filter, force=force)
     _echo_json({"purged" if force else "would_purge": count})
 
 
-# -- session buffer (Valkey) and the evidence audit: commands of their own modules --
-from membank.audit import audit  # noqa: E402
-from membank.buffer.cli import valkey  # noqa: E402
+@main.command()
+@_scope_option
+@click.option("--force", is_flag=True, help="Really erase; without it only the counts are printed.")
+@click.option("--keep-buffer", is_flag=True, help="Do not delete the sessions' Valkey buffer keys.")
+def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
+    """Right to erasure: remove everything stored under an exact scope (memories, revisions, vectors,
+    lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
 
-main.add_command(valkey)
-main.add_command(audit)
+    Without --force only the counts are printed. Other scopes, even ones
+    that extend this one with more keys, are never touched.
+    """
+    with _bank(max_size=1) as bank:
+        if force and not keep_buffer:
+            from membank.buffer import SessionBuffer
+
+            with SessionBuffer() as buffer:
+                result = bank.erase_scope(scope, force=True, buffer=buffer)
+        else:
+            result = bank.erase_scope(scope, force=force)
+    _echo_json(result)
+
+
+# -- sessions and events -----------------------------------------------------------
+@main.group(cls=_Group)
+def events() -> None:
+    """Append and list the events of a session (the source GenerateMemories reads)."""
+
+
+def _read_events(source: Any) -> list[Any]:
+    # JSON lines (one event object per line); a single JSON array is taken too.
+    text = source.read()
+    stripped = text.strip()
+    if stripped.startswith("["):
+        try:
+            return json.loads(stripped)
+        except json.JSONDecodeError as err:
+            raise click.BadParameter(f"not a valid JSON array ({err.msg})", param_hint="--file") from None
+    out = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError as err:
+            raise click.BadParameter(f"line {number}: not valid JSON ({err.msg}); one event object per line, "
+                                     'e.g. {"event_id": "e1", "author": "user", "text": "I moved to Lisbon", '
+                                     '"timestamp": "2023-05-24T10:00:00Z"}', param_hint="--file") from None
+    return out
+
+
+@events.command("append")
+@_scope_option
+@click.option("--session", "session_id", required=True, help="Session id, e.g. s1.")
+@click.option("--file", "source", type=click.File("r", encoding="utf-8"), default="-", show_default=True,
+              help="JSON lines, one event per line (or one JSON array); '-' reads stdin.")
+def events_append(scope: Any, session_id: str, source: Any) -> None:
+    """Append events (JSON lines: event_id, author, text, timestamp) to a session; print how many were new.
+
+    \b
+    echo '{"event_id":"e1","author":"user","text":"I moved to Lisbon","timestamp":"2023-05-24T10:00:00Z"}' \\
+      | membank events append --scope '{"user_id":"u1"}' --session s1
+
+    Idempotent on event_id: appending the same events again stores nothing twice.
+    """
+    given = _read_events(source)
+    with _bank(max_size=1) as bank:
+        added = bank.append_events(scope, session_id, given)
+    _echo_json({"appended": added, "already_stored": len(given) - added, "session_id": session_id})
+
+
+@events.command("list")
+@_scope_option
+@click.option("--session", "session_id", required=True, help="Session id.")
+@click.option("--start-time", help="Only events at or after this ISO 8601 time.")
+@click.option("--end-time", help="Only events before this ISO 8601 time.")
+def events_list(scope: Any, session_id: str, start_time: str | None, end_time: str | None) -> None:
+    """Print a session's events in time order, as JSON lines (the format `events append` reads)."""
+    with _bank(max_size=1) as bank:
+        stored = bank.list_events(scope, session_id, start_time=start_time, end_time=end_time)
+    for e in stored:
+        click.echo(json.dumps({"event_id": e.event_id, "author": e.author, "text": e.text,
+                               "timestamp": e.event_time, "append_time": e.append_time},
+                              ensure_ascii=False, default=_json_default))
 
 
 # -- GenerateMemories ------------------------------------------------------------
@@ -540,7 +807,7 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
         if not sep:
             raise click.BadParameter(f"{custom!r}: write LABEL=DESCRIPTION", param_hint="--custom-topic")
         chosen.append({"label": label.strip(), "description": description.strip()})
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
                                          topics=chosen or None, start_time=start_time, end_time=end_time,
                                          ttl=_ttl(ttl), disable_consolidation=disable_consolidation,
@@ -551,7 +818,7 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
         _echo_json(_operation(pending.wait(3600, process=True)))
 
 
-@main.group()
+@main.group(cls=_Group)
 def operations() -> None:
     """Show GenerateMemories operations."""
 
@@ -560,7 +827,7 @@ def operations() -> None:
 @click.argument("name")
 def operations_get(name: str) -> None:
     """Print operation NAME: done, error, generated memories, rejected items."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json(_operation(bank.get_operation(name)))
 
 
@@ -570,11 +837,55 @@ def operations_get(name: str) -> None:
 @click.option("--pending", is_flag=True, help="Only operations not done yet.")
 def operations_list(scope: Any, session_id: str | None, pending: bool) -> None:
     """List the operations of an exact scope, newest first."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json([_operation(o) for o in bank.list_operations(scope, session_id=session_id,
                                                                  done=False if pending else None)])
 
 
+@main.group()
+def profiles() -> None:
+    """Structured profiles: their schemas, and one scope's profiles."""
+
+
+@profiles.group("schema")
+def profiles_schema() -> None:
+    """Create, list and delete profile schemas (JSON Schema objects whose properties are the fields)."""
+
+
+@profiles_schema.command("create")
+@click.argument("schema_id")
+@click.option("--schema", "memory_schema", required=True, callback=_json_object,
+              help='JSON Schema, e.g. \'{"properties": {"job_status": {"enum": ["student", "full_time"]}}}\'; '
+                   "@FILE reads it from a file.")
+def profiles_schema_create(schema_id: str, memory_schema: Any) -> None:
+    """Register profile schema SCHEMA_ID."""
+    with _bank(max_size=1) as bank:
+        _echo_json(asdict(bank.create_profile_schema(schema_id, memory_schema)))
+
+
+@profiles_schema.command("list")
+def profiles_schema_list() -> None:
+    """List the profile schemas of the bank."""
+    with _bank(max_size=1) as bank:
+        _echo_json([asdict(s) for s in bank.list_profile_schemas()])
+
+
+@profiles_schema.command("delete")
+@click.argument("schema_id")
+@click.option("--force", is_flag=True, help="Also delete its field memories in every scope.")
+def profiles_schema_delete(schema_id: str, force: bool) -> None:
+    """Delete profile schema SCHEMA_ID (refused while field memories of it exist, unless --force)."""
+    with _bank(max_size=1) as bank:
+        _echo_json({"deleted_field_memories": bank.delete_profile_schema(schema_id, force=force)})
+
+
+@profiles.command("get")
+@_scope_option
+@click.option("--schema", "schema_ids", multiple=True, help="Only this schema (repeatable).")
+def profiles_get(scope: Any, schema_ids: tuple[str, ...]) -> None:
+    """Print the structured profiles of an exact scope: {schema_id: {field: value}}."""
+    with _bank(max_size=1) as bank:
+        _echo_json(bank.retrieve_profiles(scope, schema_ids=list(schema_ids) or None))
 # -- compaction ------------------------------------------------------------------
 @main.command()
 @_scope_option
@@ -593,7 +904,7 @@ def compact(scope: Any, older_than: str, max_memories: int, topics: tuple[str, .
     \b
     membank compact --scope '{"user_id":"u1"}' --older-than 30d
     """
-    with MemoryBank(max_size=1, provider=provider) as bank:
+    with _bank(max_size=1, provider=provider) as bank:
         pending = bank.compact_memories(scope, _duration(older_than, "--older-than"), max_memories=max_memories,
                                         topics=list(topics) or None, model_id=model_id)
         if pending is None:
@@ -603,7 +914,7 @@ def compact(scope: Any, older_than: str, max_memories: int, topics: tuple[str, .
 
 
 # -- tool permissions ------------------------------------------------------------
-@main.group()
+@main.group(cls=_Group)
 def permissions() -> None:
     """Tool-permission rules: ALLOW, BLOCK or PROMPT_USER before an agent runs a tool."""
 
@@ -620,7 +931,7 @@ def permissions() -> None:
 def permissions_add(scope: Any, tool_name: str, pattern: str, decision: str, project_id: str | None,
                     allow_operators: tuple[str, ...], description: str | None) -> None:
     """Add a rule (needs membank_admin)."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json(_dataclass_json(bank.create_tool_rule(
             scope, tool_name, pattern, decision, project_id=project_id, allow_operators=list(allow_operators),
             description=description)))
@@ -631,7 +942,7 @@ def permissions_add(scope: Any, tool_name: str, pattern: str, decision: str, pro
 @click.option("--project", "project_id", help="Only this project's rules and the global ones.")
 def permissions_list(scope: Any, project_id: str | None) -> None:
     """List the rules of an exact scope."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json([_dataclass_json(r) for r in bank.list_tool_rules(scope, project_id=project_id)])
 
 
@@ -640,7 +951,7 @@ def permissions_list(scope: Any, project_id: str | None) -> None:
 @click.argument("rule_id", type=int)
 def permissions_remove(scope: Any, rule_id: int) -> None:
     """Remove rule RULE_ID (the audit log keeps it)."""
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         _echo_json(_dataclass_json(bank.delete_tool_rule(scope, rule_id)))
 
 
@@ -656,7 +967,7 @@ def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any
     """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW)."""
     from membank.permissions import PermissionGuard
 
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         guard = PermissionGuard(bank, project_id=project_id)
         decision = guard.check(scope, tool_name, args if args is not None else {"command": command},
                                session_id=session_id)
@@ -678,7 +989,7 @@ def permissions_allow_once(scope: Any, tool_name: str, command: str | None, args
     """Approve one exact call once (kept in Valkey, consumed by the next check of it)."""
     from membank.permissions import PermissionGuard
 
-    with MemoryBank(max_size=1) as bank:
+    with _bank(max_size=1) as bank:
         guard = PermissionGuard(bank)
         key = guard.allow_once(scope, session_id, tool_name, args if args is not None else {"command": command},
                                ttl_seconds=ttl)

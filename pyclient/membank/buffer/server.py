@@ -52,8 +52,9 @@ def url_for(directory: Path | None = None) -> str:
 def valkey_url() -> str:
     """Return the URL of the Valkey server to use.
 
-    ``MEMBANK_VALKEY_URL`` when set (``redis://``, ``rediss://`` or
-    ``unix://``; any Valkey >= 7 or Redis >= 7); otherwise the embedded
+    ``MEMBANK_VALKEY_URL`` when set (``redis://``, ``rediss://``,
+    ``unix://``, or ``redis+cluster://host:port`` for a Valkey Cluster; any
+    Valkey >= 7 or Redis >= 7); otherwise the embedded
     server is started (or reused) and its ``unix://`` URL returned. Raises
     BufferUnavailableError when the embedded server cannot start.
     """

@@ -10,18 +10,28 @@ pushes on the right, a fold only pops on the left and only if the summary is
 still the version it read (optimistic concurrency; a lease keeps a second
 client from summarizing the same turns meanwhile, for economy only).
 
-Keys (all of one session share the hash tag, so they live in one Valkey
-Cluster slot)::
+A session belongs to exactly one scope, and its keys are those of the
+(scope, session) pair: two users who both call their session ``s1`` never
+share a window or a summary. Keys (all of one (scope, session) share one
+hash tag, so they live in one Valkey Cluster slot and every Lua script
+touches one slot only)::
 
-    <prefix>:{<session>}:turns     list of "seq|tokens|json", oldest first
-    <prefix>:{<session>}:meta      hash: seq (last given), window_tokens
-    <prefix>:{<session>}:summary   hash: text, tokens, first_seq, last_seq, version, update_time, carried_from
-    <prefix>:{<session>}:ids       hash: event_id -> seq (a retried append stores nothing twice)
-    <prefix>:{<session>}:lease     who is summarizing now
+    <prefix>:{<scope id>:<session>}:turns     list of "seq|tokens|json", oldest first
+    <prefix>:{<scope id>:<session>}:meta      hash: seq (last given), window_tokens
+    <prefix>:{<scope id>:<session>}:summary   hash: text, tokens, first_seq, last_seq, version, update_time,
+                                              carried_from
+    <prefix>:{<scope id>:<session>}:ids       hash: event_id -> seq (a retried append stores nothing twice)
+    <prefix>:{<scope id>:<session>}:lease     who is summarizing now
 
+``<scope id>`` is the scope's id as the database computes it
+(``md5(scope::jsonb::text)::uuid``, ``membank.scopes.scope_id``).
 ``prefix`` and ``session`` are percent-encoded (RFC 3986 unreserved
 characters kept), so neither can contain ``:``, ``{`` or ``}`` and two
-different (prefix, session) pairs never map to one key.
+different (prefix, scope, session) triples never map to one key.
+
+Keys of the layout before (``<prefix>:{<session>}:…``, no scope) are never
+read: their hash tag holds no ``:``, so no new key equals one of them, and
+they expire within their TTL (24 h by default) of their last write.
 """
 
 from __future__ import annotations
@@ -35,6 +45,7 @@ from typing import Any
 from urllib.parse import quote
 
 from membank import errors
+from membank.scopes import scope_id as _scope_id
 from membank.buffer.models import RollingSummary, SessionState, Turn, coerce_turn
 from membank.buffer.server import ENV_VALKEY_URL, BufferUnavailableError, valkey_url
 from membank.buffer.summarizer import Summarizer, get_summarizer
@@ -147,6 +158,9 @@ def _positive(argument: str, value: Any, hint: str) -> None:
         raise errors.invalid(argument, f"must be a positive number, not {value!r}", hint)
 
 
+CLUSTER_SCHEMES = ("redis+cluster://", "rediss+cluster://")
+
+
 def _redis_client(url: str):
     import redis
     from redis.backoff import ExponentialWithJitterBackoff
@@ -155,19 +169,27 @@ def _redis_client(url: str):
     # Up to 3 retries with jittered exponential backoff (20 ms .. 0.5 s) on a
     # lost connection; the pool reconnects on the next call, so the same
     # client recovers once the server is back.
+    retry = Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.02), 3)
+    if url.startswith(CLUSTER_SCHEMES):
+        # redis+cluster://host:port (any node of a Valkey Cluster): redis-py's RedisCluster.
+        plain = url.replace("+cluster", "", 1)
+        return redis.RedisCluster.from_url(plain, decode_responses=True, socket_timeout=2.0,
+                                           socket_connect_timeout=1.0, retry=retry)
     return redis.Redis.from_url(
-        url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=1.0,
-        retry=Retry(ExponentialWithJitterBackoff(cap=0.5, base=0.02), 3),
+        url, decode_responses=True, socket_timeout=2.0, socket_connect_timeout=1.0, retry=retry,
         retry_on_error=[redis.exceptions.ConnectionError, redis.exceptions.TimeoutError])
 
 
 class SessionBuffer:
     """The short-term buffer of live sessions in Valkey (see the module's text for the key layout).
 
-    ``url`` is a ``redis://``/``rediss://``/``unix://`` URL (default:
+    ``url`` is a ``redis://``/``rediss://``/``unix://`` URL, or
+    ``redis+cluster://host:port`` (``rediss+cluster://``) for a Valkey
+    Cluster reached through any of its nodes (default:
     ``MEMBANK_VALKEY_URL``, else the embedded server), or pass a ready
     ``client`` (``redis.Redis`` or ``redis.RedisCluster``, with
-    ``decode_responses=True``). ``window_tokens`` (> 0) bounds each session's
+    ``decode_responses=True``). Every method takes the session's ``scope``
+    (the same JSON object the bank's calls take) and its ``session_id``. ``window_tokens`` (> 0) bounds each session's
     window in cl100k_base tokens of its rendered turns; a fold trims it to
     ``low_watermark`` × ``window_tokens`` (0 < low_watermark <= 1) so that
     not every append summarizes. ``ttl_seconds`` (default 24 h) is refreshed
@@ -239,13 +261,14 @@ class SessionBuffer:
             raise errors.MembankError(f"Valkey refused the command: {err}",
                                       hint="check that the server is Valkey >= 7 or Redis >= 7") from None
 
-    def keys(self, session_id: str) -> dict[str, str]:
-        """Return the Valkey keys of a session by purpose (turns, meta, summary, ids, lease).
+    def keys(self, scope: Mapping[str, str], session_id: str) -> dict[str, str]:
+        """Return the Valkey keys of a scope's session by purpose (turns, meta, summary, ids, lease).
 
-        Raises InvalidArgumentError naming ``session_id``.
+        Raises InvalidArgumentError naming ``scope`` or ``session_id``.
         """
+        tag = _scope_id(scope)
         session_id = _validate_session_id(session_id)
-        base = f"{_escape(self.prefix)}:{{{_escape(session_id)}}}:"
+        base = f"{_escape(self.prefix)}:{{{tag}:{_escape(session_id)}}}:"
         return {suffix: base + suffix for suffix in _SUFFIXES}
 
     @property
@@ -257,9 +280,9 @@ class SessionBuffer:
         return max(1, int(self.lease_seconds * 1000))
 
     # -- writes -----------------------------------------------------------------
-    def append(self, session_id: str,
+    def append(self, scope: Mapping[str, str], session_id: str,
                turns: Turn | Mapping[str, Any] | Iterable[Turn | Mapping[str, Any]]) -> list[Turn]:
-        """Append one or more turns to a session, atomically and in the given order; return them as stored.
+        """Append one or more turns to a scope's session, atomically and in the given order; return them as stored.
 
         ``turns``: a Turn, a mapping ``{"role", "text", "timestamp"?,
         "event_id"?, "author"?}``, or a list of those (all stored or none).
@@ -271,12 +294,12 @@ class SessionBuffer:
         the rolling summary before returning (a failing summarizer is logged
         and leaves the turns in the window).
 
-        Raises InvalidArgumentError naming ``session_id`` or ``turns[i].field``
-        (nothing is stored), BufferUnavailableError when Valkey cannot be
-        reached (then the turns are not reported stored; a retry with the
-        same event_ids is safe).
+        Raises InvalidArgumentError naming ``scope``, ``session_id`` or
+        ``turns[i].field`` (nothing is stored), BufferUnavailableError when
+        Valkey cannot be reached (then the turns are not reported stored; a
+        retry with the same event_ids is safe).
         """
-        keys = self.keys(session_id)
+        keys = self.keys(scope, session_id)
         if isinstance(turns, (Turn, Mapping)):
             turns = [turns]
         items = list(turns)
@@ -306,7 +329,7 @@ class SessionBuffer:
                             exc_info=True)
         return stored
 
-    def fold(self, session_id: str, *, force: bool = False) -> int:
+    def fold(self, scope: Mapping[str, str], session_id: str, *, force: bool = False) -> int:
         """Summarize-before-trim: fold the oldest turns into the rolling summary until the window fits.
 
         Runs when the window exceeds ``window_tokens`` (or always with
@@ -320,7 +343,7 @@ class SessionBuffer:
         Raises InvalidArgumentError, BufferUnavailableError, and whatever the
         summarizer raises (then nothing is trimmed).
         """
-        keys = self.keys(session_id)
+        keys = self.keys(scope, session_id)
         lease = uuid.uuid4().hex
         # Take the lease and read the session in one round trip.
         with self._unavailable():
@@ -381,8 +404,12 @@ class SessionBuffer:
                     self._release(keys=[keys["lease"]], args=[lease])
         return folded
 
-    def carry_over(self, previous_session_id: str, session_id: str, *, fold_window: bool = True) -> RollingSummary:
-        """Start ``session_id`` with the rolling summary of ``previous_session_id``.
+    def carry_over(self, scope: Mapping[str, str], previous_session_id: str, session_id: str, *,
+                   fold_window: bool = True) -> RollingSummary:
+        """Start ``session_id`` with the rolling summary of ``previous_session_id``, both of the same ``scope``.
+
+        A summary never crosses scopes: the previous session is read under
+        ``scope`` only.
 
         With ``fold_window`` the previous session's window is folded in too
         (through the summarizer), so the new summary covers all of it. The
@@ -392,11 +419,11 @@ class SessionBuffer:
         BufferUnavailableError.
         """
         _validate_session_id(previous_session_id, "previous_session_id")
-        keys = self.keys(session_id)
+        keys = self.keys(scope, session_id)
         if previous_session_id == session_id:
             raise errors.invalid("previous_session_id", "must differ from session_id",
                                  "carry over from the session that ended")
-        previous = self.read(previous_session_id)
+        previous = self.read(scope, previous_session_id)
         text = previous.summary.text
         if fold_window and previous.turns:
             text = self.summarizer.summarize(text, previous.turns)
@@ -407,23 +434,37 @@ class SessionBuffer:
         if ok != 1:
             raise errors.ConflictError(f"session_id: session {session_id!r} already has a rolling summary",
                                        hint="carry over into a new session, before its first fold")
-        return self.read(session_id).summary
+        return self.read(scope, session_id).summary
 
-    def delete(self, session_id: str) -> int:
-        """Delete every key of a session; return how many existed. Raises BufferUnavailableError."""
-        keys = self.keys(session_id)
+    def delete(self, scope: Mapping[str, str], session_id: str) -> int:
+        """Delete every key of a scope's session; return how many existed. Raises BufferUnavailableError."""
+        keys = self.keys(scope, session_id)
         with self._unavailable():
             return int(self.client.delete(*keys.values()))
 
+    def delete_scope(self, scope: Mapping[str, str]) -> int:
+        """Delete the keys of every session of ``scope`` (erasure); return how many existed.
+
+        Finds them with SCAN over ``<prefix>:{<scope id>:*`` (on every node of a
+        cluster), so sessions the database never heard of are erased too.
+        Raises BufferUnavailableError.
+        """
+        pattern = f"{_escape(self.prefix)}:{{{_scope_id(scope)}:*"
+        deleted = 0
+        with self._unavailable():
+            for key in self.client.scan_iter(match=pattern, count=500):
+                deleted += int(self.client.delete(key))  # one key a call: keys of one scope span slots
+        return deleted
+
     # -- reads ------------------------------------------------------------------
-    def read(self, session_id: str) -> SessionState:
-        """Return a consistent snapshot of a session (one MULTI/EXEC): rolling summary, window, its tokens, TTL.
+    def read(self, scope: Mapping[str, str], session_id: str) -> SessionState:
+        """Return a consistent snapshot of a scope's session (one MULTI/EXEC): rolling summary, window, tokens, TTL.
 
         An unknown or expired session reads as empty. ``ttl_seconds`` is the
         time left before the session expires (None when it holds nothing).
         Raises InvalidArgumentError, BufferUnavailableError.
         """
-        keys = self.keys(session_id)
+        keys = self.keys(scope, session_id)
         with self._unavailable():
             pipe = self.client.pipeline(transaction=True)
             self._queue_read(pipe, keys)
@@ -449,16 +490,19 @@ class SessionBuffer:
         return SessionState(session_id, RollingSummary._from_hash(summary), turns, int(window_tokens or 0),
                             ttl / 1000 if ttl >= 0 else None)
 
-    def window(self, session_id: str) -> list[Turn]:
-        """Return the session's window, oldest turn first. Raises InvalidArgumentError, BufferUnavailableError."""
-        return self.read(session_id).turns
+    def window(self, scope: Mapping[str, str], session_id: str) -> list[Turn]:
+        """Return the scope's session's window, oldest turn first.
 
-    def summary(self, session_id: str) -> RollingSummary:
+        Raises InvalidArgumentError, BufferUnavailableError.
+        """
+        return self.read(scope, session_id).turns
+
+    def summary(self, scope: Mapping[str, str], session_id: str) -> RollingSummary:
         """Return the session's rolling summary (empty when none).
 
         Raises InvalidArgumentError, BufferUnavailableError.
         """
-        return self.read(session_id).summary
+        return self.read(scope, session_id).summary
 
     def ping(self) -> bool:
         """Return True when Valkey answers; raise BufferUnavailableError when it cannot be reached."""

@@ -29,6 +29,47 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 # First person: the speaker telling something about themselves.
 _FIRST_PERSON = re.compile(r"\b(I|I'm|I've|I'd|I'll|[Mm]y|[Mm]e|[Mm]ine|[Ww]e|[Oo]ur|[Uu]s)\b")
 _WORD = re.compile(r"\w+")
+# A summary line: "[YYYY-MM-DD] author: sentence".
+_LINE = re.compile(r"^\[[^\]]*\] [^:]{1,200}: (?P<sentence>.*)$")
+# The first line of a summary from which lines were dropped: "(N less informative lines dropped)".
+_DROPPED = re.compile(r"^\((?P<n>\d+) less informative lines? dropped\)$")
+# What a speaker says about themselves that is worth keeping: a slot (name, home, work, family, age, a liking).
+_SLOT = re.compile(
+    r"\b(name|named|called|live|lives|living|moved|born|birthday|age|years old|work|works|working|job|career|"
+    r"married|engaged|wife|husband|partner|kids?|son|daughter|children|sister|brother|mom|mother|dad|father|"
+    r"dog|cat|pet|allergic|allergy|vegetarian|vegan|favou?rite|love|hate|prefer|study|studying|graduated|"
+    r"degree|school|university|start(?:ed|ing)?|plan(?:ning)?|going to|bought|adopted|diagnosed)\b", re.IGNORECASE)
+# Small talk: acknowledgements, agreement, feelings with no object.
+_SMALL_TALK = re.compile(
+    r"^(?:(?:oh|well|yeah|yes|haha|lol|wow|ok|okay|so)[,!. ]+)*(?:i'?m (?:good|fine|great|ok|okay|doing|so|"
+    r"really|glad|happy)|i (?:see|know|agree|guess|hope|understand|feel|totally|really|just|think (?:so|that|it)|"
+    r"can (?:imagine|see)|appreciate|get it|hear you|love that|like that)|thanks?|thank you|me too|same|sounds|"
+    r"that'?s|it'?s (?:so|really|been|nice|great|good)|we should)\b", re.IGNORECASE)
+_NUMBER = re.compile(r"\d")
+_MONTH = re.compile(r"\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\b", re.IGNORECASE)
+_NAME = re.compile(r"(?<!^)(?<![.!?] )\b[A-Z][a-z]{2,}\b")
+
+
+def information(sentence: str) -> int:
+    """How much a summary sentence tells, for choosing what to drop first: 0 for small talk.
+
+    +3 for a statement with a slot (name, home, work, family, age, a liking,
+    a plan), +1 per proper name (up to 2), +1 for a number, +1 for a month;
+    every other informative sentence scores 1.
+    """
+    if _SMALL_TALK.match(sentence.strip()):
+        return 0
+    score = 1 + (3 if _SLOT.search(sentence) else 0)
+    score += min(2, len([n for n in _NAME.findall(sentence) if n not in ("I", "I'm")]))
+    score += (1 if _NUMBER.search(sentence) else 0) + (1 if _MONTH.search(sentence) else 0)
+    return score
+
+
+def dropped_lines(summary_text: str) -> int:
+    """How many lines the rules summarizer has dropped from ``summary_text`` over its folds (0 if none)."""
+    first = summary_text.lstrip().split("\n", 1)[0].strip()
+    match = _DROPPED.match(first)
+    return int(match.group("n")) if match else 0
 
 
 class RulesSummarizer:
@@ -38,9 +79,14 @@ class RulesSummarizer:
     least ``min_words`` words said by the given ``roles``, each as one line
     ``[YYYY-MM-DD] <author or role>: <sentence>`` dated by its turn's
     timestamp, appended to the previous summary's lines; exact repeats are
-    dropped, and the oldest lines go first once the summary exceeds
-    ``max_tokens`` tokens (cl100k_base). It paraphrases nothing and resolves
-    no contradictions: that is what a model-backed summarizer is for.
+    dropped. Once the summary exceeds ``max_tokens`` tokens (cl100k_base),
+    lines are dropped by how little they tell (``information``: small talk
+    first, then sentences without a slot, name, number or date; the oldest
+    first among equals), and the summary's first line says how many were
+    dropped over all folds: ``(N less informative lines dropped)`` (read it
+    with ``dropped_lines``; ``build_context`` reports it). It paraphrases
+    nothing and resolves no contradictions: that is what a model-backed
+    summarizer is for.
     """
 
     def __init__(self, *, max_tokens: int = 256, min_words: int = 4, roles: Sequence[str] = ("user",),
@@ -60,7 +106,8 @@ class RulesSummarizer:
 
     def summarize(self, previous_summary: str, turns: Sequence[Turn]) -> str:
         """Return ``previous_summary`` with the informative sentences of ``turns`` appended, within ``max_tokens``."""
-        lines = [line for line in previous_summary.splitlines() if line.strip()]
+        dropped = dropped_lines(previous_summary)
+        lines = [line for line in previous_summary.splitlines() if line.strip() and not _DROPPED.match(line.strip())]
         seen = set(lines)
         for turn in turns:
             if turn.role not in self.roles:
@@ -70,17 +117,34 @@ class RulesSummarizer:
                 if self.informative(sentence) and line not in seen:
                     seen.add(line)
                     lines.append(line)
-        # Drop whole lines, oldest first; a single line longer than the bound is cut.
+        # Drop whole lines, least informative first (the oldest among equals);
+        # a single line longer than the bound is cut.
         counts = [self.tokenizer.count(line) + 1 for line in lines]
         total = sum(counts)
-        start = 0
-        while total > self.max_tokens and start < len(lines) - 1:
-            total -= counts[start]
-            start += 1
-        text = "\n".join(lines[start:])
+        keep = [True] * len(lines)
+
+        def footer_cost(n: int) -> int:
+            return self.tokenizer.count(f"({n} less informative lines dropped)") + 1 if n else 0
+
+        order = sorted(range(len(lines)), key=lambda i: (information(self._sentence(lines[i])), i))
+        removed = 0
+        for i in order[:-1]:  # the most informative line stays
+            if total + footer_cost(dropped + removed) <= self.max_tokens:
+                break
+            keep[i] = False
+            total -= counts[i]
+            removed += 1
+        dropped += removed
+        kept = [line for line, k in zip(lines, keep) if k]
+        text = "\n".join(([f"({dropped} less informative lines dropped)"] if dropped else []) + kept)
         if self.tokenizer.count(text) > self.max_tokens:
             text = self.tokenizer.truncate(text, self.max_tokens)
         return text
+
+    @staticmethod
+    def _sentence(line: str) -> str:
+        match = _LINE.match(line)
+        return match.group("sentence") if match else line
 
 
 SUMMARY_PROMPT = """You maintain the rolling summary of a conversation between a user and an assistant.

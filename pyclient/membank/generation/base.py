@@ -17,7 +17,25 @@ ENV_PROVIDER = "MEMBANK_PROVIDER"
 
 
 class GenerationError(MembankError):
-    """A generation provider cannot be configured, or its call failed."""
+    """A generation provider cannot be configured, or its call failed.
+
+    ``retryable`` is False for a request that will never succeed (HTTP 400,
+    401, 403, 404, 422): the worker then fails the operation at once instead
+    of retrying with backoff (408, 429, 5xx and connection errors).
+    """
+
+    retryable: bool = True
+
+
+NON_RETRYABLE_STATUS = frozenset({400, 401, 403, 404, 422})
+"""HTTP statuses of a request that will never succeed: the operation fails at once."""
+
+
+def call_failed(model_id: str, err: Exception, status: int | None) -> GenerationError:
+    """The GenerationError for a failed provider call that answered HTTP ``status`` (None: no answer)."""
+    error = GenerationError(f"{model_id}: {err}")
+    error.retryable = status not in NON_RETRYABLE_STATUS
+    return error
 
 
 @runtime_checkable

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from membank.generation.base import GenerationError
+from membank.generation.base import GenerationError, call_failed
 
 DEFAULT_MODEL = "gemini-2.5-flash"
 TIMEOUT_MS = 120_000
@@ -53,7 +53,8 @@ class GeminiProvider:
                  input: dict[str, Any] | None = None) -> str:
         """Return the model's reply text (JSON when ``response_schema`` is given); ``input`` is unused.
 
-        Raises GenerationError when the request fails or the reply holds no text.
+        Raises GenerationError when the request fails (``retryable`` False for
+        HTTP 400, 401, 403, 404, 422) or the reply holds no text.
         """
         config = self._types.GenerateContentConfig(
             temperature=0.0,
@@ -62,7 +63,7 @@ class GeminiProvider:
         try:
             response = self._client.models.generate_content(model=self.model, contents=prompt, config=config)
         except Exception as err:  # google-genai raises its own APIError tree and httpx errors
-            raise GenerationError(f"{self.model_id}: {err}") from err
+            raise call_failed(self.model_id, err, getattr(err, "code", None)) from err
         if not response.text:
             raise GenerationError(f"{self.model_id}: the reply holds no text (finish reason "
                                   f"{getattr(response.candidates[0], 'finish_reason', None) if response.candidates else None})")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from membank.generation.base import GenerationError
+from membank.generation.base import GenerationError, call_failed
 
 TIMEOUT_S = 120.0
 
@@ -41,7 +41,8 @@ class OpenAICompatProvider:
                  input: dict[str, Any] | None = None) -> str:
         """Return the reply text of one chat completion; ``input`` is unused.
 
-        Raises GenerationError when the request fails or the reply is empty.
+        Raises GenerationError when the request fails (``retryable`` False for
+        HTTP 400, 401, 403, 404, 422) or the reply is empty.
         """
         extra: dict[str, Any] = {}
         if response_schema:
@@ -51,7 +52,7 @@ class OpenAICompatProvider:
             response = self._client.chat.completions.create(
                 model=self.model, temperature=0, messages=[{"role": "user", "content": prompt}], **extra)
         except Exception as err:  # openai.APIError and its subclasses, httpx errors
-            raise GenerationError(f"{self.model_id}: {err}") from err
+            raise call_failed(self.model_id, err, getattr(err, "status_code", None)) from err
         text = response.choices[0].message.content if response.choices else None
         if not text:
             raise GenerationError(f"{self.model_id}: the reply is empty")

@@ -2,13 +2,23 @@
 
 It answers the same requests a model answers (the structured ``input`` SQL
 puts beside each prompt) with hand-written rules, so that everything runs
-with no key. A weaker baseline, and honest about it:
+with no key. A weaker baseline, and honest about it. It reads English only:
+events in another language (told by script, or by function words for
+French, Spanish, German, Portuguese, Italian) are reported under
+``not_extracted`` with the reason, never dropped silently.
 
 * extraction: each first-person statement (the speaker is its subject) of a human speaker (at least five
   words, not a question or small talk) becomes a third-person fact naming
   the speaker, with relative dates resolved against the event's own date,
   kept when it matches a requested topic (keyword rules per managed topic;
   a custom topic matches on the words of its label and description);
+* structured profiles: a string or list field about the user's stack, tools,
+  frameworks or skills takes the technologies named in "I use / I work with /
+  I program in X", "build an X agent" or "specialise in X"; a field about a
+  language takes X from "I program/code in X"; an enum field takes the value
+  whose words (or its description's) occur in what the user said; the
+  context is the sentence quoted. Merging two values of a string field joins
+  their items ("ADK" + "Python" -> "ADK, Python");
 * consolidation: a fact whose text is already known, or that is a near
   duplicate of a candidate (embedding similarity and word overlap), is
   NONE; a fact that gives a new value to a slot a candidate holds (name,
@@ -118,15 +128,151 @@ def _sentences(text: str) -> list[str]:
     return parts
 
 
+LANGUAGES = ("English",)
+"""The languages the rules read; events in others are reported under ``not_extracted``, never silently dropped."""
+
+# Letters of a script that is not Latin name the language (or the script) outright.
+_SCRIPTS = [
+    ("Japanese", re.compile(r"[\u3040-\u30ff]")),           # hiragana, katakana
+    ("Korean", re.compile(r"[\uac00-\ud7af\u1100-\u11ff]")),
+    ("Chinese", re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf]")),
+    ("Russian or another Cyrillic-script language", re.compile(r"[\u0400-\u04ff]")),
+    ("Greek", re.compile(r"[\u0370-\u03ff]")),
+    ("Arabic-script", re.compile(r"[\u0600-\u06ff]")),
+    ("Hebrew", re.compile(r"[\u0590-\u05ff]")),
+    ("Devanagari-script", re.compile(r"[\u0900-\u097f]")),
+    ("Thai", re.compile(r"[\u0e00-\u0e7f]")),
+]
+# Latin-script languages told apart from English by their most common words.
+_FUNCTION_WORDS = {
+    "English": set("the and is are was i you my to of in it that with for have not this".split()),
+    "French": set("le la les et est je tu mon ma mes des une un du que pas avec pour dans suis ai c'est j'ai".split()),
+    "Spanish": set("el la los las y es yo mi mis que una un del con para por pero muy soy estoy tengo".split()),
+    "German": set("der die das und ist ich du mein meine nicht ein eine mit für auf bin habe auch".split()),
+    "Portuguese": set("o os as e é eu meu minha não uma um com para por mas muito sou estou tenho".split()),
+    "Italian": set("il lo gli le e è io mio mia non una un con per che sono ho anche molto".split()),
+}
+
+
+def language_of(text: str) -> str:
+    """The language ``text`` is written in, as far as the rules can tell ("English" when unsure)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters:
+        return "English"
+    for language, script in _SCRIPTS:
+        if len(script.findall(text)) >= 0.3 * len(letters):
+            return "Japanese" if language == "Chinese" and _SCRIPTS[0][1].search(text) else language
+    words = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", text.lower())
+    hits = {language: sum(w in vocabulary for w in words) for language, vocabulary in _FUNCTION_WORDS.items()}
+    best = max(hits, key=lambda language: (hits[language], language == "English"))
+    return best if hits[best] >= 2 and hits[best] > hits["English"] else "English"
+
+
+TECH = r"([A-Z][\w.+#-]*(?:\s*(?:,|and|&)\s*[A-Z][\w.+#-]*)*)"
+TECH_PATTERNS = [
+    re.compile(r"\b(?:I|[Ww]e|[Tt]he user) (?:use|uses|work with|works with|program in|programs in|code in|codes in|"
+               r"develop in|am learning|is learning|build with|builds with)\s+" + TECH),
+    re.compile(r"\bbuild(?:ing)? (?:a|an|my|our) " + TECH + r"\s+(?:agent|app|application|service|bot|project|"
+               r"website|site|api|tool|pipeline|model)s?\b"),
+    re.compile(r"\bspeciali[sz]e[sd]? in\s+" + TECH),
+]
+LANGUAGE_PATTERN = re.compile(r"\b(?:I|[Ww]e|[Tt]he user) (?:program|programs|code|codes|write|writes|prefer coding|"
+                              r"prefers coding) (?:mostly |mainly )?in\s+" + TECH)
+TECH_FIELD_WORDS = {"stack", "technical", "technology", "technologie", "tech", "tool", "framework", "skill",
+                    "programming"}
+
+
+def _field_words(field: str, spec: dict[str, Any]) -> set[str]:
+    return _words(field.replace("_", " ") + " " + str(spec.get("description") or spec.get("title") or ""))
+
+
+def _spec(prop: dict[str, Any]) -> dict[str, Any]:
+    for option in prop.get("anyOf") or []:
+        if option.get("type") != "null":
+            return {**prop, **option}
+    return prop
+
+
+def _items(found: str) -> list[str]:
+    items = (t.strip().rstrip(".,;:!?") for t in re.split(r"\s*(?:,|\band\b|&)\s*", found))
+    return [t for t in items if t]
+
+
+def _profile_values(text: str, schemas: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The field values one utterance states, per schema: {schema_id: {field: value}}."""
+    tech = [t for p in TECH_PATTERNS for m in p.finditer(text) for t in _items(m.group(1))]
+    language = [t for m in LANGUAGE_PATTERN.finditer(text) for t in _items(m.group(1))]
+    words = _words(text.replace("-", " "))
+    result: dict[str, dict[str, Any]] = {}
+    for schema_id, schema in schemas.items():
+        for field, prop in (schema.get("properties") or {}).items():
+            spec = _spec(prop)
+            fwords = _field_words(field, spec)
+            value: Any = None
+            if "enum" in spec:
+                for option in spec["enum"]:
+                    if _words(str(option).replace("_", " ")) <= words:
+                        value = option
+                        break
+            elif spec.get("type") in ("string", "array"):
+                found = language if "language" in fwords else tech if fwords & TECH_FIELD_WORDS else []
+                found = list(dict.fromkeys(found))
+                if found:
+                    value = found if spec.get("type") == "array" else ", ".join(found)
+            if value is not None:
+                result.setdefault(schema_id, {})[field] = value
+    return result
+
+
 def extract(request: dict[str, Any]) -> dict[str, Any]:
-    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}]}`` for ``request["events"]``."""
+    """Extraction by rules: ``{"memories": [{"fact", "topics", "source_event_ids"}], "not_extracted": [...],
+    "profiles": {...}}``.
+
+    ``not_extracted`` lists, per language the rules cannot read (LANGUAGES),
+    the events in it with the reason, so that the operation says why they
+    gave no memory. ``profiles`` (when the request names profile schemas)
+    holds the field values the rules recognise, per schema.
+    """
     events = request.get("events") or []
+    profiles: dict[str, dict[str, Any]] = {}
+    for event in events if request.get("profile_schemas") else []:
+        name = _speaker(event["author"])
+        if name is None or not event.get("text"):
+            continue
+        for schema_id, fields in _profile_values(event["text"], request["profile_schemas"]).items():
+            for field, value in fields.items():
+                said = "said" if event["author"] != "fact" else "is known to"
+                context = f'{name if name != "fact" else "The user"} {said}: "{event["text"].strip()}"'
+                earlier = profiles.setdefault(schema_id, {}).get(field)
+                sources = [event["event_id"]]
+                if earlier is not None:  # several events state this field: merge as consolidation would
+                    sources = earlier["source_event_ids"] + sources
+                    context = earlier["context"] + " " + context
+                    if isinstance(value, list):
+                        value = list(dict.fromkeys(earlier["value"] + value))
+                    elif "enum" not in _spec(request["profile_schemas"][schema_id]["properties"][field]):
+                        value = ", ".join(dict.fromkeys(_items(earlier["value"] + ", " + value)))
+                profiles[schema_id][field] = {"value": value, "source_event_ids": sources, "context": context}
+    if request.get("profiles_only"):
+        return {"memories": [], "profiles": profiles}
+    memories = _extract_memories(request, events)
+    return {**memories, "profiles": profiles} if request.get("profile_schemas") else memories
+
+
+def _extract_memories(request: dict[str, Any], events: list[dict[str, Any]]) -> dict[str, Any]:
     authors = [a for a in dict.fromkeys(e["author"] for e in events) if _speaker(a)]
     memories: list[dict[str, Any]] = []
+    unsupported: dict[str, list[str]] = {}
     seen: set[str] = set()
     for event in events:
         name = _speaker(event["author"])
         if name is None or not event.get("text"):
+            continue
+        language = language_of(event["text"])
+        if language not in LANGUAGES:
+            ids = unsupported.setdefault(language, [])
+            if event["event_id"] not in ids:
+                ids.append(event["event_id"])
             continue
         others = [a for a in authors if a != event["author"]]
         other = _speaker(others[0]) if len(others) == 1 else None
@@ -148,7 +294,14 @@ def extract(request: dict[str, Any]) -> dict[str, Any]:
                 continue
             seen.add(fact.lower())
             memories.append({"fact": fact, "topics": topics, "source_event_ids": [event["event_id"]]})
-    return {"memories": memories}
+    reply: dict[str, Any] = {"memories": memories}
+    if unsupported:
+        reply["not_extracted"] = [
+            {"source_event_ids": ids,
+             "reason": f"unsupported language: {language}; the rules provider extracts facts from "
+                       f"{', '.join(LANGUAGES)} only (use a model provider: gemini or openai)"}
+            for language, ids in unsupported.items()]
+    return reply
 
 
 # -- consolidation --------------------------------------------------------------
@@ -200,19 +353,27 @@ DUPLICATE_OVERLAP = 0.6
 
 
 def decide(fact: dict[str, Any], candidates: list[dict[str, Any]]) -> dict[str, Any]:
-    """One consolidation action for ``fact`` against its ``candidates`` (see the module's docstring)."""
+    """One consolidation action for ``fact`` against its ``candidates`` (see the module's docstring).
+
+    Candidates named ``fact:N`` (earlier facts of the same batch, said
+    before this one) are looked at first, latest first: the later statement
+    changes what the earlier one wrote. A duplicate is NONE naming the memory
+    that holds it.
+    """
+    earlier = sorted((c for c in candidates if str(c["name"]).startswith("fact:")), key=lambda c: -int(c["name"][5:]))
+    candidates = earlier + [c for c in candidates if not str(c["name"]).startswith("fact:")]
     text = fact["fact"]
     slot = slot_of(text)
     words = _words(text)
     for c in candidates:
         if _normal(c["fact"]) == _normal(text):
-            return {"action": "NONE"}
+            return {"action": "NONE", "memory_name": c["name"]}
     if slot:
         for c in candidates:
             other = slot_of(c["fact"])
             if other and other[:2] == slot[:2]:
                 if other[2] == slot[2]:
-                    return {"action": "NONE"}
+                    return {"action": "NONE", "memory_name": c["name"]}
                 if slot[1] == "city" and re.search(r"\bmoved to\b", text):
                     text = text.rstrip(".") + ", and lives there now."  # keeps the slot's own words
                 return {"action": "UPDATE", "memory_name": c["name"], "fact": text}
@@ -224,17 +385,23 @@ def decide(fact: dict[str, Any], candidates: list[dict[str, Any]]) -> dict[str, 
     for c in candidates:
         overlap = len(words & _words(c["fact"])) / max(1, len(words | _words(c["fact"])))
         if (c.get("similarity") or 0) >= DUPLICATE_SIMILARITY and overlap >= DUPLICATE_OVERLAP:
-            return {"action": "NONE"}
+            return {"action": "NONE", "memory_name": c["name"]}
     return {"action": "CREATE"}
 
 
 def consolidate(request: dict[str, Any]) -> dict[str, Any]:
-    """Consolidation by rules: ``{"actions": [...]}``, one per fact of ``request["facts"]``."""
-    plans = {p["index"]: p["candidates"] for p in request.get("candidates") or []}
+    """Consolidation by rules: ``{"actions": [...]}``, one per fact of the batch (``request["candidates"]``)."""
+    facts = request.get("facts") or []
     actions = []
-    for index, fact in enumerate(request.get("facts") or []):
-        actions.append({"fact_index": index, **decide(fact, plans.get(index, []))})
-    return {"actions": actions}
+    for plan in request.get("candidates") or []:
+        index = plan["index"]
+        actions.append({"fact_index": index, **decide(facts[index], plan["candidates"])})
+    merged = []
+    for m in request.get("profile_merges") or []:
+        items = [t.strip() for t in re.split(r"[,;]", f"{m['current']},{m['new']}") if t.strip()]
+        value = ", ".join(dict.fromkeys(items, None).keys())
+        merged.append({"schema_id": m["schema_id"], "field": m["field"], "value": value})
+    return {"actions": actions, "profile_fields": merged} if merged else {"actions": actions}
 
 
 def compact(request: dict[str, Any]) -> dict[str, Any]:
@@ -267,10 +434,16 @@ def compact(request: dict[str, Any]) -> dict[str, Any]:
 
 
 class RulesProvider:
-    """The offline provider: answers extraction and consolidation requests by rules (no model, no network)."""
+    """The offline provider: answers extraction and consolidation requests by rules (no model, no network).
+
+    It reads English only (``languages``); events in other languages come back
+    under ``not_extracted`` with the reason, kept in the operation's
+    ``rejected_items``.
+    """
 
     name = "rules"
     model_id = "rules/v1"
+    languages = LANGUAGES
 
     def complete(self, prompt: str, response_schema: dict[str, Any] | None = None, *,
                  input: dict[str, Any] | None = None) -> str:

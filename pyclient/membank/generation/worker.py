@@ -11,7 +11,10 @@ prepares and asks again, still in the same transaction (bounded in SQL).
 A worker that dies mid-job holds nothing: its transaction rolls back and the
 next worker claims the job. A failed provider or embedder call is recorded
 with ``membank.fail_generation_job`` (exponential backoff, five attempts,
-then the operation fails visibly).
+then the operation fails visibly); a request the provider refuses for good
+(HTTP 400, 401, 403, 404, 422: ``GenerationError.retryable`` is False) fails
+the operation at once. An operation's batches (extraction batches, then
+consolidation batches) are one job that answers ``next`` until the last.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ class GenerationWorker:
         return self.provider.complete(prompt, schema, input=request)
 
     def _prepare(self, conn: psycopg.Connection, job_id: int, texts: list[str] | None) -> tuple:
-        if texts is None:  # a re-plan reuses the vectors stored with the job
+        if texts is None or not texts:  # a re-plan reuses the stored vectors; profile fields alone need none
             return conn.execute("select * from membank.prepare_consolidation(%s)", (job_id,)).fetchone()
         vectors = [[float(x) for x in v] for v in self.embedder.embed_passages(texts)]
         return conn.execute(
@@ -83,9 +86,10 @@ class GenerationWorker:
                 with conn.transaction():  # a savepoint: a database error here must not lose the claim
                     status = "replan"
                     if stage == "CONSOLIDATE":
-                        job = self._prepare(conn, job_id, list(job[4]))
+                        job = self._prepare(conn, job_id, list(job[4]) if job[4] is not None else None)
                     while status == "replan":
-                        reply = self._ask(job)
+                        # PostgreSQL text cannot hold U+0000; the database strips its \u0000 escapes.
+                        reply = self._ask(job).replace("\x00", "")
                         status = conn.execute("select membank.complete_generation_job(%s, %s)",
                                               (job_id, reply)).fetchone()[0]
                         if status == "replan":
@@ -96,7 +100,9 @@ class GenerationWorker:
             except Exception as err:  # provider, embedder or a rejected call: recorded, retried with backoff
                 log.warning("operation %s (%s, attempt %s) failed: %s", operation, stage, job[3], err)
                 self.last_error = str(err) or repr(err)
-                failed = conn.execute("select membank.fail_generation_job(%s, %s)", (job_id, repr(err))).fetchone()
+                retryable = getattr(err, "retryable", True)  # False: a request that will never succeed
+                failed = conn.execute("select membank.fail_generation_job(%s, %s, %s)",
+                                      (job_id, str(err) or repr(err), retryable)).fetchone()
                 if failed[0]:
                     log.error("operation %s failed after %s attempts", operation, job[3])
                 return 1

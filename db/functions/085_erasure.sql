@@ -1,0 +1,363 @@
+-- Erasure: what a memory bank forgets, and how it makes sure nothing of it
+-- can be read back.
+--
+-- Three ways a fact leaves the bank, each with its own promise:
+--   * expired (expire_time passed): invisible at once. Reads of the memory
+--     fail (P0002); its revisions and the operations that wrote it show the
+--     name, action and times, never the text (redacted when read).
+--   * purged (purge_memories, or purge_expired_memories after expiry): the
+--     text is destroyed, not hidden. Its revisions are redacted in place
+--     (text columns set to null: the only change revision immutability
+--     allows), the events it was extracted from lose their text, and the
+--     operations that wrote it lose its text and its source events' text.
+--   * deleted (delete_memory, or DELETE by consolidation): rollback may bring
+--     it back, so its revisions stay readable until the retention window
+--     (retention_settings.deleted_revisions, default 30 days) and are then
+--     removed by membank.apply_retention(); operation results never show its
+--     text once it is deleted.
+-- erase_scope removes everything stored under one exact scope at once.
+-- Why redact in place rather than delete a purged memory's revisions: the
+-- history that a memory existed, when and by which operation stays auditable
+-- (GDPR art. 17 asks that the personal data go, not the record of erasure).
+
+-- name: redact_revision: a revision without its text (fact, structured content, metadata, extraction context).
+create or replace function membank_private.redact_revision(r membank.memory_revision)
+returns membank.memory_revision
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    r.fact := null;
+    r.previous_fact := null;
+    r.structured_content := null;
+    r.previous_structured_content := null;
+    r.metadata := '{}';
+    r.extracted_memories := null;
+    return r;
+end
+$$;
+
+-- name: is_redacted_update: true when an UPDATE of a revision only removes its text.
+create or replace function membank_private.is_redacted_update(
+    o membank_private.memory_revisions, n membank_private.memory_revisions
+) returns boolean
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select n.fact is null and n.previous_fact is null and n.structured_content is null
+           and n.previous_structured_content is null and n.extracted_memories is null and n.metadata = '{}'
+           and (n.memory_name, n.revision, n.scope_id, n.scope, n.action, n.memory_type, n.topics, n.expire_time,
+                n.labels, n.source_event_ids, n.create_time)
+               is not distinct from
+               (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
+                o.labels, o.source_event_ids, o.create_time);
+$$;
+
+-- name: redact_generated: generated_memories with the text of non-live memories (or of one memory) removed.
+-- only_name = null: every entry whose memory is not live now (deleted, expired,
+-- purged) loses fact, structured_content and metadata; only_name = a name: that
+-- memory's entries, whatever its state (used when it is purged).
+create or replace function membank_private.redact_generated(generated jsonb, only_name uuid default null)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_agg(
+        case when (only_name is null and exists (
+                       select from membank_private.memories as m
+                       where m.name = (g -> 'memory' ->> 'name')::uuid
+                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                  or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
+             then g
+             else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
+                            || '{"fact": null, "structured_content": null, "metadata": {}}')
+        end order by x.n), '[]')
+    from jsonb_array_elements(generated) with ordinality as x (g, n);
+$$;
+
+-- name: forget_memory: destroy a purged memory's text wherever it is stored (revisions, source events, operations).
+create or replace function membank_private.forget_memory(name uuid, scope_id uuid)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _event_ids text [];
+    _facts text [];
+begin
+    select array_agg(distinct s.id) into _event_ids
+    from membank_private.memory_revisions as r
+    cross join lateral unnest(r.source_event_ids) as s (id)
+    where r.memory_name = forget_memory.name;
+    select array_agg(distinct f.fact) into _facts
+    from membank_private.memory_revisions as r
+    cross join lateral (values (r.fact), (r.previous_fact)) as f (fact)
+    where r.memory_name = forget_memory.name and f.fact is not null;
+
+    update membank_private.memory_revisions as r
+    set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
+        metadata = '{}', extracted_memories = null
+    where r.memory_name = forget_memory.name
+      and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
+           or r.previous_structured_content is not null or r.extracted_memories is not null
+           or r.metadata <> '{}');
+
+    -- The turns it was extracted from (by event id, in its scope).
+    update membank_private.events as e
+    set text = null
+    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids) and e.text is not null;
+
+    -- The operations that wrote it: its entries, its source events, the facts given for it.
+    update membank_private.operations as o
+    set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
+        source_events = (
+            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids)
+                                           then e || '{"text": null}' else e end order by x.n), '[]')
+            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
+        facts = (
+            select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
+                                           then f || '{"fact": null}' else f end order by x.n), '[]')
+            from jsonb_array_elements(o.facts) with ordinality as x (f, n))
+    where o.scope_id = forget_memory.scope_id
+      and o.generated_memories @> jsonb_build_array(
+          jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+end
+$$;
+
+-- name: erase_scope: remove (or with force => false only count) everything stored under one exact scope.
+create or replace function membank.erase_scope(scope jsonb, force boolean default false)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _counts jsonb;
+    _sessions text [];
+begin
+    if force is null then
+        perform membank_private._raise_invalid('force', 'must be true or false',
+            'force => false (default) only counts; force => true erases');
+    end if;
+    perform membank_private.lock_scope(_scope_id);
+    -- Rows are matched by scope_id and, where the row holds it, by the scope
+    -- itself, so an md5 collision can never erase another scope's data.
+    select coalesce(array_agg(s.session_id order by s.session_id), '{}') into _sessions
+    from membank_private.sessions as s where s.scope_id = _scope_id and s.scope = _scope;
+    select jsonb_build_object(
+        'memories', (select count(*) from membank_private.memories as m
+                     where m.scope_id = _scope_id and m.scope = _scope),
+        'revisions', (select count(*) from membank_private.memory_revisions as r
+                      where r.scope_id = _scope_id and r.scope = _scope),
+        'embeddings', (select count(*) from membank_private.memory_embeddings as e
+                       inner join membank_private.memories as m on m.name = e.name
+                       where m.scope_id = _scope_id and m.scope = _scope),
+        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
+                           inner join membank_private.memories as m on m.name = j.name
+                           where m.scope_id = _scope_id and m.scope = _scope),
+        'lexicon', (select count(*) from membank_private.scope_lexicon as l where l.scope_id = _scope_id),
+        'events', (select count(*) from membank_private.events as e
+                   where e.scope_id = _scope_id and e.session_id = any(_sessions)),
+        'sessions', cardinality(_sessions),
+        'user_states', (select count(*) from membank_private.scope_states as u
+                        where u.scope_id = _scope_id and u.scope = _scope),
+        'operations', (select count(*) from membank_private.operations as o
+                       where o.scope_id = _scope_id and o.scope = _scope),
+        'generation_jobs', (select count(*) from membank_private.generation_jobs as j
+                            inner join membank_private.operations as o on o.name = j.operation_name
+                            where o.scope_id = _scope_id and o.scope = _scope),
+        'tool_rules', (select count(*) from membank_private.tool_rules as t
+                       where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_rule_changes', (select count(*) from membank_private.tool_rule_changes as t
+                              where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_decisions', (select count(*) from membank_private.tool_decisions as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
+        'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
+                                     where t.scope_id = _scope_id and t.scope = _scope),
+        -- A role bound to the scope (bind_role_to_scope) names it: the binding goes too.
+        'scope_bindings', (select count(*) from membank_private.scope_bindings as b
+                           where b.scope_id = _scope_id and b.scope = _scope)
+    ) into _counts;
+    if force then
+        -- Memories first (embeddings and embedding jobs cascade; the revision
+        -- trigger writes DELETED revisions, removed with the rest below).
+        delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
+        delete from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.scope = _scope;
+        -- A scope's lexicon and statistics are keyed by scope_id alone; they
+        -- go only when no memory of a colliding scope still counts in them.
+        if not exists (select from membank_private.memories as m where m.scope_id = _scope_id) then
+            delete from membank_private.scope_lexicon as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
+        end if;
+        delete from membank_private.sessions as s
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        -- ADK "user:" state of the scope (sessions' own state went with their rows).
+        delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
+        delete from membank_private.operations as o
+        where o.scope_id = _scope_id and o.scope = _scope;  -- generation jobs cascade
+        delete from membank_private.tool_rules as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
+        delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+    end if;
+    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
+                              'session_ids', to_jsonb(_sessions));
+end
+$$;
+
+comment on function membank.erase_scope(jsonb, boolean) is
+$$Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
+does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
+jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
+their change log, tool decisions and exempt-tool settings. With force =>
+false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
+boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"scope_bindings"},
+"session_ids": [the scope's session ids]}: the client deletes those sessions'
+Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
+
+-- name: configure_retention: set the retention windows; returns them.
+create or replace function membank.configure_retention(
+    deleted_revisions interval default null,
+    finished_operations interval default null,
+    events interval default null,
+    forever text[] default '{}'
+) returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _kind text;
+    _row membank_private.retention_settings;
+begin
+    foreach _kind in array coalesce(forever, '{}') loop
+        if _kind is null or _kind not in ('deleted_revisions', 'finished_operations', 'events') then
+            perform membank_private._raise_invalid('forever', format('unknown kind %s', to_jsonb(_kind)),
+                'kinds are deleted_revisions, finished_operations and events');
+        end if;
+    end loop;
+    if deleted_revisions < interval '0' or finished_operations < interval '0' or events < interval '0' then
+        perform membank_private._raise_invalid(case when deleted_revisions < interval '0' then 'deleted_revisions'
+                                                    when finished_operations < interval '0' then 'finished_operations'
+                                                    else 'events' end,
+            'must not be negative', 'a window of 0 removes at the next apply_retention');
+    end if;
+    update membank_private.retention_settings as s
+    set deleted_revisions = case when 'deleted_revisions' = any(forever) then null
+                                 else coalesce(configure_retention.deleted_revisions, s.deleted_revisions) end,
+        finished_operations = case when 'finished_operations' = any(forever) then null
+                                   else coalesce(configure_retention.finished_operations, s.finished_operations) end,
+        events = case when 'events' = any(forever) then null
+                      else coalesce(configure_retention.events, s.events) end,
+        update_time = statement_timestamp()
+    returning * into _row;
+    return jsonb_build_object('deleted_revisions', _row.deleted_revisions::text,
+                              'finished_operations', _row.finished_operations::text,
+                              'events', _row.events::text);
+end
+$$;
+
+comment on function membank.configure_retention(interval, interval, interval, text[]) is
+$$Set how long what is no longer current is kept before membank.apply_retention() removes it: deleted_revisions (the
+revisions of a memory deleted with delete_memory, counted from its deletion; default 30 days), finished_operations
+(done GenerateMemories operations, from their last update; default 90 days), events (conversation events, from when
+they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
+keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
+Raises 22023 naming the argument (negative window, unknown kind).$$;
+
+-- name: retention_batch: remove up to batch_size rows of each kind past its retention window; returns counts.
+-- A SECURITY DEFINER function because the procedure that commits between
+-- batches may carry neither SECURITY DEFINER nor a SET clause.
+create or replace function membank_private.retention_batch(batch_size integer)
+returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _s membank_private.retention_settings;
+    _revisions bigint := 0;
+    _operations bigint := 0;
+    _events bigint := 0;
+    _sessions bigint := 0;
+begin
+    select * into _s from membank_private.retention_settings;
+    if _s.deleted_revisions is not null then
+        -- Memories whose last revision is a deletion older than the window
+        -- and that no rollback has brought back.
+        with gone as (
+            select r.memory_name
+            from membank_private.memory_revisions as r
+            where r.action = 'DELETED'
+              and r.create_time < statement_timestamp() - _s.deleted_revisions
+              and not exists (select from membank_private.memories as m where m.name = r.memory_name)
+              and not exists (select from membank_private.memory_revisions as l
+                              where l.memory_name = r.memory_name and l.revision > r.revision)
+            order by r.create_time
+            limit batch_size
+        ), removed as (
+            delete from membank_private.memory_revisions as r
+            using gone as g where r.memory_name = g.memory_name
+            returning 1
+        )
+        select count(*) into _revisions from removed;
+    end if;
+    if _s.finished_operations is not null then
+        with old as (
+            select o.name from membank_private.operations as o
+            where o.done and o.update_time < statement_timestamp() - _s.finished_operations
+            order by o.update_time
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.operations as o using old where o.name = old.name returning 1
+        )
+        select count(*) into _operations from removed;
+    end if;
+    if _s.events is not null then
+        with old as (
+            select e.scope_id, e.session_id, e.event_id from membank_private.events as e
+            where e.append_time < statement_timestamp() - _s.events
+            order by e.append_time
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.events as e using old
+            where (e.scope_id, e.session_id, e.event_id) = (old.scope_id, old.session_id, old.event_id)
+            returning 1
+        )
+        select count(*) into _events from removed;
+        with empty as (
+            select s.scope_id, s.session_id from membank_private.sessions as s
+            where s.update_time < statement_timestamp() - _s.events
+              and not exists (select from membank_private.events as e
+                              where e.scope_id = s.scope_id and e.session_id = s.session_id)
+            limit batch_size
+            for update skip locked
+        ), removed as (
+            delete from membank_private.sessions as s using empty
+            where (s.scope_id, s.session_id) = (empty.scope_id, empty.session_id)
+            returning 1
+        )
+        select count(*) into _sessions from removed;
+    end if;
+    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
+                              'sessions', _sessions);
+end
+$$;

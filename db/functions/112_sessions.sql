@@ -1,0 +1,299 @@
+-- Sessions for agent frameworks: the storage behind a session service such
+-- as Google ADK's BaseSessionService (pyclient/membank/adk/sessions.py is a
+-- thin caller: one function per method).
+--
+-- A session of application app_name for user user_id lives in the exact
+-- scope {"app_name": app_name, "user_id": user_id}: the same scope as the
+-- memories the memory service generates from it, so that erasing the scope
+-- reaches sessions, events, state and memories alike.
+--
+-- State follows ADK's prefixes (google.adk.sessions.State):
+--   "app:k"  shared by every user of the app    -> app_states (key k)
+--   "user:k" shared by every session of a scope -> scope_states (key k)
+--   "temp:k" lives for one invocation only      -> never stored
+--   "k"      this session only                  -> sessions.state
+-- A delta replaces top-level keys (Python's dict.update, as ADK's services
+-- do). The merge runs here, in the transaction that stores the event, under
+-- the session's row lock: two processes appending to one session both land,
+-- in commit order, and neither's delta is lost (a read-modify-write in the
+-- client would lose one). The obvious alternative, ADK's
+-- DatabaseSessionService, rejects the second writer as stale instead.
+--
+-- Events are stored once: the event id is the idempotency key (a retry with
+-- the same payload changes nothing; another payload under the same id is
+-- MB020, like append_events). The full payload is kept as JSON so that
+-- author, content parts, actions and timestamps round-trip exactly; the
+-- event's text parts are also stored as its text, so GenerateMemories and
+-- list_events read ADK events like any other.
+
+-- name: validate_session_ids: check app_name, user_id and session_id; returns the session's scope.
+create or replace function membank_private.validate_session_ids(
+    app_name text, user_id text, session_id text, check_binding boolean default true
+) returns jsonb
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if app_name is null or length(app_name) not between 1 and 1024 then
+        perform membank_private._raise_invalid('app_name', 'must be 1 to 1024 characters',
+            'the application''s name; it becomes the scope key "app_name"');
+    end if;
+    if user_id is null or length(user_id) not between 1 and 1024 then
+        perform membank_private._raise_invalid('user_id', 'must be 1 to 1024 characters',
+            'the authenticated user''s id; it becomes the scope key "user_id"');
+    end if;
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'pass the id create_session returned');
+    end if;
+    -- A role bound to other scopes (bind_role_to_scope) may not touch this user's sessions.
+    if check_binding then
+        perform membank_private.check_scope_allowed(jsonb_build_object('app_name', app_name, 'user_id', user_id),
+                                                    'user_id');
+    end if;
+    return jsonb_build_object('app_name', app_name, 'user_id', user_id);
+end
+$$;
+
+-- name: session_json: a session as JSON: ids, merged state (app:, user: prefixed), events, last update time.
+create or replace function membank_private.session_json(
+    s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision
+) returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_build_object(
+        'id', s.session_id,
+        'app_name', s.scope ->> 'app_name',
+        'user_id', s.scope ->> 'user_id',
+        'state', s.state
+        || coalesce((
+            select jsonb_object_agg('app:' || k.key, k.value)
+            from membank_private.app_states as a, jsonb_each(a.state) as k
+            where a.app_name = s.scope ->> 'app_name'
+        ), '{}')
+        || coalesce((
+            select jsonb_object_agg('user:' || k.key, k.value)
+            from membank_private.scope_states as u, jsonb_each(u.state) as k
+            where u.scope_id = s.scope_id
+        ), '{}'),
+        'last_update_time', extract(epoch from s.update_time),
+        'events', case when not with_events then '[]'::jsonb else coalesce((
+            select jsonb_agg(r.event order by r.append_seq)
+            from (
+                select e.append_seq, coalesce(e.payload, jsonb_build_object(
+                    'id', e.event_id, 'author', e.author, 'invocation_id', '',
+                    'timestamp', extract(epoch from e.event_time),
+                    'content', case when e.text is null then null else jsonb_build_object(
+                        'role', case when e.author = 'user' then 'user' else 'model' end,
+                        'parts', jsonb_build_array(jsonb_build_object('text', e.text))) end)) as event
+                from membank_private.events as e
+                where e.scope_id = s.scope_id and e.session_id = s.session_id
+                  and (after_timestamp is null or e.event_time >= to_timestamp(after_timestamp))
+                order by e.append_seq desc
+                limit num_recent_events
+            ) as r
+        ), '[]') end
+    );
+$$;
+
+-- name: create_session: create a session with its initial state; returns it with the merged state.
+create or replace function membank.create_session(
+    app_name text, user_id text, session_id text default null, state jsonb default null
+) returns jsonb
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _id text := coalesce(nullif(btrim(session_id), ''), gen_random_uuid()::text);
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, _id);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _session membank_private.sessions;
+begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    if state is not null and jsonb_typeof(state) <> 'object' then
+        perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
+            'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
+    end if;
+    insert into membank_private.sessions as s (scope_id, session_id, scope, state)
+    values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
+    on conflict on constraint sessions_pkey do nothing
+    returning * into _session;
+    if _session is null then
+        raise exception 'session_id: session % already exists for this app and user', to_jsonb(_id)
+            using errcode = 'unique_violation', detail = 'argument: session_id',
+                  hint = 'get_session reads it; pick another session_id to start a new one';
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
+    return membank_private.session_json(_session, false, null, null);
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+
+comment on function membank.create_session(text, text, text, jsonb) is
+$$Create session session_id (1..200 characters after trimming; a random uuid when null or blank) of application
+app_name for user user_id (each 1..1024 characters), in the scope {"app_name": app_name, "user_id": user_id}.
+state: a JSON object or null; keys prefixed "app:" merge into the app's shared state, "user:" into the user's
+(the scope's) shared state, "temp:" keys are dropped, the rest is the session's own state (ADK's State prefixes).
+Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
+state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
+Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
+(retryable); nothing is written on error.$$;
+
+-- name: split_state: the keys of a state (delta) with one ADK prefix, prefix removed ('' = unprefixed, temp: dropped).
+create or replace function membank_private.split_state(state jsonb, prefix text)
+returns jsonb
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_object_agg(substr(k.key, length(prefix) + 1), k.value), '{}')
+    from jsonb_each(coalesce(state, '{}')) as k
+    where case when prefix = '' then not (k.key like 'app:%' or k.key like 'user:%' or k.key like 'temp:%')
+               else k.key like prefix || '%' end;
+$$;
+
+-- name: merge_shared_state: merge the app: and user: keys of a state delta into their tables (row-locked upserts).
+create or replace function membank_private.merge_shared_state(
+    app_name text, scope_id uuid, scope jsonb, delta jsonb
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _app jsonb := membank_private.split_state(delta, 'app:');
+    _user jsonb := membank_private.split_state(delta, 'user:');
+begin
+    if _app <> '{}' then
+        insert into membank_private.app_states as a (app_name, state) values (merge_shared_state.app_name, _app)
+        on conflict on constraint app_states_pkey do update set state = a.state || excluded.state, update_time = statement_timestamp();
+    end if;
+    if _user <> '{}' then
+        insert into membank_private.scope_states as u (scope_id, scope, state)
+        values (merge_shared_state.scope_id, merge_shared_state.scope, _user)
+        on conflict on constraint scope_states_pkey do update set state = u.state || excluded.state, update_time = statement_timestamp();
+    end if;
+end
+$$;
+
+-- name: get_session: a session with its merged state and (the most recent / later) events, or null.
+create or replace function membank.get_session(
+    app_name text, user_id text, session_id text, num_recent_events integer default null,
+    after_timestamp double precision default null
+) returns jsonb
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+    _session membank_private.sessions;
+begin
+    if num_recent_events < 0 then
+        perform membank_private._raise_invalid('num_recent_events', format('must be >= 0, got %s', num_recent_events),
+            'null returns every event, 0 none, n the n most recent');
+    end if;
+    if after_timestamp = 'NaN'::double precision or after_timestamp in ('Infinity', '-Infinity') then
+        perform membank_private._raise_invalid('after_timestamp', format('must be finite, got %s', after_timestamp),
+            'seconds since the epoch, e.g. 1700000000.5');
+    end if;
+    select * into _session from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(get_session.session_id) and s.scope = _scope;
+    if _session is null then
+        return null;
+    end if;
+    return membank_private.session_json(_session, true, num_recent_events, after_timestamp);
+end
+$$;
+
+comment on function membank.get_session(text, text, text, integer, double precision) is
+$$The session session_id of app_name and user_id as JSON (see create_session) with its events in append
+order (each the payload given to append_session_event; an event appended through append_events reads as
+{"id", "author", "invocation_id": "", "timestamp", "content": {"role", "parts": [{"text"}]}}), or null when there
+is no such session. num_recent_events: null for all, 0 for none, n for the n most recent (>= 0);
+after_timestamp: only events at or after this time (seconds since the epoch); both apply together.
+Raises 22023 naming the argument.$$;
+
+-- name: list_sessions: the sessions of an app (of one user, or of all users) without events, oldest update first.
+create or replace function membank.list_sessions(app_name text, user_id text default null)
+returns setof jsonb
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb;
+begin
+    if user_id is null then
+        perform membank_private.validate_session_ids(app_name, 'all', 'all', check_binding => false);
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope ->> 'app_name' = list_sessions.app_name
+          and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
+          and membank_private.scope_allowed(s.scope)  -- a bound role lists only its own users' sessions
+        order by s.update_time, s.scope ->> 'user_id', s.session_id;
+    else
+        _scope := membank_private.validate_session_ids(app_name, user_id, 'all');
+        return query
+        select membank_private.session_json(s, false, null, null)
+        from membank_private.sessions as s
+        where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
+        order by s.update_time, s.session_id;
+    end if;
+end
+$$;
+
+comment on function membank.list_sessions(text, text) is
+$$The sessions of application app_name for user user_id (or, when user_id is null, for every user of the app:
+every session whose scope is exactly {"app_name", "user_id"}; a role bound to scopes sees only those) as JSON rows like create_session's, with merged
+state and no events, ordered by last update time, oldest first. Raises 22023 naming the argument.$$;
+
+-- name: delete_session: delete a session, its events and its own state; true when it existed.
+create or replace function membank.delete_session(app_name text, user_id text, session_id text)
+returns boolean
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.validate_session_ids(app_name, user_id, btrim(session_id));
+begin
+    -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    delete from membank_private.sessions as s
+    where s.scope_id = md5(_scope::text)::uuid and s.session_id = btrim(delete_session.session_id)
+      and s.scope = _scope;
+    return found;
+exception
+    when lock_not_available then
+        raise exception 'session_id: another write to this session held its lock for longer than %',
+            membank_private.scope_lock_timeout()
+            using errcode = 'MB040', detail = 'argument: session_id',
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+
+comment on function membank.delete_session(text, text, text) is
+$$Delete session session_id of app_name and user_id with its events and its own state (the user's and app's
+shared state stay: other sessions read them; memories generated from it stay: they belong to the scope).
+Returns true when the session existed, false otherwise. Waits at most membank.lock_timeout (default 5 s) for an append in progress
+(MB040 after that, retryable). Raises 22023 naming the argument.$$;

@@ -1,0 +1,27 @@
+"""Erasure and retention: retention settings, indexes for the retention sweep.
+
+Revision ID: 0006
+Revises: 0005
+Create Date: 2026-11-30
+
+DDL in the .sql files beside this one; erase_scope, the retention procedure
+and the redaction of forgotten memories are in db/functions/085_erasure.sql
+and db/procedures/020_retention.sql.
+"""
+
+from alembic import op
+
+from membank.paths import run_sql_file
+
+revision = "0006"
+down_revision = "0005"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    run_sql_file(op.get_bind(), __file__, "upgrade")
+
+
+def downgrade() -> None:
+    run_sql_file(op.get_bind(), __file__, "downgrade")

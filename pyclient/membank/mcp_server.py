@@ -1,0 +1,269 @@
+"""``membank mcp``: membank as a Model Context Protocol server (the ``mcp`` Python SDK).
+
+Tools: ``create_memory``, ``retrieve_memories``, ``list_memories``,
+``update_memory``, ``delete_memory``, ``generate_memories``,
+``get_operation`` (and ``retrieve_profiles`` when the installed client has
+``MemoryBank.retrieve_profiles``). Each tool is one call of the SQL function
+of the same name; its JSON schema carries the SQL API's limits (the README's
+Limits table), so a client sees them before it calls.
+
+**Scope.** With ``--scope`` the scope is fixed for the server: no tool takes
+a ``scope`` argument (it is in no schema; a ``scope`` sent anyway is
+dropped by the SDK's argument model, and the fixed one is set last), and every call passes the fixed scope to SQL, including
+``get``/``update``/``delete`` by name, so a name from another scope is "not
+found". This is the mode for an agent acting for one user: the model chooses
+the arguments, so nothing it says can reach another user's memories.
+Without ``--scope`` every tool takes a required ``scope`` argument (per
+call): for a trusted client that serves several scopes itself.
+"""
+
+import json
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Annotated, Any
+
+from pydantic import Field
+
+# The SQL API's limits (README, "Limits"); the SQL functions enforce them, the
+# schemas below announce them.
+FACT_MAX = 32768
+TOPICS_MAX = 32
+TOPIC_LABEL_MAX = 128
+SCOPE_KEYS_MAX = 16
+PAGE_SIZE_MAX = 1000
+TOP_K_MAX = 100
+EVENTS_MAX = 1000
+FACTS_MAX = 100
+
+ScopeArg = Annotated[dict[str, str], Field(
+    min_length=1, max_length=SCOPE_KEYS_MAX,
+    description="Exact scope: a JSON object of 1-16 string keys (1-128 characters) to string values "
+                "(1-1024 characters), e.g. {\"user_id\": \"u1\"}. Matched exactly, never as a prefix.")]
+NameArg = Annotated[str, Field(description="The memory's name (a uuid), as create_memory or retrieve_memories "
+                                           "returned it.", min_length=1, max_length=64)]
+FactArg = Annotated[str, Field(min_length=1, max_length=FACT_MAX,
+                               description=f"The fact, in natural language: 1-{FACT_MAX} characters, not blank.")]
+TopicsArg = Annotated[list[Annotated[str, Field(min_length=1, max_length=TOPIC_LABEL_MAX)]] | None, Field(
+    max_length=TOPICS_MAX, description=f"Topic labels (at most {TOPICS_MAX}, each 1-{TOPIC_LABEL_MAX} characters), "
+                                       "e.g. USER_PERSONAL_INFO, USER_PREFERENCES.")]
+MetadataArg = Annotated[dict[str, Any] | None, Field(description="Metadata: a JSON object of at most 64 KiB.")]
+TtlArg = Annotated[float | None, Field(gt=0, description="Seconds until the memory expires (default: never).")]
+
+
+def _jsonable(value: Any) -> Any:
+    # dataclasses of membank.models as JSON (datetimes ISO 8601, uuids text)
+    from dataclasses import asdict, is_dataclass
+
+    if is_dataclass(value):
+        value = asdict(value)
+    return json.loads(json.dumps(value, default=lambda v: v.isoformat() if hasattr(v, "isoformat") else str(v)))
+
+
+def _ttl(seconds: float | None) -> timedelta | None:
+    return None if seconds is None else timedelta(seconds=seconds)
+
+
+class MembankTools:
+    """The tools, bound to one MemoryBank; ``scope`` is filled in by the server when it is fixed."""
+
+    def __init__(self, bank: Any) -> None:
+        """Serve ``bank`` (a ``membank.MemoryBank``)."""
+        self.bank = bank
+
+    def create_memory(self, fact: FactArg, topics: TopicsArg = None, metadata: MetadataArg = None,
+                      ttl_seconds: TtlArg = None, *, scope: ScopeArg) -> dict[str, Any]:
+        """Store one fact as a memory of the scope and return it (name, fact, topics, revision, times)."""
+        return _jsonable(self.bank.create_memory(scope, fact, topics=topics, metadata=metadata,
+                                                 ttl=_ttl(ttl_seconds)))
+
+    def retrieve_memories(self, query: Annotated[str, Field(min_length=1, max_length=FACT_MAX,
+                                                            description="What to look for, in natural language.")],
+                          top_k: Annotated[int, Field(ge=1, le=TOP_K_MAX, description="Results (1-100).")] = 3,
+                          min_similarity: Annotated[float | None, Field(
+                              ge=-1, le=1, description="Keep results whose cosine similarity is at least this "
+                                                       "(about 0.8 is useful with the default model).")] = None,
+                          *, scope: ScopeArg) -> dict[str, Any]:
+        """RetrieveMemories: the scope's memories closest to the query (vectors and full text, fused by RRF).
+
+        Each result has the memory, its score, similarity (null and degraded
+        true while it has no vector yet) and matched signals.
+        """
+        results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity)
+        return {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
+                            for r in results]}
+
+    def list_memories(self, page_size: Annotated[int, Field(ge=1, le=PAGE_SIZE_MAX,
+                                                            description="Memories per page (1-1000).")] = 100,
+                      page_token: Annotated[str | None, Field(description="next_page_token of the previous page.")
+                                            ] = None,
+                      *, scope: ScopeArg) -> dict[str, Any]:
+        """One page of the scope's live memories, oldest first, and the token of the next page (null at the end)."""
+        page = self.bank.list_memories(scope, page_size=page_size, page_token=page_token)
+        return {"memories": [_jsonable(m) for m in page.memories], "next_page_token": page.next_page_token}
+
+    def update_memory(self, name: NameArg, fact: Annotated[str | None, Field(
+                          min_length=1, max_length=FACT_MAX, description="New fact (1-32768 characters).")] = None,
+                      topics: TopicsArg = None, metadata: MetadataArg = None, ttl_seconds: TtlArg = None,
+                      *, scope: ScopeArg) -> dict[str, Any]:
+        """Change only the given fields of a memory of the scope; writes one revision; returns the memory."""
+        return _jsonable(self.bank.update_memory(name, fact=fact, topics=topics, metadata=metadata,
+                                                 ttl=_ttl(ttl_seconds), scope=scope))
+
+    def delete_memory(self, name: NameArg, *, scope: ScopeArg) -> dict[str, Any]:
+        """Delete a memory of the scope (its revisions stay readable); returns it as it was, with deleted: true."""
+        return {"deleted": True, **_jsonable(self.bank.delete_memory(name, scope=scope))}
+
+    def generate_memories(self, events: Annotated[list[dict[str, Any]] | None, Field(
+                              max_length=EVENTS_MAX,
+                              description="Conversation events, at most 1000: {\"event_id\", \"author\", \"text\" "
+                                          "(<= 32768 characters), \"timestamp\" (ISO 8601 with a zone)}.")] = None,
+                          session_id: Annotated[str | None, Field(
+                              min_length=1, max_length=1024,
+                              description="Generate from this session's stored events (with events: append "
+                                          "them to it first).")] = None,
+                          facts: Annotated[list[Annotated[str, Field(min_length=1, max_length=FACT_MAX)]] | None,
+                                           Field(max_length=FACTS_MAX,
+                                                 description="Facts given directly (at most 100): no extraction, "
+                                                             "only consolidation.")] = None,
+                          wait: Annotated[bool, Field(description="Run the operation now and return its result "
+                                                                  "(false: return its name; a `membank worker` "
+                                                                  "runs it).")] = True,
+                          *, scope: ScopeArg) -> dict[str, Any]:
+        """GenerateMemories: turn events (or facts) into the scope's memories: CREATED, UPDATED or DELETED.
+
+        One source: events, session_id, or facts.
+        """
+        pending = self.bank.generate_memories(scope, events=events, session_id=session_id, facts=facts)
+        if not wait:
+            return {"name": str(pending.name), "done": False}
+        return _jsonable(pending.wait(3600, process=True))
+
+    def get_operation(self, name: Annotated[str, Field(min_length=1, max_length=64,
+                                                       description="The operation's name (a uuid).")],
+                      *, scope: ScopeArg) -> dict[str, Any]:
+        """A GenerateMemories operation of the scope: done, error, generated memories, rejected items."""
+        return _jsonable(self.bank.get_operation(name, scope=scope))
+
+    def retrieve_profiles(self, *, scope: ScopeArg) -> dict[str, Any]:
+        """The scope's profiles (structured facts about the user)."""
+        return {"profiles": _jsonable(self.bank.retrieve_profiles(scope))}
+
+
+TOOLS = ["create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
+         "generate_memories", "get_operation"]
+
+
+def tool_names(bank_class: Any) -> list[str]:
+    """The tools served: the seven above, and retrieve_profiles when ``bank_class`` has it."""
+    return TOOLS + (["retrieve_profiles"] if hasattr(bank_class, "retrieve_profiles") else [])
+
+
+def _bind(method: Callable[..., Any], fixed_scope: dict[str, str] | None) -> Callable[..., Any]:
+    import functools
+    import inspect
+
+    sig = inspect.signature(method)
+    if fixed_scope is None:  # per call: scope is a required argument of every tool
+        @functools.wraps(method)
+        def per_call(**kwargs: Any) -> Any:
+            return _call(method, kwargs)
+
+        per_call.__signature__ = sig  # type: ignore[attr-defined]
+        return per_call
+
+    @functools.wraps(method)
+    def fixed(**kwargs: Any) -> Any:
+        # the fixed scope always wins: it is set last, after whatever arrived
+        return _call(method, {**kwargs, "scope": fixed_scope})
+
+    fixed.__signature__ = sig.replace(  # type: ignore[attr-defined]
+        parameters=[p for p in sig.parameters.values() if p.name != "scope"])
+    return fixed
+
+
+def _call(method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
+    from mcp.server.mcpserver.exceptions import ToolError
+
+    from membank import errors
+
+    try:
+        return method(**kwargs)
+    except errors.MembankError as err:
+        code = f"[{err.sqlstate}] " if err.sqlstate else ""
+        raise ToolError(f"{code}{err.message}" + (f" (hint: {err.hint})" if err.hint else "")) from None
+
+
+def build_server(bank: Any, *, scope: dict[str, str] | None = None) -> Any:
+    """Return an ``mcp`` MCPServer whose tools call ``bank``; ``scope`` fixes the scope of every call.
+
+    Raises ImportError naming the extra when the ``mcp`` SDK (v2) is not installed.
+    """
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError as err:
+        raise ImportError("membank mcp needs the mcp SDK 2.x: pip install 'membank[mcp]'") from err
+
+    from membank.client import MemoryBank
+
+    where = (f"Every tool works in the fixed scope {json.dumps(scope)}." if scope is not None
+             else "Every tool takes the exact scope it works in.")
+    server = MCPServer(
+        "membank",
+        instructions="Long-term memory for this agent, kept in PostgreSQL: store facts (create_memory), find "
+                     "them again (retrieve_memories), turn conversations into memories (generate_memories). "
+                     + where)
+    tools = MembankTools(bank)
+    for name in tool_names(MemoryBank):
+        method = getattr(tools, name)
+        server.add_tool(_bind(method, scope), name=name, description=method.__doc__.strip())
+    return server
+
+
+def run(*, scope: dict[str, str] | None, http_port: int | None) -> None:
+    """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped."""
+    from membank.client import MemoryBank
+
+    with MemoryBank(max_size=2) as bank:
+        server = build_server(bank, scope=scope)
+        if http_port is None:
+            server.run("stdio")
+        else:
+            server.run("streamable-http", host="127.0.0.1", port=http_port)
+
+
+def _command() -> Any:
+    import click
+
+    def scope_json(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+        if value is None:
+            return None
+        try:
+            parsed = json.loads(value)
+        except json.JSONDecodeError as err:
+            raise click.BadParameter(f"not valid JSON ({err.msg}); e.g. '{{\"user_id\": \"u1\"}}'") from None
+        if not isinstance(parsed, dict):
+            raise click.BadParameter("must be a JSON object, e.g. '{\"user_id\": \"u1\"}'")
+        return parsed
+
+    @click.command("mcp")
+    @click.option("--scope", callback=scope_json,
+                  help="Fix every call to this exact scope (JSON object); tools then take no scope argument. "
+                       "Without it each call names its scope.")
+    @click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
+                  help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.")
+    def mcp(scope: dict[str, str] | None, http_port: int | None) -> None:
+        """Serve membank to agents over the Model Context Protocol (stdio or HTTP).
+
+        \b
+        membank mcp --scope '{"user_id":"u1"}'               # stdio, one user's memories
+        membank mcp --scope '{"user_id":"u1"}' --http 8765   # http://127.0.0.1:8765/mcp
+
+        With --scope, no argument can reach another scope; without it every
+        tool takes a required scope argument (for a trusted client).
+        """
+        run(scope=scope, http_port=http_port)
+
+    return mcp
+
+
+mcp = _command()

@@ -1,0 +1,393 @@
+"""Erasure: a forgotten fact is gone from every public output.
+
+The canary test enumerates the membank schema from the catalog (pg_proc), so
+a function added later is covered as soon as it exists: it fails until the
+function has an entry in CANARY_CALLS.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from membank import InvalidArgumentError
+
+CANARY = "Zq7canaryXv4711"
+SCOPE = {"user_id": "canary-u1"}
+NEIGHBOUR = {"user_id": "canary-u1", "app": "x"}
+SESSION = "s-canary"
+EVENTS = [{"event_id": "e1", "author": "user", "text": f"My door code is {CANARY}.",
+           "timestamp": "2023-05-24T10:00:00Z"}]
+
+# One call per public function and procedure, keyed by signature; run for the
+# forgotten memory's scope, name and operation, inside a transaction that is
+# rolled back (procedures, which commit, outside). None: the routine returns
+# only a scalar that cannot carry text (the test checks the return type).
+CANARY_CALLS: dict[str, str | None] = {
+    "membank.create_memory(jsonb,text,text[],jsonb,interval,timestamp with time zone,text,jsonb,jsonb,text[])":
+        "select membank.create_memory(scope => %(scope)s, fact => 'unrelated')",
+    "membank.get_memory(text,jsonb)": "select membank.get_memory(name => %(name)s::text)",
+    "membank.get_memory(uuid,jsonb)": "select membank.get_memory(name => %(name)s::uuid)",
+    "membank.list_memories(jsonb,integer,text,jsonb,text[],text,timestamp with time zone,timestamp with time zone,"
+    "timestamp with time zone,timestamp with time zone)": "select * from membank.list_memories(scope => %(scope)s)",
+    "membank.update_memory(text,text,text[],jsonb,interval,timestamp with time zone,jsonb,jsonb,jsonb,text[],integer)":
+        "select membank.update_memory(name => %(name)s::text, topics => '{X}')",
+    "membank.update_memory(uuid,text,text[],jsonb,interval,timestamp with time zone,jsonb,jsonb,jsonb,text[],integer)":
+        "select membank.update_memory(name => %(name)s::uuid, topics => '{X}')",
+    "membank.delete_memory(text,jsonb,jsonb,integer)": "select membank.delete_memory(name => %(name)s::text)",
+    "membank.delete_memory(uuid,jsonb,jsonb,integer)": "select membank.delete_memory(name => %(name)s::uuid)",
+    "membank.list_revisions(text,jsonb)": "select * from membank.list_revisions(name => %(name)s::text)",
+    "membank.list_revisions(uuid,jsonb)": "select * from membank.list_revisions(name => %(name)s::uuid)",
+    "membank.get_revision(text,integer,jsonb)":
+        "select r.* from generate_series(1, 5) as n,"
+        " lateral membank.get_revision(name => %(name)s::text, revision => n) as r",
+    "membank.get_revision(uuid,integer,jsonb)": "select * from membank.get_revision(name => %(name)s::uuid, revision => 1)",
+    "membank.rollback_memory(text,integer,jsonb,integer)": "select membank.rollback_memory(name => %(name)s::text, revision => 1)",
+    "membank.rollback_memory(uuid,integer,jsonb,integer)": "select membank.rollback_memory(name => %(name)s::uuid, revision => 1)",
+    "membank.purge_memories(jsonb,jsonb,text[],boolean)": None,
+    "membank.purge_expired_memories(integer,integer,bigint)": "call membank.purge_expired_memories()",
+    "membank.purge_memories_in_batches(jsonb,jsonb,text[],integer,bigint)":  # a filter that matches nothing
+        "call membank.purge_memories_in_batches(scope => %(scope)s, metadata_filter => '{\"none\": \"x\"}',"
+        " purged => null)",
+    "membank.configure_embedding(text,integer)": None,
+    "membank.claim_embedding_jobs(integer)": "select * from membank.claim_embedding_jobs(batch_size => 1000)",
+    "membank.store_embeddings(text,integer,text[],text[],text[])": None,
+    "membank.fail_embedding_jobs(text[],text[],text)": None,
+    "membank.embedding_backlog()": "select * from membank.embedding_backlog()",
+    "membank.reembed(text,integer)": None,
+    "membank.scope_vector_index_plan(integer)": "select * from membank.scope_vector_index_plan(min_memories => 1)",
+    "membank.retrieve_memories(jsonb,text,real[],integer,double precision,jsonb,text[],text,timestamp with time zone,"
+    "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[])":
+        "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s)",
+    "membank.evidence_verdicts(jsonb,text,jsonb,text[],integer)":
+        "select * from membank.evidence_verdicts(scopes => %(scope)s, session_id => %(session)s,"
+        " retrieved => jsonb_build_array(jsonb_build_object('name', %(name)s::text, 'scope', %(scope)s::jsonb,"
+        " 'revision', 1)), expected => array[%(name)s::text])",
+    "membank.append_events(jsonb,text,jsonb)": None,
+    "membank.decompose_query(text,text,text,text)":
+        "select membank.decompose_query(query_text => 'what is her job and where does she live?')",
+    "membank.decomposition_prompt(text)": "select membank.decomposition_prompt(query_text => 'where does she live?')",
+    "membank.list_events(jsonb,text,timestamp with time zone,timestamp with time zone,integer)":
+        "select * from membank.list_events(scope => %(scope)s, session_id => %(session)s)",
+    "membank.generate_memories(jsonb,jsonb,text,timestamp with time zone,timestamp with time zone,jsonb,jsonb,jsonb,"
+    "boolean,text,interval,jsonb,boolean)": None,
+    "membank.create_profile_schema(text,jsonb)":
+        "select membank.create_profile_schema(schema_id => 'canary-p',"
+        " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "membank.get_profile_schema(text)": "select membank.get_profile_schema(schema_id => 'none-such')",
+    "membank.list_profile_schemas()": "select * from membank.list_profile_schemas()",
+    "membank.update_profile_schema(text,jsonb)":
+        "select membank.update_profile_schema(schema_id => 'none-such',"
+        " memory_schema => '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
+    "membank.delete_profile_schema(text,boolean)":
+        "select membank.delete_profile_schema(schema_id => 'none-such', force => true)",
+    "membank.retrieve_profiles(jsonb,text[])": "select membank.retrieve_profiles(scope => %(scope)s)",
+    "membank.set_scope(jsonb,boolean)": "select membank.set_scope(scope => %(scope)s)",
+    "membank.current_scope()": "select membank.current_scope()",
+    "membank.bind_role_to_scope(name,jsonb)":
+        "select membank.bind_role_to_scope(role => 'membank_reader', scope => %(scope)s)",
+    "membank.list_scope_bindings(name)": "select * from membank.list_scope_bindings()",
+    "membank.unbind_role_from_scope(name,jsonb)":
+        "select membank.unbind_role_from_scope(role => 'membank_reader', scope => %(scope)s)",
+    "membank.get_operation(text,jsonb)": "select * from membank.get_operation(name => %(operation)s::text)",
+    "membank.get_operation(uuid,jsonb)": "select * from membank.get_operation(name => %(operation)s::uuid)",
+    "membank.list_operations(jsonb,text,boolean,integer)": "select * from membank.list_operations(scope => %(scope)s)",
+    "membank.claim_generation_jobs(integer,uuid)": "select * from membank.claim_generation_jobs(batch_size => 100)",
+    "membank.prepare_consolidation(bigint,real[],text)":
+        "select * from membank.prepare_consolidation(job_id => -1, embeddings => '{{1}}', embedding_model => 'm')",
+    "membank.complete_generation_job(bigint,text)":
+        "select membank.complete_generation_job(job_id => -1, reply => '{}')",
+    "membank.fail_generation_job(bigint,text,boolean)": None,
+    "membank.generation_backlog()": "select * from membank.generation_backlog()",
+    "membank.erase_scope(jsonb,boolean)": "select membank.erase_scope(scope => %(scope)s)",
+    "membank.configure_retention(interval,interval,interval,text[])": "select membank.configure_retention()",
+    "membank.apply_retention(integer,integer,jsonb)": "call membank.apply_retention()",
+    "membank.compact_memories(jsonb,interval,integer,text[],text,boolean)": None,
+    "membank.compact_scopes(jsonb,interval,integer,integer)":
+        "select * from membank.compact_scopes(scope_pattern => %(scope)s, older_than => '0')",
+    "membank.scope_id(jsonb)": None,
+    "membank.check_tool_permission(jsonb,text,text,text,text,boolean,text)":
+        "select * from membank.check_tool_permission(scope => %(scope)s, project_id => null, tool_name => 'sh',"
+        " command => 'ls')",
+    "membank.create_tool_rule(jsonb,text,text,text,text,text[],text)":
+        "select membank.create_tool_rule(scope => %(scope)s, tool_name => 'sh', pattern => 'ls', decision => 'ALLOW')",
+    "membank.update_tool_rule(bigint,jsonb,text,text,text[],text)":
+        "select membank.update_tool_rule(id => %(rule)s, scope => %(scope)s, decision => 'BLOCK')",
+    "membank.delete_tool_rule(bigint,jsonb)": "select membank.delete_tool_rule(id => %(rule)s, scope => %(scope)s)",
+    "membank.list_tool_rules(jsonb,text)": "select * from membank.list_tool_rules(scope => %(scope)s)",
+    "membank.list_tool_rule_changes(jsonb,bigint,integer)":
+        "select * from membank.list_tool_rule_changes(scope => %(scope)s)",
+    "membank.list_tool_decisions(jsonb,integer)": "select * from membank.list_tool_decisions(scope => %(scope)s)",
+    "membank.set_exempt_tools(jsonb,text[])": "select membank.set_exempt_tools(scope => %(scope)s, tools => '{x}')",
+    "membank.create_session(text,text,text,jsonb)":
+        "select membank.create_session(app_name => %(app)s, user_id => %(user)s)",
+    "membank.get_session(text,text,text,integer,double precision)":
+        "select membank.get_session(app_name => %(app)s, user_id => %(user)s, session_id => %(adk_session)s)",
+    "membank.list_sessions(text,text)": "select * from membank.list_sessions(app_name => %(app)s)",
+    "membank.get_user_state(text,text)": "select membank.get_user_state(app_name => %(app)s, user_id => %(user)s)",
+    "membank.append_session_event(text,text,text,jsonb)":
+        "select membank.append_session_event(app_name => %(app)s, user_id => %(user)s,"
+        " session_id => %(adk_session)s, event => '{\"id\": \"probe\", \"author\": \"user\", \"timestamp\": 1}')",
+    "membank.delete_session(text,text,text)": None,
+}
+ADK_SCOPE = {"app_name": "canary-app", "user_id": "canary-u1"}
+ADK_SESSION = "adk-s"
+SCALAR_TYPES = {"void", "int4", "int8", "uuid", "bool"}
+
+
+def public_routines(conn) -> list[dict]:
+    return conn.execute("""
+        select p.oid::regprocedure::text as signature, p.prokind as kind, p.proretset as retset,
+               t.typname as rettype, t.typtype as typtype
+        from pg_proc as p join pg_namespace as n on n.oid = p.pronamespace
+        left join pg_type as t on t.oid = p.prorettype
+        where n.nspname = 'membank' order by 1""").fetchall()
+
+
+def public_output(conn, params: dict) -> str:
+    """Everything every public function and view returns for the scope, name and operation, as one text."""
+    routines = public_routines(conn)
+    missing = [r["signature"] for r in routines if r["signature"] not in CANARY_CALLS]
+    assert not missing, ("no canary call for these membank routines; add each to CANARY_CALLS in "
+                         f"tests/test_erasure.py (a call that returns what it holds for the scope/name): {missing}")
+    out = []
+    for r in routines:
+        statement = CANARY_CALLS[r["signature"]]
+        if statement is None:
+            assert not r["retset"] and r["rettype"] in SCALAR_TYPES, (
+                f"{r['signature']} returns {r['rettype']} rows: give it a canary call in CANARY_CALLS")
+            continue
+        try:
+            if statement.startswith("call"):
+                out.append(json.dumps(conn.execute(statement, params).fetchall(), default=str))
+            else:
+                with conn.transaction(force_rollback=True):
+                    out.append(json.dumps(conn.execute(statement, params).fetchall(), default=str))
+        except psycopg.Error as err:  # refused calls count too: their messages must not leak
+            out.append(f"{err.sqlstate} {err.diag.message_primary} {err.diag.message_detail} {err.diag.message_hint}")
+    conn.execute("select membank.set_scope(scope => %(scope)s)", params)  # the scoped views show this scope
+    for v in conn.execute("select schemaname, viewname from pg_views where schemaname = 'membank'").fetchall():
+        out.append(json.dumps(conn.execute(f'select * from membank."{v["viewname"]}"').fetchall(), default=str))
+    return "\n".join(out)
+
+
+def remember_canary(bank, conn) -> tuple[uuid.UUID, uuid.UUID]:
+    """Event → GenerateMemories (offline rules) → a memory holding the canary; returns (memory, operation)."""
+    bank.append_events(SCOPE, SESSION, EVENTS)
+    op = bank.generate_memories(SCOPE, session_id=SESSION, ttl=timedelta(days=1)).wait(timeout=120, process=True)
+    created = [g.memory for g in op.generated_memories if g.action == "CREATED"]
+    assert created and CANARY in created[0].fact, op
+    bank.process_pending()
+    # The neighbour scope holds the same words and must keep them.
+    bank.append_events(NEIGHBOUR, SESSION, EVENTS)
+    bank.generate_memories(NEIGHBOUR, session_id=SESSION).wait(timeout=120, process=True)
+    return created[0].name, op.name
+
+
+def params_for(name, operation, rule: int = -1) -> dict:
+    return {"scope": Jsonb(SCOPE), "name": str(name), "operation": str(operation), "session": SESSION,
+            "canary": CANARY, "rule": rule, "app": ADK_SCOPE["app_name"], "user": ADK_SCOPE["user_id"],
+            "adk_session": ADK_SESSION}
+
+
+def test_every_routine_has_a_canary_call(conn):
+    signatures = {r["signature"] for r in public_routines(conn)}
+    assert not set(CANARY_CALLS) - signatures, "CANARY_CALLS names routines that no longer exist"
+
+
+def test_canary_is_visible_before_it_is_forgotten(bank, conn):
+    name, operation = remember_canary(bank, conn)
+    assert CANARY in public_output(conn, params_for(name, operation))
+
+
+def test_expired_then_purged_canary_is_gone_from_every_output(bank, conn):
+    name, operation = remember_canary(bank, conn)
+    # Move time: the memory's expiry passes now.
+    conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 second'"
+                 " where name = %s", (name,))
+    # Expired: invisible at once, in every output, before any purge.
+    assert bank.get_operation(operation).generated_memories[0].memory.fact is None
+    assert all(r.fact is None and r.previous_fact is None for r in bank.list_revisions(name))
+    assert bank.purge_expired_memories() >= 1
+    bank.purge_memories(SCOPE, force=True)
+    output = public_output(conn, params_for(name, operation))
+    assert CANARY not in output
+    assert str(name) in output  # the revisions and the operation still name it, without its text
+    # Really erased from storage, apart from the neighbour scope that still remembers it.
+    neighbour_id = conn.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(NEIGHBOUR),)).fetchone()["id"]
+    _only_in_neighbour(conn, neighbour_id)
+    # Purges leave no zero-count words.
+    assert conn.execute("select count(*) as n from membank_private.scope_lexicon where doc_count <= 0"
+                        ).fetchone()["n"] == 0
+    # The neighbour scope still holds its memory.
+    assert any(CANARY in m.fact for m in bank.list_memories(NEIGHBOUR).memories)
+
+
+def _only_in_neighbour(conn, neighbour_id) -> bool:
+    """True when every stored row holding the canary belongs to the neighbour scope."""
+    tables = conn.execute("select c.oid::regclass::text as t from pg_class as c join pg_namespace as n"
+                          " on n.oid = c.relnamespace where n.nspname like 'membank%%' and c.relkind = 'r'").fetchall()
+    for r in tables:
+        rows = conn.execute(f"select to_jsonb(t) as j from {r['t']} as t where t::text ilike %s",
+                            (f"%{CANARY}%",)).fetchall()
+        for row in rows:
+            if row["j"].get("scope_id") != str(neighbour_id):
+                raise AssertionError(f"{r['t']} still holds the canary: {row['j']}")
+    return True
+
+
+def test_erase_scope_removes_everything_and_only_that_scope(bank, conn):
+    name, operation = remember_canary(bank, conn)
+    bank.create_memory(SCOPE, f"second fact {CANARY}")
+    # The tool-permission tables hold user text of the scope too (rules, their change log, decisions).
+    rule = conn.execute("select (membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => %s,"
+                        " decision => 'ALLOW', description => %s)).id as id",
+                        (Jsonb(SCOPE), f"cat {CANARY}", CANARY)).fetchone()["id"]
+    conn.execute("select membank.check_tool_permission(scope => %s, project_id => null, tool_name => 'sh',"
+                 " command => %s)", (Jsonb(SCOPE), f"cat {CANARY}"))
+    conn.execute("select membank.set_exempt_tools(scope => %s, tools => '{read}')", (Jsonb(SCOPE),))
+    assert CANARY in public_output(conn, params_for(name, operation, rule))
+    neighbour_before = bank.erase_scope(NEIGHBOUR)["counts"]
+    counted = bank.erase_scope(SCOPE)
+    assert counted["erased"] is False and counted["session_ids"] == [SESSION]
+    assert counted["counts"]["memories"] == 2 and counted["counts"]["events"] == 1
+    assert counted["counts"]["operations"] == 1 and counted["counts"]["sessions"] == 1
+    assert counted["counts"]["revisions"] >= 2 and counted["counts"]["lexicon"] > 0
+    assert counted["counts"]["tool_rules"] == 1 and counted["counts"]["tool_decisions"] == 1
+    assert counted["counts"]["tool_rule_changes"] == 1 and counted["counts"]["tool_permission_settings"] == 1
+    assert bank.erase_scope(SCOPE) == counted  # force => false changed nothing
+    erased = bank.erase_scope(SCOPE, force=True)
+    assert erased["erased"] is True and erased["counts"] == counted["counts"]
+    assert all(v == 0 for v in bank.erase_scope(SCOPE)["counts"].values())
+    assert CANARY not in public_output(conn, params_for(name, operation, rule))
+    _only_in_neighbour(conn, conn.execute("select md5(%s::jsonb::text)::uuid as id",
+                                          (Jsonb(NEIGHBOUR),)).fetchone()["id"])
+    assert bank.erase_scope(NEIGHBOUR)["counts"] == neighbour_before
+
+
+def test_erase_scope_deletes_buffer_keys(bank, make_buffer):
+    buffer = make_buffer()
+    bank.append_events(SCOPE, SESSION, EVENTS)
+    buffer.append(SCOPE, SESSION, [{"role": "user", "text": EVENTS[0]["text"]}])
+    buffer.append(SCOPE, "buffer-only", [{"role": "user", "text": EVENTS[0]["text"]}])  # never in SQL
+    buffer.append(NEIGHBOUR, SESSION, [{"role": "user", "text": "kept"}])  # same session id, other scope
+    result = bank.erase_scope(SCOPE, force=True, buffer=buffer)
+    assert result["counts"]["buffer_keys"] >= 2
+    assert buffer.read(SCOPE, SESSION).turns == []
+    assert buffer.read(SCOPE, "buffer-only").turns == []
+    assert [t.text for t in buffer.read(NEIGHBOUR, SESSION).turns] == ["kept"]
+
+
+def test_erase_scope_is_admin_only_and_validates(conn):
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select membank.erase_scope(scope => '{}')")
+    assert err.value.sqlstate == "22023" and err.value.diag.message_primary.startswith("scope: ")
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select membank.erase_scope(scope => '{\"u\":\"1\"}', force => null)")
+    assert err.value.sqlstate == "22023" and err.value.diag.message_primary.startswith("force: ")
+    grants = conn.execute("select has_function_privilege('membank_writer', 'membank.erase_scope(jsonb, boolean)',"
+                          " 'execute') as w, has_function_privilege('membank_admin',"
+                          " 'membank.erase_scope(jsonb, boolean)', 'execute') as a").fetchone()
+    assert grants == {"w": False, "a": True}
+
+
+def test_retention_removes_deleted_revisions_operations_and_events(bank, conn):
+    name, operation = remember_canary(bank, conn)
+    other = bank.create_memory(SCOPE, "kept for now")
+    bank.delete_memory(other.name)
+    assert [r.fact for r in bank.list_revisions(other.name)] == ["kept for now", "kept for now"]  # rollback window
+    assert bank.apply_retention() == {"revisions": 0, "operations": 0, "events": 0, "sessions": 0}
+    settings = bank.configure_retention(deleted_revisions=timedelta(0), finished_operations=timedelta(0),
+                                        events=timedelta(0))
+    assert settings == {"deleted_revisions": "00:00:00", "finished_operations": "00:00:00", "events": "00:00:00"}
+    removed = bank.apply_retention(batch_size=1)
+    assert removed["revisions"] == 2 and removed["operations"] >= 2 and removed["events"] >= 2
+    with pytest.raises(Exception):
+        bank.list_revisions(other.name)
+    assert bank.list_operations(SCOPE) == [] and bank.list_events(SCOPE, SESSION) == []
+    assert bank.get_memory(name).fact  # live memories are never touched by retention
+    assert bank.configure_retention(forever=["events"])["events"] is None
+    with pytest.raises(InvalidArgumentError) as err:
+        bank.configure_retention(forever=["memories"])
+    assert err.value.argument == "forever"
+
+
+def test_zero_count_words_are_removed(bank, conn):
+    m = bank.create_memory(SCOPE, "tangerine submarine")
+    bank.update_memory(m.name, fact="violet kayak")
+    bank.delete_memory(m.name)
+    rows = conn.execute("select lexeme, doc_count from membank_private.scope_lexicon").fetchall()
+    assert rows == []
+    assert conn.execute("select count(*) as n from membank_private.scope_stats").fetchone()["n"] == 0
+
+
+def test_cli_erase_counts_then_erases_with_buffer(bank, db_url, valkey_url, monkeypatch):
+    from click.testing import CliRunner
+
+    from membank.buffer import SessionBuffer
+    from membank.cli import main
+
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
+    session = f"s-{uuid.uuid4().hex[:8]}"  # the CLI uses the default key prefix on the shared server
+    bank.append_events(SCOPE, session, EVENTS)
+    bank.create_memory(SCOPE, f"fact {CANARY}")
+    with SessionBuffer(valkey_url) as buffer:
+        buffer.append(SCOPE, session, [{"role": "user", "text": EVENTS[0]["text"]}])
+        runner = CliRunner()
+        counted = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE)],
+                                           catch_exceptions=False).output)
+        assert counted["erased"] is False and counted["counts"]["memories"] == 1
+        assert buffer.read(SCOPE, session).turns
+        erased = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE), "--force"],
+                                          catch_exceptions=False).output)
+        assert erased["erased"] is True and erased["counts"]["buffer_keys"] >= 1
+        assert buffer.read(SCOPE, session).turns == []
+    assert bank.list_memories(SCOPE).memories == []
+
+
+def test_worker_runs_expiry_and_retention(bank, db_url, conn):
+    from membank.worker import EmbeddingWorker
+
+    m = bank.create_memory(SCOPE, "short-lived", ttl=timedelta(days=1))
+    conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 second'"
+                 " where name = %s", (m.name,))
+    bank.configure_retention(deleted_revisions=timedelta(0))
+    deleted = bank.create_memory(SCOPE, "deleted")
+    bank.delete_memory(deleted.name)
+    worker = EmbeddingWorker(db_url, bank.embedder, retention_interval=3600)
+    try:
+        result = worker.run_retention()
+    finally:
+        worker.close()
+    # The expired memory (created, moved, purged: 3 revisions) and the deleted one (2) are both past a 0 window.
+    assert result["expired"] == 1 and result["removed"]["revisions"] == 5
+
+
+def test_erase_scope_removes_adk_sessions_events_and_user_state(bank, conn):
+    """An erased ADK user (scope {"app_name", "user_id"}) leaves no session, event or state row (issue 17)."""
+    name, operation = remember_canary(bank, conn)
+    bank.create_session(ADK_SCOPE["app_name"], ADK_SCOPE["user_id"], session_id=ADK_SESSION,
+                        state={"note": CANARY, "user:code": CANARY})
+    bank.append_session_event(ADK_SCOPE["app_name"], ADK_SCOPE["user_id"], ADK_SESSION, {
+        "id": "e1", "author": "user", "timestamp": 1700000000.5,
+        "content": {"role": "user", "parts": [{"text": f"my code is {CANARY}"}]},
+        "actions": {"state_delta": {"user:again": CANARY}}})
+    params = params_for(name, operation)
+    assert CANARY in public_output(conn, params)
+    counted = bank.erase_scope(ADK_SCOPE, force=True)
+    assert counted["counts"]["sessions"] == 1 and counted["counts"]["events"] == 1
+    assert counted["counts"]["user_states"] == 1
+    bank.erase_scope(SCOPE, force=True)
+    assert CANARY not in public_output(conn, params)
+    _only_in_neighbour(conn, conn.execute("select md5(%s::jsonb::text)::uuid as id",
+                                          (Jsonb(NEIGHBOUR),)).fetchone()["id"])
+    adk_id = conn.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(ADK_SCOPE),)).fetchone()["id"]
+    for table in ("sessions", "events", "scope_states"):
+        assert conn.execute(f"select count(*) as n from membank_private.{table} where scope_id = %s",
+                            (adk_id,)).fetchone()["n"] == 0, table

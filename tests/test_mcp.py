@@ -1,0 +1,157 @@
+"""membank mcp: the MCP SDK's own client over stdio and streamable HTTP; a fixed scope is never left."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import anyio
+import pytest
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters
+
+from membank import MemoryBank
+from membank.mcp_server import build_server, tool_names
+
+U1 = {"user_id": "u1", "app_name": "mcp-test"}
+OTHER = {"user_id": "u2", "app_name": "mcp-test"}
+SEVEN = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
+         "generate_memories", "get_operation"}
+
+
+def _env(db_url: str) -> dict[str, str]:
+    return {**os.environ, "MEMBANK_DATABASE_URL": db_url}
+
+
+async def _round_trip(client: Client, *, per_call_scope: dict | None = None) -> dict:
+    extra = {"scope": per_call_scope} if per_call_scope else {}
+    tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) >= SEVEN
+    created = await client.call_tool("create_memory", {"fact": "User is allergic to peanuts",
+                                                       "topics": ["USER_PERSONAL_INFO"], **extra})
+    assert not created.is_error, created.content
+    memory = created.structured_content
+    found = await client.call_tool("retrieve_memories", {"query": "peanut allergy", "top_k": 5, **extra})
+    assert [r["fact"] for r in found.structured_content["results"]] == ["User is allergic to peanuts"]
+    deleted = await client.call_tool("delete_memory", {"name": memory["name"], **extra})
+    assert deleted.structured_content["deleted"] is True and deleted.structured_content["name"] == memory["name"]
+    listed = await client.call_tool("list_memories", {**extra})
+    assert listed.structured_content == {"memories": [], "next_page_token": None}
+    return {"tools": tools, "memory": memory}
+
+
+def test_stdio_lists_creates_retrieves_and_deletes(db_url):
+    params = StdioServerParameters(command=sys.executable,
+                                   args=["-m", "membank.cli", "mcp", "--scope", json.dumps(U1)], env=_env(db_url))
+
+    async def main():
+        async with Client(params, read_timeout_seconds=120) as client:
+            return await _round_trip(client)
+
+    out = anyio.run(main)
+    assert out["memory"]["scope"] == U1
+    schema = out["tools"]["create_memory"].input_schema
+    assert "scope" not in schema["properties"]  # fixed: no tool takes one
+    assert schema["properties"]["fact"]["maxLength"] == 32768 and schema["properties"]["fact"]["minLength"] == 1
+    assert out["tools"]["retrieve_memories"].input_schema["properties"]["top_k"]["maximum"] == 100
+    assert out["tools"]["list_memories"].input_schema["properties"]["page_size"]["maximum"] == 1000
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_streamable_http_per_call_scope(db_url):
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "membank.cli", "mcp", "--http", str(port)], env=_env(db_url),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while True:  # wait until it listens (no timing assumption: poll until up or dead)
+            assert server.poll() is None, server.stderr.read().decode()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "membank mcp --http never listened"
+                time.sleep(0.1)
+
+        async def main():
+            async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=120) as client:
+                out = await _round_trip(client, per_call_scope=OTHER)
+                missing = await client.call_tool("create_memory", {"fact": "no scope given"})
+                return out, missing
+
+        out, missing = anyio.run(main)
+        assert out["memory"]["scope"] == OTHER
+        assert "scope" in out["tools"]["create_memory"].input_schema["required"]
+        assert missing.is_error and "scope" in missing.content[0].text
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_fixed_scope_is_never_left(db_url, embedder):
+    with MemoryBank(db_url, embedder=embedder) as bank:
+        theirs = bank.create_memory(OTHER, "Other user is allergic to peanuts")
+        op = bank.generate_memories(OTHER, facts=["Other user lives in Oslo"])
+        op.wait(60, process=True)
+        bank.process_pending()
+        server = build_server(bank, scope=U1)
+
+        async def main():
+            async with Client(server) as client:
+                calls = {
+                    "retrieve": await client.call_tool("retrieve_memories", {"query": "peanut", "scope": OTHER}),
+                    "list": await client.call_tool("list_memories", {"scope": OTHER}),
+                    "update": await client.call_tool("update_memory", {"name": str(theirs.name), "fact": "hacked",
+                                                                       "scope": OTHER}),
+                    "delete": await client.call_tool("delete_memory", {"name": str(theirs.name), "scope": OTHER}),
+                    "operation": await client.call_tool("get_operation", {"name": str(op.name), "scope": OTHER}),
+                    "create": await client.call_tool("create_memory", {"fact": "mine", "scope": OTHER}),
+                }
+                return calls
+
+        calls = anyio.run(main)
+        assert calls["retrieve"].structured_content == {"results": []}
+        assert calls["list"].structured_content == {"memories": [], "next_page_token": None}
+        for name in ("update", "delete", "operation"):
+            assert calls[name].is_error and "[P0002]" in calls[name].content[0].text, name
+        assert calls["create"].structured_content["scope"] == U1  # the argument never reached SQL
+        assert bank.get_memory(theirs.name).fact == "Other user is allergic to peanuts"
+        assert [m.fact for m in bank.list_memories(OTHER).memories] == [
+            "Other user is allergic to peanuts", "Other user lives in Oslo"]
+
+
+def test_generate_memories_and_get_operation(db_url, embedder):
+    events = [{"event_id": "e1", "author": "user", "text": "I moved to Lisbon last week.",
+               "timestamp": "2023-05-24T10:00:00Z"}]
+    with MemoryBank(db_url, embedder=embedder) as bank:
+        async def main():
+            async with Client(build_server(bank, scope=U1)) as client:
+                op = (await client.call_tool("generate_memories", {"events": events})).structured_content
+                again = (await client.call_tool("get_operation", {"name": op["name"]})).structured_content
+                queued = (await client.call_tool("generate_memories", {"facts": ["User is vegetarian"],
+                                                                       "wait": False})).structured_content
+                return op, again, queued
+
+        op, again, queued = anyio.run(main)
+    assert op["done"] and [(g["action"], g["memory"]["fact"]) for g in op["generated_memories"]] == [
+        ("CREATED", "The user moved to Lisbon in the week of 2023-05-17.")]
+    assert again["name"] == op["name"] and again["done"]
+    assert queued["done"] is False and queued["name"]
+
+
+def test_retrieve_profiles_is_served_only_when_the_client_has_it():
+    class WithProfiles:
+        def retrieve_profiles(self, scope):
+            return []
+
+    assert "retrieve_profiles" in tool_names(WithProfiles) and "retrieve_profiles" not in tool_names(object)
+    assert ("retrieve_profiles" in tool_names(MemoryBank)) == hasattr(MemoryBank, "retrieve_profiles")
