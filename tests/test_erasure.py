@@ -60,6 +60,7 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.fail_embedding_jobs(text[],text[],text)": None,
     "membank.embedding_backlog()": "select * from membank.embedding_backlog()",
     "membank.reembed(text,integer)": None,
+    "membank.scope_vector_index_plan(integer)": "select * from membank.scope_vector_index_plan(min_memories => 1)",
     "membank.retrieve_memories(jsonb,text,real[],integer,double precision,jsonb,text[],text,timestamp with time zone,"
     "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[])":
         "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s)",

@@ -41,6 +41,7 @@ SAMPLE_CALLS = {
     "decompose_query": "select membank.decompose_query(query_text => 'What is it and where is it?', method => 'rules')",
     "decomposition_prompt": "select membank.decomposition_prompt(query_text => 'What is it and where is it?')",
     "reembed": "select membank.reembed(model_id => 'test/m', dimension => 3)",
+    "scope_vector_index_plan": "select * from membank.scope_vector_index_plan(min_memories => 1)",
     "append_events": "select membank.append_events(scope => '{\"u\":\"1\"}', session_id => 's',"
                      " events => '[{\"event_id\":\"e\",\"author\":\"user\",\"text\":\"hi\","
                      "\"timestamp\":\"2023-05-24T10:00:00Z\"}]')",
@@ -164,7 +165,7 @@ def test_every_public_function_is_called(conn):
     order = ["get_memory", "list_memories", "update_memory", "list_revisions", "get_revision",
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "evidence_verdicts",
-             "decompose_query", "decomposition_prompt", "reembed",
+             "decompose_query", "decomposition_prompt", "scope_vector_index_plan", "reembed",
              "append_events", "list_events",
              "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
              "erase_scope", "configure_retention", "apply_retention"]

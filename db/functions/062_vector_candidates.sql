@@ -52,8 +52,35 @@ stable
 security invoker
 set search_path from current
 as $$
+declare
+    _indexed uuid [];
+    _rest uuid [];
 begin
     if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
+        -- A big scope with a valid partial HNSW index is probed through it
+        -- (064_scope_vector_indexes.sql): its cost no longer grows with the scope.
+        select array_agg(s.scope_id) filter (where s.ready), array_agg(s.scope_id) filter (where not s.ready)
+        into _indexed, _rest
+        from (select x.scope_id, membank_private.scope_hnsw_ready(x.scope_id, vector_dims(query)) as ready
+              from unnest(scope_ids) as x (scope_id)) as s;
+        if _indexed is not null then
+            -- Each scope's best depth hold the best depth of their union.
+            return query
+            select c.name, c.distance
+            from (
+                select h.name, h.distance
+                from unnest(_indexed) as x (scope_id)
+                cross join lateral membank_private.hnsw_candidates(x.scope_id, query, depth) as h
+                union all
+                select r.name, r.distance
+                from membank_private.vector_candidates(_rest, query, query_bq, depth, rerank_depth,
+                                                       null, null, null, null, null) as r
+                where _rest is not null
+            ) as c
+            order by 2, 1
+            limit depth;
+            return;
+        end if;
         -- Hamming distance over the covering index (an index-only range scan
         -- per scope), then exact cosine distance for the best rerank_depth.
         return query

@@ -395,6 +395,39 @@ def reembed(yes: bool, force: bool) -> None:
                f"{after.failed} failed")
 
 
+@main.command("scope-indexes")
+@click.option("--min-memories", type=click.IntRange(1), default=10_000, show_default=True,
+              help="Scopes with at least this many memories get a partial HNSW index; dropped below half.")
+@click.option("--dry-run", is_flag=True, help="Print the plan (JSON) without running it.")
+def scope_indexes(min_memories: int, dry_run: bool) -> None:
+    """Admin: build and drop the per-scope HNSW indexes of big scopes (membank.scope_vector_index_plan).
+
+    Runs each CREATE/DROP INDEX CONCURRENTLY of the plan on its own, so
+    reads and writes go on meanwhile; needs the owner of membank's tables.
+    Run it after bulk loads, or from cron as scopes grow.
+    """
+    import time
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(settings.database_url(), autocommit=True, row_factory=dict_row) as conn:
+        try:
+            plan = conn.execute("select * from membank.scope_vector_index_plan(min_memories => %s)",
+                                (min_memories,)).fetchall()
+        except psycopg.Error as err:
+            raise errors.from_psycopg(err) from None
+        if dry_run:
+            _echo_json(plan)
+            return
+        for step in plan:
+            t = time.perf_counter()
+            conn.execute(step["statement"])
+            click.echo(f"{step['action']} {step['index_name']} ({step['memories']} memories):"
+                       f" {time.perf_counter() - t:.1f} s", err=True)
+    click.echo(f"{sum(s['action'] == 'create' for s in plan)} created, {sum(s['action'] == 'drop' for s in plan)} dropped")
+
+
 @main.command()
 def backlog() -> None:
     """Show the work queues: embeddings (pending, failed, embedded, model) and generation (operations, jobs)."""

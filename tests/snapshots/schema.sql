@@ -2549,6 +2549,79 @@ $$;
 COMMENT ON FUNCTION membank.scope_id(scope jsonb) IS 'The id membank keys an exact scope''s data by: md5 of the scope''s canonical jsonb text (keys sorted), as a uuid; the
 same for any key order. Clients use it to key what they keep outside PostgreSQL (allow-once grants in Valkey), so that
 erasure of the scope can find it. Raises 22023 (bad scope).';
+CREATE FUNCTION membank.scope_vector_index_plan(min_memories integer DEFAULT 10000) RETURNS TABLE(action text, scope_id uuid, memories bigint, index_name text, statement text)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _config membank_private.embedding_config;
+    _schema text;
+begin
+    if min_memories is null or min_memories < 1 then
+        perform membank_private._raise_invalid('min_memories',
+            format('must be >= 1, got %s', coalesce(min_memories::text, 'null')),
+            'the default, 10000, indexes the scopes whose vector leg costs more than one HNSW probe');
+    end if;
+    select * into _config from membank_private.embedding_config;
+    select n.nspname into _schema
+    from pg_catalog.pg_extension as x
+    inner join pg_catalog.pg_namespace as n on n.oid = x.extnamespace
+    where x.extname = 'vector';
+    return query
+    with wanted as (
+        -- Scopes at min_memories or more get one; an indexed scope keeps it
+        -- until it shrinks below half of that, so a scope near the threshold
+        -- is not rebuilt back and forth.
+        select s.scope_id, s.doc_count::bigint as memories,
+               membank_private.scope_hnsw_index_name(s.scope_id, _config.dimension) as index_name
+        from membank_private.scope_stats as s
+        where _config.dimension is not null and s.doc_count >= min_memories / 2
+    ), existing as (
+        select c.relname::text as index_name, substr(c.relname, 12, 32)::uuid as scope_id,
+               i.indisvalid and i.indisready as valid
+        from pg_catalog.pg_index as i
+        inner join pg_catalog.pg_class as c on c.oid = i.indexrelid
+        where i.indrelid = 'membank_private.memory_embeddings'::regclass
+          and c.relname ~ '^scope_hnsw_[0-9a-f]{32}_[0-9]+$'
+    ), actions as (
+        -- gone: no longer wanted, or left invalid by a failed build (dropped, then rebuilt)
+        select 'drop' as action, x.index_name, x.scope_id,
+               coalesce((select s.doc_count from membank_private.scope_stats as s where s.scope_id = x.scope_id),
+                        0)::bigint as memories,
+               1 as step
+        from existing as x
+        left join wanted as w on w.index_name = x.index_name
+        where w.index_name is null or not x.valid
+        union all
+        select 'create', w.index_name, w.scope_id, w.memories, 2
+        from wanted as w
+        left join existing as x on x.index_name = w.index_name
+        where (x.index_name is null and w.memories >= min_memories) or not x.valid
+    )
+    select a.action, a.scope_id, a.memories,
+           a.index_name,
+           case a.action
+               when 'drop' then format('drop index concurrently if exists membank_private.%I', a.index_name)
+               else format('create index concurrently if not exists %I on membank_private.memory_embeddings'
+                           ' using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops)'
+                           ' with (m = 16, ef_construction = 64)'
+                           ' where scope_id = %L::uuid and %I.vector_dims(embedding) = %s',
+                           a.index_name, _schema, _config.dimension, _schema, a.scope_id, _schema,
+                           _config.dimension)
+           end
+    from actions as a
+    order by a.step, a.memories desc nulls last, a.index_name;
+end
+$_$;
+COMMENT ON FUNCTION membank.scope_vector_index_plan(min_memories integer) IS 'Admin: the statements that bring the per-scope partial HNSW indexes on memory vectors up to date, one row each
+(action ''drop'' or ''create'', scope_id, memories: the scope''s memory count, index_name, statement), drops first. A scope
+with at least min_memories memories (default 10000) gets an index (m 16, ef_construction 64, cosine) over its vectors
+of the bank''s dimension; it is dropped when the scope falls below min_memories / 2, when the bank''s model changes,
+and when a failed build left it invalid (then rebuilt). Each statement is CREATE or DROP INDEX CONCURRENTLY: run each
+on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
+an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
+HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1.';
 CREATE FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4198,6 +4271,30 @@ begin
           jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
 end
 $$;
+CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET "hnsw.ef_search" TO '100'
+    SET "hnsw.iterative_scan" TO 'relaxed_order'
+    AS $_$
+declare
+    _dimension integer := vector_dims(query);
+begin
+    -- Dynamic SQL because the planner matches a partial index's predicate
+    -- against constants only: the scope id and dimension are literals here.
+    return query execute format(
+        'select c.name, c.distance from ('
+        '  select e.name, e.embedding <=> $1 as distance'
+        '  from membank_private.memory_embeddings as e'
+        '  where e.scope_id = %L::uuid and vector_dims(e.embedding) = %s'
+        '    and (e.expire_time is null or e.expire_time > statement_timestamp())'
+        '  order by e.embedding::vector(%s) <=> $1::vector(%s)'
+        '  limit $2) as c '
+        'order by c.distance, c.name',
+        scope_id, _dimension, _dimension, _dimension)
+    using query, depth;
+end
+$_$;
 CREATE FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) RETURNS TABLE(name uuid, distance double precision, vector_rank integer, text_rank real, text_match_rank integer, text_tiebreak real, score double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -5369,6 +5466,24 @@ begin
     return _bound is null or scope = any(_bound);
 end
 $$;
+CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select format('scope_hnsw_%s_%s', replace(scope_id::text, '-', ''), dimension);
+$$;
+CREATE FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- An index that CREATE INDEX CONCURRENTLY left invalid (a failed or
+    -- running build) is ignored, as the planner ignores it.
+    select coalesce((select i.indisvalid and i.indisready
+                     from pg_catalog.pg_index as i
+                     where i.indexrelid = pg_catalog.to_regclass(
+                         format('membank_private.%I', membank_private.scope_hnsw_index_name(scope_id, dimension)))),
+                    false);
+$$;
 CREATE FUNCTION membank_private.scope_lock_timeout() RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6405,8 +6520,35 @@ CREATE FUNCTION membank_private.vector_candidates(scope_ids uuid[], query memban
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
+declare
+    _indexed uuid [];
+    _rest uuid [];
 begin
     if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
+        -- A big scope with a valid partial HNSW index is probed through it
+        -- (064_scope_vector_indexes.sql): its cost no longer grows with the scope.
+        select array_agg(s.scope_id) filter (where s.ready), array_agg(s.scope_id) filter (where not s.ready)
+        into _indexed, _rest
+        from (select x.scope_id, membank_private.scope_hnsw_ready(x.scope_id, vector_dims(query)) as ready
+              from unnest(scope_ids) as x (scope_id)) as s;
+        if _indexed is not null then
+            -- Each scope's best depth hold the best depth of their union.
+            return query
+            select c.name, c.distance
+            from (
+                select h.name, h.distance
+                from unnest(_indexed) as x (scope_id)
+                cross join lateral membank_private.hnsw_candidates(x.scope_id, query, depth) as h
+                union all
+                select r.name, r.distance
+                from membank_private.vector_candidates(_rest, query, query_bq, depth, rerank_depth,
+                                                       null, null, null, null, null) as r
+                where _rest is not null
+            ) as c
+            order by 2, 1
+            limit depth;
+            return;
+        end if;
         -- Hamming distance over the covering index (an index-only range scan
         -- per scope), then exact cosine distance for the best rerank_depth.
         return query
@@ -6860,6 +7002,8 @@ REVOKE ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scop
 GRANT ALL ON FUNCTION membank.rollback_memory(name uuid, revision integer, scope jsonb, expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.scope_id(scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.scope_id(scope jsonb) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.scope_vector_index_plan(min_memories integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.scope_vector_index_plan(min_memories integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.set_scope(scope jsonb, is_local boolean) FROM PUBLIC;
@@ -6922,6 +7066,7 @@ REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operati
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
@@ -6976,6 +7121,8 @@ GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO mem
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;

@@ -1,0 +1,169 @@
+"""Per-scope partial HNSW indexes for big scopes: planned in SQL, built concurrently, used by retrieval."""
+
+import math
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+BIG, SMALL = {"user_id": "big"}, {"user_id": "small"}
+PLAN = "select * from membank.scope_vector_index_plan(min_memories => %s)"
+
+
+def angle_vector(i: int) -> str:
+    """Unit vectors spread over a half circle, tilted by a third dimension: distinct cosine distances."""
+    a = i * 0.05
+    return f"[{math.cos(a)},{math.sin(a)},{0.1 * (i % 3)}]"
+
+
+def add_memories(conn, scope, n, *, model="test/hnsw", dimension=3, start=0, vector=angle_vector):
+    conn.execute("select membank.configure_embedding(model_id => %s, dimension => %s)", (model, dimension))
+    for i in range(start, start + n):
+        conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(scope), f"fact number {i}"))
+    with conn.transaction():
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(1000)").fetchall()
+        vectors = [vector(int(j["memory_fact"].rsplit(" ", 1)[1])) for j in jobs]
+        conn.execute("select membank.store_embeddings(%s, %s, %s, %s, %s)",
+                     (model, dimension, [str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs],
+                      vectors))
+
+
+def run_plan(conn, min_memories):
+    plan = conn.execute(PLAN, (min_memories,)).fetchall()
+    for step in plan:
+        conn.execute(step["statement"])  # autocommit: CONCURRENTLY runs outside a transaction
+    return plan
+
+
+def index_scans(conn, index_name):
+    conn.execute("select pg_stat_force_next_flush()")
+    conn.execute("select pg_stat_clear_snapshot()")
+    row = conn.execute("select coalesce(sum(idx_scan), 0) as n from pg_stat_user_indexes where indexrelname = %s",
+                       (index_name,)).fetchone()
+    return row["n"]
+
+
+def vector_list(conn, scope, query, top_k=10):
+    return conn.execute(
+        "select fact, distance from membank.retrieve_memories(scope => %s, query_embedding => %s::real[],"
+        " top_k => %s)", (Jsonb(scope), query, top_k)).fetchall()
+
+
+def exact_list(conn, scope, query, top_k=10):
+    conn.execute("select set_config('search_path', 'public, ' || extnamespace::regnamespace, false)"
+                 " from pg_extension where extname = 'vector'")  # pgvector lives in membank_extensions
+    return conn.execute(
+        "select m.fact, e.embedding <=> %s::real[]::vector as distance from membank_private.memory_embeddings e"
+        " join membank_private.memories m using (name) where m.scope = %s"
+        " and (m.expire_time is null or m.expire_time > now()) order by 2, m.fact collate \"C\", m.name limit %s",
+        (query, Jsonb(scope), top_k)).fetchall()
+
+
+def test_plan_builds_an_index_for_big_scopes_only_and_retrieval_uses_it(conn):
+    add_memories(conn, BIG, 240)
+    add_memories(conn, SMALL, 30, start=1000)
+    plan = conn.execute(PLAN, (200,)).fetchall()
+    assert [(p["action"], p["memories"]) for p in plan] == [("create", 240)]
+    assert "create index concurrently" in plan[0]["statement"]
+    run_plan(conn, 200)
+    name = plan[0]["index_name"]
+    assert conn.execute("select membank_private.scope_hnsw_ready(md5(%s::jsonb::text)::uuid, 3) as r",
+                        (Jsonb(BIG),)).fetchone()["r"]
+    assert conn.execute(PLAN, (200,)).fetchall() == []  # up to date: nothing to run
+
+    before = index_scans(conn, name)
+    query = [math.cos(1.3), math.sin(1.3), 0.05]
+    got = vector_list(conn, BIG, query)
+    assert index_scans(conn, name) > before
+    want = exact_list(conn, BIG, query)
+    assert [r["fact"] for r in got] == [r["fact"] for r in want]
+    assert [r["distance"] for r in got] == pytest.approx([r["distance"] for r in want])
+    # Another scope is never served by it: the small scope's list is its own.
+    assert {r["fact"] for r in vector_list(conn, SMALL, query, 30)} == {f"fact number {i}" for i in range(1000, 1030)}
+    # Both scopes at once: each scope's best from its own path, merged.
+    both = conn.execute(
+        "select fact from membank.retrieve_memories(scope => %s, query_embedding => %s::real[], top_k => 20)",
+        (Jsonb([BIG, SMALL]), query)).fetchall()
+    merged = sorted(exact_list(conn, BIG, query, 20) + exact_list(conn, SMALL, query, 20),
+                    key=lambda r: (r["distance"], r["fact"].encode()))[:20]  # ties: fact text, as retrieval breaks them
+    assert [r["fact"] for r in both] == [r["fact"] for r in merged]
+
+
+def test_never_fewer_than_k_when_most_of_the_indexed_scope_expired(conn):
+    add_memories(conn, BIG, 240)
+    run_plan(conn, 200)
+    # The 230 rows nearest the query expire: the graph's neighbourhood of the
+    # query is all dead rows, and the probe must still return the 10 live ones.
+    query = [1.0, 0.0, 0.0]
+    conn.execute("""
+        update membank_private.memories set expire_time = now() - interval '1 second'
+        where fact in (select 'fact number ' || g from generate_series(0, 229) g)""")
+    got = vector_list(conn, BIG, query)
+    assert sorted(r["fact"] for r in got) == sorted(f"fact number {i}" for i in range(230, 240))
+
+
+def test_plan_drops_below_half_and_rebuilds_invalid(conn):
+    add_memories(conn, BIG, 240)
+    run_plan(conn, 200)
+    name = conn.execute("select membank_private.scope_hnsw_index_name(md5(%s::jsonb::text)::uuid, 3) as n",
+                        (Jsonb(BIG),)).fetchone()["n"]
+    # 130 left: below the threshold, above half of it: kept
+    conn.execute("delete from membank_private.memories where fact in"
+                 " (select 'fact number ' || g from generate_series(0, 109) g)")
+    assert conn.execute(PLAN, (200,)).fetchall() == []
+    # 90 left: below half: dropped, and retrieval falls back to the scan
+    conn.execute("delete from membank_private.memories where fact in"
+                 " (select 'fact number ' || g from generate_series(110, 149) g)")
+    plan = run_plan(conn, 200)
+    assert [(p["action"], p["index_name"], p["memories"]) for p in plan] == [("drop", name, 90)]
+    assert conn.execute("select to_regclass('membank_private.' || %s) as r", (name,)).fetchone()["r"] is None
+    query = [math.cos(2.5), math.sin(2.5), 0.0]
+    assert [r["fact"] for r in vector_list(conn, BIG, query)] == [r["fact"] for r in exact_list(conn, BIG, query)]
+    # An index a failed build left invalid is not used, then dropped and rebuilt.
+    add_memories(conn, BIG, 200, start=2000)
+    run_plan(conn, 200)
+    conn.execute("update pg_index set indisvalid = false where indexrelid = to_regclass('membank_private.' || %s)",
+                 (name,))
+    assert not conn.execute("select membank_private.scope_hnsw_ready(md5(%s::jsonb::text)::uuid, 3) as r",
+                            (Jsonb(BIG),)).fetchone()["r"]
+    assert [r["fact"] for r in vector_list(conn, BIG, query)] == [r["fact"] for r in exact_list(conn, BIG, query)]
+    assert [p["action"] for p in run_plan(conn, 200)] == ["drop", "create"]
+    assert conn.execute("select membank_private.scope_hnsw_ready(md5(%s::jsonb::text)::uuid, 3) as r",
+                        (Jsonb(BIG),)).fetchone()["r"]
+
+
+def test_another_model_is_stored_beside_an_old_index_then_replanned(conn):
+    add_memories(conn, BIG, 240)
+    old = run_plan(conn, 200)[0]["index_name"]
+    conn.execute("select membank.reembed(model_id => 'test/four', dimension => 4)")
+    # The old index's predicate holds dimension 3: 4-d vectors are not cast into it.
+    with conn.transaction():
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(1000)").fetchall()
+        conn.execute("select membank.store_embeddings('test/four', 4, %s, %s, %s)",
+                     ([str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs],
+                      [f"[1,{k / 240},0,0]" for k in range(len(jobs))]))
+    plan = run_plan(conn, 200)
+    assert [(p["action"], p["index_name"]) for p in plan] == [("drop", old), ("create", old[:-1] + "4")]
+    got = vector_list(conn, BIG, [1.0, 0.5, 0.0, 0.0])
+    assert len(got) == 10
+
+
+@pytest.mark.parametrize("bad", [0, -1, None])
+def test_min_memories_out_of_range(conn, bad):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="min_memories") as err:
+        conn.execute(PLAN, (bad,))
+    assert err.value.diag.message_hint
+
+
+def test_only_admin_plans(conn):
+    conn.execute("set role membank_admin")
+    try:
+        assert conn.execute(PLAN, (10,)).fetchall() == []
+    finally:
+        conn.execute("reset role")
+    conn.execute("set role membank_writer")
+    try:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(PLAN, (10,))
+    finally:
+        conn.execute("reset role")
