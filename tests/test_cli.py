@@ -254,6 +254,9 @@ def test_hints_name_cli_commands_and_delete_is_marked(cli):
     assert "`membank memories revisions NAME`" in result.output and "list_revisions" not in result.output
     deleted = json.loads(cli("memories", "delete", name).stdout)
     assert deleted["deleted"] is True and deleted["name"] == name
+    # The printed revision is the DELETED one, the number a compare-and-set rollback compares with.
+    assert deleted["revision"] == 2
+    assert json.loads(cli("memories", "rollback", name, "1", "--expected-revision", "2").stdout)["revision"] == 3
 
 
 def test_retrieve_says_why_it_is_degraded_and_embed_now_embeds(cli):

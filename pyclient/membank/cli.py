@@ -612,10 +612,15 @@ def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metada
               help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
 def memories_delete(name: str, expected_revision: int | None, scope: Any) -> None:
-    """Delete memory NAME (its revisions stay readable); print it as it was, marked "deleted": true."""
+    """Delete memory NAME (its revisions stay readable); print it as it was, marked "deleted": true.
+
+    "revision" is the DELETED revision the deletion wrote: the number that
+    `memories rollback NAME N --expected-revision` compares with.
+    """
     with _bank(max_size=1) as bank:
-        _echo_json({"deleted": True, **_memory(bank.delete_memory(name, scope=scope,
-                                                                  expected_revision=expected_revision))})
+        gone = bank.delete_memory(name, scope=scope, expected_revision=expected_revision)
+        deleted_revision = bank.list_revisions(gone.name, scope=scope)[-1].revision
+    _echo_json({**_memory(gone), "deleted": True, "revision": deleted_revision})
 
 
 @memories.command("revisions")
@@ -667,9 +672,9 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
                                          use_embedding=not text_only, decompose=decompose)
         unembedded = [r for r in results if r.degraded and r.similarity is None]
         if unembedded and not text_only and query:
-            pending = bank.embedding_backlog().pending
-            click.echo(f"note: {len(unembedded)} of {len(results)} results have no vector yet ({pending} facts "
-                       "wait for the embedding worker): matched by text only, similarity null, degraded true. "
+            # Only this scope's results are counted: the queue itself holds every scope's work.
+            click.echo(f"note: {len(unembedded)} of {len(results)} results have no vector yet (the embedding "
+                       "worker has not reached them): matched by text only, similarity null, degraded true. "
                        "Run `membank worker` (or `membank worker --once`), or pass --embed-now.", err=True)
     _echo_json([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
 
