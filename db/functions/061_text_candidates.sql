@@ -12,6 +12,14 @@
 -- nothing in ranking. Document frequencies stay per scope and per lexeme,
 -- whatever the language.
 --
+-- Context: a memory's context (create_memory) is indexed beside its fact,
+-- with weight D against the fact's A (migration 0012), so
+-- ts_filter(fts, '{a}') gives the fact's own lexemes back. A query lexeme
+-- found only in the context scores half its IDF: it says where the fact was
+-- said, not what it says (0.5 chosen on the two tuning LoCoMo conversations
+-- among 0.25, 0.5 and 0.7, bench/retrieval_quality.py); ts_rank weighs it
+-- 0.1 against the fact's 1. scan_candidates (063) scores the same way.
+--
 -- Ties: the score (sum of IDF) ties whenever two memories hold the same
 -- query lexemes. They are broken by a finer text score, ts_rank with length
 -- normalisation (term frequency over 1 + log(length): more occurrences, a
@@ -123,7 +131,10 @@ begin
     end if;
     return query
     select m.name,
-           (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
+           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
+           (select sum(case when t.lexeme = any(tsvector_to_array(ts_filter(m.fts, '{a}'))) then t.idf
+                            else 0.5 * t.idf end)
+            from unnest(_lexemes, _idfs) as t (lexeme, idf)
             where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
            ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,
