@@ -13,8 +13,8 @@
 -- whatever the language.
 --
 -- Context: a memory's context (create_memory) is indexed beside its fact,
--- with weight D against the fact's A (migration 0012), so
--- ts_filter(fts, '{a}') gives the fact's own lexemes back. A query lexeme
+-- with weight D against the fact's A (migration 0012), so a query item
+-- restricted to weight A ('word':A) matches the fact's own words. A query lexeme
 -- found only in the context scores half its IDF: it says where the fact was
 -- said, not what it says (0.5 chosen on the two tuning LoCoMo conversations
 -- among 0.25, 0.5 and 0.7, bench/retrieval_quality.py); ts_rank weighs it
@@ -62,7 +62,7 @@ as $$
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 
--- name: text_query: the query's lexemes with their IDF in the scopes, and which ones seek candidates.
+-- name: text_query: the query's lexemes the scopes hold, with their IDF, and which ones seek candidates.
 create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
 returns table (lexeme text, idf double precision, seeks boolean)
 language plpgsql
@@ -88,8 +88,10 @@ begin
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
-    from weighed as w;
+    -- A lexeme no memory of the scopes holds can match nothing: it is left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not w.any_rare
+    from weighed as w
+    where w.df > 0;
 end
 $$;
 
@@ -104,17 +106,22 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _lexemes text [];
+    _lexemes tsquery [];
+    _fact_lexemes tsquery [];
     _idfs double precision [];
     _tsquery tsquery;
     _all_lexemes tsquery;
     _documents bigint;
     _plan_cache_mode text := current_setting('plan_cache_mode');
 begin
-    select array_agg(q.lexeme), array_agg(q.idf),
+    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
+    -- fact's own words): testing a row with @@ is a binary search in its
+    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
+    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
+           array_agg(q.idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _idfs, _tsquery, _all_lexemes
+    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
     from membank_private.text_query(query_text, scope_ids) as q;
     if _tsquery is null then
         return;
@@ -132,10 +139,9 @@ begin
     return query
     select m.name,
            -- A lexeme only the context holds (weight D; the fact's are A) counts half.
-           (select sum(case when t.lexeme = any(tsvector_to_array(ts_filter(m.fts, '{a}'))) then t.idf
-                            else 0.5 * t.idf end)
-            from unnest(_lexemes, _idfs) as t (lexeme, idf)
-            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
+           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+            from unnest(_lexemes, _fact_lexemes, _idfs) as t (lexeme, fact_lexeme, idf)
+            where m.fts @@ t.lexeme)::real as text_rank,
            ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,
     -- so each scope gets its own (scope_id, fts) index search.
