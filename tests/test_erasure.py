@@ -353,6 +353,7 @@ def test_cli_erase_counts_then_erases_with_buffer(bank, db_url, valkey_url, monk
         counted = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE)],
                                            catch_exceptions=False).output)
         assert counted["erased"] is False and counted["counts"]["memories"] == 1
+        assert counted["counts"]["buffer_keys"] == buffer.count_scope(SCOPE) >= 1  # counted, not deleted
         assert buffer.read(SCOPE, session).turns
         erased = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE), "--force"],
                                           catch_exceptions=False).output)
