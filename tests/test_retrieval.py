@@ -376,7 +376,7 @@ def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
                  " from pg_extension where extname = 'vector'")
     scan = conn.execute(
         f"select * from membank_private.scan_candidates({ids}, %(emb)s::real[]::vector, %(text)s, 20,"
-        " %(filter)s, null, null, null, null)", args).fetchone()
+        " %(filter)s, null, null, null, null, true)", args).fetchone()
     vector = conn.execute(
         f"select array_agg(name order by distance, name) as n, array_agg(distance order by distance, name) as d"
         f" from membank_private.vector_candidates({ids}, %(emb)s::real[]::vector, membank_private.quantize("
@@ -385,7 +385,7 @@ def test_small_scope_scan_gives_the_indexed_lists(vbank, conn, metadata_filter):
     text = conn.execute(
         f"select array_agg(name order by i) as n, array_agg(text_rank order by i) as r,"
         f" array_agg(text_tiebreak order by i) as t"
-        f" from membank_private.text_candidates({ids}, %(text)s, 20, %(filter)s, null, null, null, null)"
+        f" from membank_private.text_candidates({ids}, %(text)s, 20, %(filter)s, null, null, null, null, true)"
         " with ordinality as c (name, text_rank, text_tiebreak, i)", args).fetchone()
     assert scan["vector_names"] == vector["n"] and len(vector["n"]) == (20 if metadata_filter is None else 18)
     assert scan["vector_distances"] == pytest.approx(vector["d"])
@@ -448,3 +448,23 @@ def test_concurrent_transactions_writing_one_scope_do_not_deadlock(db_url):
         counts = dict(c.execute("select lexeme, doc_count from membank_private.scope_lexicon"
                                 " where scope_id = md5('{\"user_id\": \"u1\"}')::uuid").fetchall())
     assert counts == {"alpha": 2, "bravo": 2, "charli": 2, "delta": 2}
+
+
+def test_words_in_most_memories_do_not_outvote_the_vector(vbank):
+    """Beside a vector list, a query whose only known words are in more than half the scope gets no text list:
+    listing every memory that names the user, shortest first, would outrank the closest vector. Text only,
+    the common word still finds them."""
+    facts = ["Maya works as a charge nurse at the Grenoble university hospital.",
+             "Maya's shoulder hurts too much.", "Maya is allergic to peanuts.",
+             "Maya loves hiking in the Alps on Maya's days off.", "Maya has a dog named Pixel."]
+    for fact in facts:
+        vbank.create_memory(U1, fact)
+    vbank.process_pending()
+    hybrid = vbank.retrieve_memories(U1, "What is Maya's job?", top_k=5)
+    assert hybrid[0].memory.fact == facts[0]
+    assert all(r.matched_signals == ["vector"] for r in hybrid)
+    text_only = vbank.retrieve_memories(U1, "What is Maya's job?", top_k=5, use_embedding=False)
+    assert len(text_only) == 5 and all(r.matched_signals == ["text"] for r in text_only)
+    # A rare word still brings its text list: "peanuts" is in one memory of five.
+    allergy = vbank.retrieve_memories(U1, "Is Maya allergic to peanuts?", top_k=5)
+    assert allergy[0].memory.fact == facts[2] and allergy[0].matched_signals == ["vector", "text"]

@@ -63,7 +63,7 @@ as $$
 $$;
 
 -- name: text_query: the query's lexemes the scopes hold, with their IDF, and which ones seek candidates.
-create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
+create or replace function membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean)
 returns table (lexeme text, idf double precision, seeks boolean)
 language plpgsql
 stable
@@ -87,9 +87,12 @@ begin
                     from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
-    -- only seeks candidates when nothing rarer does; it still scores.
-    -- A lexeme no memory of the scopes holds can match nothing: it is left out.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not w.any_rare
+    -- only seeks candidates when nothing rarer does, and never with
+    -- rare_only (beside a vector list: the list of every memory naming the
+    -- user, ordered by length, would only add noise to the fusion); it still
+    -- scores. A lexeme no memory of the scopes holds can match nothing: it is
+    -- left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or rare_only)
     from weighed as w
     where w.df > 0;
 end
@@ -98,7 +101,8 @@ $$;
 -- name: text_candidates: the depth best full-text matches, scored by the IDF of their query lexemes.
 create or replace function membank_private.text_candidates(
     scope_ids uuid[], query_text text, depth integer,
-    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
+    rare_only boolean
 ) returns table (name uuid, text_rank real, text_tiebreak real)
 language plpgsql
 stable
@@ -122,7 +126,7 @@ begin
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
     into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
-    from membank_private.text_query(query_text, scope_ids) as q;
+    from membank_private.text_query(query_text, scope_ids, rare_only) as q;
     if _tsquery is null then
         return;
     end if;

@@ -4,6 +4,7 @@
 create or replace function membank_private.scan_candidates(
     scope_ids uuid[], query vector, query_text text, depth integer,
     metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
+    rare_only boolean,
     out vector_names uuid[], out vector_distances double precision[],
     out text_names uuid[], out text_ranks real[], out text_tiebreaks real[]
 )
@@ -32,9 +33,10 @@ begin
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
-        -- as text_query (061): lexemes no row holds are left out
+        -- as text_query (061): lexemes no row holds are left out; with
+        -- rare_only, lexemes in more than half the rows never seek
         select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
-               f.df * 2 <= t.n or not bool_or(f.df * 2 <= t.n) over () as seeks
+               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over () or rare_only) as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
         where f.df > 0
     ), all_lexemes as (

@@ -183,7 +183,7 @@ begin
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
         into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
         from membank_private.scan_candidates(scope_ids, query, query_text, depth, metadata_filter, topics,
-                                             memory_type, created_after, created_before) as c;
+                                             memory_type, created_after, created_before, query is not null) as c;
     else
         select array_agg(v.name order by v.distance, v.name), array_agg(v.distance order by v.distance, v.name)
         into _vector_names, _vector_distances
@@ -195,8 +195,12 @@ begin
         -- text_candidates returns its rows in its tie-broken order
         select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
         into _text_names, _text_ranks, _text_tiebreaks
+        -- Beside a vector list, words in more than half the scope never seek
+        -- (rare_only): "What is Maya's job?" in a bank all about Maya would
+        -- otherwise list every memory, shortest first, and outvote the vector.
         from membank_private.text_candidates(
-            scope_ids, query_text, depth, metadata_filter, topics, memory_type, created_after, created_before
+            scope_ids, query_text, depth, metadata_filter, topics, memory_type, created_after, created_before,
+            query is not null
         ) as t
         where query_text is not null;
     end if;

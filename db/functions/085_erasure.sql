@@ -82,8 +82,8 @@ as $$
 $$;
 
 -- name: redact_rejected: rejected_items with the items that quote or name a forgotten memory emptied.
--- only_name = null: items naming (memory_name) a memory that is not live now
--- lose their item; only_name = a name (a purge): items naming it, or holding
+-- only_name = null: items naming (memory_name) a memory that existed and is
+-- not live now (deleted, expired, purged) lose their item; only_name = a name (a purge): items naming it, or holding
 -- one of its texts (facts) as any value, lose their item. Stage and reason stay.
 create or replace function membank_private.redact_rejected(
     rejected jsonb, only_name uuid default null, facts text[] default null
@@ -95,7 +95,12 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     select coalesce(jsonb_agg(
-        case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$' and not exists (
+        case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$'
+                   -- a memory that existed (it has revisions) and is not live now; a name
+                   -- no memory ever had is the model's mistake, shown as it was offered
+                   and exists (select from membank_private.memory_revisions as v
+                               where v.memory_name = (r -> 'item' ->> 'memory_name')::uuid)
+                   and not exists (
                        select from membank_private.memories as m
                        where m.name = (r -> 'item' ->> 'memory_name')::uuid
                          and (m.expire_time is null or m.expire_time > statement_timestamp())))

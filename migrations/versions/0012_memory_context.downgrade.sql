@@ -18,3 +18,10 @@ select
 from membank_private.memories as m
 cross join lateral unnest(tsvector_to_array(m.fts)) as l (lexeme)
 group by m.scope_id, l.lexeme;
+drop function if exists membank_private.text_query(text, uuid[], boolean);
+drop function if exists membank_private.text_candidates(
+    uuid[], text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean
+);
+drop function if exists membank_private.scan_candidates(
+    uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean
+);

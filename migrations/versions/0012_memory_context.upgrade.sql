@@ -33,3 +33,12 @@ group by m.scope_id, l.lexeme;
 drop function if exists membank.create_memory(
     jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[]
 );
+
+-- The candidate functions take rare_only (db/functions recreate them).
+drop function if exists membank_private.text_query(text, uuid[]);
+drop function if exists membank_private.text_candidates(
+    uuid[], text, integer, jsonb, text[], text, timestamptz, timestamptz
+);
+drop function if exists membank_private.scan_candidates(
+    uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz
+);

@@ -251,7 +251,7 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         click.echo(f"{len(memories)} memories kept from {conversation.event_count} events "
                    f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
         click.echo("recall: hybrid retrieval; score = Reciprocal Rank Fusion of the vector and full-text ranks "
-                   "(1/(20 + rank) per list), similarity = cosine similarity to the question")
+                   "(1/(10 + rank) per list, rrf_k's default), similarity = cosine similarity to the question")
         for question in conversation.questions:
             click.echo(f"recall: {question.text}")
             for r in bank.retrieve_memories(conversation.scope, question.text, top_k=top_k):

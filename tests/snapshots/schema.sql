@@ -4342,7 +4342,7 @@ begin
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
         into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
         from membank_private.scan_candidates(scope_ids, query, query_text, depth, metadata_filter, topics,
-                                             memory_type, created_after, created_before) as c;
+                                             memory_type, created_after, created_before, query is not null) as c;
     else
         select array_agg(v.name order by v.distance, v.name), array_agg(v.distance order by v.distance, v.name)
         into _vector_names, _vector_distances
@@ -4354,8 +4354,12 @@ begin
         -- text_candidates returns its rows in its tie-broken order
         select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
         into _text_names, _text_ranks, _text_tiebreaks
+        -- Beside a vector list, words in more than half the scope never seek
+        -- (rare_only): "What is Maya's job?" in a bank all about Maya would
+        -- otherwise list every memory, shortest first, and outvote the vector.
         from membank_private.text_candidates(
-            scope_ids, query_text, depth, metadata_filter, topics, memory_type, created_after, created_before
+            scope_ids, query_text, depth, metadata_filter, topics, memory_type, created_after, created_before,
+            query is not null
         ) as t
         where query_text is not null;
     end if;
@@ -5154,7 +5158,12 @@ CREATE FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid D
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
     select coalesce(jsonb_agg(
-        case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$' and not exists (
+        case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$'
+                   -- a memory that existed (it has revisions) and is not live now; a name
+                   -- no memory ever had is the model's mistake, shown as it was offered
+                   and exists (select from membank_private.memory_revisions as v
+                               where v.memory_name = (r -> 'item' ->> 'memory_name')::uuid)
+                   and not exists (
                        select from membank_private.memories as m
                        where m.name = (r -> 'item' ->> 'memory_name')::uuid
                          and (m.expire_time is null or m.expire_time > statement_timestamp())))
@@ -5444,7 +5453,7 @@ CREATE FUNCTION membank_private.said_text(t jsonb) RETURNS text
     AS $$
     select coalesce(to_char((t #>> '{}')::timestamptz at time zone 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'), 'time unknown');
 $$;
-CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) RETURNS record
+CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
@@ -5468,9 +5477,10 @@ begin
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
-        -- as text_query (061): lexemes no row holds are left out
+        -- as text_query (061): lexemes no row holds are left out; with
+        -- rare_only, lexemes in more than half the rows never seek
         select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
-               f.df * 2 <= t.n or not bool_or(f.df * 2 <= t.n) over () as seeks
+               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over () or rare_only) as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
         where f.df > 0
     ), all_lexemes as (
@@ -5752,7 +5762,7 @@ CREATE FUNCTION membank_private.strip_think(reply text) RETURNS text
     select regexp_replace(regexp_replace(reply, '<(think|thinking|reasoning)>.*?</\1>', '', 'gi'),
                           '^\s*<(think|thinking|reasoning)>.*$', '', 'i');
 $_$;
-CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
+CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5773,7 +5783,7 @@ begin
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
     into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
-    from membank_private.text_query(query_text, scope_ids) as q;
+    from membank_private.text_query(query_text, scope_ids, rare_only) as q;
     if _tsquery is null then
         return;
     end if;
@@ -5839,7 +5849,7 @@ CREATE FUNCTION membank_private.text_language(input text) RETURNS regconfig
         ), 'english'::regconfig)
     end
 $$;
-CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
+CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5860,9 +5870,12 @@ begin
                     from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
-    -- only seeks candidates when nothing rarer does; it still scores.
-    -- A lexeme no memory of the scopes holds can match nothing: it is left out.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not w.any_rare
+    -- only seeks candidates when nothing rarer does, and never with
+    -- rare_only (beside a vector list: the list of every memory naming the
+    -- user, ordered by length, would only add noise to the fusion); it still
+    -- scores. A lexeme no memory of the scopes holds can match nothing: it is
+    -- left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or rare_only)
     from weighed as w
     where w.df > 0;
 end
@@ -7185,7 +7198,7 @@ REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
@@ -7200,9 +7213,9 @@ REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBL
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_language(input text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
