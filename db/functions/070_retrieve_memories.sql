@@ -161,6 +161,11 @@ create or replace function membank_private.hybrid_candidates(
 language plpgsql
 stable
 security invoker
+-- At most both lists (2 x depth, 100 by default). The default estimate, 1,000
+-- rows, made retrieve_memories' generic plan join them to memories by a merge
+-- join over the whole table's primary key: 80 ms at 100k memories for a
+-- scope of 60, growing with the bank.
+rows 100
 set search_path from current
 as $$
 declare
