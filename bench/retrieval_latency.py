@@ -176,11 +176,14 @@ def build_hnsw(url: str) -> float:
 OURS = """select name from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s,
     query_embedding => %(emb)b::real[], top_k => 10)"""
 
-# The function's algorithm as one raw statement (inputs resolved by the caller).
+# The function's algorithm as one raw statement (inputs resolved by the caller): quantized vector candidates
+# re-ranked exactly, the multilingual text list (IDF sum, ts_rank tie-break), RRF with k = 20, ties as
+# retrieve_memories breaks them (distance, IDF sum, ts_rank, fact in C collation, name).
 RAW_SAME = """
 with text_terms as (
     select array_agg(q.lexeme) as lexemes, array_agg(q.idf) as idfs,
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as tsq
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as tsq,
+           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery as all_lexemes
     from membank_private.text_query(%(text)s, array[%(sid)s::uuid]) q
 ), vq as (
     select e.name from membank_private.memory_embeddings e
@@ -192,22 +195,24 @@ with text_terms as (
         select e.name, e.embedding <=> %(emb)b::real[]::vector as d
         from membank_private.memory_embeddings e join vq using (name) order by d, e.name limit 50) x
 ), tl as (
-    select x.name, rank() over (order by x.s desc) as r from (
+    select x.name, x.s, x.tb, rank() over (order by x.s desc, x.tb desc) as r from (
         select m.name, (select sum(t.idf) from unnest(tt.lexemes, tt.idfs) t (l, idf)
-                        where t.l = any(tsvector_to_array(m.fts))) as s
+                        where t.l = any(tsvector_to_array(m.fts)))::real as s,
+               ts_rank(m.fts, tt.all_lexemes, 1) as tb, m.fact
         from membank_private.memories m, text_terms tt
         where m.scope_id = %(sid)s and m.fts @@ tt.tsq
           and (m.expire_time is null or m.expire_time > statement_timestamp())
-        order by s desc, m.name limit 50) x
+        order by s desc, tb desc, m.fact collate "C", m.name limit 50) x
 )
 select f.name from (
-    select coalesce(v.name, t.name) as name, v.d,
-           coalesce(1.0 / (60 + v.r), 0) + coalesce(1.0 / (60 + t.r), 0) as score
+    select coalesce(v.name, t.name) as name, v.d, t.s, t.tb,
+           coalesce(1.0 / (20 + v.r), 0) + coalesce(1.0 / (20 + t.r), 0) as score
     from vl v full join tl t using (name)) f
 join membank_private.memories m on m.name = f.name
 left join membank_private.memory_embeddings e on e.name = f.name
 where m.scope = %(scope)s
-order by f.score desc, coalesce(f.d, e.embedding <=> %(emb)b::real[]::vector) nulls last, m.name limit 10"""
+order by f.score desc, coalesce(f.d, e.embedding <=> %(emb)b::real[]::vector) nulls last, f.s desc nulls last,
+         f.tb desc nulls last, m.fact collate "C", m.name limit 10"""
 
 # Exact hybrid: every vector of the scope ranked by cosine distance.
 RAW_EXACT = RAW_SAME.replace(

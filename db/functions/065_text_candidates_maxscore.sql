@@ -42,6 +42,8 @@ declare
     _names uuid [];
     _ranks real [];
     _tiebreaks real [];
+    _lexeme_queries tsquery [] := array(select quote_literal(l)::tsquery from unnest(lexemes) with ordinality as u (l, i)
+                                        order by u.i);
 begin
     -- The seeking lexemes are those of the seeking tsquery (an OR of them).
     with lexeme as (
@@ -77,8 +79,8 @@ begin
         into _names, _ranks, _tiebreaks
         from (
             select m.name, m.fact,
-                   (select sum(t.idf) from unnest(lexemes, idfs) as t (lexeme, idf)
-                    where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
+                   (select sum(t.idf) from unnest(_lexeme_queries, idfs) as t (lexeme, idf)
+                    where m.fts @@ t.lexeme)::real as text_rank,
                    ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
             from unnest(scope_ids) as s (scope_id)
             inner join membank_private.memories as m on m.scope_id = s.scope_id
