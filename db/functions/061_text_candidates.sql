@@ -103,16 +103,22 @@ declare
     _all_lexemes tsquery;
     _documents bigint;
 begin
-    select array_agg(q.lexeme), array_agg(q.idf), array_agg(quote_literal(q.lexeme)::tsquery),
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
+    -- The IDF sum runs over the lexemes some memory of the scope holds: a
+    -- lexeme of document frequency 0 (most stems of the other languages)
+    -- has the largest IDF there is, bm25_idf(0, n), and can match no row.
+    select array_agg(q.lexeme) filter (where q.idf < zero_df_idf),
+           array_agg(q.idf) filter (where q.idf < zero_df_idf),
+           array_agg(quote_literal(q.lexeme)::tsquery) filter (where q.idf < zero_df_idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
     into _lexemes, _idfs, _lexeme_queries, _tsquery, _all_lexemes
-    from membank_private.text_query(query_text, scope_ids) as q;
+    from membank_private.text_query(query_text, scope_ids) as q
+    cross join (select membank_private.bm25_idf(0, _documents) as zero_df_idf) as z;
     if _tsquery is null then
         return;
     end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
     -- A big scope: the same list from fewer rows, planned for the actual
     -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
     -- in any plan, so the statement below keeps a cached generic plan
