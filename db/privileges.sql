@@ -64,7 +64,7 @@ grant execute on function membank_private.active_scope()
 to membank_reader;
 
 grant execute on function
-membank.create_memory(jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[]),
+membank.create_memory(jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[], text),
 membank.update_memory(text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer),
 membank.delete_memory(text, jsonb, jsonb, integer),
 membank.rollback_memory(text, integer, jsonb, integer),

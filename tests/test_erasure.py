@@ -29,7 +29,7 @@ EVENTS = [{"event_id": "e1", "author": "user", "text": f"My door code is {CANARY
 # rolled back (procedures, which commit, outside). None: the routine returns
 # only a scalar that cannot carry text (the test checks the return type).
 CANARY_CALLS: dict[str, str | None] = {
-    "membank.create_memory(jsonb,text,text[],jsonb,interval,timestamp with time zone,text,jsonb,jsonb,text[])":
+    "membank.create_memory(jsonb,text,text[],jsonb,interval,timestamp with time zone,text,jsonb,jsonb,text[],text)":
         "select membank.create_memory(scope => %(scope)s, fact => 'unrelated')",
     "membank.get_memory(text,jsonb)": "select membank.get_memory(name => %(name)s::text)",
     "membank.get_memory(uuid,jsonb)": "select membank.get_memory(name => %(name)s::uuid)",
@@ -243,7 +243,8 @@ def _only_in_neighbour(conn, neighbour_id) -> bool:
 
 def test_erase_scope_removes_everything_and_only_that_scope(bank, conn):
     name, operation = remember_canary(bank, conn)
-    bank.create_memory(SCOPE, f"second fact {CANARY}")
+    # A memory's context (never returned, but stored and indexed) holds user text too.
+    bank.create_memory(SCOPE, f"second fact {CANARY}", context=f"the turn before it: {CANARY} twice")
     # The tool-permission tables hold user text of the scope too (rules, their change log, decisions).
     rule = conn.execute("select (membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => %s,"
                         " decision => 'ALLOW', description => %s)).id as id",

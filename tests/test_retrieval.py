@@ -199,12 +199,12 @@ def test_fusion_methods_and_weights(vbank):
     for fact in ["User is allergic to peanuts", "User avoids nuts at restaurants", UNRELATED]:
         vbank.create_memory(U1, fact)
     vbank.process_pending()
-    rrf = vbank.retrieve_memories(U1, "peanut allergy", top_k=3)
-    assert rrf[0].score == pytest.approx(1 / 21 + 1 / 21)
+    rrf = vbank.retrieve_memories(U1, "peanut allergy", top_k=3)  # rrf_k 10: 1 / (10 + rank 1) from each list
+    assert rrf[0].score == pytest.approx(1 / 11 + 1 / 11)
     convex = vbank.retrieve_memories(U1, "peanut allergy", top_k=3, fusion="convex")
     assert convex[0].memory.fact == "User is allergic to peanuts" and convex[0].score == pytest.approx(1.0)
     text_only = vbank.retrieve_memories(U1, "peanut allergy", top_k=3, vector_weight=0, text_weight=1)
-    assert text_only[0].score == pytest.approx(1 / 21)
+    assert text_only[0].score == pytest.approx(1 / 11)
     with pytest.raises(InvalidArgumentError, match="fusion: unknown fusion"):
         vbank.retrieve_memories(U1, "x", fusion="max")
 

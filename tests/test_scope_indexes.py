@@ -189,7 +189,9 @@ TEXT_REFERENCE = """
                      nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as seeking,
                      nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery as all_lexemes from q)
     select m.name,
-           (select sum(t.idf) from unnest(terms.lexemes, terms.idfs) as t (lexeme, idf)
+           (select sum(case when t.lexeme = any(tsvector_to_array(ts_filter(m.fts, '{a}'))) then t.idf
+                            else 0.5 * t.idf end)
+            from unnest(terms.lexemes, terms.idfs) as t (lexeme, idf)
             where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
            ts_rank(m.fts, terms.all_lexemes, 1) as text_tiebreak
     from membank_private.memories m, terms
@@ -207,17 +209,19 @@ def zipf_fact(rng, lang):
 
 def test_big_scope_text_list_equals_scoring_every_match(conn):
     """Must hold: a scope above 2,000 memories gets its text list from text_candidates_maxscore (rarest lexemes'
-    rows first, stopping early), and that list equals scoring every match: the same names, IDF sums, ts_rank
-    tie-breaks and order (ties by ts_rank, fact in C collation, name), over Zipf-distributed facts in four
-    languages (CJK included), 80 queries and 4 depths."""
+    rows first, stopping early), and that list equals scoring every match: the same names, IDF sums (a lexeme
+    only the context holds counting half), ts_rank tie-breaks and order (ties by ts_rank, fact in C collation,
+    name), over Zipf-distributed facts in four languages (CJK included), 80 queries and 4 depths."""
     import random
 
     rng = random.Random(7)
     langs = ["en"] * 5 + ["de", "ru", "ja"]
     facts = [zipf_fact(rng, rng.choice(langs)) for _ in range(2400)]
+    # A third of the memories carry a context (its words score half their IDF).
+    contexts = [zipf_fact(rng, rng.choice(langs)) if i % 3 == 0 else None for i in range(2400)]
     scope = {"user_id": "zipf"}
-    conn.execute("insert into membank_private.memories (scope, fact) select %s, f from unnest(%s::text[]) as f",
-                 (Jsonb(scope), facts))
+    conn.execute("insert into membank_private.memories (scope, fact, context)"
+                 " select %s, f, c from unnest(%s::text[], %s::text[]) as u (f, c)", (Jsonb(scope), facts, contexts))
     ids = [conn.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(scope),)).fetchone()["id"]]
     conn.execute("set track_functions = 'pl'")
     calls = "select coalesce(sum(calls), 0) as n from pg_stat_user_functions where funcname = %s"

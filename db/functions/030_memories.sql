@@ -96,7 +96,8 @@ create or replace function membank.create_memory(
     memory_type text default 'NATURAL_LANGUAGE',
     structured_content jsonb default null,
     labels jsonb default '{}',
-    source_event_ids text[] default '{}'
+    source_event_ids text[] default '{}',
+    context text default null
 ) returns membank.memory
 language plpgsql
 volatile
@@ -107,12 +108,17 @@ declare
     _row membank_private.memories;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
+    if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
+        perform membank_private._raise_invalid('context',
+            format('must be null or 1 to 32768 characters of text, got %s characters', length(context)),
+            'the context is the text around the fact, e.g. the conversation turn before it; pass null for none');
+    end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
     perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
-        scope, memory_type, fact, structured_content, topics, metadata, expire_time
+        scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
     ) values (
         membank_private.validate_scope(scope),
         memory_type,
@@ -122,7 +128,8 @@ begin
              then membank_private.validate_object(structured_content, 'structured_content') end,
         membank_private.validate_topics(topics),
         membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
-        membank_private.resolve_expire_time(ttl, expire_time)
+        membank_private.resolve_expire_time(ttl, expire_time),
+        context
     ) returning * into _row;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
@@ -130,14 +137,18 @@ end
 $$;
 
 comment on function membank.create_memory(
-    jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[]
+    jsonb, text, text[], jsonb, interval, timestamptz, text, jsonb, jsonb, text[], text
 ) is
 $$Create one memory in an exact scope and record revision 1 (action CREATED).
 Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string values (1..1024 chars), e.g. {"user_id":"u1"};
 fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
 metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
-labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
+labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision;
+context text 1..32768 chars or null: the text around the fact where it was said (e.g. the conversation turn before
+it), which retrieval searches but never returns: it is embedded with the fact (context, newline, fact) and its words
+match the text leg at half the weight of the fact's own words (Anthropic, "Introducing Contextual Retrieval", 2024).
+It is kept for the memory's life (update_memory changes the fact, not the context) and erased with the memory.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => 'infinity' and
 expire_time => 'infinity' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
 

@@ -143,7 +143,9 @@ begin
         limit batch_size
         for update skip locked
     ), current_fact as (
-        select d.name, d.fact_md5, m.fact,
+        -- The text to embed: the context (never changed after create) and the fact.
+        select d.name, d.fact_md5,
+               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
                m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
         from due as d
         inner join membank_private.memories as m on m.name = d.name
@@ -160,7 +162,8 @@ $$;
 
 comment on function membank.claim_embedding_jobs(integer) is
 $$Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
-(memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
+(memory_name, memory_fact, fact_md5); memory_fact is the text to embed: the fact, preceded by the memory's context
+and a newline when it has one (create_memory). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
 42501 (a role bound to scopes).$$;

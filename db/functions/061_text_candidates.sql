@@ -12,6 +12,14 @@
 -- nothing in ranking. Document frequencies stay per scope and per lexeme,
 -- whatever the language.
 --
+-- Context: a memory's context (create_memory) is indexed beside its fact,
+-- with weight D against the fact's A (migration 0012), so
+-- ts_filter(fts, '{a}') gives the fact's own lexemes back. A query lexeme
+-- found only in the context scores half its IDF: it says where the fact was
+-- said, not what it says (0.5 chosen on the two tuning LoCoMo conversations
+-- among 0.25, 0.5 and 0.7, bench/retrieval_quality.py); ts_rank weighs it
+-- 0.1 against the fact's 1. scan_candidates (063) scores the same way.
+--
 -- Ties: the score (sum of IDF) ties whenever two memories hold the same
 -- query lexemes. They are broken by a finer text score, ts_rank with length
 -- normalisation (term frequency over 1 + log(length): more occurrences, a
@@ -99,6 +107,7 @@ declare
     _lexemes text [];
     _idfs double precision [];
     _lexeme_queries tsquery [];  -- one per lexeme: @@ is a binary search in the fact's tsvector
+    _fact_lexeme_queries tsquery [];  -- the same, of weight A: the lexeme is the fact's own
     _tsquery tsquery;
     _all_lexemes tsquery;
     _documents bigint;
@@ -111,9 +120,10 @@ begin
     select array_agg(q.lexeme) filter (where q.idf < zero_df_idf),
            array_agg(q.idf) filter (where q.idf < zero_df_idf),
            array_agg(quote_literal(q.lexeme)::tsquery) filter (where q.idf < zero_df_idf),
+           array_agg((quote_literal(q.lexeme) || ':A')::tsquery) filter (where q.idf < zero_df_idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _idfs, _lexeme_queries, _tsquery, _all_lexemes
+    into _lexemes, _idfs, _lexeme_queries, _fact_lexeme_queries, _tsquery, _all_lexemes
     from membank_private.text_query(query_text, scope_ids) as q
     cross join (select membank_private.bm25_idf(0, _documents) as zero_df_idf) as z;
     if _tsquery is null then
@@ -132,9 +142,13 @@ begin
     end if;
     return query
     select m.name,
-           -- The sum of the IDF of the query lexemes the fact holds (a third
-           -- of the time of testing each against tsvector_to_array(fts)).
-           (select sum(t.idf) from unnest(_lexeme_queries, _idfs) as t (lexeme, idf)
+           -- The sum of the IDF of the query lexemes the memory holds; a
+           -- lexeme only the context holds (weight D; the fact's are A)
+           -- counts half. One @@ per lexeme (a binary search in the tsvector)
+           -- instead of building tsvector_to_array(fts) for each: a third of
+           -- the time, the same sums.
+           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+            from unnest(_lexeme_queries, _fact_lexeme_queries, _idfs) as t (lexeme, fact_lexeme, idf)
             where m.fts @@ t.lexeme)::real as text_rank,
            ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,

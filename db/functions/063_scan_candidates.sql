@@ -19,6 +19,7 @@ begin
     -- one statement: for ~60 rows the index machinery cost more than it saved.
     with scope_row as (
         select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
+               tsvector_to_array(ts_filter(m.fts, '{a}')) as fact_lexemes,
                (m.expire_time is null or m.expire_time > statement_timestamp())
                and (metadata_filter is null or m.metadata @> metadata_filter)
                and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
@@ -50,7 +51,9 @@ begin
         select h.*, row_number() over (order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name)
                     as position
         from (select r.name, r.fact,
-                     (select sum(w.idf) from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
+                     -- as text_candidates (061): a lexeme only the context holds counts half
+                     (select sum(case when w.lexeme = any(r.fact_lexemes) then w.idf else 0.5 * w.idf end)
+                      from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
                      ts_rank(r.fts, a.query, 1) as text_tiebreak
               from scope_row as r
               cross join all_lexemes as a

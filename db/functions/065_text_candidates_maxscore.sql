@@ -9,7 +9,8 @@
 -- seeking lexemes first, and stops adding lexemes once the depth-th best
 -- score found is strictly above the most a row holding none of them could
 -- score (the IDF sum of the lexemes not read yet and of those that only
--- score). No unread row can then enter the list, whatever its tie-break, so
+-- score; a lexeme only a memory's context holds scores half, so the full
+-- IDF is an upper bound). No unread row can then enter the list, whatever its tie-break, so
 -- the list is the one text_candidates gives by scoring every match: same
 -- text_rank, same text_tiebreak (ts_rank), same order (061: IDF sum, ts_rank,
 -- fact in C collation, name). Only fewer rows are read.
@@ -42,8 +43,10 @@ declare
     _names uuid [];
     _ranks real [];
     _tiebreaks real [];
-    _lexeme_queries tsquery [] := array(select quote_literal(l)::tsquery from unnest(lexemes) with ordinality as u (l, i)
-                                        order by u.i);
+    _lexeme_queries tsquery [] := array(select quote_literal(u.l)::tsquery
+                                        from unnest(lexemes) with ordinality as u (l, i) order by u.i);
+    _fact_lexeme_queries tsquery [] := array(select (quote_literal(u.l) || ':A')::tsquery
+                                             from unnest(lexemes) with ordinality as u (l, i) order by u.i);
 begin
     -- The seeking lexemes are those of the seeking tsquery (an OR of them).
     with lexeme as (
@@ -79,7 +82,9 @@ begin
         into _names, _ranks, _tiebreaks
         from (
             select m.name, m.fact,
-                   (select sum(t.idf) from unnest(_lexeme_queries, idfs) as t (lexeme, idf)
+                   -- as text_candidates (061): a lexeme only the context holds counts half
+                   (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+                    from unnest(_lexeme_queries, _fact_lexeme_queries, idfs) as t (lexeme, fact_lexeme, idf)
                     where m.fts @@ t.lexeme)::real as text_rank,
                    ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
             from unnest(scope_ids) as s (scope_id)

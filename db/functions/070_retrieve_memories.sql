@@ -18,14 +18,17 @@
 --   (and rerank_depth) is read once for both lists (scan_candidates).
 -- * text: full text in each fact's language (061_text_candidates.sql) over a
 --   GIN (scope_id, fts) index; the query's lexemes are OR-ed and a match scores the sum of the IDF of the lexemes
---   it holds (BM25's IDF from per-scope document frequencies; no tf or
+--   it holds, half the IDF for a lexeme only the memory's context holds
+--   (BM25's IDF from per-scope document frequencies; no tf or
 --   length term: memories are short, and on LoCoMo turns the plain IDF sum
 --   beat BM25 with k1 = 1.2, b = 0.75 by 0.03 recall@10).
 -- Fusion: Reciprocal Rank Fusion, score = sum over lists of
 --   weight / (rrf_k + rank), Cormack, Clarke & Buettcher, SIGIR 2009 (they
---   use k = 60; the default here is 20, chosen on two LoCoMo conversations
---   and checked on three held out: recall@10 0.657 -> 0.688 and 0.668 ->
---   0.675; see bench/retrieval_quality.py);
+--   use k = 60; the default here is 10, chosen on two LoCoMo conversations
+--   and checked on three held out: with turns stored with their context,
+--   recall@10 at k 20 -> 10 went 0.767 -> 0.773 and 0.721 -> 0.725, after
+--   k 60 -> 20 had gone 0.657 -> 0.688 and 0.668 -> 0.675 before contexts
+--   existed; see bench/retrieval_quality.py);
 -- or a convex combination of min-max-normalised scores (weights 0.7 / 0.3),
 -- Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid
 -- Retrieval", TOIS 2023.
@@ -84,8 +87,8 @@ $$;
 
 -- name: check_queries: the queries of retrieve_memories as parallel arrays (texts, checked vectors), or null for none.
 create or replace function membank_private.check_queries(
-    query_text text, query_embedding real [], query_texts text [], query_embeddings real [], embedding_model text,
-    out texts text [], out queries vector []
+    query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text,
+    out texts text[], out queries vector[]
 )
 language plpgsql
 stable
@@ -151,8 +154,8 @@ $$;
 
 -- name: hybrid_candidates: one query's fused candidates (vector and text lists, RRF or convex).
 create or replace function membank_private.hybrid_candidates(
-    scope_ids uuid [], query vector, query_text text, depth integer, rerank_depth integer,
-    metadata_filter jsonb, topics text [], memory_type text, created_after timestamptz, created_before timestamptz,
+    scope_ids uuid[], query vector, query_text text, depth integer, rerank_depth integer,
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
     fusion text, vector_weight double precision, text_weight double precision, rrf_k integer
 ) returns table (
     name uuid, distance double precision, vector_rank integer, text_rank real, text_match_rank integer,
@@ -238,24 +241,24 @@ $$;
 create or replace function membank.retrieve_memories(
     scope jsonb,
     query_text text default null,
-    query_embedding real [] default null,
+    query_embedding real[] default null,
     top_k integer default null,
     min_similarity double precision default null,
     metadata_filter jsonb default null,
-    topics text [] default null,
+    topics text[] default null,
     memory_type text default null,
     created_after timestamptz default null,
     created_before timestamptz default null,
     fusion text default 'rrf',
     vector_weight double precision default null,
     text_weight double precision default null,
-    rrf_k integer default 20,
+    rrf_k integer default 10,
     embedding_model text default null,
     rerank_depth integer default 400,
     page_size integer default 100,
     page_token text default null,
-    query_texts text [] default null,
-    query_embeddings real [] default null
+    query_texts text[] default null,
+    query_embeddings real[] default null
 ) returns setof membank.retrieved_memory
 language plpgsql
 stable
@@ -344,16 +347,17 @@ end
 $$;
 
 comment on function membank.retrieve_memories(
-    jsonb, text, real [], integer, double precision, jsonb, text [], text, timestamptz, timestamptz,
-    text, double precision, double precision, integer, text, integer, integer, text, text [], real []
+    jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
+    text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
 ) is
 $$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query
 mode) and full-text match of query_text (in each fact's detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
-scope), fused by Reciprocal Rank Fusion (fusion 'rrf', rrf_k default 20; Cormack, Clarke & Buettcher, SIGIR 2009) or by a
-convex combination of min-max-normalised scores ('convex', default weights 0.7 vector / 0.3 text). Several queries
-at once (sub-queries of a compound question, see decompose_query): query_texts (text[], 1..8, an element may be
+scope; a word only the memory's context holds counts half, see create_memory), fused by Reciprocal Rank Fusion
+(fusion 'rrf', rrf_k default 10; Cormack, Clarke & Buettcher, SIGIR 2009) or by a convex combination of
+min-max-normalised scores ('convex', default weights 0.7 vector / 0.3 text). Several queries at once
+(sub-queries of a compound question, see decompose_query): query_texts (text[], 1..8, an element may be
 null) and query_embeddings (real[][], one row per query text, or null); each query's hybrid list is fused with the
 others by RRF (k = rrf_k), each list counted once; query_text/query_embedding must then be null. Each row: the
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),

@@ -557,11 +557,14 @@ def _memory(memory: Any) -> dict:
 @click.option("--metadata", callback=_json_object, help="Metadata JSON object.")
 @click.option("--ttl", type=click.FloatRange(min=0, min_open=True),
               help="Seconds until the memory expires (default: never).")
-def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: float | None) -> None:
+@click.option("--context", help="Text around the fact where it was said (e.g. the turn before it): searched, "
+                                "never printed back.")
+def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: float | None,
+                    context: str | None) -> None:
     """Create a memory and print it."""
     with _bank(max_size=1) as bank:
         _echo_json(_memory(bank.create_memory(scope, fact, topics=list(topics) or None,
-                                              metadata=metadata, ttl=_ttl(ttl))))
+                                              metadata=metadata, ttl=_ttl(ttl), context=context)))
 
 
 @memories.command("get")

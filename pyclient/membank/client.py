@@ -29,7 +29,7 @@ from membank.models import (
 _ARG_TYPES = {
     "scope": "jsonb", "fact": "text", "topics": "text[]", "metadata": "jsonb",
     "ttl": "interval", "expire_time": "timestamptz", "memory_type": "text",
-    "structured_content": "jsonb", "labels": "jsonb", "source_event_ids": "text[]",
+    "structured_content": "jsonb", "labels": "jsonb", "source_event_ids": "text[]", "context": "text",
     "name": "text", "page_size": "integer", "page_token": "text",
     "metadata_filter": "jsonb", "created_after": "timestamptz",
     "created_before": "timestamptz", "updated_after": "timestamptz",
@@ -222,16 +222,20 @@ class MemoryBank:
                       expire_time: datetime | None = None, memory_type: str | None = None,
                       structured_content: Mapping[str, Any] | None = None,
                       labels: Mapping[str, Any] | None = None,
-                      source_event_ids: list[str] | None = None) -> Memory:
+                      source_event_ids: list[str] | None = None, context: str | None = None) -> Memory:
         """Create a memory in the exact ``scope`` (dict of str to str) and return it.
 
         ``ttl`` is a timedelta or seconds; ``expire_time`` an aware datetime
-        (not both). Raises InvalidArgumentError (22023) naming the argument.
+        (not both). ``context`` (1..32768 characters) is the text around the
+        fact where it was said, e.g. the conversation turn before it: it is
+        searched (embedded with the fact; its words count half in the text
+        leg) but never returned, and kept for the memory's life. Raises
+        InvalidArgumentError (22023) naming the argument.
         """
         rows = self._call("create_memory", dict(
             scope=scope, fact=fact, topics=topics, metadata=metadata, ttl=ttl, expire_time=expire_time,
             memory_type=memory_type, structured_content=structured_content, labels=labels,
-            source_event_ids=source_event_ids))
+            source_event_ids=source_event_ids, context=context))
         return Memory.from_row(rows[0])
 
     def get_memory(self, name: str | UUID, *, scope: Scope | None = None) -> Memory:

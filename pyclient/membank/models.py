@@ -67,8 +67,9 @@ class RetrievedMemory(_Row):
     """One result of ``retrieve_memories``: the memory and how it ranked.
 
     ``distance`` is the cosine distance to the query (smaller is closer),
-    ``similarity`` = 1 - distance; ``text_rank`` the full-text score
-    (ts_rank_cd); ``vector_rank``/``text_match_rank`` its 1-based positions in
+    ``similarity`` = 1 - distance; ``text_rank`` the full-text score (the
+    sum of the IDF of the query's lexemes the memory holds, half for one
+    only its context holds); ``vector_rank``/``text_match_rank`` its 1-based positions in
     each candidate list; ``score`` the fused score (RRF or convex);
     ``matched_signals`` ⊆ {"vector", "text"}; ``degraded`` is True when the
     memory or the query had no current vector, so only text could match it.

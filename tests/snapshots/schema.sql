@@ -494,7 +494,9 @@ begin
         limit batch_size
         for update skip locked
     ), current_fact as (
-        select d.name, d.fact_md5, m.fact,
+        -- The text to embed: the context (never changed after create) and the fact.
+        select d.name, d.fact_md5,
+               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
                m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
         from due as d
         inner join membank_private.memories as m on m.name = d.name
@@ -509,7 +511,8 @@ begin
 end
 $$;
 COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
-(memory_name, memory_fact, fact_md5). Call it inside a transaction, embed memory_fact in passage mode, then call
+(memory_name, memory_fact, fact_md5); memory_fact is the text to embed: the fact, preceded by the memory''s context
+and a newline when it has one (create_memory). Call it inside a transaction, embed memory_fact in passage mode, then call
 store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
 42501 (a role bound to scopes).';
@@ -936,7 +939,7 @@ revisions of a memory deleted with delete_memory, counted from its deletion; def
 they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
 keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
 Raises 22023 naming the argument (negative window, unknown kind).';
-CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[]) RETURNS membank.memory
+CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], context text DEFAULT NULL::text) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -944,12 +947,17 @@ declare
     _row membank_private.memories;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
+    if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
+        perform membank_private._raise_invalid('context',
+            format('must be null or 1 to 32768 characters of text, got %s characters', length(context)),
+            'the context is the text around the fact, e.g. the conversation turn before it; pass null for none');
+    end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
     perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
     insert into membank_private.memories as m (
-        scope, memory_type, fact, structured_content, topics, metadata, expire_time
+        scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
     ) values (
         membank_private.validate_scope(scope),
         memory_type,
@@ -959,18 +967,23 @@ begin
              then membank_private.validate_object(structured_content, 'structured_content') end,
         membank_private.validate_topics(topics),
         membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
-        membank_private.resolve_expire_time(ttl, expire_time)
+        membank_private.resolve_expire_time(ttl, expire_time),
+        context
     ) returning * into _row;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
 end
 $$;
-COMMENT ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) IS 'Create one memory in an exact scope and record revision 1 (action CREATED).
+COMMENT ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[], context text) IS 'Create one memory in an exact scope and record revision 1 (action CREATED).
 Arguments: scope jsonb object of 1..16 string keys (1..128 chars) to string values (1..1024 chars), e.g. {"user_id":"u1"};
 fact text 1..32768 chars (required for NATURAL_LANGUAGE); topics text[] (at most 32 labels, stored sorted and distinct);
 metadata jsonb object (<= 64 KiB); ttl interval > 0 or expire_time timestamptz in the future (not both; none = never expires);
 memory_type NATURAL_LANGUAGE | STRUCTURED_PROFILE (the latter needs structured_content, a JSON object);
-labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision.
+labels jsonb object and source_event_ids text[] (at most 1000 ids of 1..200 characters) are kept on the revision;
+context text 1..32768 chars or null: the text around the fact where it was said (e.g. the conversation turn before
+it), which retrieval searches but never returns: it is embedded with the fact (context, newline, fact) and its words
+match the text leg at half the weight of the fact''s own words (Anthropic, "Introducing Contextual Retrieval", 2024).
+It is kept for the memory''s life (update_memory changes the fact, not the context) and erased with the memory.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
 expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
@@ -2341,7 +2354,7 @@ $$;
 COMMENT ON FUNCTION membank.reembed(model_id text, dimension integer) IS 'Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
 Returns the number of memories queued. Raises 22023 naming the argument.';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 20, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -2423,9 +2436,10 @@ COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, quer
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
 mode) and full-text match of query_text (in each fact''s detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
-scope), fused by Reciprocal Rank Fusion (fusion ''rrf'', rrf_k default 20; Cormack, Clarke & Buettcher, SIGIR 2009) or by a
-convex combination of min-max-normalised scores (''convex'', default weights 0.7 vector / 0.3 text). Several queries
-at once (sub-queries of a compound question, see decompose_query): query_texts (text[], 1..8, an element may be
+scope; a word only the memory''s context holds counts half, see create_memory), fused by Reciprocal Rank Fusion
+(fusion ''rrf'', rrf_k default 10; Cormack, Clarke & Buettcher, SIGIR 2009) or by a convex combination of
+min-max-normalised scores (''convex'', default weights 0.7 vector / 0.3 text). Several queries at once
+(sub-queries of a compound question, see decompose_query): query_texts (text[], 1..8, an element may be
 null) and query_embeddings (real[][], one row per query text, or null); each query''s hybrid list is fused with the
 others by RRF (k = rrf_k), each list counted once; query_text/query_embedding must then be null. Each row: the
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
@@ -3355,8 +3369,10 @@ CREATE TABLE membank_private.memories (
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     expire_time timestamp with time zone,
-    fts tsvector GENERATED ALWAYS AS (membank_private.fact_tsvector(COALESCE(fact, ''::text))) STORED,
+    context text,
+    fts tsvector GENERATED ALWAYS AS ((setweight(membank_private.fact_tsvector(COALESCE(fact, ''::text)), 'A'::"char") || setweight(membank_private.fact_tsvector(COALESCE(context, ''::text)), 'D'::"char"))) STORED,
     CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
+    CONSTRAINT memories_context_length CHECK (((context IS NULL) OR ((length(context) >= 1) AND (length(context) <= 32768)))),
     CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
     CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
 );
@@ -4296,7 +4312,7 @@ begin
 end
 $_$;
 CREATE FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) RETURNS TABLE(name uuid, distance double precision, vector_rank integer, text_rank real, text_match_rank integer, text_tiebreak real, score double precision)
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql STABLE ROWS 100
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
@@ -5406,6 +5422,7 @@ begin
     -- one statement: for ~60 rows the index machinery cost more than it saved.
     with scope_row as (
         select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
+               tsvector_to_array(ts_filter(m.fts, '{a}')) as fact_lexemes,
                (m.expire_time is null or m.expire_time > statement_timestamp())
                and (metadata_filter is null or m.metadata @> metadata_filter)
                and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
@@ -5414,7 +5431,9 @@ begin
                and (created_before is null or m.create_time < created_before) as eligible
         from membank_private.memories as m
         where m.scope_id = any(scope_ids)
-    ), frequency as (
+    ), frequency as materialized (
+        -- Materialized: inlined, each use of df below re-counted the scope
+        -- (five copies per lexeme, a third of the statement's time).
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
@@ -5435,7 +5454,9 @@ begin
         select h.*, row_number() over (order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name)
                     as position
         from (select r.name, r.fact,
-                     (select sum(w.idf) from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
+                     -- as text_candidates (061): a lexeme only the context holds counts half
+                     (select sum(case when w.lexeme = any(r.fact_lexemes) then w.idf else 0.5 * w.idf end)
+                      from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
                      ts_rank(r.fts, a.query, 1) as text_tiebreak
               from scope_row as r
               cross join all_lexemes as a
@@ -5705,33 +5726,50 @@ CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text tex
 declare
     _lexemes text [];
     _idfs double precision [];
+    _lexeme_queries tsquery [];  -- one per lexeme: @@ is a binary search in the fact's tsvector
+    _fact_lexeme_queries tsquery [];  -- the same, of weight A: the lexeme is the fact's own
     _tsquery tsquery;
     _all_lexemes tsquery;
     _documents bigint;
-    _plan_cache_mode text := current_setting('plan_cache_mode');
 begin
-    select array_agg(q.lexeme), array_agg(q.idf),
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
+    -- The IDF sum runs over the lexemes some memory of the scope holds: a
+    -- lexeme of document frequency 0 (most stems of the other languages)
+    -- has the largest IDF there is, bm25_idf(0, n), and can match no row.
+    select array_agg(q.lexeme) filter (where q.idf < zero_df_idf),
+           array_agg(q.idf) filter (where q.idf < zero_df_idf),
+           array_agg(quote_literal(q.lexeme)::tsquery) filter (where q.idf < zero_df_idf),
+           array_agg((quote_literal(q.lexeme) || ':A')::tsquery) filter (where q.idf < zero_df_idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _idfs, _tsquery, _all_lexemes
-    from membank_private.text_query(query_text, scope_ids) as q;
+    into _lexemes, _idfs, _lexeme_queries, _fact_lexeme_queries, _tsquery, _all_lexemes
+    from membank_private.text_query(query_text, scope_ids) as q
+    cross join (select membank_private.bm25_idf(0, _documents) as zero_df_idf) as z;
     if _tsquery is null then
         return;
     end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
-    -- A small scope is read whole in any plan, so the statement may keep a
-    -- cached generic plan (planning is most of its cost). A big scope is
-    -- planned for the actual query every time: a generic plan cannot see the
-    -- tsquery and was seen to read every row of the scope instead of using
-    -- the GIN (scope_id, fts) index, ten times slower.
+    -- A big scope: the same list from fewer rows, planned for the actual
+    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
+    -- in any plan, so the statement below keeps a cached generic plan
+    -- (planning is most of its cost).
     if _documents > 2000 then
-        perform set_config('plan_cache_mode', 'force_custom_plan', true);
+        return query select c.name, c.text_rank, c.text_tiebreak
+                     from membank_private.text_candidates_maxscore(
+                         scope_ids, _lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter,
+                         topics, memory_type, created_after, created_before) as c;
+        return;
     end if;
     return query
     select m.name,
-           (select sum(t.idf) from unnest(_lexemes, _idfs) as t (lexeme, idf)
-            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
+           -- The sum of the IDF of the query lexemes the memory holds; a
+           -- lexeme only the context holds (weight D; the fact's are A)
+           -- counts half. One @@ per lexeme (a binary search in the tsvector)
+           -- instead of building tsvector_to_array(fts) for each: a third of
+           -- the time, the same sums.
+           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+            from unnest(_lexeme_queries, _fact_lexeme_queries, _idfs) as t (lexeme, fact_lexeme, idf)
+            where m.fts @@ t.lexeme)::real as text_rank,
            ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,
     -- so each scope gets its own (scope_id, fts) index search.
@@ -5746,7 +5784,98 @@ begin
       and (created_before is null or m.create_time < created_before)
     order by 2 desc, 3 desc, m.fact collate "C", m.name
     limit depth;
-    perform set_config('plan_cache_mode', _plan_cache_mode, true);
+end
+$$;
+CREATE FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes text[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    AS $$
+declare
+    _seeking text [];           -- rarest first
+    _seeking_idfs double precision [];
+    _seeking_dfs bigint [];
+    _common double precision;   -- IDF sum of the held lexemes that do not seek
+    _count integer;
+    _j integer := 0;
+    _rows bigint := 0;
+    _target bigint;
+    _total bigint;
+    _tsquery tsquery;
+    _bound double precision;
+    _names uuid [];
+    _ranks real [];
+    _tiebreaks real [];
+    _lexeme_queries tsquery [] := array(select quote_literal(u.l)::tsquery
+                                        from unnest(lexemes) with ordinality as u (l, i) order by u.i);
+    _fact_lexeme_queries tsquery [] := array(select (quote_literal(u.l) || ':A')::tsquery
+                                             from unnest(lexemes) with ordinality as u (l, i) order by u.i);
+begin
+    -- The seeking lexemes are those of the seeking tsquery (an OR of them).
+    with lexeme as (
+        select l.lexeme, l.idf, array_to_tsvector(array[l.lexeme]) @@ seeking as seeks,
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
+                where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme) as df
+        from unnest(lexemes, idfs) as l (lexeme, idf)
+    )
+    select array_agg(l.lexeme order by l.idf desc, l.lexeme) filter (where l.seeks),
+           array_agg(l.idf order by l.idf desc, l.lexeme) filter (where l.seeks),
+           array_agg(l.df order by l.idf desc, l.lexeme) filter (where l.seeks),
+           coalesce(sum(l.idf) filter (where l.df > 0 and not l.seeks), 0),
+           coalesce(sum(l.df) filter (where l.seeks), 0)
+    into _seeking, _seeking_idfs, _seeking_dfs, _common, _total
+    from lexeme as l;
+    _count := coalesce(cardinality(_seeking), 0);
+    if _count = 0 then
+        return;
+    end if;
+    -- First the fewest rarest lexemes whose rows can fill the list; on each
+    -- miss, at least twice as many rows (so the rows read stay within a few
+    -- times those of the final step).
+    _target := depth;
+    loop
+        while _j < _count and (_rows < _target or _j = 0) loop
+            _j := _j + 1;
+            _rows := _rows + _seeking_dfs[_j];
+        end loop;
+        _tsquery := array_to_string(array(select quote_literal(l) from unnest(_seeking[1:_j]) as l), ' | ')::tsquery;
+        select array_agg(c.name order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
+               array_agg(c.text_rank order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
+               array_agg(c.text_tiebreak order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name)
+        into _names, _ranks, _tiebreaks
+        from (
+            select m.name, m.fact,
+                   -- as text_candidates (061): a lexeme only the context holds counts half
+                   (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+                    from unnest(_lexeme_queries, _fact_lexeme_queries, idfs) as t (lexeme, fact_lexeme, idf)
+                    where m.fts @@ t.lexeme)::real as text_rank,
+                   ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
+            from unnest(scope_ids) as s (scope_id)
+            inner join membank_private.memories as m on m.scope_id = s.scope_id
+            where m.fts @@ _tsquery
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+              and (metadata_filter is null or m.metadata @> metadata_filter)
+              and (text_candidates_maxscore.topics is null or m.topics && text_candidates_maxscore.topics)
+              and (text_candidates_maxscore.memory_type is null
+                   or m.memory_type = text_candidates_maxscore.memory_type)
+              and (created_after is null or m.create_time > created_after)
+              and (created_before is null or m.create_time < created_before)
+            order by 3 desc, 4 desc, m.fact collate "C", m.name
+            limit depth
+        ) as c;
+        exit when _j = _count;
+        -- The most a row holding none of the lexemes read so far can score.
+        _bound := _common + (select sum(i) from unnest(_seeking_idfs[_j + 1:_count]) as i);
+        -- Strictly above, with a margin for the real rounding of scores: a
+        -- row at the bound could tie and win on its ts_rank, fact or name.
+        exit when cardinality(_names) = depth and _ranks[depth] > _bound * (1 + 1e-6);
+        -- Once twice the rows read would reach half of all, read all at once:
+        -- the worst case (every lexeme needed) then costs at most ~1.5x one
+        -- full read, not a long series of re-reads.
+        _target := case when _rows * 4 >= _total then _total else _rows * 2 end;
+    end loop;
+    return query select u.name, u.text_rank, u.text_tiebreak
+                 from unnest(_names, _ranks, _tiebreaks) as u (name, text_rank, text_tiebreak);
 end
 $$;
 CREATE FUNCTION membank_private.text_language(input text) RETURNS regconfig
@@ -6549,6 +6678,20 @@ begin
             limit depth;
             return;
         end if;
+        -- Scopes of at most rerank_depth memories: every vector would be
+        -- re-ranked anyway, so rank them exactly without the Hamming step
+        -- (the same list; 0.12 instead of 0.6 ms for 250 memories).
+        if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
+            where s.scope_id = any(scope_ids)) <= rerank_depth then
+            return query
+            select e.name, e.embedding <=> query as distance
+            from membank_private.memory_embeddings as e
+            where e.scope_id = any(scope_ids)
+              and (e.expire_time is null or e.expire_time > statement_timestamp())
+            order by 2, 1
+            limit depth;
+            return;
+        end if;
         -- Hamming distance over the covering index (an index-only range scan
         -- per scope), then exact cosine distance for the best rerank_depth.
         return query
@@ -6902,8 +7045,8 @@ GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integ
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) TO membank_admin;
-REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[]) TO membank_writer;
+REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[], context text) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[], context text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.create_session(app_name text, user_id text, session_id text, state jsonb) FROM PUBLIC;
@@ -7135,6 +7278,7 @@ REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FRO
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes text[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_language(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
