@@ -13,8 +13,8 @@
 -- whatever the language.
 --
 -- Context: a memory's context (create_memory) is indexed beside its fact,
--- with weight D against the fact's A (migration 0012), so
--- ts_filter(fts, '{a}') gives the fact's own lexemes back. A query lexeme
+-- with weight D against the fact's A (migration 0012), so a query item
+-- restricted to weight A ('word':A) matches the fact's own words. A query lexeme
 -- found only in the context scores half its IDF: it says where the fact was
 -- said, not what it says (0.5 chosen on the two tuning LoCoMo conversations
 -- among 0.25, 0.5 and 0.7, bench/retrieval_quality.py); ts_rank weighs it
@@ -62,7 +62,7 @@ as $$
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 
--- name: text_query: the query's lexemes with their IDF in the scopes, and which ones seek candidates.
+-- name: text_query: the query's lexemes the scopes hold, with their IDF, and which ones seek candidates.
 create or replace function membank_private.text_query(query_text text, scope_ids uuid[])
 returns table (lexeme text, idf double precision, seeks boolean)
 language plpgsql
@@ -88,8 +88,10 @@ begin
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
-    from weighed as w;
+    -- A lexeme no memory of the scopes holds can match nothing: it is left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not w.any_rare
+    from weighed as w
+    where w.df > 0;
 end
 $$;
 
@@ -104,31 +106,27 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _lexemes text [];
+    _lexemes tsquery [];
+    _fact_lexemes tsquery [];
     _idfs double precision [];
-    _lexeme_queries tsquery [];  -- one per lexeme: @@ is a binary search in the fact's tsvector
-    _fact_lexeme_queries tsquery [];  -- the same, of weight A: the lexeme is the fact's own
     _tsquery tsquery;
     _all_lexemes tsquery;
     _documents bigint;
 begin
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
-    -- The IDF sum runs over the lexemes some memory of the scope holds: a
-    -- lexeme of document frequency 0 (most stems of the other languages)
-    -- has the largest IDF there is, bm25_idf(0, n), and can match no row.
-    select array_agg(q.lexeme) filter (where q.idf < zero_df_idf),
-           array_agg(q.idf) filter (where q.idf < zero_df_idf),
-           array_agg(quote_literal(q.lexeme)::tsquery) filter (where q.idf < zero_df_idf),
-           array_agg((quote_literal(q.lexeme) || ':A')::tsquery) filter (where q.idf < zero_df_idf),
+    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
+    -- fact's own words): testing a row with @@ is a binary search in its
+    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
+    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
+           array_agg(q.idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _idfs, _lexeme_queries, _fact_lexeme_queries, _tsquery, _all_lexemes
-    from membank_private.text_query(query_text, scope_ids) as q
-    cross join (select membank_private.bm25_idf(0, _documents) as zero_df_idf) as z;
+    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
+    from membank_private.text_query(query_text, scope_ids) as q;
     if _tsquery is null then
         return;
     end if;
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
     -- A big scope: the same list from fewer rows, planned for the actual
     -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
     -- in any plan, so the statement below keeps a cached generic plan
@@ -136,19 +134,15 @@ begin
     if _documents > 2000 then
         return query select c.name, c.text_rank, c.text_tiebreak
                      from membank_private.text_candidates_maxscore(
-                         scope_ids, _lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter,
-                         topics, memory_type, created_after, created_before) as c;
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, _documents, depth,
+                         metadata_filter, topics, memory_type, created_after, created_before) as c;
         return;
     end if;
     return query
     select m.name,
-           -- The sum of the IDF of the query lexemes the memory holds; a
-           -- lexeme only the context holds (weight D; the fact's are A)
-           -- counts half. One @@ per lexeme (a binary search in the tsvector)
-           -- instead of building tsvector_to_array(fts) for each: a third of
-           -- the time, the same sums.
+           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
            (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-            from unnest(_lexeme_queries, _fact_lexeme_queries, _idfs) as t (lexeme, fact_lexeme, idf)
+            from unnest(_lexemes, _fact_lexemes, _idfs) as t (lexeme, fact_lexeme, idf)
             where m.fts @@ t.lexeme)::real as text_rank,
            ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,

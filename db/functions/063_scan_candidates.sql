@@ -34,9 +34,11 @@ begin
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
+        -- as text_query (061): lexemes no row holds are left out
         select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
-               f.df > 0 and (f.df * 2 <= t.n or not bool_or(f.df > 0 and f.df * 2 <= t.n) over ()) as seeks
+               f.df * 2 <= t.n or not bool_or(f.df * 2 <= t.n) over () as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
+        where f.df > 0
     ), all_lexemes as (
         select nullif(string_agg(quote_literal(w.lexeme), ' | '), '')::tsquery as query from weighed as w
     ), vector_hit as (

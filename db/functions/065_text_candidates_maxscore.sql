@@ -17,7 +17,8 @@
 
 -- name: text_candidates_maxscore: text_candidates for a big scope, reading the rarest lexemes' rows first (MaxScore).
 create or replace function membank_private.text_candidates_maxscore(
-    scope_ids uuid[], lexemes text[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer,
+    scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery,
+    all_lexemes tsquery, documents bigint, depth integer,
     metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
 ) returns table (name uuid, text_rank real, text_tiebreak real)
 language plpgsql
@@ -29,36 +30,34 @@ set search_path to pg_catalog, pg_temp
 set plan_cache_mode to force_custom_plan
 as $$
 declare
-    _seeking text [];           -- rarest first
+    -- text_candidates' arrays (one-word tsqueries, the same restricted to
+    -- weight A, IDFs), of the lexemes the scopes hold; seeking is the OR of
+    -- those that seek candidates, documents the memories of the scopes.
+    _seeking tsquery [];        -- rarest first
     _seeking_idfs double precision [];
-    _seeking_dfs bigint [];
-    _common double precision;   -- IDF sum of the held lexemes that do not seek
+    _seeking_dfs double precision [];
+    _common double precision;   -- IDF sum of the lexemes that do not seek
     _count integer;
     _j integer := 0;
-    _rows bigint := 0;
-    _target bigint;
-    _total bigint;
+    _rows double precision := 0;
+    _target double precision;
+    _total double precision;
     _tsquery tsquery;
     _bound double precision;
     _names uuid [];
     _ranks real [];
     _tiebreaks real [];
-    _lexeme_queries tsquery [] := array(select quote_literal(u.l)::tsquery
-                                        from unnest(lexemes) with ordinality as u (l, i) order by u.i);
-    _fact_lexeme_queries tsquery [] := array(select (quote_literal(u.l) || ':A')::tsquery
-                                             from unnest(lexemes) with ordinality as u (l, i) order by u.i);
 begin
-    -- The seeking lexemes are those of the seeking tsquery (an OR of them).
+    -- A lexeme's document frequency, only to size each step, from its IDF
+    -- (bm25_idf inverted: exp(idf) = (n + 1) / (df + 0.5)).
     with lexeme as (
-        select l.lexeme, l.idf, array_to_tsvector(array[l.lexeme]) @@ seeking as seeks,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
-                where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme) as df
+        select l.lexeme, l.idf, seeking @> l.lexeme as seeks, (documents + 1) / exp(l.idf) - 0.5 as df
         from unnest(lexemes, idfs) as l (lexeme, idf)
     )
-    select array_agg(l.lexeme order by l.idf desc, l.lexeme) filter (where l.seeks),
-           array_agg(l.idf order by l.idf desc, l.lexeme) filter (where l.seeks),
-           array_agg(l.df order by l.idf desc, l.lexeme) filter (where l.seeks),
-           coalesce(sum(l.idf) filter (where l.df > 0 and not l.seeks), 0),
+    select array_agg(l.lexeme order by l.idf desc, l.lexeme::text) filter (where l.seeks),
+           array_agg(l.idf order by l.idf desc, l.lexeme::text) filter (where l.seeks),
+           array_agg(l.df order by l.idf desc, l.lexeme::text) filter (where l.seeks),
+           coalesce(sum(l.idf) filter (where not l.seeks), 0),
            coalesce(sum(l.df) filter (where l.seeks), 0)
     into _seeking, _seeking_idfs, _seeking_dfs, _common, _total
     from lexeme as l;
@@ -75,7 +74,7 @@ begin
             _j := _j + 1;
             _rows := _rows + _seeking_dfs[_j];
         end loop;
-        _tsquery := array_to_string(array(select quote_literal(l) from unnest(_seeking[1:_j]) as l), ' | ')::tsquery;
+        _tsquery := (select string_agg(q::text, ' | ')::tsquery from unnest(_seeking[1:_j]) as q);
         select array_agg(c.name order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
                array_agg(c.text_rank order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
                array_agg(c.text_tiebreak order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name)
@@ -84,7 +83,7 @@ begin
             select m.name, m.fact,
                    -- as text_candidates (061): a lexeme only the context holds counts half
                    (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-                    from unnest(_lexeme_queries, _fact_lexeme_queries, idfs) as t (lexeme, fact_lexeme, idf)
+                    from unnest(lexemes, fact_lexemes, idfs) as t (lexeme, fact_lexeme, idf)
                     where m.fts @@ t.lexeme)::real as text_rank,
                    ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
             from unnest(scope_ids) as s (scope_id)

@@ -2405,14 +2405,21 @@ begin
             created_after, created_before, fusion, _wv, _wt, rrf_k) as h
         inner join membank_private.memories as m on m.name = h.name
     ), fused as (
-        -- One query: its own fused score. Several: RRF over their lists.
-        select p.name, min(p.distance) as distance, min(p.vector_rank) as vector_rank,
-               max(p.text_rank) as text_rank, min(p.text_match_rank) as text_match_rank,
-               max(p.text_tiebreak) as text_tiebreak,
-               case when cardinality(_texts) = 1 then max(p.score)
-                    else sum(1.0::double precision / (rrf_k + p.position)) end as score
+        -- One query: its own fused list. The branches are gated by a
+        -- constant, so only one runs; the single-query one skips the
+        -- per-query positions (a join and a window), a third of the cost of
+        -- a small scope's call.
+        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
+        from membank_private.hybrid_candidates(
+            _scope_ids, _queries[1], _texts[1], _depth, rerank_depth, metadata_filter, _topics, memory_type,
+            created_after, created_before, fusion, _wv, _wt, rrf_k) as h
+        where cardinality(_texts) = 1
+        union all
+        -- Several: RRF over their lists.
+        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
+               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position))
         from per_query as p
-        where p.position <= _depth
+        where cardinality(_texts) > 1 and p.position <= _depth
         group by p.name
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
@@ -5437,9 +5444,11 @@ begin
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
+        -- as text_query (061): lexemes no row holds are left out
         select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
-               f.df > 0 and (f.df * 2 <= t.n or not bool_or(f.df > 0 and f.df * 2 <= t.n) over ()) as seeks
+               f.df * 2 <= t.n or not bool_or(f.df * 2 <= t.n) over () as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
+        where f.df > 0
     ), all_lexemes as (
         select nullif(string_agg(quote_literal(w.lexeme), ' | '), '')::tsquery as query from weighed as w
     ), vector_hit as (
@@ -5724,31 +5733,27 @@ CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text tex
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _lexemes text [];
+    _lexemes tsquery [];
+    _fact_lexemes tsquery [];
     _idfs double precision [];
-    _lexeme_queries tsquery [];  -- one per lexeme: @@ is a binary search in the fact's tsvector
-    _fact_lexeme_queries tsquery [];  -- the same, of weight A: the lexeme is the fact's own
     _tsquery tsquery;
     _all_lexemes tsquery;
     _documents bigint;
 begin
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
-    -- The IDF sum runs over the lexemes some memory of the scope holds: a
-    -- lexeme of document frequency 0 (most stems of the other languages)
-    -- has the largest IDF there is, bm25_idf(0, n), and can match no row.
-    select array_agg(q.lexeme) filter (where q.idf < zero_df_idf),
-           array_agg(q.idf) filter (where q.idf < zero_df_idf),
-           array_agg(quote_literal(q.lexeme)::tsquery) filter (where q.idf < zero_df_idf),
-           array_agg((quote_literal(q.lexeme) || ':A')::tsquery) filter (where q.idf < zero_df_idf),
+    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
+    -- fact's own words): testing a row with @@ is a binary search in its
+    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
+    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
+           array_agg(q.idf),
            nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
            nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _idfs, _lexeme_queries, _fact_lexeme_queries, _tsquery, _all_lexemes
-    from membank_private.text_query(query_text, scope_ids) as q
-    cross join (select membank_private.bm25_idf(0, _documents) as zero_df_idf) as z;
+    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
+    from membank_private.text_query(query_text, scope_ids) as q;
     if _tsquery is null then
         return;
     end if;
+    select coalesce(sum(s.doc_count), 0) into _documents
+    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
     -- A big scope: the same list from fewer rows, planned for the actual
     -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
     -- in any plan, so the statement below keeps a cached generic plan
@@ -5756,19 +5761,15 @@ begin
     if _documents > 2000 then
         return query select c.name, c.text_rank, c.text_tiebreak
                      from membank_private.text_candidates_maxscore(
-                         scope_ids, _lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter,
-                         topics, memory_type, created_after, created_before) as c;
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, _documents, depth,
+                         metadata_filter, topics, memory_type, created_after, created_before) as c;
         return;
     end if;
     return query
     select m.name,
-           -- The sum of the IDF of the query lexemes the memory holds; a
-           -- lexeme only the context holds (weight D; the fact's are A)
-           -- counts half. One @@ per lexeme (a binary search in the tsvector)
-           -- instead of building tsvector_to_array(fts) for each: a third of
-           -- the time, the same sums.
+           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
            (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-            from unnest(_lexeme_queries, _fact_lexeme_queries, _idfs) as t (lexeme, fact_lexeme, idf)
+            from unnest(_lexemes, _fact_lexemes, _idfs) as t (lexeme, fact_lexeme, idf)
             where m.fts @@ t.lexeme)::real as text_rank,
            ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
     -- A join, not scope_id = any(...): GIN cannot search an array of keys,
@@ -5786,42 +5787,40 @@ begin
     limit depth;
 end
 $$;
-CREATE FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes text[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
+CREATE FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
     AS $$
 declare
-    _seeking text [];           -- rarest first
+    -- text_candidates' arrays (one-word tsqueries, the same restricted to
+    -- weight A, IDFs), of the lexemes the scopes hold; seeking is the OR of
+    -- those that seek candidates, documents the memories of the scopes.
+    _seeking tsquery [];        -- rarest first
     _seeking_idfs double precision [];
-    _seeking_dfs bigint [];
-    _common double precision;   -- IDF sum of the held lexemes that do not seek
+    _seeking_dfs double precision [];
+    _common double precision;   -- IDF sum of the lexemes that do not seek
     _count integer;
     _j integer := 0;
-    _rows bigint := 0;
-    _target bigint;
-    _total bigint;
+    _rows double precision := 0;
+    _target double precision;
+    _total double precision;
     _tsquery tsquery;
     _bound double precision;
     _names uuid [];
     _ranks real [];
     _tiebreaks real [];
-    _lexeme_queries tsquery [] := array(select quote_literal(u.l)::tsquery
-                                        from unnest(lexemes) with ordinality as u (l, i) order by u.i);
-    _fact_lexeme_queries tsquery [] := array(select (quote_literal(u.l) || ':A')::tsquery
-                                             from unnest(lexemes) with ordinality as u (l, i) order by u.i);
 begin
-    -- The seeking lexemes are those of the seeking tsquery (an OR of them).
+    -- A lexeme's document frequency, only to size each step, from its IDF
+    -- (bm25_idf inverted: exp(idf) = (n + 1) / (df + 0.5)).
     with lexeme as (
-        select l.lexeme, l.idf, array_to_tsvector(array[l.lexeme]) @@ seeking as seeks,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
-                where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme) as df
+        select l.lexeme, l.idf, seeking @> l.lexeme as seeks, (documents + 1) / exp(l.idf) - 0.5 as df
         from unnest(lexemes, idfs) as l (lexeme, idf)
     )
-    select array_agg(l.lexeme order by l.idf desc, l.lexeme) filter (where l.seeks),
-           array_agg(l.idf order by l.idf desc, l.lexeme) filter (where l.seeks),
-           array_agg(l.df order by l.idf desc, l.lexeme) filter (where l.seeks),
-           coalesce(sum(l.idf) filter (where l.df > 0 and not l.seeks), 0),
+    select array_agg(l.lexeme order by l.idf desc, l.lexeme::text) filter (where l.seeks),
+           array_agg(l.idf order by l.idf desc, l.lexeme::text) filter (where l.seeks),
+           array_agg(l.df order by l.idf desc, l.lexeme::text) filter (where l.seeks),
+           coalesce(sum(l.idf) filter (where not l.seeks), 0),
            coalesce(sum(l.df) filter (where l.seeks), 0)
     into _seeking, _seeking_idfs, _seeking_dfs, _common, _total
     from lexeme as l;
@@ -5838,7 +5837,7 @@ begin
             _j := _j + 1;
             _rows := _rows + _seeking_dfs[_j];
         end loop;
-        _tsquery := array_to_string(array(select quote_literal(l) from unnest(_seeking[1:_j]) as l), ' | ')::tsquery;
+        _tsquery := (select string_agg(q::text, ' | ')::tsquery from unnest(_seeking[1:_j]) as q);
         select array_agg(c.name order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
                array_agg(c.text_rank order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
                array_agg(c.text_tiebreak order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name)
@@ -5847,7 +5846,7 @@ begin
             select m.name, m.fact,
                    -- as text_candidates (061): a lexeme only the context holds counts half
                    (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-                    from unnest(_lexeme_queries, _fact_lexeme_queries, idfs) as t (lexeme, fact_lexeme, idf)
+                    from unnest(lexemes, fact_lexemes, idfs) as t (lexeme, fact_lexeme, idf)
                     where m.fts @@ t.lexeme)::real as text_rank,
                    ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
             from unnest(scope_ids) as s (scope_id)
@@ -5929,8 +5928,10 @@ begin
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does; it still scores.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df > 0 and (w.df * 2 <= w.n or not w.any_rare)
-    from weighed as w;
+    -- A lexeme no memory of the scopes holds can match nothing: it is left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not w.any_rare
+    from weighed as w
+    where w.df > 0;
 end
 $$;
 CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS membank.memory
@@ -7278,7 +7279,7 @@ REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FRO
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes text[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_language(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
