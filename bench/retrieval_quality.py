@@ -20,6 +20,11 @@ Embeddings are cached by (mode, model, text) in --cache (default
 /tmp/membank_bench_embeddings.npz), so a second run does not embed again.
 
 Run: .venv/bin/python bench/retrieval_quality.py [--only hybrid,text-only] [--db NAME]
+
+Latency against the code of another checkout (the same questions, interleaved):
+  (cd OLD && .venv/bin/python /path/to/this/bench/retrieval_quality.py --no-context --db membank_bench_base \
+      --only hybrid --no-multilingual)   # loads a database with OLD's schema and functions
+  .venv/bin/python bench/retrieval_quality.py --compare-db membank_bench_base
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
+from psycopg.conninfo import make_conninfo
 from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -165,6 +171,36 @@ def run_mode(conn, scope, qas, embedder, mode: str, kmax: int) -> tuple[list[lis
     return out, lat
 
 
+def compare_latency(url: str, other_url: str, conversations, embedder, reps: int = 2) -> None:
+    """Interleaved latency against another loaded database (e.g. one loaded by an older checkout).
+
+    Each question runs on both databases back to back, alternating which goes
+    first, so a shared machine's changing load falls on both alike.
+    """
+    sql = ("select * from membank.retrieve_memories(scope => %s, query_text => %s, query_embedding => %s::real[],"
+           " top_k => 20)")
+    qas = [(c.id, q.question) for c in conversations for q in c.qas if q.category != 5 and q.evidence]
+    with psycopg.connect(other_url, autocommit=True) as theirs, psycopg.connect(url, autocommit=True) as ours:
+        print(f"\nlatency against database {theirs.info.dbname} (interleaved, {reps} x {len(qas)} queries, top_k 20)")
+        for mode in ("hybrid", "text-only"):
+            lat: dict[str, list[float]] = {"baseline": [], "ours": []}
+            for rep in range(reps):
+                for cid, question in qas:
+                    vec = embedder.embed_query(question) if mode == "hybrid" else None
+                    pair = [("baseline", theirs), ("ours", ours)]
+                    for name, conn in (pair if rep % 2 == 0 else pair[::-1]):
+                        start = time.perf_counter()
+                        conn.execute(sql, (Jsonb({"locomo": cid}), question, vec)).fetchall()
+                        lat[name].append(time.perf_counter() - start)
+            cells = {}
+            for name, values in lat.items():
+                values.sort()
+                cells[name] = (values[len(values) // 2] * 1000, values[int(len(values) * 0.95)] * 1000)
+                print(f"  {mode:10s} {name:9s} p50 {cells[name][0]:6.2f} ms  p95 {cells[name][1]:6.2f} ms")
+            print(f"  {mode:10s} ours / baseline: p50 {cells['ours'][0] / cells['baseline'][0]:.2f}x"
+                  f"  p95 {cells['ours'][1] / cells['baseline'][1]:.2f}x")
+
+
 def multilingual(url: str) -> None:
     """Text-only rank of the target fact per language (tests/multilingual_set.py)."""
     import multilingual_set
@@ -192,6 +228,9 @@ def main() -> None:
     parser.add_argument("--db", default="membank_bench_quality", help="database to (re)create on the server")
     parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
     parser.add_argument("--no-multilingual", action="store_true")
+    parser.add_argument("--compare-db", metavar="NAME",
+                        help="a database on the same server already loaded by this script from another checkout"
+                             " (run there with --no-context --db NAME): print interleaved latency ratios against it")
     parser.add_argument("--no-context", action="store_true",
                         help="store turns without their context (the turn before), as before issue 12's context")
     parser.add_argument("--sweep", action="append", default=[], metavar="SQL_ARGS",
@@ -268,6 +307,8 @@ def main() -> None:
     table("all conversations", lambda ci: True)
     table(f"tuning conversations ({', '.join(c.id for c in conversations[:TUNING])})", lambda ci: ci < TUNING)
     table(f"held-out conversations ({', '.join(c.id for c in conversations[TUNING:])})", lambda ci: ci >= TUNING)
+    if args.compare_db:
+        compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)
     if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():
         multilingual(url)
     print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")

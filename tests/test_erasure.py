@@ -207,11 +207,20 @@ def test_canary_is_visible_before_it_is_forgotten(bank, conn):
 
 def test_expired_then_purged_canary_is_gone_from_every_output(bank, conn):
     name, operation = remember_canary(bank, conn)
+    # Items a model offered that the operation rejected can quote the memory: one names it and carries new
+    # text with the canary, one repeats its fact word for word (as a duplicate extraction would).
+    fact = bank.get_memory(name).fact
+    conn.execute("select membank_private.reject_item(%s, 'CONSOLIDATE', %s, 'memory_name: already updated')",
+                 (operation, Jsonb({"action": "UPDATE", "memory_name": str(name), "fact": f"code {CANARY} changed"})))
+    conn.execute("select membank_private.reject_item(%s, 'EXTRACT', %s, 'fact: duplicate')",
+                 (operation, Jsonb({"fact": fact})))
+    assert CANARY in json.dumps(bank.get_operation(operation).rejected_items)
     # Move time: the memory's expiry passes now.
     conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 second'"
                  " where name = %s", (name,))
     # Expired: invisible at once, in every output, before any purge.
     assert bank.get_operation(operation).generated_memories[0].memory.fact is None
+    assert [r["item"] for r in bank.get_operation(operation).rejected_items][-2] is None  # names it
     assert all(r.fact is None and r.previous_fact is None for r in bank.list_revisions(name))
     assert bank.purge_expired_memories() >= 1
     bank.purge_memories(SCOPE, force=True)
@@ -344,6 +353,7 @@ def test_cli_erase_counts_then_erases_with_buffer(bank, db_url, valkey_url, monk
         counted = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE)],
                                            catch_exceptions=False).output)
         assert counted["erased"] is False and counted["counts"]["memories"] == 1
+        assert counted["counts"]["buffer_keys"] == buffer.count_scope(SCOPE) >= 1  # counted, not deleted
         assert buffer.read(SCOPE, session).turns
         erased = json.loads(runner.invoke(main, ["erase", "--scope", json.dumps(SCOPE), "--force"],
                                           catch_exceptions=False).output)

@@ -81,6 +81,34 @@ as $$
     from jsonb_array_elements(generated) with ordinality as x (g, n);
 $$;
 
+-- name: redact_rejected: rejected_items with the items that quote or name a forgotten memory emptied.
+-- only_name = null: items naming (memory_name) a memory that is not live now
+-- lose their item; only_name = a name (a purge): items naming it, or holding
+-- one of its texts (facts) as any value, lose their item. Stage and reason stay.
+create or replace function membank_private.redact_rejected(
+    rejected jsonb, only_name uuid default null, facts text[] default null
+)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_agg(
+        case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$' and not exists (
+                       select from membank_private.memories as m
+                       where m.name = (r -> 'item' ->> 'memory_name')::uuid
+                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                  or (only_name is not null and (
+                       lower(r -> 'item' ->> 'memory_name') = only_name::text
+                       or exists (select from jsonb_path_query(r -> 'item', 'strict $.**') as v (value)
+                                  where jsonb_typeof(v.value) = 'string' and v.value #>> '{}' = any(facts))))
+             then r || '{"item": null}'
+             else r
+        end order by x.n), '[]')
+    from jsonb_array_elements(rejected) with ordinality as x (r, n);
+$$;
+
 -- name: forget_memory: destroy a purged memory's text wherever it is stored (revisions, source events, operations).
 create or replace function membank_private.forget_memory(name uuid, scope_id uuid)
 returns void
@@ -129,6 +157,15 @@ begin
     where o.scope_id = forget_memory.scope_id
       and o.generated_memories @> jsonb_build_array(
           jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+
+    -- Items a model offered and the operation rejected, when they name it or
+    -- quote one of its texts (any operation of the scope).
+    update membank_private.operations as o
+    set rejected_items = membank_private.redact_rejected(o.rejected_items, forget_memory.name, _facts)
+    where o.scope_id = forget_memory.scope_id
+      and o.rejected_items <> '[]'
+      and o.rejected_items is distinct from membank_private.redact_rejected(o.rejected_items, forget_memory.name,
+                                                                            _facts);
 end
 $$;
 

@@ -165,9 +165,11 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     -- A memory that is no longer live (deleted, expired, purged) is listed
-    -- by name, action and times only: its text is never shown (085_erasure.sql).
+    -- by name, action and times only: its text is never shown, nor a
+    -- rejected item that names it (085_erasure.sql).
     select row(o.name, o.scope, o.session_id, o.done, o.error,
-               membank_private.redact_generated(o.generated_memories), o.rejected_items,
+               membank_private.redact_generated(o.generated_memories),
+               membank_private.redact_rejected(o.rejected_items),
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
 

@@ -701,17 +701,18 @@ def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
     """Right to erasure: remove everything stored under an exact scope (memories, revisions, vectors,
     lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
 
-    Without --force only the counts are printed. Other scopes, even ones
-    that extend this one with more keys, are never touched.
+    Without --force only the counts are printed (buffer keys included, unless
+    --keep-buffer). Other scopes, even ones that extend this one with more
+    keys, are never touched.
     """
     with _bank(max_size=1) as bank:
-        if force and not keep_buffer:
+        if keep_buffer:
+            result = bank.erase_scope(scope, force=force)
+        else:
             from membank.buffer import SessionBuffer
 
             with SessionBuffer() as buffer:
-                result = bank.erase_scope(scope, force=True, buffer=buffer)
-        else:
-            result = bank.erase_scope(scope, force=force)
+                result = bank.erase_scope(scope, force=force, buffer=buffer)
     _echo_json(result)
 
 

@@ -339,13 +339,15 @@ class MemoryBank:
         With ``buffer`` (a ``membank.buffer.SessionBuffer``) and force=True,
         the Valkey keys of every session of the scope are deleted too
         (``buffer.delete_scope``), after the database has committed;
-        ``counts["buffer_keys"]`` says how many. If Valkey is down,
-        BufferUnavailableError is raised: the database part is done, and
-        ``buffer.delete_scope(scope)`` is safe to retry.
+        ``counts["buffer_keys"]`` says how many (with force=False, how many
+        there are). If Valkey is down, BufferUnavailableError is raised: the
+        database part is done, and ``buffer.delete_scope(scope)`` is safe to
+        retry.
         """
         result = self._call("erase_scope", dict(scope=scope, force=force))[0]["erase_scope"]
-        if force and buffer is not None:
-            result["counts"]["buffer_keys"] = buffer.delete_scope(scope)
+        if buffer is not None:
+            result["counts"]["buffer_keys"] = (buffer.delete_scope(scope) if force
+                                               else buffer.count_scope(scope))
         return result
 
     def configure_retention(self, *, deleted_revisions: timedelta | None = None,

@@ -4292,6 +4292,14 @@ begin
     where o.scope_id = forget_memory.scope_id
       and o.generated_memories @> jsonb_build_array(
           jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+    -- Items a model offered and the operation rejected, when they name it or
+    -- quote one of its texts (any operation of the scope).
+    update membank_private.operations as o
+    set rejected_items = membank_private.redact_rejected(o.rejected_items, forget_memory.name, _facts)
+    where o.scope_id = forget_memory.scope_id
+      and o.rejected_items <> '[]'
+      and o.rejected_items is distinct from membank_private.redact_rejected(o.rejected_items, forget_memory.name,
+                                                                            _facts);
 end
 $$;
 CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
@@ -5141,6 +5149,24 @@ CREATE FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid
         end order by x.n), '[]')
     from jsonb_array_elements(generated) with ordinality as x (g, n);
 $$;
+CREATE FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid DEFAULT NULL::uuid, facts text[] DEFAULT NULL::text[]) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    select coalesce(jsonb_agg(
+        case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$' and not exists (
+                       select from membank_private.memories as m
+                       where m.name = (r -> 'item' ->> 'memory_name')::uuid
+                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                  or (only_name is not null and (
+                       lower(r -> 'item' ->> 'memory_name') = only_name::text
+                       or exists (select from jsonb_path_query(r -> 'item', 'strict $.**') as v (value)
+                                  where jsonb_typeof(v.value) = 'string' and v.value #>> '{}' = any(facts))))
+             then r || '{"item": null}'
+             else r
+        end order by x.n), '[]')
+    from jsonb_array_elements(rejected) with ordinality as x (r, n);
+$_$;
 CREATE FUNCTION membank_private.redact_revision(r membank.memory_revision) RETURNS membank.memory_revision
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5955,9 +5981,11 @@ CREATE FUNCTION membank_private.to_operation(o membank_private.operations) RETUR
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- A memory that is no longer live (deleted, expired, purged) is listed
-    -- by name, action and times only: its text is never shown (085_erasure.sql).
+    -- by name, action and times only: its text is never shown, nor a
+    -- rejected item that names it (085_erasure.sql).
     select row(o.name, o.scope, o.session_id, o.done, o.error,
-               membank_private.redact_generated(o.generated_memories), o.rejected_items,
+               membank_private.redact_generated(o.generated_memories),
+               membank_private.redact_rejected(o.rejected_items),
                o.stage, o.model_calls, o.create_time, o.update_time)::membank.operation;
 $$;
 CREATE TABLE membank_private.profile_schemas (
@@ -7253,6 +7281,7 @@ REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vec
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid, facts text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;

@@ -442,6 +442,15 @@ class SessionBuffer:
         with self._unavailable():
             return int(self.client.delete(*keys.values()))
 
+    def count_scope(self, scope: Mapping[str, str]) -> int:
+        """Count the keys of every session of ``scope`` (what ``delete_scope`` would delete), deleting nothing.
+
+        Same SCAN as ``delete_scope``. Raises BufferUnavailableError.
+        """
+        pattern = f"{_escape(self.prefix)}:{{{_scope_id(scope)}:*"
+        with self._unavailable():
+            return sum(1 for _ in self.client.scan_iter(match=pattern, count=500))
+
     def delete_scope(self, scope: Mapping[str, str]) -> int:
         """Delete the keys of every session of ``scope`` (erasure); return how many existed.
 
