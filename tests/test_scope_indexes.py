@@ -167,3 +167,84 @@ def test_only_admin_plans(conn):
             conn.execute(PLAN, (10,))
     finally:
         conn.execute("reset role")
+
+
+# Zipf-distributed vocabularies (a few common words, many rare) in several languages, with the function words
+# the per-fact language detection reads, and CJK runs indexed as unigrams and bigrams.
+VOCABULARY = {
+    "en": (["the", "and", "with"], ["apple", "river", "guitar", "mountain", "painting", "support", "group",
+           "festival", "camping", "violin", "garden", "kitten", "museum", "pottery", "marathon", "library",
+           "sunset", "ocean", "bakery", "chess", "painted", "running", "gardens", "apples", "climbing",
+           "novel", "sister", "adoption", "career", "counseling"]),
+    "de": (["der", "und", "nicht"], ["Garten", "Gärten", "Katze", "Fluss", "Berge", "Geige", "Bäckerei",
+           "Schach", "Museum", "Lauf", "Schwester", "Roman", "Malerei", "Wandern", "Äpfel"]),
+    "ru": ([], ["сад", "садах", "кошка", "река", "горы", "скрипка", "пекарня", "шахматы", "музей", "сестра",
+           "роман", "живопись"]),
+    "ja": ([], ["私の名前は太郎です", "東京に住んでいます", "猫が好きです", "山登り", "美術館", "太郎", "音楽",
+           "花火大会", "図書館"]),
+}
+TEXT_REFERENCE = """
+    with q as (select * from membank_private.text_query(%(q)s, %(ids)s::uuid[], %(rare_only)s)),
+    terms as (select array_agg(q.lexeme) as lexemes, array_agg(q.idf) as idfs,
+                     nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery as seeking,
+                     nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery as all_lexemes from q)
+    select m.name,
+           (select sum(case when t.lexeme = any(tsvector_to_array(ts_filter(m.fts, '{a}'))) then t.idf
+                            else 0.5 * t.idf end)
+            from unnest(terms.lexemes, terms.idfs) as t (lexeme, idf)
+            where t.lexeme = any(tsvector_to_array(m.fts)))::real as text_rank,
+           ts_rank(m.fts, terms.all_lexemes, 1) as text_tiebreak
+    from membank_private.memories m, terms
+    where m.scope_id = any(%(ids)s::uuid[]) and m.fts @@ terms.seeking
+    order by 2 desc, 3 desc, m.fact collate "C", m.name
+    limit %(depth)s"""
+
+
+def zipf_fact(rng, lang):
+    function_words, words = VOCABULARY[lang]
+    weights = [1 / (i + 1) for i in range(len(words))]
+    chosen = rng.choices(words, weights, k=rng.randint(2, 7))
+    return " ".join(chosen[:1] + function_words[:2] + chosen[1:]) if function_words else " ".join(chosen)
+
+
+def test_big_scope_text_list_equals_scoring_every_match(conn):
+    """Must hold: a scope above 2,000 memories gets its text list from text_candidates_maxscore (rarest lexemes'
+    rows first, stopping early), and that list equals scoring every match: the same names, IDF sums (a lexeme
+    only the context holds counting half), ts_rank tie-breaks and order (ties by ts_rank, fact in C collation,
+    name), over Zipf-distributed facts in four languages (CJK included), 80 queries and 4 depths."""
+    import random
+
+    rng = random.Random(7)
+    langs = ["en"] * 5 + ["de", "ru", "ja"]
+    facts = [zipf_fact(rng, rng.choice(langs)) for _ in range(2400)]
+    # A third of the memories carry a context (its words score half their IDF).
+    contexts = [zipf_fact(rng, rng.choice(langs)) if i % 3 == 0 else None for i in range(2400)]
+    scope = {"user_id": "zipf"}
+    conn.execute("insert into membank_private.memories (scope, fact, context)"
+                 " select %s, f, c from unnest(%s::text[], %s::text[]) as u (f, c)", (Jsonb(scope), facts, contexts))
+    ids = [conn.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(scope),)).fetchone()["id"]]
+    conn.execute("set track_functions = 'pl'")
+    calls = "select coalesce(sum(calls), 0) as n from pg_stat_user_functions where funcname = %s"
+    conn.execute("select pg_stat_force_next_flush()")
+    conn.execute("select pg_stat_clear_snapshot()")
+    before = conn.execute(calls, ("text_candidates_maxscore",)).fetchone()["n"]
+    compared = 0
+    for i in range(80):
+        lang = rng.choice(langs)
+        words = VOCABULARY[lang][1]
+        query = " ".join(rng.sample(words, rng.randint(1, min(6, len(words)))))
+        if i % 10 == 0:
+            query += " " + rng.choice(VOCABULARY["en"][1])  # a query mixing languages
+        for depth in (1, 5, 20, 50):
+            rare_only = i % 2 == 1  # as beside a vector list: words in most memories never seek
+            got = conn.execute("select name, text_rank, text_tiebreak from membank_private.text_candidates("
+                               "%s, %s, %s, null, null, null, null, null, %s)",
+                               (ids, query, depth, rare_only)).fetchall()
+            full = conn.execute(TEXT_REFERENCE, {"q": query, "ids": ids, "depth": depth,
+                                                 "rare_only": rare_only}).fetchall()
+            assert got == full, (query, depth)
+            compared += len(full)
+    assert compared > 5000
+    conn.execute("select pg_stat_force_next_flush()")
+    conn.execute("select pg_stat_clear_snapshot()")
+    assert conn.execute(calls, ("text_candidates_maxscore",)).fetchone()["n"] - before == 320

@@ -116,7 +116,6 @@ declare
     _tsquery tsquery;
     _all_lexemes tsquery;
     _documents bigint;
-    _plan_cache_mode text := current_setting('plan_cache_mode');
 begin
     -- Each lexeme as a one-word tsquery, and restricted to weight A (the
     -- fact's own words): testing a row with @@ is a binary search in its
@@ -132,13 +131,16 @@ begin
     end if;
     select coalesce(sum(s.doc_count), 0) into _documents
     from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
-    -- A small scope is read whole in any plan, so the statement may keep a
-    -- cached generic plan (planning is most of its cost). A big scope is
-    -- planned for the actual query every time: a generic plan cannot see the
-    -- tsquery and was seen to read every row of the scope instead of using
-    -- the GIN (scope_id, fts) index, ten times slower.
+    -- A big scope: the same list from fewer rows, planned for the actual
+    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
+    -- in any plan, so the statement below keeps a cached generic plan
+    -- (planning is most of its cost).
     if _documents > 2000 then
-        perform set_config('plan_cache_mode', 'force_custom_plan', true);
+        return query select c.name, c.text_rank, c.text_tiebreak
+                     from membank_private.text_candidates_maxscore(
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, _documents, depth,
+                         metadata_filter, topics, memory_type, created_after, created_before) as c;
+        return;
     end if;
     return query
     select m.name,
@@ -160,6 +162,5 @@ begin
       and (created_before is null or m.create_time < created_before)
     order by 2 desc, 3 desc, m.fact collate "C", m.name
     limit depth;
-    perform set_config('plan_cache_mode', _plan_cache_mode, true);
 end
 $$;
