@@ -451,14 +451,17 @@ def test_concurrent_transactions_writing_one_scope_do_not_deadlock(db_url):
 
 
 def test_words_in_most_memories_do_not_outvote_the_vector(vbank):
-    """Beside a vector list, a query whose only known words are in more than half the scope gets no text list:
-    listing every memory that names the user, shortest first, would outrank the closest vector. Text only,
-    the common word still finds them."""
+    """Beside a vector list covering the whole scope, a query whose only known words are in more than half the
+    scope gets no text list: listing every memory that names the user, shortest first, would outrank the
+    closest vector. Text only, or while embeddings are pending, the common word still finds them."""
     facts = ["Maya works as a charge nurse at the Grenoble university hospital.",
              "Maya's shoulder hurts too much.", "Maya is allergic to peanuts.",
              "Maya loves hiking in the Alps on Maya's days off.", "Maya has a dog named Pixel."]
     for fact in facts:
         vbank.create_memory(U1, fact)
+    # Before the worker ran, text is the facts' only way in: the common word still finds them.
+    pending = vbank.retrieve_memories(U1, "What is Maya's job?", top_k=5)
+    assert len(pending) == 5 and all(r.degraded and r.matched_signals == ["text"] for r in pending)
     vbank.process_pending()
     hybrid = vbank.retrieve_memories(U1, "What is Maya's job?", top_k=5)
     assert hybrid[0].memory.fact == facts[0]

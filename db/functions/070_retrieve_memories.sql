@@ -177,13 +177,20 @@ declare
     _text_names uuid [];
     _text_ranks real [];
     _text_tiebreaks real [];
+    -- Beside a vector list that covers every memory of the scopes (no
+    -- embedding pending), words in more than half the scope never seek text
+    -- candidates: "What is Maya's job?" in a bank all about Maya would list
+    -- every memory, shortest first, and outvote the closest vector. While a
+    -- memory waits for its vector, text is its only way in, so they seek.
+    _rare_only boolean := query is not null and not exists (
+        select from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids));
 begin
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
         into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
         from membank_private.scan_candidates(scope_ids, query, query_text, depth, metadata_filter, topics,
-                                             memory_type, created_after, created_before, query is not null) as c;
+                                             memory_type, created_after, created_before, _rare_only) as c;
     else
         select array_agg(v.name order by v.distance, v.name), array_agg(v.distance order by v.distance, v.name)
         into _vector_names, _vector_distances
@@ -195,12 +202,9 @@ begin
         -- text_candidates returns its rows in its tie-broken order
         select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
         into _text_names, _text_ranks, _text_tiebreaks
-        -- Beside a vector list, words in more than half the scope never seek
-        -- (rare_only): "What is Maya's job?" in a bank all about Maya would
-        -- otherwise list every memory, shortest first, and outvote the vector.
         from membank_private.text_candidates(
             scope_ids, query_text, depth, metadata_filter, topics, memory_type, created_after, created_before,
-            query is not null
+            _rare_only
         ) as t
         where query_text is not null;
     end if;

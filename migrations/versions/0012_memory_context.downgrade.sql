@@ -25,3 +25,4 @@ drop function if exists membank_private.text_candidates(
 drop function if exists membank_private.scan_candidates(
     uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean
 );
+drop index if exists membank_private.embedding_jobs_scope_idx;

@@ -42,3 +42,6 @@ drop function if exists membank_private.text_candidates(
 drop function if exists membank_private.scan_candidates(
     uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz
 );
+
+-- Retrieval asks whether a scope has embeddings pending (070_retrieve_memories.sql).
+create index embedding_jobs_scope_idx on membank_private.embedding_jobs (scope_id);
