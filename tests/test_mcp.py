@@ -37,6 +37,14 @@ async def _round_trip(client: Client, *, per_call_scope: dict | None = None) -> 
     memory = created.structured_content
     found = await client.call_tool("retrieve_memories", {"query": "peanut allergy", "top_k": 5, **extra})
     assert [r["fact"] for r in found.structured_content["results"]] == ["User is allergic to peanuts"]
+    # A context is searched (a word only it holds finds the memory) and never returned.
+    with_context = await client.call_tool("create_memory", {"fact": "Melanie: They loved it!",
+                                                            "context": "Caroline: How was the zqmuseum?", **extra})
+    assert not with_context.is_error and "zqmuseum" not in json.dumps(with_context.structured_content)
+    by_context = await client.call_tool("retrieve_memories", {"query": "zqmuseum", "top_k": 5, **extra})
+    assert [r["fact"] for r in by_context.structured_content["results"]] == ["Melanie: They loved it!"]
+    assert "zqmuseum" not in json.dumps(by_context.structured_content)
+    await client.call_tool("delete_memory", {"name": with_context.structured_content["name"], **extra})
     deleted = await client.call_tool("delete_memory", {"name": memory["name"], **extra})
     assert deleted.structured_content["deleted"] is True and deleted.structured_content["name"] == memory["name"]
     listed = await client.call_tool("list_memories", {**extra})

@@ -48,6 +48,10 @@ TopicsArg = Annotated[list[Annotated[str, Field(min_length=1, max_length=TOPIC_L
                                        "e.g. USER_PERSONAL_INFO, USER_PREFERENCES.")]
 MetadataArg = Annotated[dict[str, Any] | None, Field(description="Metadata: a JSON object of at most 64 KiB.")]
 TtlArg = Annotated[float | None, Field(gt=0, description="Seconds until the memory expires (default: never).")]
+ContextArg = Annotated[str | None, Field(
+    min_length=1, max_length=FACT_MAX,
+    description="Optional: the conversation text around the fact where it was said (e.g. the turn before it). "
+                "Searched with the fact so later questions find it, never returned.")]
 
 
 def _jsonable(value: Any) -> Any:
@@ -71,10 +75,13 @@ class MembankTools:
         self.bank = bank
 
     def create_memory(self, fact: FactArg, topics: TopicsArg = None, metadata: MetadataArg = None,
-                      ttl_seconds: TtlArg = None, *, scope: ScopeArg) -> dict[str, Any]:
-        """Store one fact as a memory of the scope and return it (name, fact, topics, revision, times)."""
+                      ttl_seconds: TtlArg = None, context: ContextArg = None, *, scope: ScopeArg) -> dict[str, Any]:
+        """Store one fact as a memory of the scope and return it (name, fact, topics, revision, times).
+
+        ``context`` is the text around the fact where it was said; it is searched, never returned.
+        """
         return _jsonable(self.bank.create_memory(scope, fact, topics=topics, metadata=metadata,
-                                                 ttl=_ttl(ttl_seconds)))
+                                                 ttl=_ttl(ttl_seconds), context=context))
 
     def retrieve_memories(self, query: Annotated[str, Field(min_length=1, max_length=FACT_MAX,
                                                             description="What to look for, in natural language.")],
