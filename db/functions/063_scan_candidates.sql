@@ -20,7 +20,6 @@ begin
     -- one statement: for ~60 rows the index machinery cost more than it saved.
     with scope_row as (
         select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
-               tsvector_to_array(ts_filter(m.fts, '{a}')) as fact_lexemes,
                (m.expire_time is null or m.expire_time > statement_timestamp())
                and (metadata_filter is null or m.metadata @> metadata_filter)
                and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
@@ -37,7 +36,8 @@ begin
     ), weighed as (
         -- as text_query (061): lexemes no row holds are left out; with
         -- rare_only, lexemes in more than half the rows never seek
-        select f.lexeme, membank_private.bm25_idf(f.df, t.n) as idf,
+        select f.lexeme, (quote_literal(f.lexeme) || ':A')::tsquery as fact_lexeme,
+               membank_private.bm25_idf(f.df, t.n) as idf,
                f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over () or rare_only) as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
         where f.df > 0
@@ -56,7 +56,7 @@ begin
                     as position
         from (select r.name, r.fact,
                      -- as text_candidates (061): a lexeme only the context holds counts half
-                     (select sum(case when w.lexeme = any(r.fact_lexemes) then w.idf else 0.5 * w.idf end)
+                     (select sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end)
                       from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
                      ts_rank(r.fts, a.query, 1) as text_tiebreak
               from scope_row as r

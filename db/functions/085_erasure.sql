@@ -165,12 +165,13 @@ begin
 
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
+    -- Redacted once per row; only the rows it changes are written.
     update membank_private.operations as o
-    set rejected_items = membank_private.redact_rejected(o.rejected_items, forget_memory.name, _facts)
-    where o.scope_id = forget_memory.scope_id
-      and o.rejected_items <> '[]'
-      and o.rejected_items is distinct from membank_private.redact_rejected(o.rejected_items, forget_memory.name,
-                                                                            _facts);
+    set rejected_items = r.redacted
+    from (select x.name, membank_private.redact_rejected(x.rejected_items, forget_memory.name, _facts) as redacted
+          from membank_private.operations as x
+          where x.scope_id = forget_memory.scope_id and x.rejected_items <> '[]') as r
+    where o.name = r.name and o.rejected_items is distinct from r.redacted;
 end
 $$;
 

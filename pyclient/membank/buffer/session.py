@@ -442,14 +442,17 @@ class SessionBuffer:
         with self._unavailable():
             return int(self.client.delete(*keys.values()))
 
+    def _scope_keys(self, scope: Mapping[str, str]) -> Iterator[Any]:
+        # SCAN over <prefix>:{<scope id>:* (redis-py's RedisCluster scans every node)
+        return self.client.scan_iter(match=f"{_escape(self.prefix)}:{{{_scope_id(scope)}:*", count=500)
+
     def count_scope(self, scope: Mapping[str, str]) -> int:
         """Count the keys of every session of ``scope`` (what ``delete_scope`` would delete), deleting nothing.
 
         Same SCAN as ``delete_scope``. Raises BufferUnavailableError.
         """
-        pattern = f"{_escape(self.prefix)}:{{{_scope_id(scope)}:*"
         with self._unavailable():
-            return sum(1 for _ in self.client.scan_iter(match=pattern, count=500))
+            return sum(1 for _ in self._scope_keys(scope))
 
     def delete_scope(self, scope: Mapping[str, str]) -> int:
         """Delete the keys of every session of ``scope`` (erasure); return how many existed.
@@ -458,10 +461,9 @@ class SessionBuffer:
         cluster), so sessions the database never heard of are erased too.
         Raises BufferUnavailableError.
         """
-        pattern = f"{_escape(self.prefix)}:{{{_scope_id(scope)}:*"
         deleted = 0
         with self._unavailable():
-            for key in self.client.scan_iter(match=pattern, count=500):
+            for key in self._scope_keys(scope):
                 deleted += int(self.client.delete(key))  # one key a call: keys of one scope span slots
         return deleted
 
