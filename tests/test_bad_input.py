@@ -91,6 +91,12 @@ CASES += [
     ("infinite query vector",
      f"select * from membank.retrieve_memories(scope => '{U}', query_embedding => %s::real[])",
      [[float("inf")] + [0.1] * 383], None, "22023", "query_embedding"),
+    ("query vector with a null entry",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_embedding => %s::real[])",
+     [[None] + [0.1] * 383], None, "22023", "query_embedding"),
+    ("empty query vector",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', query_embedding => %s::real[])",
+     [[]], None, "22023", "query_embedding"),
     # §4: blank in every script.
     *[(f"blank fact {ascii(t)}", f"select membank.create_memory(scope => '{U}', fact => %s)", [t],
        (lambda t: lambda b: b.create_memory(U1, t))(t), "22023", "fact") for t in BLANKS],

@@ -43,10 +43,16 @@ def index_scans(conn, index_name):
     return row["n"]
 
 
+# Scopes of at most rerank_depth memories are ranked exactly without any
+# index; these scopes hold a few hundred, so a smaller depth sends the big one
+# through its HNSW index.
+RERANK_DEPTH = 100
+
+
 def vector_list(conn, scope, query, top_k=10):
     return conn.execute(
         "select fact, distance from membank.retrieve_memories(scope => %s, query_embedding => %s::real[],"
-        " top_k => %s)", (Jsonb(scope), query, top_k)).fetchall()
+        " top_k => %s, rerank_depth => %s)", (Jsonb(scope), query, top_k, RERANK_DEPTH)).fetchall()
 
 
 def exact_list(conn, scope, query, top_k=10):
@@ -82,11 +88,27 @@ def test_plan_builds_an_index_for_big_scopes_only_and_retrieval_uses_it(conn):
     assert {r["fact"] for r in vector_list(conn, SMALL, query, 30)} == {f"fact number {i}" for i in range(1000, 1030)}
     # Both scopes at once: each scope's best from its own path, merged.
     both = conn.execute(
-        "select fact from membank.retrieve_memories(scope => %s, query_embedding => %s::real[], top_k => 20)",
-        (Jsonb([BIG, SMALL]), query)).fetchall()
+        "select fact from membank.retrieve_memories(scope => %s, query_embedding => %s::real[], top_k => 20,"
+        " rerank_depth => %s)", (Jsonb([BIG, SMALL]), query, RERANK_DEPTH)).fetchall()
     merged = sorted(exact_list(conn, BIG, query, 20) + exact_list(conn, SMALL, query, 20),
                     key=lambda r: (r["distance"], r["fact"].encode()))[:20]  # ties: fact text, as retrieval breaks them
     assert [r["fact"] for r in both] == [r["fact"] for r in merged]
+
+
+def test_a_scope_within_rerank_depth_is_ranked_exactly_without_its_index(conn):
+    add_memories(conn, BIG, 240)
+    run_plan(conn, 200)
+    name = conn.execute("select membank_private.scope_hnsw_index_name(md5(%s::jsonb::text)::uuid, 3) as n",
+                        (Jsonb(BIG),)).fetchone()["n"]
+    query = [math.cos(0.7), math.sin(0.7), 0.05]
+    before = index_scans(conn, name)
+    got = conn.execute(
+        "select fact, distance from membank.retrieve_memories(scope => %s, query_embedding => %s::real[],"
+        " top_k => 10)", (Jsonb(BIG), query)).fetchall()  # default rerank_depth 400 >= 240 memories
+    assert index_scans(conn, name) == before
+    want = exact_list(conn, BIG, query)
+    assert [r["fact"] for r in got] == [r["fact"] for r in want]
+    assert [r["distance"] for r in got] == pytest.approx([r["distance"] for r in want])
 
 
 def test_never_fewer_than_k_when_most_of_the_indexed_scope_expired(conn):

@@ -29,24 +29,29 @@
 -- name: query_lexemes: a query's lexemes in every language a fact may be indexed in, with CJK unigrams and bigrams.
 create or replace function membank_private.query_lexemes(query_text text)
 returns text[]
-language sql
+language plpgsql
 immutable
 parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select array(
+declare
+    -- Unaccented once, CJK runs blanked (cjk_tokens below covers them).
+    _plain text := membank_private.unaccent_text(regexp_replace(
+        coalesce(query_text, ''), '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'));
+begin
+    -- PL/pgSQL: a SQL function with a SET clause is never inlined and was
+    -- planned on every call. tsvector || merges each lexeme once.
+    return array(
         select q.lexeme
-        from unnest(array['english', 'german', 'french', 'spanish', 'russian', 'simple']::regconfig []) as c (config)
-        cross join lateral unnest(tsvector_to_array(to_tsvector(
-            c.config,
-            membank_private.unaccent_text(regexp_replace(
-                coalesce(query_text, ''), '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'))
-        ))) as q (lexeme)
-        union
-        select unnest(tsvector_to_array(membank_private.cjk_tokens(coalesce(query_text, ''))))
+        from unnest(tsvector_to_array(
+            to_tsvector('english', _plain) || to_tsvector('german', _plain) || to_tsvector('french', _plain)
+            || to_tsvector('spanish', _plain) || to_tsvector('russian', _plain) || to_tsvector('simple', _plain)
+            || membank_private.cjk_tokens(coalesce(query_text, ''))
+        )) as q (lexeme)
         order by 1
     );
+end
 $$;
 
 -- name: bm25_idf: BM25's inverse document frequency of a lexeme in df of n documents.

@@ -1,7 +1,7 @@
 -- Vector candidates for retrieval: the query vector checked against the
 -- bank's model, Hamming distance over centered binary codes, exact re-rank.
 
--- name: check_query_embedding: the query vector, checked against the bank's model.
+-- name: check_query_embedding: the query vector, checked (finite, non-zero) and against the bank's model.
 create or replace function membank_private.check_query_embedding(
     query_embedding real[], embedding_model text
 ) returns vector
@@ -12,9 +12,30 @@ set search_path from current
 as $$
 declare
     _config membank_private.embedding_config;
+    _query vector;
 begin
     if query_embedding is null then
         return null;
+    end if;
+    if cardinality(query_embedding) = 0 then
+        perform membank_private._raise_invalid('query_embedding', 'is empty',
+            'pass the vector the embedding model returned for the query');
+    end if;
+    -- pgvector's cast rejects null, NaN and infinite entries and more than
+    -- 16000 dimensions (SQLSTATE class 22): one pass in C, where scanning the array in SQL cost a tenth of a
+    -- small scope's retrieval.
+    begin
+        _query := query_embedding::vector;
+    exception
+        when data_exception then
+            -- e.g. "NaN not allowed in vector", "array must not contain nulls"
+            perform membank_private._raise_invalid('query_embedding',
+                format('is not a valid vector: %s', sqlerrm),
+                'pass the finite floats the embedding model returned');
+    end;
+    if vector_norm(_query) = 0 then
+        perform membank_private._raise_invalid('query_embedding', 'has zero norm',
+            'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
     select * into _config from membank_private.embedding_config;
     if _config.model_id is null then
@@ -32,13 +53,7 @@ begin
                    embedding_model, _config.model_id),
             'embed the query with the bank''s model, or switch the bank with `membank reembed`');
     end if;
-    begin
-        return query_embedding::vector;
-    exception
-        when data_exception then
-            perform membank_private._raise_invalid('query_embedding', 'holds null, NaN or infinite entries',
-                'pass the finite floats the embedding model returned');
-    end;
+    return _query;
 end
 $$;
 
@@ -57,12 +72,28 @@ declare
     _rest uuid [];
 begin
     if num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) = 0 then
+        -- Scopes of at most rerank_depth memories: every vector would be
+        -- re-ranked anyway, so rank them exactly without the Hamming step
+        -- (the same list; 0.12 instead of 0.6 ms for 250 memories). First,
+        -- because it is the common case and needs no look at the catalog.
+        if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
+            where s.scope_id = any(scope_ids)) <= rerank_depth then
+            return query
+            select e.name, e.embedding <=> query as distance
+            from membank_private.memory_embeddings as e
+            where e.scope_id = any(scope_ids)
+              and (e.expire_time is null or e.expire_time > statement_timestamp())
+            order by 2, 1
+            limit depth;
+            return;
+        end if;
         -- A big scope with a valid partial HNSW index is probed through it
         -- (064_scope_vector_indexes.sql): its cost no longer grows with the scope.
         select array_agg(s.scope_id) filter (where s.ready), array_agg(s.scope_id) filter (where not s.ready)
         into _indexed, _rest
         from (select x.scope_id, membank_private.scope_hnsw_ready(x.scope_id, vector_dims(query)) as ready
-              from unnest(scope_ids) as x (scope_id)) as s;
+              from unnest(scope_ids) as x (scope_id)
+              offset 0) as s;  -- a fence: pulled up, each filter below called the check again
         if _indexed is not null then
             -- Each scope's best depth hold the best depth of their union.
             return query
@@ -77,20 +108,6 @@ begin
                                                        null, null, null, null, null) as r
                 where _rest is not null
             ) as c
-            order by 2, 1
-            limit depth;
-            return;
-        end if;
-        -- Scopes of at most rerank_depth memories: every vector would be
-        -- re-ranked anyway, so rank them exactly without the Hamming step
-        -- (the same list; 0.12 instead of 0.6 ms for 250 memories).
-        if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
-            where s.scope_id = any(scope_ids)) <= rerank_depth then
-            return query
-            select e.name, e.embedding <=> query as distance
-            from membank_private.memory_embeddings as e
-            where e.scope_id = any(scope_ids)
-              and (e.expire_time is null or e.expire_time > statement_timestamp())
             order by 2, 1
             limit depth;
             return;

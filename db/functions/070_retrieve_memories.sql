@@ -111,8 +111,7 @@ begin
                 'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
         end if;
         texts := array[query_text];
-        queries := array[membank_private.check_query_embedding(
-            membank_private.check_vector(query_embedding, 'query_embedding'), embedding_model)];
+        queries := array[membank_private.check_query_embedding(query_embedding, embedding_model)];
         return;
     end if;
     if query_text is not null or query_embedding is not null then
