@@ -169,11 +169,25 @@ def test_several_queries_with_vectors(conn):
     ("query_embeddings => array[[1, 0]]::real[]", "query_embeddings"),
     ("query_texts => array['a', 'b'], query_embeddings => array[[1, 0]]::real[]", "query_embeddings"),
     ("query_texts => array['a'], query_embeddings => array[1, 0]::real[]", "query_embeddings"),
+    ("query_texts => array['a'], query_embeddings => '{}'::real[]", "query_embeddings"),
 ])
 def test_bad_query_lists(conn, args, argument):
     with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
         conn.execute(f"select * from membank.retrieve_memories(scope => '{{\"u\":\"1\"}}', {args})")
-    assert argument in str(err.value) and err.value.diag.message_hint
+    assert err.value.diag.message_detail == f"argument: {argument}" and err.value.diag.message_hint
+
+
+def test_query_embeddings_of_the_wrong_dimension_name_query_embeddings(conn):
+    conn.execute("select membank.configure_embedding(model_id => 'test/exact', dimension => 2)")
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        conn.execute("select * from membank.retrieve_memories(scope => '{\"u\":\"1\"}',"
+                     " query_texts => array['a', 'b'], query_embeddings => array[[1, 0, 0], [0, 1, 0]]::real[])")
+    assert err.value.diag.message_detail == "argument: query_embeddings"
+    assert "rows of 3 dimensions" in err.value.diag.message_primary and "test/exact" in err.value.diag.message_hint
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:  # empty: the shape, not "zero norm"
+        conn.execute("select * from membank.retrieve_memories(scope => '{\"u\":\"1\"}',"
+                     " query_texts => array['a'], query_embeddings => '{}'::real[])")
+    assert "two-dimensional array" in err.value.diag.message_primary
 
 
 @pytest.mark.parametrize(("question", "expected"), [

@@ -357,3 +357,62 @@ def test_a_bad_stored_rule_is_prompt_user_with_the_reason(conn):
     got = check(conn, "ls")
     assert got["decision"] == "PROMPT_USER" and got["reason"].startswith("the rules could not be evaluated (")
     assert "regular expression" in got["reason"]
+
+
+def test_a_real_adk_agent_runs_the_allowed_call_and_never_the_denied_one(conn, bank, valkey_url, buffer_prefix):
+    """The guard as a real google-adk LlmAgent's before_tool_callback: ADK runs the tool only when the callback
+    returns None, and hands the DENIED dict back to the model as the tool's response."""
+    import asyncio
+    import json
+
+    from google.adk.agents import LlmAgent
+    from google.adk.models.base_llm import BaseLlm
+    from google.adk.models.llm_response import LlmResponse
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.adk.tools import FunctionTool
+    from google.genai import types
+
+    from membank.permissions import PermissionGuard
+
+    ran = []
+
+    def run_shell(command: str) -> dict:
+        """Run a shell command (here: record it)."""
+        ran.append(command)
+        return {"status": "OK", "ran": command}
+
+    class ShellModel(BaseLlm):
+        """A stand-in model: calls run_shell with the user's text, then reports the tool's response as JSON."""
+
+        model: str = "shell-stub"
+
+        async def generate_content_async(self, llm_request, stream=False):
+            last = llm_request.contents[-1].parts or []
+            answers = [p.function_response.response for p in last if p.function_response]
+            if answers:
+                part = types.Part(text=json.dumps(answers[0]))
+            else:
+                part = types.Part(function_call=types.FunctionCall(name="run_shell", args={"command": last[0].text}))
+            yield LlmResponse(content=types.Content(role="model", parts=[part]))
+
+    guard = PermissionGuard(bank, valkey=valkey_url, prefix=buffer_prefix)
+    conn.execute("select membank.create_tool_rule(scope => %s, tool_name => 'run_shell', pattern => 'pytest .*',"
+                 " decision => 'ALLOW')", ('{"app_name": "shop", "user_id": "u1"}',))
+    agent = LlmAgent(name="shell_agent", model=ShellModel(), tools=[FunctionTool(run_shell)],
+                     before_tool_callback=guard.before_tool_callback)
+    runner = Runner(app_name="shop", agent=agent, session_service=InMemorySessionService())
+
+    async def say(text: str) -> dict:
+        session = await runner.session_service.create_session(app_name="shop", user_id="u1")
+        reply = ""
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        async for event in runner.run_async(user_id="u1", session_id=session.id, new_message=message):
+            if event.is_final_response() and event.content and event.content.parts:
+                reply = "".join(p.text or "" for p in event.content.parts)
+        return json.loads(reply)
+
+    assert asyncio.run(say("pytest -q tests/")) == {"status": "OK", "ran": "pytest -q tests/"}
+    denied = asyncio.run(say("pytest -q; rm -rf /"))
+    assert denied["status"] == "DENIED" and denied["decision"] == "PROMPT_USER" and denied["reason"]
+    assert ran == ["pytest -q tests/"]  # the chained command never reached the tool

@@ -70,7 +70,7 @@ begin
     if rrf_k is null or rrf_k not between 1 and 1000000 then
         perform membank_private._raise_invalid('rrf_k',
             format('must be between 1 and 1000000, got %s', coalesce(rrf_k::text, 'null')),
-            'the default is 20; Cormack et al. (SIGIR 2009) use 60');
+            'the default is 10; Cormack et al. (SIGIR 2009) use 60');
     end if;
     if min_similarity is not null and min_similarity not between -1 and 1 then
         perform membank_private._raise_invalid('min_similarity',
@@ -97,6 +97,8 @@ set search_path from current
 as $$
 declare
     _n integer := cardinality(query_texts);
+    _model text;
+    _dimension integer;
 begin
     if query_texts is null then
         if query_embeddings is not null then
@@ -124,7 +126,7 @@ begin
             'e.g. the sub-queries from membank.decompose_query');
     end if;
     if query_embeddings is not null
-       and (array_ndims(query_embeddings) <> 2 or array_length(query_embeddings, 1) <> _n) then
+       and (coalesce(array_ndims(query_embeddings), 0) <> 2 or array_length(query_embeddings, 1) <> _n) then
         perform membank_private._raise_invalid('query_embeddings',
             format('must be a two-dimensional array with one row per query text (%s), got %s dimensions of %s',
                    _n, coalesce(array_ndims(query_embeddings), 0), array_dims(query_embeddings)),
@@ -136,6 +138,15 @@ begin
     end if;
     texts := query_texts;
     if query_embeddings is not null then
+        -- The rows' dimension is checked here, where the error can name
+        -- query_embeddings (check_query_embedding names query_embedding).
+        select c.model_id, c.dimension into _model, _dimension from membank_private.embedding_config as c;
+        if _model is not null and array_length(query_embeddings, 2) <> _dimension then
+            perform membank_private._raise_invalid('query_embeddings',
+                format('has rows of %s dimensions; this bank stores %s-dimensional vectors of %s',
+                       array_length(query_embeddings, 2), _dimension, _model),
+                format('embed the queries with %s (query mode)', _model));
+        end if;
         queries := array(
             select membank_private.check_query_embedding(membank_private.check_vector(
                 array(select unnest(query_embeddings[i:i][:])), 'query_embeddings'), embedding_model)

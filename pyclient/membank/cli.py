@@ -537,7 +537,8 @@ def memories() -> None:
 
 
 _scope_option = click.option("--scope", required=True, callback=_json_object,
-                             help='Exact scope as a JSON object, e.g. \'{"user_id":"u1"}\'.')
+                             help='Exact scope as a JSON object, e.g. \'{"user_id":"u1"}\' '
+                                  '(retrieve also takes a JSON array of up to 16 scopes).')
 _optional_scope = click.option("--scope", callback=_json_object,
                                help="When given, the memory must be in exactly this scope.")
 

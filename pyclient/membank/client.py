@@ -402,7 +402,7 @@ class MemoryBank:
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
-        default, k = 20) or a convex combination (``"convex"``). With
+        default, k = 10) or a convex combination (``"convex"``). With
         ``use_embedding=False`` only text is used and results are flagged
         degraded. ``decompose`` splits a compound question first and fuses the
         sub-queries' lists by RRF in the one retrieval call (see
