@@ -161,6 +161,49 @@ def test_several_queries_with_vectors(conn):
     assert got[0]["distance"] == pytest.approx(0, abs=1e-6)
 
 
+def test_equal_positions_in_different_queries_tie_exactly(conn):
+    """Three memories at positions {2, 3, 4} of three sub-queries, each in another order: their RRF sums are the
+    same numbers added in different orders, and must come out bit-identical so that the documented tie-breaks
+    (distance, then fact) order them, whatever the order of the sub-queries."""
+    conn.execute("select membank.configure_embedding(model_id => 'test/ties', dimension => 4)")
+    scope = {"u": "ties"}
+    vectors = {"a": "[.55,.55,.55,.3041381265149107]", "x": "[.5,.45,.4,.6224949798994366]",
+               "y": "[.4,.5,.45,.6224949798994366]", "z": "[.45,.4,.5,.6224949798994366]"}
+    create(conn, scope, list(vectors))
+    with conn.transaction():
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(10)").fetchall()
+        conn.execute("select membank.store_embeddings('test/ties', 4, %s, %s, %s)",
+                     ([str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs],
+                      [vectors[j["memory_fact"]] for j in jobs]))
+    e1, e2, e3 = [1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0]
+    for queries in ([e1, e2, e3], [e1, e3, e2], [e3, e2, e1]):
+        rows = conn.execute(
+            "select fact, score from membank.retrieve_memories(scope => %s, query_texts => array[null, null, null]"
+            "::text[], query_embeddings => %s::real[], top_k => 4)", (Jsonb(scope), queries)).fetchall()
+        assert [r["fact"] for r in rows] == ["a", "x", "y", "z"]
+        assert rows[1]["score"] == rows[2]["score"] == rows[3]["score"]
+
+
+def test_query_vectors_pgvector_cannot_take_are_22023(conn):
+    """More than pgvector's 16,000 dimensions (its own error is 54000), or entries so small that its float32 norm
+    underflows to zero (cosine distance NaN): 22023 naming the argument, before and after a model is set."""
+    huge = "select * from membank.retrieve_memories(scope => '{\"u\":\"1\"}', query_embedding => %s::real[])"
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        conn.execute(huge, ([1.0] * 16001,))
+    assert err.value.diag.message_detail == "argument: query_embedding" and "16000" in err.value.diag.message_primary
+    conn.execute("select membank.configure_embedding(model_id => 'test/tiny', dimension => 3)")
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        conn.execute(huge, ([1e-30, 0.0, 0.0],))
+    assert err.value.diag.message_detail == "argument: query_embedding" and "zero norm" in err.value.diag.message_primary
+    create(conn, {"u": "1"}, ["tiny"])
+    with conn.transaction():
+        job = conn.execute("select * from membank.claim_embedding_jobs(1)").fetchone()
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+            conn.execute("select membank.store_embeddings('test/tiny', 3, %s, %s, %s)",
+                         ([str(job["memory_name"])], [str(job["fact_md5"])], ["[1e-30,0,0]"]))
+    assert err.value.diag.message_detail == "argument: embeddings[1]"
+
+
 @pytest.mark.parametrize(("args", "argument"), [
     ("query_texts => array['a'], query_text => 'b'", "query_texts"),
     ("query_texts => array[]::text[]", "query_texts"),

@@ -206,7 +206,9 @@ begin
                     'is not a finite vector (null, NaN or infinite entries, or malformed)',
                     'the embedding model returned a degenerate vector; the job fails and is retried');
         end;
-        if _vector is null or vector_norm(_vector) = 0 or vector_norm(_vector) = 'NaN'::float8 then
+        -- (_vector <=> _vector) is NaN when pgvector's float32 norm is zero,
+        -- also for a vector so small its squares underflow
+        if _vector is null or vector_norm(_vector) = 'NaN'::float8 or (_vector <=> _vector) = 'NaN'::float8 then
             perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
                 'a zero vector has no direction: cosine similarity to it is undefined');
         end if;

@@ -21,8 +21,20 @@ begin
         perform membank_private._raise_invalid('query_embedding', 'is empty',
             'pass the vector the embedding model returned for the query');
     end if;
-    -- pgvector's cast rejects null, NaN and infinite entries and more than
-    -- 16000 dimensions (SQLSTATE class 22): one pass in C, where scanning the array in SQL cost a tenth of a
+    select * into _config from membank_private.embedding_config;
+    if _config.model_id is not null and cardinality(query_embedding) <> _config.dimension then
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
+                   cardinality(query_embedding), _config.dimension, _config.model_id),
+            format('embed the query with %s (query mode)', _config.model_id));
+    end if;
+    if cardinality(query_embedding) > 16000 then  -- pgvector's limit (its error is SQLSTATE 54000)
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; a vector has at most 16000', cardinality(query_embedding)),
+            'pass the vector the embedding model returned for the query');
+    end if;
+    -- pgvector's cast rejects null, NaN and infinite entries (SQLSTATE class
+    -- 22): one pass in C, where scanning the array in SQL cost a tenth of a
     -- small scope's retrieval.
     begin
         _query := query_embedding::vector;
@@ -33,19 +45,14 @@ begin
                 format('is not a valid vector: %s', sqlerrm),
                 'pass the finite floats the embedding model returned');
     end;
-    if vector_norm(_query) = 0 then
+    -- Cosine distance to itself is NaN exactly when pgvector's float32 norm
+    -- is zero: a zero vector, or one so small its squares underflow.
+    if (_query <=> _query) = 'NaN'::float8 then
         perform membank_private._raise_invalid('query_embedding', 'has zero norm',
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
-    select * into _config from membank_private.embedding_config;
     if _config.model_id is null then
         return null;  -- nothing embedded yet: text only, flagged degraded
-    end if;
-    if cardinality(query_embedding) <> _config.dimension then
-        perform membank_private._raise_invalid('query_embedding',
-            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
-                   cardinality(query_embedding), _config.dimension, _config.model_id),
-            format('embed the query with %s (query mode)', _config.model_id));
     end if;
     if embedding_model is not null and embedding_model <> _config.model_id then
         perform membank_private._raise_invalid('embedding_model',
@@ -75,7 +82,9 @@ begin
         -- Scopes of at most rerank_depth memories: every vector would be
         -- re-ranked anyway, so rank them exactly without the Hamming step
         -- (the same list; 0.12 instead of 0.6 ms for 250 memories). First,
-        -- because it is the common case and needs no look at the catalog.
+        -- because it is the common case and needs no look at the catalog;
+        -- such a scope with a per-scope HNSW index gets the exact list, not
+        -- the index's approximate one.
         if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
             where s.scope_id = any(scope_ids)) <= rerank_depth then
             return query

@@ -237,7 +237,8 @@ begin
     )
     -- A text-only hit's distance is null here: retrieve_memories looks it up
     -- for the few rows that can reach its top k (50 vector reads per call
-    -- were a tenth of a 1,000-row scope's time).
+    -- were a tenth of a 1,000-row scope's time); for every row with
+    -- min_similarity or several queries.
     select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak,
            case when fusion = 'rrf'
                 then coalesce(vector_weight / (rrf_k + f.vector_rank), 0)
@@ -352,7 +353,10 @@ begin
         union all
         -- Several: RRF over their lists.
         select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
-               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position))
+               -- summed best position first: memories at the same positions
+               -- in different queries get bit-identical scores, so the
+               -- documented tie-breaks (distance, ...) decide between them
+               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position) order by p.position)
         from per_query as p
         where cardinality(_texts) > 1 and p.position <= _depth
         group by p.name
@@ -371,6 +375,11 @@ begin
         -- The top k by (score, distance, ...) are among the rows with fewer
         -- than k rows of a higher score: only those get their distance
         -- looked up and their memory read (a tenth of a call at 1M memories).
+        -- The final filter below never drops one of them: every candidate
+        -- list already applied the same scope and expiry tests (the vector
+        -- lists on memory_embeddings' copy of expire_time, which a trigger
+        -- keeps; with triggers bypassed the list could come out short, never
+        -- wrong).
         select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
                    (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
                     where e.name = s.name and _queries[1] is not null) end) as distance,

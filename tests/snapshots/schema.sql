@@ -2422,7 +2422,10 @@ begin
         union all
         -- Several: RRF over their lists.
         select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
-               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position))
+               -- summed best position first: memories at the same positions
+               -- in different queries get bit-identical scores, so the
+               -- documented tie-breaks (distance, ...) decide between them
+               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position) order by p.position)
         from per_query as p
         where cardinality(_texts) > 1 and p.position <= _depth
         group by p.name
@@ -2441,6 +2444,11 @@ begin
         -- The top k by (score, distance, ...) are among the rows with fewer
         -- than k rows of a higher score: only those get their distance
         -- looked up and their memory read (a tenth of a call at 1M memories).
+        -- The final filter below never drops one of them: every candidate
+        -- list already applied the same scope and expiry tests (the vector
+        -- lists on memory_embeddings' copy of expire_time, which a trigger
+        -- keeps; with triggers bypassed the list could come out short, never
+        -- wrong).
         select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
                    (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
                     where e.name = s.name and _queries[1] is not null) end) as distance,
@@ -2754,7 +2762,9 @@ begin
                     'is not a finite vector (null, NaN or infinite entries, or malformed)',
                     'the embedding model returned a degenerate vector; the job fails and is retried');
         end;
-        if _vector is null or vector_norm(_vector) = 0 or vector_norm(_vector) = 'NaN'::float8 then
+        -- (_vector <=> _vector) is NaN when pgvector's float32 norm is zero,
+        -- also for a vector so small its squares underflow
+        if _vector is null or vector_norm(_vector) = 'NaN'::float8 or (_vector <=> _vector) = 'NaN'::float8 then
             perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
                 'a zero vector has no direction: cosine similarity to it is undefined');
         end if;
@@ -3739,8 +3749,20 @@ begin
         perform membank_private._raise_invalid('query_embedding', 'is empty',
             'pass the vector the embedding model returned for the query');
     end if;
-    -- pgvector's cast rejects null, NaN and infinite entries and more than
-    -- 16000 dimensions (SQLSTATE class 22): one pass in C, where scanning the array in SQL cost a tenth of a
+    select * into _config from membank_private.embedding_config;
+    if _config.model_id is not null and cardinality(query_embedding) <> _config.dimension then
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
+                   cardinality(query_embedding), _config.dimension, _config.model_id),
+            format('embed the query with %s (query mode)', _config.model_id));
+    end if;
+    if cardinality(query_embedding) > 16000 then  -- pgvector's limit (its error is SQLSTATE 54000)
+        perform membank_private._raise_invalid('query_embedding',
+            format('has %s dimensions; a vector has at most 16000', cardinality(query_embedding)),
+            'pass the vector the embedding model returned for the query');
+    end if;
+    -- pgvector's cast rejects null, NaN and infinite entries (SQLSTATE class
+    -- 22): one pass in C, where scanning the array in SQL cost a tenth of a
     -- small scope's retrieval.
     begin
         _query := query_embedding::vector;
@@ -3751,19 +3773,14 @@ begin
                 format('is not a valid vector: %s', sqlerrm),
                 'pass the finite floats the embedding model returned');
     end;
-    if vector_norm(_query) = 0 then
+    -- Cosine distance to itself is NaN exactly when pgvector's float32 norm
+    -- is zero: a zero vector, or one so small its squares underflow.
+    if (_query <=> _query) = 'NaN'::float8 then
         perform membank_private._raise_invalid('query_embedding', 'has zero norm',
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
-    select * into _config from membank_private.embedding_config;
     if _config.model_id is null then
         return null;  -- nothing embedded yet: text only, flagged degraded
-    end if;
-    if cardinality(query_embedding) <> _config.dimension then
-        perform membank_private._raise_invalid('query_embedding',
-            format('has %s dimensions; this bank stores %s-dimensional vectors of %s',
-                   cardinality(query_embedding), _config.dimension, _config.model_id),
-            format('embed the query with %s (query mode)', _config.model_id));
     end if;
     if embedding_model is not null and embedding_model <> _config.model_id then
         perform membank_private._raise_invalid('embedding_model',
@@ -4437,7 +4454,8 @@ begin
     )
     -- A text-only hit's distance is null here: retrieve_memories looks it up
     -- for the few rows that can reach its top k (50 vector reads per call
-    -- were a tenth of a 1,000-row scope's time).
+    -- were a tenth of a 1,000-row scope's time); for every row with
+    -- min_similarity or several queries.
     select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak,
            case when fusion = 'rrf'
                 then coalesce(vector_weight / (rrf_k + f.vector_rank), 0)
@@ -6758,7 +6776,9 @@ begin
         -- Scopes of at most rerank_depth memories: every vector would be
         -- re-ranked anyway, so rank them exactly without the Hamming step
         -- (the same list; 0.12 instead of 0.6 ms for 250 memories). First,
-        -- because it is the common case and needs no look at the catalog.
+        -- because it is the common case and needs no look at the catalog;
+        -- such a scope with a per-scope HNSW index gets the exact list, not
+        -- the index's approximate one.
         if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
             where s.scope_id = any(scope_ids)) <= rerank_depth then
             return query
