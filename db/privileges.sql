@@ -85,7 +85,7 @@ membank.delete_session(text, text, text)
 to membank_writer;
 
 -- The job queues: a claimed job holds the raw text of any scope. Installs
--- before 0005 granted them to membank_writer: taken back here.
+-- before 0006 granted them to membank_writer: taken back here.
 revoke execute on function
 membank.claim_embedding_jobs(integer),
 membank.store_embeddings(text, integer, text[], text[], text[]),

@@ -73,3 +73,19 @@ def test_plain_alembic_cli_with_alembic_ini(empty_db_url):
         assert bank.create_memory({"u": "1"}, "via alembic").fact == "via alembic"
     done = subprocess.run([*alembic, "current"], env=env, capture_output=True, text=True, cwd=ROOT)
     assert migrate.head() in done.stdout
+
+
+def test_revision_chain_runs_in_file_order():
+    """A DBA reading migrations/versions/ sees the order alembic applies: ids are the file prefixes, one head, no gaps."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    script = ScriptDirectory.from_config(Config(str(ROOT / "alembic.ini")))
+    chain = [rev.revision for rev in reversed(list(script.walk_revisions("base", "heads")))]
+    files = sorted(p.name[:4] for p in (ROOT / "migrations" / "versions").glob("[0-9][0-9][0-9][0-9]_*.py"))
+    assert script.get_heads() == [files[-1]]
+    assert chain == files
+    assert files == [f"{n:04d}" for n in range(1, len(files) + 1)]
+    for rev in script.walk_revisions("base", "heads"):
+        module_file = Path(rev.path).name
+        assert module_file.startswith(rev.revision + "_"), module_file

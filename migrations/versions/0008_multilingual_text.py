@@ -1,7 +1,7 @@
 """Full text in the fact's language: per-fact text search configuration, CJK bigrams, unaccented Latin.
 
 Revision ID: 0008
-Revises: 0006
+Revises: 0007
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one. The tokenizer functions live here,
@@ -14,7 +14,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0008"
-down_revision = "0006"
+down_revision = "0007"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """A memory's context: the text around a fact (e.g. the conversation turn before it), searched but not returned.
 
 Revision ID: 0012
-Revises: 0013
+Revises: 0011
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one. The stored fts column now holds the
@@ -15,7 +15,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0012"
-down_revision = "0013"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 

@@ -1,19 +1,19 @@
-"""GenerateMemories in batches: where a job stands in its extraction and consolidation batches.
+"""Structured profiles (schemas, field memories) and scoped views with role bindings.
 
-Revision ID: 0007
-Revises: 0008
+Revision ID: 0010
+Revises: 0009
 Create Date: 2026-11-30
 
-DDL in the .sql files beside this one; the batching itself is in
-db/functions/092_extraction.sql and 093_consolidation.sql.
+DDL in the .sql files beside this one; the API functions
+are in db/functions/085-087_*.sql and 110_scoped_views.sql.
 """
 
 from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0007"
-down_revision = "0008"
+revision = "0010"
+down_revision = "0009"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
--- 0007 upgrade: an operation's model calls are made in batches bounded in
+-- 0009 upgrade: an operation's model calls are made in batches bounded in
 -- tokens. The job keeps the budget it was cut with (so that a changed
 -- setting never shifts batches half way), the extraction batch it is at and
 -- the first fact of the next consolidation batch.

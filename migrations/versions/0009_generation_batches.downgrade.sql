@@ -1,4 +1,4 @@
--- 0007 downgrade: jobs forget their batches; the functions this revision
+-- 0009 downgrade: jobs forget their batches; the functions this revision
 -- added go (0004's downgrade drops the rest; at head the db/ files bring
 -- back what the code at that revision needs).
 drop function if exists membank_private.validate_plan(membank_private.operations, jsonb, jsonb, jsonb);

@@ -1,4 +1,4 @@
--- 0005 upgrade (after 0010): the worker role, scope write locks as rows, compare-and-set edits.
+-- 0006 upgrade: the worker role, scope write locks as rows, compare-and-set edits.
 
 -- membank_worker carries the job queues (claim/store/complete/fail), whose
 -- rows hold every scope's text: never the application's role. The admin

@@ -1,4 +1,4 @@
--- 0013 downgrade: drop the session-service functions, then their storage.
+-- 0011 downgrade: drop the session-service functions, then their storage.
 drop function if exists membank.create_session(text, text, text, jsonb);
 drop function if exists membank.get_session(text, text, text, integer, double precision);
 drop function if exists membank.list_sessions(text, text);

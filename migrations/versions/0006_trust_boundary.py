@@ -1,19 +1,19 @@
-"""Structured profiles (schemas, field memories) and scoped views with role bindings.
+"""Trust boundary: the worker role, scope locks as rows, compare-and-set edits.
 
-Revision ID: 0009
-Revises: 0007
+Revision ID: 0006
+Revises: 0005
 Create Date: 2026-11-30
 
-DDL in the .sql files beside this one; the API functions
-are in db/functions/085-087_*.sql and 110_scoped_views.sql.
+DDL in the .sql files beside this one; the functions are in db/functions
+(015_scope_locks.sql, 030_memories.sql, 040_revisions.sql).
 """
 
 from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0009"
-down_revision = "0007"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 

@@ -1,7 +1,7 @@
 """Erasure and retention: retention settings, indexes for the retention sweep.
 
-Revision ID: 0006
-Revises: 0005
+Revision ID: 0007
+Revises: 0006
 Create Date: 2026-11-30
 
 DDL in the .sql files beside this one; erase_scope, the retention procedure
@@ -13,8 +13,8 @@ from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0006"
-down_revision = "0005"
+revision = "0007"
+down_revision = "0006"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
--- 0009 upgrade: structured profiles and scoped views for plain-SQL readers.
+-- 0010 upgrade: structured profiles and scoped views for plain-SQL readers.
 
 -- generate_memories gained profile_schemas and disable_natural_language_memories.
 drop function if exists membank.generate_memories(

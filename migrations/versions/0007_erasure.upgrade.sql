@@ -1,4 +1,4 @@
--- 0006 upgrade: retention windows, and what the retention sweep reads.
+-- 0007 upgrade: retention windows, and what the retention sweep reads.
 
 -- One row: how long what is no longer current is kept. null = kept for ever.
 --   deleted_revisions: revisions of a memory deleted with delete_memory (rollback can bring it back until then);

@@ -1,4 +1,4 @@
--- 0006 downgrade: remove erasure and retention.
+-- 0007 downgrade: remove erasure and retention.
 drop function if exists membank.erase_scope(jsonb, boolean);
 drop function if exists membank.configure_retention(interval, interval, interval, boolean);
 drop procedure if exists membank.apply_retention(integer, integer, jsonb);

@@ -1,4 +1,4 @@
--- 0013 upgrade: what an agent framework's session service keeps beside the
+-- 0011 upgrade: what an agent framework's session service keeps beside the
 -- events: a session's state, state shared by every session of one scope
 -- (ADK's "user:" keys) or of one app ("app:" keys), and each event's full
 -- payload (content parts, actions, metadata) so that it round-trips exactly.

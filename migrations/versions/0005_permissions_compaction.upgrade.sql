@@ -1,4 +1,4 @@
--- 0010 upgrade: tool-permission tiers and compaction of old memories.
+-- 0005 upgrade: tool-permission tiers and compaction of old memories.
 
 -- Compaction is a stage of an operation, like extraction and consolidation.
 alter table membank_private.operations drop constraint operations_stage_check;

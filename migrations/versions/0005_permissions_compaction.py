@@ -1,11 +1,11 @@
-"""Trust boundary: the worker role, scope locks as rows, compare-and-set edits.
+"""Tool-permission tiers (rules, their change log, decisions, exempt tools) and compaction operations.
 
 Revision ID: 0005
-Revises: 0010
+Revises: 0004
 Create Date: 2026-11-30
 
-DDL in the .sql files beside this one; the functions are in db/functions
-(015_scope_locks.sql, 030_memories.sql, 040_revisions.sql).
+DDL in the .sql files beside this one; the API functions are in
+db/functions/096_compaction.sql and db/functions/100_tool_permissions.sql.
 """
 
 from alembic import op
@@ -13,7 +13,7 @@ from alembic import op
 from membank.paths import run_sql_file
 
 revision = "0005"
-down_revision = "0010"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

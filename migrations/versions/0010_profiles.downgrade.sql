@@ -1,6 +1,6 @@
--- 0009 downgrade: remove profiles, scoped views and scope bindings. (Like
+-- 0010 downgrade: remove profiles, scoped views and scope bindings. (Like
 -- earlier revisions, it does not restore the 0004 bodies of the functions
--- that 0009's db/ files changed: downgrade to base, or upgrade again.)
+-- that 0010's db/ files changed: downgrade to base, or upgrade again.)
 drop view if exists membank.scoped_memories;
 drop view if exists membank.scoped_profiles;
 drop view if exists membank.scoped_revisions;

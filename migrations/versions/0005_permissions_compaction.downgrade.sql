@@ -1,4 +1,4 @@
--- 0010 downgrade: remove tool permissions and compaction.
+-- 0005 downgrade: remove tool permissions and compaction.
 drop trigger if exists tool_rules_log_change on membank_private.tool_rules;
 drop function if exists membank_private.to_tool_rule(membank_private.tool_rules);
 drop function if exists membank_private.tool_rules_log_change();

@@ -1,4 +1,4 @@
--- 0005 downgrade: back to advisory scope locks; the compare-and-set
+-- 0006 downgrade: back to advisory scope locks; the compare-and-set
 -- signatures, the batched purge and the scope lock rows go. The 0004
 -- signatures of update_memory, delete_memory and rollback_memory come back
 -- with the 0004 release's `membank db upgrade`. membank_worker stays: roles

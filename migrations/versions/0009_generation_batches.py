@@ -1,19 +1,19 @@
-"""Session state, per-user and per-app state, and full event payloads for agent frameworks (ADK).
+"""GenerateMemories in batches: where a job stands in its extraction and consolidation batches.
 
-Revision ID: 0013
-Revises: 0009
+Revision ID: 0009
+Revises: 0008
 Create Date: 2026-11-30
 
-DDL in the .sql files beside this one; the API functions
-are in db/functions/112_sessions.sql.
+DDL in the .sql files beside this one; the batching itself is in
+db/functions/092_extraction.sql and 093_consolidation.sql.
 """
 
 from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0013"
-down_revision = "0009"
+revision = "0009"
+down_revision = "0008"
 branch_labels = None
 depends_on = None
 
