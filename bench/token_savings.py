@@ -246,10 +246,11 @@ def main() -> None:
     print(f"\n{'budget':>6} {'window/summary/top_k':>20} | {'turn 45: naive→tiered':>22} {'red.':>6} | "
           f"{'last turn: naive→tiered':>24} {'red.':>6} | {'cumulative':>10} | {'evidence all / any':>18} | "
           f"{'build p50/p95 ms':>16}")
+    nan = float("nan")  # a conversation shorter than 45 turns (a tiny test run) has no turn-45 figure
     for s in settings:
-        n45 = statistics.mean(a for a, _ in s.at45)
-        t45 = statistics.mean(b for _, b in s.at45)
-        r45 = statistics.mean(1 - b / a for a, b in s.at45)
+        n45 = statistics.mean(a for a, _ in s.at45) if s.at45 else nan
+        t45 = statistics.mean(b for _, b in s.at45) if s.at45 else nan
+        r45 = statistics.mean(1 - b / a for a, b in s.at45) if s.at45 else nan
         nl = statistics.mean(a for a, _ in s.last)
         tl = statistics.mean(b for _, b in s.last)
         rl = statistics.mean(1 - b / a for a, b in s.last)
@@ -257,7 +258,7 @@ def main() -> None:
         ms = sorted(s.build_ms)
         print(f"{s.budget:>6} {f'{s.window}/{s.summary}/{s.top_k}':>20} | {n45:>10.0f} → {t45:<9.0f} {r45:6.1%} | "
               f"{nl:>11.0f} → {tl:<10.0f} {rl:6.1%} | {cum:10.1%} | "
-              f"{s.qa_all / s.qa_total:7.1%} / {s.qa_any / s.qa_total:<7.1%}  | "
+              f"{s.qa_all / max(1, s.qa_total):7.1%} / {s.qa_any / max(1, s.qa_total):<7.1%}  | "
               f"{ms[len(ms) // 2]:7.1f}/{ms[int(len(ms) * 0.95)]:<7.1f}")
     print(f"\nanchor (AlloyDB AI memory tutorial): {ANCHOR['turn 45']:.1%} smaller at turn 45, "
           f"{ANCHOR['cumulative']:.0%} cumulative; the naive prompt reaches 100% of the evidence.")
