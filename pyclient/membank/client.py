@@ -428,8 +428,10 @@ class MemoryBank:
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
         default, k = 10) or a convex combination (``"convex"``). With
         ``use_embedding=False`` only text is used and results are flagged
-        degraded. ``decompose`` splits a compound question first and fuses the
-        sub-queries' lists by RRF in the one retrieval call (see
+        degraded. ``decompose`` splits a compound question first, embeds the
+        sub-queries in one embedder call (``embed_queries``; through the
+        query cache when there is one) and fuses their lists by RRF in the
+        one retrieval call (see
         ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
         (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
