@@ -16,6 +16,7 @@ declare
     _count bigint;
     _scopes uuid [];
 begin
+    perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
     -- whose lock another write holds is skipped, not waited for: its
