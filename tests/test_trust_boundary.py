@@ -28,26 +28,6 @@ JOB_FUNCTIONS = [
 ]
 
 
-@pytest.fixture
-def login(conn):
-    """Create LOGIN roles holding the given membank roles; returns url(*roles) -> (role name, URL)."""
-    created = []
-
-    def make(*grants: str) -> tuple[str, str]:
-        name = f"membank_test_{uuid.uuid4().hex[:10]}"
-        conn.execute(f"create role {name} login")  # name is generated here, not input
-        for grant in grants:
-            conn.execute(f"grant {grant} to {name}")
-        created.append(name)
-        info = conn.info
-        return name, url_for(info.host, info.port, name, info.dbname)
-
-    yield make
-    for name in created:
-        conn.execute(f"drop owned by {name}")
-        conn.execute(f"drop role {name}")
-
-
 def connect(url: str) -> psycopg.Connection:
     c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
     c.execute("set statement_timeout = '20s'")  # a regression shows as a failure, never as a hung suite
