@@ -30,7 +30,7 @@
 -- scope bindings it has left: restriction is a property of the role (its
 -- OID), so erasing, purging or unbinding its last scope never widens it.
 create or replace function membank_private.bound_role_oids()
-returns oid []
+returns oid[]
 language sql
 stable
 security invoker
@@ -47,9 +47,9 @@ as $$
     where b.role_oid in (select c.oid from caller as c);
 $$;
 
--- name: bound_scopes: the scopes the calling roles are bound to ({} for a restricted role with none); null when unrestricted.
+-- name: bound_scopes: the calling roles' bound scopes ({} for a restricted role with none); null: unrestricted.
 create or replace function membank_private.bound_scopes()
-returns jsonb []
+returns jsonb[]
 language plpgsql
 stable
 security invoker
@@ -127,7 +127,7 @@ begin
 end
 $$;
 
--- name: refuse_bound_caller: raise 42501 when a role bound to scopes calls a bank-wide function (settings, bindings, maintenance).
+-- name: refuse_bound_caller: raise 42501 when a role bound to scopes calls a bank-wide function.
 create or replace function membank_private.refuse_bound_caller(function_name text)
 returns void
 language plpgsql
@@ -283,7 +283,7 @@ without bindings may call it. Raises 42501 (the caller is bound to scopes), 4270
 argument (a bad scope; membank's own roles or a superuser cannot be bound), MB040 after waiting
 membank.lock_timeout for another binding change (retryable).$$;
 
--- name: unbind_role_from_scope: remove one binding of a role; the role stays restricted (with no scope left: to nothing).
+-- name: unbind_role_from_scope: remove one binding of a role; it stays restricted (with no scope left: to nothing).
 create or replace function membank.unbind_role_from_scope(role name, scope jsonb)
 returns boolean
 language plpgsql

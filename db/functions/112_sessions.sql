@@ -192,7 +192,7 @@ as $$
                else k.key like prefix || '%' end;
 $$;
 
--- name: merge_app_state: append the app: keys of a delta as entries, then drop the entries they supersede (SKIP LOCKED).
+-- name: merge_app_state: append the app: keys of a delta as entries, drop the ones they supersede (SKIP LOCKED).
 create or replace function membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb)
 returns void
 language plpgsql

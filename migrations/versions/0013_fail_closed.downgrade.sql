@@ -37,7 +37,8 @@ alter table membank_private.scope_bindings add column role_name name;
 update membank_private.scope_bindings as b set role_name = r.rolname
 from pg_catalog.pg_roles as r
 where r.oid = b.role_oid;
-delete from membank_private.scope_bindings where role_name is null;
+delete from membank_private.scope_bindings
+where role_name is null;
 alter table membank_private.scope_bindings alter column role_name set not null;
 alter table membank_private.scope_bindings drop column role_oid;
 alter table membank_private.scope_bindings add constraint scope_bindings_pkey primary key (role_name, scope_id);

@@ -15,7 +15,8 @@ alter table membank_private.scope_bindings add column role_oid oid;
 update membank_private.scope_bindings as b set role_oid = r.oid
 from pg_catalog.pg_roles as r
 where r.rolname = b.role_name;
-delete from membank_private.scope_bindings where role_oid is null;
+delete from membank_private.scope_bindings
+where role_oid is null;
 insert into membank_private.bound_roles (role_oid, create_time)
 select
     b.role_oid,
