@@ -285,3 +285,54 @@ def test_an_open_app_state_change_blocks_no_other_user(login, admin):
         # Erasing u1 leaves the app's keys (every user reads them), unlinked from u1's scope.
         assert u2.execute("select membank.get_session(app_name => 'shop', user_id => 'u2', session_id => 's')"
                           " -> 'state' ->> 'app:from_u1' as v").fetchone()["v"] == "1"
+
+
+def test_the_worker_retries_while_an_admin_holds_the_embedding_configuration(superuser, login, embedder):
+    import threading
+
+    from membank.worker import EmbeddingWorker
+
+    _, writer_url = login("membank_writer")
+    worker_role, worker_url = login("membank_worker")
+    _, admin_url = login("membank_admin")
+    with connect_as(writer_url) as w:
+        w.execute("select membank.create_memory(scope => '{\"user_id\": \"w\"}', fact => 'The user rows boats.')")
+    worker = EmbeddingWorker(worker_url + "&options=-c%20membank.lock_timeout%3D100ms", embedder)
+    stop, failed = threading.Event(), []
+
+    def run():
+        try:
+            worker.run(poll_interval=0.2, stop=stop, max_backoff=0.5)
+        except Exception as err:  # the thread's outcome, checked below
+            failed.append(err)
+
+    with connect_as(admin_url) as admin:
+        admin.execute("begin")
+        admin.execute("select membank.configure_embedding(model_id => %s, dimension => %s)",
+                      (embedder.model_id, embedder.dimension))
+        thread = threading.Thread(target=run)
+        thread.start()
+        try:
+            # Until the worker has waited on the held row at least once (it then fails with MB040 and retries).
+            waited = False
+            for _ in range(600):
+                waited = superuser.execute("select count(*) as n from pg_stat_activity where usename = %s"
+                                           " and wait_event_type = 'Lock'", (worker_role,)).fetchone()["n"] > 0
+                if failed or waited:
+                    break
+                stop.wait(0.05)
+            assert waited
+        finally:
+            admin.execute("commit")
+    try:
+        with connect_as(writer_url) as w:
+            for _ in range(1200):
+                if failed or w.execute("select pending from membank.embedding_backlog()").fetchone()["pending"] == 0:
+                    break
+                stop.wait(0.05)
+            assert failed == []
+            assert w.execute("select pending from membank.embedding_backlog()").fetchone()["pending"] == 0
+    finally:
+        stop.set()
+        thread.join(30)
+        worker.close()
