@@ -182,7 +182,8 @@ def test_a_bound_admin_changes_no_binding_and_sees_only_its_own(login, admin, se
                     "select membank.update_profile_schema('p', '{\"properties\": {\"x\": {\"type\": \"string\"}}}')",
                     "select membank.delete_profile_schema('p', force => true)",
                     "call membank.purge_expired_memories()",
-                    "call membank.apply_retention()"):
+                    "call membank.apply_retention()",
+                    "select * from membank.scope_vector_index_plan()"):
             refused(a, sql)
         # Its own scope stays its to manage.
         assert a.execute("select membank.erase_scope(scope => %s) as e", (Jsonb(X),)).fetchone()["e"]["counts"][

@@ -342,7 +342,7 @@ ago than deleted_revisions, GenerateMemories operations finished longer ago than
 longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
 (it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
-Raises 22023 naming the argument.';
+Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.bind_role_to_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2337,7 +2337,7 @@ $$;
 COMMENT ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) IS 'Delete memories whose expire_time has passed, batch_size rows (1..100000, default 1000) per transaction, for at most
 max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
 Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
-purged returns the number of memories removed. Raises 22023 naming the argument.';
+purged returns the number of memories removed. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2691,6 +2691,7 @@ declare
     _config membank_private.embedding_config;
     _schema text;
 begin
+    perform membank_private.refuse_bound_caller('scope_vector_index_plan');  -- every scope's maintenance
     if min_memories is null or min_memories < 1 then
         perform membank_private._raise_invalid('min_memories',
             format('must be >= 1, got %s', coalesce(min_memories::text, 'null')),
@@ -2755,7 +2756,7 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1.';
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
