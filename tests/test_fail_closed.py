@@ -161,6 +161,20 @@ def test_a_recreated_role_of_the_same_name_is_neither_restricted_nor_widened(sup
                                               (role,))] == [B]
 
 
+def test_a_renamed_role_stays_restricted(superuser, login, admin, seeded):
+    role, url = tenant_login(login, admin, "membank_writer", scopes=(X,))
+    superuser.execute(f'alter role "{role}" rename to "{role}_r"')  # renamed back below, for the fixture's drop
+    try:
+        with connect_as(url.replace(role, f"{role}_r")) as t:
+            assert_reaches_no_scope(t, seeded, scopes=(B,))
+            assert t.execute("select count(*) as n from membank.list_memories(scope => %s)", (Jsonb(X),)).fetchone()[
+                "n"] == 1
+        assert [r["role_name"] for r in admin.execute("select role_name from membank.list_scope_bindings()")] == [
+            f"{role}_r"]
+    finally:
+        superuser.execute(f'alter role "{role}_r" rename to "{role}"')
+
+
 def test_a_bound_admin_changes_no_binding_and_sees_only_its_own(login, admin, seeded):
     role, url = tenant_login(login, admin, "membank_admin", scopes=(X,))
     other, _ = tenant_login(login, admin, "membank_writer", scopes=(B,))
