@@ -68,7 +68,6 @@ membank.create_memory(jsonb, text, text[], jsonb, interval, timestamptz, text, j
 membank.update_memory(text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer),
 membank.delete_memory(text, jsonb, jsonb, integer),
 membank.rollback_memory(text, integer, jsonb, integer),
-membank.configure_embedding(text, integer),
 membank.append_events(jsonb, text, jsonb),
 membank.generate_memories(
     jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval, jsonb, boolean
@@ -95,6 +94,10 @@ membank.prepare_consolidation(bigint, real[], text),
 membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean)
 from membank_reader, membank_writer;
+-- The bank's embedding model is a bank-wide setting: the worker's (and the
+-- admin's), never the application's. Installs before 0013 granted it to
+-- membank_writer: taken back here.
+revoke execute on function membank.configure_embedding(text, integer) from membank_reader, membank_writer;
 grant usage on type membank.generation_job to membank_worker;
 grant execute on function
 membank.configure_embedding(text, integer),
@@ -126,6 +129,7 @@ membank.update_profile_schema(text, jsonb),
 membank.delete_profile_schema(text, boolean),
 membank.bind_role_to_scope(name, jsonb),
 membank.unbind_role_from_scope(name, jsonb),
+membank.unrestrict_role(name),
 membank.list_scope_bindings(name)
 to membank_admin;
 grant execute on procedure

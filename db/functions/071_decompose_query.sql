@@ -170,5 +170,6 @@ original alone when it is one question). method 'rules' (default; offline: split
 and/or before a new clause that starts with a question word, both sides three words or more), 'in_database'
 (calls ai.generate(prompt => decomposition_prompt, model_id => model_id), AlloyDB AI's model function; model_id
 required) or 'model_reply' (parses model_reply, a generation provider's reply to decomposition_prompt).
-Model-backed methods return the original query on any failure. Raises 22023 naming query_text (empty), method
-(unknown; in_database without ai.generate) or model_id (missing).$$;
+Model-backed methods return the original query on any failure. Runs as membank's owner (SECURITY DEFINER), so any
+membank role may call it; in_database calls only an ai.generate owned by a superuser or membank's owner. Raises 22023
+naming query_text (empty), method (unknown; in_database without a trusted ai.generate) or model_id (missing).$$;

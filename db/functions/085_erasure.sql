@@ -187,6 +187,7 @@ declare
     _scope jsonb := membank_private.validate_scope(scope);
     _scope_id uuid := md5(_scope::text)::uuid;
     _counts jsonb;
+    _kept jsonb;
     _sessions text [];
 begin
     if force is null then
@@ -232,7 +233,28 @@ begin
         'scope_bindings', (select count(*) from membank_private.scope_bindings as b
                            where b.scope_id = _scope_id and b.scope = _scope)
     ) into _counts;
+    -- ADK "app:" state is the application's, read by every user of the app
+    -- (ADK's contract): the keys whose current value this scope wrote stay,
+    -- unlinked from it; counted here so the operator knows they exist.
+    _kept := jsonb_build_object('app_state_keys', (
+        select count(*) from membank_private.app_state_entries as a
+        where a.scope_id = _scope_id
+          and not exists (select from membank_private.app_state_entries as l
+                          where l.app_name = a.app_name and l.key = a.key and l.seq > a.seq)));
     if force then
+        -- Its superseded app: entries go, its current ones lose the link to the scope (rows
+        -- another writer holds are being deleted by it: skipped, never waited for).
+        delete from membank_private.app_state_entries as a
+        where (a.app_name, a.key, a.seq) in (
+            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+            where x.scope_id = _scope_id
+              and exists (select from membank_private.app_state_entries as l
+                          where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
+            for update skip locked);
+        update membank_private.app_state_entries as a set scope_id = null
+        where (a.app_name, a.key, a.seq) in (
+            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+            where x.scope_id = _scope_id for update skip locked);
         -- Memories first (embeddings and embedding jobs cascade; the revision
         -- trigger writes DELETED revisions, removed with the rest below).
         delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
@@ -255,7 +277,7 @@ begin
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
     end if;
-    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
+    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts, 'kept', _kept,
                               'session_ids', to_jsonb(_sessions));
 end
 $$;
@@ -268,9 +290,11 @@ their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
-"scope_bindings"},
+"scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope wrote, which stay
+because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope's session ids]}: the client deletes those sessions'
-Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
+Valkey buffer keys (membank erase --scope). A role bound to the scope stays restricted (to nothing, when this was its
+last scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
 
 -- name: configure_retention: set the retention windows; returns them.
 create or replace function membank.configure_retention(
@@ -300,6 +324,9 @@ begin
                                                     else 'events' end,
             'must not be negative', 'a window of 0 removes at the next apply_retention');
     end if;
+    perform membank_private.refuse_bound_caller('configure_retention');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.retention_settings as s
     set deleted_revisions = case when 'deleted_revisions' = any(forever) then null
                                  else coalesce(configure_retention.deleted_revisions, s.deleted_revisions) end,
@@ -312,6 +339,9 @@ begin
     return jsonb_build_object('deleted_revisions', _row.deleted_revisions::text,
                               'finished_operations', _row.finished_operations::text,
                               'events', _row.events::text);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('retention', 'the retention settings');
 end
 $$;
 
@@ -321,7 +351,8 @@ revisions of a memory deleted with delete_memory, counted from its deletion; def
 (done GenerateMemories operations, from their last update; default 90 days), events (conversation events, from when
 they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
 keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
-Raises 22023 naming the argument (negative window, unknown kind).$$;
+Raises 22023 naming the argument (negative window, unknown kind), 42501 for a role bound to scopes, MB040 after
+waiting membank.lock_timeout for another call holding the settings (retryable).$$;
 
 -- name: retention_batch: remove up to batch_size rows of each kind past its retention window; returns counts.
 -- A SECURITY DEFINER function because the procedure that commits between
@@ -340,6 +371,7 @@ declare
     _events bigint := 0;
     _sessions bigint := 0;
 begin
+    perform membank_private.refuse_bound_caller('apply_retention');  -- every scope's maintenance
     select * into _s from membank_private.retention_settings;
     if _s.deleted_revisions is not null then
         -- Memories whose last revision is a deletion older than the window

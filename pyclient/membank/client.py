@@ -357,7 +357,7 @@ class MemoryBank:
     def erase_scope(self, scope: Scope, *, force: bool = False, buffer: Any = None) -> dict[str, Any]:
         """Erase everything stored under the exact ``scope`` (membank.erase_scope); with force=False only count.
 
-        Returns ``{"scope_id", "erased", "counts": {kind: n}, "session_ids"}``.
+        Returns ``{"scope_id", "erased", "counts": {kind: n}, "kept": {"app_state_keys": n}, "session_ids"}``.
         With ``buffer`` (a ``membank.buffer.SessionBuffer``) and force=True,
         the Valkey keys of every session of the scope are deleted too
         (``buffer.delete_scope``), after the database has committed;

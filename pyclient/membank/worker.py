@@ -162,14 +162,19 @@ class EmbeddingWorker:
         A lost connection (server restart, terminated backend) is logged and
         retried with exponential backoff up to ``max_backoff`` seconds; jobs
         that were claimed on it are released by the server and claimed again.
+        So is MB040: a bank-wide row (the embedding configuration, held by an
+        admin's open ``reembed``) that stayed busy for ``membank.lock_timeout``.
         """
         stop = stop or threading.Event()
         backoff = 0.5
         while not stop.is_set():
             try:
                 self._listen_and_process(poll_interval, stop)
-            except psycopg.OperationalError as err:
-                log.warning("connection lost (%s); reconnecting in %.1f s", err, backoff)
+            except (psycopg.Error, errors.LockTimeoutError) as err:
+                if not (isinstance(err, (psycopg.OperationalError, errors.LockTimeoutError))
+                        or getattr(err, "sqlstate", None) == "MB040"):
+                    raise
+                log.warning("connection lost or bank busy (%s); retrying in %.1f s", err, backoff)
                 self.close()
                 self._conn = None
                 stop.wait(backoff)

