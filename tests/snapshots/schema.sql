@@ -1716,7 +1716,7 @@ begin
         from membank_private.operations as o
         where o.scope_id = md5(_scope::text)::uuid and o.error is null
           and o.request_key = _key;
-        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0006
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0007
             raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
                 using errcode = 'MB021', detail = 'argument: request_id',
                       hint = format('operation %s holds that request_id; a new request needs a new request_id',
