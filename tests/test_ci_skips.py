@@ -22,7 +22,7 @@ def test_elsewhere():
 def run_inner(folder: Path, ci: str | None) -> subprocess.CompletedProcess:
     (folder / "test_inner.py").write_text(INNER)
     (folder / "pytest.ini").write_text("[pytest]\nmarkers =\n    citus: on the cluster\n")
-    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
     env["PYTHONPATH"] = str(Path(__file__).parent)
     if ci is not None:
         env["CI"] = ci
