@@ -7,6 +7,12 @@
 --                   every scope's text, so the application role never holds them
 --   membank_admin   writer + worker + maintenance (purges, reembed)
 
+-- Names resolve through pg_catalog only from here on: Citus sends these
+-- revokes and grants to its workers as lists of functions whose argument types
+-- it prints relative to this session's search_path, and a bare `vector` (found
+-- via membank_extensions, 000_search_path.sql) does not resolve on a worker.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
 revoke all on all tables in schema membank_private from public;
 revoke all on all functions in schema membank_private from public;
 revoke all on all functions in schema membank from public;

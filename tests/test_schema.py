@@ -119,6 +119,8 @@ def normalised_dump(db_url: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.min_postgresql(18, reason="the snapshot is pg_dump's text of a PostgreSQL 18 schema; pg_dump prints"
+                                        " an older server's catalog differently (e.g. attribute options)")
 def test_schema_snapshot(db_url):
     """A normalised pg_dump of the membank schemas must match the committed snapshot.
 
