@@ -113,6 +113,11 @@ begin
             format('must be null or 1 to 32768 characters of text, got %s characters', length(context)),
             'the context is the text around the fact, e.g. the conversation turn before it; pass null for none');
     end if;
+    if memory_type = 'STRUCTURED_PROFILE' and structured_content = '{}' then
+        -- A profile memory with no field is neither readable as a profile nor searchable.
+        perform membank_private._raise_invalid('structured_content', 'must hold at least one field, got {}',
+            'e.g. structured_content => ''{"diet": "vegetarian"}''');
+    end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
