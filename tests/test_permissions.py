@@ -431,6 +431,6 @@ def test_one_check_does_bounded_work_and_fails_closed_past_it(conn):
     # Fail closed means asked: the work was refused, not the rules (a short command is still decided).
     assert check(conn, "tool001 --flag-001 arg", project_id=None)["decision"] == "ALLOW"
     work = conn.execute("select membank_private.permission_check_work(membank_private.shell_parts(%s), %s,"
-                        " array(select r from membank_private.tool_rules as r)) as w", (command, command)
+                        " array(select r.pattern from membank_private.tool_rules as r)) as w", (command, command)
                         ).fetchone()["w"]
     assert work > conn.execute("select membank_private.permission_check_budget() as b").fetchone()["b"]

@@ -195,9 +195,13 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     delete from membank_private.generation_jobs as j where j.operation_name = finish_operation.operation_name;
+    -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
     update membank_private.operations as o
-    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
-    where o.name = finish_operation.operation_name;
+    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
+        source_events = s.source_events, facts = s.facts, profile_values = s.profile_values
+    from membank_private.operations as x
+    cross join lateral membank_private.strip_operation_text(x.source_events, x.facts, x.profile_values) as s
+    where o.name = finish_operation.operation_name and x.name = o.name;
 $$;
 
 -- name: reject_item: keep the reason a model's item was not applied on the operation.

@@ -204,7 +204,7 @@ $$;
 -- then run over the part and, for BLOCK rules, the whole command): the cost
 -- of one match grows with the pattern's length and the text's.
 create or replace function membank_private.permission_check_work(
-    parts text[], command text, rules membank_private.tool_rules[]
+    parts text[], command text, patterns text[]
 ) returns bigint
 language sql
 immutable
@@ -212,7 +212,7 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     select coalesce(cardinality(parts), 0)::bigint
-           * coalesce((select sum(length(r.pattern) + length(coalesce(command, ''))) from unnest(rules) as r), 0)::bigint;
+           * coalesce((select sum(length(p) + length(coalesce(command, ''))) from unnest(patterns) as p), 0)::bigint;
 $$;
 
 -- name: scope_id: the id membank keys a scope's data by (md5 of its canonical JSON, as a uuid).
@@ -289,7 +289,7 @@ begin
                 where r.scope_id = _scope_id and r.scope = _scope
                   and r.tool_name in (_tool, '*') and r.project_id is null);
             _work := membank_private.permission_check_work(_parts, _command,
-                                                           _project_rules || _global_rules);
+                                                           array(select r.pattern from unnest(_project_rules || _global_rules) as r));
             if cardinality(_parts) > 64 then
                 _result := row('PROMPT_USER', format('the command has %s parts (at most 64 are checked); ask the user',
                                                      cardinality(_parts)), null, null)::membank.tool_decision;
