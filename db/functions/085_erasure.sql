@@ -354,11 +354,26 @@ declare
     _scope_id uuid := md5(_scope::text)::uuid;
     _counts jsonb;
     _sessions text [];
+    _lock_timeout text := current_setting('lock_timeout');
 begin
     if force is null then
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => false (default) only counts; force => true erases');
     end if;
+    -- Lock order (015_scope_locks.sql): a generation job before its scope's
+    -- write lock, as complete_generation_job and prepare_consolidation take
+    -- them; the wait is bounded like the scope lock's (MB040).
+    begin
+        perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+        perform from membank_private.generation_jobs as j where j.scope_id = _scope_id order by j.id for update;
+        perform set_config('lock_timeout', _lock_timeout, true);
+    exception
+        when lock_not_available then
+            raise exception 'scope: a worker held one of this scope''s generation jobs for longer than %',
+                membank_private.scope_lock_timeout()
+                using errcode = 'MB040', detail = format('scope_id: %s', _scope_id),
+                      hint = 'nothing was erased; retry the call (the wait limit is the setting membank.lock_timeout)';
+    end;
     perform membank_private.lock_scope(_scope_id);
     -- Rows are matched by scope_id and, where the row holds it, by the scope
     -- itself, so an md5 collision can never erase another scope's data.

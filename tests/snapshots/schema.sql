@@ -502,35 +502,46 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
+    -- A claim is a lease (retry_time moves embedding_lease() ahead), committed
+    -- before the model is called: no lock is held while the worker embeds.
+    -- Holding the job rows for the whole batch made a delete (memory, then
+    -- its jobs by cascade) and store_embeddings (jobs, then the memory for
+    -- its vector's foreign key) wait for each other: 40P01 (issue 22 §6), or
+    -- a delete waiting past its lock timeout while a slow batch embedded.
+    -- The claim locks only job rows, briefly, and waits for nothing.
     return query
     with due as (
-        select j.name, j.fact_md5
+        -- The text to embed: the context (never changed after create) and the fact.
+        select j.name, j.fact_md5,
+               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
         from membank_private.embedding_jobs as j
+        inner join membank_private.memories as m on m.name = j.name
         where j.retry_time <= statement_timestamp() and j.attempts < 5
         order by j.retry_time
         limit batch_size
-        for update skip locked
-    ), current_fact as (
-        -- The text to embed: the context (never changed after create) and the fact.
-        select d.name, d.fact_md5,
-               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-               m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
+        for update of j skip locked
+    ), leased as (
+        update membank_private.embedding_jobs as j
+        set retry_time = statement_timestamp() + membank_private.embedding_lease()
         from due as d
-        inner join membank_private.memories as m on m.name = d.name
+        where d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     ), stale as (
         -- A job whose text changed since it was queued is done: the change
         -- queued a job of its own.
         delete from membank_private.embedding_jobs as j
-        using current_fact as c
-        where not c.fresh and j.name = c.name and j.fact_md5 = c.fact_md5
+        using due as d
+        where not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     )
-    select c.name, c.fact, c.fact_md5 from current_fact as c where c.fresh;
+    select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
 end
 $$;
 COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
 (memory_name, memory_fact, fact_md5); memory_fact is the text to embed: the fact, preceded by the memory''s context
-and a newline when it has one (create_memory). Call it inside a transaction, embed memory_fact in passage mode, then call
-store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
+and a newline when it has one (create_memory). The claim is a lease: commit it, embed memory_fact in passage mode
+(no lock is held meanwhile), then call store_embeddings (or fail_embedding_jobs); jobs not stored within 2 minutes are
+handed out again, and a claim rolled back releases them at once. Claims lock only job rows (FOR UPDATE SKIP LOCKED)
+and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
 42501 (a role bound to scopes).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
@@ -1324,11 +1335,26 @@ declare
     _scope_id uuid := md5(_scope::text)::uuid;
     _counts jsonb;
     _sessions text [];
+    _lock_timeout text := current_setting('lock_timeout');
 begin
     if force is null then
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => false (default) only counts; force => true erases');
     end if;
+    -- Lock order (015_scope_locks.sql): a generation job before its scope's
+    -- write lock, as complete_generation_job and prepare_consolidation take
+    -- them; the wait is bounded like the scope lock's (MB040).
+    begin
+        perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+        perform from membank_private.generation_jobs as j where j.scope_id = _scope_id order by j.id for update;
+        perform set_config('lock_timeout', _lock_timeout, true);
+    exception
+        when lock_not_available then
+            raise exception 'scope: a worker held one of this scope''s generation jobs for longer than %',
+                membank_private.scope_lock_timeout()
+                using errcode = 'MB040', detail = format('scope_id: %s', _scope_id),
+                      hint = 'nothing was erased; retry the call (the wait limit is the setting membank.lock_timeout)';
+    end;
     perform membank_private.lock_scope(_scope_id);
     -- Rows are matched by scope_id and, where the row holds it, by the scope
     -- itself, so an md5 collision can never erase another scope's data.
@@ -2784,6 +2810,7 @@ declare
     _count integer;
     _i integer;
     _vector vector;
+    _locked uuid [];
 begin
     perform membank.configure_embedding(model_id, dimension);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
@@ -2817,9 +2844,16 @@ begin
             format('holds a vector whose dimension is not %s', dimension),
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
+    -- The memories first (015_scope_locks.sql: a memory before its vector
+    -- and jobs), FOR KEY SHARE as the vector's foreign key would take them;
+    -- one that a delete or update holds is skipped: its job stays, and the
+    -- change deletes it (cascade) or makes it stale.
+    _locked := array(select m.name from membank_private.memories as m
+                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
     with given as (
         select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        where g.name::uuid = any(_locked)
     ), stored as (
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
@@ -2843,7 +2877,7 @@ begin
     end if;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
-    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
     return _count;
 end
 $$;
@@ -4183,6 +4217,12 @@ CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
     select format('%s %s (%s)', replace(left(local_time, 16), 'T', ' '),
                   case when right(local_time, 1) = 'Z' then 'UTC' else 'UTC' || right(local_time, 6) end,
                   to_char(left(local_time, 10)::date, 'FMDay'));
+$$;
+CREATE FUNCTION membank_private.embedding_lease() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select interval '2 minutes';
 $$;
 CREATE FUNCTION membank_private.estimate_tokens(t text) RETURNS integer
     LANGUAGE sql IMMUTABLE
@@ -7571,6 +7611,7 @@ REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_t
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_digest(event_id text, event_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_line(e jsonb) FROM PUBLIC;
