@@ -14,6 +14,7 @@ processes (as a worker login) embed what they queue.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import subprocess
@@ -98,3 +99,48 @@ def test_clients_and_two_workers_see_no_deadlock(postgresql, conn):
     assert not any("deadlock" in log.lower() for log in logs), logs
     assert conn.execute("select count(*) as n from membank_private.memories where scope <> '{\"user_id\": \"probe\"}'"
                         ).fetchone()["n"] == 0
+
+
+def test_the_client_retries_a_deadlock_it_was_chosen_to_break(db_url, conn):
+    """A deadlock with another transaction aborts the client's call (40P01); the client runs it again (DeadlockError
+    only when every attempt is aborted).
+
+    Which side PostgreSQL aborts is the one whose deadlock check (deadlock_timeout after it began to wait) finds the
+    cycle: the client checks after 3 s (below the 5 s lock timeout its scope lock leaves), the other side after 600 s,
+    so the client is the one, however slowly the other side closes the cycle within those 3 s."""
+    scope = {"user_id": "deadlock-retry"}
+    bank = MemoryBank(db_url + "&options=-c%20deadlock_timeout%3D3s", max_size=1)
+    deadlocks = conn.execute("select deadlocks from pg_stat_database where datname = current_database()"
+                             ).fetchone()["deadlocks"]
+    m = bank.create_memory(scope, "the fact before")
+    other = psycopg.connect(db_url)
+    other.execute("set deadlock_timeout = '600s'")
+    other.execute("select from membank_private.memories where name = %s for update", (m.name,))
+
+    def close_the_cycle() -> None:
+        # Once the client's update waits for the memory row (it holds the scope's lock), want that lock too.
+        with psycopg.connect(db_url, autocommit=True) as watcher:
+            while not watcher.execute("select exists (select from pg_stat_activity where wait_event_type = 'Lock'"
+                                      " and datname = current_database() and pid <> %s)",
+                                      (other.info.backend_pid,)).fetchone()[0]:
+                time.sleep(0.02)
+        try:
+            other.execute("select from membank_private.scope_locks where scope_id = md5(%s::jsonb::text)::uuid"
+                          " for update", (json.dumps(scope),))
+            other.commit()
+        except psycopg.Error as err:  # this side was chosen to break the cycle: the client was not
+            failed.append(err)
+
+    failed: list = []
+    closer = threading.Thread(target=close_the_cycle)
+    closer.start()
+    try:
+        updated = bank.update_memory(m.name, fact="the fact after")
+    finally:
+        closer.join(timeout=120)
+        other.close()
+        bank.close()
+    assert updated.fact == "the fact after" and updated.revision == 2
+    assert failed == []  # the other transaction went through: the client's call was the one aborted, and retried
+    assert conn.execute("select deadlocks from pg_stat_database where datname = current_database()"
+                        ).fetchone()["deadlocks"] == deadlocks + 1
