@@ -1,4 +1,4 @@
--- 0013: the source events of deleted memories, by digest (085_erasure.sql).
+-- 0014: the source events of deleted memories, by digest (085_erasure.sql).
 -- A deleted memory must not come back from the events it was extracted
 -- from when the same session is generated again; it may come back from a
 -- new event. Digests only: a purge removes the text, this row stays.

@@ -1,7 +1,7 @@
 """Retired sources: the events a deleted memory came from, by digest, so that regenerating cannot bring it back.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0014
+Revises: 0013
 Create Date: 2026-12-01
 
 DDL in the .sql files beside this one. A row holds a digest of one source
@@ -13,8 +13,8 @@ from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0013"
-down_revision = "0012"
+revision = "0014"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

@@ -1,2 +1,0 @@
--- 0013 downgrade: no retired sources (a deleted memory can be regenerated again).
-drop table membank_private.retired_sources;
