@@ -38,8 +38,95 @@ ENV_PG_BIN = "MEMBANK_TEST_PG_BIN"  # bin directory of an installed PostgreSQL t
 pytest_plugins = ["valkey_server", "citus_cluster", "ci_skips"]
 
 
+# The variables that decide where membank and the libraries it runs write or
+# which servers they reach. The session points them at a sandbox under /tmp
+# before anything runs, so that no test (and no CLI or README command a test
+# runs) can reach the user's home, data dir, default Valkey or database.
+SANDBOX_DIRS = {"HOME": "home", "XDG_DATA_HOME": "home/.local/share", "XDG_CONFIG_HOME": "home/.config",
+                "XDG_CACHE_HOME": "home/.cache", "XDG_STATE_HOME": "home/.local/state",
+                "MEMBANK_DATA_DIR": "data"}
+SANDBOX_UNSET = ("MEMBANK_DATABASE_URL", "MEMBANK_VALKEY_URL")
+
+
+def _enter_sandbox(config: pytest.Config) -> None:
+    root = Path(tempfile.mkdtemp(prefix="membank-sandbox-", dir="/tmp"))
+    for var, sub in SANDBOX_DIRS.items():
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        os.environ[var] = str(root / sub)
+    for var in SANDBOX_UNSET:
+        os.environ.pop(var, None)
+    config._membank_sandbox = root  # type: ignore[attr-defined]
+
+
+def _leave_sandbox(config: pytest.Config) -> None:
+    """Stop any server a test left in the sandbox's data dir (the sandbox test checks that there is none)."""
+    root = getattr(config, "_membank_sandbox", None)
+    if root is None:
+        return
+    from membank import embedded
+    from membank.buffer import server as valkey
+
+    data = root / SANDBOX_DIRS["MEMBANK_DATA_DIR"]
+    if valkey.is_running(data / "valkey"):
+        warnings.warn(f"a test left the embedded Valkey of {data} running; stopped")
+        valkey.stop(data / "valkey")
+    os.environ["MEMBANK_DATA_DIR"] = str(data)
+    if embedded.stop():
+        warnings.warn(f"a test left the embedded PostgreSQL of {data} running; stopped")
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def files_under(root: Path) -> list[str]:
+    """Every file and folder below ``root`` (relative paths, sorted): what a sandboxed command wrote there."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def processes_under(root: Path) -> list[str]:
+    """Command lines of live processes that run from, or name, a path under ``root`` (servers left running)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue  # gone, or not ours to read
+        if str(root) in cmdline or cwd.startswith(str(root)):
+            found.append(f"{proc.name}: {cmdline.strip()}")
+    return found
+
+
+@pytest.fixture
+def cli_env(db_url, valkey_url, tmp_path, monkeypatch) -> Path:
+    """Environment of a CLI or README command run by a test: this test's database and Valkey, and an empty fake
+    HOME, XDG data/config/state dirs and MEMBANK_DATA_DIR under the returned folder (which the command must leave
+    empty; the XDG cache stays the session's sandbox cache)."""
+    root = tmp_path / "cli-sandbox"
+    for var, sub in SANDBOX_DIRS.items():
+        if var == "XDG_CACHE_HOME":
+            continue  # the session's (under /tmp): the embedder's compiled engine is cached there once
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv(var, str(root / sub))
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
+    before = files_under(root)
+    yield root
+    assert files_under(root) == before, f"a command wrote outside its test's servers: {files_under(root)}"
+    assert processes_under(root) == [], "a command left a process running in its sandbox"
+
+
+@pytest.fixture(scope="session")
+def sandbox(pytestconfig) -> Path:
+    """The session's sandbox folder (fake HOME, XDG dirs and MEMBANK_DATA_DIR live under it)."""
+    return pytestconfig._membank_sandbox
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _register_markers(config)
+    _enter_sandbox(config)
     # Under /tmp: as root the server hands its folder to a system user and
     # opens every parent folder for traversal; /tmp is already open.
     root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
@@ -76,6 +163,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(server.folder.parent, ignore_errors=True)
     elif server is not None:
         server.cleanup()
+    _leave_sandbox(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

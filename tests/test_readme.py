@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import SANDBOX_DIRS, files_under
 from membank.cli import main
 
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -74,8 +75,9 @@ def skipped(words: list[str]) -> bool:
     return any(line.startswith(prefix) for prefix in SKIPPED)
 
 
-def test_readme_cli_examples_run_as_written(db_url, monkeypatch):
-    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+def test_readme_cli_examples_run_as_written(cli_env, sandbox):
+    # cli_env: this test's database and Valkey, a fake HOME and data dir that must stay empty (issue 22 §8: the
+    # README's `membank erase` and `permissions allow-once` reached the user's default Valkey).
     runner = CliRunner()
     names: dict[str, str] = {}
     ran = []
@@ -103,8 +105,10 @@ def test_readme_cli_examples_run_as_written(db_url, monkeypatch):
     # the README's CLI tour really ran, events before generate
     assert ran.index("events append") < ran.index("generate --scope")
     for expected in ("memories create", "memories get", "memories delete", "events list", "operations get",
-                     "reembed --yes", "db upgrade", "--version"):
+                     "reembed --yes", "db upgrade", "--version", "permissions allow-once", "erase --scope"):
         assert expected in ran, expected
+    # Nothing reached the session's own default data dir either (no server started there).
+    assert files_under(sandbox / SANDBOX_DIRS["MEMBANK_DATA_DIR"]) == []
 
 
 def test_every_skipped_readme_command_exists():

@@ -11,6 +11,22 @@
 -- advisory lock, the obvious choice, has a key that any connecting role can
 -- compute and hold, freezing the scope's writers and the expiry purge.)
 --
+-- Lock order, everywhere (a wait against this order is what deadlocks):
+--   1. generation_jobs rows (the worker's claim, complete_generation_job,
+--      prepare_consolidation; erase_scope takes its scope's jobs first);
+--   2. embedding_config, the bank-wide row (store_embeddings first calls
+--      configure_embedding);
+--   3. scope_locks, in scope_id order when several (purges, expiry,
+--      delete_profile_schema);
+--   4. memories rows, in name order when several (consolidation,
+--      compaction, purges; store_embeddings takes FOR KEY SHARE SKIP LOCKED);
+--   5. what hangs off a memory: embedding_jobs, memory_embeddings, revisions,
+--      the lexicon (written under the memory's lock, or by its cascade).
+-- The embedding worker's claim locks only embedding_jobs rows, briefly, and
+-- waits for nothing: it is a lease committed before the model is called.
+-- A deadlock that can still happen (e.g. against a caller's own
+-- transaction) is 40P01; the Python client retries it (DeadlockError).
+--
 -- The wait is bounded: membank.lock_timeout (a setting the caller may set,
 -- default 5s, always positive) is the most a write
 -- waits for the lock; past it the write raises MB040 (retryable: nothing was

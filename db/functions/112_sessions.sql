@@ -148,6 +148,7 @@ begin
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
     end if;
+    perform membank_private.validate_state_keys(state, 'state');
     insert into membank_private.sessions as s (scope_id, session_id, scope, state)
     values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
     on conflict on constraint sessions_pkey do nothing
@@ -177,6 +178,28 @@ Returns the session as JSON {"id", "app_name", "user_id", "state" (session state
 state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
 Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
 (retryable); nothing is written on error.$$;
+
+-- name: validate_state_keys: 22023 naming the argument when a shared-state key has an empty name ("app:", "user:").
+-- An empty name would be stored as the key "" of the app's or user's state,
+-- which ADK cannot address again (State["app:"] is not a key of it).
+create or replace function membank_private.validate_state_keys(state jsonb, argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _key text;
+begin
+    select k into _key from jsonb_object_keys(coalesce(state, '{}')) as k
+    where k in ('app:', 'user:', 'temp:') limit 1;
+    if _key is not null then
+        perform membank_private._raise_invalid(argument, format('holds the key %s with an empty name', to_jsonb(_key)),
+            format('name the key after its prefix, e.g. %s', to_jsonb(_key || 'theme')));
+    end if;
+end
+$$;
 
 -- name: split_state: the keys of a state (delta) with one ADK prefix, prefix removed ('' = unprefixed, temp: dropped).
 create or replace function membank_private.split_state(state jsonb, prefix text)

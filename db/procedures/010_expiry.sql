@@ -136,6 +136,10 @@ begin
         returning 1
     )
     select count(*) into _count from purged;
+    if _count < batch_size then
+        -- The last batch: memories of the scope deleted earlier that match go too (085_erasure.sql).
+        perform membank_private.forget_deleted_memories(md5(_scope::text)::uuid, _scope, metadata_filter, _topics);
+    end if;
     perform membank_private.clear_revision_context();
     return _count;
 end

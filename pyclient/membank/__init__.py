@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 _LAZY = {
     "MemoryBank": "membank.client", "PendingOperation": "membank.client",
     "ConflictError": "membank.errors", "InvalidArgumentError": "membank.errors", "MembankError": "membank.errors",
-    "PermissionDeniedError": "membank.errors",
+    "PermissionDeniedError": "membank.errors", "DeadlockError": "membank.errors",
     "NotFoundError": "membank.errors", "NotInstalledError": "membank.errors",
     "Event": "membank.models", "GeneratedMemory": "membank.models", "Memory": "membank.models",
     "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
@@ -33,7 +33,8 @@ def __getattr__(name: str):
 if TYPE_CHECKING:
     from membank.client import MemoryBank, PendingOperation
     from membank.errors import (
-        ConflictError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError, PermissionDeniedError,
+        ConflictError, DeadlockError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError,
+        PermissionDeniedError,
     )
     from membank.models import (
         Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ConflictError",
+    "DeadlockError",
     "PermissionDeniedError",
     "Event",
     "GeneratedMemory",

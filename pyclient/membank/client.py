@@ -6,6 +6,7 @@ dataclasses of ``membank.models`` and SQLSTATEs as ``membank.errors``.
 from __future__ import annotations
 
 import os
+import random
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -67,6 +68,10 @@ Scope = Mapping[str, str]
 BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
          "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
 MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
+# A call aborted by a deadlock or serialization failure (errors.RETRIED_SQLSTATES) runs again, at most this
+# often in all, after 0.05, 0.1, 0.2 ... s (doubled, with up to as much again of jitter).
+_RETRY_ATTEMPTS = 5
+_RETRY_PAUSE_S = 0.05
 
 
 def _json_schema(memory_schema: Any) -> Any:
@@ -230,13 +235,20 @@ class MemoryBank:
         )
         template = "call membank.{}({})" if kind == "call" else "select * from membank.{}({})"
         query = sql.SQL(template).format(sql.Identifier(function), named)
-        try:
-            with self._pool.connection() as conn:
-                return conn.execute(query, list(given.values())).fetchall()
-        except psycopg.Error as err:
-            if err.sqlstate is None:
-                raise
-            raise errors.from_psycopg(err) from None
+        for attempt in range(_RETRY_ATTEMPTS):
+            try:
+                with self._pool.connection() as conn:
+                    return conn.execute(query, list(given.values())).fetchall()
+            except psycopg.Error as err:
+                if err.sqlstate is None:
+                    raise
+                if err.sqlstate in errors.RETRIED_SQLSTATES and attempt + 1 < _RETRY_ATTEMPTS:
+                    # The server rolled the call's transaction back (each call is one): run it again
+                    # after a short, jittered pause so that the other party finishes first.
+                    time.sleep(_RETRY_PAUSE_S * (2 ** attempt) * (1 + random.random()))
+                    continue
+                raise errors.from_psycopg(err) from None
+        raise AssertionError("unreachable")
 
     # -- memories -----------------------------------------------------------
     def create_memory(self, scope: Scope, fact: str | None = None, *, topics: list[str] | None = None,

@@ -89,29 +89,33 @@ class EmbeddingWorker:
     def process_batch(self) -> int:
         """Claim, embed and store one batch; return how many jobs it claimed (0: nothing due)."""
         conn = self._connection()
+        # The claim is a lease, committed before the model is called: no lock is
+        # held while embedding (a delete of a claimed memory never waits for it).
         with conn.transaction():
             jobs = conn.execute("select memory_name, memory_fact, fact_md5 from membank.claim_embedding_jobs(%s)",
                                 (self.batch_size,)).fetchall()
-            if not jobs:
-                return 0
-            names = [str(j[0]) for j in jobs]
-            md5s = [str(j[2]) for j in jobs]
-            try:
-                vectors = self.embedder.embed_passages([j[1] for j in jobs])
-            except Exception as err:  # the provider failed: record it, retry later
-                log.warning("embedding %d facts failed: %s", len(jobs), err)
+        if not jobs:
+            return 0
+        names = [str(j[0]) for j in jobs]
+        md5s = [str(j[2]) for j in jobs]
+        try:
+            vectors = self.embedder.embed_passages([j[1] for j in jobs])
+        except Exception as err:  # the provider failed: record it, retry later
+            log.warning("embedding %d facts failed: %s", len(jobs), err)
+            with conn.transaction():
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", (names, md5s, repr(err)))
-                return len(jobs)
-            try:
-                with conn.transaction():  # a savepoint: a refused batch leaves the claim intact
-                    conn.execute(
-                        "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
-                        " fact_md5s => %s, embeddings => %s)",
-                        (self.embedder.model_id, self.embedder.dimension, names, md5s,
-                         [vector_literal(v) for v in vectors]))
-            except psycopg.errors.InvalidParameterValue as err:
-                # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
-                log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+            return len(jobs)
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                    " fact_md5s => %s, embeddings => %s)",
+                    (self.embedder.model_id, self.embedder.dimension, names, md5s,
+                     [vector_literal(v) for v in vectors]))
+        except psycopg.errors.InvalidParameterValue as err:
+            # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
+            log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+            with conn.transaction():
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)",
                              (names, md5s, err.diag.message_primary))
         return len(jobs)

@@ -239,6 +239,7 @@ begin
             'pass {"key": value}');
     end if;
     if jsonb_typeof(_delta) = 'object' then
+        perform membank_private.validate_state_keys(_delta, 'event.actions.state_delta');
         -- temp: keys live for one invocation: never stored, not even in the event.
         _payload := jsonb_set(event, '{actions,state_delta}', (
             select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k
@@ -399,6 +400,9 @@ declare
     _part text;
     _tier integer;
     _rules membank_private.tool_rules [];
+    _project_rules membank_private.tool_rules [];
+    _global_rules membank_private.tool_rules [];
+    _work bigint;
 begin
     if session_id is not null and length(session_id) not between 1 and 200 then
         perform membank_private._raise_invalid('session_id', 'must be null or 1 to 200 characters',
@@ -414,20 +418,32 @@ begin
         begin
             _operators := membank_private.shell_operators(_command);
             _parts := membank_private.shell_parts(_command);
+            -- The rules of both tiers, read once (not once per part).
+            _project_rules := array(
+                select r from membank_private.tool_rules as r
+                where _project is not null and r.scope_id = _scope_id and r.scope = _scope
+                  and r.tool_name in (_tool, '*') and r.project_id = _project);
+            _global_rules := array(
+                select r from membank_private.tool_rules as r
+                where r.scope_id = _scope_id and r.scope = _scope
+                  and r.tool_name in (_tool, '*') and r.project_id is null);
+            _work := membank_private.permission_check_work(_parts, _command,
+                                                           array(select r.pattern from unnest(_project_rules || _global_rules) as r));
             if cardinality(_parts) > 64 then
                 _result := row('PROMPT_USER', format('the command has %s parts (at most 64 are checked); ask the user',
                                                      cardinality(_parts)), null, null)::membank.tool_decision;
+            elsif _work > membank_private.permission_check_budget() then
+                -- Fail closed on work, not on time: the answer never depends on the machine's speed.
+                _result := row('PROMPT_USER', format(
+                    'checking the command would match %s characters of patterns and text (at most %s are matched); '
+                    'ask the user', _work, membank_private.permission_check_budget()), null, null)::membank.tool_decision;
             else
                 foreach _part in array _parts loop
                     _part_result := null;
                     _near := null;
                     foreach _tier in array array[2, 3] loop
                         continue when _tier = 2 and _project is null;
-                        _rules := array(
-                            select r from membank_private.tool_rules as r
-                            where r.scope_id = _scope_id and r.scope = _scope
-                              and r.tool_name in (_tool, '*')
-                              and case when _tier = 2 then r.project_id = _project else r.project_id is null end);
+                        _rules := case when _tier = 2 then _project_rules else _global_rules end;
                         _part_result := membank_private.decide_part(_rules, _part, _command, _operators);
                         if _part_result.decision in ('BLOCK', 'ALLOW') then
                             _part_result.tier := _tier;
@@ -479,7 +495,8 @@ by the project rules of project_id (tier 2), else the scope''s global rules (tie
 pattern matches a whole part (anchored), case-sensitively; an ALLOW rule lets a part through only when the command uses
 no shell operator (those above and > <) outside the rule''s allow_operators; a BLOCK rule also matches the whole
 command. The strictest part wins (BLOCK > PROMPT_USER > ALLOW). No matching rule, more than 64 parts, a command over
-16384 characters or an error evaluating the rules give PROMPT_USER (fail closed). allow_once => true says the client
+16384 characters, a check whose work (parts x the sum over the tool''s rules of pattern length + command length) is over
+1,000,000 characters, or an error evaluating the rules give PROMPT_USER (fail closed). allow_once => true says the client
 consumed an operator''s grant for this exact call (tier 1: ALLOW unless a rule BLOCKs); grant_error (the grant store
 failed) gives PROMPT_USER unless a rule BLOCKs. Every decision is logged (membank.list_tool_decisions). Raises 22023
 naming the argument (bad scope, tool_name, project_id or session_id).';
@@ -494,35 +511,46 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
+    -- A claim is a lease (retry_time moves embedding_lease() ahead), committed
+    -- before the model is called: no lock is held while the worker embeds.
+    -- Holding the job rows for the whole batch made a delete (memory, then
+    -- its jobs by cascade) and store_embeddings (jobs, then the memory for
+    -- its vector's foreign key) wait for each other: 40P01 (issue 22 §6), or
+    -- a delete waiting past its lock timeout while a slow batch embedded.
+    -- The claim locks only job rows, briefly, and waits for nothing.
     return query
     with due as (
-        select j.name, j.fact_md5
+        -- The text to embed: the context (never changed after create) and the fact.
+        select j.name, j.fact_md5,
+               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
         from membank_private.embedding_jobs as j
+        inner join membank_private.memories as m on m.name = j.name
         where j.retry_time <= statement_timestamp() and j.attempts < 5
         order by j.retry_time
         limit batch_size
-        for update skip locked
-    ), current_fact as (
-        -- The text to embed: the context (never changed after create) and the fact.
-        select d.name, d.fact_md5,
-               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-               m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
+        for update of j skip locked
+    ), leased as (
+        update membank_private.embedding_jobs as j
+        set retry_time = statement_timestamp() + membank_private.embedding_lease()
         from due as d
-        inner join membank_private.memories as m on m.name = d.name
+        where d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     ), stale as (
         -- A job whose text changed since it was queued is done: the change
         -- queued a job of its own.
         delete from membank_private.embedding_jobs as j
-        using current_fact as c
-        where not c.fresh and j.name = c.name and j.fact_md5 = c.fact_md5
+        using due as d
+        where not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     )
-    select c.name, c.fact, c.fact_md5 from current_fact as c where c.fresh;
+    select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
 end
 $$;
 COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
 (memory_name, memory_fact, fact_md5); memory_fact is the text to embed: the fact, preceded by the memory''s context
-and a newline when it has one (create_memory). Call it inside a transaction, embed memory_fact in passage mode, then call
-store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
+and a newline when it has one (create_memory). The claim is a lease: commit it, embed memory_fact in passage mode
+(no lock is held meanwhile), then call store_embeddings (or fail_embedding_jobs); jobs not stored within 2 minutes are
+handed out again, and a claim rolled back releases them at once. Claims lock only job rows (FOR UPDATE SKIP LOCKED)
+and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
 42501 (a role bound to scopes).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
@@ -978,6 +1006,11 @@ begin
             format('must be null or 1 to 32768 characters of text, got %s characters', length(context)),
             'the context is the text around the fact, e.g. the conversation turn before it; pass null for none');
     end if;
+    if memory_type = 'STRUCTURED_PROFILE' and structured_content = '{}' then
+        -- A profile memory with no field is neither readable as a profile nor searchable.
+        perform membank_private._raise_invalid('structured_content', 'must hold at least one field, got {}',
+            'e.g. structured_content => ''{"diet": "vegetarian"}''');
+    end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
@@ -1061,6 +1094,7 @@ begin
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
     end if;
+    perform membank_private.validate_state_keys(state, 'state');
     insert into membank_private.sessions as s (scope_id, session_id, scope, state)
     values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
     on conflict on constraint sessions_pkey do nothing
@@ -1345,11 +1379,26 @@ declare
     _counts jsonb;
     _kept jsonb;
     _sessions text [];
+    _lock_timeout text := current_setting('lock_timeout');
 begin
     if force is null then
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => false (default) only counts; force => true erases');
     end if;
+    -- Lock order (015_scope_locks.sql): a generation job before its scope's
+    -- write lock, as complete_generation_job and prepare_consolidation take
+    -- them; the wait is bounded like the scope lock's (MB040).
+    begin
+        perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+        perform from membank_private.generation_jobs as j where j.scope_id = _scope_id order by j.id for update;
+        perform set_config('lock_timeout', _lock_timeout, true);
+    exception
+        when lock_not_available then
+            raise exception 'scope: a worker held one of this scope''s generation jobs for longer than %',
+                membank_private.scope_lock_timeout()
+                using errcode = 'MB040', detail = format('scope_id: %s', _scope_id),
+                      hint = 'nothing was erased; retry the call (the wait limit is the setting membank.lock_timeout)';
+    end;
     perform membank_private.lock_scope(_scope_id);
     -- Rows are matched by scope_id and, where the row holds it, by the scope
     -- itself, so an md5 collision can never erase another scope's data.
@@ -1385,6 +1434,8 @@ begin
                            where t.scope_id = _scope_id and t.scope = _scope),
         'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
                                      where t.scope_id = _scope_id and t.scope = _scope),
+        'retired_sources', (select count(*) from membank_private.retired_sources as t
+                            where t.scope_id = _scope_id and t.scope = _scope),
         -- A role bound to the scope (bind_role_to_scope) names it: the binding goes too.
         'scope_bindings', (select count(*) from membank_private.scope_bindings as b
                            where b.scope_id = _scope_id and b.scope = _scope)
@@ -1432,6 +1483,8 @@ begin
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        -- After the memories: their deletion above retired their sources.
+        delete from membank_private.retired_sources as t where t.scope_id = _scope_id and t.scope = _scope;
     end if;
     return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts, 'kept', _kept,
                               'session_ids', to_jsonb(_sessions));
@@ -1439,13 +1492,14 @@ end
 $$;
 COMMENT ON FUNCTION membank.erase_scope(scope jsonb, force boolean) IS 'Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
-their change log, tool decisions and exempt-tool settings. With force =>
+jobs, full-text lexicon entries, sessions and their events, ADK user: state, GenerateMemories operations and their
+jobs, tool rules, their change log, tool decisions, exempt-tool settings, the digests of deleted memories'' source
+events (retired_sources) and role bindings to the scope. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
-"scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope wrote, which stay
-because every user of the app reads them (erasing unlinks them from the scope)},
+"retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
+wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
 Valkey buffer keys (membank erase --scope). A role bound to the scope stays restricted (to nothing, when this was its
 last scope). Admin only. Raises 22023 naming the argument (bad scope, null force).';
@@ -1810,7 +1864,8 @@ COMMENT ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session
 memories of an exact scope; returns the operation''s name (uuid) at once. Poll membank.get_operation(name).
 Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
 session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
-facts (a JSON array of at most 100 strings or {"fact", "topics"}, given directly: no extraction).
+facts (a JSON array of 1 to 100 strings or {"fact", "topics": [strings]}, given directly: no extraction; [] is
+refused with 22023, as an empty list of facts is a caller''s mistake).
 Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
 EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four managed ones), examples (few-shot:
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,
@@ -2372,6 +2427,10 @@ begin
     )
     select case when force then (select count(*) from purged) else (select count(*) from target) end
     into _count;
+    if force then
+        -- Memories deleted earlier that match are purged too (their text goes; 085_erasure.sql).
+        perform membank_private.forget_deleted_memories(md5(_scope::text)::uuid, _scope, metadata_filter, _topics);
+    end if;
     perform membank_private.clear_revision_context();
     return _count;
 end
@@ -2379,7 +2438,9 @@ $$;
 COMMENT ON FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb, topics text[], force boolean) IS 'Delete every live memory of one exact scope that matches the filters (metadata_filter: JSON object, containment;
 topics: any of). With force => false (the default) nothing is deleted and the count of matching memories is returned;
 with force => true they are deleted, each with a DELETED revision labelled {"reason":"purge"}, and the count deleted is
-returned. Other scopes are never touched. Raises 22023 naming the argument.';
+returned; their text is destroyed wherever it is stored (revisions, the events they came from, operations), and so is
+the text of the scope''s memories deleted earlier (delete_memory) that match the filters by their last revision: a
+purge ends their rollback window. Other scopes are never touched. Raises 22023 naming the argument.';
 CREATE PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_filter jsonb DEFAULT NULL::jsonb, IN topics text[] DEFAULT NULL::text[], IN batch_size integer DEFAULT 1000, INOUT purged bigint DEFAULT 0)
     LANGUAGE plpgsql
     AS $$
@@ -2450,6 +2511,12 @@ declare
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.validate_memory_type(memory_type);
+    -- Paging arguments are checked with or without a query (with one they
+    -- were ignored, so page_size => 0 or a garbage token passed silently).
+    perform membank_private.validate_page_size(page_size);
+    if page_token is not null then
+        perform membank_private.parse_page_token(page_token);
+    end if;
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
@@ -2568,7 +2635,9 @@ could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, 
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
 rerank_depth (default 400) re-ranked exactly. Without any query (or with a blank query_text) it lists the scope''s
-memories, paged (page_size, page_token) like list_memories, at most top_k per page when top_k is given. A query text
+memories, paged (page_size, page_token) like list_memories, at most top_k per page when top_k is given; page_size and
+page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
+finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
 carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
 query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
@@ -2820,6 +2889,7 @@ declare
     _count integer;
     _i integer;
     _vector vector;
+    _locked uuid [];
 begin
     perform membank.configure_embedding(model_id, dimension);
     -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
@@ -2855,9 +2925,16 @@ begin
             format('holds a vector whose dimension is not %s', dimension),
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
+    -- The memories first (015_scope_locks.sql: a memory before its vector
+    -- and jobs), FOR KEY SHARE as the vector's foreign key would take them;
+    -- one that a delete or update holds is skipped: its job stays, and the
+    -- change deletes it (cascade) or makes it stale.
+    _locked := array(select m.name from membank_private.memories as m
+                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
     with given as (
         select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        where g.name::uuid = any(_locked)
     ), stored as (
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
@@ -2881,7 +2958,7 @@ begin
     end if;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
-    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
     return _count;
 exception
     when lock_not_available then
@@ -3115,6 +3192,7 @@ declare
     _sources text [];
     _unknown text [];
     _accepted jsonb := '[]';
+    _retired uuid;
     _keys text [] := array(select lower(f ->> 'fact') from jsonb_array_elements(coalesce(known, '[]')) as f);
 begin
     if _items is null then
@@ -3165,6 +3243,16 @@ begin
         end if;
         if lower(_fact) = any(_keys) then
             continue;  -- the same fact twice in one operation
+        end if;
+        _retired := membank_private.retired_by(o.scope_id, events, _sources);
+        if _retired is not null then
+            -- A deleted memory does not come back from the events it came
+            -- from (085_erasure.sql); the item keeps no text of it.
+            perform membank_private.reject_item(o.name, 'EXTRACT',
+                jsonb_build_object('source_event_ids', to_jsonb(_sources), 'memory_name', _retired),
+                format('source_event_ids: %s were the source of memory %s, which was deleted; a deleted memory is '
+                       'created again only from a new event', array_to_string(_sources, ', '), _retired));
+            continue;
         end if;
         _keys := _keys || lower(_fact);
         _accepted := _accepted || jsonb_build_array(jsonb_build_object(
@@ -3950,6 +4038,15 @@ begin
             format('unknown fusion %s', coalesce(to_jsonb(fusion)::text, 'null')),
             'use rrf (Reciprocal Rank Fusion, default) or convex (min-max normalised weighted sum)');
     end if;
+    -- NaN compares greater than every number and Infinity swamps the other
+    -- signal: both would silently rank by one leg (or by nothing).
+    if vector_weight in ('NaN', 'Infinity', '-Infinity') or text_weight in ('NaN', 'Infinity', '-Infinity') then
+        perform membank_private._raise_invalid(
+            case when vector_weight in ('NaN', 'Infinity', '-Infinity') then 'vector_weight' else 'text_weight' end,
+            format('must be a finite number, got %s',
+                   case when vector_weight in ('NaN', 'Infinity', '-Infinity') then vector_weight else text_weight end),
+            'e.g. vector_weight => 1, text_weight => 1');
+    end if;
     if vector_weight < 0 or text_weight < 0 or vector_weight + text_weight = 0 then
         perform membank_private._raise_invalid('vector_weight',
             format('weights %s and %s: each must be >= 0 and not both 0', vector_weight, text_weight),
@@ -4266,11 +4363,23 @@ CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
                   case when right(local_time, 1) = 'Z' then 'UTC' else 'UTC' || right(local_time, 6) end,
                   to_char(left(local_time, 10)::date, 'FMDay'));
 $$;
+CREATE FUNCTION membank_private.embedding_lease() RETURNS interval
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select interval '2 minutes';
+$$;
 CREATE FUNCTION membank_private.estimate_tokens(t text) RETURNS integer
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select ceil(coalesce(octet_length(t), 0) / 3.0)::integer;
+$$;
+CREATE FUNCTION membank_private.event_digest(event_id text, event_text text) RETURNS uuid
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when event_text is not null then md5(jsonb_build_array(event_id, event_text)::text)::uuid end;
 $$;
 CREATE FUNCTION membank_private.event_line(e jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -4459,9 +4568,43 @@ CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error json
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     delete from membank_private.generation_jobs as j where j.operation_name = finish_operation.operation_name;
+    -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
     update membank_private.operations as o
-    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
-    where o.name = finish_operation.operation_name;
+    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
+        source_events = s.source_events, facts = s.facts, profile_values = s.profile_values
+    from membank_private.operations as x
+    cross join lateral membank_private.strip_operation_text(x.source_events, x.facts, x.profile_values) as s
+    where o.name = finish_operation.operation_name and x.name = o.name;
+$$;
+CREATE FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid;
+    _count bigint := 0;
+begin
+    for _name in
+        select l.memory_name
+        from membank_private.memory_revisions as l
+        where l.scope_id = forget_deleted_memories.scope_id and l.scope = forget_deleted_memories.scope
+          and l.action = 'DELETED'
+          and not exists (select from membank_private.memory_revisions as x
+                          where x.memory_name = l.memory_name and x.revision > l.revision)
+          and not exists (select from membank_private.memories as m where m.name = l.memory_name)
+          and (metadata_filter is null or l.metadata @> metadata_filter)
+          and (forget_deleted_memories.topics is null or l.topics && forget_deleted_memories.topics)
+          and exists (select from membank_private.memory_revisions as t
+                      where t.memory_name = l.memory_name
+                        and (t.fact is not null or t.previous_fact is not null or t.structured_content is not null
+                             or t.previous_structured_content is not null or t.extracted_memories is not null))
+        order by l.memory_name
+    loop
+        perform membank_private.forget_memory(_name, forget_deleted_memories.scope_id);
+        _count := _count + 1;
+    end loop;
+    return _count;
+end
 $$;
 CREATE FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) RETURNS void
     LANGUAGE plpgsql
@@ -4487,23 +4630,31 @@ begin
            or r.previous_structured_content is not null or r.extracted_memories is not null
            or r.metadata <> '{}');
     -- The turns it was extracted from (by event id, in its scope).
+    -- An ADK event (append_session_event) holds its text in the payload's content too.
     update membank_private.events as e
-    set text = null
-    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids) and e.text is not null;
+    set text = null, payload = e.payload - 'content'
+    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids)
+      and (e.text is not null or e.payload ? 'content');
     -- The operations that wrote it: its entries, its source events, the facts given for it.
     update membank_private.operations as o
     set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
         source_events = (
-            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids)
-                                           then e || '{"text": null}' else e end order by x.n), '[]')
+            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids) and e ? 'text'
+                                           then (e - 'text') || jsonb_build_object('digest', coalesce(e ->> 'digest',
+                                                    membank_private.event_digest(e ->> 'event_id', e ->> 'text')::text))
+                                           else e end order by x.n), '[]')
             from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
         facts = (
             select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
                                            then f || '{"fact": null}' else f end order by x.n), '[]')
             from jsonb_array_elements(o.facts) with ordinality as x (f, n))
     where o.scope_id = forget_memory.scope_id
-      and o.generated_memories @> jsonb_build_array(
-          jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+      and (o.generated_memories @> jsonb_build_array(
+               jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)))
+           -- a running operation learning from the same events or facts
+           or exists (select from jsonb_array_elements(o.source_events) as e
+                      where e ->> 'event_id' = any(_event_ids) and e ? 'text')
+           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
     -- Redacted once per row; only the rows it changes are written.
@@ -4923,6 +5074,13 @@ begin
         _ctx -> 'extracted_memories',
         statement_timestamp()
     );
+    -- Whatever deleted it, the events it came from may not bring it back
+    -- (retired_sources, 085_erasure.sql); a rollback that re-creates it releases them.
+    if tg_op = 'DELETE' then
+        perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
+    elsif tg_op = 'INSERT' then
+        delete from membank_private.retired_sources as t where t.memory_name = new.name;
+    end if;
     if _forget then
         perform membank_private.forget_memory(old.name, old.scope_id);
     end if;
@@ -5133,6 +5291,19 @@ begin
     return case when cardinality(_queries) > 0 then _queries else array[query_text] end;
 end
 $$;
+CREATE FUNCTION membank_private.permission_check_budget() RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 1000000::bigint;
+$$;
+CREATE FUNCTION membank_private.permission_check_work(parts text[], command text, patterns text[]) RETURNS bigint
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(cardinality(parts), 0)::bigint
+           * coalesce((select sum(length(p) + length(coalesce(command, ''))) from unnest(patterns) as p), 0)::bigint;
+$$;
 CREATE FUNCTION membank_private.plan_key(plan jsonb) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5341,6 +5512,10 @@ begin
         returning 1
     )
     select count(*) into _count from purged;
+    if _count < batch_size then
+        -- The last batch: memories of the scope deleted earlier that match go too (085_erasure.sql).
+        perform membank_private.forget_deleted_memories(md5(_scope::text)::uuid, _scope, metadata_filter, _topics);
+    end if;
     perform membank_private.clear_revision_context();
     return _count;
 end
@@ -5733,6 +5908,56 @@ begin
                               'sessions', _sessions);
 end
 $$;
+CREATE FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _event_ids text [] := array(
+        select distinct s.id from membank_private.memory_revisions as r
+        cross join lateral unnest(r.source_event_ids) as s (id)
+        where r.memory_name = retire_sources.name);
+begin
+    if cardinality(_event_ids) = 0 then
+        return;
+    end if;
+    -- The events as stored (by scope and id) and as the operations that wrote
+    -- the memory saw them (inline events are stored nowhere else).
+    insert into membank_private.retired_sources as t (scope_id, scope, digest, memory_name)
+    select distinct retire_sources.scope_id, retire_sources.scope, d.digest, retire_sources.name
+    from (
+        select membank_private.event_digest(e.event_id, e.text) as digest
+        from membank_private.events as e
+        where e.scope_id = retire_sources.scope_id and e.event_id = any(_event_ids)
+        union all
+        select coalesce((e ->> 'digest')::uuid, membank_private.event_digest(e ->> 'event_id', e ->> 'text'))
+        from membank_private.operations as o
+        cross join lateral jsonb_array_elements(o.source_events) as e
+        where o.scope_id = retire_sources.scope_id
+          and o.generated_memories @> jsonb_build_array(
+              jsonb_build_object('memory', jsonb_build_object('name', retire_sources.name)))
+          and e ->> 'event_id' = any(_event_ids)
+    ) as d
+    where d.digest is not null
+    on conflict do nothing;
+end
+$$;
+CREATE FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) RETURNS uuid
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    with d as (
+        select distinct coalesce((e ->> 'digest')::uuid,
+                                 membank_private.event_digest(e ->> 'event_id', e ->> 'text')) as digest
+        from jsonb_array_elements(events) as e
+        where e ->> 'event_id' = any(sources)
+    ), m as (
+        select (select min(r.memory_name::text) from membank_private.retired_sources as r
+                where r.scope_id = retired_by.scope_id and r.digest = d.digest) as name
+        from d
+    )
+    select case when count(*) > 0 and count(m.name) = count(*) then min(m.name)::uuid end from m;
+$$;
 CREATE FUNCTION membank_private.said_text(t jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6040,6 +6265,24 @@ begin
     end if;
     return _pieces;
 end
+$$;
+CREATE FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) RETURNS record
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select
+        (select coalesce(jsonb_agg(case when e ? 'text'
+                                        then (e - 'text') || jsonb_build_object('digest', coalesce(e ->> 'digest',
+                                                 membank_private.event_digest(e ->> 'event_id', e ->> 'text')::text))
+                                        else e end order by x.n), '[]')
+         from jsonb_array_elements(source_events) with ordinality as x (e, n)),
+        -- Direct facts are {"fact", ...}; compaction's candidates carry "fact" too.
+        (select coalesce(jsonb_agg(case when jsonb_typeof(f) = 'object' then f || '{"fact": null}'
+                                        else 'null'::jsonb end order by x.n), '[]')
+         from jsonb_array_elements(facts) with ordinality as x (f, n)),
+        (select coalesce(jsonb_agg(case when jsonb_typeof(v) = 'object' then v || '{"value": null, "context": null}'
+                                        else 'null'::jsonb end order by x.n), '[]')
+         from jsonb_array_elements(profile_values) with ordinality as x (v, n));
 $$;
 CREATE FUNCTION membank_private.strip_think(reply text) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -6408,12 +6651,25 @@ begin
         perform membank_private._raise_invalid('facts', 'must be a JSON array of at most 100 facts',
             'e.g. ["The user is vegetarian"] or [{"fact": "...", "topics": ["USER_PREFERENCES"]}]');
     end if;
+    if jsonb_array_length(facts) = 0 then
+        -- Refused rather than a done no-op: facts are given on purpose, so an
+        -- empty list is a caller's mistake (and with profile schemas it used
+        -- to reach a not-null constraint, 23502).
+        perform membank_private._raise_invalid('facts', 'must hold at least one fact, got []',
+            'pass the facts to remember, e.g. ["The user is vegetarian"]; events => ''[]'' is the no-op request');
+    end if;
     for _item in select f from jsonb_array_elements(facts) as f loop
         if jsonb_typeof(_item) = 'string' then
             _fact := _item #>> '{}';
             _topics := '{}';
         elsif jsonb_typeof(_item) = 'object' and jsonb_typeof(_item -> 'fact') = 'string'
               and coalesce(jsonb_typeof(_item -> 'topics'), 'array') = 'array' then
+            if exists (select from jsonb_array_elements(coalesce(_item -> 'topics', '[]')) as t
+                       where jsonb_typeof(t) <> 'string') then
+                -- jsonb_array_elements_text would turn 1 into the topic "1".
+                perform membank_private._raise_invalid(format('facts[%s].topics', _i),
+                    'must be an array of strings', 'e.g. {"fact": "...", "topics": ["USER_PREFERENCES"]}');
+            end if;
             _fact := _item ->> 'fact';
             _topics := array(select jsonb_array_elements_text(coalesce(_item -> 'topics', '[]')));
         else
@@ -6896,6 +7152,21 @@ begin
     return jsonb_build_object('app_name', app_name, 'user_id', user_id);
 end
 $$;
+CREATE FUNCTION membank_private.validate_state_keys(state jsonb, argument text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _key text;
+begin
+    select k into _key from jsonb_object_keys(coalesce(state, '{}')) as k
+    where k in ('app:', 'user:', 'temp:') limit 1;
+    if _key is not null then
+        perform membank_private._raise_invalid(argument, format('holds the key %s with an empty name', to_jsonb(_key)),
+            format('name the key after its prefix, e.g. %s', to_jsonb(_key || 'theme')));
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer DEFAULT 1000, max_length integer DEFAULT 200) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6957,6 +7228,12 @@ declare
 begin
     if topics is null then
         return '{}';
+    end if;
+    if array_ndims(topics) > 1 then
+        -- unnest and foreach would flatten it silently.
+        perform membank_private._raise_invalid(argument,
+            format('must be a one-dimensional array, got %s dimensions', array_ndims(topics)),
+            'e.g. topics => ''{USER_PREFERENCES,diet}''');
     end if;
     if cardinality(topics) > 32 then
         perform membank_private._raise_invalid(argument,
@@ -7190,6 +7467,14 @@ CREATE TABLE membank_private.retention_settings (
     CONSTRAINT retention_settings_finished_operations_check CHECK (((finished_operations IS NULL) OR (finished_operations >= '00:00:00'::interval))),
     CONSTRAINT retention_settings_singleton_check CHECK (singleton)
 );
+CREATE TABLE membank_private.retired_sources (
+    scope_id uuid NOT NULL,
+    scope jsonb NOT NULL,
+    digest uuid NOT NULL,
+    memory_name uuid NOT NULL,
+    retire_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+COMMENT ON TABLE membank_private.retired_sources IS 'Digests (md5 of event id and text, membank_private.event_digest) of the source events of deleted memories, per scope.';
 CREATE TABLE membank_private.scope_bindings (
     scope jsonb NOT NULL,
     scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
@@ -7298,6 +7583,8 @@ ALTER TABLE ONLY membank_private.profile_schemas
     ADD CONSTRAINT profile_schemas_pkey PRIMARY KEY (schema_id);
 ALTER TABLE ONLY membank_private.retention_settings
     ADD CONSTRAINT retention_settings_pkey PRIMARY KEY (singleton);
+ALTER TABLE ONLY membank_private.retired_sources
+    ADD CONSTRAINT retired_sources_pkey PRIMARY KEY (scope_id, digest, memory_name);
 ALTER TABLE ONLY membank_private.scope_bindings
     ADD CONSTRAINT scope_bindings_pkey PRIMARY KEY (role_oid, scope_id);
 ALTER TABLE ONLY membank_private.scope_lexicon
@@ -7334,6 +7621,7 @@ CREATE INDEX memory_revisions_scope_idx ON membank_private.memory_revisions USIN
 CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (update_time) WHERE done;
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
+CREATE INDEX retired_sources_memory_idx ON membank_private.retired_sources USING btree (memory_name);
 CREATE INDEX sessions_app_name_idx ON membank_private.sessions USING btree (((scope ->> 'app_name'::text)));
 CREATE INDEX tool_decisions_scope_idx ON membank_private.tool_decisions USING btree (scope_id, decide_time);
 CREATE INDEX tool_decisions_time_idx ON membank_private.tool_decisions USING btree (decide_time);
@@ -7554,7 +7842,9 @@ REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_t
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.event_digest(event_id text, event_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_line(e jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_batches(o membank_private.operations, token_budget integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations, events jsonb) FROM PUBLIC;
@@ -7563,6 +7853,7 @@ REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
@@ -7591,6 +7882,8 @@ REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) F
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_sub_queries(reply text, query_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.permission_check_budget() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.permission_check_work(parts text[], command text, patterns text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_kind(prop jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_spec(prop jsonb) FROM PUBLIC;
@@ -7621,6 +7914,8 @@ REVOKE ALL ON FUNCTION membank_private.resolve_role(role name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
@@ -7636,6 +7931,7 @@ REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
@@ -7667,6 +7963,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_schema_id(schema_id text, argume
 REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_session_ids(app_name text, user_id text, session_id text, check_binding boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_state_keys(state jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer, max_length integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;
