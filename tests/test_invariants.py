@@ -66,7 +66,7 @@ NAMED = re.compile(r"^(22...|P0002|MB...|42501|23505|2BP01)$")
 
 
 def examples() -> int:
-    return int(os.environ.get("MEMBANK_FUZZ_EXAMPLES", "30"))
+    return int(os.environ.get("MEMBANK_FUZZ_EXAMPLES", "20"))
 
 
 def steps() -> int:
