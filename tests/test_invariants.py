@@ -39,9 +39,19 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule, \
     run_state_machine_as_test
+from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 
-from conftest import connect_as, wait_for_database_clock
+from conftest import url_for, wait_for_database_clock
+
+try:
+    from conftest import connect_as
+except ImportError:  # the tree before issue 22 (the fuzzer is run there by hand to show what it finds)
+    def connect_as(url: str) -> psycopg.Connection:
+        c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+        c.execute("set timezone to 'UTC'")
+        c.execute("set statement_timeout = '60s'")
+        return c
 
 SCOPES = {k: {"app_name": "fz", "user_id": f"fz-user-{k}"} for k in "abc"}
 SESSIONS = ["s1", "s2"]  # shared by every scope
@@ -600,6 +610,12 @@ class FuzzBank(RuleBasedStateMachine):
         assert found == [], f"erased, purged or expired text still stored: {found}"
 
 
+# MEMBANK_FUZZ_SKIP_RULES=a,b turns rules off by name, to look past a failure the fuzzer keeps shrinking to (by
+# hand only: CI runs every rule).
+for _name in filter(None, os.environ.get("MEMBANK_FUZZ_SKIP_RULES", "").split(",")):
+    setattr(FuzzBank, _name, precondition(lambda self: False)(getattr(FuzzBank, _name)))
+
+
 def called(statement: str) -> str:
     return re.search(r"membank\.(\w+)\(", statement).group(1)
 
@@ -652,22 +668,38 @@ LOGINS = {"reader": "membank_reader", "writer": "membank_writer", "worker": "mem
 
 
 @pytest.fixture
-def fuzz_ctx(superuser, login, db_url, embedder):
+def superuser_conn(postgresql):
+    """The superuser's autocommit connection (dict rows, UTC); the model's checks read the private tables."""
+    postgresql.autocommit = True
+    postgresql.row_factory = dict_row
+    postgresql.execute("set timezone to 'UTC'")
+    return postgresql
+
+
+@pytest.fixture
+def fuzz_ctx(superuser_conn, db_url, embedder):
     from membank.generation import get_provider
     from membank.generation.worker import GenerationWorker
     from membank.worker import EmbeddingWorker
 
-    names, conns = {}, {}
+    su, info = superuser_conn, superuser_conn.info
+    names, conns, created = {}, {}, []
+
+    def make_login(role: str) -> tuple[str, str]:
+        name = f"membank_fuzz_{uuid.uuid4().hex[:10]}"
+        su.execute(f'create role "{name}" login in role "{role}"')  # the name is generated here, not input
+        created.append(name)
+        return name, url_for(info.host, info.port, name, info.dbname)
+
     for who, role in LOGINS.items():
-        names[who], url = login(role)
+        names[who], url = make_login(role)
         conns[who] = connect_as(url)
         conns[who].execute("set membank.lock_timeout = '5s'")
-    _, worker_url = login("membank_worker")
-    existing = routines(superuser, "true")
-    ctx = {"superuser": superuser, "conns": conns, "names": names, "roles": LOGINS, "db_url": db_url,
-           "grants": grants(superuser), "has": lambda f: f in existing,
-           "reset": reset_statement(superuser), "count": count_statement(superuser),
-           "grep": grep_statement(superuser),
+    _, worker_url = make_login("membank_worker")
+    existing = routines(su, "true")
+    ctx = {"superuser": su, "conns": conns, "names": names, "roles": LOGINS, "db_url": db_url,
+           "grants": grants(su), "has": lambda f: f in existing,
+           "reset": reset_statement(su), "count": count_statement(su), "grep": grep_statement(su),
            "generation": GenerationWorker(worker_url, get_provider("rules"), embedder),
            "embedding": EmbeddingWorker(worker_url, embedder)}
     yield ctx
@@ -675,6 +707,9 @@ def fuzz_ctx(superuser, login, db_url, embedder):
     ctx["embedding"].close()
     for c in conns.values():
         c.close()
+    for name in created:
+        su.execute(f'drop owned by "{name}"')
+        su.execute(f'drop role "{name}"')
 
 
 def test_invariants_hold_under_random_calls(fuzz_ctx):
@@ -689,11 +724,11 @@ def test_invariants_hold_under_random_calls(fuzz_ctx):
     print(fuzz_ctx["time"].most_common(8))
 
 
-def test_every_writer_is_a_rule(superuser):
+def test_every_writer_is_a_rule(superuser_conn):
     """A volatile function of schema membank that no rule calls (and NOT_FUZZED does not excuse) fails this."""
     import importlib
 
-    writers = routines(superuser, "p.provolatile = 'v'")
+    writers = routines(superuser_conn, "p.provolatile = 'v'")
     source = inspect.getsource(FuzzBank)
     called = set(re.findall(r"membank\.(\w+)\(", source))
     for module, functions in WORKER_CALLS.items():
