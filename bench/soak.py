@@ -507,7 +507,7 @@ def run(duration: float, clients: int, workers_n: int, seed: int, fault_every: f
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=float, default=180.0, help="seconds of load (default 180)")
-    parser.add_argument("--smoke", action="store_true", help="a short run for CI: 15 s of load, faults every 4 s")
+    parser.add_argument("--smoke", action="store_true", help="a short run for CI: 10 s of load, faults every 3 s")
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--seed", type=int, default=27)
@@ -515,7 +515,7 @@ def main() -> None:
     parser.add_argument("--keep", action="store_true", help="keep the temp dir (servers' data, worker logs)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     args = parser.parse_args()
-    duration, every = (15.0, 4.0) if args.smoke else (args.duration, max(5.0, args.duration / 12))
+    duration, every = (10.0, 3.0) if args.smoke else (args.duration, max(5.0, args.duration / 12))
     report = run(duration, args.clients, args.workers, args.seed, every, args.keep, tuple(args.faults.split(",")))
     if args.json:
         print(json.dumps(report, default=str))
