@@ -374,7 +374,7 @@ def verify(su: str, valkey_url: str, results: list[dict]) -> dict:
     from membank.buffer import SessionBuffer
 
     present = total = 0
-    missing = []
+    missing, sessions = [], {}
     with psycopg.connect(su, autocommit=True, row_factory=dict_row) as c:
         stored = {str(r["name"]): r for r in c.execute(
             "select name, fact, revision from membank_private.memories").fetchall()}
@@ -399,9 +399,12 @@ def verify(su: str, valkey_url: str, results: list[dict]) -> dict:
                     missing.append({"operation": op})
             for scope, session, event in led["adk"]:
                 total += 1
-                got = c.execute("select membank.get_session(app_name => %s, user_id => %s, session_id => %s) as s",
-                                (scope["app_name"], scope["user_id"], session)).fetchone()["s"]
-                ids = {e.get("id") for e in (got or {}).get("events", [])}
+                key = (scope["user_id"], session)
+                if key not in sessions:  # one read per session, not per event
+                    got = c.execute("select membank.get_session(app_name => %s, user_id => %s, session_id => %s)"
+                                    " as s", (scope["app_name"], scope["user_id"], session)).fetchone()["s"]
+                    sessions[key] = {e.get("id") for e in (got or {}).get("events", [])}
+                ids = sessions[key]
                 present += event in ids
                 if event not in ids:
                     missing.append({"adk_event": event, "session": session, "scope": scope})
