@@ -156,8 +156,9 @@ def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> N
         conn.execute("set session_replication_role = replica")  # bulk load: skip per-row triggers
         n = len(turns)
         conn.execute(f"""
-            insert into membank_private.memories (scope, fact, metadata, create_time)
-            select jsonb_build_object('user_id', 'u' || s.sid), a.fact, jsonb_build_object('a', a.id),
+            insert into membank_private.memories (scope_id, scope, fact, metadata, create_time)
+            select md5(jsonb_build_object('user_id', 'u' || s.sid)::text)::uuid,
+                   jsonb_build_object('user_id', 'u' || s.sid), a.fact, jsonb_build_object('a', a.id),
                    timestamptz '2025-01-01' + g * interval '1 minute'
             from bench_scope s cross join lateral generate_series(1, s.size) as g
             join bench_anchor a on a.id = abs(hashint4(s.sid * 100003 + g)) % {n}""")

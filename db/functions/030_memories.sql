@@ -106,6 +106,13 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories;
+    _scope jsonb;
+    _scope_id uuid;
+    _fact text;
+    _content jsonb;
+    _topics text[];
+    _metadata jsonb;
+    _expire timestamptz;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -121,20 +128,24 @@ begin
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
-    perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
+    -- Validated into variables first: Citus evaluates every function call of
+    -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
+    _scope := membank_private.validate_scope(scope);
+    _scope_id := md5(_scope::text)::uuid;
+    if memory_type = 'NATURAL_LANGUAGE' or fact is not null then
+        _fact := membank_private.validate_fact(fact);
+    end if;
+    if memory_type = 'STRUCTURED_PROFILE' or structured_content is not null then
+        _content := membank_private.validate_object(structured_content, 'structured_content');
+    end if;
+    _topics := membank_private.validate_topics(topics);
+    _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
+    _expire := membank_private.resolve_expire_time(ttl, expire_time);
+    perform membank_private.lock_scope(_scope_id);
     insert into membank_private.memories as m (
-        scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
     ) values (
-        membank_private.validate_scope(scope),
-        memory_type,
-        case when memory_type = 'NATURAL_LANGUAGE' or fact is not null
-             then membank_private.validate_fact(fact) end,
-        case when memory_type = 'STRUCTURED_PROFILE' or structured_content is not null
-             then membank_private.validate_object(structured_content, 'structured_content') end,
-        membank_private.validate_topics(topics),
-        membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
-        membank_private.resolve_expire_time(ttl, expire_time),
-        context
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
     ) returning * into _row;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);

@@ -171,9 +171,9 @@ begin
         -- Deleted: bring it back under the same name, never expiring, with
         -- its revision numbers continuing after the deletion.
         insert into membank_private.memories as m (
-            name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
-            _target.memory_name, _target.scope, _target.memory_type, _target.fact,
+            _target.memory_name, _target.scope_id, _target.scope, _target.memory_type, _target.fact,
             _target.structured_content, _target.topics, _target.metadata, _last + 1,
             (select min(r.create_time) from membank_private.memory_revisions as r
              where r.memory_name = _target.memory_name)

@@ -279,7 +279,7 @@ begin
         cross join membank_private.embedding_config as c
         inner join membank_private.memories as m
             on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        on conflict (name) do update
+        on conflict (name, scope_id) do update
         set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
             embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
             create_time = statement_timestamp()

@@ -77,8 +77,8 @@ begin
                     from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
                     where _v -> 'source_event_ids' ? (e ->> 'event_id')))));
         if _row.name is null then
-            insert into membank_private.memories as m (scope, memory_type, structured_content, expire_time)
-            values (o.scope, 'STRUCTURED_PROFILE',
+            insert into membank_private.memories as m (scope_id, scope, memory_type, structured_content, expire_time)
+            values (o.scope_id, o.scope, 'STRUCTURED_PROFILE',
                     jsonb_build_object('schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _new,
                                        'event_time', _v -> 'event_time'),
                     membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))

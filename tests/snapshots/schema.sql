@@ -365,7 +365,8 @@ begin
     delete from membank_private.bound_roles as b
     where not exists (select from pg_catalog.pg_roles as r where r.oid = b.role_oid);
     insert into membank_private.bound_roles as b (role_oid) values (_oid) on conflict do nothing;
-    insert into membank_private.scope_bindings as b (role_oid, scope) values (_oid, _scope) on conflict do nothing;
+    insert into membank_private.scope_bindings as b (role_oid, scope_id, scope)
+    values (_oid, md5(_scope::text)::uuid, _scope) on conflict do nothing;
     return found;
 exception
     when lock_not_available then
@@ -686,8 +687,8 @@ begin
     if jsonb_array_length(_candidates) < 2 then
         return null;  -- nothing (or one memory) to compact: a no-op
     end if;
-    insert into membank_private.operations as o (scope, request_key, options, facts, stage)
-    values (_scope, md5('compact:' || _candidates::text)::uuid,
+    insert into membank_private.operations as o (scope_id, scope, request_key, options, facts, stage)
+    values (_scope_id, _scope, md5('compact:' || _candidates::text)::uuid,
             jsonb_build_object('kind', 'compaction', 'older_than', older_than::text, 'max_memories', max_memories,
                                'topics', to_jsonb(_topics), 'model_id', _model, 'in_database', _use_db),
             _candidates, 'COMPACT')
@@ -999,6 +1000,13 @@ CREATE FUNCTION membank.create_memory(scope jsonb, fact text DEFAULT NULL::text,
     AS $$
 declare
     _row membank_private.memories;
+    _scope jsonb;
+    _scope_id uuid;
+    _fact text;
+    _content jsonb;
+    _topics text[];
+    _metadata jsonb;
+    _expire timestamptz;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -1014,20 +1022,24 @@ begin
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
-    perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
+    -- Validated into variables first: Citus evaluates every function call of
+    -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
+    _scope := membank_private.validate_scope(scope);
+    _scope_id := md5(_scope::text)::uuid;
+    if memory_type = 'NATURAL_LANGUAGE' or fact is not null then
+        _fact := membank_private.validate_fact(fact);
+    end if;
+    if memory_type = 'STRUCTURED_PROFILE' or structured_content is not null then
+        _content := membank_private.validate_object(structured_content, 'structured_content');
+    end if;
+    _topics := membank_private.validate_topics(topics);
+    _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
+    _expire := membank_private.resolve_expire_time(ttl, expire_time);
+    perform membank_private.lock_scope(_scope_id);
     insert into membank_private.memories as m (
-        scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
     ) values (
-        membank_private.validate_scope(scope),
-        memory_type,
-        case when memory_type = 'NATURAL_LANGUAGE' or fact is not null
-             then membank_private.validate_fact(fact) end,
-        case when memory_type = 'STRUCTURED_PROFILE' or structured_content is not null
-             then membank_private.validate_object(structured_content, 'structured_content') end,
-        membank_private.validate_topics(topics),
-        membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
-        membank_private.resolve_expire_time(ttl, expire_time),
-        context
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
     ) returning * into _row;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
@@ -1128,6 +1140,11 @@ CREATE FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern te
     AS $$
 declare
     _row membank_private.tool_rules;
+    _scope jsonb;
+    _project text;
+    _tool text;
+    _pattern text;
+    _operators text[];
 begin
     if decision is null or upper(decision) not in ('ALLOW', 'BLOCK') then
         perform membank_private._raise_invalid('decision', format('must be ALLOW or BLOCK, got %s',
@@ -1137,12 +1154,16 @@ begin
     if description is not null and length(description) > 2000 then
         perform membank_private._raise_invalid('description', 'must be at most 2000 characters', 'say why, briefly');
     end if;
+    -- Validated into variables first (Citus evaluates calls in INSERT ... VALUES on the coordinator).
+    _scope := membank_private.validate_scope(scope);
+    _project := membank_private.validate_project_id(project_id);
+    _tool := membank_private.validate_tool_name(tool_name);
+    _pattern := membank_private.validate_tool_pattern(pattern);
+    _operators := membank_private.validate_allow_operators(allow_operators);
     insert into membank_private.tool_rules as r (
-        scope, project_id, tool_name, pattern, decision, allow_operators, description
+        scope_id, scope, project_id, tool_name, pattern, decision, allow_operators, description
     ) values (
-        membank_private.validate_scope(scope), membank_private.validate_project_id(project_id),
-        membank_private.validate_tool_name(tool_name), membank_private.validate_tool_pattern(pattern),
-        upper(decision), membank_private.validate_allow_operators(allow_operators), description
+        md5(_scope::text)::uuid, _scope, _project, _tool, _pattern, upper(decision), _operators, description
     )
     returning * into _row;
     return membank_private.to_tool_rule(_row);
@@ -1822,9 +1843,9 @@ begin
     _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
     _options := _options || jsonb_build_object('request_digest', _digest);
     insert into membank_private.operations as o (
-        scope, session_id, request_key, options, source_events, facts, stage
+        scope_id, scope, session_id, request_key, options, source_events, facts, stage
     ) values (
-        _scope, session_id, _key, _options, _events, _facts,
+        md5(_scope::text)::uuid, _scope, session_id, _key, _options, _events, _facts,
         case when facts is not null and _profiles = '{}' then 'CONSOLIDATE' else 'EXTRACT' end
     )
     on conflict (scope_id, request_key) where error is null do nothing
@@ -2710,9 +2731,9 @@ begin
         -- Deleted: bring it back under the same name, never expiring, with
         -- its revision numbers continuing after the deletion.
         insert into membank_private.memories as m (
-            name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
-            _target.memory_name, _target.scope, _target.memory_type, _target.fact,
+            _target.memory_name, _target.scope_id, _target.scope, _target.memory_type, _target.fact,
             _target.structured_content, _target.topics, _target.metadata, _last + 1,
             (select min(r.create_time) from membank_private.memory_revisions as r
              where r.memory_name = _target.memory_name)
@@ -2852,8 +2873,8 @@ begin
         _i := _i + 1;
     end loop;
     _tools := array(select distinct t from unnest(tools) as t order by t);
-    insert into membank_private.tool_permission_settings as s (scope, exempt_tools)
-    values (_scope, _tools)
+    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools)
+    values (md5(_scope::text)::uuid, _scope, _tools)
     on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = statement_timestamp();
     return _tools;
 end
@@ -2945,7 +2966,7 @@ begin
         cross join membank_private.embedding_config as c
         inner join membank_private.memories as m
             on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        on conflict (name) do update
+        on conflict (name, scope_id) do update
         set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
             embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
             create_time = statement_timestamp()
@@ -3161,7 +3182,7 @@ $$;
 CREATE TABLE membank_private.operations (
     name uuid DEFAULT gen_random_uuid() NOT NULL,
     scope jsonb NOT NULL,
-    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    scope_id uuid NOT NULL,
     session_id text,
     request_key uuid NOT NULL,
     options jsonb NOT NULL,
@@ -3176,6 +3197,7 @@ CREATE TABLE membank_private.operations (
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     profile_values jsonb DEFAULT '[]'::jsonb NOT NULL,
+    CONSTRAINT operations_scope_id_check CHECK ((scope_id = (md5((scope)::text))::uuid)),
     CONSTRAINT operations_stage_check CHECK ((stage = ANY (ARRAY['EXTRACT'::text, 'CONSOLIDATE'::text, 'COMPACT'::text, 'DONE'::text])))
 );
 CREATE FUNCTION membank_private.accept_extracted_facts(o membank_private.operations, reply jsonb, events jsonb, known jsonb DEFAULT '[]'::jsonb) RETURNS jsonb
@@ -3435,8 +3457,8 @@ begin
     perform membank_private.set_revision_context(
         jsonb_build_object('operation', o.name, 'action', 'COMPACT'), '{}',
         (select jsonb_agg(c order by n) from jsonb_array_elements(o.facts) with ordinality as x (c, n)));
-    insert into membank_private.memories as m (scope, fact, topics, metadata)
-    values (o.scope, _summary,
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata)
+    values (o.scope_id, o.scope, _summary,
             array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
                   order by t limit 32),
             jsonb_build_object('compaction', jsonb_build_object(
@@ -3624,7 +3646,7 @@ $$;
 CREATE TABLE membank_private.memories (
     name uuid DEFAULT gen_random_uuid() NOT NULL,
     scope jsonb NOT NULL,
-    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    scope_id uuid NOT NULL,
     memory_type text DEFAULT 'NATURAL_LANGUAGE'::text NOT NULL,
     fact text,
     structured_content jsonb,
@@ -3639,7 +3661,8 @@ CREATE TABLE membank_private.memories (
     CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
     CONSTRAINT memories_context_length CHECK (((context IS NULL) OR ((length(context) >= 1) AND (length(context) <= 32768)))),
     CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
-    CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text))
+    CONSTRAINT memories_metadata_check CHECK ((jsonb_typeof(metadata) = 'object'::text)),
+    CONSTRAINT memories_scope_id_check CHECK ((scope_id = (md5((scope)::text))::uuid))
 );
 CREATE FUNCTION membank_private.apply_create(o membank_private.operations, fact jsonb, fact_text text) RETURNS membank_private.memories
     LANGUAGE plpgsql
@@ -3649,8 +3672,8 @@ declare
     _row membank_private.memories;
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (scope, fact, topics, expire_time)
-    values (o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
+    values (o.scope_id, o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
@@ -3744,8 +3767,8 @@ begin
                     from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
                     where _v -> 'source_event_ids' ? (e ->> 'event_id')))));
         if _row.name is null then
-            insert into membank_private.memories as m (scope, memory_type, structured_content, expire_time)
-            values (o.scope, 'STRUCTURED_PROFILE',
+            insert into membank_private.memories as m (scope_id, scope, memory_type, structured_content, expire_time)
+            values (o.scope_id, o.scope, 'STRUCTURED_PROFILE',
                     jsonb_build_object('schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _new,
                                        'event_time', _v -> 'event_time'),
                     membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
@@ -4302,7 +4325,7 @@ $$;
 CREATE TABLE membank_private.tool_rules (
     id bigint NOT NULL,
     scope jsonb NOT NULL,
-    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    scope_id uuid NOT NULL,
     project_id text,
     tool_name text NOT NULL,
     pattern text NOT NULL,
@@ -4312,7 +4335,8 @@ CREATE TABLE membank_private.tool_rules (
     revision integer DEFAULT 1 NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    CONSTRAINT tool_rules_decision_check CHECK ((decision = ANY (ARRAY['ALLOW'::text, 'BLOCK'::text])))
+    CONSTRAINT tool_rules_decision_check CHECK ((decision = ANY (ARRAY['ALLOW'::text, 'BLOCK'::text]))),
+    CONSTRAINT tool_rules_scope_id_check CHECK ((scope_id = (md5((scope)::text))::uuid))
 );
 CREATE FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) RETURNS membank.tool_decision
     LANGUAGE plpgsql IMMUTABLE
@@ -7477,9 +7501,10 @@ CREATE TABLE membank_private.retired_sources (
 COMMENT ON TABLE membank_private.retired_sources IS 'Digests (md5 of event id and text, membank_private.event_digest) of the source events of deleted memories, per scope.';
 CREATE TABLE membank_private.scope_bindings (
     scope jsonb NOT NULL,
-    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    scope_id uuid NOT NULL,
     create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    role_oid oid NOT NULL
+    role_oid oid NOT NULL,
+    CONSTRAINT scope_bindings_scope_id_check CHECK ((scope_id = (md5((scope)::text))::uuid))
 );
 CREATE TABLE membank_private.scope_lexicon (
     scope_id uuid NOT NULL,
@@ -7525,10 +7550,11 @@ ALTER TABLE membank_private.tool_decisions ALTER COLUMN id ADD GENERATED ALWAYS 
     CACHE 1
 );
 CREATE TABLE membank_private.tool_permission_settings (
-    scope_id uuid GENERATED ALWAYS AS ((md5((scope)::text))::uuid) STORED NOT NULL,
+    scope_id uuid NOT NULL,
     scope jsonb NOT NULL,
     exempt_tools text[] NOT NULL,
-    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT tool_permission_settings_scope_id_check CHECK ((scope_id = (md5((scope)::text))::uuid))
 );
 CREATE TABLE membank_private.tool_rule_changes (
     id bigint NOT NULL,
@@ -7564,21 +7590,21 @@ ALTER TABLE ONLY membank_private.bound_roles
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
-    ADD CONSTRAINT embedding_jobs_pkey PRIMARY KEY (name, fact_md5);
+    ADD CONSTRAINT embedding_jobs_pkey PRIMARY KEY (name, fact_md5, scope_id);
 ALTER TABLE ONLY membank_private.events
     ADD CONSTRAINT events_pkey PRIMARY KEY (scope_id, session_id, event_id);
 ALTER TABLE ONLY membank_private.generation_jobs
-    ADD CONSTRAINT generation_jobs_operation_name_key UNIQUE (operation_name);
+    ADD CONSTRAINT generation_jobs_operation_name_key UNIQUE (operation_name, scope_id);
 ALTER TABLE ONLY membank_private.generation_jobs
-    ADD CONSTRAINT generation_jobs_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT generation_jobs_pkey PRIMARY KEY (id, scope_id);
 ALTER TABLE ONLY membank_private.memories
-    ADD CONSTRAINT memories_pkey PRIMARY KEY (name);
+    ADD CONSTRAINT memories_pkey PRIMARY KEY (name, scope_id);
 ALTER TABLE ONLY membank_private.memory_embeddings
-    ADD CONSTRAINT memory_embeddings_pkey PRIMARY KEY (name);
+    ADD CONSTRAINT memory_embeddings_pkey PRIMARY KEY (name, scope_id);
 ALTER TABLE ONLY membank_private.memory_revisions
-    ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision);
+    ADD CONSTRAINT memory_revisions_pkey PRIMARY KEY (memory_name, revision, scope_id);
 ALTER TABLE ONLY membank_private.operations
-    ADD CONSTRAINT operations_pkey PRIMARY KEY (name);
+    ADD CONSTRAINT operations_pkey PRIMARY KEY (name, scope_id);
 ALTER TABLE ONLY membank_private.profile_schemas
     ADD CONSTRAINT profile_schemas_pkey PRIMARY KEY (schema_id);
 ALTER TABLE ONLY membank_private.retention_settings
@@ -7598,13 +7624,13 @@ ALTER TABLE ONLY membank_private.scope_stats
 ALTER TABLE ONLY membank_private.sessions
     ADD CONSTRAINT sessions_pkey PRIMARY KEY (scope_id, session_id);
 ALTER TABLE ONLY membank_private.tool_decisions
-    ADD CONSTRAINT tool_decisions_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT tool_decisions_pkey PRIMARY KEY (id, scope_id);
 ALTER TABLE ONLY membank_private.tool_permission_settings
     ADD CONSTRAINT tool_permission_settings_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.tool_rule_changes
-    ADD CONSTRAINT tool_rule_changes_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT tool_rule_changes_pkey PRIMARY KEY (id, scope_id);
 ALTER TABLE ONLY membank_private.tool_rules
-    ADD CONSTRAINT tool_rules_pkey PRIMARY KEY (id);
+    ADD CONSTRAINT tool_rules_pkey PRIMARY KEY (id, scope_id);
 CREATE INDEX app_state_entries_scope_idx ON membank_private.app_state_entries USING btree (scope_id) WHERE (scope_id IS NOT NULL);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX embedding_jobs_scope_idx ON membank_private.embedding_jobs USING btree (scope_id);
@@ -7636,13 +7662,13 @@ CREATE TRIGGER memories_write_revision AFTER INSERT OR DELETE OR UPDATE ON memba
 CREATE TRIGGER memory_revisions_immutable BEFORE UPDATE ON membank_private.memory_revisions FOR EACH ROW EXECUTE FUNCTION membank_private.memory_revisions_immutable();
 CREATE TRIGGER tool_rules_log_change AFTER INSERT OR DELETE OR UPDATE ON membank_private.tool_rules FOR EACH ROW EXECUTE FUNCTION membank_private.tool_rules_log_change();
 ALTER TABLE ONLY membank_private.embedding_jobs
-    ADD CONSTRAINT embedding_jobs_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
+    ADD CONSTRAINT embedding_jobs_name_fkey FOREIGN KEY (name, scope_id) REFERENCES membank_private.memories(name, scope_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.events
     ADD CONSTRAINT events_scope_id_session_id_fkey FOREIGN KEY (scope_id, session_id) REFERENCES membank_private.sessions(scope_id, session_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.generation_jobs
-    ADD CONSTRAINT generation_jobs_operation_name_fkey FOREIGN KEY (operation_name) REFERENCES membank_private.operations(name) ON DELETE CASCADE;
+    ADD CONSTRAINT generation_jobs_operation_name_fkey FOREIGN KEY (operation_name, scope_id) REFERENCES membank_private.operations(name, scope_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.memory_embeddings
-    ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
+    ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name, scope_id) REFERENCES membank_private.memories(name, scope_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.scope_bindings
     ADD CONSTRAINT scope_bindings_role_oid_fkey FOREIGN KEY (role_oid) REFERENCES membank_private.bound_roles(role_oid) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
