@@ -77,7 +77,7 @@ def test_extensions_schemas_roles_and_api_reach_every_worker(citus_database):
         assert {r for (_, ok, r) in roles if ok} == {",".join(ROLES)} and len(roles) == 2
         # The functions whose arguments use pgvector's type (the revokes that broke) reach every worker.
         with_vectors = ("select string_agg(p.pronamespace::regnamespace::text || '.' || p.proname, ','"
-                        " order by 1) from pg_proc as p where p.pronamespace::regnamespace::text in"
+                        " order by p.pronamespace::regnamespace::text, p.proname) from pg_proc as p where p.pronamespace::regnamespace::text in"
                         " ('membank', 'membank_private')"
                         " and 'membank_extensions.vector'::regtype = any(p.proargtypes::oid[])")
         names = c.execute(with_vectors).fetchone()[0]

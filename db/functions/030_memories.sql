@@ -40,14 +40,27 @@ as $$
 declare
     _name uuid := membank_private.parse_name(name);
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _scope_id uuid := md5(_scope::text)::uuid;
     _row membank_private.memories;
 begin
+    -- With scope every statement names its shard (a router query on Citus).
+    -- Without, the scope_id is read by name first (index on name; on Citus a
+    -- read of every shard) and the lock then taken by scope_id: FOR UPDATE
+    -- always comes with scope_id = a constant.
     if lock then
+        if _scope_id is null then
+            select m.scope_id into _scope_id from membank_private.memories as m where m.name = _name limit 1;
+        end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
-        perform membank_private.lock_scope(m.scope_id) from membank_private.memories as m where m.name = _name;
-        select * into _row from membank_private.memories as m where m.name = _name for update;
-    else
+        if _scope_id is not null then
+            perform membank_private.lock_scope(_scope_id);
+        end if;
+        select * into _row from membank_private.memories as m
+        where m.scope_id = _scope_id and m.name = _name for update;
+    elsif _scope_id is null then
         select * into _row from membank_private.memories as m where m.name = _name;
+    else
+        select * into _row from membank_private.memories as m where m.scope_id = _scope_id and m.name = _name;
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
@@ -356,7 +369,7 @@ begin
     update membank_private.memories as m
     set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
         structured_content = _new.structured_content, expire_time = _new.expire_time
-    where m.name = _row.name
+    where m.scope_id = _row.scope_id and m.name = _row.name
     returning * into _new;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_new);
@@ -387,7 +400,7 @@ declare
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
-    delete from membank_private.memories as m where m.name = _row.name;
+    delete from membank_private.memories as m where m.scope_id = _row.scope_id and m.name = _row.name;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
 end

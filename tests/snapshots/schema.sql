@@ -1257,7 +1257,7 @@ declare
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
-    delete from membank_private.memories as m where m.name = _row.name;
+    delete from membank_private.memories as m where m.scope_id = _row.scope_id and m.name = _row.name;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
 end
@@ -1938,7 +1938,12 @@ declare
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
-    select * into _row from membank_private.operations as o where o.name = _name;
+    if _scope is null then
+        select * into _row from membank_private.operations as o where o.name = _name;  -- every shard on Citus
+    else
+        select * into _row from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.name = _name;
+    end if;
     -- Another scope's operation is reported exactly like a missing one.
     if _row.name is null or (_scope is not null and _row.scope <> _scope)
        or not membank_private.scope_allowed(_row.scope) then
@@ -1988,22 +1993,23 @@ CREATE FUNCTION membank.get_revision(name text, revision integer, scope jsonb DE
     AS $$
 declare
     _name uuid := membank_private.parse_name(name);
+    _scope_id uuid;
     _row membank_private.memory_revisions;
 begin
     if revision is null then
         perform membank_private._raise_invalid('revision', 'must not be null',
             'pass a revision number that list_revisions shows');
     end if;
-    perform membank_private.check_revisions_exist(_name, scope);
+    _scope_id := membank_private.revisions_scope_id(_name, scope);
     select * into _row from membank_private.memory_revisions as r
-    where r.memory_name = _name and r.revision = get_revision.revision;
+    where r.scope_id = _scope_id and r.memory_name = _name and r.revision = get_revision.revision;
     if _row.memory_name is null then
         raise exception 'revision: memory % has no revision %', _name, revision
             using errcode = 'no_data_found',
                   hint = 'list_revisions shows the revision numbers that exist',
                   detail = 'argument: revision';
     end if;
-    if membank_private.is_expired(_name) then
+    if membank_private.is_expired(_name, _scope_id) then
         return membank_private.redact_revision(membank_private.to_memory_revision(_row));
     end if;
     return membank_private.to_memory_revision(_row);
@@ -2187,14 +2193,16 @@ CREATE FUNCTION membank.list_revisions(name text, scope jsonb DEFAULT NULL::json
     AS $$
 declare
     _name uuid := membank_private.parse_name(name);
+    _scope_id uuid := membank_private.revisions_scope_id(_name, scope);
+    -- Read before the statement on memory_revisions: no table-reading call inside it.
+    _expired boolean := membank_private.is_expired(_name, _scope_id);
 begin
-    perform membank_private.check_revisions_exist(_name, scope);
     return query
-    select (case when membank_private.is_expired(_name)
+    select (case when _expired
                  then membank_private.redact_revision(membank_private.to_memory_revision(r))
                  else membank_private.to_memory_revision(r) end).*
     from membank_private.memory_revisions as r
-    where r.memory_name = _name
+    where r.scope_id = _scope_id and r.memory_name = _name
     order by r.revision;
 end
 $$;
@@ -2695,14 +2703,17 @@ CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb
 declare
     _target membank.memory_revision;
     _row membank_private.memories;
+    _scope_id uuid;
     _last integer;
+    _first timestamptz;
 begin
     if revision is null then
         perform membank_private._raise_invalid('revision', 'must not be null',
             'pass a revision number that list_revisions shows');
     end if;
     _target := membank.get_revision(name, revision, scope);
-    if membank_private.is_expired(_target.memory_name) then
+    _scope_id := md5(_target.scope::text)::uuid;
+    if membank_private.is_expired(_target.memory_name, _scope_id) then
         -- Expired is forgotten: its revisions show no text to restore.
         raise exception 'name: memory % has expired', _target.memory_name
             using errcode = 'no_data_found', detail = 'argument: name',
@@ -2714,18 +2725,19 @@ begin
             'roll back to a CREATED or UPDATED revision');
     end if;
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
-    perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
-    select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    perform membank_private.lock_scope(_scope_id);
+    select * into _row from membank_private.memories as m
+    where m.scope_id = _scope_id and m.name = _target.memory_name for update;
     -- The current revision: the live row's, else the newest (the deletion).
-    select max(r.revision) into _last
-    from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+    select max(r.revision), min(r.create_time) into _last, _first
+    from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.memory_name = _target.memory_name;
     perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
         -- Live: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
         set fact = _target.fact, structured_content = _target.structured_content,
             topics = _target.topics, metadata = _target.metadata
-        where m.name = _row.name
+        where m.scope_id = _scope_id and m.name = _row.name
         returning * into _row;
     else
         -- Deleted: bring it back under the same name, never expiring, with
@@ -2733,10 +2745,8 @@ begin
         insert into membank_private.memories as m (
             name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
-            _target.memory_name, _target.scope_id, _target.scope, _target.memory_type, _target.fact,
-            _target.structured_content, _target.topics, _target.metadata, _last + 1,
-            (select min(r.create_time) from membank_private.memory_revisions as r
-             where r.memory_name = _target.memory_name)
+            _target.memory_name, _scope_id, _target.scope, _target.memory_type, _target.fact,
+            _target.structured_content, _target.topics, _target.metadata, _last + 1, _first
         ) returning * into _row;
     end if;
     perform membank_private.clear_revision_context();
@@ -3080,7 +3090,7 @@ begin
     update membank_private.memories as m
     set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
         structured_content = _new.structured_content, expire_time = _new.expire_time
-    where m.name = _row.name
+    where m.scope_id = _row.scope_id and m.name = _row.name
     returning * into _new;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_new);
@@ -4107,25 +4117,6 @@ begin
     end if;
 end
 $$;
-CREATE FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) RETURNS void
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-    if not exists (
-        select from membank_private.memory_revisions as r
-        where r.memory_name = check_revisions_exist.name
-          and membank_private.scope_allowed(r.scope)
-          and (check_revisions_exist.scope is null
-               or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
-    ) then
-        raise exception 'name: memory % has no revisions', name
-            using errcode = 'no_data_found',
-                  hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
-                  detail = 'argument: name';
-    end if;
-end
-$$;
 CREATE FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text DEFAULT 'scope'::text) RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4564,14 +4555,27 @@ CREATE FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean
 declare
     _name uuid := membank_private.parse_name(name);
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _scope_id uuid := md5(_scope::text)::uuid;
     _row membank_private.memories;
 begin
+    -- With scope every statement names its shard (a router query on Citus).
+    -- Without, the scope_id is read by name first (index on name; on Citus a
+    -- read of every shard) and the lock then taken by scope_id: FOR UPDATE
+    -- always comes with scope_id = a constant.
     if lock then
+        if _scope_id is null then
+            select m.scope_id into _scope_id from membank_private.memories as m where m.name = _name limit 1;
+        end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
-        perform membank_private.lock_scope(m.scope_id) from membank_private.memories as m where m.name = _name;
-        select * into _row from membank_private.memories as m where m.name = _name for update;
-    else
+        if _scope_id is not null then
+            perform membank_private.lock_scope(_scope_id);
+        end if;
+        select * into _row from membank_private.memories as m
+        where m.scope_id = _scope_id and m.name = _name for update;
+    elsif _scope_id is null then
         select * into _row from membank_private.memories as m where m.name = _name;
+    else
+        select * into _row from membank_private.memories as m where m.scope_id = _scope_id and m.name = _name;
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
@@ -4821,12 +4825,13 @@ CREATE FUNCTION membank_private.is_blank(value text) RETURNS boolean
     select value is null
            or value ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
 $_$;
-CREATE FUNCTION membank_private.is_expired(name uuid) RETURNS boolean
+CREATE FUNCTION membank_private.is_expired(name uuid, scope_id uuid) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select exists (select from membank_private.memories as m
-                   where m.name = is_expired.name and m.expire_time <= statement_timestamp());
+                   where m.scope_id = is_expired.scope_id and m.name = is_expired.name
+                     and m.expire_time <= statement_timestamp());
 $$;
 CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
@@ -5981,6 +5986,34 @@ CREATE FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources 
         from d
     )
     select case when count(*) > 0 and count(m.name) = count(*) then min(m.name)::uuid end from m;
+$$;
+CREATE FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _found uuid;
+begin
+    if _scope is null then
+        select r.scope_id into _found from membank_private.memory_revisions as r
+        where r.memory_name = revisions_scope_id.name and membank_private.scope_allowed(r.scope)
+        limit 1;
+    else
+        select r.scope_id into _found from membank_private.memory_revisions as r
+        where r.scope_id = _scope_id and r.memory_name = revisions_scope_id.name and r.scope = _scope
+          and membank_private.scope_allowed(r.scope)
+        limit 1;
+    end if;
+    if _found is null then
+        raise exception 'name: memory % has no revisions', name
+            using errcode = 'no_data_found',
+                  hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
+                  detail = 'argument: name';
+    end if;
+    return _found;
+end
 $$;
 CREATE FUNCTION membank_private.said_text(t jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -7851,7 +7884,6 @@ REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embe
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.check_revisions_exist(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
@@ -7885,7 +7917,7 @@ REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query memb
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
@@ -7942,6 +7974,7 @@ REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM 
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
