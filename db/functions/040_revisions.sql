@@ -49,18 +49,20 @@ declare
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _scope_id uuid := md5(_scope::text)::uuid;
     _found uuid;
+    _found_scope jsonb;
 begin
+    -- scope_allowed is asked after the read, not inside it: it reads a table
+    -- itself (no table-reading call inside a statement on a distributed table).
     if _scope is null then
-        select r.scope_id into _found from membank_private.memory_revisions as r
-        where r.memory_name = revisions_scope_id.name and membank_private.scope_allowed(r.scope)
+        select r.scope_id, r.scope into _found, _found_scope from membank_private.memory_revisions as r
+        where r.memory_name = revisions_scope_id.name
         limit 1;
     else
-        select r.scope_id into _found from membank_private.memory_revisions as r
+        select r.scope_id, r.scope into _found, _found_scope from membank_private.memory_revisions as r
         where r.scope_id = _scope_id and r.memory_name = revisions_scope_id.name and r.scope = _scope
-          and membank_private.scope_allowed(r.scope)
         limit 1;
     end if;
-    if _found is null then
+    if _found is null or not membank_private.scope_allowed(_found_scope) then
         raise exception 'name: memory % has no revisions', name
             using errcode = 'no_data_found',
                   hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
@@ -84,14 +86,19 @@ declare
     _scope_id uuid := membank_private.revisions_scope_id(_name, scope);
     -- Read before the statement on memory_revisions: no table-reading call inside it.
     _expired boolean := membank_private.is_expired(_name, _scope_id);
+    _r membank_private.memory_revisions;
 begin
-    return query
-    select (case when _expired
-                 then membank_private.redact_revision(membank_private.to_memory_revision(r))
-                 else membank_private.to_memory_revision(r) end).*
-    from membank_private.memory_revisions as r
-    where r.scope_id = _scope_id and r.memory_name = _name
-    order by r.revision;
+    -- Rows into a variable, shaped here: a whole-row argument inside the
+    -- query would name the shard's row type on Citus.
+    for _r in select * from membank_private.memory_revisions as r
+              where r.scope_id = _scope_id and r.memory_name = _name
+              order by r.revision loop
+        if _expired then
+            return next membank_private.redact_revision(membank_private.to_memory_revision(_r));
+        else
+            return next membank_private.to_memory_revision(_r);
+        end if;
+    end loop;
 end
 $$;
 

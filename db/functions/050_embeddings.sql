@@ -15,7 +15,7 @@ begin
         -- The old vector describes text that no longer exists: drop it now,
         -- so retrieval never ranks this memory by it (text still matches).
         if tg_op = 'UPDATE' then
-            delete from membank_private.memory_embeddings as e where e.name = new.name;
+            delete from membank_private.memory_embeddings as e where e.scope_id = new.scope_id and e.name = new.name;
         end if;
         if new.fact is not null then
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
@@ -25,7 +25,7 @@ begin
         end if;
     elsif new.expire_time is distinct from old.expire_time then
         update membank_private.memory_embeddings as e set expire_time = new.expire_time
-        where e.name = new.name;
+        where e.scope_id = new.scope_id and e.name = new.name;
     end if;
     return null;
 end

@@ -534,6 +534,18 @@ def db_upgrade(revision: str) -> None:
     click.echo(f"at revision {migrate.current()}")
 
 
+@db.command("distribute")
+def db_distribute() -> None:
+    """On a Citus coordinator, after db upgrade: shard the scoped tables by scope_id (rows kept), reference the rest."""
+    from membank import distribute
+
+    try:
+        done = distribute.distribute()
+    except RuntimeError as err:
+        raise click.ClickException(str(err)) from None
+    _echo_json(asdict(done))
+
+
 @db.command("downgrade")
 @click.argument("revision")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")

@@ -2196,14 +2196,19 @@ declare
     _scope_id uuid := membank_private.revisions_scope_id(_name, scope);
     -- Read before the statement on memory_revisions: no table-reading call inside it.
     _expired boolean := membank_private.is_expired(_name, _scope_id);
+    _r membank_private.memory_revisions;
 begin
-    return query
-    select (case when _expired
-                 then membank_private.redact_revision(membank_private.to_memory_revision(r))
-                 else membank_private.to_memory_revision(r) end).*
-    from membank_private.memory_revisions as r
-    where r.scope_id = _scope_id and r.memory_name = _name
-    order by r.revision;
+    -- Rows into a variable, shaped here: a whole-row argument inside the
+    -- query would name the shard's row type on Citus.
+    for _r in select * from membank_private.memory_revisions as r
+              where r.scope_id = _scope_id and r.memory_name = _name
+              order by r.revision loop
+        if _expired then
+            return next membank_private.redact_revision(membank_private.to_memory_revision(_r));
+        else
+            return next membank_private.to_memory_revision(_r);
+        end if;
+    end loop;
 end
 $$;
 COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revisions of the memory called name, oldest first: one per create, update, delete and rollback, each with action
@@ -4993,6 +4998,8 @@ declare
     _scope_ids uuid [];
     _fts tsvector [];
     _signs integer [];
+    _scope_id uuid;
+    _lexemes text [];
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -5033,16 +5040,21 @@ begin
     on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).
+    -- Per scope, from the arrays rather than old_rows: on Citus these
+    -- statements run from the shard's trigger, where only a statement with
+    -- scope_id = a constant stays on the shard, and old_rows is not visible.
     if tg_op <> 'INSERT' then
-        delete from membank_private.scope_lexicon as x
-        using (
-            select distinct o.scope_id, l.lexeme
-            from old_rows as o
-            cross join lateral unnest(tsvector_to_array(o.fts)) as l (lexeme)
-        ) as t
-        where x.scope_id = t.scope_id and x.lexeme = t.lexeme and x.doc_count <= 0;
-        delete from membank_private.scope_stats as s
-        where s.scope_id in (select o.scope_id from old_rows as o) and s.doc_count <= 0;
+        for _scope_id in select distinct d.scope_id from unnest(_scope_ids, _signs) as d (scope_id, sign)
+                         where d.sign < 0 loop
+            _lexemes := array(
+                select distinct l.lexeme
+                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+                where d.sign < 0 and d.scope_id = _scope_id);
+            delete from membank_private.scope_lexicon as x
+            where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
+            delete from membank_private.scope_stats as s where s.scope_id = _scope_id and s.doc_count <= 0;
+        end loop;
     end if;
     return null;
 end
@@ -5056,7 +5068,7 @@ begin
         -- The old vector describes text that no longer exists: drop it now,
         -- so retrieval never ranks this memory by it (text still matches).
         if tg_op = 'UPDATE' then
-            delete from membank_private.memory_embeddings as e where e.name = new.name;
+            delete from membank_private.memory_embeddings as e where e.scope_id = new.scope_id and e.name = new.name;
         end if;
         if new.fact is not null then
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
@@ -5066,7 +5078,7 @@ begin
         end if;
     elsif new.expire_time is distinct from old.expire_time then
         update membank_private.memory_embeddings as e set expire_time = new.expire_time
-        where e.name = new.name;
+        where e.scope_id = new.scope_id and e.name = new.name;
     end if;
     return null;
 end
@@ -5081,34 +5093,38 @@ declare
     -- A purge (purge_memories, purge_expired_memories) destroys the text;
     -- a delete keeps it readable until retention (085_erasure.sql).
     _forget boolean := tg_op = 'DELETE' and coalesce(_ctx #>> '{labels,reason}' in ('purge', 'expired'), false);
+    -- Computed here, not inside VALUES: Citus refuses sub-queries in an
+    -- INSERT ... VALUES on a distributed table, and a simple CASE deparses
+    -- wrongly on the shard side (text = boolean).
+    _revision integer := case when tg_op = 'DELETE' then old.revision + 1 else new.revision end;
+    _action text := case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end;
+    _sources text[] := coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}');
+    _labels jsonb := coalesce(_ctx -> 'labels', '{}');
+    _old_fact text;
+    _old_content jsonb;
 begin
+    if tg_op <> 'INSERT' and not _forget then
+        _old_fact := old.fact;
+        _old_content := old.structured_content;
+    end if;
     insert into membank_private.memory_revisions (
         memory_name, revision, scope_id, scope, action, memory_type,
         fact, previous_fact, structured_content, previous_structured_content,
         topics, metadata, expire_time, labels, source_event_ids,
         extracted_memories, create_time
     ) values (
-        _row.name,
-        case when tg_op = 'DELETE' then old.revision + 1 else new.revision end,
-        _row.scope_id, _row.scope,
-        case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
-        _row.memory_type,
-        case when not _forget then _row.fact end,
-        case when tg_op <> 'INSERT' and not _forget then old.fact end,
-        case when not _forget then _row.structured_content end,
-        case when tg_op <> 'INSERT' and not _forget then old.structured_content end,
+        _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
+        case when not _forget then _row.fact end, _old_fact,
+        case when not _forget then _row.structured_content end, _old_content,
         _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
-        coalesce(_ctx -> 'labels', '{}'),
-        coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
-        _ctx -> 'extracted_memories',
-        statement_timestamp()
+        _labels, _sources, _ctx -> 'extracted_memories', statement_timestamp()
     );
     -- Whatever deleted it, the events it came from may not bring it back
     -- (retired_sources, 085_erasure.sql); a rollback that re-creates it releases them.
     if tg_op = 'DELETE' then
         perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
     elsif tg_op = 'INSERT' then
-        delete from membank_private.retired_sources as t where t.memory_name = new.name;
+        delete from membank_private.retired_sources as t where t.scope_id = new.scope_id and t.memory_name = new.name;
     end if;
     if _forget then
         perform membank_private.forget_memory(old.name, old.scope_id);
@@ -5995,18 +6011,20 @@ declare
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _scope_id uuid := md5(_scope::text)::uuid;
     _found uuid;
+    _found_scope jsonb;
 begin
+    -- scope_allowed is asked after the read, not inside it: it reads a table
+    -- itself (no table-reading call inside a statement on a distributed table).
     if _scope is null then
-        select r.scope_id into _found from membank_private.memory_revisions as r
-        where r.memory_name = revisions_scope_id.name and membank_private.scope_allowed(r.scope)
+        select r.scope_id, r.scope into _found, _found_scope from membank_private.memory_revisions as r
+        where r.memory_name = revisions_scope_id.name
         limit 1;
     else
-        select r.scope_id into _found from membank_private.memory_revisions as r
+        select r.scope_id, r.scope into _found, _found_scope from membank_private.memory_revisions as r
         where r.scope_id = _scope_id and r.memory_name = revisions_scope_id.name and r.scope = _scope
-          and membank_private.scope_allowed(r.scope)
         limit 1;
     end if;
-    if _found is null then
+    if _found is null or not membank_private.scope_allowed(_found_scope) then
         raise exception 'name: memory % has no revisions', name
             using errcode = 'no_data_found',
                   hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
