@@ -382,3 +382,9 @@ def test_worker_compacts_on_its_schedule(cli, conn):
                                 ).stdout)["memories"]
         assert len(listed) == 1 and listed[0]["metadata"]["compaction"]["replaced"] == 3
     assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').stdout)["memories"]) == 2
+
+
+def test_db_distribute_refuses_a_server_without_citus(cli):
+    """`membank db distribute` runs on a Citus coordinator only; elsewhere it says so and changes nothing."""
+    out = cli("db", "distribute", code=1).output
+    assert "no citus extension in this database" in out
