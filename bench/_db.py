@@ -11,12 +11,12 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pyclient"))
 
-from membank import migrate, settings  # noqa: E402
+from membank import database, migrate  # noqa: E402
 
 
 def fresh_database(name: str) -> str:
     """Drop and create database ``name`` next to membank's own (embedded or MEMBANK_DATABASE_URL); migrate it."""
-    base = settings.database_url()
+    base = database.database_url()
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))

@@ -1,7 +1,7 @@
 """build_context latency: evidence verdicts in one SQL call vs the former Python judgement, same process.
 
-Baseline ("python"): the judgement as it was before issue 9 §6, kept here
-only as the baseline: one ``get_memory`` round trip per memory (plus
+Baseline ("python"): the same judgement made in Python, kept here only as
+the baseline: one ``get_memory`` round trip per memory (plus
 ``list_revisions`` for each one that is gone) and two ``list_operations``
 calls per scope for the session. Ours ("sql"): ``membank.evidence_verdicts``,
 one round trip. Everything else in ``ContextBuilder.build`` (Valkey read,

@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from psycopg.conninfo import make_conninfo
 
-from _db import fresh_database, migrate, settings
+from _db import database, fresh_database, migrate
 
 LOAD = """
 set session_replication_role = replica;  -- no revision, embedding or lexicon triggers while loading
@@ -63,7 +63,7 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="reuse the data of a previous run")
     args = parser.parse_args()
     if args.reuse:
-        url = make_conninfo(settings.database_url(), dbname="membank_bench_profiles")
+        url = make_conninfo(database.database_url(), dbname="membank_bench_profiles")
         migrate.upgrade(url)
     else:
         url = fresh_database("membank_bench_profiles")

@@ -59,7 +59,7 @@ import locomo  # noqa: E402
 from _db import fresh_database  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
-from membank import migrate, settings  # noqa: E402
+from membank import database, migrate  # noqa: E402
 
 from membank import embedded  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
@@ -283,7 +283,7 @@ class CachedQueries:
 
 def reuse_database(name: str) -> str | None:
     """The URL of a loaded bench database `name`, with membank's db/ files re-applied; None if absent."""
-    base = settings.database_url()
+    base = database.database_url()
     with psycopg.connect(base, autocommit=True) as conn:
         if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
             return None

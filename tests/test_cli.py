@@ -218,7 +218,7 @@ def test_scope_indexes(cli, conn):
 def test_version_and_help_show_whole_descriptions(cli):
     from importlib.metadata import version
 
-    assert cli("--version").output.strip() == f"membank {version('membank')}"
+    assert cli("--version").output.strip() == f"membank {version('membank-pg')}"
     listing = cli("--help").output + cli("memories", "--help").output + cli("db", "--help").output
     cut = [line for line in listing.splitlines() if not line.startswith("Usage:") and ("..." in line or "\u2026" in line)]
     assert cut == []

@@ -381,7 +381,7 @@ def test_worker_runs_expiry_and_retention(bank, db_url, conn):
 
 
 def test_erase_scope_removes_adk_sessions_events_and_user_state(bank, conn):
-    """An erased ADK user (scope {"app_name", "user_id"}) leaves no session, event or state row (issue 17)."""
+    """An erased ADK user (scope {"app_name", "user_id"}) leaves no session, event or state row."""
     name, operation = remember_canary(bank, conn)
     bank.create_session(ADK_SCOPE["app_name"], ADK_SCOPE["user_id"], session_id=ADK_SESSION,
                         state={"note": CANARY, "user:code": CANARY})
