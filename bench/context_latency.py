@@ -1,4 +1,4 @@
-"""build_context latency: evidence verdicts in one SQL call vs the former Python judgement, same process.
+"""build_context latency: evidence verdicts in one SQL call vs the same judgement in Python, same process.
 
 Baseline ("python"): the same judgement made in Python, kept here only as
 the baseline: one ``get_memory`` round trip per memory (plus
@@ -67,7 +67,7 @@ def _why_not_fetchable(bank, name: UUID, scope: Mapping[str, str] | None, now: d
 def python_judge(bank, scopes: Sequence[Mapping[str, str]], retrieved: Iterable[RetrievedMemory], *,
                  expected: Iterable[UUID | str] = (), running_operations: Mapping[str, Sequence[str]] | None = None
                  ) -> tuple[list[Verdict], dict[str, Memory]]:
-    """The former ``judge_memories``: N+1 round trips."""
+    """The judgement made in Python (the baseline): N+1 round trips."""
     wanted = _scopes(scopes)
     keys = {json.dumps(s, sort_keys=True) for s in wanted}
     running = dict(running_operations or {})
@@ -129,7 +129,7 @@ def python_judge(bank, scopes: Sequence[Mapping[str, str]], retrieved: Iterable[
 
 
 class PythonJudgedBuilder(ContextBuilder):
-    """ContextBuilder with the former judgement: list_operations per scope, then get_memory per memory."""
+    """ContextBuilder judging in Python (the baseline): list_operations per scope, then get_memory per memory."""
 
     def _judge(self, wanted, session_id, retrieved, expected):
         running: dict[str, list[str]] = {}

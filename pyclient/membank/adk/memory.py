@@ -25,7 +25,7 @@ try:
     from google.adk.memory.memory_entry import MemoryEntry
     from google.genai import types
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("membank.adk needs google-adk: pip install 'membank[adk]'") from err
+    raise ImportError("membank.adk needs google-adk: pip install -e '.[adk]' in the membank checkout") from err
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
