@@ -193,7 +193,7 @@ def test_search_memory_multiple_matches(service):
 
 def test_search_memory_no_match(bank):
     """ADK test_search_memory_no_match: hybrid retrieval ranks every memory by vector, so "no match" is a
-    similarity threshold (min_similarity 0.8, the README's useful value for the default model)."""
+    similarity threshold (min_similarity 0.8, the useful value docs/retrieval.md gives for the default model)."""
     service = MembankMemoryService(bank, wait_for_completion=True, process_in_process=True, min_similarity=0.8)
     run(service.add_session_to_memory(SESSION_2))
     assert search(service, "nonexistent").memories == []

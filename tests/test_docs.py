@@ -65,6 +65,12 @@ def test_every_cli_command_is_documented():
     assert [p for p in paths if f"\n### {p}\n" not in reference] == []
 
 
+def test_a_lazy_commands_one_line_help_is_its_own():
+    """`membank --help` lists lazy commands without importing them; the line must be the command's own."""
+    for name, (_, _, line) in _LAZY_COMMANDS.items():
+        assert main.get_command(click.Context(main), name).get_short_help_str(limit=10**6) == line, name
+
+
 @pytest.mark.parametrize("cls", [MemoryBank, PendingOperation])
 def test_every_public_client_method_is_documented(cls):
     reference = (DOCS / "python-client.md").read_text()

@@ -24,7 +24,7 @@ _LAZY = {
 
 
 def package_version() -> str:
-    """Return the installed version of membank (its distribution ``membank-pg``), or ``"unknown"`` outside an install."""
+    """Return the installed version of membank (distribution ``membank-pg``), or ``"unknown"`` outside one."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:

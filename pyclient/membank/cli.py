@@ -149,10 +149,11 @@ def cli_hint(hint: str) -> str:
 # Commands of other modules, loaded only when run (their imports are heavy);
 # their one-line help is here so that `membank --help` does not import them.
 _LAZY_COMMANDS = {
-    "audit": ("membank.audit", "audit",
-              "Run the evidence-verdict canary cases and print expected against actual verdicts."),
+    "audit": ("membank.audit", "audit", "Check the evidence verdicts with eight synthetic cases on a canary scope; "
+                                        "exit 1 on an unexpected verdict."),
     "mcp": ("membank.mcp_server", "mcp", "Serve membank to agents over the Model Context Protocol (stdio or HTTP)."),
-    "valkey": ("membank.buffer.cli", "valkey", "The session buffer's Valkey server: path, url, start, stop."),
+    "valkey": ("membank.buffer.cli", "valkey",
+               "The session buffer's Valkey: MEMBANK_VALKEY_URL, else the embedded server in <data dir>/valkey."),
 }
 
 
@@ -176,7 +177,7 @@ class _Group(click.Group):
         # first sentence instead (wrapped), and never import a lazy command.
         rows = []
         for name in self.list_commands(ctx):
-            if name in _LAZY_COMMANDS and name not in self.commands:
+            if self is main and name in _LAZY_COMMANDS:  # the same text whether it was loaded or not
                 rows.append((name, _LAZY_COMMANDS[name][2]))
                 continue
             cmd = self.get_command(ctx, name)

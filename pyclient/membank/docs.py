@@ -156,8 +156,9 @@ def _walk_main() -> list[tuple[str, Any]]:
 
     from membank.cli import main
 
+    # The root context carries main's settings (-h/--help) as `membank` itself does; children inherit them.
     return _walk(main, click.Context(main, info_name="membank", terminal_width=HELP_WIDTH,
-                                     max_content_width=HELP_WIDTH))
+                                     max_content_width=HELP_WIDTH, **main.context_settings))
 
 
 def cli_reference() -> str:

@@ -3,7 +3,7 @@
 Tools: ``create_memory``, ``retrieve_memories``, ``list_memories``,
 ``update_memory``, ``delete_memory``, ``generate_memories``,
 ``get_operation`` and ``retrieve_profiles``. Each tool is one call of the SQL function
-of the same name; its JSON schema carries the SQL API's limits (the README's
+of the same name; its JSON schema carries the SQL API's limits (docs/memories.md,
 Limits table), so a client sees them before it calls.
 
 **Scope.** With ``--scope`` the scope is fixed for the server: no tool takes
@@ -31,7 +31,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-# The SQL API's limits (README, "Limits"); the SQL functions enforce them, the
+# The SQL API's limits (docs/memories.md, "Limits"); the SQL functions enforce them, the
 # schemas below announce them.
 FACT_MAX = 32768
 TOPICS_MAX = 32
