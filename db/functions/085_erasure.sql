@@ -213,6 +213,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'ingest_streams', (select count(*) from membank_private.ingest_streams as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
         'user_states', (select count(*) from membank_private.scope_states as u
                         where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
@@ -244,7 +246,8 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade
+        delete from membank_private.ingest_streams as t where t.scope_id = _scope_id and t.scope = _scope;
         -- ADK "user:" state of the scope (sessions' own state went with their rows).
         delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
@@ -263,10 +266,11 @@ $$;
 comment on function membank.erase_scope(jsonb, boolean) is
 $$Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
-their change log, tool decisions and exempt-tool settings. With force =>
+jobs, full-text lexicon entries, sessions and their events and IngestEvents streams, GenerateMemories operations
+and their jobs, tool rules, their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"ingest_streams",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "scope_bindings"},
 "session_ids": [the scope's session ids]}: the client deletes those sessions'

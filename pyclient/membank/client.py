@@ -20,8 +20,8 @@ from psycopg_pool import ConnectionPool
 
 from membank import errors, settings
 from membank.models import (
-    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, ProfileSchema,
-    RetrievedMemory, ToolDecision, ToolRule,
+    DueStream, EmbeddingBacklog, Event, GenerationBacklog, Ingestion, Memory, MemoryPage, MemoryRevision, Operation,
+    ProfileSchema, RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -53,6 +53,8 @@ _ARG_TYPES = {
     "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
     "after_timestamp": "double precision",
     "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
+    "stream_id": "text", "generation_trigger_config": "jsonb", "force_flush": "boolean", "now": "timestamptz",
+    "max_streams": "integer",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
@@ -628,6 +630,36 @@ class MemoryBank:
             request_id=request_id, ttl=ttl, profile_schemas=profile_schemas,
             disable_natural_language_memories=disable_natural_language_memories or None))
         return PendingOperation(self, rows[0]["generate_memories"])
+
+    # -- IngestEvents ------------------------------------------------------------
+    def ingest_events(self, scope: Scope, events: list[Mapping[str, Any]] = (), *, stream_id: str | None = None,
+                      generation_trigger_config: Mapping[str, Any] | None = None,
+                      force_flush: bool = False) -> Ingestion:
+        """IngestEvents: append ``events`` to the stream ``stream_id`` (default ``"default"``) of ``scope``.
+
+        Generation starts by itself when the stream's trigger fires
+        (``generation_trigger_config``: ``{"generation_rule": {"event_count": n}}``,
+        ``{"idle_duration": "60s"}`` or ``{"fixed_interval": "300s"}``; None keeps
+        the stream's rule, else the bank's default); ``force_flush`` generates
+        from every pending event now. idle_duration and fixed_interval fire in
+        the worker's sweep (``membank worker``). Events are deduplicated by
+        event_id. Returns an Ingestion (``operation_name`` is the operation this
+        call queued, if any). Raises InvalidArgumentError naming the argument,
+        ConflictError (MB020 event_id conflict, MB040 lock timeout).
+        """
+        rows = self._call("ingest_events", dict(
+            scope=scope, stream_id=stream_id, events=_events_json(list(events)),
+            generation_trigger_config=generation_trigger_config, force_flush=force_flush))
+        return Ingestion.from_row(rows[0])
+
+    def generate_due_streams(self, *, now: datetime | None = None, max_streams: int | None = None) -> list[DueStream]:
+        """The IngestEvents sweep (worker and admin roles): queue generation for every stream due at ``now``.
+
+        ``now`` defaults to the database clock. Returns one DueStream per
+        queued operation. ``membank worker`` calls it on every loop.
+        """
+        rows = self._call("generate_due_streams", dict(now=now, max_streams=max_streams))
+        return [DueStream.from_row(r) for r in rows]
 
     # -- structured profiles ------------------------------------------------------
     def create_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:

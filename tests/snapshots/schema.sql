@@ -3,6 +3,15 @@ COMMENT ON SCHEMA membank IS 'membank public API: long-term memory for AI agents
 CREATE SCHEMA membank_extensions;
 CREATE SCHEMA membank_private;
 COMMENT ON SCHEMA membank_private IS 'membank storage and internal helpers; not an API, may change between versions.';
+CREATE TYPE membank.due_stream AS (
+	scope jsonb,
+	stream_id text,
+	trigger_reason text,
+	operation_name uuid,
+	first_seq bigint,
+	last_seq bigint,
+	covered_events integer
+);
 CREATE TYPE membank.event AS (
 	session_id text,
 	event_id text,
@@ -20,6 +29,15 @@ CREATE TYPE membank.generation_job AS (
 	prompt text,
 	response_schema jsonb,
 	input jsonb
+);
+CREATE TYPE membank.ingestion AS (
+	scope jsonb,
+	stream_id text,
+	appended integer,
+	pending_events integer,
+	operation_name uuid,
+	trigger_reason text,
+	last_operation_name uuid
 );
 CREATE TYPE membank.memory AS (
 	name uuid,
@@ -899,6 +917,22 @@ COMMENT ON FUNCTION membank.configure_embedding(model_id text, dimension integer
 this client uses. The first call fixes the bank''s model; later calls must name the same one. A bank with no stored
 vectors switches freely.
 Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).';
+CREATE FUNCTION membank.configure_ingestion(generation_trigger_config jsonb) RETURNS jsonb
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _config jsonb := membank_private.validate_trigger_config(generation_trigger_config, 'generation_trigger_config');
+begin
+    update membank_private.ingestion_settings as s
+    set generation_trigger_config = _config, update_time = statement_timestamp();
+    return _config;
+end
+$$;
+COMMENT ON FUNCTION membank.configure_ingestion(generation_trigger_config jsonb) IS 'Set the bank''s default generation trigger for IngestEvents streams that have no rule of their own:
+{"generation_rule": {"event_count": n} | {"idle_duration": d} | {"fixed_interval": d}} as for ingest_events, or null
+(the default: such a stream is flushed at every ingest, as Vertex AI does without a config). Returns the stored config
+(durations as seconds). Admin only. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.configure_retention(deleted_revisions interval DEFAULT NULL::interval, finished_operations interval DEFAULT NULL::interval, events interval DEFAULT NULL::interval, forever text[] DEFAULT '{}'::text[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1326,6 +1360,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'ingest_streams', (select count(*) from membank_private.ingest_streams as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
         'user_states', (select count(*) from membank_private.scope_states as u
                         where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
@@ -1357,7 +1393,8 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade
+        delete from membank_private.ingest_streams as t where t.scope_id = _scope_id and t.scope = _scope;
         -- ADK "user:" state of the scope (sessions' own state went with their rows).
         delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
@@ -1374,10 +1411,11 @@ end
 $$;
 COMMENT ON FUNCTION membank.erase_scope(scope jsonb, force boolean) IS 'Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
-their change log, tool decisions and exempt-tool settings. With force =>
+jobs, full-text lexicon entries, sessions and their events and IngestEvents streams, GenerateMemories operations
+and their jobs, tool rules, their change log, tool decisions and exempt-tool settings. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"ingest_streams",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "scope_bindings"},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
@@ -1635,6 +1673,55 @@ operation''s model_calls. The job is retried after 2, 4, 8, 16 seconds (at most 
 when retryable is false (a request that will never succeed: HTTP 400, 401, 403, 404, 422), the operation is done with
 error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
 Raises P0002 (no such job).';
+CREATE FUNCTION membank.generate_due_streams(now timestamp with time zone DEFAULT NULL::timestamp with time zone, max_streams integer DEFAULT 100) RETURNS SETOF membank.due_stream
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := coalesce(now, clock_timestamp());
+    _bank_rule jsonb := membank_private.bank_generation_rule();
+    _candidate membank_private.ingest_streams;
+    _stream membank_private.ingest_streams;
+    _trigger text;
+begin
+    if max_streams is null or max_streams not between 1 and 10000 then
+        perform membank_private._raise_invalid('max_streams',
+            format('must be between 1 and 10000, got %s', coalesce(max_streams::text, 'null')),
+            'the default is 100 streams per call; call again while it returns rows');
+    end if;
+    perform membank_private.refuse_bound_role('generate_due_streams');
+    for _candidate in
+        select t.* from membank_private.ingest_streams as t
+        where t.pending_events > 0 and membank_private.stream_trigger(t, _bank_rule, _now) is not null
+        order by t.last_event_time, t.scope_id, t.stream_id
+        limit max_streams
+    loop
+        -- Session first, then stream (the order ingest_events takes them); one
+        -- that another transaction holds is left to the next sweep.
+        perform from membank_private.sessions as s
+        where s.scope_id = _candidate.scope_id and s.session_id = _candidate.stream_id
+        for update skip locked;
+        continue when not found;
+        select t.* into _stream from membank_private.ingest_streams as t
+        where t.scope_id = _candidate.scope_id and t.stream_id = _candidate.stream_id
+        for update skip locked;
+        continue when _stream.scope_id is null;
+        _stream := membank_private.refresh_stream(_stream.scope_id, _stream.stream_id);
+        _trigger := membank_private.stream_trigger(_stream, _bank_rule, _now);
+        continue when _trigger is null;
+        return query select * from membank_private.flush_stream(_stream, _trigger, _now);
+    end loop;
+end
+$$;
+COMMENT ON FUNCTION membank.generate_due_streams(now timestamp with time zone, max_streams integer) IS 'The IngestEvents sweep: for up to max_streams (1..10000, default 100) streams whose trigger is due at now (default
+the database clock; tests and replays pass it) — idle_duration, fixed_interval, no rule, or the 24 h flush — queue one
+GenerateMemories operation over the events not yet covered and move the stream''s watermark, in the caller''s
+transaction (due and queued commit together: a caller that dies before commit queued nothing and moved nothing).
+Streams locked by another transaction are skipped (next sweep). Returns one membank.due_stream per queued operation:
+scope, stream_id, trigger_reason, operation_name, first_seq and last_seq (append order range covered),
+covered_events. Worker and admin roles only (it reaches every scope); call it from the worker''s loop or from pg_cron
+(cron.schedule(''membank-ingest'', ''* * * * *'', ''select count(*) from membank.generate_due_streams()'')).
+Raises 22023 naming the argument, 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.generate_memories(scope jsonb, events jsonb DEFAULT NULL::jsonb, session_id text DEFAULT NULL::text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, facts jsonb DEFAULT NULL::jsonb, topics jsonb DEFAULT NULL::jsonb, examples jsonb DEFAULT NULL::jsonb, disable_consolidation boolean DEFAULT false, request_id text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, profile_schemas jsonb DEFAULT NULL::jsonb, disable_natural_language_memories boolean DEFAULT false) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1716,7 +1803,7 @@ begin
         from membank_private.operations as o
         where o.scope_id = md5(_scope::text)::uuid and o.error is null
           and o.request_key = _key;
-        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0006
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0007
             raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
                 using errcode = 'MB021', detail = 'argument: request_id',
                       hint = format('operation %s holds that request_id; a new request needs a new request_id',
@@ -1920,6 +2007,69 @@ end
 $$;
 COMMENT ON FUNCTION membank.get_user_state(app_name text, user_id text) IS 'The state shared by every session of application app_name for user user_id (the "user:" keys, without the
 prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.ingest_events(scope jsonb, stream_id text DEFAULT 'default'::text, events jsonb DEFAULT '[]'::jsonb, generation_trigger_config jsonb DEFAULT NULL::jsonb, force_flush boolean DEFAULT false) RETURNS membank.ingestion
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _rule jsonb := membank_private.validate_trigger_config(generation_trigger_config, 'generation_trigger_config')
+                   -> 'generation_rule';
+    _appended integer;
+    _stream membank_private.ingest_streams;
+    _trigger text;
+    _queued membank.due_stream;
+    _name uuid;
+begin
+    if force_flush is null then
+        perform membank_private._raise_invalid('force_flush', 'must be true or false',
+            'true generates from every pending event now, whatever the trigger');
+    end if;
+    if stream_id is null or length(stream_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('stream_id', 'must be 1 to 200 characters',
+            'a stream is the session of that id in this scope; the default is "default"');
+    end if;
+    -- The session's row lock (taken by append_events) orders this call after any other append to it.
+    _appended := membank.append_events(_scope, ingest_events.stream_id, coalesce(events, '[]'));
+    insert into membank_private.ingest_streams as t (scope_id, stream_id, scope, generation_rule)
+    values (_scope_id, ingest_events.stream_id, _scope, _rule)
+    on conflict on constraint ingest_streams_pkey
+    do update set generation_rule = coalesce(excluded.generation_rule, t.generation_rule);
+    _stream := membank_private.refresh_stream(_scope_id, ingest_events.stream_id);
+    _trigger := case when force_flush and _stream.pending_events > 0 then 'force_flush'
+                     else membank_private.stream_trigger(_stream, membank_private.bank_generation_rule(),
+                                                         statement_timestamp()) end;
+    if _trigger is not null then
+        for _queued in select * from membank_private.flush_stream(_stream, _trigger, statement_timestamp()) loop
+            _name := _queued.operation_name;
+        end loop;
+        select * into _stream from membank_private.ingest_streams as t
+        where t.scope_id = _scope_id and t.stream_id = ingest_events.stream_id;
+    end if;
+    return row(_scope, ingest_events.stream_id, _appended, _stream.pending_events, _name, _trigger,
+               _stream.last_operation_name)::membank.ingestion;
+end
+$$;
+COMMENT ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) IS 'IngestEvents (Vertex AI Memory Bank): append events to the stream stream_id (1..200 characters, default "default") of
+an exact scope and start GenerateMemories by itself when the stream''s trigger fires. A stream is the session of the
+same id in that scope: events (a JSON array as for append_events, [] to only re-check the trigger) are appended to it,
+deduplicated by event_id; events appended to that session otherwise (append_events, append_session_event) count too.
+generation_trigger_config: {"generation_rule": {"event_count": 1..1000} | {"idle_duration": d} | {"fixed_interval":
+d}} with d a protobuf JSON duration ("60s") or seconds, 1 s to 24 h (whole minutes are not required, unlike Vertex AI);
+given, it is kept as the stream''s rule; null keeps the stream''s rule, else the bank''s (configure_ingestion), else none.
+A generation covers exactly the stream''s events not yet covered (a watermark on their append order, moved in the
+transaction that queues the operation). event_count: when that many events are pending; idle_duration: when no event
+arrived for d; fixed_interval: d after the stream''s last generation (or its first pending event) while events are
+pending; no rule: at once (as Vertex does without a config); force_flush => true: now. Whatever the rule, pending events
+are flushed 24 h after the last one arrived. Times are arrival times (the database clock). event_count, no rule and
+force_flush fire inside this call; the others fire in generate_due_streams (the worker''s loop, or pg_cron).
+Returns membank.ingestion: scope, stream_id, appended (new events), pending_events (not yet covered, after this call),
+operation_name (the operation this call queued, else null; a stream of over 1000 pending events queues several, the
+last is named), trigger_reason (event_count, force_flush, no_rule, flush_after_24h, or null) and last_operation_name
+(the stream''s newest operation). Raises 22023 naming the argument (events[i].field, generation_trigger_config...),
+42501 (a role bound to other scopes), MB020 (an event_id already stored with other content), MB040 (lock wait);
+nothing is written on error.';
 CREATE FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, max_events integer DEFAULT 1000) RETURNS SETOF membank.event
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3544,6 +3694,12 @@ begin
     perform membank_private.clear_revision_context();
 end
 $$;
+CREATE FUNCTION membank_private.bank_generation_rule() RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select s.generation_trigger_config -> 'generation_rule' from membank_private.ingestion_settings as s;
+$$;
 CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double precision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4318,6 +4474,65 @@ CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error json
     set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
     where o.name = finish_operation.operation_name;
 $$;
+CREATE TABLE membank_private.ingest_streams (
+    scope_id uuid NOT NULL,
+    stream_id text NOT NULL,
+    scope jsonb NOT NULL,
+    generation_rule jsonb,
+    covered_seq bigint DEFAULT 0 NOT NULL,
+    pending_events integer DEFAULT 0 NOT NULL,
+    first_pending_time timestamp with time zone,
+    last_event_time timestamp with time zone,
+    last_operation_name uuid,
+    last_generation_time timestamp with time zone,
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+);
+CREATE FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) RETURNS SETOF membank.due_stream
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _last bigint;
+    _count integer;
+    _chunk jsonb;
+    _from bigint;
+    _to bigint;
+    _name uuid;
+begin
+    select max(e.append_seq), count(*) into _last, _count
+    from membank_private.events as e
+    where e.scope_id = stream.scope_id and e.session_id = stream.stream_id and e.append_seq > stream.covered_seq;
+    if _last is null then
+        return;
+    end if;
+    -- One operation takes at most 1000 events: cut the uncovered ones in append order.
+    for _chunk, _from, _to in
+        select jsonb_agg(jsonb_build_object(
+                   'event_id', c.event_id, 'author', c.author, 'text', c.text,
+                   'timestamp', membank_private.local_time_text(c.event_time, c.utc_offset)) order by c.append_seq),
+               min(c.append_seq), max(c.append_seq)
+        from (select e.*, (row_number() over (order by e.append_seq) - 1) / 1000 as part
+              from membank_private.events as e
+              where e.scope_id = stream.scope_id and e.session_id = stream.stream_id
+                and e.append_seq > stream.covered_seq and e.append_seq <= _last
+                and not membank_private.is_blank(e.text)) as c
+        group by c.part
+        order by c.part
+    loop
+        _name := membank.generate_memories(
+            scope => stream.scope, events => _chunk, session_id => stream.stream_id,
+            request_id => format('ingest:%s:%s-%s', md5(stream.stream_id), _from, _to));
+        return next row(stream.scope, stream.stream_id, trigger_reason, _name, _from, _to,
+                        jsonb_array_length(_chunk))::membank.due_stream;
+    end loop;
+    update membank_private.ingest_streams as t
+    set covered_seq = _last, last_generation_time = flush_stream.now,
+        last_operation_name = coalesce(_name, t.last_operation_name)
+    where t.scope_id = stream.scope_id and t.stream_id = stream.stream_id;
+    perform membank_private.refresh_stream(stream.scope_id, stream.stream_id);
+end
+$$;
 CREATE FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4965,6 +5180,26 @@ begin
     return case when cardinality(_queries) > 0 then _queries else array[query_text] end;
 end
 $$;
+CREATE FUNCTION membank_private.parse_trigger_duration(value jsonb, argument text) RETURNS interval
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _seconds numeric;
+begin
+    if jsonb_typeof(value) = 'number' then
+        _seconds := (value #>> '{}')::numeric;
+    elsif jsonb_typeof(value) = 'string' and (value #>> '{}') ~ '^\d{1,9}(\.\d{1,6})?s$' then
+        _seconds := rtrim(value #>> '{}', 's')::numeric;
+    end if;
+    if _seconds is null or _seconds < 1 or _seconds > 86400 then
+        perform membank_private._raise_invalid(argument,
+            format('must be a duration of 1 s to 24 h, e.g. "60s" or 60, got %s', coalesce(value::text, 'null')),
+            'protobuf JSON durations ("300s") or seconds; Vertex AI requires whole minutes, membank does not');
+    end if;
+    return make_interval(secs => _seconds::double precision);
+end
+$_$;
 CREATE FUNCTION membank_private.plan_key(plan jsonb) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5266,6 +5501,21 @@ begin
     r.extracted_memories := null;
     return r;
 end
+$$;
+CREATE FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) RETURNS membank_private.ingest_streams
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    update membank_private.ingest_streams as t
+    set pending_events = p.n, first_pending_time = p.first_time, last_event_time = p.last_time,
+        update_time = statement_timestamp()
+    from (select count(*)::integer as n, min(e.append_time) as first_time, max(e.append_time) as last_time
+          from membank_private.ingest_streams as s
+          inner join membank_private.events as e
+              on e.scope_id = s.scope_id and e.session_id = s.stream_id and e.append_seq > s.covered_seq
+          where s.scope_id = refresh_stream.scope_id and s.stream_id = refresh_stream.stream_id) as p
+    where t.scope_id = refresh_stream.scope_id and t.stream_id = refresh_stream.stream_id
+    returning t.*;
 $$;
 CREATE FUNCTION membank_private.refuse_bound_role(function_name text) RETURNS void
     LANGUAGE plpgsql STABLE
@@ -5832,6 +6082,25 @@ begin
     end if;
     return _pieces;
 end
+$$;
+CREATE FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when stream.pending_events = 0 then null
+        when now >= stream.last_event_time + interval '24 hours' then 'flush_after_24h'
+        when _rule is null then 'no_rule'
+        when _rule ? 'event_count' and stream.pending_events >= (_rule ->> 'event_count')::integer then 'event_count'
+        when _rule ? 'idle_duration'
+             and now >= stream.last_event_time + make_interval(secs => (_rule ->> 'idle_duration')::double precision)
+            then 'idle_duration'
+        when _rule ? 'fixed_interval'
+             and now >= coalesce(stream.last_generation_time, stream.first_pending_time)
+                        + make_interval(secs => (_rule ->> 'fixed_interval')::double precision)
+            then 'fixed_interval'
+    end
+    from (select coalesce(stream.generation_rule, bank_rule) as _rule) as r;
 $$;
 CREATE FUNCTION membank_private.strip_think(reply text) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -6764,6 +7033,50 @@ begin
     return array(select distinct t from unnest(topics) as t order by t);
 end
 $$;
+CREATE FUNCTION membank_private.validate_trigger_config(config jsonb, argument text) RETURNS jsonb
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _rule jsonb;
+    _key text;
+    _count integer;
+begin
+    if config is null then
+        return null;
+    end if;
+    if jsonb_typeof(config) <> 'object'
+       or exists (select from jsonb_object_keys(config) as k where k <> 'generation_rule')
+       or jsonb_typeof(config -> 'generation_rule') is distinct from 'object' then
+        perform membank_private._raise_invalid(argument,
+            'must be {"generation_rule": {"event_count": n} | {"idle_duration": "60s"} | {"fixed_interval": "300s"}}',
+            'Vertex AI Memory Bank''s MemoryGenerationTriggerConfig; null uses the stream''s or the bank''s rule');
+    end if;
+    _rule := config -> 'generation_rule';
+    if (select count(*) from jsonb_object_keys(_rule)) <> 1 then
+        perform membank_private._raise_invalid(argument || '.generation_rule',
+            'must hold exactly one of event_count, idle_duration, fixed_interval',
+            'e.g. {"event_count": 6}: generate once six new events have arrived');
+    end if;
+    _key := (select k from jsonb_object_keys(_rule) as k);
+    if _key = 'event_count' then
+        if jsonb_typeof(_rule -> 'event_count') <> 'number' or (_rule ->> 'event_count') !~ '^\d+$'
+           or (_rule ->> 'event_count')::numeric not between 1 and 1000 then
+            perform membank_private._raise_invalid(argument || '.generation_rule.event_count',
+                format('must be a whole number from 1 to 1000, got %s', _rule -> 'event_count'),
+                'the number of new events that starts a generation');
+        end if;
+        _count := (_rule ->> 'event_count')::integer;
+        return jsonb_build_object('generation_rule', jsonb_build_object('event_count', _count));
+    elsif _key in ('idle_duration', 'fixed_interval') then
+        return jsonb_build_object('generation_rule', jsonb_build_object(_key, extract(epoch from
+            membank_private.parse_trigger_duration(_rule -> _key, format('%s.generation_rule.%s', argument, _key)))));
+    end if;
+    perform membank_private._raise_invalid(format('%s.generation_rule.%s', argument, _key), 'is not a trigger',
+        'the triggers are event_count, idle_duration and fixed_interval');
+    return null;
+end
+$_$;
 CREATE FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -6946,6 +7259,12 @@ ALTER TABLE membank_private.generation_jobs ALTER COLUMN id ADD GENERATED ALWAYS
     NO MAXVALUE
     CACHE 1
 );
+CREATE TABLE membank_private.ingestion_settings (
+    singleton boolean DEFAULT true NOT NULL,
+    generation_trigger_config jsonb,
+    update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    CONSTRAINT ingestion_settings_singleton_check CHECK (singleton)
+);
 CREATE TABLE membank_private.memory_embeddings (
     name uuid NOT NULL,
     scope_id uuid NOT NULL,
@@ -7061,6 +7380,10 @@ ALTER TABLE ONLY membank_private.generation_jobs
     ADD CONSTRAINT generation_jobs_operation_name_key UNIQUE (operation_name);
 ALTER TABLE ONLY membank_private.generation_jobs
     ADD CONSTRAINT generation_jobs_pkey PRIMARY KEY (id);
+ALTER TABLE ONLY membank_private.ingest_streams
+    ADD CONSTRAINT ingest_streams_pkey PRIMARY KEY (scope_id, stream_id);
+ALTER TABLE ONLY membank_private.ingestion_settings
+    ADD CONSTRAINT ingestion_settings_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.memories
     ADD CONSTRAINT memories_pkey PRIMARY KEY (name);
 ALTER TABLE ONLY membank_private.memory_embeddings
@@ -7096,8 +7419,10 @@ ALTER TABLE ONLY membank_private.tool_rules
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX embedding_jobs_scope_idx ON membank_private.embedding_jobs USING btree (scope_id);
 CREATE INDEX events_append_time_idx ON membank_private.events USING btree (append_time);
+CREATE INDEX events_session_seq_idx ON membank_private.events USING btree (scope_id, session_id, append_seq);
 CREATE INDEX events_session_time_idx ON membank_private.events USING btree (scope_id, session_id, event_time, append_seq);
 CREATE INDEX generation_jobs_retry_idx ON membank_private.generation_jobs USING btree (retry_time);
+CREATE INDEX ingest_streams_pending_idx ON membank_private.ingest_streams USING btree (last_event_time) WHERE (pending_events > 0);
 CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire_time) WHERE (expire_time IS NOT NULL);
 CREATE UNIQUE INDEX memories_profile_field_idx ON membank_private.memories USING btree (scope_id, ((structured_content ->> 'schema_id'::text)), ((structured_content ->> 'field'::text))) WHERE (memory_type = 'STRUCTURED_PROFILE'::text);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
@@ -7127,14 +7452,18 @@ ALTER TABLE ONLY membank_private.events
     ADD CONSTRAINT events_scope_id_session_id_fkey FOREIGN KEY (scope_id, session_id) REFERENCES membank_private.sessions(scope_id, session_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.generation_jobs
     ADD CONSTRAINT generation_jobs_operation_name_fkey FOREIGN KEY (operation_name) REFERENCES membank_private.operations(name) ON DELETE CASCADE;
+ALTER TABLE ONLY membank_private.ingest_streams
+    ADD CONSTRAINT ingest_streams_scope_id_stream_id_fkey FOREIGN KEY (scope_id, stream_id) REFERENCES membank_private.sessions(scope_id, session_id) ON DELETE CASCADE;
 ALTER TABLE ONLY membank_private.memory_embeddings
     ADD CONSTRAINT memory_embeddings_name_fkey FOREIGN KEY (name) REFERENCES membank_private.memories(name) ON DELETE CASCADE;
 GRANT USAGE ON SCHEMA membank TO membank_reader;
 GRANT USAGE ON SCHEMA membank TO membank_worker;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
+GRANT ALL ON TYPE membank.due_stream TO membank_reader;
 GRANT ALL ON TYPE membank.event TO membank_reader;
 GRANT ALL ON TYPE membank.generation_job TO membank_reader;
 GRANT ALL ON TYPE membank.generation_job TO membank_worker;
+GRANT ALL ON TYPE membank.ingestion TO membank_reader;
 GRANT ALL ON TYPE membank.memory TO membank_reader;
 GRANT ALL ON TYPE membank.memory_page_item TO membank_reader;
 GRANT ALL ON TYPE membank.memory_revision TO membank_reader;
@@ -7167,6 +7496,8 @@ GRANT ALL ON FUNCTION membank.complete_generation_job(job_id bigint, reply text)
 REVOKE ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_writer;
 GRANT ALL ON FUNCTION membank.configure_embedding(model_id text, dimension integer) TO membank_worker;
+REVOKE ALL ON FUNCTION membank.configure_ingestion(generation_trigger_config jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.configure_ingestion(generation_trigger_config jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.configure_retention(deleted_revisions interval, finished_operations interval, events interval, forever text[]) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.create_memory(scope jsonb, fact text, topics text[], metadata jsonb, ttl interval, expire_time timestamp with time zone, memory_type text, structured_content jsonb, labels jsonb, source_event_ids text[], context text) FROM PUBLIC;
@@ -7204,6 +7535,8 @@ REVOKE ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5
 GRANT ALL ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean) TO membank_worker;
+REVOKE ALL ON FUNCTION membank.generate_due_streams(now timestamp with time zone, max_streams integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.generate_due_streams(now timestamp with time zone, max_streams integer) TO membank_worker;
 REVOKE ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.generation_backlog() FROM PUBLIC;
@@ -7227,6 +7560,8 @@ REVOKE ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_
 GRANT ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_token text, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, updated_after timestamp with time zone, updated_before timestamp with time zone) FROM PUBLIC;
@@ -7298,6 +7633,7 @@ REVOKE ALL ON FUNCTION membank_private.fact_tsvector(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_create(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_profile_values(o membank_private.operations, merged jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.bank_generation_rule() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
@@ -7332,6 +7668,7 @@ REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
@@ -7359,6 +7696,7 @@ REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) F
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_page_token(page_token text, OUT create_time timestamp with time zone, OUT name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_sub_queries(reply text, query_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.parse_trigger_duration(value jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_kind(prop jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_spec(prop jsonb) FROM PUBLIC;
@@ -7378,6 +7716,7 @@ REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m m
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid, facts text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
@@ -7401,6 +7740,7 @@ REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
@@ -7436,6 +7776,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argumen
 REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_trigger_config(config jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 GRANT SELECT ON TABLE membank.scoped_memories TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_profiles TO membank_reader;
