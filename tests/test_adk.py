@@ -362,3 +362,40 @@ def test_the_example_agent_recalls_a_fact_across_sessions(db_url):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "agent: From memory: The user is allergic to peanuts." in out.stdout
     assert "recalled the fact from session 1" in out.stdout
+
+
+def test_an_agent_that_never_calls_the_memory_service_recalls_a_fact_of_an_old_session(db_url):
+    """examples/adk_auto_memory.py: the session service ingests each event (event_count 4), so after two turns
+    GenerateMemories starts by itself; a new session recalls the fact. The example's code holds no memory call."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "adk_auto_memory.py"
+    source = script.read_text()
+    for call in ("add_session_to_memory", "add_events_to_memory", "add_memory", "generate_memories",
+                 "ingest_events", "search_memory"):
+        assert call not in source, call
+    out = subprocess.run([sys.executable, str(script)], env={**os.environ, "MEMBANK_DATABASE_URL": db_url},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "agent: From memory: The user is allergic to peanuts." in out.stdout
+    assert "recalled the fact from session 1" in out.stdout
+
+
+def test_session_service_with_a_trigger_generates_after_n_events(bank):
+    from membank.adk import MembankSessionService
+
+    sessions = MembankSessionService(bank, generation_trigger_config={"generation_rule": {"event_count": 4}})
+    scope = {"app_name": APP, "user_id": USER}
+    created = run(sessions.create_session(app_name=APP, user_id=USER, session_id="auto"))
+    texts_ = ["I am allergic to peanuts.", "Noted.", "I live in Lisbon.", "Noted.", "I play chess.", "Noted."]
+    counts = []
+    for i, text in enumerate(texts_):
+        run(sessions.append_event(created, event(f"auto-{i}", text, author="user" if i % 2 == 0 else "model",
+                                                 timestamp=1684922400.0 + i)))
+        counts.append(len(bank.list_operations(scope, session_id="auto")))
+    assert counts == [0, 0, 0, 1, 1, 1]  # the fourth event fired the trigger; the next two wait for two more
+    run(sessions.append_event(created, event("auto-3", "Noted.", author="model", timestamp=1684922403.0)))  # again
+    assert len(bank.list_operations(scope, session_id="auto")) == 1

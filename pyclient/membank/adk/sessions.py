@@ -12,6 +12,12 @@ Unlike ADK's ``DatabaseSessionService``, a second writer holding an older
 copy of the session is not rejected as stale: its event lands after the
 first, in commit order, and both state deltas merge (the issue's contract).
 
+With ``generation_trigger_config`` memory forms by itself: every stored
+event is also ingested into the IngestEvents stream of its session
+(``membank.ingest_events``), so GenerateMemories starts when the trigger
+fires (e.g. ``{"generation_rule": {"event_count": 6}}``: every three
+turns) and the agent's code never calls the memory service to add a session.
+
 Every method is async; the blocking database calls run in a thread
 (``asyncio.to_thread``), so an agent's event loop never waits on them.
 """
@@ -51,13 +57,23 @@ def event_json(event: Event) -> dict[str, Any]:
 class MembankSessionService(BaseSessionService):
     """ADK session service backed by membank's SQL sessions (state merged in SQL, events stored once)."""
 
-    def __init__(self, bank: MemoryBank | None = None, *, url: str | None = None) -> None:
-        """Keep sessions in ``bank`` (or a new ``MemoryBank(url)``; the URL defaults as MemoryBank's does)."""
+    def __init__(self, bank: MemoryBank | None = None, *, url: str | None = None,
+                 generation_trigger_config: dict[str, Any] | None = None) -> None:
+        """Keep sessions in ``bank`` (or a new ``MemoryBank(url)``; the URL defaults as MemoryBank's does).
+
+        ``generation_trigger_config``: when given, each appended event is
+        ingested into its session's IngestEvents stream with this trigger
+        (``{"generation_rule": {"event_count": n}}``, ``{"idle_duration": "600s"}``
+        or ``{"fixed_interval": "3600s"}``), so memories of the scope
+        ``{"app_name", "user_id"}`` are generated without ``add_session_to_memory``
+        (a ``membank worker`` runs the operations and the idle/interval sweep).
+        """
         if bank is None:
             from membank.client import MemoryBank
 
             bank = MemoryBank(url)
         self.bank = bank
+        self.generation_trigger_config = generation_trigger_config
 
     async def create_session(self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None,
                              session_id: str | None = None) -> Session:
@@ -111,5 +127,10 @@ class MembankSessionService(BaseSessionService):
             raise SessionNotFoundError(f"Session {session.id} not found.") from err
         if result["appended"] or all(e.id != event.id for e in session.events):
             self._commit_event_to_session(session, event)
+        if self.generation_trigger_config is not None and result["appended"]:
+            # The event is already in the session: ingesting [] counts it against the trigger.
+            await asyncio.to_thread(self.bank.ingest_events, {"app_name": session.app_name, "user_id": session.user_id},
+                                    [], stream_id=session.id,
+                                    generation_trigger_config=self.generation_trigger_config)
         session.last_update_time = float(result["last_update_time"])
         return event
