@@ -54,7 +54,11 @@ membank.current_scope(),
 membank.get_session(text, text, text, integer, double precision),
 membank.list_sessions(text, text),
 membank.get_user_state(text, text),
-membank.evidence_verdicts(jsonb, text, jsonb, text[], integer)
+membank.evidence_verdicts(jsonb, text, jsonb, text[], integer),
+membank.build_context(
+    jsonb, text, text, real[], integer, integer, double precision, text[], integer, integer, boolean, text, text[],
+    real[]
+)
 to membank_reader;
 
 -- The scoped views: a reader sets its scope and selects. The views' filter

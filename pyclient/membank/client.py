@@ -54,7 +54,7 @@ _ARG_TYPES = {
     "after_timestamp": "double precision",
     "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
     "stream_id": "text", "generation_trigger_config": "jsonb", "force_flush": "boolean", "now": "timestamptz",
-    "max_streams": "integer",
+    "max_streams": "integer", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
 }
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
@@ -413,6 +413,17 @@ class MemoryBank:
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
         ``ai.generate``). Raises InvalidArgumentError naming the argument.
         """
+        options = dict(
+            scope=scope, top_k=top_k,
+            min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
+            memory_type=memory_type, created_after=created_after, created_before=created_before,
+            fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
+            rerank_depth=rerank_depth)
+        rows = self._call("retrieve_memories", dict(options, **self._query_args(query, decompose, use_embedding)))
+        return [RetrievedMemory.from_row(r) for r in rows]
+
+    def _query_args(self, query: str | None, decompose: str | None, use_embedding: bool) -> dict[str, Any]:
+        # The query's SQL arguments: its text (or sub-queries) and, in query mode, its embedding(s) and model.
         queries = [query]
         embeddings = None
         model = None
@@ -426,18 +437,35 @@ class MemoryBank:
         if use_embedding and all(q is not None and q.strip(BLANK) for q in queries):
             embeddings = [[float(x) for x in self.embedder.embed_query(q)] for q in queries]
             model = self.embedder.model_id
-        options = dict(
-            scope=scope, top_k=top_k,
-            min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
-            memory_type=memory_type, created_after=created_after, created_before=created_before,
-            fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
-            embedding_model=model, rerank_depth=rerank_depth)
         if len(queries) == 1:
-            rows = self._call("retrieve_memories", dict(
-                options, query_text=queries[0], query_embedding=embeddings[0] if embeddings else None))
-        else:
-            rows = self._call("retrieve_memories", dict(options, query_texts=queries, query_embeddings=embeddings))
-        return [RetrievedMemory.from_row(r) for r in rows]
+            return dict(query_text=queries[0], query_embedding=embeddings[0] if embeddings else None,
+                        embedding_model=model)
+        return dict(query_texts=queries, query_embeddings=embeddings, embedding_model=model)
+
+    def build_context(self, scopes: Scope | list[Scope], query: str | None = None, *, session_id: str | None = None,
+                      budget_tokens: int = 2000, top_k: int | None = None, min_similarity: float | None = None,
+                      expected: list[str | UUID] = (), generated_lookback: int | None = None,
+                      recent_events: int | None = None, include_profiles: bool = True,
+                      decompose: str | None = None, use_embedding: bool = True) -> dict[str, Any]:
+        """The prompt context assembled in SQL (``membank.build_context``), in one round trip.
+
+        Profiles, the memories retrieved for ``query`` with their evidence
+        verdicts (a blocked memory never enters) and the session's
+        ``recent_events`` (default 20) newest events from the event log,
+        within ``budget_tokens`` tokens estimated as ceil(UTF-8 bytes / 3).
+        Returns the SQL function's JSON: ``text``, ``tokens``, ``sections``,
+        ``profiles``, ``memories`` (``{"name", "line"}`` in rank order),
+        ``event_ids``, ``dropped``, ``verdicts``, ``pending_operations``.
+        ``membank.context.build_context`` uses it for the long-term part and
+        adds the Valkey buffer's live window. Raises InvalidArgumentError
+        naming the argument.
+        """
+        rows = self._call("build_context", dict(
+            scopes=scopes, session_id=session_id, budget_tokens=budget_tokens, top_k=top_k,
+            min_similarity=min_similarity, expected=[str(n) for n in expected] or None,
+            generated_lookback=generated_lookback, recent_events=recent_events, include_profiles=include_profiles,
+            **self._query_args(query, decompose, use_embedding)))
+        return rows[0]["build_context"]
 
     def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
                           session_id: str | None = None, expected: list[str | UUID] = (),
