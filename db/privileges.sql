@@ -18,7 +18,7 @@ grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
 membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision, membank.profile_schema,
-membank.profile_field, membank.ingestion, membank.due_stream
+membank.profile_field, membank.ingestion, membank.due_stream, membank.added_messages
 to membank_reader;
 
 grant execute on function
@@ -86,7 +86,8 @@ membank.list_tool_decisions(jsonb, integer),
 membank.create_session(text, text, text, jsonb),
 membank.append_session_event(text, text, text, jsonb),
 membank.delete_session(text, text, text),
-membank.ingest_events(jsonb, text, jsonb, jsonb, boolean)
+membank.ingest_events(jsonb, text, jsonb, jsonb, boolean),
+membank.add_messages(jsonb, jsonb, text, text[], jsonb)
 to membank_writer;
 
 -- The job queues: a claimed job holds the raw text of any scope. Installs

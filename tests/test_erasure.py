@@ -139,6 +139,9 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.generate_due_streams(timestamp with time zone,integer)":
         "select * from membank.generate_due_streams(now => 'infinity')",
     "membank.configure_ingestion(jsonb)": "select membank.configure_ingestion(generation_trigger_config => null)",
+    "membank.add_messages(jsonb,jsonb,text,text[],jsonb)":
+        "select * from membank.add_messages(scope => %(scope)s, session_id => %(session)s,"
+        " messages => '[{\"role\": \"user\", \"content\": \"probe\"}]')",
     "membank.build_context(jsonb,text,text,real[],integer,integer,double precision,text[],integer,integer,boolean,"
     "text,text[],real[])":
         "select membank.build_context(scopes => %(scope)s, session_id => %(session)s, query_text => %(canary)s,"

@@ -70,6 +70,8 @@ SAMPLE_CALLS = {
                      " \"timestamp\": \"2024-01-01T00:00:00Z\"}]',"
                      " generation_trigger_config => '{\"generation_rule\": {\"idle_duration\": \"60s\"}}')",
     "generate_due_streams": "select * from membank.generate_due_streams(now => 'infinity')",
+    "add_messages": "select * from membank.add_messages(scope => '{\"u\":\"1\"}', session_id => 'am',"
+                    " messages => '[{\"role\": \"user\", \"content\": \"I like tea\"}]')",
     "build_context": "select membank.build_context(scopes => '{\"u\":\"1\"}', session_id => 'st', query_text => 'tea',"
                      " budget_tokens => 100)",
     "configure_ingestion": "select membank.configure_ingestion("
@@ -111,7 +113,7 @@ PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_sc
                  "list_scope_bindings", "unbind_role_from_scope"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
-INGEST_CALLS = ["configure_ingestion", "ingest_events", "generate_due_streams", "build_context"]
+INGEST_CALLS = ["configure_ingestion", "ingest_events", "generate_due_streams", "build_context", "add_messages"]
 SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",
                  "delete_session"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",

@@ -1,4 +1,4 @@
-"""IngestEvents: streams whose events generate memories by themselves when a trigger fires.
+"""IngestEvents: streams whose events generate memories by themselves when a trigger fires; chat messages in.
 
 Revision ID: 0013
 Revises: 0012

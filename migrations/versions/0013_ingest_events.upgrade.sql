@@ -63,3 +63,13 @@ create table membank_private.ingestion_settings (
 );
 
 insert into membank_private.ingestion_settings (singleton) values (true);
+
+-- What add_messages returns (OpenAI-style chat messages in, a GenerateMemories operation out).
+create type membank.added_messages as (
+    operation_name uuid,
+    appended integer,
+    messages integer,
+    excluded_messages integer,
+    skipped_parts integer,
+    event_ids text []
+);

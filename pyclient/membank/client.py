@@ -54,10 +54,11 @@ _ARG_TYPES = {
     "after_timestamp": "double precision",
     "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
     "stream_id": "text", "generation_trigger_config": "jsonb", "force_flush": "boolean", "now": "timestamptz",
-    "max_streams": "integer", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
+    "max_streams": "integer", "messages": "jsonb", "extract_roles": "text[]", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
 }
 # Arguments whose SQL type differs by function.
-_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "add_messages": {"topics": "jsonb"},
+                          "configure_retention": {"events": "interval"}}
 
 if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
     from membank.embedding import Embedder
@@ -659,6 +660,31 @@ class MemoryBank:
             disable_natural_language_memories=disable_natural_language_memories or None))
         return PendingOperation(self, rows[0]["generate_memories"])
 
+    def add(self, messages: list[Mapping[str, Any]], *, scope: Scope, session_id: str | None = None,
+            extract_roles: list[str] | None = None, topics: list[Any] | None = None) -> PendingOperation:
+        """Add OpenAI-style chat messages (as mem0's ``add``) and start GenerateMemories over them.
+
+        Each message: ``{"role": "user" | "assistant" | "system" | "developer" |
+        "tool", "content": str | [parts]}`` plus optional ``id`` and
+        ``timestamp`` (aware datetime or ISO 8601). The role is the event's
+        author; text parts are joined, other parts skipped and counted. A
+        missing id is a digest of (position, role, content) within the call,
+        so sending the same call again stores nothing twice and returns the
+        same operation; a missing timestamp is now at the database. Messages
+        of roles outside ``extract_roles`` (default user and assistant) are
+        stored in the session (default ``"default"``) but not extracted from.
+        The mapping is SQL's (``membank.add_messages``). Returns the operation's
+        handle, with ``added`` = ``{"appended", "messages", "excluded_messages",
+        "skipped_parts", "event_ids"}``. Raises InvalidArgumentError naming
+        ``messages[i].field``; nothing is appended then.
+        """
+        rows = self._call("add_messages", dict(scope=scope, messages=_events_json(messages), session_id=session_id,
+                                               extract_roles=extract_roles, topics=topics))
+        row = dict(rows[0])
+        pending = PendingOperation(self, row.pop("operation_name"))
+        pending.added = row
+        return pending
+
     # -- IngestEvents ------------------------------------------------------------
     def ingest_events(self, scope: Scope, events: list[Mapping[str, Any]] = (), *, stream_id: str | None = None,
                       generation_trigger_config: Mapping[str, Any] | None = None,
@@ -804,6 +830,8 @@ class PendingOperation:
         """Wrap the operation ``name`` of ``bank``."""
         self.bank = bank
         self.name = name
+        self.added: dict[str, Any] | None = None
+        """What ``MemoryBank.add`` stored (appended, messages, excluded_messages, skipped_parts, event_ids)."""
 
     def __repr__(self) -> str:
         return f"PendingOperation({self.name})"

@@ -3,6 +3,14 @@ COMMENT ON SCHEMA membank IS 'membank public API: long-term memory for AI agents
 CREATE SCHEMA membank_extensions;
 CREATE SCHEMA membank_private;
 COMMENT ON SCHEMA membank_private IS 'membank storage and internal helpers; not an API, may change between versions.';
+CREATE TYPE membank.added_messages AS (
+	operation_name uuid,
+	appended integer,
+	messages integer,
+	excluded_messages integer,
+	skipped_parts integer,
+	event_ids text[]
+);
 CREATE TYPE membank.due_stream AS (
 	scope jsonb,
 	stream_id text,
@@ -153,6 +161,64 @@ CREATE TYPE membank.tool_rule AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+CREATE FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text DEFAULT 'default'::text, extract_roles text[] DEFAULT ARRAY['user'::text, 'assistant'::text], topics jsonb DEFAULT NULL::jsonb) RETURNS membank.added_messages
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _all jsonb;
+    _source jsonb;
+    _skipped integer;
+    _excluded integer;
+    _appended integer;
+    _name uuid;
+    _message text;
+    _hint text;
+begin
+    if extract_roles is null or cardinality(extract_roles) = 0
+       or not extract_roles <@ array['user', 'assistant', 'system', 'developer', 'tool'] then
+        perform membank_private._raise_invalid('extract_roles',
+            'must list some of user, assistant, system, developer, tool',
+            'the default is {user,assistant}: system and tool messages are stored but not extracted from');
+    end if;
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'the session the messages are appended to; the default is "default"');
+    end if;
+    select jsonb_agg(m.event order by n), jsonb_agg(m.event order by n) filter (where m.role = any(extract_roles)),
+           coalesce(sum(m.skipped_parts), 0), count(*) filter (where not m.role = any(extract_roles))
+    into _all, _source, _skipped, _excluded
+    from membank_private.message_events(_scope, add_messages.session_id, messages) with ordinality as m (event, role,
+        skipped_parts, n);
+    begin
+        perform membank_private.validate_events(_all);
+    exception
+        when invalid_parameter_value then
+            -- The events are the messages in order: name the caller's argument, messages[i].
+            get stacked diagnostics _message = message_text, _hint = pg_exception_hint;
+            raise exception '%', regexp_replace(_message, '^events', 'messages')
+                using errcode = 'invalid_parameter_value', hint = _hint,
+                      detail = 'argument: ' || split_part(regexp_replace(_message, '^events', 'messages'), ':', 1);
+    end;
+    _appended := membank.append_events(_scope, add_messages.session_id, _all);
+    _name := membank.generate_memories(scope => _scope, events => coalesce(_source, '[]'),
+                                       session_id => add_messages.session_id, topics => topics);
+    return row(_name, _appended, jsonb_array_length(_all), _excluded, _skipped,
+               array(select e ->> 'event_id' from jsonb_array_elements(_all) as e))::membank.added_messages;
+end
+$$;
+COMMENT ON FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text, extract_roles text[], topics jsonb) IS 'Add OpenAI-style chat messages to session session_id (default "default") of an exact scope and start
+GenerateMemories over them (mem0''s add). messages: a JSON array of 1..1000 {"role": user | assistant | system |
+developer | tool (the event''s author), "content": a string or an array of parts (text parts {"type": "text", "text"}
+joined by newlines; other parts skipped and counted; null only beside "tool_calls"), "id" (optional, 1..200
+characters), "timestamp" (optional, ISO 8601 with a zone)}. A missing id is ''msg-'' || md5 of (position in this call,
+role, content, timestamp), so the same call sent again stores nothing twice and returns the same operation; a missing
+timestamp is the statement''s time (on a retry, the stored one). Messages of roles not in extract_roles (default
+{user,assistant}) are stored but kept out of extraction. topics: as generate_memories. Returns membank.added_messages:
+operation_name, appended (new events), messages, excluded_messages (stored, not extracted), skipped_parts, event_ids
+(in message order). Raises 22023 naming messages[i].field (role, content, id, timestamp), extract_roles or session_id,
+MB020 (an id already stored with other content), 42501 (a role bound to other scopes); nothing is written on error.';
 CREATE FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5281,6 +5347,90 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) RETURNS TABLE(event jsonb, role text, skipped_parts integer)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _m jsonb;
+    _i integer := 0;
+    _arg text;
+    _role text;
+    _text text;
+    _id text;
+    _time text;
+    _stored timestamptz;
+begin
+    if messages is null or jsonb_typeof(messages) <> 'array' or jsonb_array_length(messages) not between 1 and 1000 then
+        perform membank_private._raise_invalid('messages', 'must be a JSON array of 1 to 1000 messages',
+            'e.g. [{"role": "user", "content": "I am vegetarian"}, {"role": "assistant", "content": "Noted."}]');
+    end if;
+    for _m in select m from jsonb_array_elements(messages) as m loop
+        _arg := format('messages[%s]', _i);
+        if jsonb_typeof(_m) <> 'object' then
+            perform membank_private._raise_invalid(_arg, 'must be a JSON object',
+                'each message is {"role": ..., "content": ...}');
+        end if;
+        _role := _m ->> 'role';
+        if jsonb_typeof(_m -> 'role') is distinct from 'string'
+           or _role not in ('user', 'assistant', 'system', 'developer', 'tool') then
+            perform membank_private._raise_invalid(_arg || '.role',
+                format('must be user, assistant, system, developer or tool, got %s',
+                       coalesce((_m -> 'role')::text, 'nothing')),
+                'OpenAI chat roles; the role becomes the event''s author');
+        end if;
+        if not _m ? 'content' or (jsonb_typeof(_m -> 'content') = 'null' and not _m ? 'tool_calls') then
+            perform membank_private._raise_invalid(_arg || '.content', 'is required',
+                'a string, or an array of parts such as {"type": "text", "text": "..."}; null only beside tool_calls');
+        end if;
+        skipped_parts := 0;
+        if jsonb_typeof(_m -> 'content') = 'string' then
+            _text := _m ->> 'content';
+        elsif jsonb_typeof(_m -> 'content') = 'array' then
+            if exists (select from jsonb_array_elements(_m -> 'content') with ordinality as p (part, n)
+                       where jsonb_typeof(p.part) <> 'object' or jsonb_typeof(p.part -> 'type') is distinct from 'string'
+                          or (p.part ->> 'type' = 'text' and jsonb_typeof(p.part -> 'text') is distinct from 'string'))
+            then
+                perform membank_private._raise_invalid(_arg || '.content',
+                    'parts must be objects with a "type"; a text part has a "text" string',
+                    'e.g. [{"type": "text", "text": "..."}, {"type": "image_url", "image_url": {...}}]');
+            end if;
+            select string_agg(p.part ->> 'text', E'\n' order by p.n) filter (where p.part ->> 'type' = 'text'),
+                   count(*) filter (where p.part ->> 'type' <> 'text')
+            into _text, skipped_parts
+            from jsonb_array_elements(_m -> 'content') with ordinality as p (part, n);
+        elsif jsonb_typeof(_m -> 'content') = 'null' then
+            _text := null;
+        else
+            perform membank_private._raise_invalid(_arg || '.content',
+                format('must be a string or an array of parts, got %s', jsonb_typeof(_m -> 'content')),
+                'e.g. "I am vegetarian" or [{"type": "text", "text": "I am vegetarian"}]');
+        end if;
+        if _m ? 'id' and (jsonb_typeof(_m -> 'id') <> 'string' or length(_m ->> 'id') not between 1 and 200) then
+            perform membank_private._raise_invalid(_arg || '.id', 'must be a string of 1 to 200 characters',
+                'leave it out to have it filled from the message (stable across retries)');
+        end if;
+        if _m ? 'timestamp' and jsonb_typeof(_m -> 'timestamp') <> 'string' then
+            perform membank_private._raise_invalid(_arg || '.timestamp', 'must be ISO 8601 text with a zone',
+                'e.g. "2024-05-24T10:00:00Z"; leave it out for the database''s now');
+        end if;
+        _id := coalesce(_m ->> 'id', 'msg-' || md5(jsonb_build_array(_i, _role, _m -> 'content',
+                                                                     _m -> 'timestamp')::text));
+        _time := _m ->> 'timestamp';
+        if _time is null then
+            -- A retry keeps the time the first call stored; a new message gets the statement's time.
+            select e.event_time into _stored from membank_private.events as e
+            where e.scope_id = md5(message_events.scope::text)::uuid and e.session_id = message_events.session_id
+              and e.event_id = _id;
+            _time := membank_private.local_time_text(coalesce(_stored, statement_timestamp()), interval '0');
+        end if;
+        event := jsonb_build_object('event_id', _id, 'author', _role, 'text', _text, 'timestamp', _time);
+        role := _role;
+        return next;
+        _i := _i + 1;
+    end loop;
+end
+$$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7669,6 +7819,7 @@ ALTER TABLE ONLY membank_private.memory_embeddings
 GRANT USAGE ON SCHEMA membank TO membank_reader;
 GRANT USAGE ON SCHEMA membank TO membank_worker;
 GRANT USAGE ON SCHEMA membank_private TO membank_admin;
+GRANT ALL ON TYPE membank.added_messages TO membank_reader;
 GRANT ALL ON TYPE membank.due_stream TO membank_reader;
 GRANT ALL ON TYPE membank.event TO membank_reader;
 GRANT ALL ON TYPE membank.generation_job TO membank_reader;
@@ -7683,6 +7834,8 @@ GRANT ALL ON TYPE membank.profile_schema TO membank_reader;
 GRANT ALL ON TYPE membank.retrieved_memory TO membank_reader;
 GRANT ALL ON TYPE membank.tool_decision TO membank_reader;
 GRANT ALL ON TYPE membank.tool_rule TO membank_reader;
+REVOKE ALL ON FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text, extract_roles text[], topics jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text, extract_roles text[], topics jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.append_session_event(app_name text, user_id text, session_id text, event jsonb) FROM PUBLIC;
@@ -7905,6 +8058,7 @@ REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, new_value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
