@@ -164,16 +164,18 @@ class MemoryBank:
         self._generation_worker: Any = None
         self._statement_timeout = statement_timeout or settings.statement_timeout()
         self._lock_timeout = lock_timeout or settings.lock_timeout()
-        self._pool = ConnectionPool(
-            self.url, min_size=min_size, max_size=max_size, open=True,
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            configure=self._configure_connection,
-        )
+        self._pool = self._open_pool(min_size, max_size)
+
+    def _open_pool(self, min_size: int, max_size: int) -> Any:
+        return ConnectionPool(self.url, min_size=min_size, max_size=max_size, open=True,
+                              kwargs={"autocommit": True, "row_factory": dict_row},
+                              configure=self._configure_connection)
+
+    _SESSION_SETTINGS = ("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
+                         " set_config('membank.lock_timeout', %s, false)")
 
     def _configure_connection(self, conn: psycopg.Connection) -> None:
-        conn.execute("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
-                     " set_config('membank.lock_timeout', %s, false)",
-                     (self._statement_timeout, self._lock_timeout))
+        conn.execute(self._SESSION_SETTINGS, (self._statement_timeout, self._lock_timeout))
 
     def close(self) -> None:
         """Close every pooled connection (and the in-process worker's)."""
@@ -212,12 +214,21 @@ class MemoryBank:
         template = "call membank.{}({})" if kind == "call" else "select * from membank.{}({})"
         query = sql.SQL(template).format(sql.Identifier(function), named)
         try:
-            with self._pool.connection() as conn:
-                return conn.execute(query, list(given.values())).fetchall()
+            return self._run(query, list(given.values()))
         except psycopg.Error as err:
             if err.sqlstate is None:
                 raise
             raise errors.from_psycopg(err) from None
+
+    def _run(self, query: sql.Composable, params: list[Any]) -> list[dict]:
+        # One statement on a pooled connection (AsyncMemoryBank runs it on its async pool instead).
+        with self._pool.connection() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def _pending(self, name: UUID) -> PendingOperation:
+        return PendingOperation(self, name)
+
+    _sleep = staticmethod(time.sleep)
 
     # -- memories -----------------------------------------------------------
     def create_memory(self, scope: Scope, fact: str | None = None, *, topics: list[str] | None = None,
@@ -658,7 +669,7 @@ class MemoryBank:
             facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
             request_id=request_id, ttl=ttl, profile_schemas=profile_schemas,
             disable_natural_language_memories=disable_natural_language_memories or None))
-        return PendingOperation(self, rows[0]["generate_memories"])
+        return self._pending(rows[0]["generate_memories"])
 
     def add(self, messages: list[Mapping[str, Any]], *, scope: Scope, session_id: str | None = None,
             extract_roles: list[str] | None = None, topics: list[Any] | None = None) -> PendingOperation:
@@ -681,7 +692,7 @@ class MemoryBank:
         rows = self._call("add_messages", dict(scope=scope, messages=_events_json(messages), session_id=session_id,
                                                extract_roles=extract_roles, topics=topics))
         row = dict(rows[0])
-        pending = PendingOperation(self, row.pop("operation_name"))
+        pending = self._pending(row.pop("operation_name"))
         pending.added = row
         return pending
 
@@ -782,7 +793,7 @@ class MemoryBank:
         rows = self._call("compact_memories", dict(scope=scope, older_than=older_than, max_memories=max_memories,
                                                    topics=topics, model_id=model_id, in_database=in_database))
         name = rows[0]["compact_memories"]
-        return None if name is None else PendingOperation(self, name)
+        return None if name is None else self._pending(name)
 
     def compact_scopes(self, scope_pattern: Mapping[str, str], older_than: timedelta | float, *,
                        max_memories: int | None = None, max_scopes: int | None = None) -> list[dict[str, Any]]:
@@ -875,4 +886,4 @@ class PendingOperation:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")
-            time.sleep(poll_interval)
+            self.bank._sleep(poll_interval)
