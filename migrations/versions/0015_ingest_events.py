@@ -1,7 +1,7 @@
 """IngestEvents: streams whose events generate memories by themselves when a trigger fires; chat messages in.
 
-Revision ID: 0013
-Revises: 0012
+Revision ID: 0015
+Revises: 0014
 Create Date: 2026-12-01
 
 DDL in the .sql files beside this one. A stream is a session of one exact
@@ -14,8 +14,8 @@ from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0013"
-down_revision = "0012"
+revision = "0015"
+down_revision = "0014"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
--- 0013 downgrade: drop the IngestEvents functions, then their storage.
+-- 0015 downgrade: drop the IngestEvents functions, then their storage.
 drop function if exists membank.ingest_events(jsonb, text, jsonb, jsonb, boolean);
 drop function if exists membank.generate_due_streams(timestamptz, integer);
 drop function if exists membank.configure_ingestion(jsonb);

@@ -1,4 +1,4 @@
--- 0013 upgrade: IngestEvents streams (Vertex AI Memory Bank's IngestEvents).
+-- 0015 upgrade: IngestEvents streams (Vertex AI Memory Bank's IngestEvents).
 
 -- What ingest_events returns: the stream's state after the call.
 create type membank.ingestion as (
