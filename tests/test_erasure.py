@@ -135,6 +135,18 @@ CANARY_CALLS: dict[str, str | None] = {
         "select membank.append_session_event(app_name => %(app)s, user_id => %(user)s,"
         " session_id => %(adk_session)s, event => '{\"id\": \"probe\", \"author\": \"user\", \"timestamp\": 1}')",
     "membank.delete_session(text,text,text)": None,
+    "membank.ingest_events(jsonb,text,jsonb,jsonb,boolean)":
+        "select * from membank.ingest_events(scope => %(scope)s, stream_id => %(session)s, force_flush => true)",
+    "membank.generate_due_streams(timestamp with time zone,integer)":
+        "select * from membank.generate_due_streams(now => 'infinity')",
+    "membank.configure_ingestion(jsonb)": "select membank.configure_ingestion(generation_trigger_config => null)",
+    "membank.add_messages(jsonb,jsonb,text,text[],jsonb)":
+        "select * from membank.add_messages(scope => %(scope)s, session_id => %(session)s,"
+        " messages => '[{\"role\": \"user\", \"content\": \"probe\"}]')",
+    "membank.build_context(jsonb,text,text,real[],integer,integer,double precision,text[],integer,integer,boolean,"
+    "text,text[],real[])":
+        "select membank.build_context(scopes => %(scope)s, session_id => %(session)s, query_text => %(canary)s,"
+        " expected => array[%(name)s::text])",
 }
 ADK_SCOPE = {"app_name": "canary-app", "user_id": "canary-u1"}
 ADK_SESSION = "adk-s"

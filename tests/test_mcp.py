@@ -19,8 +19,8 @@ from membank.mcp_server import build_server, tool_names
 
 U1 = {"user_id": "u1", "app_name": "mcp-test"}
 OTHER = {"user_id": "u2", "app_name": "mcp-test"}
-SEVEN = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
-         "generate_memories", "get_operation"}
+SERVED_TOOLS = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
+         "generate_memories", "add_messages", "get_operation"}
 
 
 def _env(db_url: str) -> dict[str, str]:
@@ -30,7 +30,7 @@ def _env(db_url: str) -> dict[str, str]:
 async def _round_trip(client: Client, *, per_call_scope: dict | None = None) -> dict:
     extra = {"scope": per_call_scope} if per_call_scope else {}
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) >= SEVEN
+    assert set(tools) >= SERVED_TOOLS
     created = await client.call_tool("create_memory", {"fact": "User is allergic to peanuts",
                                                        "topics": ["USER_PERSONAL_INFO"], **extra})
     assert not created.is_error, created.content

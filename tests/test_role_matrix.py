@@ -35,6 +35,8 @@ ARGUMENTS = {
     "memory_schema": '{"properties": {"x": {"type": "string"}}}',
     "events": '[{"event_id": "e", "author": "user", "text": "hi", "timestamp": "2023-05-24T10:00:00Z"}]',
     "event": '{"id": "e", "author": "user", "timestamp": 1}',
+    "messages": '[{"role": "user", "content": "hi"}]',
+    "generation_trigger_config": '{"generation_rule": {"event_count": 3}}',
     "create_memory.fact": "f",
     "get_operation.name": "{operation}",
     "purge_memories_in_batches.scope": '{"u": "nobody"}',

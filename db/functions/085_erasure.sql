@@ -395,6 +395,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'ingest_streams', (select count(*) from membank_private.ingest_streams as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
         'user_states', (select count(*) from membank_private.scope_states as u
                         where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
@@ -449,7 +451,8 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade
+        delete from membank_private.ingest_streams as t where t.scope_id = _scope_id and t.scope = _scope;
         -- ADK "user:" state of the scope (sessions' own state went with their rows).
         delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
@@ -470,11 +473,12 @@ $$;
 comment on function membank.erase_scope(jsonb, boolean) is
 $$Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, ADK user: state, GenerateMemories operations and their
-jobs, tool rules, their change log, tool decisions, exempt-tool settings, the digests of deleted memories' source
-events (retired_sources) and role bindings to the scope. With force =>
+jobs, full-text lexicon entries, sessions and their events and IngestEvents streams, ADK user: state,
+GenerateMemories operations and their jobs, tool rules, their change log, tool decisions, exempt-tool settings, the
+digests of deleted memories' source events (retired_sources) and role bindings to the scope. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"ingest_streams",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
 wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 # pay for psycopg before a command needs it.
 _LAZY = {
     "MemoryBank": "membank.client", "PendingOperation": "membank.client",
+    "AsyncMemoryBank": "membank.async_client", "AsyncPendingOperation": "membank.async_client",
     "ConflictError": "membank.errors", "InvalidArgumentError": "membank.errors", "MembankError": "membank.errors",
     "PermissionDeniedError": "membank.errors", "DeadlockError": "membank.errors",
     "NotFoundError": "membank.errors", "NotInstalledError": "membank.errors",
@@ -31,6 +32,7 @@ def __getattr__(name: str):
 
 
 if TYPE_CHECKING:
+    from membank.async_client import AsyncMemoryBank, AsyncPendingOperation
     from membank.client import MemoryBank, PendingOperation
     from membank.errors import (
         ConflictError, DeadlockError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError,
@@ -41,6 +43,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AsyncMemoryBank",
+    "AsyncPendingOperation",
     "ConflictError",
     "DeadlockError",
     "PermissionDeniedError",

@@ -338,6 +338,9 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
         elif compact_scopes:
             threading.Thread(target=compact_loop, daemon=True).start()
         if once:
+            due = w.generate_due_streams()  # IngestEvents streams whose trigger came due
+            if due:
+                click.echo(f"queued {len(due)} operations for due IngestEvents streams")
             operations = generation.process_pending()
             queued = w.process_pending()
             # A generation job stores the vectors of the facts it writes itself

@@ -2,7 +2,7 @@
 
 Tools: ``create_memory``, ``retrieve_memories``, ``list_memories``,
 ``update_memory``, ``delete_memory``, ``generate_memories``,
-``get_operation`` (and ``retrieve_profiles`` when the installed client has
+``add_messages`` (OpenAI-style chat messages), ``get_operation`` (and ``retrieve_profiles`` when the installed client has
 ``MemoryBank.retrieve_profiles``). Each tool is one call of the SQL function
 of the same name; its JSON schema carries the SQL API's limits (the README's
 Limits table), so a client sees them before it calls.
@@ -147,6 +147,28 @@ class MembankTools:
             return {"name": str(pending.name), "done": False}
         return _jsonable(pending.wait(3600, process=True))
 
+    def add_messages(self, messages: Annotated[list[dict[str, Any]], Field(
+                         min_length=1, max_length=EVENTS_MAX,
+                         description="OpenAI-style chat messages, at most 1000: {\"role\": user | assistant | system "
+                                     "| developer | tool, \"content\": text or [{\"type\": \"text\", \"text\"}, ...]}, "
+                                     "optionally \"id\" and \"timestamp\" (ISO 8601).")],
+                     session_id: Annotated[str | None, Field(
+                         min_length=1, max_length=200,
+                         description="The session they belong to (default \"default\").")] = None,
+                     wait: Annotated[bool, Field(description="Run the operation now and return its result "
+                                                             "(false: return its name; a `membank worker` "
+                                                             "runs it).")] = True,
+                     *, scope: ScopeArg) -> dict[str, Any]:
+        """Add chat messages (as mem0's add) and turn them into the scope's memories (GenerateMemories).
+
+        System and tool messages are stored but not extracted from; sending the same messages again adds nothing.
+        """
+        pending = self.bank.add(messages, scope=scope, session_id=session_id)
+        added = _jsonable(pending.added)
+        if not wait:
+            return {"name": str(pending.name), "done": False, **added}
+        return {**_jsonable(pending.wait(3600, process=True)), **added}
+
     def get_operation(self, name: Annotated[str, Field(min_length=1, max_length=64,
                                                        description="The operation's name (a uuid).")],
                       *, scope: ScopeArg) -> dict[str, Any]:
@@ -159,11 +181,11 @@ class MembankTools:
 
 
 TOOLS = ["create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
-         "generate_memories", "get_operation"]
+         "generate_memories", "add_messages", "get_operation"]
 
 
 def tool_names(bank_class: Any) -> list[str]:
-    """The tools served: the seven above, and retrieve_profiles when ``bank_class`` has it."""
+    """The tools served: the eight above, and retrieve_profiles when ``bank_class`` has it."""
     return TOOLS + (["retrieve_profiles"] if hasattr(bank_class, "retrieve_profiles") else [])
 
 
