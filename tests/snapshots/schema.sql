@@ -2862,6 +2862,12 @@ begin
     perform membank_private.refuse_bound_caller('reembed');
     -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    -- In the lock order of 015_scope_locks.sql: the configuration row, then
+    -- the memories in name order (a delete_memory holds its memory first and
+    -- then its vector and job, so taking vectors before memories deadlocked
+    -- against it), then the vectors and jobs that hang off them.
+    perform from membank_private.embedding_config as c for update;
+    perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;
