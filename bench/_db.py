@@ -1,7 +1,19 @@
-"""A fresh, migrated database for a benchmark run on the configured server."""
+"""A fresh, migrated database for a benchmark run on the configured server.
+
+Benches run side by side: each run works in a database of its own. Without
+``--db`` a bench names its database ``membank_bench_<stem>_<pid>_<random>``
+and drops it when the run ends; with ``--db NAME`` it (re)creates NAME and
+keeps it (to inspect it, or to reuse it where a bench offers ``--reuse``).
+Two runs given the same ``--db`` still collide: the second drops the first's
+database (``drop database ... with (force)``).
+"""
 
 from __future__ import annotations
 
+import argparse
+import atexit
+import os
+import secrets
 import sys
 from pathlib import Path
 
@@ -23,3 +35,28 @@ def fresh_database(name: str) -> str:
     url = make_conninfo(base, dbname=name)
     migrate.upgrade(url)
     return url
+
+
+def drop_database(name: str) -> None:
+    """Drop database ``name`` if it exists (its connections are ended); a server already gone is only reported."""
+    try:
+        with psycopg.connect(database.database_url(), autocommit=True) as conn:
+            conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+    except psycopg.OperationalError as err:
+        print(f"note: could not drop the bench database {name}: {err}", file=sys.stderr)
+
+
+def add_db_argument(parser: argparse.ArgumentParser, stem: str) -> None:
+    """Add ``--db NAME`` to a bench's parser; see ``database_name``."""
+    parser.add_argument("--db", default=None, metavar="NAME",
+                        help=f"database to (re)create and keep; default: membank_bench_{stem}_<pid>_<random>, "
+                             "dropped at the end, so that runs side by side never touch each other's")
+
+
+def database_name(given: str | None, stem: str) -> str:
+    """``given`` (kept), or a name unique to this run whose database is dropped when the process exits."""
+    if given:
+        return given
+    name = f"membank_bench_{stem}_{os.getpid()}_{secrets.token_hex(3)}"
+    atexit.register(drop_database, name)
+    return name

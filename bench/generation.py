@@ -16,7 +16,7 @@ session, run the jobs in this process). Printed:
 * peak RSS of `membank demo --locomo` on the longest conversation, run as a
   child process, and its wall time (the issue asks < 1.5 GB and < 10 min).
 
-Run: .venv/bin/python bench/generation.py
+Run: .venv/bin/python bench/generation.py [--conversations N] [--no-demo] [--db NAME]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
-from _db import fresh_database  # noqa: E402
+from _db import add_db_argument, database_name, fresh_database  # noqa: E402
 
 from psycopg.types.json import Jsonb  # noqa: E402
 
@@ -94,11 +94,15 @@ def demo_child(path: Path, url: str) -> tuple[float, float]:
 def main() -> None:
     import argparse
 
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
-    files = sorted(locomo.DATA.glob("*.json"))
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--conversations", type=int, default=None, help="only the first N conversation files")
+    parser.add_argument("--no-demo", action="store_true", help="skip the `membank demo --locomo` child run")
+    add_db_argument(parser, "generation")
+    args = parser.parse_args()
+    files = sorted(locomo.DATA.glob("*.json"))[:args.conversations]
     if not files:
         sys.exit(f"no LoCoMo files in {locomo.DATA}: set MEMBANK_LOCOMO_DIR to the folder that holds them")
-    url = fresh_database("membank_bench_generation")
+    url = fresh_database(database_name(args.db, "generation"))
     latencies, calls, ours, raw = [], [], {k: [] for k in KS}, {k: [] for k in KS}
     events = turns = kept = 0
     generation_seconds = 0.0
@@ -107,7 +111,7 @@ def main() -> None:
         for path in files:
             conversation = load_locomo(path)
             conv = locomo.load(path)
-            qas = [q for q in conv.qas if q.category != 5 and q.evidence]
+            qas = conv.scored_qas
             started = time.perf_counter()
             results = generate_sessions(bank, conversation)
             bank.process_pending()
@@ -128,8 +132,6 @@ def main() -> None:
                 raw[k] += values
             print(f"{conv.id}: {conversation.event_count} events, {len(results)} sessions, {len(sources)} memories, "
                   f"{time.perf_counter() - started:.1f} s", flush=True)
-    longest = max(files, key=lambda p: load_locomo(p).event_count)
-    wall, rss = demo_child(longest, url)
     n = len(ours[KS[0]])
     print(f"\nGenerateMemories with the rules provider on {len(files)} LoCoMo conversations ({events} events)")
     print(f"  throughput            {events / generation_seconds:8.1f} events/s")
@@ -138,13 +140,17 @@ def main() -> None:
     print(f"  model calls / batch   {statistics.mean(calls):8.2f}   (extraction + consolidation per operation)")
     print(f"  memories / 100 turns  {100 * kept / turns:8.1f}   ({kept} memories from {turns} turns)")
     print(f"\nrecall@k of evidence over {n} QAs (category 5 skipped)")
+    print(locomo.evidence_report([locomo.load(p) for p in files]))
     print(f"  {'memories':28}" + "".join(f"  @{k:<6}" for k in KS))
     print(f"  {'generated (rules)':28}" + "".join(f"  {statistics.mean(ours[k]):.3f}  " for k in KS))
     print(f"  {'raw turns (baseline)':28}" + "".join(f"  {statistics.mean(raw[k]):.3f}  " for k in KS))
     print(f"  {'ratio generated / raw':28}" + "".join(
         f"  {statistics.mean(ours[k]) / statistics.mean(raw[k]):.2f}x  " for k in KS))
-    print(f"\n`membank demo --locomo {longest.name}` ({load_locomo(longest).event_count} events): "
-          f"{wall:.1f} s wall, peak RSS {rss:.0f} MiB (child process)")
+    if not args.no_demo:
+        longest = max(files, key=lambda p: load_locomo(p).event_count)
+        wall, rss = demo_child(longest, url)
+        print(f"\n`membank demo --locomo {longest.name}` ({load_locomo(longest).event_count} events): "
+              f"{wall:.1f} s wall, peak RSS {rss:.0f} MiB (child process)")
 
 
 if __name__ == "__main__":

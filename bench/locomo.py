@@ -2,6 +2,16 @@
 
 Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM
 Agents", ACL 2024.
+
+Rules every bench shares:
+- Evidence ids are normalised to the turns' form ``D<session>:<turn>``
+  (zero padding ``D30:05`` -> ``D30:5``, a stray colon ``D:11:26`` ->
+  ``D11:26``); an id that then matches no turn of the conversation
+  (``D10:19`` in a session of 18 turns) is dropped. ``evidence_report``
+  says how many of each.
+- Scored QAs (``Conversation.scored_qas``) are those with evidence, and not
+  of category 5 (adversarial: the answer is not in the conversation, so no
+  evidence can be retrieved for it).
 """
 
 from __future__ import annotations
@@ -41,12 +51,25 @@ class QA:
     evidence: tuple[str, ...]
 
 
+ADVERSARIAL = 5
+"""LoCoMo's category of questions whose answer the conversation does not hold; never scored."""
+
+
 @dataclass(frozen=True)
 class Conversation:
     id: str
     speakers: tuple[str, str]
     turns: list[Turn]
     qas: list[QA]
+    normalised_evidence: int = 0
+    """Evidence ids rewritten to the turns' form (zero padding, stray colon)."""
+    dropped_evidence: tuple[str, ...] = ()
+    """Evidence ids (normalised) that match no turn of the conversation, dropped from the QAs."""
+
+    @property
+    def scored_qas(self) -> list[QA]:
+        """The QAs every bench scores: with evidence, not adversarial (category 5)."""
+        return [q for q in self.qas if q.category != ADVERSARIAL and q.evidence]
 
 
 def _session_time(text: str) -> datetime:
@@ -54,10 +77,21 @@ def _session_time(text: str) -> datetime:
     return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=timezone.utc)
 
 
-def _evidence(raw: list[str]) -> tuple[str, ...]:
+def _evidence(raw: list[str], turns: set[str], counts: dict[str, list]) -> tuple[str, ...]:
+    """The QA's evidence ids in the turns' form, those that match no turn dropped (noted in ``counts``)."""
     ids = []
     for entry in raw:
-        ids += [p for p in re.split(r"[;\s]+", entry) if re.fullmatch(r"D\d+:\d+", p)]
+        for part in re.split(r"[;\s]+", entry):
+            m = re.fullmatch(r"D:?(\d+):(\d+)", part)
+            if not m:
+                continue  # "D", "": nothing to resolve
+            dia = f"D{int(m[1])}:{int(m[2])}"
+            if dia != part:
+                counts["normalised"].append(part)
+            if dia in turns:
+                ids.append(dia)
+            else:
+                counts["dropped"].append(dia)
     return tuple(dict.fromkeys(ids))
 
 
@@ -72,8 +106,20 @@ def load(path: Path) -> Conversation:
             turns.append(Turn(t["dia_id"], t["speaker"], t["text"], n, _session_time(conv[f"session_{n}_date_time"]),
                               t.get("blip_caption")))
         n += 1
-    qas = [QA(q["question"], q["category"], _evidence(q.get("evidence", []))) for q in raw["qa"]]
-    return Conversation(path.stem, (conv["speaker_a"], conv["speaker_b"]), turns, qas)
+    dias = {t.dia_id for t in turns}
+    counts: dict[str, list] = {"normalised": [], "dropped": []}
+    qas = [QA(q["question"], q["category"], _evidence(q.get("evidence", []), dias, counts)) for q in raw["qa"]]
+    return Conversation(path.stem, (conv["speaker_a"], conv["speaker_b"]), turns, qas,
+                        len(counts["normalised"]), tuple(counts["dropped"]))
+
+
+def evidence_report(conversations: list[Conversation]) -> str:
+    """One line for a bench's output: how many evidence ids were normalised and dropped, and which were dropped."""
+    dropped = [f"{c.id}:{d}" for c in conversations for d in c.dropped_evidence]
+    skipped = sum(1 for c in conversations for q in c.qas if q.category == ADVERSARIAL)
+    return (f"LoCoMo evidence: {sum(c.normalised_evidence for c in conversations)} ids normalised, "
+            f"{len(dropped)} dropped (match no turn{': ' + ', '.join(dropped) if dropped else ''}); "
+            f"{skipped} adversarial (category 5) QAs not scored")
 
 
 def conversations() -> list[Conversation]:

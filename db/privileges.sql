@@ -7,6 +7,12 @@
 --                   every scope's text, so the application role never holds them
 --   membank_admin   writer + worker + maintenance (purges, reembed)
 
+-- Names resolve through pg_catalog only from here on: Citus sends these
+-- revokes and grants to its workers as lists of functions whose argument types
+-- it prints relative to this session's search_path, and a bare `vector` (found
+-- via membank_extensions, 000_search_path.sql) does not resolve on a worker.
+select pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
+
 revoke all on all tables in schema membank_private from public;
 revoke all on all functions in schema membank_private from public;
 revoke all on all functions in schema membank from public;
@@ -18,7 +24,7 @@ grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
 membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision, membank.profile_schema,
-membank.profile_field
+membank.profile_field, membank.ingestion, membank.due_stream, membank.added_messages
 to membank_reader;
 
 grant execute on function
@@ -54,7 +60,11 @@ membank.current_scope(),
 membank.get_session(text, text, text, integer, double precision),
 membank.list_sessions(text, text),
 membank.get_user_state(text, text),
-membank.evidence_verdicts(jsonb, text, jsonb, text[], integer)
+membank.evidence_verdicts(jsonb, text, jsonb, text[], integer),
+membank.build_context(
+    jsonb, text, text, real[], integer, integer, double precision, text[], integer, integer, boolean, text, text[],
+    real[]
+)
 to membank_reader;
 
 -- The scoped views: a reader sets its scope and selects. The views' filter
@@ -68,7 +78,6 @@ membank.create_memory(jsonb, text, text[], jsonb, interval, timestamptz, text, j
 membank.update_memory(text, text, text[], jsonb, interval, timestamptz, jsonb, jsonb, jsonb, text[], integer),
 membank.delete_memory(text, jsonb, jsonb, integer),
 membank.rollback_memory(text, integer, jsonb, integer),
-membank.configure_embedding(text, integer),
 membank.append_events(jsonb, text, jsonb),
 membank.generate_memories(
     jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval, jsonb, boolean
@@ -81,7 +90,9 @@ membank.check_tool_permission(jsonb, text, text, text, text, boolean, text),
 membank.list_tool_decisions(jsonb, integer),
 membank.create_session(text, text, text, jsonb),
 membank.append_session_event(text, text, text, jsonb),
-membank.delete_session(text, text, text)
+membank.delete_session(text, text, text),
+membank.ingest_events(jsonb, text, jsonb, jsonb, boolean),
+membank.add_messages(jsonb, jsonb, text, text[], jsonb)
 to membank_writer;
 
 -- The job queues: a claimed job holds the raw text of any scope. Installs
@@ -95,6 +106,10 @@ membank.prepare_consolidation(bigint, real[], text),
 membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean)
 from membank_reader, membank_writer;
+-- The bank's embedding model is a bank-wide setting: the worker's (and the
+-- admin's), never the application's. Installs before 0013 granted it to
+-- membank_writer: taken back here.
+revoke execute on function membank.configure_embedding(text, integer) from membank_reader, membank_writer;
 grant usage on type membank.generation_job to membank_worker;
 grant execute on function
 membank.configure_embedding(text, integer),
@@ -106,7 +121,8 @@ membank.claim_generation_jobs(integer, uuid),
 membank.prepare_consolidation(bigint, real[], text),
 membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean),
-membank.generation_backlog()
+membank.generation_backlog(),
+membank.generate_due_streams(timestamptz, integer)
 to membank_worker;
 
 grant execute on function
@@ -126,7 +142,9 @@ membank.update_profile_schema(text, jsonb),
 membank.delete_profile_schema(text, boolean),
 membank.bind_role_to_scope(name, jsonb),
 membank.unbind_role_from_scope(name, jsonb),
-membank.list_scope_bindings(name)
+membank.unrestrict_role(name),
+membank.list_scope_bindings(name),
+membank.configure_ingestion(jsonb)
 to membank_admin;
 grant execute on procedure
 membank.purge_expired_memories(integer, integer, bigint),

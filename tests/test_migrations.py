@@ -89,3 +89,31 @@ def test_revision_chain_runs_in_file_order():
     for rev in script.walk_revisions("base", "heads"):
         module_file = Path(rev.path).name
         assert module_file.startswith(rev.revision + "_"), module_file
+
+
+def test_0013_keeps_bound_roles_restricted_and_app_state(empty_db_url):
+    """Bindings made by name before 0013 move to the role's OID (a dropped role's rows go); app: state survives."""
+    import uuid
+
+    migrate.upgrade(empty_db_url, "0012")
+    live, gone = f"membank_mig_{uuid.uuid4().hex[:8]}", f"membank_mig_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute(f'create role "{live}"')
+        try:
+            conn.execute("insert into membank_private.scope_bindings (role_name, scope) values (%s, '{\"u\": \"1\"}'),"
+                         " (%s, '{\"u\": \"2\"}')", (live, gone))
+            conn.execute("insert into membank_private.app_states (app_name, state) values ('shop', '{\"banner\": 1}')")
+            migrate.upgrade(empty_db_url)
+            rows = conn.execute("select r.rolname, b.scope from membank_private.scope_bindings as b"
+                                " join pg_roles as r on r.oid = b.role_oid").fetchall()
+            assert rows == [(live, {"u": "1"})]
+            assert conn.execute("select count(*) from membank_private.bound_roles").fetchone()[0] == 1
+            assert conn.execute("select membank_private.app_state('shop')").fetchone()[0] == {"banner": 1}
+            # Its last binding removed, the migrated role stays restricted (to nothing).
+            conn.execute("select membank.unbind_role_from_scope(%s, '{\"u\": \"1\"}')", (live,))
+            assert conn.execute("select scope from membank.list_scope_bindings(%s)", (live,)).fetchall() == [(None,)]
+            migrate.downgrade("0012", empty_db_url)
+            assert conn.execute("select state from membank_private.app_states").fetchall() == [({"banner": 1},)]
+        finally:
+            migrate.downgrade("base", empty_db_url)
+            conn.execute(f'drop role "{live}"')

@@ -416,3 +416,21 @@ def test_a_real_adk_agent_runs_the_allowed_call_and_never_the_denied_one(conn, b
     denied = asyncio.run(say("pytest -q; rm -rf /"))
     assert denied["status"] == "DENIED" and denied["decision"] == "PROMPT_USER" and denied["reason"]
     assert ran == ["pytest -q tests/"]  # the chained command never reached the tool
+
+
+def test_one_check_does_bounded_work_and_fails_closed_past_it(conn):
+    """100 heavy rules x a 63-part chained command: asked, not matched (matching them would take seconds per call)."""
+    heavy = "(" + "|".join(f"tool{i:03d} --flag-{i:03d} [a-z]+" for i in range(38)) + ")"
+    assert len(heavy) <= 1000
+    for _ in range(100):
+        rule(conn, heavy, "ALLOW")
+    command = " ; ".join(f"tool{i:03d} --flag-{i:03d} arg" for i in range(63))
+    got = check(conn, command, project_id=None)
+    assert got["decision"] == "PROMPT_USER" and got["rule_id"] is None
+    assert "at most 1000000 are matched" in got["reason"], got["reason"]
+    # Fail closed means asked: the work was refused, not the rules (a short command is still decided).
+    assert check(conn, "tool001 --flag-001 arg", project_id=None)["decision"] == "ALLOW"
+    work = conn.execute("select membank_private.permission_check_work(membank_private.shell_parts(%s), %s,"
+                        " array(select r.pattern from membank_private.tool_rules as r)) as w", (command, command)
+                        ).fetchone()["w"]
+    assert work > conn.execute("select membank_private.permission_check_budget() as b").fetchone()["b"]

@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from conftest import SANDBOX_DIRS, files_under
 from membank.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,6 +42,10 @@ NO_RUN = {
     ("benchmarks.md", ".venv/bin/python bench/retrieval_quality.py     # recall@k on LoCoMo per mode and category; "
                       "multilingual set"): "benchmarks take minutes to hours; bench/ is run by hand",
 }
+NO_RUN.update({
+    ("testing.md", ".ci/pg15.sh ../shared/vendor ~/.cache/membank-ci"): "installs PostgreSQL 15 with apt; CI runs it",
+    ("testing.md", ".venv/bin/pytest -m citus"): "the suite itself, on a Citus cluster; CI runs it",
+})
 # Command lines not run here (prefix -> why, and where they are covered).
 SKIPPED = {
     "membank worker": "runs until Ctrl-C (the `--once` form is run)",
@@ -198,13 +203,15 @@ def _statements(block: str) -> list[str]:
 
 
 @pytest.fixture
-def page_env(db_url, own_valkey, monkeypatch, tmp_path):
+def page_env(cli_env, own_valkey, monkeypatch, tmp_path, sandbox):
+    """cli_env: this test's database, a fake HOME and data dir that must stay empty; a Valkey of the page's own."""
     from membank.buffer import server
 
-    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
     monkeypatch.setenv("MEMBANK_VALKEY_URL", server.url_for(own_valkey))
-    monkeypatch.setenv("MEMBANK_DATA_DIR", str(tmp_path))
     monkeypatch.chdir(tmp_path)
+    yield
+    # Nothing reached the session's own default data dir either (no server started there).
+    assert files_under(sandbox / SANDBOX_DIRS["MEMBANK_DATA_DIR"]) == []
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])

@@ -16,8 +16,18 @@ U2 = {"user_id": "u2"}
 
 
 @pytest.fixture
-def seeded(conn):
-    """Two scopes, each with a fact, a profile field (and revisions of both)."""
+def admin(login):
+    """An unrestricted admin login (binding management), as an operator would run it."""
+    _, url = login("membank_admin")
+    c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def seeded(superuser):
+    """Two scopes, each with a fact, a profile field (and revisions of both); the field is planted as the superuser."""
+    conn = superuser
     conn.execute("select membank.create_profile_schema('p', '{\"properties\": {\"city\": {\"type\": \"string\"}}}')")
     names = {}
     for scope, city in ((U1, "Lisbon"), (U2, "Oslo")):
@@ -32,20 +42,16 @@ def seeded(conn):
 
 
 @pytest.fixture
-def tenant(postgresql, conn, seeded):
-    """A real login role, bound to U1, with membank_writer (so it can try everything)."""
-    role = f"tenant_{uuid.uuid4().hex[:8]}"
-    conn.execute(f'create role "{role}" login')
-    conn.execute(f'grant membank_writer to "{role}"')
-    assert conn.execute("select membank.bind_role_to_scope(%s, %s) as b", (role, Jsonb(U1))).fetchone()["b"]
-    info = postgresql.info
-    c = psycopg.connect(url_for(info.host, info.port, role, info.dbname), autocommit=True, row_factory=dict_row)
+def tenant(login, admin, seeded):
+    """A real login role, bound to U1 by an admin login, with membank_writer (so it can try everything)."""
+    role, url = login("membank_writer")
+    assert admin.execute("select membank.bind_role_to_scope(%s, %s) as b", (role, Jsonb(U1))).fetchone()["b"]
+    c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
     yield c
     c.close()
-    conn.execute(f'drop owned by "{role}"')
-    conn.execute(f'drop role "{role}"')
 
 
+@pytest.mark.role("membank_reader")
 def test_views_show_exactly_the_set_scope_and_nothing_when_unset(conn, seeded):
     assert conn.execute("select count(*) from membank.scoped_memories").fetchone()["count"] == 0
     assert conn.execute("select count(*) from membank.scoped_revisions").fetchone()["count"] == 0
@@ -106,12 +112,12 @@ def test_a_bound_role_sees_no_row_of_another_scope_whatever_it_sets(tenant, seed
         "u1 moved to Lisbon"]
 
 
-def test_a_member_of_a_bound_group_role_is_bound_too(postgresql, conn, seeded):
+def test_a_member_of_a_bound_group_role_is_bound_too(postgresql, conn, admin, seeded):
     group, login = f"grp_{uuid.uuid4().hex[:8]}", f"lg_{uuid.uuid4().hex[:8]}"
     conn.execute(f'create role "{group}"')
     conn.execute(f'create role "{login}" login in role "{group}"')
     conn.execute(f'grant membank_reader to "{group}"')
-    conn.execute("select membank.bind_role_to_scope(%s, %s)", (group, Jsonb(U2)))
+    admin.execute("select membank.bind_role_to_scope(%s, %s)", (group, Jsonb(U2)))
     info = postgresql.info
     with psycopg.connect(url_for(info.host, info.port, login, info.dbname), autocommit=True) as c:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -122,6 +128,7 @@ def test_a_member_of_a_bound_group_role_is_bound_too(postgresql, conn, seeded):
         conn.execute(f'drop role "{role}"')
 
 
+@pytest.mark.role("membank_admin")
 def test_binding_arguments_are_checked(conn):
     with pytest.raises(psycopg.errors.UndefinedObject):
         conn.execute("select membank.bind_role_to_scope('no_such_role_x', %s)", (Jsonb(U1),))
@@ -131,15 +138,15 @@ def test_binding_arguments_are_checked(conn):
         conn.execute("select membank.set_scope('[]')")
 
 
-def test_a_role_bound_to_one_user_cannot_reach_another_users_adk_sessions(postgresql, conn):
+def test_a_role_bound_to_one_user_cannot_reach_another_users_adk_sessions(postgresql, conn, admin):
     mine, theirs = {"app_name": "a", "user_id": "u1"}, {"app_name": "a", "user_id": "u2"}
     for scope in (mine, theirs):
-        conn.execute("select membank.create_session(app_name => 'a', user_id => %s, session_id => 's',"
+        admin.execute("select membank.create_session(app_name => 'a', user_id => %s, session_id => 's',"
                      " state => %s)", (scope["user_id"], Jsonb({"user:city": scope["user_id"] + "-city"})))
     role = f"tenant_{uuid.uuid4().hex[:8]}"
     conn.execute(f'create role "{role}" login')
     conn.execute(f'grant membank_writer to "{role}"')
-    conn.execute("select membank.bind_role_to_scope(%s, %s)", (role, Jsonb(mine)))
+    admin.execute("select membank.bind_role_to_scope(%s, %s)", (role, Jsonb(mine)))
     info = postgresql.info
     try:
         with psycopg.connect(url_for(info.host, info.port, role, info.dbname), autocommit=True,

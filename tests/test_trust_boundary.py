@@ -4,14 +4,12 @@ compare-and-set edits, and definer functions that no planted overload can hijack
 from __future__ import annotations
 
 import threading
-import uuid
 
 import psycopg
 import pytest
 from click.testing import CliRunner
 from psycopg.rows import dict_row
 
-from conftest import url_for
 from membank import MemoryBank, errors, migrate
 from membank.cli import main
 from membank.worker import CHANNEL, EmbeddingWorker
@@ -26,26 +24,6 @@ JOB_FUNCTIONS = [
     "select membank.complete_generation_job(job_id => 1, reply => '{}')",
     "select membank.fail_generation_job(job_id => 1, error => 'x')",
 ]
-
-
-@pytest.fixture
-def login(conn):
-    """Create LOGIN roles holding the given membank roles; returns url(*roles) -> (role name, URL)."""
-    created = []
-
-    def make(*grants: str) -> tuple[str, str]:
-        name = f"membank_test_{uuid.uuid4().hex[:10]}"
-        conn.execute(f"create role {name} login")  # name is generated here, not input
-        for grant in grants:
-            conn.execute(f"grant {grant} to {name}")
-        created.append(name)
-        info = conn.info
-        return name, url_for(info.host, info.port, name, info.dbname)
-
-    yield make
-    for name in created:
-        conn.execute(f"drop owned by {name}")
-        conn.execute(f"drop role {name}")
 
 
 def connect(url: str) -> psycopg.Connection:
@@ -196,11 +174,12 @@ def test_outsider_cannot_make_a_membank_write_wait(conn, login):
         outsider.execute("rollback")
 
 
-def test_blocked_write_fails_with_mb020_then_retry_succeeds(conn, db_url):
-    with MemoryBank(db_url, max_size=1, lock_timeout="200ms") as bank:
+@pytest.mark.role("membank_writer")
+def test_blocked_write_fails_with_mb020_then_retry_succeeds(conn, role_url):
+    with MemoryBank(role_url, max_size=1, lock_timeout="200ms") as bank:
         m = bank.create_memory({"user_id": "busy"}, "first")
         other = bank.create_memory({"user_id": "busy"}, "second")
-        holder = connect(db_url)
+        holder = connect(role_url)
         try:
             holder.execute("begin")
             holder.execute("select membank.update_memory(name => %s::text, fact => 'held')", (str(m.name),))
@@ -215,11 +194,12 @@ def test_blocked_write_fails_with_mb020_then_retry_succeeds(conn, db_url):
         assert bank.update_memory(other.name, fact="after the holder committed").revision == 2
 
 
-def test_every_write_path_waits_a_bounded_time(conn, db_url):
+@pytest.mark.role("membank_admin")
+def test_every_write_path_waits_a_bounded_time(conn, role_url):
     conn.execute("set membank.lock_timeout = '100ms'")
     name = conn.execute("select (membank.create_memory(scope => %s::jsonb, fact => 'x')).name::text as n",
                         (VICTIM,)).fetchone()["n"]
-    holder = connect(db_url)
+    holder = connect(role_url)
     try:
         holder.execute("begin")
         holder.execute("select membank.update_memory(name => %s::text, fact => 'held')", (name,))
@@ -279,15 +259,17 @@ def test_purge_in_batches_commits_each_batch(conn, bank):
     assert caught.value.argument == "batch_size"
 
 
-def test_client_sets_statement_timeout(db_url):
-    with MemoryBank(db_url, max_size=1, statement_timeout="1234ms") as bank, bank._pool.connection() as c:
+@pytest.mark.role("membank_reader")
+def test_client_sets_statement_timeout(role_url):
+    with MemoryBank(role_url, max_size=1, statement_timeout="1234ms") as bank, bank._pool.connection() as c:
         assert c.execute("show statement_timeout").fetchone()["statement_timeout"] == "1234ms"
         assert c.execute("select current_setting('membank.lock_timeout') as t").fetchone()["t"] == "5s"
 
 
 # -- compare-and-set ------------------------------------------------------------------------------------------
 
-def test_two_updates_with_the_same_expected_revision_one_wins(conn, bank):
+@pytest.mark.role("membank_writer")
+def test_two_updates_with_the_same_expected_revision_one_wins(bank):
     m = bank.create_memory({"user_id": "cas"}, "v1")
     barrier = threading.Barrier(2)
     outcomes = []
@@ -310,6 +292,7 @@ def test_two_updates_with_the_same_expected_revision_one_wins(conn, bank):
     assert len(bank.list_revisions(m.name)) == 2  # the loser wrote nothing
 
 
+@pytest.mark.role("membank_writer")
 def test_delete_and_rollback_check_expected_revision(bank):
     m = bank.create_memory({"user_id": "cas"}, "v1")
     bank.update_memory(m.name, fact="v2", expected_revision=1)

@@ -199,6 +199,12 @@ begin
     if topics is null then
         return '{}';
     end if;
+    if array_ndims(topics) > 1 then
+        -- unnest and foreach would flatten it silently.
+        perform membank_private._raise_invalid(argument,
+            format('must be a one-dimensional array, got %s dimensions', array_ndims(topics)),
+            'e.g. topics => ''{USER_PREFERENCES,diet}''');
+    end if;
     if cardinality(topics) > 32 then
         perform membank_private._raise_invalid(argument,
             format('lists %s topics', cardinality(topics)), 'a memory has at most 32 topics');

@@ -11,6 +11,22 @@
 -- advisory lock, the obvious choice, has a key that any connecting role can
 -- compute and hold, freezing the scope's writers and the expiry purge.)
 --
+-- Lock order, everywhere (a wait against this order is what deadlocks):
+--   1. generation_jobs rows (the worker's claim, complete_generation_job,
+--      prepare_consolidation; erase_scope takes its scope's jobs first);
+--   2. embedding_config, the bank-wide row (store_embeddings first calls
+--      configure_embedding);
+--   3. scope_locks, in scope_id order when several (purges, expiry,
+--      delete_profile_schema);
+--   4. memories rows, in name order when several (consolidation,
+--      compaction, purges; store_embeddings takes FOR KEY SHARE SKIP LOCKED);
+--   5. what hangs off a memory: embedding_jobs, memory_embeddings, revisions,
+--      the lexicon (written under the memory's lock, or by its cascade).
+-- The embedding worker's claim locks only embedding_jobs rows, briefly, and
+-- waits for nothing: it is a lease committed before the model is called.
+-- A deadlock that can still happen (e.g. against a caller's own
+-- transaction) is 40P01; the Python client retries it (DeadlockError).
+--
 -- The wait is bounded: membank.lock_timeout (a setting the caller may set,
 -- default 5s, always positive) is the most a write
 -- waits for the lock; past it the write raises MB040 (retryable: nothing was
@@ -69,5 +85,29 @@ exception
             using errcode = 'MB040',
                   detail = format('scope_id: %s', scope_id),
                   hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+
+-- Bank-wide rows (the embedding configuration, the retention settings,
+-- profile schemas, scope bindings) are the worker's and the admin's. Every
+-- function that locks or writes one first sets
+--     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+-- (a local setting inside a function with a SET clause ends with the call)
+-- and turns lock_not_available into MB040 with raise_bank_row_busy: a
+-- caller holding such a row open makes others fail after
+-- membank.lock_timeout, never wait until statement_timeout.
+
+-- name: raise_bank_row_busy: raise MB040 for a wait on a bank-wide row that outlasted membank.lock_timeout.
+create or replace function membank_private.raise_bank_row_busy(argument text, what text)
+returns void
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    raise exception '%: another call held % for longer than %', argument, what, membank_private.scope_lock_timeout()
+        using errcode = 'MB040', detail = format('argument: %s', argument),
+              hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;

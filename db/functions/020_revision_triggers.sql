@@ -87,6 +87,13 @@ begin
         _ctx -> 'extracted_memories',
         statement_timestamp()
     );
+    -- Whatever deleted it, the events it came from may not bring it back
+    -- (retired_sources, 085_erasure.sql); a rollback that re-creates it releases them.
+    if tg_op = 'DELETE' then
+        perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
+    elsif tg_op = 'INSERT' then
+        delete from membank_private.retired_sources as t where t.memory_name = new.name;
+    end if;
     if _forget then
         perform membank_private.forget_memory(old.name, old.scope_id);
     end if;

@@ -113,6 +113,11 @@ begin
             format('must be null or 1 to 32768 characters of text, got %s characters', length(context)),
             'the context is the text around the fact, e.g. the conversation turn before it; pass null for none');
     end if;
+    if memory_type = 'STRUCTURED_PROFILE' and structured_content = '{}' then
+        -- A profile memory with no field is neither readable as a profile nor searchable.
+        perform membank_private._raise_invalid('structured_content', 'must hold at least one field, got {}',
+            'e.g. structured_content => ''{"diet": "vegetarian"}''');
+    end if;
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
@@ -428,6 +433,10 @@ begin
     )
     select case when force then (select count(*) from purged) else (select count(*) from target) end
     into _count;
+    if force then
+        -- Memories deleted earlier that match are purged too (their text goes; 085_erasure.sql).
+        perform membank_private.forget_deleted_memories(md5(_scope::text)::uuid, _scope, metadata_filter, _topics);
+    end if;
     perform membank_private.clear_revision_context();
     return _count;
 end
@@ -437,4 +446,6 @@ comment on function membank.purge_memories(jsonb, jsonb, text[], boolean) is
 $$Delete every live memory of one exact scope that matches the filters (metadata_filter: JSON object, containment;
 topics: any of). With force => false (the default) nothing is deleted and the count of matching memories is returned;
 with force => true they are deleted, each with a DELETED revision labelled {"reason":"purge"}, and the count deleted is
-returned. Other scopes are never touched. Raises 22023 naming the argument.$$;
+returned; their text is destroyed wherever it is stored (revisions, the events they came from, operations), and so is
+the text of the scope's memories deleted earlier (delete_memory) that match the filters by their last revision: a
+purge ends their rollback window. Other scopes are never touched. Raises 22023 naming the argument.$$;

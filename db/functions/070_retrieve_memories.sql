@@ -62,6 +62,15 @@ begin
             format('unknown fusion %s', coalesce(to_jsonb(fusion)::text, 'null')),
             'use rrf (Reciprocal Rank Fusion, default) or convex (min-max normalised weighted sum)');
     end if;
+    -- NaN compares greater than every number and Infinity swamps the other
+    -- signal: both would silently rank by one leg (or by nothing).
+    if vector_weight in ('NaN', 'Infinity', '-Infinity') or text_weight in ('NaN', 'Infinity', '-Infinity') then
+        perform membank_private._raise_invalid(
+            case when vector_weight in ('NaN', 'Infinity', '-Infinity') then 'vector_weight' else 'text_weight' end,
+            format('must be a finite number, got %s',
+                   case when vector_weight in ('NaN', 'Infinity', '-Infinity') then vector_weight else text_weight end),
+            'e.g. vector_weight => 1, text_weight => 1');
+    end if;
     if vector_weight < 0 or text_weight < 0 or vector_weight + text_weight = 0 then
         perform membank_private._raise_invalid('vector_weight',
             format('weights %s and %s: each must be >= 0 and not both 0', vector_weight, text_weight),
@@ -301,6 +310,12 @@ declare
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.validate_memory_type(memory_type);
+    -- Paging arguments are checked with or without a query (with one they
+    -- were ignored, so page_size => 0 or a garbage token passed silently).
+    perform membank_private.validate_page_size(page_size);
+    if page_token is not null then
+        perform membank_private.parse_page_token(page_token);
+    end if;
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
@@ -426,7 +441,9 @@ could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, 
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
 rerank_depth (default 400) re-ranked exactly. Without any query (or with a blank query_text) it lists the scope's
-memories, paged (page_size, page_token) like list_memories, at most top_k per page when top_k is given. A query text
+memories, paged (page_size, page_token) like list_memories, at most top_k per page when top_k is given; page_size and
+page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
+finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
 carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
 query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,

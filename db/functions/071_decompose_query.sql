@@ -116,12 +116,16 @@ JSON schema of {"queries": [1..4 strings]}}. Hand the model's reply to decompose
 Raises nothing.$$;
 
 -- name: decompose_query: the sub-queries of a compound question (rules, in-database model, or a model's reply).
+-- A definer, as every API function the application roles call: its helpers
+-- live in membank_private, which those roles cannot use. It reads and
+-- writes no table; in_database calls only a trusted ai.generate (as
+-- compact_memories does), so no role can plant one under this definer.
 create or replace function membank.decompose_query(
     query_text text, method text default 'rules', model_id text default null, model_reply text default null
 ) returns text[]
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
@@ -133,9 +137,10 @@ begin
     if method = 'rules' then
         return membank_private.split_question(query_text);
     elsif method = 'in_database' then
-        if to_regproc('ai.generate') is null then
+        if not membank_private.in_database_model() then
             perform membank_private._raise_invalid('method',
-                'in_database needs the database''s model function ai.generate(prompt, model_id), which is absent',
+                'in_database needs the database''s model function ai.generate(prompt, model_id), which is absent '
+                || 'or not trusted (owned by a superuser or membank''s owner, in a schema only they create in)',
                 'use rules, or decompose with a client-side provider (model_reply)');
         end if;
         if model_id is null then
@@ -165,5 +170,6 @@ original alone when it is one question). method 'rules' (default; offline: split
 and/or before a new clause that starts with a question word, both sides three words or more), 'in_database'
 (calls ai.generate(prompt => decomposition_prompt, model_id => model_id), AlloyDB AI's model function; model_id
 required) or 'model_reply' (parses model_reply, a generation provider's reply to decomposition_prompt).
-Model-backed methods return the original query on any failure. Raises 22023 naming query_text (empty), method
-(unknown; in_database without ai.generate) or model_id (missing).$$;
+Model-backed methods return the original query on any failure. Runs as membank's owner (SECURITY DEFINER), so any
+membank role may call it; in_database calls only an ai.generate owned by a superuser or membank's owner. Raises 22023
+naming query_text (empty), method (unknown; in_database without a trusted ai.generate) or model_id (missing).$$;

@@ -214,6 +214,9 @@ as $$
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.refuse_bound_caller('create_profile_schema');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     insert into membank_private.profile_schemas as s (schema_id, memory_schema)
     values (membank_private.validate_schema_id(schema_id), membank_private.validate_memory_schema(memory_schema))
     on conflict do nothing
@@ -224,6 +227,9 @@ begin
                   hint = 'use update_profile_schema to change it, or another schema_id';
     end if;
     return membank_private.to_profile_schema(_row);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('schema_id', 'this profile schema');
 end
 $$;
 
@@ -233,7 +239,8 @@ user-profile); memory_schema: a JSON Schema object (as pydantic's model_json_sch
 top-level properties are the fields, each a string, number, integer, boolean, enum of strings (Literal[...]) or array
 of strings (Optional[X] counts as X); descriptions are shown to the model. GenerateMemories then fills one profile per
 (schema, scope), each field a STRUCTURED_PROFILE memory. Returns membank.profile_schema. Raises 22023 naming the
-argument or the path of an unsupported construct (memory_schema.properties.job_status.type), 23505 (schema_id exists).
+argument or the path of an unsupported construct (memory_schema.properties.job_status.type), 23505 (schema_id exists),
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call on this schema_id.
 Shape after Vertex AI Memory Bank's structured profiles.$$;
 
 -- name: get_profile_schema: one profile schema by id.
@@ -286,6 +293,9 @@ as $$
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.refuse_bound_caller('update_profile_schema');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.profile_schemas as s
     set memory_schema = membank_private.validate_memory_schema(update_profile_schema.memory_schema),
         update_time = statement_timestamp()
@@ -297,13 +307,17 @@ begin
                   hint = 'create it with create_profile_schema';
     end if;
     return membank_private.to_profile_schema(_row);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('schema_id', 'this profile schema');
 end
 $$;
 
 comment on function membank.update_profile_schema(text, jsonb) is
 $$Replace the JSON Schema of profile schema schema_id (same rules as create_profile_schema). Operations started
 afterwards use the new fields; stored field memories stay as they are (delete a dropped field's memories with
-delete_memory). Returns membank.profile_schema. Raises 22023 naming the path, P0002 (no such schema).$$;
+delete_memory). Returns membank.profile_schema. Raises 22023 naming the path, P0002 (no such schema), 42501 for a
+role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the schema (retryable).$$;
 
 -- name: delete_profile_schema: remove a profile schema; with force, also every field memory of it in every scope.
 create or replace function membank.delete_profile_schema(schema_id text, force boolean default false)
@@ -321,6 +335,9 @@ begin
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => true also deletes the field memories of this schema in every scope');
     end if;
+    perform membank_private.refuse_bound_caller('delete_profile_schema');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     perform from membank_private.profile_schemas as s where s.schema_id = delete_profile_schema.schema_id for update;
     if not found then
         raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
@@ -347,10 +364,15 @@ begin
     perform membank_private.clear_revision_context();
     delete from membank_private.profile_schemas as s where s.schema_id = delete_profile_schema.schema_id;
     return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('schema_id', 'this profile schema');
 end
 $$;
 
 comment on function membank.delete_profile_schema(text, boolean) is
 $$Remove profile schema schema_id. While field memories of it exist (in any scope), refuses unless force => true,
 which deletes them too, each with a DELETED revision labelled {"reason": "delete_profile_schema"}. Returns the number
-of field memories deleted. Raises P0002 (no such schema), 2BP01 (field memories exist and force is false), 22023.$$;
+of field memories deleted. Raises P0002 (no such schema), 2BP01 (field memories exist and force is false), 22023,
+42501 for a role bound to scopes, MB040 after waiting membank.lock_timeout for another call holding the schema or a
+scope's write lock (retryable).$$;

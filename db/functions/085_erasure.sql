@@ -16,6 +16,30 @@
 --     removed by membank.apply_retention(); operation results never show its
 --     text once it is deleted.
 -- erase_scope removes everything stored under one exact scope at once.
+--
+-- Copies of the text. An operation keeps what it learns from (source events,
+-- facts given or extracted, profile values and the context they were said
+-- in) only while it runs: finish_operation replaces each source event's text
+-- by its digest and drops the facts' and profile values' text
+-- (strip_operation_text). What stays readable is its result,
+-- generated_memories, which is redacted when read for a memory that is not
+-- live and destroyed in place when that memory is purged. A purge
+-- (purge_memories(force => true), purge_memories_in_batches) forgets the
+-- scope's deleted memories matching its filters too (forget_deleted_memories):
+-- a memory deleted before a purge is purged with the rest, its rollback
+-- window ends. Conversation events that never became a memory are not
+-- memories: they go with the events window of apply_retention, with their
+-- session, or with erase_scope.
+--
+-- No resurrection. Every deletion of a memory (delete_memory, consolidation,
+-- compaction, purge, expiry) records digests of the events it came from in
+-- retired_sources (retire_sources); an extraction whose every source event
+-- is retired is rejected with the deleted memory's name (retired_by, in
+-- accept_extracted_facts), so generating the same session again with a new
+-- request_id does not re-create what a user deleted. A new event, even with
+-- the same words, has another id and so another digest: it can. Rollback of
+-- a deleted memory releases its digests. Digests are md5 of event id and
+-- text: they outlive a purge (which destroys the text) and go with erase_scope.
 -- Why redact in place rather than delete a purged memory's revisions: the
 -- history that a memory existed, when and by which operation stays auditable
 -- (GDPR art. 17 asks that the personal data go, not the record of erasure).
@@ -114,6 +138,140 @@ as $$
     from jsonb_array_elements(rejected) with ordinality as x (r, n);
 $$;
 
+-- name: event_digest: the digest of one source event (its id and text) that retired_sources records; null without text.
+create or replace function membank_private.event_digest(event_id text, event_text text)
+returns uuid
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case when event_text is not null then md5(jsonb_build_array(event_id, event_text)::text)::uuid end;
+$$;
+
+-- name: strip_operation_text: an operation's inputs without their text (source events by digest), once it is done.
+-- Takes and returns the three columns (not the row type), so that older
+-- migrations' downgrades can drop the operations table without this function.
+create or replace function membank_private.strip_operation_text(
+    inout source_events jsonb, inout facts jsonb, inout profile_values jsonb
+)
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select
+        (select coalesce(jsonb_agg(case when e ? 'text'
+                                        then (e - 'text') || jsonb_build_object('digest', coalesce(e ->> 'digest',
+                                                 membank_private.event_digest(e ->> 'event_id', e ->> 'text')::text))
+                                        else e end order by x.n), '[]')
+         from jsonb_array_elements(source_events) with ordinality as x (e, n)),
+        -- Direct facts are {"fact", ...}; compaction's candidates carry "fact" too.
+        (select coalesce(jsonb_agg(case when jsonb_typeof(f) = 'object' then f || '{"fact": null}'
+                                        else 'null'::jsonb end order by x.n), '[]')
+         from jsonb_array_elements(facts) with ordinality as x (f, n)),
+        (select coalesce(jsonb_agg(case when jsonb_typeof(v) = 'object' then v || '{"value": null, "context": null}'
+                                        else 'null'::jsonb end order by x.n), '[]')
+         from jsonb_array_elements(profile_values) with ordinality as x (v, n));
+$$;
+
+-- name: retire_sources: record the digests of a deleted memory's source events (085_erasure.sql: no resurrection).
+create or replace function membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _event_ids text [] := array(
+        select distinct s.id from membank_private.memory_revisions as r
+        cross join lateral unnest(r.source_event_ids) as s (id)
+        where r.memory_name = retire_sources.name);
+begin
+    if cardinality(_event_ids) = 0 then
+        return;
+    end if;
+    -- The events as stored (by scope and id) and as the operations that wrote
+    -- the memory saw them (inline events are stored nowhere else).
+    insert into membank_private.retired_sources as t (scope_id, scope, digest, memory_name)
+    select distinct retire_sources.scope_id, retire_sources.scope, d.digest, retire_sources.name
+    from (
+        select membank_private.event_digest(e.event_id, e.text) as digest
+        from membank_private.events as e
+        where e.scope_id = retire_sources.scope_id and e.event_id = any(_event_ids)
+        union all
+        select coalesce((e ->> 'digest')::uuid, membank_private.event_digest(e ->> 'event_id', e ->> 'text'))
+        from membank_private.operations as o
+        cross join lateral jsonb_array_elements(o.source_events) as e
+        where o.scope_id = retire_sources.scope_id
+          and o.generated_memories @> jsonb_build_array(
+              jsonb_build_object('memory', jsonb_build_object('name', retire_sources.name)))
+          and e ->> 'event_id' = any(_event_ids)
+    ) as d
+    where d.digest is not null
+    on conflict do nothing;
+end
+$$;
+
+-- name: retired_by: the deleted memory whose retired source events are all of these sources' events, or null.
+create or replace function membank_private.retired_by(scope_id uuid, events jsonb, sources text[])
+returns uuid
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    with d as (
+        select distinct coalesce((e ->> 'digest')::uuid,
+                                 membank_private.event_digest(e ->> 'event_id', e ->> 'text')) as digest
+        from jsonb_array_elements(events) as e
+        where e ->> 'event_id' = any(sources)
+    ), m as (
+        select (select min(r.memory_name::text) from membank_private.retired_sources as r
+                where r.scope_id = retired_by.scope_id and r.digest = d.digest) as name
+        from d
+    )
+    select case when count(*) > 0 and count(m.name) = count(*) then min(m.name)::uuid end from m;
+$$;
+
+-- name: forget_deleted_memories: destroy the text of a scope's deleted (not live, not purged) memories that match.
+-- Their last revision (the deletion) holds the metadata and topics the filters match.
+create or replace function membank_private.forget_deleted_memories(
+    scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]
+) returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _name uuid;
+    _count bigint := 0;
+begin
+    for _name in
+        select l.memory_name
+        from membank_private.memory_revisions as l
+        where l.scope_id = forget_deleted_memories.scope_id and l.scope = forget_deleted_memories.scope
+          and l.action = 'DELETED'
+          and not exists (select from membank_private.memory_revisions as x
+                          where x.memory_name = l.memory_name and x.revision > l.revision)
+          and not exists (select from membank_private.memories as m where m.name = l.memory_name)
+          and (metadata_filter is null or l.metadata @> metadata_filter)
+          and (forget_deleted_memories.topics is null or l.topics && forget_deleted_memories.topics)
+          and exists (select from membank_private.memory_revisions as t
+                      where t.memory_name = l.memory_name
+                        and (t.fact is not null or t.previous_fact is not null or t.structured_content is not null
+                             or t.previous_structured_content is not null or t.extracted_memories is not null))
+        order by l.memory_name
+    loop
+        perform membank_private.forget_memory(_name, forget_deleted_memories.scope_id);
+        _count := _count + 1;
+    end loop;
+    return _count;
+end
+$$;
+
 -- name: forget_memory: destroy a purged memory's text wherever it is stored (revisions, source events, operations).
 create or replace function membank_private.forget_memory(name uuid, scope_id uuid)
 returns void
@@ -144,24 +302,32 @@ begin
            or r.metadata <> '{}');
 
     -- The turns it was extracted from (by event id, in its scope).
+    -- An ADK event (append_session_event) holds its text in the payload's content too.
     update membank_private.events as e
-    set text = null
-    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids) and e.text is not null;
+    set text = null, payload = e.payload - 'content'
+    where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids)
+      and (e.text is not null or e.payload ? 'content');
 
     -- The operations that wrote it: its entries, its source events, the facts given for it.
     update membank_private.operations as o
     set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
         source_events = (
-            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids)
-                                           then e || '{"text": null}' else e end order by x.n), '[]')
+            select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids) and e ? 'text'
+                                           then (e - 'text') || jsonb_build_object('digest', coalesce(e ->> 'digest',
+                                                    membank_private.event_digest(e ->> 'event_id', e ->> 'text')::text))
+                                           else e end order by x.n), '[]')
             from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
         facts = (
             select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
                                            then f || '{"fact": null}' else f end order by x.n), '[]')
             from jsonb_array_elements(o.facts) with ordinality as x (f, n))
     where o.scope_id = forget_memory.scope_id
-      and o.generated_memories @> jsonb_build_array(
-          jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)));
+      and (o.generated_memories @> jsonb_build_array(
+               jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)))
+           -- a running operation learning from the same events or facts
+           or exists (select from jsonb_array_elements(o.source_events) as e
+                      where e ->> 'event_id' = any(_event_ids) and e ? 'text')
+           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
 
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
@@ -187,12 +353,28 @@ declare
     _scope jsonb := membank_private.validate_scope(scope);
     _scope_id uuid := md5(_scope::text)::uuid;
     _counts jsonb;
+    _kept jsonb;
     _sessions text [];
+    _lock_timeout text := current_setting('lock_timeout');
 begin
     if force is null then
         perform membank_private._raise_invalid('force', 'must be true or false',
             'force => false (default) only counts; force => true erases');
     end if;
+    -- Lock order (015_scope_locks.sql): a generation job before its scope's
+    -- write lock, as complete_generation_job and prepare_consolidation take
+    -- them; the wait is bounded like the scope lock's (MB040).
+    begin
+        perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+        perform from membank_private.generation_jobs as j where j.scope_id = _scope_id order by j.id for update;
+        perform set_config('lock_timeout', _lock_timeout, true);
+    exception
+        when lock_not_available then
+            raise exception 'scope: a worker held one of this scope''s generation jobs for longer than %',
+                membank_private.scope_lock_timeout()
+                using errcode = 'MB040', detail = format('scope_id: %s', _scope_id),
+                      hint = 'nothing was erased; retry the call (the wait limit is the setting membank.lock_timeout)';
+    end;
     perform membank_private.lock_scope(_scope_id);
     -- Rows are matched by scope_id and, where the row holds it, by the scope
     -- itself, so an md5 collision can never erase another scope's data.
@@ -213,6 +395,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'ingest_streams', (select count(*) from membank_private.ingest_streams as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
         'user_states', (select count(*) from membank_private.scope_states as u
                         where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
@@ -228,11 +412,34 @@ begin
                            where t.scope_id = _scope_id and t.scope = _scope),
         'tool_permission_settings', (select count(*) from membank_private.tool_permission_settings as t
                                      where t.scope_id = _scope_id and t.scope = _scope),
+        'retired_sources', (select count(*) from membank_private.retired_sources as t
+                            where t.scope_id = _scope_id and t.scope = _scope),
         -- A role bound to the scope (bind_role_to_scope) names it: the binding goes too.
         'scope_bindings', (select count(*) from membank_private.scope_bindings as b
                            where b.scope_id = _scope_id and b.scope = _scope)
     ) into _counts;
+    -- ADK "app:" state is the application's, read by every user of the app
+    -- (ADK's contract): the keys whose current value this scope wrote stay,
+    -- unlinked from it; counted here so the operator knows they exist.
+    _kept := jsonb_build_object('app_state_keys', (
+        select count(*) from membank_private.app_state_entries as a
+        where a.scope_id = _scope_id
+          and not exists (select from membank_private.app_state_entries as l
+                          where l.app_name = a.app_name and l.key = a.key and l.seq > a.seq)));
     if force then
+        -- Its superseded app: entries go, its current ones lose the link to the scope (rows
+        -- another writer holds are being deleted by it: skipped, never waited for).
+        delete from membank_private.app_state_entries as a
+        where (a.app_name, a.key, a.seq) in (
+            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+            where x.scope_id = _scope_id
+              and exists (select from membank_private.app_state_entries as l
+                          where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
+            for update skip locked);
+        update membank_private.app_state_entries as a set scope_id = null
+        where (a.app_name, a.key, a.seq) in (
+            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+            where x.scope_id = _scope_id for update skip locked);
         -- Memories first (embeddings and embedding jobs cascade; the revision
         -- trigger writes DELETED revisions, removed with the rest below).
         delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
@@ -244,7 +451,8 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade
+        delete from membank_private.ingest_streams as t where t.scope_id = _scope_id and t.scope = _scope;
         -- ADK "user:" state of the scope (sessions' own state went with their rows).
         delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
@@ -254,8 +462,10 @@ begin
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        -- After the memories: their deletion above retired their sources.
+        delete from membank_private.retired_sources as t where t.scope_id = _scope_id and t.scope = _scope;
     end if;
-    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts,
+    return jsonb_build_object('scope_id', _scope_id, 'erased', force, 'counts', _counts, 'kept', _kept,
                               'session_ids', to_jsonb(_sessions));
 end
 $$;
@@ -263,14 +473,18 @@ $$;
 comment on function membank.erase_scope(jsonb, boolean) is
 $$Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, GenerateMemories operations and their jobs, tool rules,
-their change log, tool decisions and exempt-tool settings. With force =>
+jobs, full-text lexicon entries, sessions and their events and IngestEvents streams, ADK user: state,
+GenerateMemories operations and their jobs, tool rules, their change log, tool decisions, exempt-tool settings, the
+digests of deleted memories' source events (retired_sources) and role bindings to the scope. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"ingest_streams",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
-"scope_bindings"},
+"retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
+wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope's session ids]}: the client deletes those sessions'
-Valkey buffer keys (membank erase --scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
+Valkey buffer keys (membank erase --scope). A role bound to the scope stays restricted (to nothing, when this was its
+last scope). Admin only. Raises 22023 naming the argument (bad scope, null force).$$;
 
 -- name: configure_retention: set the retention windows; returns them.
 create or replace function membank.configure_retention(
@@ -300,6 +514,9 @@ begin
                                                     else 'events' end,
             'must not be negative', 'a window of 0 removes at the next apply_retention');
     end if;
+    perform membank_private.refuse_bound_caller('configure_retention');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.retention_settings as s
     set deleted_revisions = case when 'deleted_revisions' = any(forever) then null
                                  else coalesce(configure_retention.deleted_revisions, s.deleted_revisions) end,
@@ -312,6 +529,9 @@ begin
     return jsonb_build_object('deleted_revisions', _row.deleted_revisions::text,
                               'finished_operations', _row.finished_operations::text,
                               'events', _row.events::text);
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('retention', 'the retention settings');
 end
 $$;
 
@@ -321,7 +541,8 @@ revisions of a memory deleted with delete_memory, counted from its deletion; def
 (done GenerateMemories operations, from their last update; default 90 days), events (conversation events, from when
 they were appended; default kept for ever). A null argument leaves that window as it is; forever lists the kinds to
 keep for ever. Returns the windows as jsonb (interval text, null = for ever). Admin only.
-Raises 22023 naming the argument (negative window, unknown kind).$$;
+Raises 22023 naming the argument (negative window, unknown kind), 42501 for a role bound to scopes, MB040 after
+waiting membank.lock_timeout for another call holding the settings (retryable).$$;
 
 -- name: retention_batch: remove up to batch_size rows of each kind past its retention window; returns counts.
 -- A SECURITY DEFINER function because the procedure that commits between
@@ -340,6 +561,7 @@ declare
     _events bigint := 0;
     _sessions bigint := 0;
 begin
+    perform membank_private.refuse_bound_caller('apply_retention');  -- every scope's maintenance
     select * into _s from membank_private.retention_settings;
     if _s.deleted_revisions is not null then
         -- Memories whose last revision is a deletion older than the window

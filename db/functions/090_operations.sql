@@ -134,12 +134,25 @@ begin
         perform membank_private._raise_invalid('facts', 'must be a JSON array of at most 100 facts',
             'e.g. ["The user is vegetarian"] or [{"fact": "...", "topics": ["USER_PREFERENCES"]}]');
     end if;
+    if jsonb_array_length(facts) = 0 then
+        -- Refused rather than a done no-op: facts are given on purpose, so an
+        -- empty list is a caller's mistake (and with profile schemas it used
+        -- to reach a not-null constraint, 23502).
+        perform membank_private._raise_invalid('facts', 'must hold at least one fact, got []',
+            'pass the facts to remember, e.g. ["The user is vegetarian"]; events => ''[]'' is the no-op request');
+    end if;
     for _item in select f from jsonb_array_elements(facts) as f loop
         if jsonb_typeof(_item) = 'string' then
             _fact := _item #>> '{}';
             _topics := '{}';
         elsif jsonb_typeof(_item) = 'object' and jsonb_typeof(_item -> 'fact') = 'string'
               and coalesce(jsonb_typeof(_item -> 'topics'), 'array') = 'array' then
+            if exists (select from jsonb_array_elements(coalesce(_item -> 'topics', '[]')) as t
+                       where jsonb_typeof(t) <> 'string') then
+                -- jsonb_array_elements_text would turn 1 into the topic "1".
+                perform membank_private._raise_invalid(format('facts[%s].topics', _i),
+                    'must be an array of strings', 'e.g. {"fact": "...", "topics": ["USER_PREFERENCES"]}');
+            end if;
             _fact := _item ->> 'fact';
             _topics := array(select jsonb_array_elements_text(coalesce(_item -> 'topics', '[]')));
         else
@@ -182,9 +195,13 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     delete from membank_private.generation_jobs as j where j.operation_name = finish_operation.operation_name;
+    -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
     update membank_private.operations as o
-    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp()
-    where o.name = finish_operation.operation_name;
+    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
+        source_events = s.source_events, facts = s.facts, profile_values = s.profile_values
+    from membank_private.operations as x
+    cross join lateral membank_private.strip_operation_text(x.source_events, x.facts, x.profile_values) as s
+    where o.name = finish_operation.operation_name and x.name = o.name;
 $$;
 
 -- name: reject_item: keep the reason a model's item was not applied on the operation.

@@ -212,7 +212,8 @@ $$GenerateMemories: start an operation that extracts facts from a conversation a
 memories of an exact scope; returns the operation's name (uuid) at once. Poll membank.get_operation(name).
 Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
 session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
-facts (a JSON array of at most 100 strings or {"fact", "topics"}, given directly: no extraction).
+facts (a JSON array of 1 to 100 strings or {"fact", "topics": [strings]}, given directly: no extraction; [] is
+refused with 22023, as an empty list of facts is a caller's mistake).
 Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
 EXPLICIT_INSTRUCTIONS and custom {"label", "description"}; default the four managed ones), examples (few-shot:
 [{"events": [{"author", "text"}], "facts": [text]}], at most 10), disable_consolidation (true: every fact is created,

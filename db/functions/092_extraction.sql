@@ -273,6 +273,7 @@ declare
     _sources text [];
     _unknown text [];
     _accepted jsonb := '[]';
+    _retired uuid;
     _keys text [] := array(select lower(f ->> 'fact') from jsonb_array_elements(coalesce(known, '[]')) as f);
 begin
     if _items is null then
@@ -323,6 +324,16 @@ begin
         end if;
         if lower(_fact) = any(_keys) then
             continue;  -- the same fact twice in one operation
+        end if;
+        _retired := membank_private.retired_by(o.scope_id, events, _sources);
+        if _retired is not null then
+            -- A deleted memory does not come back from the events it came
+            -- from (085_erasure.sql); the item keeps no text of it.
+            perform membank_private.reject_item(o.name, 'EXTRACT',
+                jsonb_build_object('source_event_ids', to_jsonb(_sources), 'memory_name', _retired),
+                format('source_event_ids: %s were the source of memory %s, which was deleted; a deleted memory is '
+                       'created again only from a new event', array_to_string(_sources, ', '), _retired));
+            continue;
         end if;
         _keys := _keys || lower(_fact);
         _accepted := _accepted || jsonb_build_array(jsonb_build_object(

@@ -299,6 +299,7 @@ begin
             where m.scope @> scope_pattern and m.memory_type = 'NATURAL_LANGUAGE'
               and m.create_time < statement_timestamp() - older_than
         ) as s
+        where membank_private.scope_allowed(s.scope)  -- a role bound to scopes compacts only those
         order by md5(s.scope::text)
         limit max_scopes
     loop

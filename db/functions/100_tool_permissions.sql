@@ -186,6 +186,35 @@ begin
 end
 $$;
 
+-- name: permission_check_budget: the most work (characters matched, see permission_check_work) one check may do.
+-- About 0.1 s of regular-expression matching on this project's 2-core test
+-- machine; an ordinary check (a few parts, tens of rules) is under 1% of it.
+create or replace function membank_private.permission_check_budget()
+returns bigint
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select 1000000::bigint;
+$$;
+
+-- name: permission_check_work: the work of deciding parts against rules, in characters matched.
+-- Every part is matched against every rule of its tiers (pattern compiled,
+-- then run over the part and, for BLOCK rules, the whole command): the cost
+-- of one match grows with the pattern's length and the text's.
+create or replace function membank_private.permission_check_work(
+    parts text[], command text, patterns text[]
+) returns bigint
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(cardinality(parts), 0)::bigint
+           * coalesce((select sum(length(p) + length(coalesce(command, ''))) from unnest(patterns) as p), 0)::bigint;
+$$;
+
 -- name: scope_id: the id membank keys a scope's data by (md5 of its canonical JSON, as a uuid).
 create or replace function membank.scope_id(scope jsonb)
 returns uuid
@@ -232,6 +261,9 @@ declare
     _part text;
     _tier integer;
     _rules membank_private.tool_rules [];
+    _project_rules membank_private.tool_rules [];
+    _global_rules membank_private.tool_rules [];
+    _work bigint;
 begin
     if session_id is not null and length(session_id) not between 1 and 200 then
         perform membank_private._raise_invalid('session_id', 'must be null or 1 to 200 characters',
@@ -247,20 +279,32 @@ begin
         begin
             _operators := membank_private.shell_operators(_command);
             _parts := membank_private.shell_parts(_command);
+            -- The rules of both tiers, read once (not once per part).
+            _project_rules := array(
+                select r from membank_private.tool_rules as r
+                where _project is not null and r.scope_id = _scope_id and r.scope = _scope
+                  and r.tool_name in (_tool, '*') and r.project_id = _project);
+            _global_rules := array(
+                select r from membank_private.tool_rules as r
+                where r.scope_id = _scope_id and r.scope = _scope
+                  and r.tool_name in (_tool, '*') and r.project_id is null);
+            _work := membank_private.permission_check_work(_parts, _command,
+                                                           array(select r.pattern from unnest(_project_rules || _global_rules) as r));
             if cardinality(_parts) > 64 then
                 _result := row('PROMPT_USER', format('the command has %s parts (at most 64 are checked); ask the user',
                                                      cardinality(_parts)), null, null)::membank.tool_decision;
+            elsif _work > membank_private.permission_check_budget() then
+                -- Fail closed on work, not on time: the answer never depends on the machine's speed.
+                _result := row('PROMPT_USER', format(
+                    'checking the command would match %s characters of patterns and text (at most %s are matched); '
+                    'ask the user', _work, membank_private.permission_check_budget()), null, null)::membank.tool_decision;
             else
                 foreach _part in array _parts loop
                     _part_result := null;
                     _near := null;
                     foreach _tier in array array[2, 3] loop
                         continue when _tier = 2 and _project is null;
-                        _rules := array(
-                            select r from membank_private.tool_rules as r
-                            where r.scope_id = _scope_id and r.scope = _scope
-                              and r.tool_name in (_tool, '*')
-                              and case when _tier = 2 then r.project_id = _project else r.project_id is null end);
+                        _rules := case when _tier = 2 then _project_rules else _global_rules end;
                         _part_result := membank_private.decide_part(_rules, _part, _command, _operators);
                         if _part_result.decision in ('BLOCK', 'ALLOW') then
                             _part_result.tier := _tier;
@@ -314,7 +358,8 @@ by the project rules of project_id (tier 2), else the scope's global rules (tier
 pattern matches a whole part (anchored), case-sensitively; an ALLOW rule lets a part through only when the command uses
 no shell operator (those above and > <) outside the rule's allow_operators; a BLOCK rule also matches the whole
 command. The strictest part wins (BLOCK > PROMPT_USER > ALLOW). No matching rule, more than 64 parts, a command over
-16384 characters or an error evaluating the rules give PROMPT_USER (fail closed). allow_once => true says the client
+16384 characters, a check whose work (parts x the sum over the tool's rules of pattern length + command length) is over
+1,000,000 characters, or an error evaluating the rules give PROMPT_USER (fail closed). allow_once => true says the client
 consumed an operator's grant for this exact call (tier 1: ALLOW unless a rule BLOCKs); grant_error (the grant store
 failed) gives PROMPT_USER unless a rule BLOCKs. Every decision is logged (membank.list_tool_decisions). Raises 22023
 naming the argument (bad scope, tool_name, project_id or session_id).$$;

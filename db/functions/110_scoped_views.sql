@@ -19,8 +19,35 @@
 -- by the schema owner, so no function the caller adds to a query runs on a
 -- row before the scope filter has passed it. The caller is the session's
 -- login role (session_user) and, after SET ROLE, that role too.
+--
+-- Fail closed: a role is restricted while it has a row in bound_roles
+-- (keyed by its OID), whatever number of bindings it has left, so a
+-- restricted role whose every scope was erased or unbound reaches nothing;
+-- only membank.unrestrict_role lifts a restriction.
 
--- name: bound_scopes: the scopes the calling roles are bound to; null when no binding restricts them.
+-- name: bound_role_oids: the restricted roles among the calling roles (login, SET ROLE's role, their groups).
+-- A role is restricted while it has a row in bound_roles, whatever number of
+-- scope bindings it has left: restriction is a property of the role (its
+-- OID), so erasing, purging or unbinding its last scope never widens it.
+create or replace function membank_private.bound_role_oids()
+returns oid[]
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    with recursive caller (oid) as (
+        select r.oid from pg_catalog.pg_roles as r
+        where r.rolname in (session_user, nullif(current_setting('role', true), 'none'))
+        union
+        select m.roleid from pg_catalog.pg_auth_members as m inner join caller as c on m.member = c.oid
+    )
+    select coalesce(array_agg(b.role_oid order by b.role_oid), '{}')
+    from membank_private.bound_roles as b
+    where b.role_oid in (select c.oid from caller as c);
+$$;
+
+-- name: bound_scopes: the calling roles' bound scopes ({} for a restricted role with none); null: unrestricted.
 create or replace function membank_private.bound_scopes()
 returns jsonb[]
 language plpgsql
@@ -29,29 +56,25 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _result jsonb [];
+    _roles oid [];
 begin
-    if not exists (select from membank_private.scope_bindings) then
+    if not exists (select from membank_private.bound_roles) then
         return null;  -- the common case: no tenant roles at all
     end if;
-    with recursive caller (oid) as (
-        select r.oid from pg_catalog.pg_roles as r
-        where r.rolname in (session_user, nullif(current_setting('role', true), 'none'))
-        union
-        select m.roleid from pg_catalog.pg_auth_members as m inner join caller as c on m.member = c.oid
-    )
-    select array_agg(b.scope order by b.scope_id) into _result
-    from membank_private.scope_bindings as b
-    inner join pg_catalog.pg_roles as r on r.rolname = b.role_name
-    where r.oid in (select c.oid from caller as c);
-    return _result;
+    _roles := membank_private.bound_role_oids();
+    if cardinality(_roles) = 0 then
+        return null;
+    end if;
+    -- Fail closed: a restricted role with no binding left reaches no scope ({}), never every scope (null).
+    return coalesce((select array_agg(b.scope order by b.scope_id) from membank_private.scope_bindings as b
+                     where b.role_oid = any(_roles)), '{}');
 end
 $$;
 
--- name: scope_allowed: true when the calling roles may read and write scope (no binding, or bound to it).
+-- name: scope_allowed: true when the calling roles may read and write scope (unrestricted, or bound to it).
 -- Security invoker, like bound_scopes: it runs inside the API's definer
 -- functions and active_scope(), which may read scope_bindings; the fast path
--- (no binding at all) costs one probe of an empty table.
+-- (no restricted role at all) costs one probe of an empty table.
 create or replace function membank_private.scope_allowed(scope jsonb)
 returns boolean
 language plpgsql
@@ -62,7 +85,7 @@ as $$
 declare
     _bound jsonb [];
 begin
-    if not exists (select from membank_private.scope_bindings) then
+    if not exists (select from membank_private.bound_roles) then
         return true;
     end if;
     _bound := membank_private.bound_scopes();
@@ -100,6 +123,24 @@ begin
         raise exception '%: a role bound to scopes may not carry the jobs of every scope', function_name
             using errcode = 'insufficient_privilege',
                   hint = 'run workers under a role without scope bindings';
+    end if;
+end
+$$;
+
+-- name: refuse_bound_caller: raise 42501 when a role bound to scopes calls a bank-wide function.
+create or replace function membank_private.refuse_bound_caller(function_name text)
+returns void
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if membank_private.bound_scopes() is not null then
+        raise exception '%: a role bound to scopes may not call a bank-wide function (settings, bindings, every scope''s maintenance)',
+            function_name
+            using errcode = 'insufficient_privilege',
+                  hint = 'an admin role without scope bindings manages bindings and the bank''s settings';
     end if;
 end
 $$;
@@ -169,6 +210,35 @@ comment on function membank.current_scope() is
 $$The exact scope the scoped views show now: the one set_scope set, or null when none is set or the caller's role is
 bound to other scopes. Raises nothing.$$;
 
+-- Binding management is the unrestricted admin's: a bound role (even one
+-- holding membank_admin) changes no binding, its own included, and lists
+-- only its own. Bindings and restrictions are keyed by the role's OID, read
+-- from pg_roles when the call is made: a renamed role keeps its restriction,
+-- a dropped role's rows restrict nobody (and are pruned on the next bind),
+-- and a new role of the same name starts unrestricted, like any new role.
+-- A wait on another admin's open binding change is bounded (MB040).
+
+-- name: resolve_role: the OID of database role role, or 42704 naming the argument.
+create or replace function membank_private.resolve_role(role name)
+returns oid
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _oid oid;
+begin
+    select r.oid into _oid from pg_catalog.pg_roles as r where r.rolname = resolve_role.role;
+    if _oid is null then
+        raise exception 'role: no database role %', coalesce(to_jsonb(role::text)::text, 'null')
+            using errcode = 'undefined_object', detail = 'argument: role',
+                  hint = 'create the role first (create role tenant_u1 login), then bind it';
+    end if;
+    return _oid;
+end
+$$;
+
 -- name: bind_role_to_scope: restrict a database role (and its members) to a scope; bindings add up.
 create or replace function membank.bind_role_to_scope(role name, scope jsonb)
 returns boolean
@@ -178,33 +248,42 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _scope jsonb := membank_private.validate_scope(scope);
+    _scope jsonb;
+    _oid oid;
 begin
-    if role is null or not exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role_to_scope.role) then
-        raise exception 'role: no database role %', coalesce(to_jsonb(role::text)::text, 'null')
-            using errcode = 'undefined_object', detail = 'argument: role',
-                  hint = 'create the role first (create role tenant_u1 login), then bind it';
-    end if;
-    if role in ('membank_reader', 'membank_writer', 'membank_admin')
-       or exists (select from pg_catalog.pg_roles as r where r.rolname = bind_role_to_scope.role and r.rolsuper) then
+    perform membank_private.refuse_bound_caller('bind_role_to_scope');
+    _scope := membank_private.validate_scope(scope);
+    _oid := membank_private.resolve_role(role);
+    if role in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')
+       or exists (select from pg_catalog.pg_roles as r where r.oid = _oid and r.rolsuper) then
         perform membank_private._raise_invalid('role', format('%s cannot be bound', role),
             'bind a tenant role of its own, and grant membank_reader (or membank_writer) to it');
     end if;
-    insert into membank_private.scope_bindings as b (role_name, scope)
-    values (role, _scope)
-    on conflict do nothing;
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    -- Rows of dropped roles restrict nobody; pruned so that a later role given the same OID starts clean.
+    delete from membank_private.bound_roles as b
+    where not exists (select from pg_catalog.pg_roles as r where r.oid = b.role_oid);
+    insert into membank_private.bound_roles as b (role_oid) values (_oid) on conflict do nothing;
+    insert into membank_private.scope_bindings as b (role_oid, scope) values (_oid, _scope) on conflict do nothing;
     return found;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
 end
 $$;
 
 comment on function membank.bind_role_to_scope(name, jsonb) is
-$$Bind database role role to an exact scope: from then on the role, and every role that is a member of it, reads and
-writes only its bound scopes (bindings add up) through every API function (another scope raises 42501; a memory or
-operation of another scope is not found) and through the scoped views (which show nothing for another scope, even
-when set_scope or the membank.scope setting names one). Returns true when the binding is new. Raises 42704 (no such
-role), 22023 naming the argument (a bad scope; membank's own roles or a superuser cannot be bound).$$;
+$$Bind database role role to an exact scope: from then on the role, and every role that is a member of it, is
+restricted: it reads and writes only its bound scopes (bindings add up) through every API function (another scope
+raises 42501; a memory or operation of another scope is not found) and through the scoped views (which show nothing
+for another scope, even when set_scope or the membank.scope setting names one). The restriction belongs to the role
+(its OID) and outlives its last binding: a restricted role whose bindings were all removed (unbind_role_from_scope,
+erase_scope) reaches no scope; only unrestrict_role lifts it. Returns true when the binding is new. Only a role
+without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), 22023 naming the
+argument (a bad scope; membank's own roles or a superuser cannot be bound), MB040 after waiting
+membank.lock_timeout for another binding change (retryable).$$;
 
--- name: unbind_role_from_scope: remove one binding of a role; a role without bindings is unrestricted again.
+-- name: unbind_role_from_scope: remove one binding of a role; it stays restricted (with no scope left: to nothing).
 create or replace function membank.unbind_role_from_scope(role name, scope jsonb)
 returns boolean
 language plpgsql
@@ -212,20 +291,58 @@ volatile
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _scope jsonb;
 begin
+    perform membank_private.refuse_bound_caller('unbind_role_from_scope');
+    _scope := membank_private.validate_scope(scope);
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.scope_bindings as b
-    where b.role_name = unbind_role_from_scope.role
-      and b.scope_id = md5(membank_private.validate_scope(unbind_role_from_scope.scope)::text)::uuid;
+    where b.role_oid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = unbind_role_from_scope.role)
+      and b.scope_id = md5(_scope::text)::uuid and b.scope = _scope;
     return found;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
 end
 $$;
 
 comment on function membank.unbind_role_from_scope(name, jsonb) is
-$$Remove the binding of role to scope; returns true when there was one. A role left with no binding (and not a member
-of a bound role) is no longer restricted: revoke its membank role first if it should read nothing. Raises 22023
-naming the argument.$$;
+$$Remove the binding of role to scope; returns true when there was one (false for no such binding or role). The
+role stays restricted: with no binding left it reaches no scope at all (unrestrict_role lifts the restriction).
+Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 22023 naming the argument,
+MB040 after waiting membank.lock_timeout for another binding change (retryable).$$;
 
--- name: list_scope_bindings: the scope bindings, of one role or of all.
+-- name: unrestrict_role: lift a role's restriction and drop all its bindings; it then reaches what its grants allow.
+create or replace function membank.unrestrict_role(role name)
+returns boolean
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _oid oid;
+begin
+    perform membank_private.refuse_bound_caller('unrestrict_role');
+    _oid := membank_private.resolve_role(role);
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    delete from membank_private.bound_roles as b where b.role_oid = _oid;  -- its bindings cascade
+    return found;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
+end
+$$;
+
+comment on function membank.unrestrict_role(name) is
+$$Lift the restriction of role (bind_role_to_scope) and remove all of its scope bindings: the role, and its members
+that no other restricted role holds, then reach every scope their membank grants allow. The only call that widens a
+role; removing its last binding does not. Returns true when the role was restricted. Only a role without bindings
+may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), MB040 after waiting
+membank.lock_timeout for another binding change (retryable).$$;
+
+-- name: list_scope_bindings: the restricted roles and their scopes (a bound caller: only its own).
 create or replace function membank.list_scope_bindings(role name default null)
 returns table (role_name name, scope jsonb, create_time timestamptz)
 language sql
@@ -233,15 +350,19 @@ stable
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
-    select b.role_name, b.scope, b.create_time
-    from membank_private.scope_bindings as b
-    where list_scope_bindings.role is null or b.role_name = list_scope_bindings.role
-    order by b.role_name, b.create_time;
+    select r.rolname, b.scope, coalesce(b.create_time, w.create_time)
+    from membank_private.bound_roles as w
+    inner join pg_catalog.pg_roles as r on r.oid = w.role_oid
+    left join membank_private.scope_bindings as b on b.role_oid = w.role_oid
+    where (list_scope_bindings.role is null or r.rolname = list_scope_bindings.role)
+      and (membank_private.bound_scopes() is null or w.role_oid = any(membank_private.bound_role_oids()))
+    order by r.rolname, b.create_time nulls first, b.scope_id;
 $$;
 
 comment on function membank.list_scope_bindings(name) is
-$$The scope bindings made with bind_role_to_scope (role_name, scope, create_time), of role when given. Raises
-nothing.$$;
+$$The restricted roles (bind_role_to_scope) and their bindings, of role when given: one row (role_name, scope,
+create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
+scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.$$;
 
 create or replace view membank.scoped_memories with (security_barrier) as
 select

@@ -8,7 +8,7 @@
 -- reaches sessions, events, state and memories alike.
 --
 -- State follows ADK's prefixes (google.adk.sessions.State):
---   "app:k"  shared by every user of the app    -> app_states (key k)
+--   "app:k"  shared by every user of the app    -> app_state_entries (key k)
 --   "user:k" shared by every session of a scope -> scope_states (key k)
 --   "temp:k" lives for one invocation only      -> never stored
 --   "k"      this session only                  -> sessions.state
@@ -18,6 +18,16 @@
 -- in commit order, and neither's delta is lost (a read-modify-write in the
 -- client would lose one). The obvious alternative, ADK's
 -- DatabaseSessionService, rejects the second writer as stale instead.
+--
+-- The app: state is every user's, so it takes no lock another user's call
+-- must wait for: a write appends one entry per key (never an update of a
+-- shared row), a read takes each key's latest entry (highest seq). One
+-- user holding an app: change open in a transaction therefore delays no
+-- other user; of two concurrent writes of one key, the later entry (by seq,
+-- the order the writes began) wins, as with any last-writer-wins store.
+-- Superseded entries are deleted by the next writer of the key, with SKIP
+-- LOCKED, so that clean-up never waits either and the table holds about one
+-- entry per key.
 --
 -- Events are stored once: the event id is the idempotency key (a retry with
 -- the same payload changes nothing; another payload under the same id is
@@ -57,6 +67,23 @@ begin
 end
 $$;
 
+-- name: app_state: the app: state of an application (keys without the prefix): each key's latest entry.
+create or replace function membank_private.app_state(app_name text)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_object_agg(e.key, e.value), '{}')
+    from (
+        select distinct on (x.key) x.key, x.value
+        from membank_private.app_state_entries as x
+        where x.app_name = app_state.app_name
+        order by x.key, x.seq desc
+    ) as e;
+$$;
+
 -- name: session_json: a session as JSON: ids, merged state (app:, user: prefixed), events, last update time.
 create or replace function membank_private.session_json(
     s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision
@@ -73,8 +100,7 @@ as $$
         'state', s.state
         || coalesce((
             select jsonb_object_agg('app:' || k.key, k.value)
-            from membank_private.app_states as a, jsonb_each(a.state) as k
-            where a.app_name = s.scope ->> 'app_name'
+            from jsonb_each(membank_private.app_state(s.scope ->> 'app_name')) as k
         ), '{}')
         || coalesce((
             select jsonb_object_agg('user:' || k.key, k.value)
@@ -122,6 +148,7 @@ begin
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
     end if;
+    perform membank_private.validate_state_keys(state, 'state');
     insert into membank_private.sessions as s (scope_id, session_id, scope, state)
     values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
     on conflict on constraint sessions_pkey do nothing
@@ -152,6 +179,28 @@ state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
 Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
 (retryable); nothing is written on error.$$;
 
+-- name: validate_state_keys: 22023 naming the argument when a shared-state key has an empty name ("app:", "user:").
+-- An empty name would be stored as the key "" of the app's or user's state,
+-- which ADK cannot address again (State["app:"] is not a key of it).
+create or replace function membank_private.validate_state_keys(state jsonb, argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _key text;
+begin
+    select k into _key from jsonb_object_keys(coalesce(state, '{}')) as k
+    where k in ('app:', 'user:', 'temp:') limit 1;
+    if _key is not null then
+        perform membank_private._raise_invalid(argument, format('holds the key %s with an empty name', to_jsonb(_key)),
+            format('name the key after its prefix, e.g. %s', to_jsonb(_key || 'theme')));
+    end if;
+end
+$$;
+
 -- name: split_state: the keys of a state (delta) with one ADK prefix, prefix removed ('' = unprefixed, temp: dropped).
 create or replace function membank_private.split_state(state jsonb, prefix text)
 returns jsonb
@@ -166,7 +215,36 @@ as $$
                else k.key like prefix || '%' end;
 $$;
 
--- name: merge_shared_state: merge the app: and user: keys of a state delta into their tables (row-locked upserts).
+-- name: merge_app_state: append the app: keys of a delta as entries, drop the ones they supersede (SKIP LOCKED).
+create or replace function membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    insert into membank_private.app_state_entries (app_name, key, value, scope_id)
+    select merge_app_state.app_name, k.key, k.value, merge_app_state.scope_id
+    from jsonb_each(delta) as k
+    order by k.key;
+    -- Entries with a later entry of the same key are read by no one. One
+    -- that another transaction holds (it is deleting it) is skipped: this
+    -- write never waits, and the next writer of the key removes what is left.
+    delete from membank_private.app_state_entries as e
+    where (e.app_name, e.key, e.seq) in (
+        select x.app_name, x.key, x.seq
+        from membank_private.app_state_entries as x
+        where x.app_name = merge_app_state.app_name
+          and x.key in (select jsonb_object_keys(delta))
+          and exists (select from membank_private.app_state_entries as y
+                      where y.app_name = x.app_name and y.key = x.key and y.seq > x.seq)
+        for update skip locked
+    );
+end
+$$;
+
+-- name: merge_shared_state: merge the app: keys (appended entries) and user: keys (row-locked upsert) of a state delta.
 create or replace function membank_private.merge_shared_state(
     app_name text, scope_id uuid, scope jsonb, delta jsonb
 ) returns void
@@ -180,8 +258,7 @@ declare
     _user jsonb := membank_private.split_state(delta, 'user:');
 begin
     if _app <> '{}' then
-        insert into membank_private.app_states as a (app_name, state) values (merge_shared_state.app_name, _app)
-        on conflict on constraint app_states_pkey do update set state = a.state || excluded.state, update_time = statement_timestamp();
+        perform membank_private.merge_app_state(app_name, scope_id, _app);
     end if;
     if _user <> '{}' then
         insert into membank_private.scope_states as u (scope_id, scope, state)

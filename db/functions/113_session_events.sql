@@ -47,6 +47,7 @@ begin
             'pass {"key": value}');
     end if;
     if jsonb_typeof(_delta) = 'object' then
+        perform membank_private.validate_state_keys(_delta, 'event.actions.state_delta');
         -- temp: keys live for one invocation: never stored, not even in the event.
         _payload := jsonb_set(event, '{actions,state_delta}', (
             select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k

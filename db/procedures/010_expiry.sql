@@ -16,6 +16,7 @@ declare
     _count bigint;
     _scopes uuid [];
 begin
+    perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
     -- whose lock another write holds is skipped, not waited for: its
@@ -84,7 +85,7 @@ comment on procedure membank.purge_expired_memories (integer, integer, bigint) i
 $$Delete memories whose expire_time has passed, batch_size rows (1..100000, default 1000) per transaction, for at most
 max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
 Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
-purged returns the number of memories removed. Raises 22023 naming the argument.$$;
+purged returns the number of memories removed. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;
 
 -- A purge of one scope by the API function membank.purge_memories(force =>
 -- true) deletes in one statement and holds the scope's write lock until it
@@ -135,6 +136,10 @@ begin
         returning 1
     )
     select count(*) into _count from purged;
+    if _count < batch_size then
+        -- The last batch: memories of the scope deleted earlier that match go too (085_erasure.sql).
+        perform membank_private.forget_deleted_memories(md5(_scope::text)::uuid, _scope, metadata_filter, _topics);
+    end if;
     perform membank_private.clear_revision_context();
     return _count;
 end

@@ -45,4 +45,4 @@ ago than deleted_revisions, GenerateMemories operations finished longer ago than
 longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
 (it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
-Raises 22023 naming the argument.$$;
+Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;

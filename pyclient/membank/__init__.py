@@ -14,8 +14,9 @@ DISTRIBUTION = "membank-pg"
 # pay for psycopg before a command needs it.
 _LAZY = {
     "MemoryBank": "membank.client", "PendingOperation": "membank.client",
+    "AsyncMemoryBank": "membank.async_client", "AsyncPendingOperation": "membank.async_client",
     "ConflictError": "membank.errors", "InvalidArgumentError": "membank.errors", "MembankError": "membank.errors",
-    "PermissionDeniedError": "membank.errors",
+    "PermissionDeniedError": "membank.errors", "DeadlockError": "membank.errors",
     "NotFoundError": "membank.errors", "NotInstalledError": "membank.errors",
     "Event": "membank.models", "GeneratedMemory": "membank.models", "Memory": "membank.models",
     "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
@@ -45,16 +46,21 @@ def __getattr__(name: str):
 
 
 if TYPE_CHECKING:
+    from membank.async_client import AsyncMemoryBank, AsyncPendingOperation
     from membank.client import MemoryBank, PendingOperation
     from membank.errors import (
-        ConflictError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError, PermissionDeniedError,
+        ConflictError, DeadlockError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError,
+        PermissionDeniedError,
     )
     from membank.models import (
         Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
     )
 
 __all__ = [
+    "AsyncMemoryBank",
+    "AsyncPendingOperation",
     "ConflictError",
+    "DeadlockError",
     "PermissionDeniedError",
     "Event",
     "GeneratedMemory",

@@ -419,6 +419,9 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
         elif compact_scopes:
             threading.Thread(target=compact_loop, daemon=True).start()
         if once:
+            due = w.generate_due_streams()  # IngestEvents streams whose trigger came due
+            if due:
+                click.echo(f"queued {len(due)} operations for due IngestEvents streams")
             operations = generation.process_pending()
             queued = w.process_pending()
             # A generation job stores the vectors of the facts it writes itself
@@ -580,7 +583,33 @@ def db_psql(psql_args: tuple[str, ...]) -> None:
 
     url = _database_url()
     psql = embedded.psql_path()
-    os.execv(psql, [psql, url, *psql_args])
+    # The connection goes in PG* variables, not as psql's dbname argument:
+    # a URL there overrides -U/-h/-d (libpq expands it after the options),
+    # so `membank db psql -U tenant_u1` connected as the URL's user.
+    os.execve(psql, [psql, *psql_args], {**os.environ, **_libpq_environment(url)})
+
+
+# libpq connection parameters and the environment variables that set them
+# (PostgreSQL docs, libpq "Environment Variables"); a parameter with none (keepalives, ...) is left out.
+_LIBPQ_ENV = {
+    "host": "PGHOST", "hostaddr": "PGHOSTADDR", "port": "PGPORT", "dbname": "PGDATABASE", "user": "PGUSER",
+    "password": "PGPASSWORD", "passfile": "PGPASSFILE", "channel_binding": "PGCHANNELBINDING",
+    "service": "PGSERVICE", "options": "PGOPTIONS", "application_name": "PGAPPNAME", "sslmode": "PGSSLMODE",
+    "sslnegotiation": "PGSSLNEGOTIATION", "sslcompression": "PGSSLCOMPRESSION", "sslcert": "PGSSLCERT",
+    "sslkey": "PGSSLKEY", "sslrootcert": "PGSSLROOTCERT", "sslcrl": "PGSSLCRL", "sslcrldir": "PGSSLCRLDIR",
+    "sslsni": "PGSSLSNI", "requirepeer": "PGREQUIREPEER", "require_auth": "PGREQUIREAUTH",
+    "ssl_min_protocol_version": "PGSSLMINPROTOCOLVERSION", "ssl_max_protocol_version": "PGSSLMAXPROTOCOLVERSION",
+    "gssencmode": "PGGSSENCMODE", "krbsrvname": "PGKRBSRVNAME", "gsslib": "PGGSSLIB",
+    "gssdelegation": "PGGSSDELEGATION", "connect_timeout": "PGCONNECT_TIMEOUT", "client_encoding": "PGCLIENTENCODING",
+    "target_session_attrs": "PGTARGETSESSIONATTRS", "load_balance_hosts": "PGLOADBALANCEHOSTS",
+}
+
+
+def _libpq_environment(url: str) -> dict[str, str]:
+    """The PG* environment variables that connect libpq tools (psql) to ``url``; their own options win over them."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    return {_LIBPQ_ENV[k]: str(v) for k, v in conninfo_to_dict(url).items() if k in _LIBPQ_ENV and v is not None}
 
 
 @db.command("upgrade")

@@ -6,6 +6,7 @@
 | P0002 no_data_found | NotFoundError        |
 | MB001, MB002, MB003, MB010, MB020, MB021 | ConflictError |
 | MB040 scope lock wait over membank.lock_timeout | LockTimeoutError (retryable) |
+| 40P01 deadlock_detected, 40001 serialization_failure | DeadlockError (retryable; the client retried it first) |
 | 23505 (profile schema exists), 2BP01 (schema still has field memories) | ConflictError |
 | 42501 (role may not call this, or is bound to other scopes) | PermissionDeniedError |
 | 3F000/42883 on membank objects | NotInstalledError |
@@ -64,8 +65,23 @@ class LockTimeoutError(MembankError, TimeoutError):
     retryable = True
 
 
+class DeadlockError(MembankError):
+    """The server aborted the call's transaction to break a deadlock (40P01) or a serialization conflict (40001).
+
+    Nothing of the call was written. ``MemoryBank`` retries such a call a few
+    times itself (every call is one transaction); this is raised only when
+    every attempt was aborted, and the call is safe to retry.
+    """
+
+    retryable = True
+
+
 class PermissionDeniedError(MembankError, PermissionError):
     """The role may not call this function, or is bound to other scopes (SQLSTATE 42501)."""
+
+
+# The server aborted the whole transaction, so the same call can run again (the client does, a few times).
+RETRIED_SQLSTATES = ("40P01", "40001")
 
 
 def _class_for(sqlstate: str | None) -> type[MembankError]:
@@ -77,6 +93,8 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return NotFoundError
     if sqlstate == "MB040":
         return LockTimeoutError
+    if sqlstate in RETRIED_SQLSTATES:
+        return DeadlockError
     if sqlstate.startswith("MB") or sqlstate in ("23505", "2BP01"):
         return ConflictError
     if sqlstate == "42501":

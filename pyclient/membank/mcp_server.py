@@ -2,8 +2,8 @@
 
 Tools: ``create_memory``, ``retrieve_memories``, ``list_memories``,
 ``update_memory``, ``delete_memory``, ``generate_memories``,
-``get_operation`` and ``retrieve_profiles``. Each tool is one call of the SQL function
-of the same name; its JSON schema carries the SQL API's limits (docs/memories.md,
+``add_messages`` (OpenAI-style chat messages), ``get_operation`` and ``retrieve_profiles``. Each tool is one
+call of the SQL function of the same name; its JSON schema carries the SQL API's limits (docs/memories.md,
 Limits table), so a client sees them before it calls.
 
 **Scope.** With ``--scope`` the scope is fixed for the server: no tool takes
@@ -77,9 +77,10 @@ def _ttl(seconds: float | None) -> timedelta | None:
 class MembankTools:
     """The tools, bound to one MemoryBank; ``scope`` is filled in by the server when it is fixed."""
 
-    def __init__(self, bank: Any) -> None:
-        """Serve ``bank`` (a ``membank.MemoryBank``)."""
+    def __init__(self, bank: Any, *, decompose: str | None = None) -> None:
+        """Serve ``bank`` (a ``membank.MemoryBank``); ``decompose`` splits compound queries (see retrieve_memories)."""
         self.bank = bank
+        self.decompose = decompose
 
     def create_memory(self, fact: FactArg, topics: TopicsArg = None, metadata: MetadataArg = None,
                       ttl_seconds: TtlArg = None, context: ContextArg = None, *, scope: ScopeArg) -> dict[str, Any]:
@@ -104,7 +105,8 @@ class MembankTools:
         Without a query (empty or omitted): the scope's memories, at most top_k, oldest first. Each result has the memory, its score, similarity (null and degraded
         true while it has no vector yet) and matched signals.
         """
-        results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity)
+        results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
+                                              **({"decompose": self.decompose} if self.decompose else {}))
         return {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
                             for r in results]}
 
@@ -154,6 +156,28 @@ class MembankTools:
             return {"name": str(pending.name), "done": False}
         return _jsonable(pending.wait(3600, process=True))
 
+    def add_messages(self, messages: Annotated[list[dict[str, Any]], Field(
+                         min_length=1, max_length=EVENTS_MAX,
+                         description="OpenAI-style chat messages, at most 1000: {\"role\": user | assistant | system "
+                                     "| developer | tool, \"content\": text or [{\"type\": \"text\", \"text\"}, ...]}, "
+                                     "optionally \"id\" and \"timestamp\" (ISO 8601).")],
+                     session_id: Annotated[str | None, Field(
+                         min_length=1, max_length=200,
+                         description="The session they belong to (default \"default\").")] = None,
+                     wait: Annotated[bool, Field(description="Run the operation now and return its result "
+                                                             "(false: return its name; a `membank worker` "
+                                                             "runs it).")] = True,
+                     *, scope: ScopeArg) -> dict[str, Any]:
+        """Add chat messages (as mem0's add) and turn them into the scope's memories (GenerateMemories).
+
+        System and tool messages are stored but not extracted from; sending the same messages again adds nothing.
+        """
+        pending = self.bank.add(messages, scope=scope, session_id=session_id)
+        added = _jsonable(pending.added)
+        if not wait:
+            return {"name": str(pending.name), "done": False, **added}
+        return {**_jsonable(pending.wait(3600, process=True)), **added}
+
     def get_operation(self, name: Annotated[str, Field(min_length=1, max_length=64,
                                                        description="The operation's name (a uuid).")],
                       *, scope: ScopeArg) -> dict[str, Any]:
@@ -166,7 +190,7 @@ class MembankTools:
 
 
 TOOLS = ["create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
-         "generate_memories", "get_operation", "retrieve_profiles"]
+         "generate_memories", "add_messages", "get_operation", "retrieve_profiles"]
 
 
 def _bind(method: Callable[..., Any], fixed_scope: dict[str, str] | None) -> Callable[..., Any]:
@@ -247,8 +271,12 @@ def _server_class(base: Any) -> Any:
     return MembankServer
 
 
-def build_server(bank: Any, *, scope: dict[str, str] | None = None) -> Any:
+def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: str | None = None) -> Any:
     """Return an ``mcp`` MCPServer whose tools call ``bank``; ``scope`` fixes the scope of every call.
+
+    ``decompose`` (``"rules"``, ``"model:<provider>"``, ...) splits compound
+    retrieve_memories queries into sub-queries (one embedding call for all);
+    the operator chooses it, never the model.
 
     The server reports membank's version. Raises SetupError naming the extra
     when the ``mcp`` SDK (v2) is not installed.
@@ -264,14 +292,14 @@ def build_server(bank: Any, *, scope: dict[str, str] | None = None) -> Any:
         instructions="Long-term memory for this agent, kept in PostgreSQL: store facts (create_memory), find "
                      "them again (retrieve_memories), turn conversations into memories (generate_memories). "
                      + where)
-    tools = MembankTools(bank)
+    tools = MembankTools(bank, decompose=decompose)
     for name in TOOLS:
         method = getattr(tools, name)
         server.add_tool(_bind(method, scope), name=name, description=method.__doc__.strip())
     return server
 
 
-def run(*, scope: dict[str, str] | None, http_port: int | None) -> None:
+def run(*, scope: dict[str, str] | None, http_port: int | None, decompose: str | None = None) -> None:
     """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped.
 
     Raises SetupError before connecting when the [mcp] extra is missing.
@@ -280,7 +308,7 @@ def run(*, scope: dict[str, str] | None, http_port: int | None) -> None:
 
     _sdk()
     with MemoryBank(max_size=2) as bank:
-        server = build_server(bank, scope=scope)
+        server = build_server(bank, scope=scope, decompose=decompose)
         if http_port is None:
             server.run("stdio")
         else:
@@ -307,7 +335,10 @@ def _command() -> Any:
                        "Without it each call names its scope.")
     @click.option("--http", "http_port", type=click.IntRange(1, 65535), metavar="PORT",
                   help="Serve streamable HTTP on 127.0.0.1:PORT (path /mcp) instead of stdio.")
-    def mcp(scope: dict[str, str] | None, http_port: int | None) -> None:
+    @click.option("--decompose", metavar="METHOD",
+                  help="Split compound retrieve_memories queries into sub-queries: rules, model:<provider>, or "
+                       "in_database:<model_id> (all embedded in one call).")
+    def mcp(scope: dict[str, str] | None, http_port: int | None, decompose: str | None) -> None:
         """Serve membank to agents over the Model Context Protocol (stdio or HTTP).
 
         \b
@@ -318,7 +349,7 @@ def _command() -> Any:
         tool takes a required scope argument (for a trusted client). Run
         `membank worker` beside it: the worker embeds the facts the tools store.
         """
-        run(scope=scope, http_port=http_port)
+        run(scope=scope, http_port=http_port, decompose=decompose)
 
     return mcp
 

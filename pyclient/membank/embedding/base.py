@@ -68,6 +68,20 @@ class Embedder(Protocol):
         """
         ...
 
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed N search queries (query mode) in one batched call: a request's sub-queries.
+
+        The built-in embedders have it; ``membank.embedding.embed_queries``
+        falls back to one ``embed_query`` per text for an embedder without it.
+
+        Returns:
+            N vectors, in input order; ``[]`` for ``[]``.
+
+        Raises:
+            Same as ``embed_passages``.
+        """
+        ...
+
 
 class EmbeddingError(MembankError):
     """An embedder failed: the provider errored or returned unusable vectors.

@@ -182,3 +182,17 @@ class GeminiEmbedder:
             Same as ``embed_passages``.
         """
         return self._embed(check_texts([text], what="text"), "RETRIEVAL_QUERY")[0]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed several search queries (e.g. a decomposed question's) with ``RETRIEVAL_QUERY``, batched.
+
+        Args:
+            texts: N non-empty strings; one request per ``batch_size``.
+
+        Returns:
+            N vectors, in input order; ``[]`` for ``[]`` (no request).
+
+        Raises:
+            Same as ``embed_passages``.
+        """
+        return self._embed(check_texts(texts), "RETRIEVAL_QUERY")

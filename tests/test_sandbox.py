@@ -1,0 +1,55 @@
+"""The suite stays inside its own sandbox.
+
+Running the suite as root once started root's default Valkey in the real
+data folder and left it running: a README command ran with only
+MEMBANK_DATABASE_URL overridden. The session now points HOME, the XDG dirs and
+MEMBANK_DATA_DIR at a folder under /tmp and unsets MEMBANK_DATABASE_URL and
+MEMBANK_VALKEY_URL (conftest.py); commands a test runs get ``cli_env``: the
+test's own servers and an empty fake HOME and data dir that must stay empty.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import SANDBOX_DIRS, files_under, processes_under
+
+SCOPE = json.dumps({"user_id": "sandbox-u1"})
+
+
+def test_the_session_runs_in_a_sandbox(sandbox):
+    assert sandbox.is_relative_to("/tmp")
+    for var, sub in SANDBOX_DIRS.items():
+        assert Path(os.environ[var]) == sandbox / sub, var
+    # The session's own default data dir holds no server: nothing started one there.
+    data = sandbox / SANDBOX_DIRS["MEMBANK_DATA_DIR"]
+    assert not (data / "valkey").exists() and not (data / "pg").exists(), files_under(data)
+
+
+def _membank(*args: str) -> subprocess.CompletedProcess:
+    # os.environ is cli_env's: the test's database and Valkey, the fake HOME and data dir.
+    return subprocess.run([sys.executable, "-m", "membank.cli", *args], env=dict(os.environ),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cli_subprocesses_leave_home_and_data_dir_untouched_and_no_server_running(cli_env):
+    """The commands that reach Valkey (allow-once grants, erase's buffer keys) use the test's server, in processes
+    of their own; afterwards the fake HOME and data dir are empty and no process runs from them (cli_env checks)."""
+    for args in (["permissions", "allow-once", "--scope", SCOPE, "--tool", "run_shell", "--command", "make deploy",
+                  "--session", "s1"],
+                 ["permissions", "check", "--scope", SCOPE, "--tool", "run_shell", "--command", "make deploy",
+                  "--session", "s1"],
+                 ["erase", "--scope", SCOPE, "--force"],
+                 ["valkey", "url"]):
+        out = _membank(*args)
+        assert out.returncode == 0, (args, out.stdout, out.stderr)
+    assert _membank("valkey", "url").stdout.strip() == os.environ["MEMBANK_VALKEY_URL"]
+    # Only the empty folders cli_env made: no file in the fake HOME or data dir, no server running from them.
+    subs = [sub for var, sub in SANDBOX_DIRS.items() if var != "XDG_CACHE_HOME"]
+    made = {str(Path(sub).parents[i]) for sub in subs for i in range(len(Path(sub).parents) - 1)}
+    assert set(files_under(cli_env)) == made | set(subs)
+    assert processes_under(cli_env) == []
