@@ -329,6 +329,22 @@ begin
                       where e ->> 'event_id' = any(_event_ids) and e ? 'text')
            or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
 
+    -- An error of an operation that learned from the same events or facts:
+    -- a model's reply or a provider's message may quote them, so the
+    -- message goes (the code, stage and attempts stay).
+    update membank_private.operations as o
+    set error = o.error || jsonb_build_object('message', 'redacted: the memory it quoted was purged')
+    where o.scope_id = forget_memory.scope_id and o.error ? 'message'
+      and o.error ->> 'message' <> 'redacted: the memory it quoted was purged'
+      and (exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids))
+           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
+    update membank_private.generation_jobs as j
+    set last_error = 'redacted: the memory it quoted was purged'
+    from membank_private.operations as o
+    where j.scope_id = forget_memory.scope_id and o.scope_id = j.scope_id and o.name = j.operation_name
+      and j.last_error is not null
+      and exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids));
+
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
     -- Redacted once per row; only the rows it changes are written.

@@ -349,9 +349,15 @@ as $$
 declare
     _config jsonb := membank_private.validate_trigger_config(generation_trigger_config, 'generation_trigger_config');
 begin
+    perform membank_private.refuse_bound_caller('configure_ingestion');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.ingestion_settings as s
     set generation_trigger_config = _config, update_time = statement_timestamp();
     return _config;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('generation_trigger_config', 'the bank''s ingestion settings');
 end
 $$;
 
@@ -359,4 +365,5 @@ comment on function membank.configure_ingestion(jsonb) is
 $$Set the bank's default generation trigger for IngestEvents streams that have no rule of their own:
 {"generation_rule": {"event_count": n} | {"idle_duration": d} | {"fixed_interval": d}} as for ingest_events, or null
 (the default: such a stream is flushed at every ingest, as Vertex AI does without a config). Returns the stored config
-(durations as seconds). Admin only. Raises 22023 naming the argument.$$;
+(durations as seconds). Admin only (42501 for a role bound to scopes). Raises 22023 naming the argument, MB040 after
+waiting membank.lock_timeout for another call holding the settings (retryable).$$;

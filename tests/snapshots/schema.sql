@@ -1033,6 +1033,8 @@ declare
     _profile_values jsonb;
     _profiles_only boolean;
 begin
+    -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
+    perform membank_private.refuse_bound_role('complete_generation_job');
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
@@ -1149,7 +1151,8 @@ reply with no JSON value, or without the asked array, fails the operation (''fai
 applies nothing of it. COMPACT: the reply is {"summary": text}
 or plain text; the summary is created and the chosen memories deleted (''done''), or, when one of them changed since it
 was chosen, nothing is applied (''failed'', error CANDIDATES_CHANGED).
-Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).';
+Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation), 42501 for a role bound to scopes
+(a job may be any scope''s).';
 CREATE FUNCTION membank.configure_embedding(model_id text, dimension integer) RETURNS void
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1210,15 +1213,22 @@ CREATE FUNCTION membank.configure_ingestion(generation_trigger_config jsonb) RET
 declare
     _config jsonb := membank_private.validate_trigger_config(generation_trigger_config, 'generation_trigger_config');
 begin
+    perform membank_private.refuse_bound_caller('configure_ingestion');
+    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     update membank_private.ingestion_settings as s
     set generation_trigger_config = _config, update_time = statement_timestamp();
     return _config;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('generation_trigger_config', 'the bank''s ingestion settings');
 end
 $$;
 COMMENT ON FUNCTION membank.configure_ingestion(generation_trigger_config jsonb) IS 'Set the bank''s default generation trigger for IngestEvents streams that have no rule of their own:
 {"generation_rule": {"event_count": n} | {"idle_duration": d} | {"fixed_interval": d}} as for ingest_events, or null
 (the default: such a stream is flushed at every ingest, as Vertex AI does without a config). Returns the stored config
-(durations as seconds). Admin only. Raises 22023 naming the argument.';
+(durations as seconds). Admin only (42501 for a role bound to scopes). Raises 22023 naming the argument, MB040 after
+waiting membank.lock_timeout for another call holding the settings (retryable).';
 CREATE FUNCTION membank.configure_retention(deleted_revisions interval DEFAULT NULL::interval, finished_operations interval DEFAULT NULL::interval, events interval DEFAULT NULL::interval, forever text[] DEFAULT '{}'::text[]) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1989,6 +1999,7 @@ CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[
 declare
     _count integer;
 begin
+    perform membank_private.refuse_bound_role('fail_embedding_jobs');  -- any scope's memories: never a bound role's
     update membank_private.embedding_jobs as j
     set attempts = j.attempts + 1,
         last_error = left(error, 2000),
@@ -2001,7 +2012,7 @@ end
 $$;
 COMMENT ON FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) IS 'Record that embedding the claimed jobs (memory_names, fact_md5s) failed with error (kept, truncated to 2000
 characters): attempts + 1, retried after 2^attempts seconds; after 5 attempts a job is no longer claimed and shows as
-failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names.';
+failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names, 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable boolean DEFAULT true) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2009,6 +2020,8 @@ CREATE FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable
 declare
     _job membank_private.generation_jobs;
 begin
+    -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
+    perform membank_private.refuse_bound_role('fail_generation_job');
     update membank_private.generation_jobs as j
     set attempts = j.attempts + 1, last_error = left(error, 2000),
         retry_time = statement_timestamp() + least(power(2, j.attempts + 1), 300) * interval '1 second'
@@ -2032,7 +2045,7 @@ COMMENT ON FUNCTION membank.fail_generation_job(job_id bigint, error text, retry
 operation''s model_calls. The job is retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once
 when retryable is false (a request that will never succeed: HTTP 400, 401, 403, 404, 422), the operation is done with
 error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
-Raises P0002 (no such job).';
+Raises P0002 (no such job), 42501 for a role bound to scopes (a job may be any scope''s).';
 CREATE FUNCTION membank.generate_due_streams(now timestamp with time zone DEFAULT NULL::timestamp with time zone, max_streams integer DEFAULT 100) RETURNS SETOF membank.due_stream
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2697,6 +2710,8 @@ declare
     _profile_plan jsonb;
     _merges jsonb;
 begin
+    -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
+    perform membank_private.refuse_bound_role('prepare_consolidation');
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     select * into _op from membank_private.operations as o where o.name = _job.operation_name;
     if _job.id is null or _op.stage <> 'CONSOLIDATE' then
@@ -2750,7 +2765,8 @@ order, as many as fit the token budget, at most 50): per fact its nearest memori
 keep them (names and revisions) as the job''s plan, and return the job with the consolidation prompt, the reply''s JSON
 schema and the structured input (facts, candidates: the batch''s plan). Call it again when
 complete_generation_job returns ''replan''. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument
-(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank''s).';
+(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank''s),
+42501 for a role bound to scopes (a job may be any scope''s).';
 CREATE PROCEDURE membank.purge_expired_memories(IN batch_size integer DEFAULT 1000, IN max_batches integer DEFAULT NULL::integer, INOUT purged bigint DEFAULT 0)
     LANGUAGE plpgsql
     AS $$
@@ -3286,6 +3302,7 @@ declare
     _vector vector;
     _locked uuid [];
 begin
+    perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
     perform membank.configure_embedding(model_id, dimension);
     -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
@@ -3366,7 +3383,7 @@ entries. A vector whose memory''s fact changed since the claim is dropped (the c
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
 entries or of zero norm: nothing stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
-another call holding the embedding configuration or a vector (retryable).';
+another call holding the embedding configuration or a vector (retryable), 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5161,6 +5178,21 @@ begin
            or exists (select from jsonb_array_elements(o.source_events) as e
                       where e ->> 'event_id' = any(_event_ids) and e ? 'text')
            or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
+    -- An error of an operation that learned from the same events or facts:
+    -- a model's reply or a provider's message may quote them, so the
+    -- message goes (the code, stage and attempts stay).
+    update membank_private.operations as o
+    set error = o.error || jsonb_build_object('message', 'redacted: the memory it quoted was purged')
+    where o.scope_id = forget_memory.scope_id and o.error ? 'message'
+      and o.error ->> 'message' <> 'redacted: the memory it quoted was purged'
+      and (exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids))
+           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
+    update membank_private.generation_jobs as j
+    set last_error = 'redacted: the memory it quoted was purged'
+    from membank_private.operations as o
+    where j.scope_id = forget_memory.scope_id and o.scope_id = j.scope_id and o.name = j.operation_name
+      and j.last_error is not null
+      and exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids));
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
     -- Redacted once per row; only the rows it changes are written.
