@@ -1,4 +1,4 @@
-"""build_context latency: the context assembled in SQL (one call) vs the former Python paths, same process.
+"""build_context latency: the context assembled in SQL (one call) vs the same context built in Python.
 
 Rows, each built for every question in the same run:
 - "retrieve": one ``retrieve_memories`` call alone (the floor: the goal is
@@ -7,10 +7,9 @@ Rows, each built for every question in the same run:
   session's recent events from the event log and the budget, one call);
 - "builder": ``ContextBuilder.build`` as it is now (Valkey read + that one
   call, with recent_events 0, + the tokenizer's refinement);
-- "3 calls": the Python path before issue 25, kept here only as a baseline:
-  retrieve_memories, evidence_verdicts and retrieve_profiles (three round
-  trips), assembly in Python;
-- "n+1": the judgement before issue 9 §6, also a baseline: one
+- "3 calls": a baseline that assembles in Python from three round trips:
+  retrieve_memories, evidence_verdicts and retrieve_profiles;
+- "n+1": a baseline that also judges in Python: one
   ``get_memory`` round trip per memory (plus ``list_revisions`` for each
   one that is gone) and two ``list_operations`` calls per scope.
 
@@ -80,7 +79,7 @@ def _why_not_fetchable(bank, name: UUID, scope: Mapping[str, str] | None, now: d
 def python_judge(bank, scopes: Sequence[Mapping[str, str]], retrieved: Iterable[RetrievedMemory], *,
                  expected: Iterable[UUID | str] = (), running_operations: Mapping[str, Sequence[str]] | None = None
                  ) -> tuple[list[Verdict], dict[str, Memory]]:
-    """The former ``judge_memories``: N+1 round trips."""
+    """The judgement made in Python (the baseline): N+1 round trips."""
     wanted = _scopes(scopes)
     keys = {json.dumps(s, sort_keys=True) for s in wanted}
     running = dict(running_operations or {})
@@ -142,7 +141,7 @@ def python_judge(bank, scopes: Sequence[Mapping[str, str]], retrieved: Iterable[
 
 
 class ThreeCallBuilder(ContextBuilder):
-    """ContextBuilder.build before issue 25 (bench only): retrieve_memories, evidence_verdicts, retrieve_profiles."""
+    """A baseline ContextBuilder.build (bench only): retrieve_memories, evidence_verdicts, retrieve_profiles."""
 
     def build(self, scopes, session_id, query, budget_tokens, *, expected=()):
         wanted = _scopes(scopes)
@@ -169,7 +168,7 @@ class ThreeCallBuilder(ContextBuilder):
 
 
 class PythonJudgedBuilder(ThreeCallBuilder):
-    """The path before issue 9 §6: list_operations per scope, then get_memory per memory."""
+    """A baseline judging in Python: list_operations per scope, then get_memory per memory."""
 
     def _judge(self, wanted, session_id, retrieved, expected):
         running: dict[str, list[str]] = {}

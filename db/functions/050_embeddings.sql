@@ -171,7 +171,7 @@ begin
     -- before the model is called: no lock is held while the worker embeds.
     -- Holding the job rows for the whole batch made a delete (memory, then
     -- its jobs by cascade) and store_embeddings (jobs, then the memory for
-    -- its vector's foreign key) wait for each other: 40P01 (issue 22 §6), or
+    -- its vector's foreign key) wait for each other: 40P01, or
     -- a delete waiting past its lock timeout while a slow batch embedded.
     -- The claim locks only job rows, briefly, and waits for nothing.
     return query

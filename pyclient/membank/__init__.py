@@ -6,6 +6,10 @@ client over it (``MemoryBank``), plus the CLI and the embedded server.
 
 from typing import TYPE_CHECKING
 
+# The name on the package index ("membank" there is an unrelated project);
+# the import package and the command are ``membank``.
+DISTRIBUTION = "membank-pg"
+
 # Names load on first use (PEP 562), so that ``import membank.cli`` does not
 # pay for psycopg before a command needs it.
 _LAZY = {
@@ -18,6 +22,16 @@ _LAZY = {
     "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
     "RetrievedMemory": "membank.models",
 }
+
+
+def package_version() -> str:
+    """Return the installed version of membank (distribution ``membank-pg``), or ``"unknown"`` outside one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def __getattr__(name: str):

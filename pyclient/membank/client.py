@@ -20,7 +20,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from membank import errors, settings
+from membank import database, errors, settings
 from membank.models import (
     DueStream, EmbeddingBacklog, Event, GenerationBacklog, Ingestion, Memory, MemoryPage, MemoryRevision, Operation,
     ProfileSchema, RetrievedMemory, ToolDecision, ToolRule,
@@ -58,6 +58,8 @@ _ARG_TYPES = {
     "stream_id": "text", "generation_trigger_config": "jsonb", "force_flush": "boolean", "now": "timestamptz",
     "max_streams": "integer", "messages": "jsonb", "extract_roles": "text[]", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
 }
+# jsonb arguments that are lists (a str there is a mistake, as for the text[] ones).
+_JSON_LISTS = {"topics", "facts", "examples", "profile_schemas"}
 # Arguments whose SQL type differs by function.
 _ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "add_messages": {"topics": "jsonb"},
                           "configure_retention": {"events": "interval"}}
@@ -108,6 +110,9 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     if _has_nul(value):
         raise errors.invalid(name, "must not contain NUL characters",
                              "PostgreSQL text cannot hold U+0000; remove it")
+    if isinstance(value, str) and (type_.endswith("[]") or name in _JSON_LISTS):
+        # A str is iterable, and the server would say "malformed array literal" without naming it.
+        raise errors.invalid(name, f"must be a list, got the string {value!r}", f"e.g. {name}=[{value!r}]")
     if type_ == "jsonb":
         return Jsonb(value)
     if type_ == "timestamptz" and not isinstance(value, datetime) and value not in ("infinity", "-infinity"):
@@ -154,7 +159,10 @@ class MemoryBank:
     call of the SQL function of the same name in its own transaction.
     Sessions run in UTC, so every datetime returned is aware and in UTC;
     aware datetimes given in any zone are stored as the same instant.
-    Use as a context manager, or call ``close()``.
+    List arguments (``topics``, ``source_event_ids``, ...) take lists: a str
+    there is refused with InvalidArgumentError naming the argument. A wrong
+    URL raises DatabaseUnavailableError within a few seconds. Use as a
+    context manager, or call ``close()``.
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
@@ -183,7 +191,10 @@ class MemoryBank:
         share. ``erase_scope`` clears it.
         """
         self._query_cache = _query_cache(query_cache)
-        self.url = url or settings.database_url()
+        self.url = url or database.database_url()
+        # One quick connection first: a wrong URL fails in seconds with one line
+        # (DatabaseUnavailableError), not after the pool's 30 s of retries.
+        database.check_connection(self.url)
         self._embedder_spec = embedder
         self._embedder: Embedder | None = embedder if not isinstance(embedder, (str, type(None))) else None
         self._worker: EmbeddingWorker | None = None
@@ -448,7 +459,9 @@ class MemoryBank:
                           decompose: str | None = None) -> list[RetrievedMemory]:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
-        Without a query, the scope's memories (at most ``top_k`` when given).
+        Without a query (None, empty or blank; the same in the CLI, the MCP
+        server and the ADK service): the scope's memories, oldest first (at
+        most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,

@@ -25,7 +25,7 @@ try:
     from google.adk.memory.memory_entry import MemoryEntry
     from google.genai import types
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("membank.adk needs google-adk: pip install 'membank[adk]'") from err
+    raise ImportError("membank.adk needs google-adk: pip install -e '.[adk]' in the membank checkout") from err
 
 from membank.adk._calls import call, run
 from membank.client import PendingOperation
@@ -207,18 +207,18 @@ class MembankMemoryService(BaseMemoryService):
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         """The ``top_k`` memories of the user closest to ``query`` (hybrid: vectors and full text, RRF).
 
-        An empty or blank query finds nothing. Each ``MemoryEntry`` carries
+        An empty or blank query means no query, as everywhere in membank: the
+        user's memories, at most ``top_k``, oldest first. Each ``MemoryEntry`` carries
         the fact as content, author ``"user"``, the memory's update time
         (ISO 8601) as timestamp, its name as id, and in ``custom_metadata``
         the memory's metadata plus ``topics``, ``revision``, ``score``,
         ``similarity``, ``matched_signals`` and ``degraded`` (true while a
         fact has no vector yet: matched by text only).
         """
-        if not query or not query.strip():
-            return SearchMemoryResponse(memories=[])
+        query = query if query and query.strip() else None
         results = await call(self.bank, "retrieve_memories", self.scope(app_name, user_id), query,
-                             top_k=self.top_k, min_similarity=self.min_similarity,
-                             **({"decompose": self.decompose} if self.decompose else {}))
+                             top_k=self.top_k, min_similarity=self.min_similarity if query is not None else None,
+                             **({"decompose": self.decompose} if self.decompose and query is not None else {}))
         return SearchMemoryResponse(memories=[self._entry(r) for r in results])
 
     @staticmethod

@@ -34,7 +34,7 @@ try:
     from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
     from google.adk.sessions.session import Session
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("membank.adk needs google-adk: pip install 'membank[adk]'") from err
+    raise ImportError("membank.adk needs google-adk: pip install -e '.[adk]' in the membank checkout") from err
 
 from membank import errors
 from membank.adk._calls import call
