@@ -12,7 +12,7 @@
 
 ``--check`` writes nothing and exits 1 when a page differs (what the tests
 assert). ``--url URL`` names the database to read the catalog from (default
-MEMBANK_DATABASE_URL or the embedded server); it must be migrated to head.
+MEMBANK_DATABASE_URL or the embedded server), migrated to head first.
 """
 
 from __future__ import annotations
@@ -255,11 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     """Write (or with ``--check`` compare) the generated pages; return the exit code."""
     parser = argparse.ArgumentParser(prog="python -m membank.docs", description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 when a page is stale")
-    parser.add_argument("--url", help="database to read the catalog from (migrated to head)")
+    parser.add_argument("--url", help="database to read the catalog from (migrated to head first)")
     args = parser.parse_args(argv)
-    from membank import database
+    from membank import database, migrate
 
     url = args.url or database.database_url()
+    migrate.upgrade(url)  # a catalog behind the code would write a stale reference
     stale = []
     for path, text in pages(url).items():
         if not path.exists() or path.read_text() != text:
