@@ -1,6 +1,6 @@
 """Tool-permission checks and compaction: our SQL against the naive baselines, in one process, p50/p95.
 
-Permissions. Baseline: the seed's sketch, one ``select command ~ pattern``
+Permissions. Baseline: the naive check, one ``select command ~ pattern``
 per rule until one matches (a substring match, no chaining analysis, no
 tiers, no log). Ours: ``membank.check_tool_permission`` (validation, the
 split into parts, tier 2 then tier 3 per part, the decision logged). Both

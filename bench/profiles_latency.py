@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 
 from psycopg.conninfo import make_conninfo
 
-from _db import add_db_argument, database_name, fresh_database, migrate, settings
+from _db import add_db_argument, database, database_name, fresh_database, migrate
 
 LOAD = """
 set session_replication_role = replica;  -- no revision, embedding or lexicon triggers while loading
@@ -66,7 +66,7 @@ def main() -> None:
     if args.reuse:
         if not args.db:
             parser.error("--reuse needs the --db NAME of the run that loaded the data")
-        url = make_conninfo(settings.database_url(), dbname=args.db)
+        url = make_conninfo(database.database_url(), dbname=args.db)
         migrate.upgrade(url)
     else:
         url = fresh_database(database_name(args.db, "profiles"))

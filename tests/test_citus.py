@@ -1,6 +1,6 @@
 """membank on a real Citus cluster (coordinator + 2 workers, tests/citus_cluster.py): `pytest -m citus`.
 
-Phase 1 of issue 23: `membank db upgrade` against the coordinator installs
+What runs on Citus today: `membank db upgrade` against the coordinator installs
 membank and Citus carries the extensions, schemas, roles and functions to
 every worker. The tables are not distributed yet (they stay on the
 coordinator); that needs the schema port.

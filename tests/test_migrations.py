@@ -119,10 +119,10 @@ def test_0013_keeps_bound_roles_restricted_and_app_state(empty_db_url):
             conn.execute(f'drop role "{live}"')
 
 
-def test_0015_keeps_rows_and_keys_every_row_by_scope_id(empty_db_url):
-    """0015 turns the generated scope_id into a plain, checked column and keys every row by it, keeping the rows;
+def test_0016_keeps_rows_and_keys_every_row_by_scope_id(empty_db_url):
+    """0016 turns the generated scope_id into a plain, checked column and keys every row by it, keeping the rows;
     its downgrade brings back the generated column with the same values."""
-    migrate.upgrade(empty_db_url, "0014")
+    migrate.upgrade(empty_db_url, "0015")
     with psycopg.connect(empty_db_url, autocommit=True) as conn:
         try:
             name = conn.execute("insert into membank_private.memories (scope, fact) values ('{\"u\": \"1\"}', 'kept')"
@@ -139,7 +139,7 @@ def test_0015_keeps_rows_and_keys_every_row_by_scope_id(empty_db_url):
             with MemoryBank(empty_db_url, max_size=1) as bank:
                 assert [m.fact for m in bank.list_memories({"u": "1"}).memories] == ["kept"]
                 assert bank.get_memory(str(name)).fact == "kept"
-            migrate.downgrade("0014", empty_db_url)
+            migrate.downgrade("0015", empty_db_url)
             assert conn.execute("select attgenerated from pg_attribute where attrelid = 'membank_private.memories'"
                                 "::regclass and attname = 'scope_id'").fetchone()[0] == "s"
             assert conn.execute("select scope_id = md5('{\"u\": \"1\"}'::jsonb::text)::uuid, fact"

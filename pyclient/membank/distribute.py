@@ -45,7 +45,7 @@ class DistributeResult:
 
 
 def distribute(url: str | None = None) -> DistributeResult:
-    """Distribute membank's tables on the Citus coordinator at ``url`` (default: settings.database_url()).
+    """Distribute membank's tables on the Citus coordinator at ``url`` (default: database.database_url()).
 
     Idempotent: tables Citus already knows are left as they are. Raises
     RuntimeError when the database has no citus extension or is not at the
@@ -54,9 +54,9 @@ def distribute(url: str | None = None) -> DistributeResult:
     import psycopg
     from psycopg import sql
 
-    from membank import migrate, settings
+    from membank import database, migrate
 
-    url = url or settings.database_url()
+    url = url or database.database_url()
     if migrate.current(url) != migrate.head():
         raise RuntimeError("membank is not at the head revision here: run `membank db upgrade` first")
     result = DistributeResult()

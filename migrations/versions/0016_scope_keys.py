@@ -1,7 +1,7 @@
 """Scope keys: every scoped table carries a plain scope_id and every key includes it.
 
-Revision ID: 0015
-Revises: 0014
+Revision ID: 0016
+Revises: 0015
 Create Date: 2026-12-01
 
 DDL in the .sql files beside this one. Citus distributes a table by one
@@ -17,8 +17,8 @@ from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0015"
-down_revision = "0014"
+revision = "0016"
+down_revision = "0015"
 branch_labels = None
 depends_on = None
 

@@ -1,4 +1,4 @@
--- Back to 0014: keys without scope_id, GENERATED scope_id columns. A
+-- Back to 0015: keys without scope_id, GENERATED scope_id columns. A
 -- generation expression cannot be added to an existing column, so each
 -- generated column is rebuilt (it moves to the end of its table) with the
 -- indexes on it. The scoped views read these columns; db/ recreates them at head.
