@@ -23,12 +23,12 @@ from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pyclient"))
 
-from membank import migrate, settings  # noqa: E402
+from membank import database, migrate  # noqa: E402
 
 
 def fresh_database(name: str) -> str:
     """Drop and create database ``name`` next to membank's own (embedded or MEMBANK_DATABASE_URL); migrate it."""
-    base = settings.database_url()
+    base = database.database_url()
     with psycopg.connect(base, autocommit=True) as conn:
         conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
         conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
@@ -40,7 +40,7 @@ def fresh_database(name: str) -> str:
 def drop_database(name: str) -> None:
     """Drop database ``name`` if it exists (its connections are ended); a server already gone is only reported."""
     try:
-        with psycopg.connect(settings.database_url(), autocommit=True) as conn:
+        with psycopg.connect(database.database_url(), autocommit=True) as conn:
             conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
     except psycopg.OperationalError as err:
         print(f"note: could not drop the bench database {name}: {err}", file=sys.stderr)

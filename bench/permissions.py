@@ -1,6 +1,6 @@
 """Tool-permission checks and compaction: our SQL against the naive baselines, in one process, p50/p95.
 
-Permissions. Baseline: the seed's sketch, one ``select command ~ pattern``
+Permissions. Baseline: the naive check, one ``select command ~ pattern``
 per rule until one matches (a substring match, no chaining analysis, no
 tiers, no log). Ours: ``membank.check_tool_permission`` (validation, the
 split into parts, tier 2 then tier 3 per part, the decision logged). Both
@@ -126,8 +126,9 @@ def bench_compaction(conn: psycopg.Connection, rounds: int) -> None:
         seed_memories(conn, scope, 50)
         start = time.perf_counter()
         with conn.transaction():
-            conn.execute("insert into membank_private.memories (scope, fact) select %s::jsonb, string_agg(fact, '; ')"
-                         " from membank_private.memories where scope = %s::jsonb", (scope, scope))
+            conn.execute("insert into membank_private.memories (scope_id, scope, fact)"
+                         " select md5(%s::jsonb::text)::uuid, %s::jsonb, string_agg(fact, '; ')"
+                         " from membank_private.memories where scope = %s::jsonb", (scope, scope, scope))
             conn.execute("delete from membank_private.memories where scope = %s::jsonb and fact like 'fact number %%'",
                          (scope,))
         floor.append(time.perf_counter() - start)

@@ -31,12 +31,12 @@ from psycopg.types.json import Jsonb
 
 from psycopg.conninfo import make_conninfo
 
-from _db import add_db_argument, database_name, fresh_database, migrate, settings
+from _db import add_db_argument, database, database_name, fresh_database, migrate
 
 LOAD = """
 set session_replication_role = replica;  -- no revision, embedding or lexicon triggers while loading
-insert into membank_private.memories (scope, memory_type, fact, structured_content, create_time, update_time)
-select jsonb_build_object('user_id', 'u' || s),
+insert into membank_private.memories (scope_id, scope, memory_type, fact, structured_content, create_time, update_time)
+select md5(jsonb_build_object('user_id', 'u' || s)::text)::uuid, jsonb_build_object('user_id', 'u' || s),
        case when k <= 6 then 'NATURAL_LANGUAGE' else 'STRUCTURED_PROFILE' end,
        case when k <= 6 then format('user %s fact number %s about their life', s, k) end,
        case k when 7 then jsonb_build_object('schema_id', 'user-profile', 'field', 'technical_stack',
@@ -66,7 +66,7 @@ def main() -> None:
     if args.reuse:
         if not args.db:
             parser.error("--reuse needs the --db NAME of the run that loaded the data")
-        url = make_conninfo(settings.database_url(), dbname=args.db)
+        url = make_conninfo(database.database_url(), dbname=args.db)
         migrate.upgrade(url)
     else:
         url = fresh_database(database_name(args.db, "profiles"))

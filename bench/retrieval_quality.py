@@ -234,7 +234,7 @@ def main() -> None:
                         help="a database on the same server already loaded by this script from another checkout"
                              " (run there with --no-context --db NAME): print interleaved latency ratios against it")
     parser.add_argument("--no-context", action="store_true",
-                        help="store turns without their context (the turn before), as before issue 12's context")
+                        help="store turns without their context (the turn before), as when a memory had no context")
     parser.add_argument("--sweep", action="append", default=[], metavar="SQL_ARGS",
                         help="an extra hybrid mode with these retrieve_memories arguments, e.g. 'rrf_k => 20'"
                              " (repeatable; loads once, for tuning)")

@@ -24,7 +24,7 @@ grant usage on schema membank to membank_reader;
 grant usage on type
 membank.memory, membank.memory_page_item, membank.memory_revision, membank.retrieved_memory, membank.event,
 membank.operation, membank.generation_job, membank.tool_rule, membank.tool_decision, membank.profile_schema,
-membank.profile_field
+membank.profile_field, membank.ingestion, membank.due_stream, membank.added_messages
 to membank_reader;
 
 grant execute on function
@@ -60,7 +60,11 @@ membank.current_scope(),
 membank.get_session(text, text, text, integer, double precision),
 membank.list_sessions(text, text),
 membank.get_user_state(text, text),
-membank.evidence_verdicts(jsonb, text, jsonb, text[], integer)
+membank.evidence_verdicts(jsonb, text, jsonb, text[], integer),
+membank.build_context(
+    jsonb, text, text, real[], integer, integer, double precision, text[], integer, integer, boolean, text, text[],
+    real[]
+)
 to membank_reader;
 
 -- The scoped views: a reader sets its scope and selects. The views' filter
@@ -86,7 +90,9 @@ membank.check_tool_permission(jsonb, text, text, text, text, boolean, text),
 membank.list_tool_decisions(jsonb, integer),
 membank.create_session(text, text, text, jsonb),
 membank.append_session_event(text, text, text, jsonb),
-membank.delete_session(text, text, text)
+membank.delete_session(text, text, text),
+membank.ingest_events(jsonb, text, jsonb, jsonb, boolean),
+membank.add_messages(jsonb, jsonb, text, text[], jsonb)
 to membank_writer;
 
 -- The job queues: a claimed job holds the raw text of any scope. Installs
@@ -115,7 +121,8 @@ membank.claim_generation_jobs(integer, uuid),
 membank.prepare_consolidation(bigint, real[], text),
 membank.complete_generation_job(bigint, text),
 membank.fail_generation_job(bigint, text, boolean),
-membank.generation_backlog()
+membank.generation_backlog(),
+membank.generate_due_streams(timestamptz, integer)
 to membank_worker;
 
 grant execute on function
@@ -136,7 +143,8 @@ membank.delete_profile_schema(text, boolean),
 membank.bind_role_to_scope(name, jsonb),
 membank.unbind_role_from_scope(name, jsonb),
 membank.unrestrict_role(name),
-membank.list_scope_bindings(name)
+membank.list_scope_bindings(name),
+membank.configure_ingestion(jsonb)
 to membank_admin;
 grant execute on procedure
 membank.purge_expired_memories(integer, integer, bigint),

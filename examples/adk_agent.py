@@ -11,10 +11,10 @@ tree), so the model here is a small stand-in ``BaseLlm`` that answers with
 the memories the preload-memory tool put into its instructions: no network,
 no key. Swap in ``model="gemini-2.5-flash"`` for a real agent.
 
-    python examples/adk_agent.py        # MEMBANK_DATABASE_URL, else the embedded server
+    .venv/bin/python examples/adk_agent.py        # MEMBANK_DATABASE_URL, else the embedded server
 
-Needs ``pip install 'membank[adk]'``. Exit status 0 when the second session
-recalled the fact from the first.
+Needs the [adk] extra (``.venv/bin/pip install -e '.[adk]'`` in the checkout). Exit
+status 0 when the second session recalled the fact from the first.
 """
 
 from __future__ import annotations

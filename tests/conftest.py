@@ -6,8 +6,8 @@ to run pg_ctl as root), points pytest-postgresql's no-process factory at its
 socket, migrates a template database once, and clones it for every test.
 
 ``MEMBANK_TEST_PG_BIN=/usr/lib/postgresql/15/bin`` runs the session against
-that installed PostgreSQL instead (it needs pgvector installed; see the
-README's "Testing on PostgreSQL 15 and Citus"). Tests that need what only the
+that installed PostgreSQL instead (it needs pgvector installed; see
+docs/testing.md). Tests that need what only the
 embedded wheel has carry ``@pytest.mark.embedded_only(reason)`` and skip
 there. Tests marked ``citus`` run on a Citus cluster (tests/citus_cluster.py);
 with ``CI`` set, a skipped ``citus`` test fails the run.

@@ -193,7 +193,7 @@ def test_search_memory_multiple_matches(service):
 
 def test_search_memory_no_match(bank):
     """ADK test_search_memory_no_match: hybrid retrieval ranks every memory by vector, so "no match" is a
-    similarity threshold (min_similarity 0.8, the README's useful value for the default model)."""
+    similarity threshold (min_similarity 0.8, the useful value docs/retrieval.md gives for the default model)."""
     service = MembankMemoryService(bank, wait_for_completion=True, process_in_process=True, min_similarity=0.8)
     run(service.add_session_to_memory(SESSION_2))
     assert search(service, "nonexistent").memories == []
@@ -289,9 +289,14 @@ def test_retrieved_memories_do_not_mutate_storage_or_session_history(service, in
 
 # -- google-adk's SQLite service cases ---------------------------------------------------------------
 def test_search_memory_empty_query(service):
-    """ADK sqlite test_search_memory_empty_query: empty and whitespace-only queries find nothing."""
+    """ADK sqlite test_search_memory_empty_query, with membank's one meaning of no query: the user's memories.
+
+    (ADK's own services find nothing; membank's Python client, CLI and MCP
+    server list the scope for an empty query, and so does this service.)
+    """
     run(service.add_session_to_memory(SESSION_2))
-    assert search(service, "").memories == [] and search(service, "   \n\t  ").memories == []
+    for query in ("", "   \n\t  "):
+        assert texts(search(service, query)) == ["The user likes to code in Python."]
 
 
 def test_duplicate_session_handling(service, bank):
@@ -362,3 +367,70 @@ def test_the_example_agent_recalls_a_fact_across_sessions(db_url):
     assert out.returncode == 0, out.stdout + out.stderr
     assert "agent: From memory: The user is allergic to peanuts." in out.stdout
     assert "recalled the fact from session 1" in out.stdout
+
+
+def test_an_agent_that_never_calls_the_memory_service_recalls_a_fact_of_an_old_session(db_url):
+    """examples/adk_auto_memory.py: the session service ingests each event (event_count 4), so after two turns
+    GenerateMemories starts by itself; a new session recalls the fact. The example's code holds no memory call."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parent.parent / "examples" / "adk_auto_memory.py"
+    source = script.read_text()
+    for call in ("add_session_to_memory", "add_events_to_memory", "add_memory", "generate_memories",
+                 "ingest_events", "search_memory"):
+        assert call not in source, call
+    out = subprocess.run([sys.executable, str(script)], env={**os.environ, "MEMBANK_DATABASE_URL": db_url},
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "agent: From memory: The user is allergic to peanuts." in out.stdout
+    assert "recalled the fact from session 1" in out.stdout
+
+
+def test_session_service_with_a_trigger_generates_after_n_events(bank):
+    from membank.adk import MembankSessionService
+
+    sessions = MembankSessionService(bank, generation_trigger_config={"generation_rule": {"event_count": 4}})
+    scope = {"app_name": APP, "user_id": USER}
+    created = run(sessions.create_session(app_name=APP, user_id=USER, session_id="auto"))
+    texts_ = ["I am allergic to peanuts.", "Noted.", "I live in Lisbon.", "Noted.", "I play chess.", "Noted."]
+    counts = []
+    for i, text in enumerate(texts_):
+        run(sessions.append_event(created, event(f"auto-{i}", text, author="user" if i % 2 == 0 else "model",
+                                                 timestamp=1684922400.0 + i)))
+        counts.append(len(bank.list_operations(scope, session_id="auto")))
+    assert counts == [0, 0, 0, 1, 1, 1]  # the fourth event fired the trigger; the next two wait for two more
+    run(sessions.append_event(created, event("auto-3", "Noted.", author="model", timestamp=1684922403.0)))  # again
+    assert len(bank.list_operations(scope, session_id="auto")) == 1
+
+
+def test_services_use_an_async_memory_bank_directly_without_threads(db_url, embedder, monkeypatch):
+    """With an AsyncMemoryBank both services await it on the agent's event loop: no asyncio.to_thread at all."""
+    from membank import AsyncMemoryBank, AsyncPendingOperation
+    from membank.adk import MembankSessionService
+
+    def no_threads(*args, **kwargs):
+        raise AssertionError("asyncio.to_thread was called")
+
+    async def main():
+        async with AsyncMemoryBank(db_url, embedder=embedder) as abank:
+            monkeypatch.setattr(asyncio, "to_thread", no_threads)
+            sessions = MembankSessionService(abank, generation_trigger_config={"generation_rule": {"event_count": 2}})
+            memory = MembankMemoryService(abank, wait_for_completion=True, process_in_process=True)
+            created = await sessions.create_session(app_name=APP, user_id=USER, session_id="async-1")
+            await sessions.append_event(created, event("a1", "I am allergic to peanuts."))
+            await sessions.append_event(created, event("a2", "Noted.", author="model", timestamp=1684922401.0))
+            ops = await abank.list_operations({"app_name": APP, "user_id": USER}, session_id="async-1")
+            assert len(ops) == 1  # the trigger fired on the second event
+            await AsyncPendingOperation(abank, ops[0].name).wait(120, process=True)  # the worker's part
+            await memory.add_session_to_memory(await sessions.get_session(app_name=APP, user_id=USER,
+                                                                          session_id="async-1"))  # known: no-op
+            await memory.add_session_to_memory(SESSION_2)
+            found = await memory.search_memory(app_name=APP, user_id=USER, query="allergy")
+            python = await memory.search_memory(app_name=APP, user_id=USER, query="Python")
+            assert python.memories[0].content.parts[0].text == "The user likes to code in Python."
+            return [m.content.parts[0].text for m in found.memories]
+
+    assert asyncio.run(main())[0] == "The user is allergic to peanuts."

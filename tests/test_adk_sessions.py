@@ -433,12 +433,8 @@ def test_erased_user_leaves_no_session_event_or_state_row(service, conn):
 
 
 def erase_scope(conn, scope):
-    """membank.erase_scope when the bank has it (issue 10), else the scope-keyed deletes it must perform."""
-    has = conn.execute("select to_regproc('membank.erase_scope') is not null as has").fetchone()["has"]
-    if has:
-        conn.execute("select membank.erase_scope(scope => %s::jsonb, force => true)", (psycopg.types.json.Jsonb(scope),))
-        return
-    pytest.skip("membank.erase_scope is not on this branch yet (issue 10)")
+    """membank.erase_scope(force => true) of ``scope``."""
+    conn.execute("select membank.erase_scope(scope => %s::jsonb, force => true)", (psycopg.types.json.Jsonb(scope),))
 
 
 def test_a_held_session_lock_is_a_bounded_wait(db_url, bank):

@@ -47,7 +47,17 @@ def test_an_unexpected_verdict_fails_the_audit_with_exit_code_1(db_url, valkey_u
 
     monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
     monkeypatch.setenv("MEMBANK_VALKEY_URL", valkey_url)
+    real_context = MemoryBank.build_context
+
+    def nothing_in_context(self, *args, **kwargs):
+        # The same broken re-fetch inside membank.build_context (the context's long-term part).
+        ctx = real_context(self, *args, **kwargs)
+        return {**ctx, "memories": [], "verdicts": [
+            v if v["verdict"] == "block" else {**v, "verdict": "block", "reason": "not fetchable"}
+            for v in ctx["verdicts"]]}
+
     monkeypatch.setattr(MemoryBank, "evidence_verdicts", nothing)
+    monkeypatch.setattr(MemoryBank, "build_context", nothing_in_context)
     result = CliRunner().invoke(main, ["audit"], catch_exceptions=False)
     assert result.exit_code == 1
     failed = {case for case in CASES for line in result.output.splitlines() if line.startswith(case) and " !! " in line}

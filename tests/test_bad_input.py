@@ -57,7 +57,7 @@ ZERO = [0.0] * 384
 NAN = [float("nan")] + [0.1] * 383
 
 CASES += [
-    # §2: values SQL would store but a client cannot read back.
+    # Values SQL would store but a client cannot read back.
     ("ttl past year 9999", f"select membank.create_memory(scope => '{U}', fact => 'x', ttl => %s::interval)",
      ["3000000 days"], lambda b: b.create_memory(U1, "x", ttl=timedelta(days=3_000_000)), "22023", "ttl"),
     ("ttl overflowing", f"select membank.create_memory(scope => '{U}', fact => 'x', ttl => %s::interval)",
@@ -81,7 +81,7 @@ CASES += [
     ("metadata nested 200 deep",
      f"select membank.create_memory(scope => '{U}', fact => 'x', metadata => %s::jsonb)",
      ['{"a": ' + "[" * 200 + "]" * 200 + "}"], None, "22023", "metadata"),
-    # §3: degenerate vectors.
+    # Degenerate vectors.
     ("zero query vector",
      f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', query_embedding => %s::real[])",
      [ZERO], None, "22023", "query_embedding"),
@@ -97,13 +97,13 @@ CASES += [
     ("empty query vector",
      f"select * from membank.retrieve_memories(scope => '{U}', query_text => 'x', query_embedding => %s::real[])",
      [[]], None, "22023", "query_embedding"),
-    # §4: blank in every script.
+    # Blank in every script.
     *[(f"blank fact {ascii(t)}", f"select membank.create_memory(scope => '{U}', fact => %s)", [t],
        (lambda t: lambda b: b.create_memory(U1, t))(t), "22023", "fact") for t in BLANKS],
     *[(f"blank direct fact {ascii(t)}", f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb)",
        [f'["{t}"]'], (lambda t: lambda b: b.generate_memories(U1, facts=[t]))(t), "22023", "facts[0]")
       for t in BLANKS[:3]],
-    # §5: fuzzing.
+    # Fuzzing.
     ("generate with duplicate inline event ids",
      f"select membank.generate_memories(scope => '{U}', events => %s::jsonb)",
      ['[' + EV.format(id="e1", text="I like tea")[1:-1] + ', ' + EV.format(id="e1", text="I like coffee")[1:-1] + ']'],
@@ -134,7 +134,7 @@ CASES += [
      lambda b: b.retrieve_memories(U1, "peanut " * 1000), "22023", "query_text"),
     ("top_k 0 without a query", f"select * from membank.retrieve_memories(scope => '{U}', top_k => %s)", [0],
      lambda b: b.retrieve_memories(U1, top_k=0), "22023", "top_k"),
-    # Issue 22 §7: inputs that got through.
+    # Inputs that must be refused too.
     ("empty direct facts", f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb)", ["[]"],
      lambda b: b.generate_memories(U1, facts=[]), "22023", "facts"),
     ("empty direct facts with a profile schema",

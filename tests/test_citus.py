@@ -1,12 +1,15 @@
 """membank on a real Citus cluster (coordinator + 2 workers, tests/citus_cluster.py): `pytest -m citus`.
 
-Phase 1 of issue 23: `membank db upgrade` against the coordinator installs
+What runs on Citus today: `membank db upgrade` against the coordinator installs
 membank and Citus carries the extensions, schemas, roles and functions to
 every worker. The tables are not distributed yet (they stay on the
 coordinator); that needs the schema port.
 """
 
 from __future__ import annotations
+
+import json
+import re
 
 import psycopg
 import pytest
@@ -77,7 +80,7 @@ def test_extensions_schemas_roles_and_api_reach_every_worker(citus_database):
         assert {r for (_, ok, r) in roles if ok} == {",".join(ROLES)} and len(roles) == 2
         # The functions whose arguments use pgvector's type (the revokes that broke) reach every worker.
         with_vectors = ("select string_agg(p.pronamespace::regnamespace::text || '.' || p.proname, ','"
-                        " order by 1) from pg_proc as p where p.pronamespace::regnamespace::text in"
+                        " order by p.pronamespace::regnamespace::text, p.proname) from pg_proc as p where p.pronamespace::regnamespace::text in"
                         " ('membank', 'membank_private')"
                         " and 'membank_extensions.vector'::regtype = any(p.proargtypes::oid[])")
         names = c.execute(with_vectors).fetchone()[0]
@@ -156,3 +159,173 @@ def test_sql_text_goes_statement_by_statement_to_a_coordinator(citus_database):
         assert c.execute("select count(distinct nodeport) from citus_shards where table_name = 'split'::regclass"
                          ).fetchone() == (2,)
         assert c.execute("select array_agg(distinct v) from split").fetchone() == (["stamped; by the trigger"],)
+
+
+# -- phase 2: the tables distributed by scope_id --------------------------------------------------------------------
+
+def scope_on(c: psycopg.Connection, port: int, skip: tuple[str, ...] = ()) -> dict:
+    """A scope {"user_id": "uN"} whose shard of memories lies on the worker at ``port``."""
+    for n in range(1, 200):
+        user = f"u{n}"
+        if user in skip:
+            continue
+        node = c.execute("select s.nodeport from citus_shards as s"
+                         " where s.table_name = 'membank_private.memories'::regclass and s.shardid ="
+                         " get_shard_id_for_distribution_column('membank_private.memories',"
+                         " md5(jsonb_build_object('user_id', %s::text)::text)::uuid)", (user,)).fetchone()[0]
+        if node == port:
+            return {"user_id": user}
+    raise AssertionError(f"no scope on worker {port}")
+
+
+def distributed(db) -> tuple[dict, dict]:
+    """Upgrade and distribute the test's database; two scopes whose shards are on the two different workers."""
+    from membank import distribute
+
+    migrate.upgrade(db.url)
+    distribute.distribute(db.url)
+    w1, w2 = workers(db)
+    with db.connect() as c:
+        a = scope_on(c, w1.port)
+        return a, scope_on(c, w2.port, skip=(a["user_id"],))
+
+
+class RemoteCommands:
+    """The shard commands the coordinator sends (citus.log_remote_commands), by worker port."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn, self.ports = conn, []
+        conn.add_notice_handler(self._notice)
+
+    def _notice(self, diag) -> None:
+        found = re.search(r"@[^:\s]+:(\d+)", diag.message_detail or "")
+        if (diag.message_primary or "").startswith("issuing") and found:
+            self.ports.append(int(found.group(1)))
+
+    def during(self, query: str, params=()) -> tuple[list, set[int]]:
+        """Run query with remote commands logged: (its rows, the worker ports it sent commands to)."""
+        self.ports = []
+        self.conn.execute("set citus.log_remote_commands to on")
+        try:
+            rows = self.conn.execute(query, params).fetchall()
+        finally:
+            self.conn.execute("reset citus.log_remote_commands")
+        return rows, set(self.ports)
+
+
+def test_distribute_keeps_an_existing_bank_and_puts_two_scopes_on_two_workers(citus_database):
+    """A bank filled while single-node (the tables local to the coordinator) keeps every memory, revision and vector."""
+    from membank import distribute
+
+    db = citus_database
+    migrate.upgrade(db.url)
+    with db.connect() as c:
+        names = {}
+        for n in range(1, 9):
+            scope = json.dumps({"user_id": f"u{n}"})
+            names[n] = c.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                 (scope, f"u{n} drinks tea")).fetchone()[0]
+            c.execute("select membank.update_memory(name => %s, fact => %s)", (names[n], f"u{n} drinks coffee"))
+        c.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 3)")
+        c.execute("select membank.store_embeddings(model_id => 'test/m', dimension => 3, memory_names => %s,"
+                  " fact_md5s => array[md5('u1 drinks coffee')]::text[], embeddings => array['[1,0,0]']::text[])",
+                  ([str(names[1])],))
+        before = c.execute("select (select count(*) from membank_private.memories),"
+                           " (select count(*) from membank_private.memory_revisions),"
+                           " (select embedding::text from membank_private.memory_embeddings)").fetchone()
+    assert before == (8, 16, "[1,0,0]")
+    done = distribute.distribute(db.url)
+    assert set(done.distributed) == set(distribute.DISTRIBUTED) and set(done.reference) == set(distribute.REFERENCE)
+    assert distribute.distribute(db.url).already == list(distribute.REFERENCE + distribute.DISTRIBUTED)  # idempotent
+    with db.connect() as c:
+        kinds = dict(c.execute("select logicalrelid::regclass::text, partmethod::text || ':' || coalesce("
+                               "column_to_column_name(logicalrelid, partkey), '') from pg_dist_partition"
+                               " where logicalrelid::regclass::text like 'membank_private.%'").fetchall())
+        assert kinds["membank_private.memories"] == "h:scope_id" and kinds["membank_private.events"] == "h:scope_id"
+        assert kinds["membank_private.embedding_config"] == "n:"
+        assert c.execute("select count(distinct colocationid) from pg_dist_partition where partmethod = 'h'"
+                         " and logicalrelid::regclass::text like 'membank_private.%'").fetchone() == (1,)
+        after = c.execute("select (select count(*) from membank_private.memories),"
+                          " (select count(*) from membank_private.memory_revisions),"
+                          " (select embedding::text from membank_private.memory_embeddings)").fetchone()
+        assert after == before
+        # The rows live in the workers' shards now, and the scopes are spread over both workers.
+        per_worker = on_workers(c, "select count(*) from pg_class as t join pg_namespace as n on n.oid ="
+                                   " t.relnamespace where n.nspname = 'membank_private'"
+                                   " and t.relname like 'memories\\_1%' and t.relkind = 'r'")
+        assert [ok for (_, ok, _) in per_worker] == [True, True] and all(int(r) > 0 for (_, _, r) in per_worker)
+        scope_ids = [r[0] for r in c.execute("select distinct scope_id from membank_private.memories").fetchall()]
+        ports = c.execute("select count(distinct s.nodeport) from unnest(%s::uuid[]) as u (scope_id)"
+                          " join citus_shards as s on s.shardid = get_shard_id_for_distribution_column("
+                          "'membank_private.memories', u.scope_id) and s.table_name ="
+                          " 'membank_private.memories'::regclass", (scope_ids,)).fetchone()
+        assert len(scope_ids) == 8 and ports == (2,)
+        assert c.execute("select (membank.get_memory(name => %s, scope => %s)).fact",
+                         (names[3], json.dumps({"user_id": "u3"}))).fetchone() == ("u3 drinks coffee",)
+        assert [r[0] for r in c.execute("select revision from membank.list_revisions(name => %s)",
+                                        (names[3],)).fetchall()] == [1, 2]
+
+
+def test_memories_api_on_the_cluster_and_scopes_stay_apart(citus_database):
+    a, b = distributed(citus_database)
+    with citus_database.connect() as c:
+        sa, sb = json.dumps(a), json.dumps(b)
+        m = c.execute("select (membank.create_memory(scope => %s, fact => 'likes tea', topics => '{USER_PREFERENCES}'))"
+                      ".name", (sa,)).fetchone()[0]
+        c.execute("select membank.create_memory(scope => %s, fact => 'likes rain')", (sb,))
+        assert c.execute("select (membank.get_memory(name => %s, scope => %s)).fact", (m, sa)).fetchone() == (
+            "likes tea",)
+        assert c.execute("select (membank.get_memory(name => %s)).fact", (m,)).fetchone() == ("likes tea",)
+        with pytest.raises(psycopg.errors.NoDataFound):
+            c.execute("select membank.get_memory(name => %s, scope => %s)", (m, sb))
+        assert [r[0] for r in c.execute("select (l).fact from membank.list_memories(scope => %s) as l",
+                                        (sb,)).fetchall()] == ["likes rain"]
+        c.execute("select membank.update_memory(name => %s, fact => 'likes green tea', scope => %s)", (m, sa))
+        c.execute("select membank.update_memory(name => %s, topics => '{USER_PERSONAL_INFO}')", (m,))  # no scope
+        with pytest.raises(psycopg.errors.NoDataFound):
+            c.execute("select membank.update_memory(name => %s, fact => 'x', scope => %s)", (m, sb))
+        revisions = c.execute("select revision, action, fact from membank.list_revisions(name => %s, scope => %s)",
+                              (m, sa)).fetchall()
+        assert revisions == [(1, "CREATED", "likes tea"), (2, "UPDATED", "likes green tea"),
+                             (3, "UPDATED", "likes green tea")]
+        assert c.execute("select (membank.get_revision(name => %s, revision => 1)).fact", (m,)).fetchone() == (
+            "likes tea",)
+        assert c.execute("select (membank.rollback_memory(name => %s, revision => 1, scope => %s)).fact",
+                         (m, sa)).fetchone() == ("likes tea",)
+        c.execute("select membank.delete_memory(name => %s, scope => %s)", (m, sa))
+        with pytest.raises(psycopg.errors.NoDataFound):
+            c.execute("select membank.get_memory(name => %s)", (m,))
+        # Rolled back after the deletion: the memory returns under its name, on its scope's shard.
+        assert c.execute("select (membank.rollback_memory(name => %s, revision => 2)).fact", (m,)).fetchone() == (
+            "likes green tea",)
+        assert [r[0] for r in c.execute("select action from membank.list_revisions(name => %s)", (m,)).fetchall()
+                ] == ["CREATED", "UPDATED", "UPDATED", "UPDATED", "DELETED", "CREATED"]
+        assert [r[0] for r in c.execute("select (l).fact from membank.list_memories(scope => %s) as l",
+                                        (sa,)).fetchall()] == ["likes green tea"]
+
+
+def test_a_call_with_its_scope_goes_to_one_worker(citus_database):
+    """Every shard command of a single-scope call goes to the worker holding the scope; a name alone asks both."""
+    a, b = distributed(citus_database)
+    w1, _ = workers(citus_database)
+    with citus_database.connect() as c:
+        log = RemoteCommands(c)
+        sa = json.dumps(a)
+        (name,), = log.during("select (membank.create_memory(scope => %s, fact => 'likes tea')).name", (sa,))[0]
+        assert log.during("select 1", ())[1] == set()
+        calls = {
+            "create_memory": ("select membank.create_memory(scope => %s, fact => 'likes rain')", (sa,)),
+            "get_memory": ("select membank.get_memory(name => %s, scope => %s)", (name, sa)),
+            "list_memories": ("select * from membank.list_memories(scope => %s)", (sa,)),
+            "update_memory": ("select membank.update_memory(name => %s, fact => 'likes tea a lot', scope => %s)",
+                              (name, sa)),
+            "list_revisions": ("select * from membank.list_revisions(name => %s, scope => %s)", (name, sa)),
+            "get_revision": ("select membank.get_revision(name => %s, revision => 1, scope => %s)", (name, sa)),
+            "rollback_memory": ("select membank.rollback_memory(name => %s, revision => 1, scope => %s)", (name, sa)),
+            "delete_memory": ("select membank.delete_memory(name => %s, scope => %s)", (name, sa)),
+        }
+        for call, (query, params) in calls.items():
+            assert log.during(query, params)[1] == {w1.port}, call
+        # Without its scope a name is looked up on every shard first: the cost of a name-only call.
+        other = c.execute("select (membank.create_memory(scope => %s, fact => 'x')).name", (sa,)).fetchone()[0]
+        assert len(log.during("select membank.get_memory(name => %s)", (other,))[1]) == 2

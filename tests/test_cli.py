@@ -219,7 +219,7 @@ def test_scope_indexes(cli, conn):
 def test_version_and_help_show_whole_descriptions(cli):
     from importlib.metadata import version
 
-    assert cli("--version").output.strip() == f"membank {version('membank')}"
+    assert cli("--version").output.strip() == f"membank {version('membank-pg')}"
     listing = cli("--help").output + cli("memories", "--help").output + cli("db", "--help").output
     cut = [line for line in listing.splitlines() if not line.startswith("Usage:") and ("..." in line or "\u2026" in line)]
     assert cut == []
@@ -295,7 +295,7 @@ def test_db_psql_runs_the_bundled_psql(db_url):
 
 
 def test_db_psql_extra_arguments_win_over_the_url(db_url, conn):
-    """`membank db psql -U tenant_u1` connects as tenant_u1 (the URL's user used to win: issue 22 §8)."""
+    """`membank db psql -U tenant_u1` connects as tenant_u1 (the URL's user must not win)."""
     import os
     import subprocess
     import sys
@@ -382,3 +382,9 @@ def test_worker_compacts_on_its_schedule(cli, conn):
                                 ).stdout)["memories"]
         assert len(listed) == 1 and listed[0]["metadata"]["compaction"]["replaced"] == 3
     assert len(json.loads(cli("memories", "list", "--scope", '{"app_name": "other"}').stdout)["memories"]) == 2
+
+
+def test_db_distribute_refuses_a_server_without_citus(cli):
+    """`membank db distribute` runs on a Citus coordinator only; elsewhere it says so and changes nothing."""
+    out = cli("db", "distribute", code=1).output
+    assert "no citus extension in this database" in out

@@ -281,7 +281,7 @@ def small_talk(i: int) -> tuple[str, str]:
 
 
 def test_the_rules_summary_keeps_personal_facts_over_small_talk(vbank, make_buffer):
-    """§6: 8 personal facts, then 48 small-talk pairs, a 300-token window: >= 6 facts survive in the summary."""
+    """8 personal facts, then 48 small-talk pairs, a 300-token window: >= 6 facts survive in the summary."""
     buf = make_buffer(window_tokens=300)
     t0 = datetime(2023, 5, 8, 9, tzinfo=timezone.utc)
     for i, fact in enumerate(PERSONAL_FACTS):

@@ -1,4 +1,4 @@
-"""Deletes and the embedding worker take locks in one order: no deadlock reaches a caller (issue 22 §6).
+"""Deletes and the embedding worker take locks in one order: no deadlock reaches a caller.
 
 8 clients plus 2 `membank worker` processes once produced `40P01 deadlock
 detected`: delete_memory locked a memory and then (by its cascade) its

@@ -6,7 +6,7 @@ import stat
 import psycopg
 import pytest
 
-from membank import MemoryBank, embedded, migrate, settings
+from membank import MemoryBank, database, embedded, migrate, settings
 
 
 @pytest.fixture
@@ -29,9 +29,9 @@ def test_root_default_data_dir_opens_nothing_private(monkeypatch):
 def test_start_reuse_stop_restart(data_dir):
     assert embedded.pgdata() == data_dir / "pg"
     assert not embedded.is_running()
-    url = settings.database_url()
+    url = database.database_url()
     assert embedded.is_running() and "membank" in url
-    assert settings.database_url() == url  # reused, not a second server
+    assert database.database_url() == url  # reused, not a second server
     migrate.upgrade(url)
     with MemoryBank(max_size=1) as bank:
         name = bank.create_memory({"u": "1"}, "kept across restarts").name
@@ -48,4 +48,4 @@ def test_first_use_installs_the_schema(data_dir):
     """The embedded database is membank's own: the first command works without `membank db upgrade`."""
     with MemoryBank(max_size=1) as bank:
         assert bank.create_memory({"u": "1"}, "first use").fact == "first use"
-    assert migrate.current(settings.database_url()) == migrate.head()
+    assert migrate.current(database.database_url()) == migrate.head()

@@ -135,6 +135,18 @@ CANARY_CALLS: dict[str, str | None] = {
         "select membank.append_session_event(app_name => %(app)s, user_id => %(user)s,"
         " session_id => %(adk_session)s, event => '{\"id\": \"probe\", \"author\": \"user\", \"timestamp\": 1}')",
     "membank.delete_session(text,text,text)": None,
+    "membank.ingest_events(jsonb,text,jsonb,jsonb,boolean)":
+        "select * from membank.ingest_events(scope => %(scope)s, stream_id => %(session)s, force_flush => true)",
+    "membank.generate_due_streams(timestamp with time zone,integer)":
+        "select * from membank.generate_due_streams(now => 'infinity')",
+    "membank.configure_ingestion(jsonb)": "select membank.configure_ingestion(generation_trigger_config => null)",
+    "membank.add_messages(jsonb,jsonb,text,text[],jsonb)":
+        "select * from membank.add_messages(scope => %(scope)s, session_id => %(session)s,"
+        " messages => '[{\"role\": \"user\", \"content\": \"probe\"}]')",
+    "membank.build_context(jsonb,text,text,real[],integer,integer,double precision,text[],integer,integer,boolean,"
+    "text,text[],real[])":
+        "select membank.build_context(scopes => %(scope)s, session_id => %(session)s, query_text => %(canary)s,"
+        " expected => array[%(name)s::text])",
 }
 ADK_SCOPE = {"app_name": "canary-app", "user_id": "canary-u1"}
 ADK_SESSION = "adk-s"
@@ -382,7 +394,7 @@ def test_worker_runs_expiry_and_retention(bank, db_url, conn):
 
 
 def test_erase_scope_removes_adk_sessions_events_and_user_state(bank, conn):
-    """An erased ADK user (scope {"app_name", "user_id"}) leaves no session, event or state row (issue 17)."""
+    """An erased ADK user (scope {"app_name", "user_id"}) leaves no session, event or state row."""
     name, operation = remember_canary(bank, conn)
     bank.create_session(ADK_SCOPE["app_name"], ADK_SCOPE["user_id"], session_id=ADK_SESSION,
                         state={"note": CANARY, "user:code": CANARY})
@@ -405,7 +417,7 @@ def test_erase_scope_removes_adk_sessions_events_and_user_state(bank, conn):
                             (adk_id,)).fetchone()["n"] == 0, table
 
 
-# -- issue 22 §4: a canary written through every path is in no table of any schema and no Valkey key ----------------
+# -- a canary written through every path is in no table of any schema and no Valkey key ----------------
 DUMP_CANARY = "Qx9dumpcanaryWz5813"
 DUMP_SCOPE = {"user_id": "dump-u1"}
 DUMP_ADK = {"app_name": "dump-app", "user_id": "dump-u1"}
@@ -537,7 +549,7 @@ def test_erased_canary_is_in_no_table_and_no_key(bank, conn, db_url, valkey_url,
     assert conn.execute("select count(*) as n from membank_private.retired_sources").fetchone()["n"] == 0
 
 
-# -- issue 22 §4: a deleted memory does not come back from the same events --------------------------------------------
+# -- a deleted memory does not come back from the same events --------------------------------------------
 RESURRECT_SCOPE = {"user_id": "resurrect-u1"}
 
 

@@ -42,9 +42,9 @@ def test_build_context_judges_every_memory_in_one_round_trip(vbank, make_buffer,
     monkeypatch.setattr(MemoryBank, "_call", counting)
     ctx = build_context(vbank, make_buffer(), U1, "s1", "what is the user allergic to?", 1000, top_k=4,
                         expected=[note.name])
-    # The judgement is one call (no get_memory / list_revisions / list_operations per memory); the
-    # scope's structured profiles are read once too, to head the prompt.
-    assert sorted(calls) == ["evidence_verdicts", "retrieve_memories", "retrieve_profiles"]
+    # The long-term part is one call (membank.build_context: retrieval, the judgement and the profiles; no
+    # get_memory / list_revisions / list_operations per memory).
+    assert calls == ["build_context"]
     assert len(ctx.verdicts) == 5 and {v.verdict for v in ctx.verdicts} == {"wait"} and len(ctx.memories) == 5
 
 

@@ -1,4 +1,4 @@
-"""The trust boundary fails closed (issue 22): restricted roles never widen, binding management is the unrestricted
+"""The trust boundary fails closed: restricted roles never widen, binding management is the unrestricted
 admin's, bank-wide rows are the worker's and admin's with bounded waits, and ADK app: state blocks no other user.
 
 Every call here runs as a login holding the membank role an application, a worker or an operator would use; the
@@ -98,7 +98,7 @@ def assert_reaches_no_scope(c, names, scopes=(X, B)):
     refused(c, "select * from membank.claim_embedding_jobs(1)")
 
 
-# -- §1 a restricted role never widens ------------------------------------------------------------------------
+# -- a restricted role never widens ---------------------------------------------------------------------------
 
 def test_a_bound_role_whose_scopes_are_erased_or_unbound_reaches_nothing(login, admin, seeded):
     role, url = tenant_login(login, admin, "membank_writer", scopes=(X,))
@@ -208,7 +208,7 @@ def test_a_bound_admin_changes_no_binding_and_sees_only_its_own(login, admin, se
         [(role, "ux"), (other, "ub")])
 
 
-# -- §2 bank-wide rows ----------------------------------------------------------------------------------------
+# -- bank-wide rows -------------------------------------------------------------------------------------------
 
 def test_a_writer_may_not_configure_the_embedding_model(login):
     _, writer_url = login("membank_writer")
@@ -263,7 +263,7 @@ def test_held_bank_settings_fail_others_with_mb040(login):
     _held(admin_url, other_admin_url, [bind], unbind, [bind, unbind, f"select membank.unrestrict_role('{tenant}')"])
 
 
-# -- §3 ADK app: state ----------------------------------------------------------------------------------------
+# -- ADK app: state -------------------------------------------------------------------------------------------
 
 def _event(event_id, delta):
     return Jsonb({"id": event_id, "author": "user", "timestamp": 1700000000, "actions": {"state_delta": delta}})

@@ -1,4 +1,4 @@
-"""GenerateMemories keeps the newest truth (issue 11).
+"""GenerateMemories keeps the newest truth.
 
 Event-time order, one action per memory and per fact, long inputs cut into
 batches within a token budget, model replies as real models write them,

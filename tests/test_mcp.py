@@ -15,12 +15,12 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from membank import MemoryBank
-from membank.mcp_server import build_server, tool_names
+from membank.mcp_server import TOOLS, build_server
 
 U1 = {"user_id": "u1", "app_name": "mcp-test"}
 OTHER = {"user_id": "u2", "app_name": "mcp-test"}
-SEVEN = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
-         "generate_memories", "get_operation"}
+SERVED_TOOLS = {"create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
+         "generate_memories", "add_messages", "get_operation"}
 
 
 def _env(db_url: str) -> dict[str, str]:
@@ -30,7 +30,7 @@ def _env(db_url: str) -> dict[str, str]:
 async def _round_trip(client: Client, *, per_call_scope: dict | None = None) -> dict:
     extra = {"scope": per_call_scope} if per_call_scope else {}
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) >= SEVEN
+    assert set(tools) >= SERVED_TOOLS
     created = await client.call_tool("create_memory", {"fact": "User is allergic to peanuts",
                                                        "topics": ["USER_PERSONAL_INFO"], **extra})
     assert not created.is_error, created.content
@@ -156,10 +156,42 @@ def test_generate_memories_and_get_operation(db_url, embedder):
     assert queued["done"] is False and queued["name"]
 
 
-def test_retrieve_profiles_is_served_only_when_the_client_has_it():
-    class WithProfiles:
-        def retrieve_profiles(self, scope):
-            return []
+def test_every_tool_is_served_and_the_server_reports_membanks_version(bank):
+    from membank import package_version
 
-    assert "retrieve_profiles" in tool_names(WithProfiles) and "retrieve_profiles" not in tool_names(object)
-    assert ("retrieve_profiles" in tool_names(MemoryBank)) == hasattr(MemoryBank, "retrieve_profiles")
+    async def main():
+        async with Client(build_server(bank, scope=U1)) as client:
+            return client.server_info, {t.name for t in (await client.list_tools()).tools}
+
+    info, names = anyio.run(main)
+    assert names == SERVED_TOOLS | {"retrieve_profiles"} == set(TOOLS)
+    assert info.name == "membank" and info.version == package_version() and info.version[0].isdigit()
+
+
+def test_a_refused_argument_is_one_line_naming_it(bank):
+    async def main():
+        async with Client(build_server(bank, scope=U1)) as client:
+            return (await client.call_tool("retrieve_memories", {"query": "x", "top_k": 500}),
+                    await client.call_tool("create_memory", {"fact": ""}))
+
+    too_many, blank = anyio.run(main)
+    for result, argument in ((too_many, "top_k"), (blank, "fact")):
+        text = result.content[0].text
+        assert result.is_error and f"argument {argument}: " in text, text
+        assert "\n" not in text and "pydantic" not in text and "http" not in text, text
+
+
+def test_an_empty_query_lists_the_scope_as_everywhere(bank):
+    bank.create_memory(U1, "User is allergic to peanuts")
+    bank.create_memory(U1, "User lives in Lisbon")
+
+    async def main():
+        async with Client(build_server(bank, scope=U1)) as client:
+            return [await client.call_tool("retrieve_memories", args) for args in ({"query": ""}, {}, {"top_k": 1})]
+
+    empty, omitted, one = anyio.run(main)
+    facts = ["User is allergic to peanuts", "User lives in Lisbon"]
+    assert [r["fact"] for r in empty.structured_content["results"]] == facts
+    assert [r["fact"] for r in omitted.structured_content["results"]] == facts
+    assert [r["fact"] for r in one.structured_content["results"]] == facts[:1]
+    assert [r.memory.fact for r in bank.retrieve_memories(U1, "")] == facts  # the Python client: the same

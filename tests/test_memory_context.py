@@ -1,5 +1,5 @@
 """A memory's context (create_memory(context => ...)): searched by both legs, counted half in the text leg,
-embedded with the fact, never returned, erased with the memory (issue 12: neighbouring turns as context).
+embedded with the fact, never returned, erased with the memory (neighbouring turns as context).
 """
 
 import json

@@ -117,3 +117,32 @@ def test_0013_keeps_bound_roles_restricted_and_app_state(empty_db_url):
         finally:
             migrate.downgrade("base", empty_db_url)
             conn.execute(f'drop role "{live}"')
+
+
+def test_0016_keeps_rows_and_keys_every_row_by_scope_id(empty_db_url):
+    """0016 turns the generated scope_id into a plain, checked column and keys every row by it, keeping the rows;
+    its downgrade brings back the generated column with the same values."""
+    migrate.upgrade(empty_db_url, "0015")
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        try:
+            name = conn.execute("insert into membank_private.memories (scope, fact) values ('{\"u\": \"1\"}', 'kept')"
+                                " returning name").fetchone()[0]
+            migrate.upgrade(empty_db_url)
+            keys = dict(conn.execute("""
+                select c.conrelid::regclass::text, pg_get_constraintdef(c.oid) from pg_constraint as c
+                where c.conrelid in ('membank_private.memories'::regclass, 'membank_private.memory_revisions'::regclass)
+                  and c.contype = 'p'""").fetchall())
+            assert keys == {"membank_private.memories": "PRIMARY KEY (name, scope_id)",
+                            "membank_private.memory_revisions": "PRIMARY KEY (memory_name, revision, scope_id)"}
+            assert conn.execute("select attgenerated from pg_attribute where attrelid = 'membank_private.memories'"
+                                "::regclass and attname = 'scope_id'").fetchone()[0] == ""
+            with MemoryBank(empty_db_url, max_size=1) as bank:
+                assert [m.fact for m in bank.list_memories({"u": "1"}).memories] == ["kept"]
+                assert bank.get_memory(str(name)).fact == "kept"
+            migrate.downgrade("0015", empty_db_url)
+            assert conn.execute("select attgenerated from pg_attribute where attrelid = 'membank_private.memories'"
+                                "::regclass and attname = 'scope_id'").fetchone()[0] == "s"
+            assert conn.execute("select scope_id = md5('{\"u\": \"1\"}'::jsonb::text)::uuid, fact"
+                                " from membank_private.memories").fetchall() == [(True, "kept")]
+        finally:
+            migrate.downgrade("base", empty_db_url)

@@ -1,4 +1,4 @@
-"""Full text in every language, stable ties, several queries per call and query decomposition (issue 12).
+"""Full text in every language, stable ties, several queries per call and query decomposition.
 
 All through the text-only path of membank.retrieve_memories (what SQL callers without an embedder get),
 except where a test passes vectors of its own.
@@ -33,7 +33,7 @@ def text_only(conn, scope, query, top_k=10, **extra):
 
 @pytest.mark.parametrize("lang", sorted(multilingual_set.CASES))
 def test_fact_first_among_50_distractors_in_its_language(conn, lang):
-    """Must hold (§1): per language, a fact and a query that share a word in another inflection (CJK: a
+    """Per language, a fact and a query that share a word in another inflection (CJK: a
     sub-word); the text-only path ranks the fact first among 50 distractors in the same language."""
     case = multilingual_set.CASES[lang]
     scope = {"lang": lang}
@@ -95,7 +95,7 @@ def _locomo():
 
 
 def test_same_memories_in_another_order_give_identical_lists(conn):
-    """Must hold (§3): the same memories stored twice in opposite orders (one transaction per memory, so
+    """The same memories stored twice in opposite orders (one transaction per memory, so
     names and times differ) give identical result lists for every question; on LoCoMo when present (text-only;
     the bench checks hybrid), else on a synthetic scope full of ties."""
     conversations = _locomo()

@@ -191,6 +191,26 @@ def test_profiles_are_isolated_by_exact_scope_and_deleted_or_expired_fields_vani
         assert bank.retrieve_profiles(SCOPE) == {"user-profile": {"technical_stack": "ADK"}}
 
 
+def test_a_deleted_field_does_not_come_back_from_the_same_events(db_url):
+    with MemoryBank(db_url, provider=RulesProvider()) as bank:
+        bank.create_profile_schema("user-profile", UserProfile)
+        bank.append_events(SCOPE, "s1", FIRST)
+        bank.generate_memories(SCOPE, session_id="s1").wait(timeout=60, process=True)
+        deleted = field_memory(bank, "technical_stack")
+        assert deleted.structured_content["value"] == "ADK"
+        bank.delete_memory(deleted.name)
+        # The same session again (a new request_id, as ADK's add_session_to_memory): the field stays deleted.
+        again = bank.generate_memories(SCOPE, session_id="s1", request_id="new").wait(timeout=60, process=True)
+        assert again.error is None and bank.retrieve_profiles(SCOPE) == {}
+        assert any(r["reason"].startswith(f"source_event_ids: e1 were the source of memory {deleted.name}")
+                   for r in again.rejected_items), again.rejected_items
+        # A new statement brings it back.
+        bank.append_events(SCOPE, "s1", [{**FIRST[0], "event_id": "e3", "timestamp": "2025-01-12T10:00:00Z"}])
+        bank.generate_memories(SCOPE, session_id="s1", request_id="newer",
+                               start_time="2025-01-12T00:00:00Z").wait(timeout=60, process=True)
+        assert bank.retrieve_profiles(SCOPE) == {"user-profile": {"technical_stack": "ADK"}}
+
+
 def test_profiles_only_and_facts_source(db_url):
     with MemoryBank(db_url, provider=RulesProvider()) as bank:
         bank.create_profile_schema("user-profile", UserProfile)

@@ -1,19 +1,23 @@
-"""Every CLI and SQL example of the README runs as written against a fresh database.
+"""Every code block of the README and of docs/ runs as written, in order, on one fresh database per page.
 
-The README's ```bash blocks are read line by line (``\\`` continuations
-joined); each ``membank`` command runs in process through click's runner (no
-process start-up per line, to keep the test bounded), a ``printf '%s\\n' ... |``
-prefix becomes its stdin, and the placeholder ``NAME`` becomes the name the
-last ``create`` (or, for ``operations``, ``generate``) printed. A command is
-either run or listed in SKIPPED with the reason and the test that covers it,
-so a new README example is run unless someone says why not. The ```sql
-blocks run statement by statement, ``'…'`` / ``'…uuid…'`` replaced by the
-name the last ``create_memory`` / ``generate_memories`` returned and the
-elided query vector by a real one.
+Fences are read by language: ```sql blocks run statement by statement on
+the page's database (``'…'`` / ``'…uuid…'`` become the name the last
+``create_memory`` / ``generate_memories`` returned, the elided query vector a
+real one); ```python blocks run in one namespace per page with
+MEMBANK_DATABASE_URL and MEMBANK_VALKEY_URL pointing at the test's servers;
+```bash lines run ``membank`` in process through click's runner (a
+``.venv/bin/`` prefix is dropped, ``source .venv/bin/activate`` is a no-op, a
+``printf '%s\\n' ... |`` prefix becomes stdin, the placeholder ``NAME`` the
+name the last ``create`` or ``generate`` printed); ```json blocks must parse.
+```text blocks are output or layout, not code. A block that cannot run says
+so in its fence (```bash no-run) and is listed in NO_RUN with the reason; a
+command line that cannot run is listed in SKIPPED with where it is covered.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import shlex
@@ -25,9 +29,24 @@ from click.testing import CliRunner
 from conftest import SANDBOX_DIRS, files_under
 from membank.cli import main
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+RUNNABLE = {"sql", "python", "bash", "json"}
+NOT_CODE = {"text"}
 
-# Commands not run here (prefix of the command line -> why, and where it is covered).
+# Blocks marked no-run: (page, first line) -> why it cannot run in a test.
+NO_RUN = {
+    ("README.md", "# 1. install and run the main job: a multi-session conversation turned into memories, then "
+                  "recalled"): "it installs; CI (.ci/run) runs command 2 in a fresh virtual environment",
+    ("benchmarks.md", ".venv/bin/python bench/retrieval_quality.py     # recall@k on LoCoMo per mode and category; "
+                      "multilingual set"): "benchmarks take minutes to hours; bench/ is run by hand",
+}
+NO_RUN.update({
+    ("testing.md", ".ci/pg15.sh ../shared/vendor ~/.cache/membank-ci"): "installs PostgreSQL 15 with apt; CI runs it",
+    ("testing.md", ".venv/bin/pytest -m citus"): "the suite itself, on a Citus cluster; CI runs it",
+})
+# Command lines not run here (prefix -> why, and where they are covered).
 SKIPPED = {
     "membank worker": "runs until Ctrl-C (the `--once` form is run)",
     "membank db downgrade": "removes the database; tests/test_cli.py::test_times_are_iso_8601_and_downgrade_asks",
@@ -37,13 +56,29 @@ SKIPPED = {
 RUN_ANYWAY = ("membank worker --once",)
 # Commands whose documented outcome includes a non-zero exit (prefix -> allowed exit codes, why).
 EXIT_CODES = {"membank permissions check": ((0, 1), "exit 1 is its answer 'not allowed' (no rule allows it)")}
+FENCE = re.compile(r"^```([^\n`]*)\n(.*?)^```[ \t]*$", flags=re.MULTILINE | re.DOTALL)
 
 
-def blocks(language: str) -> list[str]:
-    """The README's fenced blocks of one language, in order."""
-    return re.findall(rf"^```{language}\n(.*?)^```", README.read_text(), flags=re.MULTILINE | re.DOTALL)
+def fences(page: Path) -> list[tuple[str, bool, str]]:
+    """(language, no-run, body) of every fenced block of a page, in order."""
+    out = []
+    for info, body in FENCE.findall(page.read_text()):
+        words = info.split()
+        out.append((words[0] if words else "", "no-run" in words[1:], body))
+    return out
 
 
+def test_every_block_is_code_we_run_or_marked():
+    no_run = {}
+    for page in PAGES:
+        for language, skip, body in fences(page):
+            assert language in RUNNABLE | NOT_CODE, f"{page.name}: a ```{language} block (use {RUNNABLE | NOT_CODE})"
+            if skip:
+                no_run[(page.name, body.splitlines()[0])] = True
+    assert set(no_run) == set(NO_RUN), "a no-run block must be listed in NO_RUN with the reason (keep them few)"
+
+
+# -- bash ------------------------------------------------------------------------------
 def commands(block: str) -> list[list[str]]:
     """Shell lines of a block as argument lists (comments dropped, continuations joined)."""
     out, pending = [], ""
@@ -54,18 +89,8 @@ def commands(block: str) -> list[list[str]]:
         words = shlex.split(pending + line, comments=True)
         pending = ""
         if words:
-            out.append(words)
+            out.append([w.removeprefix(".venv/bin/") for w in words])
     return out
-
-
-def membank_commands() -> list[list[str]]:
-    """Every shell line of the README that runs membank (possibly behind a pipe)."""
-    found = []
-    for block in blocks("bash"):
-        for words in commands(block):
-            if "membank" in words and (words[0] == "membank" or "|" in words):
-                found.append(words)
-    return found
 
 
 def skipped(words: list[str]) -> bool:
@@ -75,46 +100,100 @@ def skipped(words: list[str]) -> bool:
     return any(line.startswith(prefix) for prefix in SKIPPED)
 
 
-def test_readme_cli_examples_run_as_written(cli_env, sandbox):
-    # cli_env: this test's database and Valkey, a fake HOME and data dir that must stay empty (issue 22 §8: the
-    # README's `membank erase` and `permissions allow-once` reached the user's default Valkey).
-    runner = CliRunner()
-    names: dict[str, str] = {}
-    ran = []
-    for words in membank_commands():
-        if skipped(words):
-            continue
-        stdin = None
-        if "|" in words:
-            producer, words = words[:words.index("|")], words[words.index("|") + 1:]
-            assert producer[:2] == ["printf", "%s\\n"], f"only printf '%s\\n' pipes are supported: {producer}"
-            stdin = "".join(arg + "\n" for arg in producer[2:])
-        assert words[0] == "membank", words
-        args = words[1:]
-        kind = "operation" if args[:1] == ["operations"] else "memory"
-        args = [names[kind] if a == "NAME" else a for a in args]
-        result = runner.invoke(main, args, input=stdin, catch_exceptions=False)
-        allowed = next((codes for prefix, (codes, _) in EXIT_CODES.items()
-                        if " ".join(words).startswith(prefix)), (0,))
-        assert result.exit_code in allowed, f"membank {' '.join(args)}\n{result.output}"
-        ran.append(" ".join(args[:2]))
+class Page:
+    """The state of one page's run: its database, the names the last calls returned, what ran."""
+
+    def __init__(self, conn, embedder) -> None:
+        self.conn = conn
+        self.names: dict[str, str] = {}
+        self.ran: list[str] = []
+        import sys
+        import types
+
+        # The page's code runs as a module of its own (pydantic resolves a model's annotations in its module).
+        self.module = types.ModuleType("membank_docs_page")
+        sys.modules[self.module.__name__] = self.module
+        self.namespace = self.module.__dict__
+        self.vector = "{" + ",".join(repr(float(x)) for x in embedder.embed_query("peanut allergy")) + "}"
+        self.runner = CliRunner()
+
+    def bash(self, block: str, where: str) -> None:
+        for words in commands(block):
+            if words[:2] == ["source", "activate"] or words == ["source", ".venv/bin/activate"]:
+                continue
+            assert "membank" in words, f"{where}: a shell line the test cannot run: {' '.join(words)}"
+            if skipped(words):
+                continue
+            stdin = None
+            if "|" in words:
+                producer, words = words[:words.index("|")], words[words.index("|") + 1:]
+                assert producer[:2] == ["printf", "%s\\n"], f"only printf '%s\\n' pipes are supported: {producer}"
+                stdin = "".join(arg + "\n" for arg in producer[2:])
+            assert words[0] == "membank", f"{where}: {words}"
+            args = words[1:]
+            kind = "operation" if args[:1] == ["operations"] else "memory"
+            args = [self.names[kind] if a == "NAME" else a for a in args]
+            result = self.runner.invoke(main, args, input=stdin, catch_exceptions=False)
+            allowed = next((codes for prefix, (codes, _) in EXIT_CODES.items()
+                            if " ".join(words).startswith(prefix)), (0,))
+            assert result.exit_code in allowed, f"{where}: membank {' '.join(args)}\n{result.output}"
+            self.ran.append(" ".join(args[:2]))
+            self._remember(args, result.stdout)
+
+    def _remember(self, args: list[str], stdout: str) -> None:
+        try:
+            printed = json.loads(stdout)
+        except ValueError:
+            return
         if args[:2] == ["memories", "create"]:
-            names.setdefault("memory", json.loads(result.stdout)["name"])  # the first one: it has no TTL
-        if args[:1] == ["generate"]:
-            names["operation"] = json.loads(result.stdout)["name"]
-    # the README's CLI tour really ran, events before generate
-    assert ran.index("events append") < ran.index("generate --scope")
-    for expected in ("memories create", "memories get", "memories delete", "events list", "operations get",
-                     "reembed --yes", "db upgrade", "--version", "permissions allow-once", "erase --scope"):
-        assert expected in ran, expected
-    # Nothing reached the session's own default data dir either (no server started there).
-    assert files_under(sandbox / SANDBOX_DIRS["MEMBANK_DATA_DIR"]) == []
+            self.names.setdefault("memory", printed["name"])  # the first one: later ones may expire
+        if args[:1] == ["generate"] and isinstance(printed, dict) and printed.get("name"):
+            self.names["operation"] = printed["name"]
+
+    def sql(self, block: str) -> None:
+        for statement in _statements(block):
+            kind = "operation" if "get_operation" in statement else "memory"
+            statement = re.sub(r"'…(uuid…)?'", lambda m: f"'{self.names[kind]}'", statement)
+            statement = statement.replace("'{0.01, ...}'", f"'{self.vector}'")
+            cursor = self.conn.execute(statement)
+            rows = cursor.fetchall() if cursor.description else []
+            self.ran.append(statement.split("(")[0])
+            if "create_memory(" in statement and rows and "name" in rows[0] and "memory" not in self.names:
+                self.names["memory"] = str(rows[0]["name"])
+            for starts in ("generate_memories", "compact_memories"):  # each returns an operation name (or null)
+                if f"membank.{starts}(" in statement and rows and rows[0].get(starts) is not None:
+                    self.names["operation"] = str(rows[0][starts])
+
+    def python(self, block: str, where: str) -> None:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            exec(compile(block, where, "exec"), self.namespace)  # noqa: S102 - the documentation's own code
+        printed = out.getvalue().splitlines()
+        for expected in promised_output(block):
+            assert expected in printed, f"{where}: the text says it prints {expected!r}; it printed {printed}"
+        self.ran.append("python")
 
 
-def test_every_skipped_readme_command_exists():
-    lines = [" ".join(w[w.index("membank"):]) for w in membank_commands()]
-    for prefix in SKIPPED:
-        assert any(line.startswith(prefix) for line in lines), f"SKIPPED names a command the README lacks: {prefix}"
+def promised_output(block: str) -> list[str]:
+    """What a block says it prints: a Python literal in the comment after a ``print(...)`` (same line or next)."""
+    import ast
+
+    lines = block.splitlines()
+    promised = []
+    for i, line in enumerate(lines):
+        if not line.lstrip().startswith("print("):
+            continue
+        comment = line.split("  # ", 1)[1] if "  # " in line else None
+        if comment is None and i + 1 < len(lines) and lines[i + 1].lstrip().startswith("# "):
+            comment = lines[i + 1].lstrip()[2:]
+        if comment is None:
+            continue
+        literal = comment.split("   (", 1)[0].strip()
+        try:
+            promised.append(str(ast.literal_eval(literal)))
+        except (ValueError, SyntaxError):
+            continue
+    return promised
 
 
 def _statements(block: str) -> list[str]:
@@ -123,26 +202,64 @@ def _statements(block: str) -> list[str]:
     return [s.strip() for s in re.split(r";\s*(?:\n|$)", text) if s.strip()]
 
 
-def test_readme_sql_examples_run_as_written(conn, embedder):
-    names: dict[str, str] = {}
-    vector = "{" + ",".join(repr(float(x)) for x in embedder.embed_query("peanut allergy")) + "}"
-    ran = 0
-    for block in blocks("sql"):
-        for statement in _statements(block):
-            kind = "operation" if "get_operation" in statement else "memory"
-            statement = re.sub(r"'…(uuid…)?'", lambda m: f"'{names[kind]}'", statement)
-            statement = statement.replace("'{0.01, ...}'", f"'{vector}'")
-            cursor = conn.execute(statement)
-            rows = cursor.fetchall() if cursor.description else []
-            ran += 1
-            if "create_memory(" in statement and "name" in rows[0] and "memory" not in names:
-                names["memory"] = str(rows[0]["name"])
-            for starts in ("generate_memories", "compact_memories"):  # each returns an operation name (or null)
-                if f"membank.{starts}(" in statement and rows[0][starts] is not None:
-                    names["operation"] = str(rows[0][starts])
-    assert ran >= 15 and names.keys() == {"memory", "operation"}
+@pytest.fixture
+def page_env(cli_env, own_valkey, monkeypatch, tmp_path, sandbox):
+    """cli_env: this test's database, a fake HOME and data dir that must stay empty; a Valkey of the page's own."""
+    from membank.buffer import server
+
+    monkeypatch.setenv("MEMBANK_VALKEY_URL", server.url_for(own_valkey))
+    monkeypatch.chdir(tmp_path)
+    yield
+    # Nothing reached the session's own default data dir either (no server started there).
+    assert files_under(sandbox / SANDBOX_DIRS["MEMBANK_DATA_DIR"]) == []
 
 
-@pytest.mark.parametrize("needle", ["membank events append", "membank db psql", "membank mcp", "--embed-now"])
-def test_readme_documents_the_new_commands(needle):
-    assert needle in README.read_text()
+@pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
+def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, conn, embedder):
+    run = Page(conn, embedder)
+    for number, (language, skip, body) in enumerate(fences(page), start=1):
+        where = f"{page.name} block {number}"
+        if skip or language in NOT_CODE:
+            continue
+        if language == "bash":
+            run.bash(body, where)
+        elif language == "sql":
+            run.sql(body)
+        elif language == "python":
+            run.python(body, where)
+        elif language == "json":
+            json.loads(body)
+    if page == README:  # the five tours really ran, in order
+        assert run.ran.count("python") == 3 and "events append" in run.ran and "memories retrieve" in run.ran
+        assert sum(s.startswith("select") for s in run.ran) >= 6
+
+
+def test_every_skipped_command_is_in_the_docs():
+    lines = [" ".join(w[w.index("membank"):]) for page in PAGES for language, _, body in fences(page)
+             if language == "bash" for w in commands(body) if "membank" in w]
+    for prefix in SKIPPED:
+        assert any(line.startswith(prefix) for line in lines), f"SKIPPED names a command the docs lack: {prefix}"
+
+
+# -- the first screen and the length -------------------------------------------------------
+def test_the_readme_is_short_and_leads_with_the_two_commands():
+    text = README.read_text()
+    lines = text.splitlines()
+    assert len(lines) <= 300, len(lines)
+    first_screen = "\n".join(lines[:30])
+    assert "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/membank demo" in first_screen
+    assert ".venv/bin/pip install -e '.[test]' && .venv/bin/pytest" in first_screen
+    for tour in ("### 1. SQL", "### 2. Python", "### 3. CLI", "### 4. Google ADK", "### 5. MCP"):
+        assert tour in text
+
+
+def test_no_doc_line_installs_another_project():
+    for page in [*PAGES, ROOT / "examples" / "adk_agent.py", *sorted((ROOT / "pyclient").rglob("*.py"))]:
+        for number, line in enumerate(page.read_text().splitlines(), start=1):
+            if "pip install" in line and "membank" in line:
+                assert re.search(r"pip install -e '?\.(\[[a-z,]+\])?'?", line), f"{page.name}:{number}: {line}"
+
+
+def test_every_page_has_a_contents_list():
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        assert "## Contents" in page.read_text() or "## Reference" in page.read_text(), page.name

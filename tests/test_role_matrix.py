@@ -1,6 +1,6 @@
 """The role matrix: every public function, called as a login holding each membank role and as one holding none.
 
-The expected outcome of each call comes from one place, the grant table in the README's Roles section: a role may
+The expected outcome of each call comes from one place, the grant table in docs/operations.md's Roles section: a role may
 call the functions of its row and of the rows of the roles it contains (``membank_writer`` ⊃ reader). A call the
 table allows must not fail with 42501 (success, or another error such as 22023 or P0002, which is raised only after
 the grant was passed); a call it does not allow must fail with 42501. Functions are enumerated from ``pg_proc``
@@ -20,7 +20,7 @@ from psycopg.types.json import Jsonb
 
 from conftest import connect_as
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parent.parent / "docs" / "operations.md"
 ROLES = ["membank_reader", "membank_writer", "membank_worker", "membank_admin"]
 SCOPE = '{"u": "1"}'
 
@@ -35,6 +35,8 @@ ARGUMENTS = {
     "memory_schema": '{"properties": {"x": {"type": "string"}}}',
     "events": '[{"event_id": "e", "author": "user", "text": "hi", "timestamp": "2023-05-24T10:00:00Z"}]',
     "event": '{"id": "e", "author": "user", "timestamp": 1}',
+    "messages": '[{"role": "user", "content": "hi"}]',
+    "generation_trigger_config": '{"generation_rule": {"event_count": 3}}',
     "create_memory.fact": "f",
     "get_operation.name": "{operation}",
     "purge_memories_in_batches.scope": '{"u": "nobody"}',
@@ -42,10 +44,10 @@ ARGUMENTS = {
 
 
 def grant_table() -> tuple[dict[str, set[str]], dict[str, list[str]]]:
-    """(functions per role, roles each role contains) as the README's Roles table states them."""
+    """(functions per role, roles each role contains) as the Roles table of docs/operations.md states them."""
     text = README.read_text()
-    section = text[text.index("### Roles\n"):]
-    section = section[:section.index("\n### ", 1)]
+    section = text[text.index("## Roles\n"):]
+    section = section[:section.index("\n## ", 1)]
     functions, contains = {}, {}
     for line in section.splitlines():
         row = re.match(r"\| `(membank_\w+)`( ⊃ ([\w, ]+))? \| (.*?) \| [^|]* \|$", line)
@@ -53,7 +55,7 @@ def grant_table() -> tuple[dict[str, set[str]], dict[str, list[str]]]:
             role = row.group(1)
             contains[role] = [f"membank_{r.strip()}" for r in (row.group(3) or "").split(",") if r.strip()]
             functions[role] = set(re.findall(r"`(\w+)`", row.group(4)))
-    assert set(functions) == set(ROLES), "the README's Roles table must have one row per membank role"
+    assert set(functions) == set(ROLES), "the Roles table of docs/operations.md must have one row per membank role"
     return functions, contains
 
 
@@ -134,8 +136,8 @@ def test_the_role_matrix_matches_the_readme_grant_table(superuser, login, object
     listed = set().union(*functions.values())
     found = routines(superuser)
     names = {r["name"] for r in found}
-    assert names - listed == set(), "public functions missing from the README's Roles table"
-    assert listed - names == set(), "names in the README's Roles table that are no membank function"
+    assert names - listed == set(), "public functions missing from the Roles table of docs/operations.md"
+    assert listed - names == set(), "names in the Roles table of docs/operations.md that are no membank function"
     logins = {role: login(role)[1] for role in ROLES}
     logins["no membank role"] = login()[1]
     mismatches = []

@@ -1,4 +1,4 @@
-"""The suite stays inside its own sandbox (issue 22 §8).
+"""The suite stays inside its own sandbox.
 
 Running the suite as root once started root's default Valkey in the real
 data folder and left it running: a README command ran with only

@@ -65,6 +65,17 @@ SAMPLE_CALLS = {
     "list_sessions": "select * from membank.list_sessions(app_name => 'a')",
     "get_user_state": "select membank.get_user_state(app_name => 'a', user_id => 'u')",
     "delete_session": "select membank.delete_session(app_name => 'a', user_id => 'u', session_id => 's')",
+    "ingest_events": "select * from membank.ingest_events(scope => '{\"u\":\"1\"}', stream_id => 'st',"
+                     " events => '[{\"event_id\": \"i1\", \"author\": \"user\", \"text\": \"I like tea\","
+                     " \"timestamp\": \"2024-01-01T00:00:00Z\"}]',"
+                     " generation_trigger_config => '{\"generation_rule\": {\"idle_duration\": \"60s\"}}')",
+    "generate_due_streams": "select * from membank.generate_due_streams(now => 'infinity')",
+    "add_messages": "select * from membank.add_messages(scope => '{\"u\":\"1\"}', session_id => 'am',"
+                    " messages => '[{\"role\": \"user\", \"content\": \"I like tea\"}]')",
+    "build_context": "select membank.build_context(scopes => '{\"u\":\"1\"}', session_id => 'st', query_text => 'tea',"
+                     " budget_tokens => 100)",
+    "configure_ingestion": "select membank.configure_ingestion("
+                           "generation_trigger_config => '{\"generation_rule\": {\"event_count\": 5}}')",
     "erase_scope": "select membank.erase_scope(scope => '{\"u\":\"2\"}', force => true)",
     "configure_retention": "select membank.configure_retention(events => interval '400 days')",
     "apply_retention": "call membank.apply_retention()",
@@ -103,6 +114,7 @@ PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_sc
                  "list_scope_bindings", "unbind_role_from_scope", "unrestrict_role"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
+INGEST_CALLS = ["configure_ingestion", "ingest_events", "generate_due_streams", "build_context", "add_messages"]
 SESSION_CALLS = ["create_session", "append_session_event", "get_session", "list_sessions", "get_user_state",
                  "delete_session"]
 GENERATION_CALLS = ["generate_memories", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
@@ -173,7 +185,7 @@ def test_every_public_function_is_called(conn):
              "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
              "erase_scope", "configure_retention", "apply_retention"]
     assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | set(
-        SESSION_CALLS) | {
+        SESSION_CALLS) | set(INGEST_CALLS) | {
         "compact_memories", "compact_scopes"} == set(SAMPLE_CALLS)
     for fn in SESSION_CALLS:
         conn.execute(SAMPLE_CALLS[fn])
@@ -202,6 +214,8 @@ def test_every_public_function_is_called(conn):
                  " create role membank_test_tenant; end if; end $$")
     for fn in PROFILE_CALLS:
         conn.execute(SAMPLE_CALLS[fn], params)
+    for fn in INGEST_CALLS:  # last: the sweep queues an operation with a job
+        conn.execute(SAMPLE_CALLS[fn])
 
 
 def test_private_plpgsql_bodies_compile(conn):

@@ -110,3 +110,10 @@ def test_client_scope_id_matches_the_database(conn, scope):
                        {"s": Jsonb(scope)}).fetchone()
     assert scope_text(scope) == row["t"]
     assert scope_id(scope) == row["id"]
+
+
+def test_a_scope_id_that_is_not_the_scopes_is_refused(conn):
+    """scope_id is a plain column (the Citus distribution column); a check ties it to the scope."""
+    with pytest.raises(psycopg.errors.CheckViolation):
+        conn.execute("insert into membank_private.memories (scope_id, scope, fact)"
+                     " values (md5('{\"u\": \"2\"}'::jsonb::text)::uuid, '{\"u\": \"1\"}', 'misplaced')")

@@ -242,8 +242,9 @@ def test_big_scope_text_list_equals_scoring_every_match(conn):
     # A third of the memories carry a context (its words score half their IDF).
     contexts = [zipf_fact(rng, rng.choice(langs)) if i % 3 == 0 else None for i in range(2400)]
     scope = {"user_id": "zipf"}
-    conn.execute("insert into membank_private.memories (scope, fact, context)"
-                 " select %s, f, c from unnest(%s::text[], %s::text[]) as u (f, c)", (Jsonb(scope), facts, contexts))
+    conn.execute("insert into membank_private.memories (scope_id, scope, fact, context)"
+                 " select md5(%s::jsonb::text)::uuid, %s, f, c from unnest(%s::text[], %s::text[]) as u (f, c)",
+                 (Jsonb(scope), Jsonb(scope), facts, contexts))
     ids = [conn.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(scope),)).fetchone()["id"]]
     conn.execute("set track_functions = 'pl'")
     calls = "select coalesce(sum(calls), 0) as n from pg_stat_user_functions where funcname = %s"

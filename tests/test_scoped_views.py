@@ -34,9 +34,9 @@ def seeded(superuser):
         m = conn.execute("select (membank.create_memory(scope => %s, fact => %s)).name", (Jsonb(scope),
                          f"{scope['user_id']} lives in {city}")).fetchone()["name"]
         conn.execute("select membank.update_memory(name => %s, fact => %s)", (str(m), f"{scope['user_id']} moved to {city}"))
-        conn.execute("""insert into membank_private.memories (scope, memory_type, structured_content)
-                        values (%s, 'STRUCTURED_PROFILE', %s)""",
-                     (Jsonb(scope), Jsonb({"schema_id": "p", "field": "city", "value": city})))
+        conn.execute("""insert into membank_private.memories (scope_id, scope, memory_type, structured_content)
+                        values (md5(%s::jsonb::text)::uuid, %s, 'STRUCTURED_PROFILE', %s)""",
+                     (Jsonb(scope), Jsonb(scope), Jsonb({"schema_id": "p", "field": "city", "value": city})))
         names[scope["user_id"]] = str(m)
     return names
 

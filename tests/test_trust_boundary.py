@@ -32,7 +32,7 @@ def connect(url: str) -> psycopg.Connection:
     return c
 
 
-# -- §2 roles -------------------------------------------------------------------------------------------------
+# -- roles ----------------------------------------------------------------------------------------------------
 
 def test_writer_gets_42501_on_every_job_function(login):
     _, url = login("membank_writer")
@@ -131,7 +131,7 @@ def test_spoofed_notify_only_wakes_a_worker_that_claims_through_sql(conn, login,
     assert conn.execute("select pending from membank.embedding_backlog()").fetchone()["pending"] == 0
 
 
-# -- §4 scope locks -------------------------------------------------------------------------------------------
+# -- scope locks ----------------------------------------------------------------------------------------------
 
 VICTIM = '{"user_id": "victim"}'
 
@@ -266,7 +266,7 @@ def test_client_sets_statement_timeout(role_url):
         assert c.execute("select current_setting('membank.lock_timeout') as t").fetchone()["t"] == "5s"
 
 
-# -- §5 compare-and-set ---------------------------------------------------------------------------------------
+# -- compare-and-set ------------------------------------------------------------------------------------------
 
 @pytest.mark.role("membank_writer")
 def test_two_updates_with_the_same_expected_revision_one_wins(bank):
@@ -321,7 +321,7 @@ def test_cli_expected_revision(db_url, monkeypatch):
     assert lost.exit_code == 2 and "MB003" in lost.output
 
 
-# -- §3 definer functions cannot be hijacked ------------------------------------------------------------------
+# -- definer functions cannot be hijacked ------------------------------------------------------------------
 
 PLANTS = """
 create table public.hijack_log (who text, what text);

@@ -1,6 +1,6 @@
 -- Argument validation shared by the API. Every check raises a SQLSTATE, a
 -- message that names the argument, and a hint, before anything is written.
--- Limits (also in README.md, "Limits"):
+-- Limits (also in docs/memories.md, "Limits"):
 --   scope: a JSON object of 1..16 keys; keys 1..128 characters; values
 --          strings of 1..1024 characters. NUL cannot occur: PostgreSQL
 --          text and jsonb reject it on input (SQLSTATE 22P05 / 54000).

@@ -65,34 +65,38 @@ declare
     -- A purge (purge_memories, purge_expired_memories) destroys the text;
     -- a delete keeps it readable until retention (085_erasure.sql).
     _forget boolean := tg_op = 'DELETE' and coalesce(_ctx #>> '{labels,reason}' in ('purge', 'expired'), false);
+    -- Computed here, not inside VALUES: Citus refuses sub-queries in an
+    -- INSERT ... VALUES on a distributed table, and a simple CASE deparses
+    -- wrongly on the shard side (text = boolean).
+    _revision integer := case when tg_op = 'DELETE' then old.revision + 1 else new.revision end;
+    _action text := case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end;
+    _sources text[] := coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}');
+    _labels jsonb := coalesce(_ctx -> 'labels', '{}');
+    _old_fact text;
+    _old_content jsonb;
 begin
+    if tg_op <> 'INSERT' and not _forget then
+        _old_fact := old.fact;
+        _old_content := old.structured_content;
+    end if;
     insert into membank_private.memory_revisions (
         memory_name, revision, scope_id, scope, action, memory_type,
         fact, previous_fact, structured_content, previous_structured_content,
         topics, metadata, expire_time, labels, source_event_ids,
         extracted_memories, create_time
     ) values (
-        _row.name,
-        case when tg_op = 'DELETE' then old.revision + 1 else new.revision end,
-        _row.scope_id, _row.scope,
-        case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
-        _row.memory_type,
-        case when not _forget then _row.fact end,
-        case when tg_op <> 'INSERT' and not _forget then old.fact end,
-        case when not _forget then _row.structured_content end,
-        case when tg_op <> 'INSERT' and not _forget then old.structured_content end,
+        _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
+        case when not _forget then _row.fact end, _old_fact,
+        case when not _forget then _row.structured_content end, _old_content,
         _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
-        coalesce(_ctx -> 'labels', '{}'),
-        coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}'),
-        _ctx -> 'extracted_memories',
-        statement_timestamp()
+        _labels, _sources, _ctx -> 'extracted_memories', statement_timestamp()
     );
     -- Whatever deleted it, the events it came from may not bring it back
     -- (retired_sources, 085_erasure.sql); a rollback that re-creates it releases them.
     if tg_op = 'DELETE' then
         perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
     elsif tg_op = 'INSERT' then
-        delete from membank_private.retired_sources as t where t.memory_name = new.name;
+        delete from membank_private.retired_sources as t where t.scope_id = new.scope_id and t.memory_name = new.name;
     end if;
     if _forget then
         perform membank_private.forget_memory(old.name, old.scope_id);

@@ -40,14 +40,27 @@ as $$
 declare
     _name uuid := membank_private.parse_name(name);
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _scope_id uuid := md5(_scope::text)::uuid;
     _row membank_private.memories;
 begin
+    -- With scope every statement names its shard (a router query on Citus).
+    -- Without, the scope_id is read by name first (index on name; on Citus a
+    -- read of every shard) and the lock then taken by scope_id: FOR UPDATE
+    -- always comes with scope_id = a constant.
     if lock then
+        if _scope_id is null then
+            select m.scope_id into _scope_id from membank_private.memories as m where m.name = _name limit 1;
+        end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
-        perform membank_private.lock_scope(m.scope_id) from membank_private.memories as m where m.name = _name;
-        select * into _row from membank_private.memories as m where m.name = _name for update;
-    else
+        if _scope_id is not null then
+            perform membank_private.lock_scope(_scope_id);
+        end if;
+        select * into _row from membank_private.memories as m
+        where m.scope_id = _scope_id and m.name = _name for update;
+    elsif _scope_id is null then
         select * into _row from membank_private.memories as m where m.name = _name;
+    else
+        select * into _row from membank_private.memories as m where m.scope_id = _scope_id and m.name = _name;
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
@@ -106,6 +119,13 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories;
+    _scope jsonb;
+    _scope_id uuid;
+    _fact text;
+    _content jsonb;
+    _topics text[];
+    _metadata jsonb;
+    _expire timestamptz;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -121,20 +141,24 @@ begin
     perform membank_private.set_revision_context(
         membank_private.validate_object(labels, 'labels'),
         membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
-    perform membank_private.lock_scope(md5(membank_private.validate_scope(scope)::text)::uuid);
+    -- Validated into variables first: Citus evaluates every function call of
+    -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
+    _scope := membank_private.validate_scope(scope);
+    _scope_id := md5(_scope::text)::uuid;
+    if memory_type = 'NATURAL_LANGUAGE' or fact is not null then
+        _fact := membank_private.validate_fact(fact);
+    end if;
+    if memory_type = 'STRUCTURED_PROFILE' or structured_content is not null then
+        _content := membank_private.validate_object(structured_content, 'structured_content');
+    end if;
+    _topics := membank_private.validate_topics(topics);
+    _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
+    _expire := membank_private.resolve_expire_time(ttl, expire_time);
+    perform membank_private.lock_scope(_scope_id);
     insert into membank_private.memories as m (
-        scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
     ) values (
-        membank_private.validate_scope(scope),
-        memory_type,
-        case when memory_type = 'NATURAL_LANGUAGE' or fact is not null
-             then membank_private.validate_fact(fact) end,
-        case when memory_type = 'STRUCTURED_PROFILE' or structured_content is not null
-             then membank_private.validate_object(structured_content, 'structured_content') end,
-        membank_private.validate_topics(topics),
-        membank_private.validate_object(coalesce(metadata, '{}'), 'metadata'),
-        membank_private.resolve_expire_time(ttl, expire_time),
-        context
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
     ) returning * into _row;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
@@ -345,7 +369,7 @@ begin
     update membank_private.memories as m
     set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
         structured_content = _new.structured_content, expire_time = _new.expire_time
-    where m.name = _row.name
+    where m.scope_id = _row.scope_id and m.name = _row.name
     returning * into _new;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_new);
@@ -376,7 +400,7 @@ declare
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
-    delete from membank_private.memories as m where m.name = _row.name;
+    delete from membank_private.memories as m where m.scope_id = _row.scope_id and m.name = _row.name;
     perform membank_private.clear_revision_context();
     return membank_private.to_memory(_row);
 end

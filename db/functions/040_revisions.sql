@@ -17,8 +17,12 @@ as $$
                r.create_time)::membank.memory_revision;
 $$;
 
+-- Replaced by the scope_id-taking versions below (every statement names its shard).
+drop function if exists membank_private.is_expired(uuid);
+drop function if exists membank_private.check_revisions_exist(uuid, jsonb);
+
 -- name: is_expired: true when the memory exists and its expire_time has passed (its revisions are then redacted).
-create or replace function membank_private.is_expired(name uuid)
+create or replace function membank_private.is_expired(name uuid, scope_id uuid)
 returns boolean
 language sql
 stable
@@ -26,31 +30,45 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     select exists (select from membank_private.memories as m
-                   where m.name = is_expired.name and m.expire_time <= statement_timestamp());
+                   where m.scope_id = is_expired.scope_id and m.name = is_expired.name
+                     and m.expire_time <= statement_timestamp());
 $$;
 
--- name: check_revisions_exist: raise P0002 unless the memory has revisions in the scope.
-create or replace function membank_private.check_revisions_exist(
+-- name: revisions_scope_id: the scope_id of a memory's revisions (in scope, when given); else P0002.
+-- With scope the lookup goes to one shard on Citus; without, it asks every
+-- shard once (index on memory_name) and the caller then goes by scope_id.
+create or replace function membank_private.revisions_scope_id(
     name uuid, scope jsonb
-) returns void
+) returns uuid
 language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _found uuid;
+    _found_scope jsonb;
 begin
-    if not exists (
-        select from membank_private.memory_revisions as r
-        where r.memory_name = check_revisions_exist.name
-          and membank_private.scope_allowed(r.scope)
-          and (check_revisions_exist.scope is null
-               or r.scope = membank_private.validate_scope(check_revisions_exist.scope))
-    ) then
+    -- scope_allowed is asked after the read, not inside it: it reads a table
+    -- itself (no table-reading call inside a statement on a distributed table).
+    if _scope is null then
+        select r.scope_id, r.scope into _found, _found_scope from membank_private.memory_revisions as r
+        where r.memory_name = revisions_scope_id.name
+        limit 1;
+    else
+        select r.scope_id, r.scope into _found, _found_scope from membank_private.memory_revisions as r
+        where r.scope_id = _scope_id and r.memory_name = revisions_scope_id.name and r.scope = _scope
+        limit 1;
+    end if;
+    if _found is null or not membank_private.scope_allowed(_found_scope) then
         raise exception 'name: memory % has no revisions', name
             using errcode = 'no_data_found',
                   hint = 'the name may be wrong, belong to another scope, or its revisions may have passed retention',
                   detail = 'argument: name';
     end if;
+    return _found;
 end
 $$;
 
@@ -65,15 +83,22 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _name uuid := membank_private.parse_name(name);
+    _scope_id uuid := membank_private.revisions_scope_id(_name, scope);
+    -- Read before the statement on memory_revisions: no table-reading call inside it.
+    _expired boolean := membank_private.is_expired(_name, _scope_id);
+    _r membank_private.memory_revisions;
 begin
-    perform membank_private.check_revisions_exist(_name, scope);
-    return query
-    select (case when membank_private.is_expired(_name)
-                 then membank_private.redact_revision(membank_private.to_memory_revision(r))
-                 else membank_private.to_memory_revision(r) end).*
-    from membank_private.memory_revisions as r
-    where r.memory_name = _name
-    order by r.revision;
+    -- Rows into a variable, shaped here: a whole-row argument inside the
+    -- query would name the shard's row type on Citus.
+    for _r in select * from membank_private.memory_revisions as r
+              where r.scope_id = _scope_id and r.memory_name = _name
+              order by r.revision loop
+        if _expired then
+            return next membank_private.redact_revision(membank_private.to_memory_revision(_r));
+        else
+            return next membank_private.to_memory_revision(_r);
+        end if;
+    end loop;
 end
 $$;
 
@@ -96,22 +121,23 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _name uuid := membank_private.parse_name(name);
+    _scope_id uuid;
     _row membank_private.memory_revisions;
 begin
     if revision is null then
         perform membank_private._raise_invalid('revision', 'must not be null',
             'pass a revision number that list_revisions shows');
     end if;
-    perform membank_private.check_revisions_exist(_name, scope);
+    _scope_id := membank_private.revisions_scope_id(_name, scope);
     select * into _row from membank_private.memory_revisions as r
-    where r.memory_name = _name and r.revision = get_revision.revision;
+    where r.scope_id = _scope_id and r.memory_name = _name and r.revision = get_revision.revision;
     if _row.memory_name is null then
         raise exception 'revision: memory % has no revision %', _name, revision
             using errcode = 'no_data_found',
                   hint = 'list_revisions shows the revision numbers that exist',
                   detail = 'argument: revision';
     end if;
-    if membank_private.is_expired(_name) then
+    if membank_private.is_expired(_name, _scope_id) then
         return membank_private.redact_revision(membank_private.to_memory_revision(_row));
     end if;
     return membank_private.to_memory_revision(_row);
@@ -135,14 +161,17 @@ as $$
 declare
     _target membank.memory_revision;
     _row membank_private.memories;
+    _scope_id uuid;
     _last integer;
+    _first timestamptz;
 begin
     if revision is null then
         perform membank_private._raise_invalid('revision', 'must not be null',
             'pass a revision number that list_revisions shows');
     end if;
     _target := membank.get_revision(name, revision, scope);
-    if membank_private.is_expired(_target.memory_name) then
+    _scope_id := md5(_target.scope::text)::uuid;
+    if membank_private.is_expired(_target.memory_name, _scope_id) then
         -- Expired is forgotten: its revisions show no text to restore.
         raise exception 'name: memory % has expired', _target.memory_name
             using errcode = 'no_data_found', detail = 'argument: name',
@@ -154,29 +183,28 @@ begin
             'roll back to a CREATED or UPDATED revision');
     end if;
     perform membank_private.set_revision_context(jsonb_build_object('rollback_to', revision));
-    perform membank_private.lock_scope(md5(_target.scope::text)::uuid);
-    select * into _row from membank_private.memories as m where m.name = _target.memory_name for update;
+    perform membank_private.lock_scope(_scope_id);
+    select * into _row from membank_private.memories as m
+    where m.scope_id = _scope_id and m.name = _target.memory_name for update;
     -- The current revision: the live row's, else the newest (the deletion).
-    select max(r.revision) into _last
-    from membank_private.memory_revisions as r where r.memory_name = _target.memory_name;
+    select max(r.revision), min(r.create_time) into _last, _first
+    from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.memory_name = _target.memory_name;
     perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
         -- Live: restore the content; the expiry stays as it is now.
         update membank_private.memories as m
         set fact = _target.fact, structured_content = _target.structured_content,
             topics = _target.topics, metadata = _target.metadata
-        where m.name = _row.name
+        where m.scope_id = _scope_id and m.name = _row.name
         returning * into _row;
     else
         -- Deleted: bring it back under the same name, never expiring, with
         -- its revision numbers continuing after the deletion.
         insert into membank_private.memories as m (
-            name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
         ) values (
-            _target.memory_name, _target.scope, _target.memory_type, _target.fact,
-            _target.structured_content, _target.topics, _target.metadata, _last + 1,
-            (select min(r.create_time) from membank_private.memory_revisions as r
-             where r.memory_name = _target.memory_name)
+            _target.memory_name, _scope_id, _target.scope, _target.memory_type, _target.fact,
+            _target.structured_content, _target.topics, _target.metadata, _last + 1, _first
         ) returning * into _row;
     end if;
     perform membank_private.clear_revision_context();

@@ -15,7 +15,7 @@ begin
         -- The old vector describes text that no longer exists: drop it now,
         -- so retrieval never ranks this memory by it (text still matches).
         if tg_op = 'UPDATE' then
-            delete from membank_private.memory_embeddings as e where e.name = new.name;
+            delete from membank_private.memory_embeddings as e where e.scope_id = new.scope_id and e.name = new.name;
         end if;
         if new.fact is not null then
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
@@ -25,7 +25,7 @@ begin
         end if;
     elsif new.expire_time is distinct from old.expire_time then
         update membank_private.memory_embeddings as e set expire_time = new.expire_time
-        where e.name = new.name;
+        where e.scope_id = new.scope_id and e.name = new.name;
     end if;
     return null;
 end
@@ -111,6 +111,12 @@ begin
     perform membank_private.refuse_bound_caller('reembed');
     -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    -- In the lock order of 015_scope_locks.sql: the configuration row, then
+    -- the memories in name order (a delete_memory holds its memory first and
+    -- then its vector and job, so taking vectors before memories deadlocked
+    -- against it), then the vectors and jobs that hang off them.
+    perform from membank_private.embedding_config as c for update;
+    perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;
@@ -165,7 +171,7 @@ begin
     -- before the model is called: no lock is held while the worker embeds.
     -- Holding the job rows for the whole batch made a delete (memory, then
     -- its jobs by cascade) and store_embeddings (jobs, then the memory for
-    -- its vector's foreign key) wait for each other: 40P01 (issue 22 §6), or
+    -- its vector's foreign key) wait for each other: 40P01, or
     -- a delete waiting past its lock timeout while a slow batch embedded.
     -- The claim locks only job rows, briefly, and waits for nothing.
     return query
@@ -225,6 +231,7 @@ declare
     _vector vector;
     _locked uuid [];
 begin
+    perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
     perform membank.configure_embedding(model_id, dimension);
     -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
@@ -279,7 +286,7 @@ begin
         cross join membank_private.embedding_config as c
         inner join membank_private.memories as m
             on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        on conflict (name) do update
+        on conflict (name, scope_id) do update
         set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
             embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
             create_time = statement_timestamp()
@@ -307,7 +314,7 @@ entries. A vector whose memory's fact changed since the claim is dropped (the ch
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
 Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
 entries or of zero norm: nothing stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
-another call holding the embedding configuration or a vector (retryable).$$;
+another call holding the embedding configuration or a vector (retryable), 42501 for a role bound to scopes.$$;
 
 -- name: quantize: binary quantization of a vector, centered on the bank's centroid when it has one.
 create or replace function membank_private.quantize(embedding vector, centroid vector)
@@ -356,6 +363,7 @@ as $$
 declare
     _count integer;
 begin
+    perform membank_private.refuse_bound_role('fail_embedding_jobs');  -- any scope's memories: never a bound role's
     update membank_private.embedding_jobs as j
     set attempts = j.attempts + 1,
         last_error = left(error, 2000),
@@ -370,7 +378,7 @@ $$;
 comment on function membank.fail_embedding_jobs(text[], text[], text) is
 $$Record that embedding the claimed jobs (memory_names, fact_md5s) failed with error (kept, truncated to 2000
 characters): attempts + 1, retried after 2^attempts seconds; after 5 attempts a job is no longer claimed and shows as
-failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names.$$;
+failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names, 42501 for a role bound to scopes.$$;
 
 -- name: embedding_backlog: how much embedding work is pending, failed and done.
 create or replace function membank.embedding_backlog()

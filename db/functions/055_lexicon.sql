@@ -14,6 +14,8 @@ declare
     _scope_ids uuid [];
     _fts tsvector [];
     _signs integer [];
+    _scope_id uuid;
+    _lexemes text [];
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -58,16 +60,21 @@ begin
 
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).
+    -- Per scope, from the arrays rather than old_rows: on Citus these
+    -- statements run from the shard's trigger, where only a statement with
+    -- scope_id = a constant stays on the shard, and old_rows is not visible.
     if tg_op <> 'INSERT' then
-        delete from membank_private.scope_lexicon as x
-        using (
-            select distinct o.scope_id, l.lexeme
-            from old_rows as o
-            cross join lateral unnest(tsvector_to_array(o.fts)) as l (lexeme)
-        ) as t
-        where x.scope_id = t.scope_id and x.lexeme = t.lexeme and x.doc_count <= 0;
-        delete from membank_private.scope_stats as s
-        where s.scope_id in (select o.scope_id from old_rows as o) and s.doc_count <= 0;
+        for _scope_id in select distinct d.scope_id from unnest(_scope_ids, _signs) as d (scope_id, sign)
+                         where d.sign < 0 loop
+            _lexemes := array(
+                select distinct l.lexeme
+                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+                where d.sign < 0 and d.scope_id = _scope_id);
+            delete from membank_private.scope_lexicon as x
+            where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
+            delete from membank_private.scope_stats as s where s.scope_id = _scope_id and s.doc_count <= 0;
+        end loop;
     end if;
     return null;
 end

@@ -329,6 +329,22 @@ begin
                       where e ->> 'event_id' = any(_event_ids) and e ? 'text')
            or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
 
+    -- An error of an operation that learned from the same events or facts:
+    -- a model's reply or a provider's message may quote them, so the
+    -- message goes (the code, stage and attempts stay).
+    update membank_private.operations as o
+    set error = o.error || jsonb_build_object('message', 'redacted: the memory it quoted was purged')
+    where o.scope_id = forget_memory.scope_id and o.error ? 'message'
+      and o.error ->> 'message' <> 'redacted: the memory it quoted was purged'
+      and (exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids))
+           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
+    update membank_private.generation_jobs as j
+    set last_error = 'redacted: the memory it quoted was purged'
+    from membank_private.operations as o
+    where j.scope_id = forget_memory.scope_id and o.scope_id = j.scope_id and o.name = j.operation_name
+      and j.last_error is not null
+      and exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids));
+
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
     -- Redacted once per row; only the rows it changes are written.
@@ -395,6 +411,8 @@ begin
         'events', (select count(*) from membank_private.events as e
                    where e.scope_id = _scope_id and e.session_id = any(_sessions)),
         'sessions', cardinality(_sessions),
+        'ingest_streams', (select count(*) from membank_private.ingest_streams as t
+                           where t.scope_id = _scope_id and t.scope = _scope),
         'user_states', (select count(*) from membank_private.scope_states as u
                         where u.scope_id = _scope_id and u.scope = _scope),
         'operations', (select count(*) from membank_private.operations as o
@@ -449,7 +467,8 @@ begin
             delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
-        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events (with payloads) cascade
+        where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade
+        delete from membank_private.ingest_streams as t where t.scope_id = _scope_id and t.scope = _scope;
         -- ADK "user:" state of the scope (sessions' own state went with their rows).
         delete from membank_private.scope_states as u where u.scope_id = _scope_id and u.scope = _scope;
         delete from membank_private.operations as o
@@ -470,11 +489,12 @@ $$;
 comment on function membank.erase_scope(jsonb, boolean) is
 $$Right to erasure: remove everything stored under one exact scope (a JSON object; never a prefix: {"user_id":"u1"}
 does not touch {"user_id":"u1","app":"x"}): memories, their revisions (no revision is kept), embeddings, embedding
-jobs, full-text lexicon entries, sessions and their events, ADK user: state, GenerateMemories operations and their
-jobs, tool rules, their change log, tool decisions, exempt-tool settings, the digests of deleted memories' source
-events (retired_sources) and role bindings to the scope. With force =>
+jobs, full-text lexicon entries, sessions and their events and IngestEvents streams, ADK user: state,
+GenerateMemories operations and their jobs, tool rules, their change log, tool decisions, exempt-tool settings, the
+digests of deleted memories' source events (retired_sources) and role bindings to the scope. With force =>
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
+"ingest_streams",
 "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
 wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},

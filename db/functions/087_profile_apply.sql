@@ -17,6 +17,7 @@ declare
     _given jsonb;
     _reason text;
     _spec jsonb;
+    _retired uuid;
 begin
     perform membank_private.lock_scope(o.scope_id);
     for _v in select v from jsonb_array_elements(o.profile_values) as v loop
@@ -32,6 +33,22 @@ begin
           and m.structured_content ->> 'schema_id' = _v ->> 'schema_id'
           and m.structured_content ->> 'field' = _v ->> 'field'
         for update;
+        if _row.name is null then
+            -- A deleted field does not come back from the events it came from
+            -- (retired_sources, 085_erasure.sql), like a deleted fact.
+            _retired := membank_private.retired_by(o.scope_id, o.source_events,
+                array(select jsonb_array_elements_text(_v -> 'source_event_ids')));
+            if _retired is not null then
+                perform membank_private.reject_item(o.name, 'CONSOLIDATE', jsonb_build_object(
+                    'schema_id', _v ->> 'schema_id', 'field', _v ->> 'field',
+                    'source_event_ids', _v -> 'source_event_ids', 'memory_name', _retired),
+                    format('source_event_ids: %s were the source of memory %s, which was deleted; a deleted profile '
+                           'field is created again only from a new event',
+                           array_to_string(array(select jsonb_array_elements_text(_v -> 'source_event_ids')), ', '),
+                           _retired));
+                continue;
+            end if;
+        end if;
         _new := _v -> 'value';
         if _row.name is not null then
             if _v ->> 'kind' in ('enum', 'number', 'integer', 'boolean') then
@@ -77,8 +94,8 @@ begin
                     from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
                     where _v -> 'source_event_ids' ? (e ->> 'event_id')))));
         if _row.name is null then
-            insert into membank_private.memories as m (scope, memory_type, structured_content, expire_time)
-            values (o.scope, 'STRUCTURED_PROFILE',
+            insert into membank_private.memories as m (scope_id, scope, memory_type, structured_content, expire_time)
+            values (o.scope_id, o.scope, 'STRUCTURED_PROFILE',
                     jsonb_build_object('schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _new,
                                        'event_time', _v -> 'event_time'),
                     membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))

@@ -235,7 +235,12 @@ declare
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _row membank_private.operations;
 begin
-    select * into _row from membank_private.operations as o where o.name = _name;
+    if _scope is null then
+        select * into _row from membank_private.operations as o where o.name = _name;  -- every shard on Citus
+    else
+        select * into _row from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.name = _name;
+    end if;
     -- Another scope's operation is reported exactly like a missing one.
     if _row.name is null or (_scope is not null and _row.scope <> _scope)
        or not membank_private.scope_allowed(_row.scope) then

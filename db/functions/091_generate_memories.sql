@@ -165,9 +165,9 @@ begin
     _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
     _options := _options || jsonb_build_object('request_digest', _digest);
     insert into membank_private.operations as o (
-        scope, session_id, request_key, options, source_events, facts, stage
+        scope_id, scope, session_id, request_key, options, source_events, facts, stage
     ) values (
-        _scope, session_id, _key, _options, _events, _facts,
+        md5(_scope::text)::uuid, _scope, session_id, _key, _options, _events, _facts,
         case when facts is not null and _profiles = '{}' then 'CONSOLIDATE' else 'EXTRACT' end
     )
     on conflict (scope_id, request_key) where error is null do nothing

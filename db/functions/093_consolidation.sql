@@ -278,8 +278,8 @@ declare
     _row membank_private.memories;
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (scope, fact, topics, expire_time)
-    values (o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
+    values (o.scope_id, o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();

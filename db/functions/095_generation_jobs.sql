@@ -103,6 +103,8 @@ declare
     _profile_plan jsonb;
     _merges jsonb;
 begin
+    -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
+    perform membank_private.refuse_bound_role('prepare_consolidation');
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     select * into _op from membank_private.operations as o where o.name = _job.operation_name;
     if _job.id is null or _op.stage <> 'CONSOLIDATE' then
@@ -158,7 +160,8 @@ order, as many as fit the token budget, at most 50): per fact its nearest memori
 keep them (names and revisions) as the job's plan, and return the job with the consolidation prompt, the reply's JSON
 schema and the structured input (facts, candidates: the batch's plan). Call it again when
 complete_generation_job returns 'replan'. Raises P0002 (no such CONSOLIDATE job), 22023 naming the argument
-(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank's).$$;
+(embeddings[i] with NaN or infinite entries or of zero norm), MB010 (vectors of another model than the bank's),
+42501 for a role bound to scopes (a job may be any scope's).$$;
 
 -- name: complete_generation_job: validate and apply a model reply; returns 'done', 'next', 'replan' or 'failed'.
 create or replace function membank.complete_generation_job(job_id bigint, reply text)
@@ -177,6 +180,8 @@ declare
     _profile_values jsonb;
     _profiles_only boolean;
 begin
+    -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
+    perform membank_private.refuse_bound_role('complete_generation_job');
     select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
@@ -295,7 +300,8 @@ reply with no JSON value, or without the asked array, fails the operation ('fail
 applies nothing of it. COMPACT: the reply is {"summary": text}
 or plain text; the summary is created and the chosen memories deleted ('done'), or, when one of them changed since it
 was chosen, nothing is applied ('failed', error CANDIDATES_CHANGED).
-Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation).$$;
+Raises P0002 (no such job), 22023 (CONSOLIDATE without prepare_consolidation), 42501 for a role bound to scopes
+(a job may be any scope's).$$;
 
 -- name: fail_generation_job: record a failed model call; retried with exponential backoff, then the operation fails.
 create or replace function membank.fail_generation_job(
@@ -309,6 +315,8 @@ as $$
 declare
     _job membank_private.generation_jobs;
 begin
+    -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
+    perform membank_private.refuse_bound_role('fail_generation_job');
     update membank_private.generation_jobs as j
     set attempts = j.attempts + 1, last_error = left(error, 2000),
         retry_time = statement_timestamp() + least(power(2, j.attempts + 1), 300) * interval '1 second'
@@ -334,7 +342,7 @@ $$Record that the model call of a claimed job failed with error (text, kept up t
 operation's model_calls. The job is retried after 2, 4, 8, 16 seconds (at most 300); after 5 attempts, or at once
 when retryable is false (a request that will never succeed: HTTP 400, 401, 403, 404, 422), the operation is done with
 error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when the operation failed.
-Raises P0002 (no such job).$$;
+Raises P0002 (no such job), 42501 for a role bound to scopes (a job may be any scope's).$$;
 
 -- name: generation_backlog: how much generation work is waiting.
 create or replace function membank.generation_backlog()

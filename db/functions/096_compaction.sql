@@ -135,8 +135,8 @@ begin
     perform membank_private.set_revision_context(
         jsonb_build_object('operation', o.name, 'action', 'COMPACT'), '{}',
         (select jsonb_agg(c order by n) from jsonb_array_elements(o.facts) with ordinality as x (c, n)));
-    insert into membank_private.memories as m (scope, fact, topics, metadata)
-    values (o.scope, _summary,
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata)
+    values (o.scope_id, o.scope, _summary,
             array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
                   order by t limit 32),
             jsonb_build_object('compaction', jsonb_build_object(
@@ -230,8 +230,8 @@ begin
         return null;  -- nothing (or one memory) to compact: a no-op
     end if;
 
-    insert into membank_private.operations as o (scope, request_key, options, facts, stage)
-    values (_scope, md5('compact:' || _candidates::text)::uuid,
+    insert into membank_private.operations as o (scope_id, scope, request_key, options, facts, stage)
+    values (_scope_id, _scope, md5('compact:' || _candidates::text)::uuid,
             jsonb_build_object('kind', 'compaction', 'older_than', older_than::text, 'max_memories', max_memories,
                                'topics', to_jsonb(_topics), 'model_id', _model, 'in_database', _use_db),
             _candidates, 'COMPACT')

@@ -69,8 +69,8 @@ begin
         _i := _i + 1;
     end loop;
     _tools := array(select distinct t from unnest(tools) as t order by t);
-    insert into membank_private.tool_permission_settings as s (scope, exempt_tools)
-    values (_scope, _tools)
+    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools)
+    values (md5(_scope::text)::uuid, _scope, _tools)
     on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = statement_timestamp();
     return _tools;
 end
@@ -99,6 +99,11 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.tool_rules;
+    _scope jsonb;
+    _project text;
+    _tool text;
+    _pattern text;
+    _operators text[];
 begin
     if decision is null or upper(decision) not in ('ALLOW', 'BLOCK') then
         perform membank_private._raise_invalid('decision', format('must be ALLOW or BLOCK, got %s',
@@ -108,12 +113,16 @@ begin
     if description is not null and length(description) > 2000 then
         perform membank_private._raise_invalid('description', 'must be at most 2000 characters', 'say why, briefly');
     end if;
+    -- Validated into variables first (Citus evaluates calls in INSERT ... VALUES on the coordinator).
+    _scope := membank_private.validate_scope(scope);
+    _project := membank_private.validate_project_id(project_id);
+    _tool := membank_private.validate_tool_name(tool_name);
+    _pattern := membank_private.validate_tool_pattern(pattern);
+    _operators := membank_private.validate_allow_operators(allow_operators);
     insert into membank_private.tool_rules as r (
-        scope, project_id, tool_name, pattern, decision, allow_operators, description
+        scope_id, scope, project_id, tool_name, pattern, decision, allow_operators, description
     ) values (
-        membank_private.validate_scope(scope), membank_private.validate_project_id(project_id),
-        membank_private.validate_tool_name(tool_name), membank_private.validate_tool_pattern(pattern),
-        upper(decision), membank_private.validate_allow_operators(allow_operators), description
+        md5(_scope::text)::uuid, _scope, _project, _tool, _pattern, upper(decision), _operators, description
     )
     returning * into _row;
     return membank_private.to_tool_rule(_row);

@@ -264,7 +264,8 @@ begin
     delete from membank_private.bound_roles as b
     where not exists (select from pg_catalog.pg_roles as r where r.oid = b.role_oid);
     insert into membank_private.bound_roles as b (role_oid) values (_oid) on conflict do nothing;
-    insert into membank_private.scope_bindings as b (role_oid, scope) values (_oid, _scope) on conflict do nothing;
+    insert into membank_private.scope_bindings as b (role_oid, scope_id, scope)
+    values (_oid, md5(_scope::text)::uuid, _scope) on conflict do nothing;
     return found;
 exception
     when lock_not_available then

@@ -6,10 +6,15 @@ client over it (``MemoryBank``), plus the CLI and the embedded server.
 
 from typing import TYPE_CHECKING
 
+# The name on the package index ("membank" there is an unrelated project);
+# the import package and the command are ``membank``.
+DISTRIBUTION = "membank-pg"
+
 # Names load on first use (PEP 562), so that ``import membank.cli`` does not
 # pay for psycopg before a command needs it.
 _LAZY = {
     "MemoryBank": "membank.client", "PendingOperation": "membank.client",
+    "AsyncMemoryBank": "membank.async_client", "AsyncPendingOperation": "membank.async_client",
     "ConflictError": "membank.errors", "InvalidArgumentError": "membank.errors", "MembankError": "membank.errors",
     "PermissionDeniedError": "membank.errors", "DeadlockError": "membank.errors",
     "NotFoundError": "membank.errors", "NotInstalledError": "membank.errors",
@@ -17,6 +22,16 @@ _LAZY = {
     "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
     "RetrievedMemory": "membank.models",
 }
+
+
+def package_version() -> str:
+    """Return the installed version of membank (distribution ``membank-pg``), or ``"unknown"`` outside one."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed)"
 
 
 def __getattr__(name: str):
@@ -31,6 +46,7 @@ def __getattr__(name: str):
 
 
 if TYPE_CHECKING:
+    from membank.async_client import AsyncMemoryBank, AsyncPendingOperation
     from membank.client import MemoryBank, PendingOperation
     from membank.errors import (
         ConflictError, DeadlockError, InvalidArgumentError, MembankError, NotFoundError, NotInstalledError,
@@ -41,6 +57,8 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AsyncMemoryBank",
+    "AsyncPendingOperation",
     "ConflictError",
     "DeadlockError",
     "PermissionDeniedError",

@@ -23,6 +23,15 @@ import click
 from membank import errors, settings
 
 
+def _database_url() -> str:
+    """The database to use (MEMBANK_DATABASE_URL or the embedded server), after one quick connection to it."""
+    from membank import database
+
+    url = database.database_url()
+    database.check_connection(url)
+    return url
+
+
 def _bank(**kwargs: Any):
     """Open a MemoryBank (imported here, not at start-up)."""
     from membank.client import MemoryBank
@@ -35,8 +44,32 @@ def _json_default(value: Any) -> str:
     return value.isoformat() if hasattr(value, "isoformat") else str(value)
 
 
-def _echo_json(value: Any) -> None:
-    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
+OUTPUT_KEY = "membank.output"
+
+
+def _choose_output(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    ctx.meta[OUTPUT_KEY] = value
+
+
+_output_option = click.option(
+    "--output", type=click.Choice(["table", "json"]), default=None, expose_value=False, callback=_choose_output,
+    help="table (for people) or json (for scripts). Default: table when stdout is a terminal, else json.")
+
+
+def _output() -> str:
+    ctx = click.get_current_context(silent=True)
+    chosen = ctx.meta.get(OUTPUT_KEY) if ctx is not None else None
+    return chosen or ("table" if sys.stdout.isatty() else "json")
+
+
+def _emit(value: Any) -> None:
+    """Print a command's result: pretty JSON, or a compact table (``--output``)."""
+    if _output() == "table":
+        from membank import table
+
+        click.echo(table.render(value))
+    else:
+        click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=_json_default))
 
 
 def _json_object_list(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[Any]:
@@ -52,17 +85,34 @@ def _json_object_list(ctx: click.Context, param: click.Parameter, values: tuple[
     return out
 
 
-def _duration(text: str, option: str) -> timedelta:
-    """A duration such as 30d, 12h, 90m, 45s or plain seconds."""
-    units = {"d": 86400, "h": 3600, "m": 60, "s": 1}
-    value = text.strip().lower()
-    try:
-        seconds = float(value[:-1]) * units[value[-1]] if value and value[-1] in units else float(value)
-    except ValueError:
-        raise click.BadParameter(f"{text!r}: write e.g. 30d, 12h, 90m or seconds", param_hint=option) from None
-    if seconds < 0:
-        raise click.BadParameter(f"{text!r}: must not be negative", param_hint=option)
-    return timedelta(seconds=seconds)
+class Duration(click.ParamType):
+    """Every duration option of the CLI: 30d, 12h, 90m, 45s or plain seconds (a timedelta)."""
+
+    name = "duration"
+    UNITS = {"d": 86400, "h": 3600, "m": 60, "s": 1}
+
+    def __init__(self, *, positive: bool = False) -> None:
+        self.positive = positive
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> timedelta:
+        if isinstance(value, timedelta):
+            return value
+        text = str(value).strip().lower()
+        try:
+            unit = self.UNITS[text[-1]] if text and text[-1] in self.UNITS else 1
+            seconds = float(text[:-1] if unit != 1 or text.endswith("s") else text) * unit
+        except ValueError:
+            self.fail(f"{value!r}: write e.g. 30d, 12h, 90m, 45s or seconds", param, ctx)
+        if seconds < 0 or (self.positive and seconds == 0) or seconds != seconds:
+            self.fail(f"{value!r}: must be {'more than zero' if self.positive else 'zero or more'}", param, ctx)
+        try:
+            return timedelta(seconds=seconds)
+        except OverflowError:
+            self.fail(f"{value!r}: too long", param, ctx)
+
+
+DURATION = Duration()
+TTL = Duration(positive=True)
 
 
 def _json_object(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
@@ -99,10 +149,11 @@ def cli_hint(hint: str) -> str:
 # Commands of other modules, loaded only when run (their imports are heavy);
 # their one-line help is here so that `membank --help` does not import them.
 _LAZY_COMMANDS = {
-    "audit": ("membank.audit", "audit",
-              "Run the evidence-verdict canary cases and print expected against actual verdicts."),
+    "audit": ("membank.audit", "audit", "Check the evidence verdicts with eight synthetic cases on a canary scope; "
+                                        "exit 1 on an unexpected verdict."),
     "mcp": ("membank.mcp_server", "mcp", "Serve membank to agents over the Model Context Protocol (stdio or HTTP)."),
-    "valkey": ("membank.buffer.cli", "valkey", "The session buffer's Valkey server: path, url, start, stop."),
+    "valkey": ("membank.buffer.cli", "valkey",
+               "The session buffer's Valkey: MEMBANK_VALKEY_URL, else the embedded server in <data dir>/valkey."),
 }
 
 
@@ -112,6 +163,9 @@ class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except errors.SetupError as err:
+            click.echo(f"error: {err}", err=True)  # one line: the message and its hint
+            sys.exit(2)
         except errors.MembankError as err:
             click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}", err=True)
             if err.hint:
@@ -123,7 +177,7 @@ class _Group(click.Group):
         # first sentence instead (wrapped), and never import a lazy command.
         rows = []
         for name in self.list_commands(ctx):
-            if name in _LAZY_COMMANDS and name not in self.commands:
+            if self is main and name in _LAZY_COMMANDS:  # the same text whether it was loaded or not
                 rows.append((name, _LAZY_COMMANDS[name][2]))
                 continue
             cmd = self.get_command(ctx, name)
@@ -150,12 +204,9 @@ class _Group(click.Group):
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from membank import package_version
 
-    try:
-        return version("membank")
-    except PackageNotFoundError:
-        return "unknown (not installed)"
+    return package_version()
 
 
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -199,8 +250,11 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
     generates memories session by session (GenerateMemories: extraction,
     then consolidation against what is known), prints each CREATED /
     UPDATED / DELETED memory, and answers recall questions by retrieving
-    memories with their scores. The conversation's scope is cleared first,
-    so the demo can be run again; other scopes are never touched.
+    memories with their scores. When a question is about something the
+    conversation later took back (a DELETED memory), the demo says so and
+    prints that memory's revisions: retrieval never returns a deleted
+    memory, its history keeps it. The conversation's scope is cleared
+    first, so the demo can be run again; other scopes are never touched.
     """
     from tqdm import tqdm
 
@@ -211,11 +265,12 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         conversation = demo_job.load_locomo(locomo) if locomo else demo_job.load_shipped()
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint="--locomo") from None
-    migrate.upgrade()
+    url = _database_url()
+    migrate.upgrade(url)
     if max_actions is None:
         max_actions = 8 if locomo else 10**9
-    click.echo(f"database at revision {migrate.current()} ({_where()})")
-    with _bank(max_size=2, provider=provider) as bank:
+    click.echo(f"database at revision {migrate.current(url)} ({_where()})")
+    with _bank(url=url, max_size=2, provider=provider) as bank:
         worker = bank.generation_worker
         click.echo(f"provider {worker.provider.model_id}, embedder {bank.embedder.model_id}")
         # Erase, not purge: a purge also forgets the source events' text, and
@@ -223,6 +278,7 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         cleared = bank.erase_scope(conversation.scope, force=True)["counts"]["memories"]
         click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
         click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
+        deleted: list[tuple[Any, str, str]] = []  # (name, fact, session id) of every DELETED memory
         with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
             def show(result: demo_job.SessionResult) -> None:
                 op = result.operation
@@ -239,6 +295,7 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                         was = f"  (was: {bank.get_revision(g.memory.name, g.memory.revision - 1).fact})"
                     elif g.action == "DELETED":  # operations never show a deleted fact; its revisions do, for now
                         fact = bank.get_revision(g.memory.name, g.memory.revision).fact
+                        deleted.append((g.memory.name, fact, result.session.session_id))
                     bar.write(f"  {g.action:8} {fact}{was}")
                 if len(op.generated_memories) > max_actions:
                     bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
@@ -252,11 +309,35 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                    f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
         click.echo("recall: hybrid retrieval; score = Reciprocal Rank Fusion of the vector and full-text ranks "
                    "(1/(10 + rank) per list, rrf_k's default), similarity = cosine similarity to the question")
+        click.echo("(with this model even unrelated facts score a similarity near 0.8: compare them, "
+                   "do not read them alone)")
         for question in conversation.questions:
             click.echo(f"recall: {question.text}")
-            for r in bank.retrieve_memories(conversation.scope, question.text, top_k=top_k):
+            results = bank.retrieve_memories(conversation.scope, question.text, top_k=top_k)
+            for r in results:
                 click.echo(f"  score {r.score:.4f}  similarity {r.similarity or 0:.3f}  "
                            f"{'+'.join(r.matched_signals):11}  {r.memory.fact}")
+            _show_forgotten(bank, question.text, results, deleted)
+
+
+def _show_forgotten(bank: Any, question: str, results: list[Any], deleted: list[tuple[Any, str, str]]) -> None:
+    """When a DELETED memory matches the question better than every live result, print its revisions."""
+    if not deleted:
+        return
+    import numpy as np
+
+    query = np.asarray(bank.embedder.embed_query(question))
+    facts = np.asarray(bank.embedder.embed_passages([fact for _, fact, _ in deleted]))
+    similarity = facts @ query / (np.linalg.norm(facts, axis=1) * np.linalg.norm(query))
+    best = int(np.argmax(similarity))
+    live = max((r.similarity or 0 for r in results), default=0)
+    if similarity[best] <= live:
+        return
+    name, fact, session_id = deleted[best]
+    click.echo(f"  none of these answers it: the closest memory, {fact!r} (similarity {similarity[best]:.3f}), "
+               f"was DELETED in {session_id}. Retrieval skips deleted memories; its revisions keep it:")
+    for rev in bank.list_revisions(name, scope=None):
+        click.echo(f"    revision {rev.revision} {rev.action:8} {rev.fact}")
 
 
 def _where() -> str:
@@ -278,12 +359,12 @@ def _where() -> str:
                    "0 turns them off).")
 @click.option("--compact-scope", "compact_scopes", multiple=True, callback=_json_object_list, metavar="PATTERN",
               help='Compact every scope containing this JSON object (repeatable), e.g. \'{"app_name":"shop"}\'.')
-@click.option("--compact-older-than", default="30d", show_default=True, metavar="DURATION",
+@click.option("--compact-older-than", type=DURATION, default="30d", show_default=True,
               help="With --compact-scope: compact memories older than this (e.g. 30d, 12h, 3600).")
-@click.option("--compact-every", default="1h", show_default=True, metavar="DURATION",
+@click.option("--compact-every", type=DURATION, default="1h", show_default=True,
               help="With --compact-scope: how often to look for memories to compact.")
 def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, retention_interval: float,
-           compact_scopes: list[Any], compact_older_than: str, compact_every: str) -> None:
+           compact_scopes: list[Any], compact_older_than: timedelta, compact_every: timedelta) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
     Generation jobs go to the provider (MEMBANK_PROVIDER, default the
@@ -305,8 +386,8 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     from membank.worker import EmbeddingWorker
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    url = _database_url()
     embedder = get_embedder()
-    url = settings.database_url()
     generation = GenerationWorker(url, get_provider(provider), embedder)
     w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
                         retention_interval=retention_interval or None)
@@ -316,7 +397,7 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     import threading
 
     stop = threading.Event()
-    older, every = _duration(compact_older_than, "--compact-older-than"), _duration(compact_every, "--compact-every")
+    older, every = compact_older_than, compact_every
 
     def compact_due() -> None:
         with _bank(url=url, max_size=1) as bank:
@@ -338,6 +419,9 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
         elif compact_scopes:
             threading.Thread(target=compact_loop, daemon=True).start()
         if once:
+            due = w.generate_due_streams()  # IngestEvents streams whose trigger came due
+            if due:
+                click.echo(f"queued {len(due)} operations for due IngestEvents streams")
             operations = generation.process_pending()
             queued = w.process_pending()
             # A generation job stores the vectors of the facts it writes itself
@@ -399,6 +483,7 @@ def reembed(yes: bool, force: bool) -> None:
 @click.option("--min-memories", type=click.IntRange(1), default=10_000, show_default=True,
               help="Scopes with at least this many memories get a partial HNSW index; dropped below half.")
 @click.option("--dry-run", is_flag=True, help="Print the plan (JSON) without running it.")
+@_output_option
 def scope_indexes(min_memories: int, dry_run: bool) -> None:
     """Admin: build and drop the per-scope HNSW indexes of big scopes (membank.scope_vector_index_plan).
 
@@ -411,14 +496,14 @@ def scope_indexes(min_memories: int, dry_run: bool) -> None:
     import psycopg
     from psycopg.rows import dict_row
 
-    with psycopg.connect(settings.database_url(), autocommit=True, row_factory=dict_row) as conn:
+    with psycopg.connect(_database_url(), autocommit=True, row_factory=dict_row) as conn:
         try:
             plan = conn.execute("select * from membank.scope_vector_index_plan(min_memories => %s)",
                                 (min_memories,)).fetchall()
         except psycopg.Error as err:
             raise errors.from_psycopg(err) from None
         if dry_run:
-            _echo_json(plan)
+            _emit(plan)
             return
         for step in plan:
             t = time.perf_counter()
@@ -429,10 +514,11 @@ def scope_indexes(min_memories: int, dry_run: bool) -> None:
 
 
 @main.command()
+@_output_option
 def backlog() -> None:
     """Show the work queues: embeddings (pending, failed, embedded, model) and generation (operations, jobs)."""
     with _bank(max_size=1) as bank:
-        _echo_json({"embedding": asdict(bank.embedding_backlog()), "generation": asdict(bank.generation_backlog())})
+        _emit({"embedding": asdict(bank.embedding_backlog()), "generation": asdict(bank.generation_backlog())})
 
 
 # -- db ----------------------------------------------------------------------
@@ -452,7 +538,9 @@ def db_path() -> None:
 @db.command("url")
 def db_url() -> None:
     """Print the database URL in use (starts the embedded server if needed)."""
-    click.echo(settings.database_url())
+    from membank import database
+
+    click.echo(database.database_url())
 
 
 @db.command("start")
@@ -493,7 +581,7 @@ def db_psql(psql_args: tuple[str, ...]) -> None:
     """
     from membank import embedded
 
-    url = settings.database_url()
+    url = _database_url()
     psql = embedded.psql_path()
     # The connection goes in PG* variables, not as psql's dbname argument:
     # a URL there overrides -U/-h/-d (libpq expands it after the options),
@@ -530,8 +618,21 @@ def db_upgrade(revision: str) -> None:
     """Migrate the schema up to REVISION (default: head)."""
     from membank import migrate
 
-    migrate.upgrade(revision=revision)
-    click.echo(f"at revision {migrate.current()}")
+    url = _database_url()
+    migrate.upgrade(url, revision=revision)
+    click.echo(f"at revision {migrate.current(url)}")
+
+
+@db.command("distribute")
+def db_distribute() -> None:
+    """On a Citus coordinator, after db upgrade: shard the scoped tables by scope_id (rows kept), reference the rest."""
+    from membank import distribute
+
+    try:
+        done = distribute.distribute()
+    except RuntimeError as err:
+        raise click.ClickException(str(err)) from None
+    _echo_json(asdict(done))
 
 
 @db.command("downgrade")
@@ -541,10 +642,11 @@ def db_downgrade(revision: str, yes: bool) -> None:
     """Migrate the schema down to REVISION ('base' removes membank and its data)."""
     from membank import migrate
 
+    url = _database_url()
     if not yes:
         click.confirm(f"downgrade to {revision}? Data in what the downgrade drops is lost", abort=True)
-    migrate.downgrade(revision)
-    click.echo(f"at revision {migrate.current() or 'base'}")
+    migrate.downgrade(revision, url)
+    click.echo(f"at revision {migrate.current(url) or 'base'}")
 
 
 @db.command("current")
@@ -552,7 +654,7 @@ def db_current() -> None:
     """Print the schema's current revision and the newest one this version ships."""
     from membank import migrate
 
-    click.echo(f"current: {migrate.current() or 'base (not installed: run membank db upgrade)'}")
+    click.echo(f"current: {migrate.current(_database_url()) or 'base (not installed: run membank db upgrade)'}")
     click.echo(f"head:    {migrate.head()}")
 
 
@@ -569,10 +671,6 @@ _optional_scope = click.option("--scope", callback=_json_object,
                                help="When given, the memory must be in exactly this scope.")
 
 
-def _ttl(seconds: float | None) -> timedelta | None:
-    return None if seconds is None else timedelta(seconds=seconds)
-
-
 def _memory(memory: Any) -> dict:
     return asdict(memory)
 
@@ -582,25 +680,26 @@ def _memory(memory: Any) -> dict:
 @click.option("--fact", required=True, help="The fact, in natural language.")
 @click.option("--topic", "topics", multiple=True, help="Topic label (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Metadata JSON object.")
-@click.option("--ttl", type=click.FloatRange(min=0, min_open=True),
-              help="Seconds until the memory expires (default: never).")
+@click.option("--ttl", type=TTL, help="Expire after this long: 30d, 12h, 90m, 45s or seconds (default: never).")
 @click.option("--context", help="Text around the fact where it was said (e.g. the turn before it): searched, "
                                 "never printed back.")
-def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: float | None,
+@_output_option
+def memories_create(scope: Any, fact: str, topics: tuple[str, ...], metadata: Any, ttl: timedelta | None,
                     context: str | None) -> None:
     """Create a memory and print it."""
     with _bank(max_size=1) as bank:
-        _echo_json(_memory(bank.create_memory(scope, fact, topics=list(topics) or None,
-                                              metadata=metadata, ttl=_ttl(ttl), context=context)))
+        _emit(_memory(bank.create_memory(scope, fact, topics=list(topics) or None,
+                                              metadata=metadata, ttl=ttl, context=context)))
 
 
 @memories.command("get")
 @click.argument("name")
 @_optional_scope
+@_output_option
 def memories_get(name: str, scope: Any) -> None:
     """Print memory NAME."""
     with _bank(max_size=1) as bank:
-        _echo_json(_memory(bank.get_memory(name, scope=scope)))
+        _emit(_memory(bank.get_memory(name, scope=scope)))
 
 
 @memories.command("list")
@@ -609,13 +708,14 @@ def memories_get(name: str, scope: Any) -> None:
 @click.option("--page-token", help="next_page_token printed by the previous page.")
 @click.option("--metadata-filter", callback=_json_object, help="Keep memories whose metadata contains this object.")
 @click.option("--topic", "topics", multiple=True, help="Keep memories with any of these topics.")
+@_output_option
 def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_filter: Any,
                   topics: tuple[str, ...]) -> None:
     """List one page of the live memories of an exact scope, oldest first."""
     with _bank(max_size=1) as bank:
         page = bank.list_memories(scope, page_size=page_size, page_token=page_token,
                                   metadata_filter=metadata_filter, topics=list(topics) or None)
-    _echo_json({"memories": [_memory(m) for m in page.memories], "next_page_token": page.next_page_token})
+    _emit({"memories": [_memory(m) for m in page.memories], "next_page_token": page.next_page_token})
 
 
 @memories.command("update")
@@ -623,16 +723,17 @@ def memories_list(scope: Any, page_size: int, page_token: str | None, metadata_f
 @click.option("--fact", help="New fact.")
 @click.option("--topic", "topics", multiple=True, help="Replace the topics (repeatable).")
 @click.option("--metadata", callback=_json_object, help="Replace the metadata object.")
-@click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Expire this many seconds from now.")
+@click.option("--ttl", type=TTL, help="Expire this long from now: 30d, 12h, 90m, 45s or seconds.")
 @click.option("--expected-revision", type=click.IntRange(min=1),
               help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
-def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: float | None,
+@_output_option
+def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metadata: Any, ttl: timedelta | None,
                     expected_revision: int | None, scope: Any) -> None:
     """Change only the given fields of memory NAME; writes one revision."""
     with _bank(max_size=1) as bank:
-        _echo_json(_memory(bank.update_memory(name, fact=fact, topics=list(topics) or None,
-                                              metadata=metadata, ttl=_ttl(ttl), scope=scope,
+        _emit(_memory(bank.update_memory(name, fact=fact, topics=list(topics) or None,
+                                              metadata=metadata, ttl=ttl, scope=scope,
                                               expected_revision=expected_revision)))
 
 
@@ -641,6 +742,7 @@ def memories_update(name: str, fact: str | None, topics: tuple[str, ...], metada
 @click.option("--expected-revision", type=click.IntRange(min=1),
               help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
+@_output_option
 def memories_delete(name: str, expected_revision: int | None, scope: Any) -> None:
     """Delete memory NAME (its revisions stay readable); print it as it was, marked "deleted": true.
 
@@ -650,16 +752,17 @@ def memories_delete(name: str, expected_revision: int | None, scope: Any) -> Non
     with _bank(max_size=1) as bank:
         gone = bank.delete_memory(name, scope=scope, expected_revision=expected_revision)
         deleted_revision = bank.list_revisions(gone.name, scope=scope)[-1].revision
-    _echo_json({**_memory(gone), "deleted": True, "revision": deleted_revision})
+    _emit({**_memory(gone), "deleted": True, "revision": deleted_revision})
 
 
 @memories.command("revisions")
 @click.argument("name")
 @_optional_scope
+@_output_option
 def memories_revisions(name: str, scope: Any) -> None:
     """Print every revision of memory NAME, oldest first."""
     with _bank(max_size=1) as bank:
-        _echo_json([asdict(r) for r in bank.list_revisions(name, scope=scope)])
+        _emit([asdict(r) for r in bank.list_revisions(name, scope=scope)])
 
 
 @memories.command("rollback")
@@ -668,10 +771,11 @@ def memories_revisions(name: str, scope: Any) -> None:
 @click.option("--expected-revision", type=click.IntRange(min=1),
               help="Only if the memory is still at this revision (compare-and-set); else error MB003.")
 @_optional_scope
+@_output_option
 def memories_rollback(name: str, revision: int, expected_revision: int | None, scope: Any) -> None:
     """Restore memory NAME to the content of REVISION (recorded as a new revision)."""
     with _bank(max_size=1) as bank:
-        _echo_json(_memory(bank.rollback_memory(name, revision, scope=scope, expected_revision=expected_revision)))
+        _emit(_memory(bank.rollback_memory(name, revision, scope=scope, expected_revision=expected_revision)))
 
 
 @memories.command("retrieve")
@@ -687,6 +791,7 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
 @click.option("--decompose", metavar="METHOD",
               help="Split a compound question into sub-queries first: rules, model:<provider> (e.g. model:gemini), "
                    "or in_database:<model_id> (AlloyDB ai.generate).")
+@_output_option
 def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None, fusion: str,
                       text_only: bool, embed_now: bool, decompose: str | None) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope.
@@ -706,24 +811,26 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
             click.echo(f"note: {len(unembedded)} of {len(results)} results have no vector yet (the embedding "
                        "worker has not reached them): matched by text only, similarity null, degraded true. "
                        "Run `membank worker` (or `membank worker --once`), or pass --embed-now.", err=True)
-    _echo_json([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
+    _emit([{**_memory(r.memory), **{k: v for k, v in asdict(r).items() if k != "memory"}} for r in results])
 
 
 @memories.command("purge")
 @_scope_option
 @click.option("--metadata-filter", callback=_json_object, help="Only memories whose metadata contains this object.")
 @click.option("--force", is_flag=True, help="Really delete; without it only the count is printed.")
+@_output_option
 def memories_purge(scope: Any, metadata_filter: Any, force: bool) -> None:
     """Delete (with --force) or count the live memories of an exact scope."""
     with _bank(max_size=1) as bank:
         count = bank.purge_memories(scope, metadata_filter=metadata_filter, force=force)
-    _echo_json({"purged" if force else "would_purge": count})
+    _emit({"purged" if force else "would_purge": count})
 
 
 @main.command()
 @_scope_option
 @click.option("--force", is_flag=True, help="Really erase; without it only the counts are printed.")
 @click.option("--keep-buffer", is_flag=True, help="Do not delete the sessions' Valkey buffer keys.")
+@_output_option
 def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
     """Right to erasure: remove everything stored under an exact scope (memories, revisions, vectors,
     lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
@@ -740,7 +847,7 @@ def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
 
             with SessionBuffer() as buffer:
                 result = bank.erase_scope(scope, force=force, buffer=buffer)
-    _echo_json(result)
+    _emit(result)
 
 
 # -- sessions and events -----------------------------------------------------------
@@ -776,6 +883,7 @@ def _read_events(source: Any) -> list[Any]:
 @click.option("--session", "session_id", required=True, help="Session id, e.g. s1.")
 @click.option("--file", "source", type=click.File("r", encoding="utf-8"), default="-", show_default=True,
               help="JSON lines, one event per line (or one JSON array); '-' reads stdin.")
+@_output_option
 def events_append(scope: Any, session_id: str, source: Any) -> None:
     """Append events (JSON lines: event_id, author, text, timestamp) to a session; print how many were new.
 
@@ -788,7 +896,7 @@ def events_append(scope: Any, session_id: str, source: Any) -> None:
     given = _read_events(source)
     with _bank(max_size=1) as bank:
         added = bank.append_events(scope, session_id, given)
-    _echo_json({"appended": added, "already_stored": len(given) - added, "session_id": session_id})
+    _emit({"appended": added, "already_stored": len(given) - added, "session_id": session_id})
 
 
 @events.command("list")
@@ -823,13 +931,14 @@ def _operation(op: Any) -> dict:
               help="A custom topic (repeatable), e.g. 'travel=trips the user took or plans'.")
 @click.option("--start-time", help="With --session: only events at or after this ISO 8601 time.")
 @click.option("--end-time", help="With --session: only events before this ISO 8601 time.")
-@click.option("--ttl", type=click.FloatRange(min=0, min_open=True), help="Seconds until created memories expire.")
+@click.option("--ttl", type=TTL, help="Created memories expire after this long: 30d, 12h, 90m, 45s or seconds.")
 @click.option("--disable-consolidation", is_flag=True, help="Create every fact; compare none.")
 @click.option("--request-id", help="Idempotency token: a retry with it returns the same operation.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Run the operation in this process and print its result (--no-wait: print its name).")
+@_output_option
 def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, ...], topics: tuple[str, ...],
-             custom_topics: tuple[str, ...], start_time: str | None, end_time: str | None, ttl: float | None,
+             custom_topics: tuple[str, ...], start_time: str | None, end_time: str | None, ttl: timedelta | None,
              disable_consolidation: bool, request_id: str | None, wait: bool) -> None:
     """GenerateMemories: extract facts from a session or inline events (or take --fact) and consolidate them.
 
@@ -846,12 +955,12 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
     with _bank(max_size=1) as bank:
         pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
                                          topics=chosen or None, start_time=start_time, end_time=end_time,
-                                         ttl=_ttl(ttl), disable_consolidation=disable_consolidation,
+                                         ttl=ttl, disable_consolidation=disable_consolidation,
                                          request_id=request_id)
         if not wait:
-            _echo_json({"name": pending.name})
+            _emit({"name": pending.name})
             return
-        _echo_json(_operation(pending.wait(3600, process=True)))
+        _emit(_operation(pending.wait(3600, process=True)))
 
 
 @main.group(cls=_Group)
@@ -861,20 +970,22 @@ def operations() -> None:
 
 @operations.command("get")
 @click.argument("name")
+@_output_option
 def operations_get(name: str) -> None:
     """Print operation NAME: done, error, generated memories, rejected items."""
     with _bank(max_size=1) as bank:
-        _echo_json(_operation(bank.get_operation(name)))
+        _emit(_operation(bank.get_operation(name)))
 
 
 @operations.command("list")
 @_scope_option
 @click.option("--session", "session_id", help="Only this session's operations.")
 @click.option("--pending", is_flag=True, help="Only operations not done yet.")
+@_output_option
 def operations_list(scope: Any, session_id: str | None, pending: bool) -> None:
     """List the operations of an exact scope, newest first."""
     with _bank(max_size=1) as bank:
-        _echo_json([_operation(o) for o in bank.list_operations(scope, session_id=session_id,
+        _emit([_operation(o) for o in bank.list_operations(scope, session_id=session_id,
                                                                  done=False if pending else None)])
 
 
@@ -893,39 +1004,43 @@ def profiles_schema() -> None:
 @click.option("--schema", "memory_schema", required=True, callback=_json_object,
               help='JSON Schema, e.g. \'{"properties": {"job_status": {"enum": ["student", "full_time"]}}}\'; '
                    "@FILE reads it from a file.")
+@_output_option
 def profiles_schema_create(schema_id: str, memory_schema: Any) -> None:
     """Register profile schema SCHEMA_ID."""
     with _bank(max_size=1) as bank:
-        _echo_json(asdict(bank.create_profile_schema(schema_id, memory_schema)))
+        _emit(asdict(bank.create_profile_schema(schema_id, memory_schema)))
 
 
 @profiles_schema.command("list")
+@_output_option
 def profiles_schema_list() -> None:
     """List the profile schemas of the bank."""
     with _bank(max_size=1) as bank:
-        _echo_json([asdict(s) for s in bank.list_profile_schemas()])
+        _emit([asdict(s) for s in bank.list_profile_schemas()])
 
 
 @profiles_schema.command("delete")
 @click.argument("schema_id")
 @click.option("--force", is_flag=True, help="Also delete its field memories in every scope.")
+@_output_option
 def profiles_schema_delete(schema_id: str, force: bool) -> None:
     """Delete profile schema SCHEMA_ID (refused while field memories of it exist, unless --force)."""
     with _bank(max_size=1) as bank:
-        _echo_json({"deleted_field_memories": bank.delete_profile_schema(schema_id, force=force)})
+        _emit({"deleted_field_memories": bank.delete_profile_schema(schema_id, force=force)})
 
 
 @profiles.command("get")
 @_scope_option
 @click.option("--schema", "schema_ids", multiple=True, help="Only this schema (repeatable).")
+@_output_option
 def profiles_get(scope: Any, schema_ids: tuple[str, ...]) -> None:
     """Print the structured profiles of an exact scope: {schema_id: {field: value}}."""
     with _bank(max_size=1) as bank:
-        _echo_json(bank.retrieve_profiles(scope, schema_ids=list(schema_ids) or None))
+        _emit(bank.retrieve_profiles(scope, schema_ids=list(schema_ids) or None))
 # -- compaction ------------------------------------------------------------------
 @main.command()
 @_scope_option
-@click.option("--older-than", default="30d", show_default=True, metavar="DURATION",
+@click.option("--older-than", type=DURATION, default="30d", show_default=True,
               help="Compact memories created before now minus this (e.g. 30d, 12h, 3600).")
 @click.option("--max-memories", type=click.IntRange(2, 1000), default=50, show_default=True,
               help="At most this many memories per summary.")
@@ -933,7 +1048,8 @@ def profiles_get(scope: Any, schema_ids: tuple[str, ...]) -> None:
 @click.option("--provider", default=None, metavar="SPEC",
               help="Provider when the database has no ai.generate: rules (default), gemini[:MODEL], openai:MODEL.")
 @click.option("--model-id", default=None, help="Model id for the in-database ai.generate (AlloyDB AI).")
-def compact(scope: Any, older_than: str, max_memories: int, topics: tuple[str, ...], provider: str | None,
+@_output_option
+def compact(scope: Any, older_than: timedelta, max_memories: int, topics: tuple[str, ...], provider: str | None,
             model_id: str | None) -> None:
     """Compaction: the oldest memories of a scope become one summary memory (run here).
 
@@ -941,12 +1057,12 @@ def compact(scope: Any, older_than: str, max_memories: int, topics: tuple[str, .
     membank compact --scope '{"user_id":"u1"}' --older-than 30d
     """
     with _bank(max_size=1, provider=provider) as bank:
-        pending = bank.compact_memories(scope, _duration(older_than, "--older-than"), max_memories=max_memories,
+        pending = bank.compact_memories(scope, older_than, max_memories=max_memories,
                                         topics=list(topics) or None, model_id=model_id)
         if pending is None:
-            _echo_json({"name": None, "message": "nothing to compact"})
+            _emit({"name": None, "message": "nothing to compact"})
             return
-        _echo_json(_operation(pending.wait(3600, process=True)))
+        _emit(_operation(pending.wait(3600, process=True)))
 
 
 # -- tool permissions ------------------------------------------------------------
@@ -964,11 +1080,12 @@ def permissions() -> None:
 @click.option("--allow-operator", "allow_operators", multiple=True,
               help="A shell operator an ALLOW rule lets through (repeatable): ; && || | & newline $( ` > <")
 @click.option("--description", help="Why the rule exists.")
+@_output_option
 def permissions_add(scope: Any, tool_name: str, pattern: str, decision: str, project_id: str | None,
                     allow_operators: tuple[str, ...], description: str | None) -> None:
     """Add a rule (needs membank_admin)."""
     with _bank(max_size=1) as bank:
-        _echo_json(_dataclass_json(bank.create_tool_rule(
+        _emit(_dataclass_json(bank.create_tool_rule(
             scope, tool_name, pattern, decision, project_id=project_id, allow_operators=list(allow_operators),
             description=description)))
 
@@ -976,19 +1093,21 @@ def permissions_add(scope: Any, tool_name: str, pattern: str, decision: str, pro
 @permissions.command("list")
 @_scope_option
 @click.option("--project", "project_id", help="Only this project's rules and the global ones.")
+@_output_option
 def permissions_list(scope: Any, project_id: str | None) -> None:
     """List the rules of an exact scope."""
     with _bank(max_size=1) as bank:
-        _echo_json([_dataclass_json(r) for r in bank.list_tool_rules(scope, project_id=project_id)])
+        _emit([_dataclass_json(r) for r in bank.list_tool_rules(scope, project_id=project_id)])
 
 
 @permissions.command("remove")
 @_scope_option
 @click.argument("rule_id", type=int)
+@_output_option
 def permissions_remove(scope: Any, rule_id: int) -> None:
     """Remove rule RULE_ID (the audit log keeps it)."""
     with _bank(max_size=1) as bank:
-        _echo_json(_dataclass_json(bank.delete_tool_rule(scope, rule_id)))
+        _emit(_dataclass_json(bank.delete_tool_rule(scope, rule_id)))
 
 
 @permissions.command("check")
@@ -998,6 +1117,7 @@ def permissions_remove(scope: Any, rule_id: int) -> None:
 @click.option("--args", "args", callback=_json_object, help="The call's arguments as JSON (instead of --command).")
 @click.option("--project", "project_id")
 @click.option("--session", "session_id", help="The agent session (consumes an allow-once grant of this call).")
+@_output_option
 def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any, project_id: str | None,
                       session_id: str | None) -> None:
     """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW)."""
@@ -1007,7 +1127,7 @@ def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any
         guard = PermissionGuard(bank, project_id=project_id)
         decision = guard.check(scope, tool_name, args if args is not None else {"command": command},
                                session_id=session_id)
-        _echo_json(_dataclass_json(decision))
+        _emit(_dataclass_json(decision))
     if decision.decision != "ALLOW":
         raise SystemExit(1)
 
@@ -1018,18 +1138,19 @@ def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any
 @click.option("--command", "command", default=None, help="The exact shell command approved.")
 @click.option("--args", "args", callback=_json_object, help="The call's exact arguments as JSON.")
 @click.option("--session", "session_id", required=True, help="The agent session the approval is for.")
-@click.option("--ttl", type=click.FloatRange(min=0, min_open=True), default=300, show_default=True,
-              help="Seconds the grant stays valid.")
+@click.option("--ttl", type=TTL, default="5m", show_default=True,
+              help="How long the grant stays valid: 30d, 12h, 90m, 45s or seconds.")
+@_output_option
 def permissions_allow_once(scope: Any, tool_name: str, command: str | None, args: Any, session_id: str,
-                           ttl: float) -> None:
+                           ttl: timedelta) -> None:
     """Approve one exact call once (kept in Valkey, consumed by the next check of it)."""
     from membank.permissions import PermissionGuard
 
     with _bank(max_size=1) as bank:
         guard = PermissionGuard(bank)
         key = guard.allow_once(scope, session_id, tool_name, args if args is not None else {"command": command},
-                               ttl_seconds=ttl)
-        _echo_json({"key": key, "ttl_seconds": ttl})
+                               ttl_seconds=ttl.total_seconds())
+        _emit({"key": key, "ttl_seconds": ttl.total_seconds()})
 
 
 def _dataclass_json(value: Any) -> Any:

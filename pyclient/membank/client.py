@@ -20,10 +20,10 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from membank import errors, settings
+from membank import database, errors, settings
 from membank.models import (
-    EmbeddingBacklog, Event, GenerationBacklog, Memory, MemoryPage, MemoryRevision, Operation, ProfileSchema,
-    RetrievedMemory, ToolDecision, ToolRule,
+    DueStream, EmbeddingBacklog, Event, GenerationBacklog, Ingestion, Memory, MemoryPage, MemoryRevision, Operation,
+    ProfileSchema, RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -55,9 +55,14 @@ _ARG_TYPES = {
     "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
     "after_timestamp": "double precision",
     "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
+    "stream_id": "text", "generation_trigger_config": "jsonb", "force_flush": "boolean", "now": "timestamptz",
+    "max_streams": "integer", "messages": "jsonb", "extract_roles": "text[]", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
 }
+# jsonb arguments that are lists (a str there is a mistake, as for the text[] ones).
+_JSON_LISTS = {"topics", "facts", "examples", "profile_schemas"}
 # Arguments whose SQL type differs by function.
-_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "configure_retention": {"events": "interval"}}
+_ARG_TYPES_BY_FUNCTION = {"generate_memories": {"topics": "jsonb"}, "add_messages": {"topics": "jsonb"},
+                          "configure_retention": {"events": "interval"}}
 
 if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (the CLI starts faster)
     from membank.embedding import Embedder, QueryCache
@@ -105,6 +110,9 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     if _has_nul(value):
         raise errors.invalid(name, "must not contain NUL characters",
                              "PostgreSQL text cannot hold U+0000; remove it")
+    if isinstance(value, str) and (type_.endswith("[]") or name in _JSON_LISTS):
+        # A str is iterable, and the server would say "malformed array literal" without naming it.
+        raise errors.invalid(name, f"must be a list, got the string {value!r}", f"e.g. {name}=[{value!r}]")
     if type_ == "jsonb":
         return Jsonb(value)
     if type_ == "timestamptz" and not isinstance(value, datetime) and value not in ("infinity", "-infinity"):
@@ -151,7 +159,10 @@ class MemoryBank:
     call of the SQL function of the same name in its own transaction.
     Sessions run in UTC, so every datetime returned is aware and in UTC;
     aware datetimes given in any zone are stored as the same instant.
-    Use as a context manager, or call ``close()``.
+    List arguments (``topics``, ``source_event_ids``, ...) take lists: a str
+    there is refused with InvalidArgumentError naming the argument. A wrong
+    URL raises DatabaseUnavailableError within a few seconds. Use as a
+    context manager, or call ``close()``.
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
@@ -180,7 +191,10 @@ class MemoryBank:
         share. ``erase_scope`` clears it.
         """
         self._query_cache = _query_cache(query_cache)
-        self.url = url or settings.database_url()
+        self.url = url or database.database_url()
+        # One quick connection first: a wrong URL fails in seconds with one line
+        # (DatabaseUnavailableError), not after the pool's 30 s of retries.
+        database.check_connection(self.url)
         self._embedder_spec = embedder
         self._embedder: Embedder | None = embedder if not isinstance(embedder, (str, type(None))) else None
         self._worker: EmbeddingWorker | None = None
@@ -188,16 +202,18 @@ class MemoryBank:
         self._generation_worker: Any = None
         self._statement_timeout = statement_timeout or settings.statement_timeout()
         self._lock_timeout = lock_timeout or settings.lock_timeout()
-        self._pool = ConnectionPool(
-            self.url, min_size=min_size, max_size=max_size, open=True,
-            kwargs={"autocommit": True, "row_factory": dict_row},
-            configure=self._configure_connection,
-        )
+        self._pool = self._open_pool(min_size, max_size)
+
+    def _open_pool(self, min_size: int, max_size: int) -> Any:
+        return ConnectionPool(self.url, min_size=min_size, max_size=max_size, open=True,
+                              kwargs={"autocommit": True, "row_factory": dict_row},
+                              configure=self._configure_connection)
+
+    _SESSION_SETTINGS = ("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
+                         " set_config('membank.lock_timeout', %s, false)")
 
     def _configure_connection(self, conn: psycopg.Connection) -> None:
-        conn.execute("select set_config('timezone', 'UTC', false), set_config('statement_timeout', %s, false),"
-                     " set_config('membank.lock_timeout', %s, false)",
-                     (self._statement_timeout, self._lock_timeout))
+        conn.execute(self._SESSION_SETTINGS, (self._statement_timeout, self._lock_timeout))
 
     def close(self) -> None:
         """Close every pooled connection (and the in-process worker's)."""
@@ -237,18 +253,27 @@ class MemoryBank:
         query = sql.SQL(template).format(sql.Identifier(function), named)
         for attempt in range(_RETRY_ATTEMPTS):
             try:
-                with self._pool.connection() as conn:
-                    return conn.execute(query, list(given.values())).fetchall()
+                return self._run(query, list(given.values()))
             except psycopg.Error as err:
                 if err.sqlstate is None:
                     raise
                 if err.sqlstate in errors.RETRIED_SQLSTATES and attempt + 1 < _RETRY_ATTEMPTS:
                     # The server rolled the call's transaction back (each call is one): run it again
                     # after a short, jittered pause so that the other party finishes first.
-                    time.sleep(_RETRY_PAUSE_S * (2 ** attempt) * (1 + random.random()))
+                    self._sleep(_RETRY_PAUSE_S * (2 ** attempt) * (1 + random.random()))
                     continue
                 raise errors.from_psycopg(err) from None
         raise AssertionError("unreachable")
+
+    def _run(self, query: sql.Composable, params: list[Any]) -> list[dict]:
+        # One statement on a pooled connection (AsyncMemoryBank runs it on its async pool instead).
+        with self._pool.connection() as conn:
+            return conn.execute(query, params).fetchall()
+
+    def _pending(self, name: UUID) -> PendingOperation:
+        return PendingOperation(self, name)
+
+    _sleep = staticmethod(time.sleep)
 
     # -- memories -----------------------------------------------------------
     def create_memory(self, scope: Scope, fact: str | None = None, *, topics: list[str] | None = None,
@@ -434,7 +459,9 @@ class MemoryBank:
                           decompose: str | None = None) -> list[RetrievedMemory]:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
-        Without a query, the scope's memories (at most ``top_k`` when given).
+        Without a query (None, empty or blank; the same in the CLI, the MCP
+        server and the ADK service): the scope's memories, oldest first (at
+        most ``top_k`` when given).
 
         The query is embedded in query mode with this bank's embedder and
         matched as full text; the two lists are fused by RRF (``fusion="rrf"``,
@@ -449,6 +476,17 @@ class MemoryBank:
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
         ``ai.generate``). Raises InvalidArgumentError naming the argument.
         """
+        options = dict(
+            scope=scope, top_k=top_k,
+            min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
+            memory_type=memory_type, created_after=created_after, created_before=created_before,
+            fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
+            rerank_depth=rerank_depth)
+        rows = self._call("retrieve_memories", dict(options, **self._query_args(query, decompose, use_embedding)))
+        return [RetrievedMemory.from_row(r) for r in rows]
+
+    def _query_args(self, query: str | None, decompose: str | None, use_embedding: bool) -> dict[str, Any]:
+        # The query's SQL arguments: its text (or sub-queries) and, in query mode, its embedding(s) and model.
         queries = [query]
         embeddings = None
         model = None
@@ -465,18 +503,35 @@ class MemoryBank:
             # All sub-queries in one embedder call: the embedding is most of a search's time.
             embeddings = embed_queries(self.embedder, queries, self._query_cache)
             model = self.embedder.model_id
-        options = dict(
-            scope=scope, top_k=top_k,
-            min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
-            memory_type=memory_type, created_after=created_after, created_before=created_before,
-            fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
-            embedding_model=model, rerank_depth=rerank_depth)
         if len(queries) == 1:
-            rows = self._call("retrieve_memories", dict(
-                options, query_text=queries[0], query_embedding=embeddings[0] if embeddings else None))
-        else:
-            rows = self._call("retrieve_memories", dict(options, query_texts=queries, query_embeddings=embeddings))
-        return [RetrievedMemory.from_row(r) for r in rows]
+            return dict(query_text=queries[0], query_embedding=embeddings[0] if embeddings else None,
+                        embedding_model=model)
+        return dict(query_texts=queries, query_embeddings=embeddings, embedding_model=model)
+
+    def build_context(self, scopes: Scope | list[Scope], query: str | None = None, *, session_id: str | None = None,
+                      budget_tokens: int = 2000, top_k: int | None = None, min_similarity: float | None = None,
+                      expected: list[str | UUID] = (), generated_lookback: int | None = None,
+                      recent_events: int | None = None, include_profiles: bool = True,
+                      decompose: str | None = None, use_embedding: bool = True) -> dict[str, Any]:
+        """The prompt context assembled in SQL (``membank.build_context``), in one round trip.
+
+        Profiles, the memories retrieved for ``query`` with their evidence
+        verdicts (a blocked memory never enters) and the session's
+        ``recent_events`` (default 20) newest events from the event log,
+        within ``budget_tokens`` tokens estimated as ceil(UTF-8 bytes / 3).
+        Returns the SQL function's JSON: ``text``, ``tokens``, ``sections``,
+        ``profiles``, ``memories`` (``{"name", "line"}`` in rank order),
+        ``event_ids``, ``dropped``, ``verdicts``, ``pending_operations``.
+        ``membank.context.build_context`` uses it for the long-term part and
+        adds the Valkey buffer's live window. Raises InvalidArgumentError
+        naming the argument.
+        """
+        rows = self._call("build_context", dict(
+            scopes=scopes, session_id=session_id, budget_tokens=budget_tokens, top_k=top_k,
+            min_similarity=min_similarity, expected=[str(n) for n in expected] or None,
+            generated_lookback=generated_lookback, recent_events=recent_events, include_profiles=include_profiles,
+            **self._query_args(query, decompose, use_embedding)))
+        return rows[0]["build_context"]
 
     def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
                           session_id: str | None = None, expected: list[str | UUID] = (),
@@ -668,7 +723,62 @@ class MemoryBank:
             facts=facts, topics=topics, examples=examples, disable_consolidation=disable_consolidation,
             request_id=request_id, ttl=ttl, profile_schemas=profile_schemas,
             disable_natural_language_memories=disable_natural_language_memories or None))
-        return PendingOperation(self, rows[0]["generate_memories"])
+        return self._pending(rows[0]["generate_memories"])
+
+    def add(self, messages: list[Mapping[str, Any]], *, scope: Scope, session_id: str | None = None,
+            extract_roles: list[str] | None = None, topics: list[Any] | None = None) -> PendingOperation:
+        """Add OpenAI-style chat messages (as mem0's ``add``) and start GenerateMemories over them.
+
+        Each message: ``{"role": "user" | "assistant" | "system" | "developer" |
+        "tool", "content": str | [parts]}`` plus optional ``id`` and
+        ``timestamp`` (aware datetime or ISO 8601). The role is the event's
+        author; text parts are joined, other parts skipped and counted. A
+        missing id is a digest of (position, role, content) within the call,
+        so sending the same call again stores nothing twice and returns the
+        same operation; a missing timestamp is now at the database. Messages
+        of roles outside ``extract_roles`` (default user and assistant) are
+        stored in the session (default ``"default"``) but not extracted from.
+        The mapping is SQL's (``membank.add_messages``). Returns the operation's
+        handle, with ``added`` = ``{"appended", "messages", "excluded_messages",
+        "skipped_parts", "event_ids"}``. Raises InvalidArgumentError naming
+        ``messages[i].field``; nothing is appended then.
+        """
+        rows = self._call("add_messages", dict(scope=scope, messages=_events_json(messages), session_id=session_id,
+                                               extract_roles=extract_roles, topics=topics))
+        row = dict(rows[0])
+        pending = self._pending(row.pop("operation_name"))
+        pending.added = row
+        return pending
+
+    # -- IngestEvents ------------------------------------------------------------
+    def ingest_events(self, scope: Scope, events: list[Mapping[str, Any]] = (), *, stream_id: str | None = None,
+                      generation_trigger_config: Mapping[str, Any] | None = None,
+                      force_flush: bool = False) -> Ingestion:
+        """IngestEvents: append ``events`` to the stream ``stream_id`` (default ``"default"``) of ``scope``.
+
+        Generation starts by itself when the stream's trigger fires
+        (``generation_trigger_config``: ``{"generation_rule": {"event_count": n}}``,
+        ``{"idle_duration": "60s"}`` or ``{"fixed_interval": "300s"}``; None keeps
+        the stream's rule, else the bank's default); ``force_flush`` generates
+        from every pending event now. idle_duration and fixed_interval fire in
+        the worker's sweep (``membank worker``). Events are deduplicated by
+        event_id. Returns an Ingestion (``operation_name`` is the operation this
+        call queued, if any). Raises InvalidArgumentError naming the argument,
+        ConflictError (MB020 event_id conflict, MB040 lock timeout).
+        """
+        rows = self._call("ingest_events", dict(
+            scope=scope, stream_id=stream_id, events=_events_json(list(events)),
+            generation_trigger_config=generation_trigger_config, force_flush=force_flush))
+        return Ingestion.from_row(rows[0])
+
+    def generate_due_streams(self, *, now: datetime | None = None, max_streams: int | None = None) -> list[DueStream]:
+        """The IngestEvents sweep (worker and admin roles): queue generation for every stream due at ``now``.
+
+        ``now`` defaults to the database clock. Returns one DueStream per
+        queued operation. ``membank worker`` calls it on every loop.
+        """
+        rows = self._call("generate_due_streams", dict(now=now, max_streams=max_streams))
+        return [DueStream.from_row(r) for r in rows]
 
     # -- structured profiles ------------------------------------------------------
     def create_profile_schema(self, schema_id: str, memory_schema: Any) -> ProfileSchema:
@@ -737,7 +847,7 @@ class MemoryBank:
         rows = self._call("compact_memories", dict(scope=scope, older_than=older_than, max_memories=max_memories,
                                                    topics=topics, model_id=model_id, in_database=in_database))
         name = rows[0]["compact_memories"]
-        return None if name is None else PendingOperation(self, name)
+        return None if name is None else self._pending(name)
 
     def compact_scopes(self, scope_pattern: Mapping[str, str], older_than: timedelta | float, *,
                        max_memories: int | None = None, max_scopes: int | None = None) -> list[dict[str, Any]]:
@@ -785,6 +895,8 @@ class PendingOperation:
         """Wrap the operation ``name`` of ``bank``."""
         self.bank = bank
         self.name = name
+        self.added: dict[str, Any] | None = None
+        """What ``MemoryBank.add`` stored (appended, messages, excluded_messages, skipped_parts, event_ids)."""
 
     def __repr__(self) -> str:
         return f"PendingOperation({self.name})"
@@ -828,4 +940,4 @@ class PendingOperation:
             if time.monotonic() >= deadline:
                 raise TimeoutError(f"operation {self.name} not done after {timeout} s (stage {operation.stage}); "
                                    "is a worker running? start `membank worker`, or wait(process=True)")
-            time.sleep(poll_interval)
+            self.bank._sleep(poll_interval)

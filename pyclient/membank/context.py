@@ -17,8 +17,13 @@ given an evidence verdict:
   matched by text only because it has no current vector. It enters.
 - ``allow``: retrieved, in scope, current, embedded. It enters.
 
-The judgement is one SQL call, ``membank.evidence_verdicts``; it reads the
-memories again bound to the requested scopes, and the session's operations.
+The long-term part is one SQL call, ``membank.build_context``
+(db/functions/088_build_context.sql): retrieval, the judgement
+(``membank.evidence_verdicts``, which reads the memories again bound to the
+requested scopes, and the session's operations), the profiles and the
+budget rule, so SQL callers in any language get the same context; this
+module adds the Valkey buffer's summary and turns and refines the count
+with its tokenizer.
 Each verdict is logged (logger ``membank.context``) with the memory's name
 and evidence timestamps, never its text. When Valkey is unreachable the
 context holds long-term memories only and says so (``degraded``); nothing
@@ -188,6 +193,17 @@ def judge_memories(bank, scopes: Mapping[str, str] | Sequence[Mapping[str, str]]
     return verdicts, usable
 
 
+def _verdict(r: Mapping[str, Any]) -> Verdict:
+    # A verdict row of membank.build_context (JSON: names and times as text).
+    def time_(key: str) -> datetime | None:
+        return datetime.fromisoformat(r[key]) if r.get(key) else None
+
+    return Verdict(memory_name=UUID(r["memory_name"]), verdict=r["verdict"], reason=r["reason"], source=r["source"],
+                   rank=r["rank"], scope=r["scope"], retrieved_revision=r["retrieved_revision"],
+                   revision=r["revision"], create_time=time_("create_time"), update_time=time_("update_time"),
+                   expire_time=time_("expire_time"), operation=r["operation"], checked_time=time_("checked_time"))
+
+
 def render_memory(memory: Memory) -> str:
     """Return a memory as one prompt line: its fact (or structured content) quoted as a JSON string."""
     body = memory.fact if memory.fact is not None else json.dumps(memory.structured_content, ensure_ascii=False,
@@ -263,29 +279,36 @@ class ContextBuilder:
             except BufferUnavailableError as err:
                 degraded_reason = f"session buffer unavailable: {err.message}"
                 log.warning("context degraded: %s; long-term memories only", err.message)
-        retrieved = self.bank.retrieve_memories(wanted if len(wanted) > 1 else wanted[0], query, top_k=self.top_k,
-                                                min_similarity=self.min_similarity,
-                                                **({"decompose": self.decompose} if self.decompose else {}))
-        verdicts, usable = self._judge(wanted, session_id, retrieved, expected)
+        # The long-term part is SQL's (membank.build_context): retrieval, the verdicts, the profiles and the
+        # budget rule, in one round trip, within what the newest turn leaves (it goes in first).
+        newest = turns[-1] if turns else None
+        reserve = (self.tokenizer.count(TURNS_HEADER) + 2 + self.tokenizer.count(newest.render()) + 1
+                   if newest is not None else 0)
+        long_term = self.bank.build_context(
+            wanted if len(wanted) > 1 else wanted[0], query, session_id=session_id,
+            budget_tokens=max(0, budget_tokens - reserve), top_k=self.top_k, min_similarity=self.min_similarity,
+            expected=list(expected), generated_lookback=self.generated_lookback, recent_events=0,
+            decompose=self.decompose)
+        verdicts = [_verdict(r) for r in long_term["verdicts"]]
+        for v in verdicts:
+            _log(v)
         pending = sorted({v.operation for v in verdicts if v.operation})
-        candidates = [(v.memory_name, usable[str(v.memory_name)]) for v in verdicts if str(v.memory_name) in usable]
-        profiles = [render_profile(schema_id, profile, scope if len(wanted) > 1 else None)
-                    for scope in wanted for schema_id, profile in sorted(self.bank.retrieve_profiles(scope).items())]
-        return self._assemble(candidates, summary, turns, budget_tokens, verdicts, degraded_reason, pending,
-                              profiles)
-
-    def _judge(self, wanted: list[dict[str, str]], session_id: str, retrieved: list[RetrievedMemory],
-               expected: Iterable[UUID | str]) -> tuple[list[Verdict], dict[str, Memory]]:
-        # One round trip: membank.evidence_verdicts also reads the session's operations.
-        return judge_memories(self.bank, wanted, retrieved, expected=expected, session_id=session_id,
-                              generated_lookback=self.generated_lookback)
+        candidates = [(UUID(m["name"]), m["line"]) for m in long_term["memories"]]
+        profiles = [(p["key"], p["line"]) for p in long_term["profiles"]]
+        context = self._assemble(candidates, summary, turns, budget_tokens, verdicts, degraded_reason, pending,
+                                 profiles)
+        context.dropped["memories"] += [UUID(n) for n in long_term["dropped"]["memories"]]
+        if long_term["dropped"]["profiles"]:
+            context.dropped.setdefault("profiles", []).extend(long_term["dropped"]["profiles"])
+        return context
 
     # -- assembly ----------------------------------------------------------------
-    def _assemble(self, memories: list[tuple[UUID, Memory]], summary: RollingSummary, turns: list[Turn],
+    def _assemble(self, memories: list[tuple[UUID, str]], summary: RollingSummary, turns: list[Turn],
                   budget: int, verdicts: list[Verdict], degraded_reason: str | None, pending: list[str],
                   profiles: list[tuple[str, str]] = ()) -> Context:
+        # memories and profiles: (name or key, prompt line) as SQL chose them; the tokenizer's count refines.
         count = self.tokenizer.count
-        lines = {"memory": {str(n): render_memory(m) for n, m in memories},
+        lines = {"memory": {str(n): line for n, line in memories},
                  "turn": {t.seq: t.render() for t in turns}, "profile": dict(profiles)}
         chosen: dict[str, list] = {"profile": [], "memory": [], "turn": [], "summary": []}
         summary_text = summary.text.strip()

@@ -12,6 +12,10 @@
 | 3F000/42883 on membank objects | NotInstalledError |
 | anything else       | MembankError         |
 
+Raised before any SQL runs: SetupError (an optional extra is missing) and
+its subclass DatabaseUnavailableError (the database URL cannot be parsed or
+reached); both carry a hint and no SQLSTATE.
+
 Each carries ``sqlstate``, the server's ``message`` (which names the
 argument), ``hint`` and ``argument``.
 """
@@ -96,6 +100,20 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
     if sqlstate == "42501":
         return PermissionDeniedError
     return MembankError
+
+
+class SetupError(MembankError):
+    """membank cannot start here: an optional extra is missing, or the database cannot be reached.
+
+    Nothing was done. The CLI prints it as one line with its hint and exits 2.
+    """
+
+
+class DatabaseUnavailableError(SetupError, ConnectionError):
+    """The database URL cannot be parsed, or no connection to it opened within a few seconds.
+
+    The message names host and database (never the password); the hint says what to check.
+    """
 
 
 class NotInstalledError(MembankError):

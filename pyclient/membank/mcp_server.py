@@ -2,9 +2,8 @@
 
 Tools: ``create_memory``, ``retrieve_memories``, ``list_memories``,
 ``update_memory``, ``delete_memory``, ``generate_memories``,
-``get_operation`` (and ``retrieve_profiles`` when the installed client has
-``MemoryBank.retrieve_profiles``). Each tool is one call of the SQL function
-of the same name; its JSON schema carries the SQL API's limits (the README's
+``add_messages`` (OpenAI-style chat messages), ``get_operation`` and ``retrieve_profiles``. Each tool is one
+call of the SQL function of the same name; its JSON schema carries the SQL API's limits (docs/memories.md,
 Limits table), so a client sees them before it calls.
 
 **Scope.** With ``--scope`` the scope is fixed for the server: no tool takes
@@ -15,6 +14,14 @@ found". This is the mode for an agent acting for one user: the model chooses
 the arguments, so nothing it says can reach another user's memories.
 Without ``--scope`` every tool takes a required ``scope`` argument (per
 call): for a trusted client that serves several scopes itself.
+
+**Embeddings.** The server stores facts; their vectors come from a worker
+(``membank worker``) running beside it. Until a fact is embedded it is found
+by full text only (``degraded: true``).
+
+**Errors.** A refused argument is one line naming it (``argument top_k:
+Input should be less than or equal to 100``); an error of the SQL API is
+``[SQLSTATE] message (hint: ...)``.
 """
 
 import json
@@ -24,7 +31,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-# The SQL API's limits (README, "Limits"); the SQL functions enforce them, the
+# The SQL API's limits (docs/memories.md, "Limits"); the SQL functions enforce them, the
 # schemas below announce them.
 FACT_MAX = 32768
 TOPICS_MAX = 32
@@ -84,8 +91,10 @@ class MembankTools:
         return _jsonable(self.bank.create_memory(scope, fact, topics=topics, metadata=metadata,
                                                  ttl=_ttl(ttl_seconds), context=context))
 
-    def retrieve_memories(self, query: Annotated[str, Field(min_length=1, max_length=FACT_MAX,
-                                                            description="What to look for, in natural language.")],
+    def retrieve_memories(self, query: Annotated[str | None, Field(
+                              max_length=FACT_MAX,
+                              description="What to look for, in natural language. Empty or omitted: no query, "
+                                          "the scope's memories (at most top_k), oldest first.")] = None,
                           top_k: Annotated[int, Field(ge=1, le=TOP_K_MAX, description="Results (1-100).")] = 3,
                           min_similarity: Annotated[float | None, Field(
                               ge=-1, le=1, description="Keep results whose cosine similarity is at least this "
@@ -93,7 +102,7 @@ class MembankTools:
                           *, scope: ScopeArg) -> dict[str, Any]:
         """RetrieveMemories: the scope's memories closest to the query (vectors and full text, fused by RRF).
 
-        Each result has the memory, its score, similarity (null and degraded
+        Without a query (empty or omitted): the scope's memories, at most top_k, oldest first. Each result has the memory, its score, similarity (null and degraded
         true while it has no vector yet) and matched signals.
         """
         results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
@@ -147,6 +156,28 @@ class MembankTools:
             return {"name": str(pending.name), "done": False}
         return _jsonable(pending.wait(3600, process=True))
 
+    def add_messages(self, messages: Annotated[list[dict[str, Any]], Field(
+                         min_length=1, max_length=EVENTS_MAX,
+                         description="OpenAI-style chat messages, at most 1000: {\"role\": user | assistant | system "
+                                     "| developer | tool, \"content\": text or [{\"type\": \"text\", \"text\"}, ...]}, "
+                                     "optionally \"id\" and \"timestamp\" (ISO 8601).")],
+                     session_id: Annotated[str | None, Field(
+                         min_length=1, max_length=200,
+                         description="The session they belong to (default \"default\").")] = None,
+                     wait: Annotated[bool, Field(description="Run the operation now and return its result "
+                                                             "(false: return its name; a `membank worker` "
+                                                             "runs it).")] = True,
+                     *, scope: ScopeArg) -> dict[str, Any]:
+        """Add chat messages (as mem0's add) and turn them into the scope's memories (GenerateMemories).
+
+        System and tool messages are stored but not extracted from; sending the same messages again adds nothing.
+        """
+        pending = self.bank.add(messages, scope=scope, session_id=session_id)
+        added = _jsonable(pending.added)
+        if not wait:
+            return {"name": str(pending.name), "done": False, **added}
+        return {**_jsonable(pending.wait(3600, process=True)), **added}
+
     def get_operation(self, name: Annotated[str, Field(min_length=1, max_length=64,
                                                        description="The operation's name (a uuid).")],
                       *, scope: ScopeArg) -> dict[str, Any]:
@@ -159,12 +190,7 @@ class MembankTools:
 
 
 TOOLS = ["create_memory", "retrieve_memories", "list_memories", "update_memory", "delete_memory",
-         "generate_memories", "get_operation"]
-
-
-def tool_names(bank_class: Any) -> list[str]:
-    """The tools served: the seven above, and retrieve_profiles when ``bank_class`` has it."""
-    return TOOLS + (["retrieve_profiles"] if hasattr(bank_class, "retrieve_profiles") else [])
+         "generate_memories", "add_messages", "get_operation", "retrieve_profiles"]
 
 
 def _bind(method: Callable[..., Any], fixed_scope: dict[str, str] | None) -> Callable[..., Any]:
@@ -202,6 +228,49 @@ def _call(method: Callable[..., Any], kwargs: dict[str, Any]) -> Any:
         raise ToolError(f"{code}{err.message}" + (f" (hint: {err.hint})" if err.hint else "")) from None
 
 
+MISSING_SDK = "membank mcp needs the mcp SDK 2.x (the [mcp] extra), which is not installed"
+INSTALL_HINT = "in the membank checkout run .venv/bin/pip install -e '.[mcp]'"
+
+
+def _sdk() -> Any:
+    """The SDK's MCPServer class; SetupError (one line with the install hint) when the [mcp] extra is missing."""
+    try:
+        from mcp.server.mcpserver import MCPServer
+    except ImportError:
+        from membank import errors
+
+        raise errors.SetupError(MISSING_SDK, hint=INSTALL_HINT) from None
+    return MCPServer
+
+
+def validation_message(err: Any) -> str:
+    """One line naming each refused argument: ``argument top_k: Input should be ...`` (a pydantic ValidationError)."""
+    parts = []
+    for e in err.errors():
+        where = ".".join(str(p) for p in e.get("loc", ())) or "arguments"
+        parts.append(f"argument {where}: {e.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def _server_class(base: Any) -> Any:
+    from mcp.server.mcpserver.exceptions import ToolError
+    from pydantic import ValidationError
+
+    class MembankServer(base):
+        """The SDK's server, with argument errors as one line naming the argument (no pydantic text or URL)."""
+
+        async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            try:
+                return await super().call_tool(name, arguments, context)
+            except ToolError as err:
+                if isinstance(err.__cause__, ValidationError):
+                    raise ToolError(f"Error executing tool {name}: {validation_message(err.__cause__)}"
+                                    ) from err.__cause__
+                raise
+
+    return MembankServer
+
+
 def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: str | None = None) -> Any:
     """Return an ``mcp`` MCPServer whose tools call ``bank``; ``scope`` fixes the scope of every call.
 
@@ -209,33 +278,35 @@ def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: s
     retrieve_memories queries into sub-queries (one embedding call for all);
     the operator chooses it, never the model.
 
-    Raises ImportError naming the extra when the ``mcp`` SDK (v2) is not installed.
+    The server reports membank's version. Raises SetupError naming the extra
+    when the ``mcp`` SDK (v2) is not installed.
     """
-    try:
-        from mcp.server.mcpserver import MCPServer
-    except ImportError as err:
-        raise ImportError("membank mcp needs the mcp SDK 2.x: pip install 'membank[mcp]'") from err
+    from membank import package_version
 
-    from membank.client import MemoryBank
-
+    server_class = _server_class(_sdk())
     where = (f"Every tool works in the fixed scope {json.dumps(scope)}." if scope is not None
              else "Every tool takes the exact scope it works in.")
-    server = MCPServer(
+    server = server_class(
         "membank",
+        version=package_version(),
         instructions="Long-term memory for this agent, kept in PostgreSQL: store facts (create_memory), find "
                      "them again (retrieve_memories), turn conversations into memories (generate_memories). "
                      + where)
     tools = MembankTools(bank, decompose=decompose)
-    for name in tool_names(MemoryBank):
+    for name in TOOLS:
         method = getattr(tools, name)
         server.add_tool(_bind(method, scope), name=name, description=method.__doc__.strip())
     return server
 
 
 def run(*, scope: dict[str, str] | None, http_port: int | None, decompose: str | None = None) -> None:
-    """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped."""
+    """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped.
+
+    Raises SetupError before connecting when the [mcp] extra is missing.
+    """
     from membank.client import MemoryBank
 
+    _sdk()
     with MemoryBank(max_size=2) as bank:
         server = build_server(bank, scope=scope, decompose=decompose)
         if http_port is None:
@@ -275,7 +346,8 @@ def _command() -> Any:
         membank mcp --scope '{"user_id":"u1"}' --http 8765   # http://127.0.0.1:8765/mcp
 
         With --scope, no argument can reach another scope; without it every
-        tool takes a required scope argument (for a trusted client).
+        tool takes a required scope argument (for a trusted client). Run
+        `membank worker` beside it: the worker embeds the facts the tools store.
         """
         run(scope=scope, http_port=http_port, decompose=decompose)
 

@@ -11,26 +11,31 @@ from sqlalchemy import create_engine, pool
 from membank import paths, settings
 
 
-def alembic_config(url: str | None = None) -> Config:
-    """Return the alembic Config of membank's migrations, bound to ``url`` (default: settings.database_url())."""
+def alembic_config(url: str) -> Config:
+    """Return the alembic Config of membank's migrations, bound to ``url`` (a libpq URL or conninfo).
+
+    Callers choose the database (``membank.database.database_url()``), so
+    that this module does not depend on the embedded server, which migrates
+    through it.
+    """
     root = paths.sql_root()
     cfg = Config(str(root / "alembic.ini"))
     cfg.set_main_option("script_location", str(root / "migrations"))
-    cfg.attributes["url"] = url or settings.database_url()
+    cfg.attributes["url"] = url
     return cfg
 
 
-def upgrade(url: str | None = None, revision: str = "head") -> None:
+def upgrade(url: str, revision: str = "head") -> None:
     """Upgrade the database to ``revision`` (default head) and re-apply the db/ files at head."""
     command.upgrade(alembic_config(url), revision)
 
 
-def downgrade(revision: str, url: str | None = None) -> None:
+def downgrade(revision: str, url: str) -> None:
     """Downgrade the database to ``revision`` (``base`` removes membank entirely)."""
     command.downgrade(alembic_config(url), revision)
 
 
-def current(url: str | None = None) -> str | None:
+def current(url: str) -> str | None:
     """Return the database's current revision id, or None before the first upgrade."""
     cfg = alembic_config(url)
     engine = create_engine(settings.sqlalchemy_url(cfg.attributes["url"]), poolclass=pool.NullPool)

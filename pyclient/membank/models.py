@@ -214,3 +214,32 @@ class ToolRule(_Row):
     revision: int
     create_time: datetime
     update_time: datetime
+
+
+@dataclass(frozen=True)
+class Ingestion(_Row):
+    """What ``ingest_events`` did to a stream: events ``appended``, ``pending_events`` not yet generated from,
+    the operation this call queued (``operation_name``, None when the trigger did not fire) and why
+    (``trigger_reason``), and the stream's newest operation (``last_operation_name``)."""
+
+    scope: dict[str, str]
+    stream_id: str
+    appended: int
+    pending_events: int
+    operation_name: UUID | None
+    trigger_reason: str | None
+    last_operation_name: UUID | None
+
+
+@dataclass(frozen=True)
+class DueStream(_Row):
+    """One operation queued by the IngestEvents sweep (``generate_due_streams``): the stream, why it was due,
+    and the events it covers (``first_seq``..``last_seq`` in append order, ``covered_events`` with text)."""
+
+    scope: dict[str, str]
+    stream_id: str
+    trigger_reason: str
+    operation_name: UUID
+    first_seq: int
+    last_seq: int
+    covered_events: int

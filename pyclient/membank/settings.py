@@ -1,4 +1,8 @@
-"""Where membank finds its database: MEMBANK_DATABASE_URL or the embedded server."""
+"""membank's settings from the environment: the data directory, timeouts, the database URL's variable.
+
+A leaf module (it imports no other part of membank): ``membank.database``
+decides which database to use, ``membank.embedded`` runs the embedded one.
+"""
 
 from __future__ import annotations
 
@@ -48,21 +52,6 @@ def data_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_data_dir("membank", appauthor=False))
-
-
-def database_url() -> str:
-    """Return the libpq URL of the database to use.
-
-    ``MEMBANK_DATABASE_URL`` when set (any PostgreSQL >= 15 with pgvector);
-    otherwise the embedded server is started (or reused) and its ``membank``
-    database is returned.
-    """
-    url = os.environ.get(ENV_DATABASE_URL)
-    if url:
-        return url
-    from membank import embedded
-
-    return embedded.ensure_running()
 
 
 def sqlalchemy_url(url: str) -> str:

@@ -8,7 +8,10 @@ dies mid-batch holds nothing afterwards: its transaction rolls back and the
 jobs are claimed by the next worker. A failed model call is recorded with
 ``membank.fail_embedding_jobs`` (retried with exponential backoff, five
 attempts). ``run()`` sleeps on LISTEN membank_embedding_jobs with a poll
-fallback.
+fallback. Each loop also runs the IngestEvents sweep
+(``membank.generate_due_streams``): streams whose idle_duration,
+fixed_interval or 24 h flush came due get their GenerateMemories operation
+queued (decided in SQL; due and queued commit together).
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ class EmbeddingWorker:
         self.batch_size = batch_size
         self.generation = generation
         self._conn: psycopg.Connection | None = None
+        self.sweep_streams = True
+        """Whether ``run()`` calls the IngestEvents sweep (off after a 42501: the role may not)."""
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -136,6 +141,32 @@ class EmbeddingWorker:
                 progress(n)
         return done
 
+    def generate_due_streams(self, *, now: Any = None,
+                             before_commit: Callable[[list[tuple]], None] | None = None) -> list[tuple]:
+        """Run the IngestEvents sweep once in one transaction; return the rows of the operations it queued.
+
+        ``now`` (default the database clock) is the instant triggers are
+        judged at. ``before_commit(rows)`` runs inside the transaction, after
+        SQL queued the operations and moved the streams' watermarks and before
+        the commit (tests crash a worker there: both roll back together).
+        A role that may not sweep (42501) turns the sweep off with a warning.
+        """
+        conn = self._connection()
+        try:
+            with conn.transaction():
+                rows = conn.execute("select * from membank.generate_due_streams(now => %s::timestamptz)",
+                                    (now,)).fetchall()
+                if before_commit is not None:
+                    before_commit(rows)
+        except psycopg.errors.InsufficientPrivilege as err:
+            log.warning("IngestEvents sweep off: %s (grant membank_worker to the worker's role)",
+                        err.diag.message_primary)
+            self.sweep_streams = False
+            return []
+        if rows:
+            log.info("IngestEvents: queued %d operations for due streams", len(rows))
+        return rows
+
     def run_retention(self) -> dict[str, Any]:
         """Purge expired memories and apply retention now, on a connection of its own (the procedures commit).
 
@@ -192,6 +223,8 @@ class EmbeddingWorker:
             listener.execute("listen membank_generation_jobs")
             while not stop.is_set():
                 self._maybe_retention()
+                if self.sweep_streams:
+                    self.generate_due_streams()
                 self.process_pending()
                 if self.generation is not None:
                     self.generation.process_pending()

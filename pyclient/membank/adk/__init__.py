@@ -1,4 +1,4 @@
-"""membank for Google's Agent Development Kit (``pip install 'membank[adk]'``).
+"""membank for Google's Agent Development Kit (``.venv/bin/pip install -e '.[adk]'`` in the checkout).
 
 ``MembankMemoryService`` (``membank.adk.memory``) is an ADK
 ``BaseMemoryService`` and ``MembankSessionService`` (``membank.adk.sessions``)

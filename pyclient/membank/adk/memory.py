@@ -7,13 +7,13 @@ GenerateMemories operation for the scope ``{"app_name": ..., "user_id": ...}``;
 facts. Like ADK's Vertex AI Memory Bank service, it returns facts about the
 user (author ``"user"``), not raw events.
 
-Every method is async; the blocking database calls run in a thread
+Every method is async: with an ``AsyncMemoryBank`` the calls are awaited on
+the event loop (no thread); with a ``MemoryBank`` they run in a thread
 (``asyncio.to_thread``), so an agent's event loop never waits on them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta, timezone
@@ -25,13 +25,17 @@ try:
     from google.adk.memory.memory_entry import MemoryEntry
     from google.genai import types
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("membank.adk needs google-adk: pip install 'membank[adk]'") from err
+    raise ImportError("membank.adk needs google-adk: pip install -e '.[adk]' in the membank checkout") from err
+
+from membank.adk._calls import call, run
+from membank.client import PendingOperation
 
 if TYPE_CHECKING:
     from google.adk.events.event import Event
     from google.adk.sessions.session import Session
 
-    from membank.client import MemoryBank, PendingOperation
+    from membank.async_client import AsyncMemoryBank
+    from membank.client import MemoryBank
 
 log = logging.getLogger("membank.adk")
 
@@ -64,12 +68,13 @@ def to_membank_event(event: Event) -> dict[str, Any] | None:
 class MembankMemoryService(BaseMemoryService):
     """ADK memory service backed by membank (GenerateMemories in, hybrid RetrieveMemories out)."""
 
-    def __init__(self, bank: MemoryBank | None = None, *, url: str | None = None, top_k: int = 3,
+    def __init__(self, bank: MemoryBank | AsyncMemoryBank | None = None, *, url: str | None = None, top_k: int = 3,
                  min_similarity: float | None = None, scope_keys: tuple[str | None, str] = ("app_name", "user_id"),
                  wait_for_completion: bool = False, process_in_process: bool = False,
                  wait_timeout: float = 300.0, topics: list[Any] | None = None,
                  decompose: str | None = None) -> None:
-        """Serve memories from ``bank`` (or a new ``MemoryBank(url)``).
+        """Serve memories from ``bank``: an AsyncMemoryBank (awaited on the event loop, no thread), a
+        MemoryBank (called in threads), or None for a new ``MemoryBank(url)``.
 
         ``top_k`` (1..100) results per search, keeping those with cosine
         similarity >= ``min_similarity`` when given. ``scope_keys``: the
@@ -121,10 +126,10 @@ class MembankMemoryService(BaseMemoryService):
         (bool), ``ttl`` (seconds of the created memories),
         ``topics``/``allowed_topics``, ``disable_consolidation``.
         """
-        await asyncio.to_thread(self._add_events, self.scope(app_name, user_id), list(events),
+        await run(self.bank, self._add_events, self.scope(app_name, user_id), list(events),
                                 session_id or "adk-events", dict(custom_metadata or {}))
 
-    def _add_events(self, scope: dict[str, str], events: list[Event], session_id: str,
+    def _add_events(self, bank: MemoryBank, scope: dict[str, str], events: list[Event], session_id: str,
                     options: dict[str, Any]) -> None:
         from membank import errors
 
@@ -135,10 +140,10 @@ class MembankMemoryService(BaseMemoryService):
         # the session's newest operation started. Events that a session
         # service (MembankSessionService) stored in the same session since
         # then are still new to memory.
-        last = [o.create_time for o in self.bank.list_operations(scope, session_id=session_id, max_operations=50)
+        last = [o.create_time for o in bank.list_operations(scope, session_id=session_id, max_operations=50)
                 if o.error is None]
         try:
-            stored = {e.event_id for e in self.bank.list_events(scope, session_id, max_events=100000)
+            stored = {e.event_id for e in bank.list_events(scope, session_id, max_events=100000)
                       if last and e.append_time <= max(last)}
         except errors.NotFoundError:
             stored = set()
@@ -152,7 +157,7 @@ class MembankMemoryService(BaseMemoryService):
         ttl = options.get("ttl")
         topics = options.get("topics") or options.get("allowed_topics") or self.topics
         for start in range(0, len(new), MAX_EVENTS_PER_OPERATION):
-            pending = self.bank.generate_memories(
+            pending = bank.generate_memories(
                 scope, session_id=session_id, events=new[start:start + MAX_EVENTS_PER_OPERATION],
                 topics=list(topics) if topics else None,
                 disable_consolidation=bool(options.get("disable_consolidation", False)),
@@ -160,8 +165,9 @@ class MembankMemoryService(BaseMemoryService):
             self.operations.append(pending)
             log.info("GenerateMemories %s started for %d events of session %s", pending.name,
                      len(new[start:start + MAX_EVENTS_PER_OPERATION]), session_id)
-            if wait:
-                operation = pending.wait(self.wait_timeout, process=self.process_in_process)
+            if wait:  # a sync handle over the bank this runs on (an AsyncMemoryBank's view gives async ones)
+                operation = PendingOperation(bank, pending.name).wait(self.wait_timeout,
+                                                                      process=self.process_in_process)
                 if operation.error:
                     log.warning("GenerateMemories %s failed: %s", pending.name, operation.error)
 
@@ -175,43 +181,44 @@ class MembankMemoryService(BaseMemoryService):
         to each created memory; an entry's own ``custom_metadata`` is stored
         as its metadata, and its ``id`` as ``metadata.adk_memory_id``.
         """
-        await asyncio.to_thread(self._add_memories, self.scope(app_name, user_id), list(memories),
+        await run(self.bank, self._add_memories, self.scope(app_name, user_id), list(memories),
                                 dict(custom_metadata or {}))
 
-    def _add_memories(self, scope: dict[str, str], memories: list[MemoryEntry], options: dict[str, Any]) -> None:
+    def _add_memories(self, bank: MemoryBank, scope: dict[str, str], memories: list[MemoryEntry],
+                      options: dict[str, Any]) -> None:
         facts = [(m, event_text(m)) for m in memories]
         facts = [(m, text) for m, text in facts if text]
         ttl = options.get("ttl")
         ttl = timedelta(seconds=float(ttl)) if ttl is not None else None
         if options.get("enable_consolidation"):
-            pending = self.bank.generate_memories(scope, facts=[text for _, text in facts], ttl=ttl)
+            pending = bank.generate_memories(scope, facts=[text for _, text in facts], ttl=ttl)
             self.operations.append(pending)
             if bool(options.get("wait_for_completion", self.wait_for_completion)):
-                pending.wait(self.wait_timeout, process=self.process_in_process)
+                PendingOperation(bank, pending.name).wait(self.wait_timeout, process=self.process_in_process)
             return
         shared = options.get("metadata") if isinstance(options.get("metadata"), Mapping) else {}
         for entry, text in facts:
             metadata = {**shared, **(entry.custom_metadata or {})}
             if entry.id:
                 metadata["adk_memory_id"] = entry.id
-            self.bank.create_memory(scope, text, metadata=metadata or None, ttl=ttl)
+            bank.create_memory(scope, text, metadata=metadata or None, ttl=ttl)
 
     # -- retrieval ---------------------------------------------------------------
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         """The ``top_k`` memories of the user closest to ``query`` (hybrid: vectors and full text, RRF).
 
-        An empty or blank query finds nothing. Each ``MemoryEntry`` carries
+        An empty or blank query means no query, as everywhere in membank: the
+        user's memories, at most ``top_k``, oldest first. Each ``MemoryEntry`` carries
         the fact as content, author ``"user"``, the memory's update time
         (ISO 8601) as timestamp, its name as id, and in ``custom_metadata``
         the memory's metadata plus ``topics``, ``revision``, ``score``,
         ``similarity``, ``matched_signals`` and ``degraded`` (true while a
         fact has no vector yet: matched by text only).
         """
-        if not query or not query.strip():
-            return SearchMemoryResponse(memories=[])
-        results = await asyncio.to_thread(self.bank.retrieve_memories, self.scope(app_name, user_id), query,
-                                          top_k=self.top_k, min_similarity=self.min_similarity,
-                                          **({"decompose": self.decompose} if self.decompose else {}))
+        query = query if query and query.strip() else None
+        results = await call(self.bank, "retrieve_memories", self.scope(app_name, user_id), query,
+                             top_k=self.top_k, min_similarity=self.min_similarity if query is not None else None,
+                             **({"decompose": self.decompose} if self.decompose and query is not None else {}))
         return SearchMemoryResponse(memories=[self._entry(r) for r in results])
 
     @staticmethod
@@ -235,13 +242,13 @@ class MembankMemoryService(BaseMemoryService):
         """
         if not memory_id:
             return
-        await asyncio.to_thread(self._delete, self.scope(app_name, user_id), memory_id)
+        await run(self.bank, self._delete, self.scope(app_name, user_id), memory_id)
 
-    def _delete(self, scope: dict[str, str], memory_id: str) -> None:
+    def _delete(self, bank: MemoryBank, scope: dict[str, str], memory_id: str) -> None:
         from membank import errors
 
         try:
-            self.bank.delete_memory(memory_id, scope=scope)
+            bank.delete_memory(memory_id, scope=scope)
         except (errors.NotFoundError, errors.InvalidArgumentError):
             log.info("delete_memory: %s is not a live memory of this scope; nothing deleted", memory_id)
 
@@ -249,8 +256,8 @@ class MembankMemoryService(BaseMemoryService):
         """The user's profiles, when the installed membank client has them (``MemoryBank.retrieve_profiles``)."""
         if not hasattr(self.bank, "retrieve_profiles"):
             raise NotImplementedError("this membank has no profiles (MemoryBank.retrieve_profiles)")
-        return await asyncio.to_thread(self.bank.retrieve_profiles, self.scope(app_name, user_id))
+        return await call(self.bank, "retrieve_profiles", self.scope(app_name, user_id))
 
-    def close(self) -> None:
-        """Close the MemoryBank this service uses."""
-        self.bank.close()
+    def close(self) -> Any:
+        """Close the bank this service uses (with an AsyncMemoryBank, returns the awaitable of its close)."""
+        return self.bank.close()

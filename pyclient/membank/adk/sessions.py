@@ -12,13 +12,19 @@ Unlike ADK's ``DatabaseSessionService``, a second writer holding an older
 copy of the session is not rejected as stale: its event lands after the
 first, in commit order, and both state deltas merge (the issue's contract).
 
-Every method is async; the blocking database calls run in a thread
+With ``generation_trigger_config`` memory forms by itself: every stored
+event is also ingested into the IngestEvents stream of its session
+(``membank.ingest_events``), so GenerateMemories starts when the trigger
+fires (e.g. ``{"generation_rule": {"event_count": 6}}``: every three
+turns) and the agent's code never calls the memory service to add a session.
+
+Every method is async: with an ``AsyncMemoryBank`` the calls are awaited on
+the event loop (no thread); with a ``MemoryBank`` they run in a thread
 (``asyncio.to_thread``), so an agent's event loop never waits on them.
 """
 
 from __future__ import annotations
 
-import asyncio
 from typing import TYPE_CHECKING, Any
 
 try:
@@ -28,11 +34,13 @@ try:
     from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
     from google.adk.sessions.session import Session
 except ImportError as err:  # pragma: no cover - exercised only without the extra
-    raise ImportError("membank.adk needs google-adk: pip install 'membank[adk]'") from err
+    raise ImportError("membank.adk needs google-adk: pip install -e '.[adk]' in the membank checkout") from err
 
 from membank import errors
+from membank.adk._calls import call
 
 if TYPE_CHECKING:
+    from membank.async_client import AsyncMemoryBank
     from membank.client import MemoryBank
 
 
@@ -51,19 +59,30 @@ def event_json(event: Event) -> dict[str, Any]:
 class MembankSessionService(BaseSessionService):
     """ADK session service backed by membank's SQL sessions (state merged in SQL, events stored once)."""
 
-    def __init__(self, bank: MemoryBank | None = None, *, url: str | None = None) -> None:
-        """Keep sessions in ``bank`` (or a new ``MemoryBank(url)``; the URL defaults as MemoryBank's does)."""
+    def __init__(self, bank: MemoryBank | AsyncMemoryBank | None = None, *, url: str | None = None,
+                 generation_trigger_config: dict[str, Any] | None = None) -> None:
+        """Keep sessions in ``bank``: an AsyncMemoryBank (awaited directly), a MemoryBank (called in threads),
+        or None for a new ``MemoryBank(url)`` (the URL defaults as MemoryBank's does).
+
+        ``generation_trigger_config``: when given, each appended event is
+        ingested into its session's IngestEvents stream with this trigger
+        (``{"generation_rule": {"event_count": n}}``, ``{"idle_duration": "600s"}``
+        or ``{"fixed_interval": "3600s"}``), so memories of the scope
+        ``{"app_name", "user_id"}`` are generated without ``add_session_to_memory``
+        (a ``membank worker`` runs the operations and the idle/interval sweep).
+        """
         if bank is None:
             from membank.client import MemoryBank
 
             bank = MemoryBank(url)
         self.bank = bank
+        self.generation_trigger_config = generation_trigger_config
 
     async def create_session(self, *, app_name: str, user_id: str, state: dict[str, Any] | None = None,
                              session_id: str | None = None) -> Session:
         """Create a session (random uuid id when none is given); raises AlreadyExistsError when the id is taken."""
         try:
-            data = await asyncio.to_thread(self.bank.create_session, app_name, user_id, session_id=session_id,
+            data = await call(self.bank, "create_session", app_name, user_id, session_id=session_id,
                                            state=state)
         except errors.MembankError as err:
             if err.sqlstate == "23505":
@@ -75,23 +94,23 @@ class MembankSessionService(BaseSessionService):
                           config: GetSessionConfig | None = None) -> Session | None:
         """Return the session with merged app/user/session state and its events (limited by ``config``), or None."""
         config = config or GetSessionConfig()
-        data = await asyncio.to_thread(self.bank.get_session, app_name, user_id, session_id,
+        data = await call(self.bank, "get_session", app_name, user_id, session_id,
                                        num_recent_events=config.num_recent_events,
                                        after_timestamp=config.after_timestamp)
         return None if data is None else to_session(data)
 
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
         """List the sessions of a user (or of every user of the app) with merged state and no events."""
-        rows = await asyncio.to_thread(self.bank.list_sessions, app_name, user_id)
+        rows = await call(self.bank, "list_sessions", app_name, user_id)
         return ListSessionsResponse(sessions=[to_session(r) for r in rows])
 
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         """Delete the session with its events and its own state (no-op when it does not exist)."""
-        await asyncio.to_thread(self.bank.delete_session, app_name, user_id, session_id)
+        await call(self.bank, "delete_session", app_name, user_id, session_id)
 
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
         """The state shared by the user's sessions, keys without ``user:``; {} when none."""
-        return await asyncio.to_thread(self.bank.get_user_state, app_name, user_id)
+        return await call(self.bank, "get_user_state", app_name, user_id)
 
     async def append_event(self, session: Session, event: Event) -> Event:
         """Store the event once (by id) and merge its state delta in SQL; update ``session`` in place.
@@ -105,11 +124,16 @@ class MembankSessionService(BaseSessionService):
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
         try:
-            result = await asyncio.to_thread(self.bank.append_session_event, session.app_name, session.user_id,
+            result = await call(self.bank, "append_session_event", session.app_name, session.user_id,
                                              session.id, event_json(event))
         except errors.NotFoundError as err:
             raise SessionNotFoundError(f"Session {session.id} not found.") from err
         if result["appended"] or all(e.id != event.id for e in session.events):
             self._commit_event_to_session(session, event)
+        if self.generation_trigger_config is not None and result["appended"]:
+            # The event is already in the session: ingesting [] counts it against the trigger.
+            await call(self.bank, "ingest_events", {"app_name": session.app_name, "user_id": session.user_id},
+                                    [], stream_id=session.id,
+                                    generation_trigger_config=self.generation_trigger_config)
         session.last_update_time = float(result["last_update_time"])
         return event
