@@ -1,4 +1,4 @@
-"""Soak with faults (issue 27 §2): mixed clients, two workers, kill -9 of PostgreSQL, a worker and Valkey.
+"""Soak with faults: mixed clients, two workers, kill -9 of PostgreSQL, a worker and Valkey.
 
 8 client processes make mixed calls (create, update with compare-and-set, delete, generate, retrieve, buffer
 appends, ADK session events) on overlapping scopes for a bounded time while 2 ``membank worker`` processes carry

@@ -1,15 +1,19 @@
-"""Invariants under fuzz (issue 27 §1): a hypothesis state machine calls the SQL API through login roles.
+"""Invariants under fuzz: a hypothesis state machine calls the SQL API through login roles.
 
 Random sequences of create / update (with and without expected_revision) / delete / rollback / purge / expire /
 erase_scope / bind, unbind and unrestrict / generate_memories run in process with the rules provider / compaction /
-profile schemas / sessions and events / tool rules / retention / embeddings / retrieve / list, over three scopes
+profile schemas / sessions and events / IngestEvents streams and the due-stream sweep / chat messages / ADK sessions
+with app:, user:, temp: and session state / tool rules / retention / embeddings / retrieve / list / build_context /
+evidence verdicts, over three scopes
 that share session ids, event ids and memory texts, called as logins holding each membank role, unbound and bound
 (tenants). A small model (``Model``) tracks what each login may reach and what the bank must hold. After every call
 and every step:
 
-- no output of a call holds a name, canary text or user id of a scope the calling login may not reach;
+- no output of a call holds a name, canary text or user id of a scope the calling login may not reach; a call that
+  names a memory or operation with the optional scope of another scope is refused like a name that does not exist;
 - a fact that was erased, purged or expired-and-purged appears in no output and in no table (every row of every
-  membank table is searched as text for the step's canaries); an expired fact appears in no output;
+  membank table is searched as text for the step's canaries); an expired fact appears in no output; everything of an
+  erased scope, the own state of a deleted session and every temp: state value are in no table;
 - every acknowledged write is present (live memories with their fact and revision, appended events); no two live
   memories of a scope hold the identical fact; a memory's revisions are 1..n without gaps;
 - compare-and-set never loses an update (a stale expected_revision is refused and changes nothing);
@@ -46,7 +50,7 @@ from conftest import url_for, wait_for_database_clock
 
 try:
     from conftest import connect_as
-except ImportError:  # the tree before issue 22 (the fuzzer is run there by hand to show what it finds)
+except ImportError:  # an older tree without the trust boundary (the fuzzer is run there by hand)
     def connect_as(url: str) -> psycopg.Connection:
         c = psycopg.connect(url, autocommit=True, row_factory=dict_row)
         c.execute("set timezone to 'UTC'")
@@ -73,6 +77,17 @@ WORKER_CALLS = {
 # SQLSTATEs a refusal may carry: the README's Errors table (22xxx bad input, P0002 not found, MBxxx membank's own,
 # 42501 not allowed, 23505/2BP01 conflicts). Anything else (XX000, P0001, 42883, a raw 40P01 ...) is unnamed.
 NAMED = re.compile(r"^(22...|P0002|MB...|42501|23505|2BP01)$")
+# Functions that reach every scope (settings, bindings, every scope's jobs and maintenance): a login bound to
+# scopes (or restricted to none, after its last scope was erased or unbound) is refused them with 42501.
+BANK_WIDE = {
+    "bind_role_to_scope", "unbind_role_from_scope", "unrestrict_role",
+    "configure_embedding", "reembed", "claim_embedding_jobs", "store_embeddings", "fail_embedding_jobs",
+    "create_profile_schema", "update_profile_schema", "delete_profile_schema", "configure_retention",
+    "apply_retention", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
+    "fail_generation_job", "generate_due_streams", "configure_ingestion", "purge_expired_memories",
+}
+TRIGGERS = [None, {"generation_rule": {"event_count": 2}}, {"generation_rule": {"idle_duration": "1s"}},
+            {"generation_rule": {"fixed_interval": 5}}, {"generation_rule": {}}]  # the last is bad input (22023)
 
 
 def examples() -> int:
@@ -110,6 +125,7 @@ class Model:
         self.hidden: set[str] = set()  # texts that must be in no output (expired)
         self.gone: set[str] = set()  # texts that must be in no output and no table
         self.reach: dict[str, set[str] | None] = {}  # login -> reachable scope keys (None: every scope)
+        self.session_texts: dict[tuple[str, str], set[str]] = {}  # (scope, session) -> its own state's canaries
 
     def may(self, login: str, scope: str) -> bool:
         reach = self.reach[login]
@@ -125,6 +141,16 @@ class Model:
     def canaries_of(self, texts: list[str]) -> set[str]:
         """The texts only this memory held (shared texts live on in other scopes)."""
         return {t for t in texts if t in self.canaries}
+
+    def erase_scope(self, scope: str) -> None:
+        """Everything stored under the scope goes: every canary it was given is in no table afterwards."""
+        self.forget_scope(scope)
+        self.gone |= {t for t, s in self.canaries.items() if s == scope}
+        self.operations = {n: s for n, s in self.operations.items() if s != scope}
+        self.session_texts = {k: v for k, v in self.session_texts.items() if k[0] != scope}
+        for reach in self.reach.values():
+            if reach is not None:
+                reach.discard(scope)  # the binding goes, the restriction stays
 
     def forget_scope(self, scope: str) -> None:
         for name in [n for n, m in self.memories.items() if m.scope == scope]:
@@ -150,7 +176,7 @@ class FuzzBank(RuleBasedStateMachine):
         self.step = 0
         for login in self.conns:
             self.model.reach[login] = None
-        self.has_unrestrict = self.ctx["has"]("unrestrict_role")  # absent before issue 22
+        self.has_unrestrict = self.ctx["has"]("unrestrict_role")  # absent on trees before the trust boundary
 
     # -- plumbing -------------------------------------------------------------------------------------------------
     def canary(self, scope: str) -> str:
@@ -159,7 +185,7 @@ class FuzzBank(RuleBasedStateMachine):
         self.model.canaries[text] = scope
         return text
 
-    def call(self, login: str, statement: str, args: tuple = (), *, scope: str | None = None):
+    def call(self, login: str, statement: str, args: tuple = (), *, echo: frozenset = frozenset()):
         """Run one API call as ``login``; check its output against what the login may reach. A refusal returns
         Refused after checking that its SQLSTATE is named and that no table's row count changed."""
         before = self.counts()
@@ -175,14 +201,15 @@ class FuzzBank(RuleBasedStateMachine):
             return Refused(err.sqlstate, str(err))
         self.ctx["stats"][f"{called(statement)} ok"] += 1
         self.ctx["time"][called(statement)] += time.perf_counter() - started
-        self.check_output(login, rows, statement)
+        self.check_output(login, rows, statement, echo)
         return rows
 
-    def check_output(self, login: str, rows, statement: str) -> None:
+    def check_output(self, login: str, rows, statement: str, echo: frozenset = frozenset()) -> None:
+        """echo: strings of the call's own arguments, which an output may repeat (a name the caller passed)."""
         text = json.dumps(rows, default=str)
         for key in SCOPES:
             if not self.model.may(login, key):
-                leaked = [t for t in self.model.tokens(key) if t in text]
+                leaked = [t for t in self.model.tokens(key) - echo if t in text]
                 assert not leaked, f"{login} (reach {self.model.reach[login]}) got scope {key}'s {leaked} " \
                                    f"from {statement}"
         shown = [t for t in self.model.hidden | self.model.gone if t in text]
@@ -194,14 +221,19 @@ class FuzzBank(RuleBasedStateMachine):
     def allowed(self, login: str, function: str) -> bool:
         return function in self.ctx["grants"][self.roles[login]]
 
-    def expect(self, login: str, function: str, scope: str | None, result) -> bool:
-        """True when the call succeeded as it should. A login without the grant, or a tenant outside its scopes,
-        must be refused (42501, or P0002 for a name it may not see); an unrestricted login with the grant must
-        not get 42501."""
-        ok = self.allowed(login, function) and (scope is None or self.model.may(login, scope))
+    def expect(self, login: str, function: str, scope: str | list[str] | None, result, *,
+               wrong_scope: bool = False) -> bool:
+        """True when the call succeeded as it should. A login without the grant, a tenant outside its scopes
+        (any of them, for a call over several), a tenant calling a bank-wide function, or a name passed with
+        another scope than its own (wrong_scope) must be refused (42501, or P0002 for a name it may not see); an
+        unrestricted login with the grant must not get 42501."""
+        scopes = [] if scope is None else [scope] if isinstance(scope, str) else scope
+        ok = self.allowed(login, function) and all(self.model.may(login, s) for s in scopes) and not wrong_scope \
+            and not (function in BANK_WIDE and self.model.reach[login] is not None)
         if not ok:
             assert isinstance(result, Refused) and result.sqlstate in ("42501", "P0002"), \
-                f"{login} may not call {function} on scope {scope} (reach {self.model.reach[login]}), got {result}"
+                f"{login} may not call {function} on scope {scope} (reach {self.model.reach[login]}," \
+                f" wrong scope {wrong_scope}), got {result}"
         elif isinstance(result, Refused) and self.model.reach[login] is None:
             assert result.sqlstate != "42501", f"{login} holds {function} and is unrestricted: {result}"
         return ok and not isinstance(result, Refused)
@@ -228,29 +260,40 @@ class FuzzBank(RuleBasedStateMachine):
         reach = self.model.reach[login]
         self.model.reach[login] = (reach or set()) | {scope} if reach is not None else {scope}
 
-    @rule(login=st.sampled_from(["t_writer", "t_reader", "t_admin"]), scope=scopes)
-    def bind_tenant(self, login, scope) -> None:
-        self.bind(login, scope)
+    # The admin login manages bindings; now and then another login tries (a bound admin binding itself to another
+    # scope, or unrestricting itself, is the escalation these refuse).
+    managers = st.sampled_from(["admin", "admin", "admin", "t_admin", "writer", "worker"])
+    tenants = st.sampled_from(["t_writer", "t_reader", "t_admin"])
 
-    @rule(login=st.sampled_from(["t_writer", "t_reader", "t_admin"]), scope=scopes)
-    def unbind_tenant(self, login, scope) -> None:
-        got = self.call("admin", "select membank.unbind_role_from_scope(%s, %s) as b",
+    @rule(login=tenants, scope=scopes, by=managers)
+    def bind_tenant(self, login, scope, by) -> None:
+        got = self.call(by, "select membank.bind_role_to_scope(%s, %s) as b",
                         (self.ctx["names"][login], Jsonb(SCOPES[scope])))
-        assert not isinstance(got, Refused), got
-        if self.model.reach[login] is not None:
+        if self.expect(by, "bind_role_to_scope", None, got):
+            reach = self.model.reach[login]
+            self.model.reach[login] = (reach or set()) | {scope} if reach is not None else {scope}
+
+    @rule(login=tenants, scope=scopes, by=managers)
+    def unbind_tenant(self, login, scope, by) -> None:
+        got = self.call(by, "select membank.unbind_role_from_scope(%s, %s) as b",
+                        (self.ctx["names"][login], Jsonb(SCOPES[scope])))
+        if self.expect(by, "unbind_role_from_scope", None, got) and self.model.reach[login] is not None:
             self.model.reach[login].discard(scope)  # fails closed: a restricted role stays restricted
 
     @precondition(lambda self: self.has_unrestrict)
-    @rule(login=st.sampled_from(["t_writer", "t_reader", "t_admin"]))
-    def unrestrict_tenant(self, login) -> None:
-        got = self.call("admin", "select membank.unrestrict_role(%s) as b", (self.ctx["names"][login],))
-        assert not isinstance(got, Refused), got
-        self.model.reach[login] = None
+    @rule(login=tenants, by=managers)
+    def unrestrict_tenant(self, login, by) -> None:
+        got = self.call(by, "select membank.unrestrict_role(%s) as b", (self.ctx["names"][login],))
+        if self.expect(by, "unrestrict_role", None, got):
+            self.model.reach[login] = None
 
     @rule(login=logins)
     def list_bindings(self, login) -> None:
         got = self.call(login, "select * from membank.list_scope_bindings()")
-        self.expect(login, "list_scope_bindings", None, got)
+        if self.expect(login, "list_scope_bindings", None, got) and self.model.reach[login] is not None:
+            # A bound caller sees the rows of the roles that restrict it, i.e. its own: no other login's name.
+            mine = self.ctx["names"][login]
+            assert {r["role_name"] for r in got} <= {mine}, f"{login} sees bindings of {got}"
 
     # -- memories ---------------------------------------------------------------------------------------------------
     @rule(login=logins, scope=scopes)
@@ -262,21 +305,32 @@ class FuzzBank(RuleBasedStateMachine):
             assert got[0]["revision"] == 1
             self.model.memories[got[0]["name"]] = Mem(scope, fact, 1, [fact])
 
+    # How a name-taking call is made: name typed uuid or text (the two overloads), and its optional scope left out,
+    # given as the name's own scope, or given as another scope (refused as if the name did not exist).
+    namings = st.tuples(st.sampled_from(["uuid", "text"]), st.sampled_from(["none", "own", "other"]))
+
+    @staticmethod
+    def scope_arg(how: str, scope: str) -> Jsonb | None:
+        keys = sorted(SCOPES)
+        other = keys[(keys.index(scope) + 1) % len(keys)]
+        return {"none": None, "own": Jsonb(SCOPES[scope]), "other": Jsonb(SCOPES[other])}[how]
+
     def pick(self, data, scope: str | None = None) -> str | None:
         names = self.live(scope)
         return data.draw(st.sampled_from(names)) if names else None
 
-    @rule(login=logins, data=st.data(), cas=st.sampled_from([None, "current", "stale"]))
-    def update(self, login, data, cas) -> None:
+    @rule(login=logins, data=st.data(), cas=st.sampled_from([None, "current", "stale"]), naming=namings)
+    def update(self, login, data, cas, naming) -> None:
         name = self.pick(data)
         if name is None:
             return
         mem = self.model.memories[name]
         fact = self.canary(mem.scope)
         expected = {None: None, "current": mem.revision, "stale": mem.revision - 1 or mem.revision + 1}[cas]
-        got = self.call(login, "select (m).revision from membank.update_memory(name => %s::uuid, fact => %s,"
-                               " expected_revision => %s) as m", (name, fact, expected))
-        if not self.expect(login, "update_memory", mem.scope, got):
+        got = self.call(login, f"select (m).revision from membank.update_memory(name => %s::{naming[0]}, fact => %s,"
+                               " expected_revision => %s, scope => %s) as m",
+                        (name, fact, expected, self.scope_arg(naming[1], mem.scope)))
+        if not self.expect(login, "update_memory", mem.scope, got, wrong_scope=naming[1] == "other"):
             assert not (isinstance(got, Refused) and got.sqlstate == "MB003" and cas != "stale"), \
                 f"update at the current revision {mem.revision} refused: {got}"
             return
@@ -306,28 +360,29 @@ class FuzzBank(RuleBasedStateMachine):
                                " expected_revision => %s) as m", (name, second, seen))
         assert isinstance(got, Refused) and got.sqlstate == "MB003", f"a lost update: {got}"
 
-    @rule(login=logins, data=st.data(), cas=st.booleans())
-    def delete(self, login, data, cas) -> None:
+    @rule(login=logins, data=st.data(), cas=st.booleans(), naming=namings)
+    def delete(self, login, data, cas, naming) -> None:
         name = self.pick(data)
         if name is None:
             return
         mem = self.model.memories[name]
-        got = self.call(login, "select membank.delete_memory(name => %s::uuid, expected_revision => %s)",
-                        (name, mem.revision if cas else None))
-        if self.expect(login, "delete_memory", mem.scope, got):
+        got = self.call(login, f"select membank.delete_memory(name => %s::{naming[0]}, expected_revision => %s,"
+                               " scope => %s)", (name, mem.revision if cas else None, self.scope_arg(naming[1], mem.scope)))
+        if self.expect(login, "delete_memory", mem.scope, got, wrong_scope=naming[1] == "other"):
             del self.model.memories[name]
             self.model.deleted[name] = mem.scope
 
-    @rule(login=logins, data=st.data())
-    def rollback(self, login, data) -> None:
+    @rule(login=logins, data=st.data(), naming=namings)
+    def rollback(self, login, data, naming) -> None:
         name = self.pick(data)
         if name is None or self.model.memories[name].revision < 2:
             return
         mem = self.model.memories[name]
         target = data.draw(st.integers(1, mem.revision - 1))
-        got = self.call(login, "select (m).revision, (m).fact from membank.rollback_memory(name => %s::uuid,"
-                               " revision => %s, expected_revision => %s) as m", (name, target, mem.revision))
-        if self.expect(login, "rollback_memory", mem.scope, got):
+        got = self.call(login, f"select (m).revision, (m).fact from membank.rollback_memory(name => %s::{naming[0]},"
+                               " revision => %s, expected_revision => %s, scope => %s) as m",
+                        (name, target, mem.revision, self.scope_arg(naming[1], mem.scope)))
+        if self.expect(login, "rollback_memory", mem.scope, got, wrong_scope=naming[1] == "other"):
             mem.revision += 1
             mem.fact = got[0]["fact"]
             assert mem.fact in mem.texts
@@ -371,13 +426,8 @@ class FuzzBank(RuleBasedStateMachine):
     @rule(login=logins, scope=scopes)
     def erase(self, login, scope) -> None:
         got = self.call(login, "select membank.erase_scope(scope => %s, force => true) as e", (Jsonb(SCOPES[scope]),))
-        if not self.expect(login, "erase_scope", scope, got):
-            return
-        self.model.forget_scope(scope)
-        self.model.operations = {n: s for n, s in self.model.operations.items() if s != scope}
-        for reach in self.model.reach.values():
-            if reach is not None:
-                reach.discard(scope)  # the binding goes, the restriction stays
+        if self.expect(login, "erase_scope", scope, got):
+            self.model.erase_scope(scope)
 
     # -- reads ------------------------------------------------------------------------------------------------------
     @rule(login=logins, scope=scopes, query=st.sampled_from([None, "Rome", "canary tea"]))
@@ -393,17 +443,24 @@ class FuzzBank(RuleBasedStateMachine):
             listed = {str(r["name"]) for r in got}
             assert set(self.live(scope)) <= listed, "an acknowledged memory is missing from list_memories"
 
-    @rule(login=logins, data=st.data())
-    def read_by_name(self, login, data) -> None:
-        names = sorted(self.model.memories) + sorted(self.model.deleted) + sorted(self.model.operations)
-        if not names:
+    @rule(login=logins, data=st.data(), naming=namings)
+    def read_by_name(self, login, data, naming) -> None:
+        owners = {n: m.scope for n, m in self.model.memories.items()} | self.model.deleted | self.model.operations
+        if not owners:
             return
-        name = data.draw(st.sampled_from(names))
-        for statement in ("select * from membank.get_memory(name => %s::uuid)",
-                          "select * from membank.list_revisions(name => %s::uuid)",
-                          "select * from membank.get_revision(name => %s::uuid, revision => 1)",
-                          "select * from membank.get_operation(name => %s::uuid)"):
-            self.call(login, statement, (name,))
+        name = data.draw(st.sampled_from(sorted(owners)))
+        typed, how = naming
+        for function, statement in (
+                ("get_memory", f"select * from membank.get_memory(name => %s::{typed}, scope => %s)"),
+                ("list_revisions", f"select * from membank.list_revisions(name => %s::{typed}, scope => %s)"),
+                ("get_revision", f"select * from membank.get_revision(name => %s::{typed}, revision => 1,"
+                                 " scope => %s)"),
+                ("get_operation", f"select * from membank.get_operation(name => %s::{typed}, scope => %s)")):
+            got = self.call(login, statement, (name, self.scope_arg(how, owners[name])))
+            # Whether a reachable name reads depends on what it is (a deleted memory has revisions only); an
+            # unreachable one, or one named with another scope, must read as not there.
+            if how == "other" or not self.model.may(login, owners[name]) or not self.allowed(login, function):
+                self.expect(login, function, owners[name], got, wrong_scope=how == "other")
 
     # -- events, sessions, generation -----------------------------------------------------------------------------
     @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS), event=st.sampled_from(EVENT_IDS),
@@ -425,28 +482,56 @@ class FuzzBank(RuleBasedStateMachine):
             ids = {r["event_id"] for r in got}
             assert self.model.events.get((scope, session), set()) <= ids, "an appended event is missing"
 
-    @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS), event=st.sampled_from(EVENT_IDS))
-    def adk_session(self, login, scope, session, event) -> None:
+    def adk_state(self, scope: str, session: str) -> tuple[dict, callable]:
+        """An ADK state (delta) with a key of every prefix, and what to learn once it is stored: the session's own
+        value is gone with the session, the temp: value is never stored, the user: value is the scope's; the app:
+        value is every user's (ADK's contract: it is no scope's text, so it is a shared text, never a canary)."""
+        own, temp, user = self.canary(scope), self.canary(scope), self.canary(scope)
+        state = {"note": own, "temp:draft": temp, "user:city": user, "app:motd": SHARED_TEXTS[self.step % 4]}
+
+        def stored() -> None:
+            self.model.session_texts.setdefault((scope, session), set()).add(own)
+            self.model.gone.add(temp)
+        return state, stored
+
+    @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS), event=st.sampled_from(EVENT_IDS + ["new"]),
+          with_state=st.booleans())
+    def adk_session(self, login, scope, session, event, with_state) -> None:
         user = SCOPES[scope]["user_id"]
-        got = self.call(login, "select membank.create_session(app_name => 'fz', user_id => %s, session_id => %s)",
-                        (user, session))
+        state, stored = self.adk_state(scope, session)
+        got = self.call(login, "select membank.create_session(app_name => 'fz', user_id => %s, session_id => %s,"
+                               " state => %s)", (user, session, Jsonb(state) if with_state else None))
         if not (isinstance(got, Refused) and got.sqlstate == "23505"):  # 23505: the session exists already
-            self.expect(login, "create_session", scope, got)
+            if self.expect(login, "create_session", scope, got) and with_state:
+                stored()
+        state, stored = self.adk_state(scope, session)
+        event_id = f"ev-{uuid.uuid4().hex[:8]}" if event == "new" else event
         got = self.call(login, "select membank.append_session_event(app_name => 'fz', user_id => %s,"
                                " session_id => %s, event => %s)",
-                        (user, session, Jsonb({"id": event, "author": "user", "timestamp": 1700000000,
-                                               "content": {"parts": [{"text": "I live in Rome."}]}})))
-        self.call(login, "select membank.get_session(app_name => 'fz', user_id => %s, session_id => %s)",
-                  (user, session))
-        self.call(login, "select membank.list_sessions(app_name => 'fz', user_id => %s)", (user,))
-        self.call(login, "select * from membank.get_user_state(app_name => 'fz', user_id => %s)", (user,))
+                        (user, session, Jsonb({"id": event_id, "author": "user", "timestamp": 1700000000,
+                                               "content": {"parts": [{"text": "I live in Rome."}]},
+                                               "actions": {"state_delta": state if with_state else {}}})))
+        if self.expect(login, "append_session_event", scope, got):
+            stored()
+            self.model.events.setdefault((scope, session), set()).add(event_id)
+        for function, statement, args in (
+                ("get_session", "select membank.get_session(app_name => 'fz', user_id => %s, session_id => %s)",
+                 (user, session)),
+                ("list_sessions", "select membank.list_sessions(app_name => 'fz', user_id => %s)", (user,)),
+                ("get_user_state", "select * from membank.get_user_state(app_name => 'fz', user_id => %s)",
+                 (user,))):
+            got = self.call(login, statement, args)
+            self.expect(login, function, scope, got)
+        # Every user of the app: a tenant lists only its own users' sessions (the output check holds it to that).
+        self.call(login, "select membank.list_sessions(app_name => 'fz')")
 
     @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS))
     def delete_session(self, login, scope, session) -> None:
         got = self.call(login, "select membank.delete_session(app_name => 'fz', user_id => %s, session_id => %s)",
                         (SCOPES[scope]["user_id"], session))
-        if not isinstance(got, Refused):
+        if self.expect(login, "delete_session", scope, got):
             self.model.events.pop((scope, session), None)
+            self.model.gone |= self.model.session_texts.pop((scope, session), set())  # its own state goes with it
 
     @rule(login=logins, scope=scopes, facts=st.lists(st.sampled_from(SHARED_TEXTS), min_size=1, max_size=2),
           session=st.sampled_from([None] + SESSIONS), run=st.booleans())
@@ -461,6 +546,96 @@ class FuzzBank(RuleBasedStateMachine):
             self.model.operations[got[0]["op"]] = scope
             if run:
                 self.run_generation_jobs()
+
+    def event_text(self, scope: str, shared: bool) -> str:
+        """A text for an event: one every scope uses, or a sentence (the rules provider extracts it) with a canary."""
+        return SHARED_TEXTS[self.step % len(SHARED_TEXTS)] if shared else f"I live in {self.canary(scope)}."
+
+    @rule(login=logins, scope=scopes, stream=st.sampled_from(SESSIONS), event=st.sampled_from(EVENT_IDS + ["new"]),
+          shared=st.booleans(), trigger=st.sampled_from(TRIGGERS), flush=st.booleans())
+    def ingest(self, login, scope, stream, event, shared, trigger, flush) -> None:
+        event_id = f"ev-{uuid.uuid4().hex[:8]}" if event == "new" else event
+        events = [{"event_id": event_id, "author": "user", "text": self.event_text(scope, shared),
+                   "timestamp": "2026-11-02T10:00:00Z"}]
+        got = self.call(login, "select * from membank.ingest_events(scope => %s, stream_id => %s, events => %s,"
+                               " generation_trigger_config => %s, force_flush => %s)",
+                        (Jsonb(SCOPES[scope]), stream, Jsonb(events), Jsonb(trigger) if trigger else None, flush))
+        if trigger == {"generation_rule": {}}:
+            # Bad input is refused whoever calls (which check comes first is no leak: the argument is the caller's).
+            assert isinstance(got, Refused) and got.sqlstate in ("22023", "42501"), got
+            return
+        if self.expect(login, "ingest_events", scope, got):
+            self.model.events.setdefault((scope, stream), set()).add(event_id)
+            for op in (got[0]["operation_name"], got[0]["last_operation_name"]):
+                if op is not None:
+                    self.model.operations[str(op)] = scope
+
+    @rule(login=logins, trigger=st.sampled_from(TRIGGERS))
+    def configure_ingestion(self, login, trigger) -> None:
+        got = self.call(login, "select membank.configure_ingestion(generation_trigger_config => %s) as c",
+                        (Jsonb(trigger) if trigger else None,))
+        if trigger == {"generation_rule": {}}:
+            assert isinstance(got, Refused) and got.sqlstate in ("22023", "42501"), got
+            return
+        self.expect(login, "configure_ingestion", None, got)
+
+    @rule(login=logins, later=st.sampled_from(["0", "25 hours"]), run=st.booleans())
+    def sweep_due_streams(self, login, later, run) -> None:
+        """The worker loop's sweep; 25 hours on, every stream with pending events is due (the 24 h flush)."""
+        got = self.call(login, "select * from membank.generate_due_streams(now => statement_timestamp() + %s::interval)",
+                        (later,))
+        if self.expect(login, "generate_due_streams", None, got):
+            for row in got:
+                key = next(k for k, v in SCOPES.items() if v == row["scope"])
+                self.model.operations[str(row["operation_name"])] = key
+            if run:
+                self.run_generation_jobs()
+
+    @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS), shared=st.booleans(),
+          given_id=st.sampled_from([None] + EVENT_IDS))
+    def add_messages(self, login, scope, session, shared, given_id) -> None:
+        messages = [{"role": "user", "content": self.event_text(scope, shared)},
+                    {"role": "assistant", "content": [{"type": "text", "text": "Noted."},
+                                                      {"type": "image_url", "image_url": {"url": "x"}}]},
+                    {"role": "system", "content": "Answer briefly."}]
+        if given_id:
+            messages[0]["id"] = given_id
+        got = self.call(login, "select * from membank.add_messages(scope => %s, messages => %s, session_id => %s)",
+                        (Jsonb(SCOPES[scope]), Jsonb(messages), session))
+        if self.expect(login, "add_messages", scope, got):
+            self.model.operations[str(got[0]["operation_name"])] = scope
+            self.model.events.setdefault((scope, session), set()).update(got[0]["event_ids"])
+
+    @rule(login=logins, keys=st.lists(scopes, min_size=1, max_size=2, unique=True),
+          session=st.sampled_from(SESSIONS), query=st.sampled_from([None, "Rome", "canary"]))
+    def build_context(self, login, keys, session, query) -> None:
+        arg = SCOPES[keys[0]] if len(keys) == 1 else [SCOPES[k] for k in keys]
+        got = self.call(login, "select membank.build_context(scopes => %s, session_id => %s, query_text => %s,"
+                               " top_k => 20, budget_tokens => 100000) as c", (Jsonb(arg), session, query))
+        self.expect(login, "build_context", keys, got)
+
+    @rule(login=logins, scope=scopes, data=st.data())
+    def evidence_verdicts(self, login, scope, data) -> None:
+        """A name of any scope passed as expected reads exactly like a name that does not exist, unless it is a
+        memory of the context's scope: no verdict tells a tenant what another scope holds."""
+        owners = {n: m.scope for n, m in self.model.memories.items()} | self.model.deleted
+        if not owners:
+            return
+        name, nobody = data.draw(st.sampled_from(sorted(owners))), str(uuid.uuid4())
+        got = self.call(login, "select * from membank.evidence_verdicts(scopes => %s, session_id => null,"
+                               " retrieved => '[]', expected => %s)", (Jsonb(SCOPES[scope]), [name, nobody]),
+                        echo=frozenset({name}))
+        if self.expect(login, "evidence_verdicts", scope, got) and owners[name] != scope:
+            rows = {str(r["memory_name"]): {k: v for k, v in r.items() if k != "memory_name"} for r in got}
+            assert rows.get(name) == rows.get(nobody), f"a name of scope {owners[name]} reads as {rows}"
+
+    @rule(login=logins, scope=scopes, session=st.sampled_from([None] + SESSIONS))
+    def list_operations(self, login, scope, session) -> None:
+        got = self.call(login, "select * from membank.list_operations(scope => %s, session_id => %s)",
+                        (Jsonb(SCOPES[scope]), session))
+        self.expect(login, "list_operations", scope, got)
+        got = self.call(login, "select * from membank.list_tool_rule_changes(scope => %s)", (Jsonb(SCOPES[scope]),))
+        self.expect(login, "list_tool_rule_changes", scope, got)
 
     @rule(login=logins, scope=scopes)
     def compact(self, login, scope) -> None:
