@@ -407,6 +407,10 @@ where
 comment on view membank.scoped_profiles is
 'One row per live profile field (schema_id, field, value) of the scope set with membank.set_scope; empty while none.';
 
+-- The revisions of an expired memory are redacted as list_revisions redacts
+-- them (redact_revision): no fact, structured content, metadata or
+-- extraction context until the memory is purged or its expiry is lifted.
+-- A join (same scope_id) rather than a table-reading call per row, as on Citus.
 create or replace view membank.scoped_revisions with (security_barrier) as
 select
     r.memory_name,
@@ -414,21 +418,27 @@ select
     r.scope,
     r.action,
     r.memory_type,
-    r.fact,
-    r.previous_fact,
-    r.structured_content,
-    r.previous_structured_content,
+    case when x.name is null then r.fact end as fact,
+    case when x.name is null then r.previous_fact end as previous_fact,
+    case when x.name is null then r.structured_content end as structured_content,
+    case when x.name is null then r.previous_structured_content end as previous_structured_content,
     r.topics,
-    r.metadata,
+    case when x.name is null then r.metadata else '{}'::jsonb end as metadata,
     r.expire_time,
     r.labels,
     r.source_event_ids,
-    r.extracted_memories,
+    case when x.name is null then r.extracted_memories end as extracted_memories,
     r.create_time
 from membank_private.memory_revisions as r
+left join membank_private.memories as x
+    on
+        r.scope_id = x.scope_id
+        and r.memory_name = x.name
+        and x.expire_time <= statement_timestamp()
 where
     r.scope_id = md5(membank_private.active_scope()::text)::uuid
     and r.scope = membank_private.active_scope();
 
 comment on view membank.scoped_revisions is
-'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.';
+'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.
+Those of an expired memory show no fact, structured content, metadata or extraction context (as list_revisions).';

@@ -8164,25 +8164,45 @@ CREATE VIEW membank.scoped_profiles WITH (security_barrier='true') AS
   WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (memory_type = 'STRUCTURED_PROFILE'::text) AND (scope = membank_private.active_scope()) AND (structured_content ? 'schema_id'::text) AND ((expire_time IS NULL) OR (expire_time > statement_timestamp())));
 COMMENT ON VIEW membank.scoped_profiles IS 'One row per live profile field (schema_id, field, value) of the scope set with membank.set_scope; empty while none.';
 CREATE VIEW membank.scoped_revisions WITH (security_barrier='true') AS
- SELECT memory_name,
-    revision,
-    scope,
-    action,
-    memory_type,
-    fact,
-    previous_fact,
-    structured_content,
-    previous_structured_content,
-    topics,
-    metadata,
-    expire_time,
-    labels,
-    source_event_ids,
-    extracted_memories,
-    create_time
-   FROM membank_private.memory_revisions r
-  WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (scope = membank_private.active_scope()));
-COMMENT ON VIEW membank.scoped_revisions IS 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.';
+ SELECT r.memory_name,
+    r.revision,
+    r.scope,
+    r.action,
+    r.memory_type,
+        CASE
+            WHEN (x.name IS NULL) THEN r.fact
+            ELSE NULL::text
+        END AS fact,
+        CASE
+            WHEN (x.name IS NULL) THEN r.previous_fact
+            ELSE NULL::text
+        END AS previous_fact,
+        CASE
+            WHEN (x.name IS NULL) THEN r.structured_content
+            ELSE NULL::jsonb
+        END AS structured_content,
+        CASE
+            WHEN (x.name IS NULL) THEN r.previous_structured_content
+            ELSE NULL::jsonb
+        END AS previous_structured_content,
+    r.topics,
+        CASE
+            WHEN (x.name IS NULL) THEN r.metadata
+            ELSE '{}'::jsonb
+        END AS metadata,
+    r.expire_time,
+    r.labels,
+    r.source_event_ids,
+        CASE
+            WHEN (x.name IS NULL) THEN r.extracted_memories
+            ELSE NULL::jsonb
+        END AS extracted_memories,
+    r.create_time
+   FROM (membank_private.memory_revisions r
+     LEFT JOIN membank_private.memories x ON (((r.scope_id = x.scope_id) AND (r.memory_name = x.name) AND (x.expire_time <= statement_timestamp()))))
+  WHERE ((r.scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (r.scope = membank_private.active_scope()));
+COMMENT ON VIEW membank.scoped_revisions IS 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.
+Those of an expired memory show no fact, structured content, metadata or extraction context (as list_revisions).';
 CREATE TABLE membank_private.app_state_entries (
     app_name text NOT NULL,
     key text NOT NULL,
