@@ -335,3 +335,25 @@ def test_get_operation_sees_an_operation_started_in_the_same_statement(conn):
     assert row == {"done": True}
     with pytest.raises(psycopg.errors.InvalidTextRepresentation, match='name: "nope" is not an operation name'):
         conn.execute("select membank.get_operation(name => 'nope')")
+
+
+def test_a_worker_pass_runs_generation_before_the_embedding_backlog_is_empty(bank, db_url, embedder):
+    # A steady stream of writes keeps the embedding queue non-empty; a worker
+    # that emptied it before each generation job would never run GenerateMemories.
+    from membank.worker import EmbeddingWorker
+
+    for i in range(40):
+        bank.create_memory(SCOPE, f"Backlog fact number {i}.")
+    pending = bank.generate_memories(SCOPE, events=[event("I live in Oslo.")])
+    worker = EmbeddingWorker(db_url, embedder, batch_size=2, pass_limit=4, generations_per_pass=1,
+                             generation=GenerationWorker(db_url, RulesProvider(), embedder))
+    passes = []
+    try:
+        while not bank.get_operation(pending.name).done and len(passes) < 5:
+            passes.append(worker.run_pass())
+    finally:
+        worker.close()
+    assert bank.get_operation(pending.name).done, passes
+    assert "The user lives in Oslo." in facts_in(bank)
+    assert all(embedded <= 8 for embedded, _ in passes), passes  # a pass stops at its limit
+    assert bank.embedding_backlog().pending > 0  # the backlog waits; the operation did not

@@ -40,8 +40,14 @@ class EmbeddingWorker:
     """Embeds queued memories with one ``Embedder`` over one connection to ``url``."""
 
     def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64, generation: Any = None,
-                 retention_interval: float | None = None) -> None:
+                 retention_interval: float | None = None, pass_limit: int = 256,
+                 generations_per_pass: int = 4) -> None:
         """Connect to ``url``; ``batch_size`` (1..1000) facts are embedded per model call.
+
+        ``run()`` works in passes of at most ``pass_limit`` embedding jobs
+        and ``generations_per_pass`` generation jobs, so neither queue waits
+        for the other to empty (a steady stream of writes never starves
+        GenerateMemories).
 
         ``generation``: a ``membank.generation.worker.GenerationWorker`` whose
         jobs ``run()`` also carries (woken by its own channel), or None.
@@ -54,6 +60,8 @@ class EmbeddingWorker:
         self.embedder = embedder
         self.batch_size = batch_size
         self.generation = generation
+        self.pass_limit = pass_limit
+        self.generations_per_pass = generations_per_pass
         self._conn: psycopg.Connection | None = None
         self.sweep_streams = True
         """Whether ``run()`` calls the IngestEvents sweep (off after a 42501: the role may not)."""
@@ -182,6 +190,22 @@ class EmbeddingWorker:
             return {"skipped": str(err)}
         return {"expired": purged, "removed": removed}
 
+    def run_pass(self) -> tuple[int, int]:
+        """Run one fair pass; return ``(embedding jobs, generation jobs)`` it processed.
+
+        Up to ``pass_limit`` embedding jobs (rounded up to whole batches),
+        then up to ``generations_per_pass`` generation jobs, then the vectors
+        of the memories those changed (within the same limit). ``run()``
+        repeats passes without sleeping while either count is non-zero.
+        """
+        embedded = self.process_pending(limit=self.pass_limit)
+        generated = 0
+        if self.generation is not None:
+            generated = self.generation.process_pending(limit=self.generations_per_pass)
+            if generated:
+                embedded += self.process_pending(limit=self.pass_limit)
+        return embedded, generated
+
     def _maybe_retention(self) -> None:
         if self.retention_interval is None or time.monotonic() < self._next_retention:
             return
@@ -225,11 +249,10 @@ class EmbeddingWorker:
                 self._maybe_retention()
                 if self.sweep_streams:
                     self.generate_due_streams()
-                self.process_pending()
-                if self.generation is not None:
-                    self.generation.process_pending()
-                    self.process_pending()  # the vectors of memories that generation changed
-                # Sleep until a trigger notifies or the poll interval passes;
-                # the poll also picks up retries whose backoff has elapsed.
-                for _ in listener.notifies(timeout=poll_interval, stop_after=1):
+                busy = any(self.run_pass())
+                # Sleep until a trigger notifies or the poll interval passes
+                # (the poll also picks up retries whose backoff has elapsed);
+                # with work left, only read what was notified meanwhile.
+                for _ in listener.notifies(timeout=0 if busy else poll_interval,
+                                           stop_after=None if busy else 1):
                     pass
