@@ -69,9 +69,9 @@ begin
         _i := _i + 1;
     end loop;
     _tools := array(select distinct t from unnest(tools) as t order by t);
-    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools)
-    values (md5(_scope::text)::uuid, _scope, _tools)
-    on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = statement_timestamp();
+    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools, update_time)
+    values (md5(_scope::text)::uuid, _scope, _tools, statement_timestamp())
+    on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = excluded.update_time;
     return _tools;
 end
 $$;
