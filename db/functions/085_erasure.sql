@@ -87,22 +87,38 @@ $$;
 -- memory's entries, whatever its state (used when it is purged).
 create or replace function membank_private.redact_generated(generated jsonb, only_name uuid default null)
 returns jsonb
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select coalesce(jsonb_agg(
-        case when (only_name is null and exists (
-                       select from membank_private.memories as m
-                       where m.name = (g -> 'memory' ->> 'name')::uuid
-                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
-                  or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
-             then g
-             else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
-                            || '{"fact": null, "structured_content": null, "metadata": {}}')
-        end order by x.n), '[]')
-    from jsonb_array_elements(generated) with ordinality as x (g, n);
+declare
+    _live uuid [];
+begin
+    if only_name is null and jsonb_array_length(generated) > 0 then
+        -- The live ones among the named memories, read by (scope_id, name)
+        -- before the items are walked: on Citus one read of the scope's
+        -- shard (the memory as stored carries its scope), where a lookup
+        -- per item would be a correlated query on every shard.
+        _live := array(
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(array(select md5((g -> 'memory' -> 'scope')::text)::uuid
+                                         from jsonb_array_elements(generated) as x (g)))
+              and m.name = any(array(select (g -> 'memory' ->> 'name')::uuid
+                                     from jsonb_array_elements(generated) as x (g)))
+              and (m.expire_time is null or m.expire_time > statement_timestamp()));
+    end if;
+    return (
+        select coalesce(jsonb_agg(
+            case when (only_name is null and (g -> 'memory' ->> 'name')::uuid = any(_live))
+                      or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
+                 then g
+                 else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
+                                || '{"fact": null, "structured_content": null, "metadata": {}}')
+            end order by x.n), '[]')
+        from jsonb_array_elements(generated) with ordinality as x (g, n));
+end
 $$;
 
 -- name: redact_rejected: rejected_items with the items that quote or name a forgotten memory emptied.
@@ -113,21 +129,37 @@ create or replace function membank_private.redact_rejected(
     rejected jsonb, only_name uuid default null, facts text[] default null
 )
 returns jsonb
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _named uuid [];
+    _existed uuid [];
+    _live uuid [];
+begin
+    -- The named memories' state, read before the items are walked (on Citus
+    -- a lookup per item would be a correlated query over the shards).
+    if only_name is null then
+        _named := array(select (r -> 'item' ->> 'memory_name')::uuid
+                        from jsonb_array_elements(rejected) as x (r)
+                        where r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$');
+    end if;
+    if cardinality(_named) > 0 then
+        _existed := array(select distinct v.memory_name from membank_private.memory_revisions as v
+                          where v.memory_name = any(_named));
+        _live := array(select m.name from membank_private.memories as m
+                       where m.name = any(_named)
+                         and (m.expire_time is null or m.expire_time > statement_timestamp()));
+    end if;
+    return (
     select coalesce(jsonb_agg(
         case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$'
                    -- a memory that existed (it has revisions) and is not live now; a name
                    -- no memory ever had is the model's mistake, shown as it was offered
-                   and exists (select from membank_private.memory_revisions as v
-                               where v.memory_name = (r -> 'item' ->> 'memory_name')::uuid)
-                   and not exists (
-                       select from membank_private.memories as m
-                       where m.name = (r -> 'item' ->> 'memory_name')::uuid
-                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                   and (r -> 'item' ->> 'memory_name')::uuid = any(_existed)
+                   and not (r -> 'item' ->> 'memory_name')::uuid = any(coalesce(_live, '{}')))
                   or (only_name is not null and (
                        lower(r -> 'item' ->> 'memory_name') = only_name::text
                        or exists (select from jsonb_path_query(r -> 'item', 'strict $.**') as v (value)
@@ -135,7 +167,8 @@ as $$
              then r || '{"item": null}'
              else r
         end order by x.n), '[]')
-    from jsonb_array_elements(rejected) with ordinality as x (r, n);
+    from jsonb_array_elements(rejected) with ordinality as x (r, n));
+end
 $$;
 
 -- name: event_digest: the digest of one source event (its id and text) that retired_sources records; null without text.

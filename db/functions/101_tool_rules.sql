@@ -223,13 +223,19 @@ as $$
 declare
     _scope jsonb := membank_private.validate_scope(scope);
     _project text := membank_private.validate_project_id(project_id);
+    _row membank_private.tool_rules;
 begin
-    return query
-    select (membank_private.to_tool_rule(r)).*
-    from membank_private.tool_rules as r
-    where r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
-      and (_project is null or r.project_id is null or r.project_id = _project)
-    order by r.project_id nulls last, r.id;
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive on the shard as the shard's row type.
+    for _row in
+        select r.*
+        from membank_private.tool_rules as r
+        where r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
+          and (_project is null or r.project_id is null or r.project_id = _project)
+        order by r.project_id nulls last, r.id
+    loop
+        return next membank_private.to_tool_rule(_row);
+    end loop;
 end
 $$;
 
