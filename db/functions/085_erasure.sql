@@ -220,7 +220,7 @@ declare
     _event_ids text [] := array(
         select distinct s.id from membank_private.memory_revisions as r
         cross join lateral unnest(r.source_event_ids) as s (id)
-        where r.memory_name = retire_sources.name);
+        where r.scope_id = retire_sources.scope_id and r.memory_name = retire_sources.name);
 begin
     if cardinality(_event_ids) = 0 then
         return;
@@ -435,10 +435,10 @@ begin
         'revisions', (select count(*) from membank_private.memory_revisions as r
                       where r.scope_id = _scope_id and r.scope = _scope),
         'embeddings', (select count(*) from membank_private.memory_embeddings as e
-                       inner join membank_private.memories as m on m.name = e.name
+                       inner join membank_private.memories as m on m.scope_id = e.scope_id and m.name = e.name
                        where m.scope_id = _scope_id and m.scope = _scope),
         'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
-                           inner join membank_private.memories as m on m.name = j.name
+                           inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
                            where m.scope_id = _scope_id and m.scope = _scope),
         'lexicon', (select count(*) from membank_private.scope_lexicon as l where l.scope_id = _scope_id),
         'events', (select count(*) from membank_private.events as e
@@ -451,7 +451,7 @@ begin
         'operations', (select count(*) from membank_private.operations as o
                        where o.scope_id = _scope_id and o.scope = _scope),
         'generation_jobs', (select count(*) from membank_private.generation_jobs as j
-                            inner join membank_private.operations as o on o.name = j.operation_name
+                            inner join membank_private.operations as o on o.scope_id = j.scope_id and o.name = j.operation_name
                             where o.scope_id = _scope_id and o.scope = _scope),
         'tool_rules', (select count(*) from membank_private.tool_rules as t
                        where t.scope_id = _scope_id and t.scope = _scope),

@@ -27,7 +27,7 @@ declare
 begin
     insert into membank_private.tool_rule_changes (rule_id, scope_id, scope, action, rule)
     values (_row.id, _row.scope_id, _row.scope,
-            case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
+            case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end,
             to_jsonb(membank_private.to_tool_rule(_row)));
     return null;
 end
