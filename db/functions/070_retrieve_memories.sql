@@ -201,9 +201,14 @@ declare
     -- candidates: "What is Maya's job?" in a bank all about Maya would list
     -- every memory, shortest first, and outvote the closest vector. While a
     -- memory waits for its vector, text is its only way in, so they seek.
-    _rare_only boolean := query is not null and not exists (
-        select from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids));
+    _rare_only boolean := false;
 begin
+    if query is not null then
+        -- A plain read of the scopes' jobs (on Citus a router query; as a
+        -- sub-query of an expression it became a sub-plan sent to every worker).
+        perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
+        _rare_only := not found;
+    end if;
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks

@@ -154,6 +154,8 @@ as $$
 declare
     _scope jsonb := membank_private.validate_scope(scope);
     _row membank_private.tool_rules;
+    _pattern text;
+    _operators text [];
 begin
     if decision is not null and upper(decision) not in ('ALLOW', 'BLOCK') then
         perform membank_private._raise_invalid('decision', format('must be ALLOW or BLOCK, got %s', to_jsonb(decision)),
@@ -162,12 +164,18 @@ begin
     if description is not null and length(description) > 2000 then
         perform membank_private._raise_invalid('description', 'must be at most 2000 characters', 'say why, briefly');
     end if;
+    -- Validated before the UPDATE: Citus evaluates every function call of
+    -- its SET list on the coordinator, branches not taken included.
+    if update_tool_rule.pattern is not null then
+        _pattern := membank_private.validate_tool_pattern(update_tool_rule.pattern);
+    end if;
+    if update_tool_rule.allow_operators is not null then
+        _operators := membank_private.validate_allow_operators(update_tool_rule.allow_operators);
+    end if;
     update membank_private.tool_rules as r
-    set pattern = case when update_tool_rule.pattern is null then r.pattern
-                       else membank_private.validate_tool_pattern(update_tool_rule.pattern) end,
+    set pattern = coalesce(_pattern, r.pattern),
         decision = coalesce(upper(update_tool_rule.decision), r.decision),
-        allow_operators = case when update_tool_rule.allow_operators is null then r.allow_operators
-                               else membank_private.validate_allow_operators(update_tool_rule.allow_operators) end,
+        allow_operators = coalesce(_operators, r.allow_operators),
         description = coalesce(update_tool_rule.description, r.description),
         revision = r.revision + 1, update_time = statement_timestamp()
     where r.id = update_tool_rule.id and r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
