@@ -478,17 +478,21 @@ begin
     if force then
         -- Its superseded app: entries go, its current ones lose the link to the scope (rows
         -- another writer holds are being deleted by it: skipped, never waited for).
-        delete from membank_private.app_state_entries as a
-        where (a.app_name, a.key, a.seq) in (
-            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
-            where x.scope_id = _scope_id
-              and exists (select from membank_private.app_state_entries as l
-                          where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
-            for update skip locked);
-        update membank_private.app_state_entries as a set scope_id = null
-        where (a.app_name, a.key, a.seq) in (
-            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
-            where x.scope_id = _scope_id for update skip locked);
+        -- Only when the scope has some: app_state_entries and scope_bindings
+        -- are reference tables on Citus, where a write goes to every node.
+        if exists (select from membank_private.app_state_entries as x where x.scope_id = _scope_id) then
+            delete from membank_private.app_state_entries as a
+            where (a.app_name, a.key, a.seq) in (
+                select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+                where x.scope_id = _scope_id
+                  and exists (select from membank_private.app_state_entries as l
+                              where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
+                for update skip locked);
+            update membank_private.app_state_entries as a set scope_id = null
+            where (a.app_name, a.key, a.seq) in (
+                select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+                where x.scope_id = _scope_id for update skip locked);
+        end if;
         -- Memories first (embeddings and embedding jobs cascade; the revision
         -- trigger writes DELETED revisions, removed with the rest below).
         delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
@@ -510,7 +514,9 @@ begin
         delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
-        delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        if (_counts ->> 'scope_bindings')::integer > 0 then
+            delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        end if;
         -- After the memories: their deletion above retired their sources.
         delete from membank_private.retired_sources as t where t.scope_id = _scope_id and t.scope = _scope;
     end if;
