@@ -86,9 +86,11 @@ def fill(url: str, scope: dict, size: int, seed: int, store_vectors: bool) -> No
                                            (s, f)).fetchone()[0]))
                 facts.append(f)
         if store_vectors:
-            c.execute("select membank.store_embeddings(model_id => 'bench/m', dimension => %s, memory_names => %s,"
-                      " fact_md5s => array(select md5(f) from unnest(%s::text[]) as f),"
-                      " embeddings => %s)", (DIM, names, facts, [str(vector(rng)) for _ in names]))
+            for i in range(0, len(names), 500):  # store_embeddings takes at most 1000 per call
+                c.execute("select membank.store_embeddings(model_id => 'bench/m', dimension => %s,"
+                          " memory_names => %s, fact_md5s => array(select md5(f) from unnest(%s::text[]) as f),"
+                          " embeddings => %s)", (DIM, names[i:i + 500], facts[i:i + 500],
+                                                 [str(vector(rng)) for _ in names[i:i + 500]]))
         else:  # Citus: the embedding queue is ported apart from the API; the rows as store_embeddings writes them
             for name, f in zip(names, facts):
                 c.execute("insert into membank_private.memory_embeddings (name, scope_id, model_id, fact_md5,"
@@ -165,7 +167,7 @@ def install_base(url: str, ref: str, work: Path) -> None:
     """Install membank as the code at git ref had it (its own migrations and db/) into url."""
     tree = work / "base"
     tree.mkdir()
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "pyclient", "migrations", "db"],
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "pyclient", "migrations", "db", "alembic.ini"],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "pyclient")}
