@@ -501,9 +501,32 @@ SINGLE_SCOPE_CALLS = {
     "set_exempt_tools": ("select membank.set_exempt_tools(scope => %(s)s, tools => '{cat}')", ()),
     "list_tool_rule_changes": ("select * from membank.list_tool_rule_changes(scope => %(s)s)", ()),
     "list_tool_decisions": ("select * from membank.list_tool_decisions(scope => %(s)s)", ()),
+    "build_context": ("select membank.build_context(scopes => %(s)s, session_id => 's', query_text => 'rain')", ()),
+    "evidence_verdicts": ("select * from membank.evidence_verdicts(scopes => %(s)s, session_id => 's',"
+                          " expected => array[%(n)s])", ()),
     "delete_memory": ("select membank.delete_memory(name => %(n)s, scope => %(s)s)", ()),
     "erase_scope": ("select membank.erase_scope(scope => %(s)s)", ()),
 }
+
+
+def test_build_context_on_the_cluster(cl):
+    a, b, w1, w2 = cl.two_scopes("ctx")
+    writer = cl.login("membank_writer")
+    sa, sb = json.dumps(a), json.dumps(b)
+    writer.execute("select membank.create_memory(scope => %s, fact => 'User keeps bees')", (sa,))
+    writer.execute("select membank.create_memory(scope => %s, fact => 'User keeps goats')", (sb,))
+    writer.execute("select membank.append_events(scope => %s, session_id => 's', events => %s)",
+                   (sa, Jsonb([{"event_id": "c1", "author": "user", "text": "How are my bees?",
+                                "timestamp": "2023-05-24T10:00:00Z"}])))
+    log = calls_on(writer)
+    rows, ports = log.during("select membank.build_context(scopes => %s, session_id => 's', query_text => 'keeps')",
+                             (sa,))
+    text = rows[0][0]["text"]
+    assert ports == {w1} and "User keeps bees" in text and "How are my bees?" in text and "goats" not in text
+    rows, ports = log.during("select membank.build_context(scopes => %s, query_text => 'keeps')",
+                             (json.dumps([a, b]),))
+    assert ports == {w1, w2}
+    assert "User keeps bees" in rows[0][0]["text"] and "User keeps goats" in rows[0][0]["text"]
 
 
 @pytest.mark.parametrize("worker_index", [0, 1])
