@@ -23,6 +23,7 @@ begin
     immutable
     parallel safe
     security invoker
+    set search_path to pg_catalog, pg_temp
     return true;
     alter function membank.retrieve_memories(
         jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
