@@ -29,6 +29,10 @@ show: scale-out throughput. Three servers share two cores, so two workers
 cannot run faster than one; calls/s with 2 workers measures contention,
 not capacity. Real gains need workers on their own machines.
 
+Not run in CI (tests/test_benches.py has no mode of it): the cluster mode
+needs the Citus build and three servers, the regression mode installs two
+banks; each takes minutes on this machine.
+
 Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
      .venv/bin/python bench/citus.py --mode cluster [--calls 100]
 """
