@@ -194,17 +194,18 @@ class RemoteCommands:
     """The shard commands the coordinator sends (citus.log_remote_commands), by worker port."""
 
     def __init__(self, conn: psycopg.Connection):
-        self.conn, self.ports = conn, []
+        self.conn, self.ports, self.commands = conn, [], []
         conn.add_notice_handler(self._notice)
 
     def _notice(self, diag) -> None:
         found = re.search(r"@[^:\s]+:(\d+)", diag.message_detail or "")
         if (diag.message_primary or "").startswith("issuing") and found:
             self.ports.append(int(found.group(1)))
+            self.commands.append(f"{found.group(1)}: {diag.message_primary[:300]}")
 
     def during(self, query: str, params=()) -> tuple[list, set[int]]:
         """Run query with remote commands logged: (its rows, the worker ports it sent commands to)."""
-        self.ports = []
+        self.ports, self.commands = [], []
         self.conn.execute("set citus.log_remote_commands to on")
         try:
             rows = self.conn.execute(query, params).fetchall()

@@ -126,7 +126,7 @@ begin
         return query
         select e.name, e.embedding <=> query as distance
         from membank_private.memory_embeddings as e
-        where e.name in (
+        where e.scope_id = any(scope_ids) and e.name in (
             select q.name
             from membank_private.memory_embeddings as q
             where q.scope_id = any(scope_ids)
@@ -142,7 +142,7 @@ begin
         return query
         select e.name, e.embedding <=> query as distance
         from membank_private.memory_embeddings as e
-        inner join membank_private.memories as m on m.name = e.name
+        inner join membank_private.memories as m on m.scope_id = e.scope_id and m.name = e.name
         where e.scope_id = any(scope_ids)
           and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (metadata_filter is null or m.metadata @> metadata_filter)

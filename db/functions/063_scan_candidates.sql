@@ -47,7 +47,8 @@ begin
         select r.name, e.embedding <=> query as distance,
                row_number() over (order by e.embedding <=> query, r.fact collate "C", r.name) as position
         from scope_row as r
-        inner join membank_private.memory_embeddings as e on e.name = r.name
+        -- scope_id named: on Citus the statement is then one query on the scope's shard
+        inner join membank_private.memory_embeddings as e on e.scope_id = any(scope_ids) and e.name = r.name
         where r.eligible and query is not null
         order by 3
         limit depth

@@ -201,9 +201,14 @@ declare
     -- candidates: "What is Maya's job?" in a bank all about Maya would list
     -- every memory, shortest first, and outvote the closest vector. While a
     -- memory waits for its vector, text is its only way in, so they seek.
-    _rare_only boolean := query is not null and not exists (
-        select from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids));
+    _rare_only boolean := false;
 begin
+    if query is not null then
+        -- A plain read of the scopes' jobs (on Citus a router query; as a
+        -- sub-query of an expression it became a sub-plan sent to every worker).
+        perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
+        _rare_only := not found;
+    end if;
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
@@ -307,6 +312,18 @@ declare
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+    -- Each query's fused candidates (hybrid_candidates), as parallel arrays:
+    -- read into variables first, so that no statement below calls a
+    -- table-reading function from inside a query on memories (on Citus that
+    -- query runs on a shard, where a nested distributed query cannot).
+    _c_query bigint [];
+    _c_name uuid [];
+    _c_distance double precision [];
+    _c_vector_rank integer [];
+    _c_text_rank real [];
+    _c_text_match_rank integer [];
+    _c_text_tiebreak real [];
+    _c_score double precision [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.validate_memory_type(memory_type);
@@ -339,31 +356,59 @@ begin
 
     -- Each list is deep enough that fusion can lift an item from either.
     _depth := greatest(_k * 5, 50);
+    if membank_private.distributed() and cardinality(_scope_ids) > 1 then
+        -- Citus: each scope lives on its own shard. Each scope's retrieval is
+        -- one call routed to its worker; the per-scope lists (ranked within
+        -- their scope, fused by the same rules) are merged by fused score
+        -- once, with the documented tie-breaks.
+        return query
+        select r.*
+        from unnest(_scopes) as s (scope)
+        cross join lateral membank.retrieve_memories(
+            s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
+            created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
+            page_token, query_texts, query_embeddings) as r
+        order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
+        limit _k;
+        return;
+    end if;
+    select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
+           array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
+    into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+         _c_score
+    from unnest(_texts, _queries) with ordinality as q (query_text, query, i)
+    cross join lateral membank_private.hybrid_candidates(
+        _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
+        created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    -- Every read of memories and memory_embeddings below names the scopes:
+    -- on Citus the statement is then one query on the scope's shard.
     return query
-    with per_query as (
-        select q.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
-               row_number() over (partition by q.i order by h.score desc, d.distance nulls last,
+    with candidate as (
+        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
+        from unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                    _c_text_tiebreak, _c_score)
+            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
+    ), per_query as (
+        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
+               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
                                   h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
                                   m.fact collate "C", h.name) as position
-        from unnest(_texts, _queries) with ordinality as q (query_text, query, i)
-        cross join lateral membank_private.hybrid_candidates(
-            _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
-            created_after, created_before, fusion, _wv, _wt, rrf_k) as h
+        from candidate as h
         cross join lateral (
             -- a text-only hit still gets its true cosine distance when it has a vector
-            select coalesce(h.distance, (select e.embedding <=> q.query from membank_private.memory_embeddings as e
-                                         where e.name = h.name and q.query is not null)) as distance
+            select coalesce(h.distance, (select e.embedding <=> _queries[h.i] from membank_private.memory_embeddings as e
+                                         where e.scope_id = any(_scope_ids) and e.name = h.name
+                                           and _queries[h.i] is not null)) as distance
         ) as d
-        inner join membank_private.memories as m on m.name = h.name
+        inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = h.name
+        where cardinality(_texts) > 1
     ), fused as (
         -- One query: its own fused list. The branches are gated by a
         -- constant, so only one runs; the single-query one skips the
         -- per-query positions (a join and a window), a third of the cost of
         -- a small scope's call.
         select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
-        from membank_private.hybrid_candidates(
-            _scope_ids, _queries[1], _texts[1], _depth, rerank_depth, metadata_filter, _topics, memory_type,
-            created_after, created_before, fusion, _wv, _wt, rrf_k) as h
+        from candidate as h
         where cardinality(_texts) = 1
         union all
         -- Several: RRF over their lists.
@@ -383,7 +428,7 @@ begin
         cross join lateral (
             select coalesce(s.distance, case when min_similarity is not null and cardinality(_texts) = 1 then
                 (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                 where e.name = s.name and _queries[1] is not null) end) as distance
+                 where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end) as distance
         ) as d
         where min_similarity is null or 1 - d.distance >= min_similarity
     ), top as (
@@ -397,7 +442,8 @@ begin
         -- wrong).
         select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
                    (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                    where e.name = s.name and _queries[1] is not null) end) as distance,
+                    where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end)
+                   as distance,
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
@@ -410,7 +456,7 @@ begin
            s.distance is null,
            null::text
     from top as s
-    inner join membank_private.memories as m on m.name = s.name
+    inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
     where m.scope = any(_scopes)
       and (m.expire_time is null or m.expire_time > statement_timestamp())
     order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,

@@ -49,6 +49,8 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scopes, 'scopes');
+    -- Every read below names the scope_id (on Citus: the scope's shard, not every shard).
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _now timestamptz := statement_timestamp();
     _running jsonb := '{}';  -- scope_id (text) -> newest running operation of the session
     _expected uuid [] := '{}';
@@ -169,10 +171,12 @@ begin
         end if;
         -- The row, live or not, but only in the given scope (expected: any requested scope).
         select * into _m from membank_private.memories as m
-        where m.name = _name and m.scope = any(case when _scope is null then _scopes else array[_scope] end);
+        where m.scope_id = any(case when _scope is null then _scope_ids else array[md5(_scope::text)::uuid] end)
+          and m.name = _name and m.scope = any(case when _scope is null then _scopes else array[_scope] end);
         if _m.name is null then
             select * into _last from membank_private.memory_revisions as r
-            where r.memory_name = _name and r.scope = any(case when _scope is null then _scopes else array[_scope] end)
+            where r.scope_id = any(case when _scope is null then _scope_ids else array[md5(_scope::text)::uuid] end)
+              and r.memory_name = _name and r.scope = any(case when _scope is null then _scopes else array[_scope] end)
             order by r.revision desc limit 1;
             verdict := 'block';
             if _last.memory_name is null then
@@ -180,7 +184,8 @@ begin
                                else 'not fetchable: no memory or revision of that name in its scope' end;
             else
                 select * into _first from membank_private.memory_revisions as r
-                where r.memory_name = _name and r.scope = _last.scope order by r.revision limit 1;
+                where r.scope_id = _last.scope_id and r.memory_name = _name and r.scope = _last.scope
+                order by r.revision limit 1;
                 revision := _last.revision;
                 update_time := _last.create_time;
                 expire_time := _last.expire_time;

@@ -134,16 +134,23 @@ begin
             using errcode = 'MB020', detail = 'argument: events',
                   hint = 'a retry must send the same event; a new event needs a new event_id';
     end if;
-    insert into membank_private.sessions as s (scope_id, session_id, scope)
-    values (_scope_id, append_events.session_id, _scope)
-    on conflict on constraint sessions_pkey do update set update_time = statement_timestamp();
-    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
-    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
-    from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
-        as g (event_id, author, event_text, event_time, utc_offset, n)
-    order by g.n
-    on conflict do nothing;
-    get diagnostics _count = row_count;
+    -- The time goes in as a value (excluded.update_time): Citus refuses a
+    -- non-immutable function in DO UPDATE SET on a distributed table.
+    insert into membank_private.sessions as s (scope_id, session_id, scope, update_time)
+    values (_scope_id, append_events.session_id, _scope, statement_timestamp())
+    on conflict on constraint sessions_pkey do update set update_time = excluded.update_time;
+    -- Counted from RETURNING: on Citus an INSERT ... SELECT goes through
+    -- the coordinator, whose row count is the rows offered, not the stored.
+    with stored as (
+        insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
+        select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
+        from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
+            as g (event_id, author, event_text, event_time, utc_offset, n)
+        order by g.n
+        on conflict do nothing
+        returning 1
+    )
+    select count(*) into _count from stored;
     return _count;
 end
 $$;

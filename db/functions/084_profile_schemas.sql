@@ -271,12 +271,20 @@ update_time). Raises P0002 (no such schema).$$;
 -- name: list_profile_schemas: every profile schema of the bank, by id.
 create or replace function membank.list_profile_schemas()
 returns setof membank.profile_schema
-language sql
+language plpgsql
 stable
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
-    select (membank_private.to_profile_schema(s)).* from membank_private.profile_schemas as s order by s.schema_id;
+declare
+    _row membank_private.profile_schemas;
+begin
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive from the reference table's shard as the shard's row type.
+    for _row in select s.* from membank_private.profile_schemas as s order by s.schema_id loop
+        return next membank_private.to_profile_schema(_row);
+    end loop;
+end
 $$;
 
 comment on function membank.list_profile_schemas() is

@@ -87,22 +87,38 @@ $$;
 -- memory's entries, whatever its state (used when it is purged).
 create or replace function membank_private.redact_generated(generated jsonb, only_name uuid default null)
 returns jsonb
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select coalesce(jsonb_agg(
-        case when (only_name is null and exists (
-                       select from membank_private.memories as m
-                       where m.name = (g -> 'memory' ->> 'name')::uuid
-                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
-                  or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
-             then g
-             else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
-                            || '{"fact": null, "structured_content": null, "metadata": {}}')
-        end order by x.n), '[]')
-    from jsonb_array_elements(generated) with ordinality as x (g, n);
+declare
+    _live uuid [];
+begin
+    if only_name is null and jsonb_array_length(generated) > 0 then
+        -- The live ones among the named memories, read by (scope_id, name)
+        -- before the items are walked: on Citus one read of the scope's
+        -- shard (the memory as stored carries its scope), where a lookup
+        -- per item would be a correlated query on every shard.
+        _live := array(
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(array(select md5((g -> 'memory' -> 'scope')::text)::uuid
+                                         from jsonb_array_elements(generated) as x (g)))
+              and m.name = any(array(select (g -> 'memory' ->> 'name')::uuid
+                                     from jsonb_array_elements(generated) as x (g)))
+              and (m.expire_time is null or m.expire_time > statement_timestamp()));
+    end if;
+    return (
+        select coalesce(jsonb_agg(
+            case when (only_name is null and (g -> 'memory' ->> 'name')::uuid = any(_live))
+                      or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
+                 then g
+                 else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
+                                || '{"fact": null, "structured_content": null, "metadata": {}}')
+            end order by x.n), '[]')
+        from jsonb_array_elements(generated) with ordinality as x (g, n));
+end
 $$;
 
 -- name: redact_rejected: rejected_items with the items that quote or name a forgotten memory emptied.
@@ -113,21 +129,37 @@ create or replace function membank_private.redact_rejected(
     rejected jsonb, only_name uuid default null, facts text[] default null
 )
 returns jsonb
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _named uuid [];
+    _existed uuid [];
+    _live uuid [];
+begin
+    -- The named memories' state, read before the items are walked (on Citus
+    -- a lookup per item would be a correlated query over the shards).
+    if only_name is null then
+        _named := array(select (r -> 'item' ->> 'memory_name')::uuid
+                        from jsonb_array_elements(rejected) as x (r)
+                        where r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$');
+    end if;
+    if cardinality(_named) > 0 then
+        _existed := array(select distinct v.memory_name from membank_private.memory_revisions as v
+                          where v.memory_name = any(_named));
+        _live := array(select m.name from membank_private.memories as m
+                       where m.name = any(_named)
+                         and (m.expire_time is null or m.expire_time > statement_timestamp()));
+    end if;
+    return (
     select coalesce(jsonb_agg(
         case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$'
                    -- a memory that existed (it has revisions) and is not live now; a name
                    -- no memory ever had is the model's mistake, shown as it was offered
-                   and exists (select from membank_private.memory_revisions as v
-                               where v.memory_name = (r -> 'item' ->> 'memory_name')::uuid)
-                   and not exists (
-                       select from membank_private.memories as m
-                       where m.name = (r -> 'item' ->> 'memory_name')::uuid
-                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                   and (r -> 'item' ->> 'memory_name')::uuid = any(_existed)
+                   and not (r -> 'item' ->> 'memory_name')::uuid = any(coalesce(_live, '{}')))
                   or (only_name is not null and (
                        lower(r -> 'item' ->> 'memory_name') = only_name::text
                        or exists (select from jsonb_path_query(r -> 'item', 'strict $.**') as v (value)
@@ -135,7 +167,8 @@ as $$
              then r || '{"item": null}'
              else r
         end order by x.n), '[]')
-    from jsonb_array_elements(rejected) with ordinality as x (r, n);
+    from jsonb_array_elements(rejected) with ordinality as x (r, n));
+end
 $$;
 
 -- name: event_digest: the digest of one source event (its id and text) that retired_sources records; null without text.
@@ -187,7 +220,7 @@ declare
     _event_ids text [] := array(
         select distinct s.id from membank_private.memory_revisions as r
         cross join lateral unnest(r.source_event_ids) as s (id)
-        where r.memory_name = retire_sources.name);
+        where r.scope_id = retire_sources.scope_id and r.memory_name = retire_sources.name);
 begin
     if cardinality(_event_ids) = 0 then
         return;
@@ -402,10 +435,10 @@ begin
         'revisions', (select count(*) from membank_private.memory_revisions as r
                       where r.scope_id = _scope_id and r.scope = _scope),
         'embeddings', (select count(*) from membank_private.memory_embeddings as e
-                       inner join membank_private.memories as m on m.name = e.name
+                       inner join membank_private.memories as m on m.scope_id = e.scope_id and m.name = e.name
                        where m.scope_id = _scope_id and m.scope = _scope),
         'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
-                           inner join membank_private.memories as m on m.name = j.name
+                           inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
                            where m.scope_id = _scope_id and m.scope = _scope),
         'lexicon', (select count(*) from membank_private.scope_lexicon as l where l.scope_id = _scope_id),
         'events', (select count(*) from membank_private.events as e
@@ -418,7 +451,7 @@ begin
         'operations', (select count(*) from membank_private.operations as o
                        where o.scope_id = _scope_id and o.scope = _scope),
         'generation_jobs', (select count(*) from membank_private.generation_jobs as j
-                            inner join membank_private.operations as o on o.name = j.operation_name
+                            inner join membank_private.operations as o on o.scope_id = j.scope_id and o.name = j.operation_name
                             where o.scope_id = _scope_id and o.scope = _scope),
         'tool_rules', (select count(*) from membank_private.tool_rules as t
                        where t.scope_id = _scope_id and t.scope = _scope),
@@ -445,17 +478,21 @@ begin
     if force then
         -- Its superseded app: entries go, its current ones lose the link to the scope (rows
         -- another writer holds are being deleted by it: skipped, never waited for).
-        delete from membank_private.app_state_entries as a
-        where (a.app_name, a.key, a.seq) in (
-            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
-            where x.scope_id = _scope_id
-              and exists (select from membank_private.app_state_entries as l
-                          where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
-            for update skip locked);
-        update membank_private.app_state_entries as a set scope_id = null
-        where (a.app_name, a.key, a.seq) in (
-            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
-            where x.scope_id = _scope_id for update skip locked);
+        -- Only when the scope has some: app_state_entries and scope_bindings
+        -- are reference tables on Citus, where a write goes to every node.
+        if exists (select from membank_private.app_state_entries as x where x.scope_id = _scope_id) then
+            delete from membank_private.app_state_entries as a
+            where (a.app_name, a.key, a.seq) in (
+                select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+                where x.scope_id = _scope_id
+                  and exists (select from membank_private.app_state_entries as l
+                              where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
+                for update skip locked);
+            update membank_private.app_state_entries as a set scope_id = null
+            where (a.app_name, a.key, a.seq) in (
+                select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+                where x.scope_id = _scope_id for update skip locked);
+        end if;
         -- Memories first (embeddings and embedding jobs cascade; the revision
         -- trigger writes DELETED revisions, removed with the rest below).
         delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
@@ -477,7 +514,9 @@ begin
         delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
-        delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        if (_counts ->> 'scope_bindings')::integer > 0 then
+            delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        end if;
         -- After the memories: their deletion above retired their sources.
         delete from membank_private.retired_sources as t where t.scope_id = _scope_id and t.scope = _scope;
     end if;

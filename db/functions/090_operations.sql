@@ -272,20 +272,26 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _scope jsonb := membank_private.validate_scope(scope);
+    _row membank_private.operations;
 begin
     if max_operations is null or max_operations not between 1 and 10000 then
         perform membank_private._raise_invalid('max_operations',
             format('must be between 1 and 10000, got %s', coalesce(max_operations::text, 'null')),
             'the default is 100');
     end if;
-    return query
-    select (membank_private.to_operation(o)).*
-    from membank_private.operations as o
-    where o.scope_id = md5(_scope::text)::uuid and o.scope = _scope
-      and (list_operations.session_id is null or o.session_id = list_operations.session_id)
-      and (list_operations.done is null or o.done = list_operations.done)
-    order by o.create_time desc, o.name
-    limit max_operations;
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive on the shard as the shard's row type.
+    for _row in
+        select o.*
+        from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.scope = _scope
+          and (list_operations.session_id is null or o.session_id = list_operations.session_id)
+          and (list_operations.done is null or o.done = list_operations.done)
+        order by o.create_time desc, o.name
+        limit max_operations
+    loop
+        return next membank_private.to_operation(_row);
+    end loop;
 end
 $$;
 

@@ -263,6 +263,7 @@ declare
     _rules membank_private.tool_rules [];
     _project_rules membank_private.tool_rules [];
     _global_rules membank_private.tool_rules [];
+    _rule membank_private.tool_rules;
     _work bigint;
 begin
     if session_id is not null and length(session_id) not between 1 and 200 then
@@ -280,14 +281,22 @@ begin
             _operators := membank_private.shell_operators(_command);
             _parts := membank_private.shell_parts(_command);
             -- The rules of both tiers, read once (not once per part).
-            _project_rules := array(
-                select r from membank_private.tool_rules as r
-                where _project is not null and r.scope_id = _scope_id and r.scope = _scope
-                  and r.tool_name in (_tool, '*') and r.project_id = _project);
-            _global_rules := array(
-                select r from membank_private.tool_rules as r
-                where r.scope_id = _scope_id and r.scope = _scope
-                  and r.tool_name in (_tool, '*') and r.project_id is null);
+            -- Row by row (on Citus a whole row read inside the query comes
+            -- from the shard, whose row type the coordinator cannot name).
+            _project_rules := '{}';
+            _global_rules := '{}';
+            for _rule in
+                select r.* from membank_private.tool_rules as r
+                where r.scope_id = _scope_id and r.scope = _scope and r.tool_name in (_tool, '*')
+                  and (r.project_id is null or r.project_id = _project)
+                order by r.id
+            loop
+                if _rule.project_id is null then
+                    _global_rules := _global_rules || _rule;
+                else
+                    _project_rules := _project_rules || _rule;
+                end if;
+            end loop;
             _work := membank_private.permission_check_work(_parts, _command,
                                                            array(select r.pattern from unnest(_project_rules || _global_rules) as r));
             if cardinality(_parts) > 64 then

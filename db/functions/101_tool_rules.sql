@@ -27,7 +27,7 @@ declare
 begin
     insert into membank_private.tool_rule_changes (rule_id, scope_id, scope, action, rule)
     values (_row.id, _row.scope_id, _row.scope,
-            case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
+            case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end,
             to_jsonb(membank_private.to_tool_rule(_row)));
     return null;
 end
@@ -69,9 +69,9 @@ begin
         _i := _i + 1;
     end loop;
     _tools := array(select distinct t from unnest(tools) as t order by t);
-    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools)
-    values (md5(_scope::text)::uuid, _scope, _tools)
-    on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = statement_timestamp();
+    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools, update_time)
+    values (md5(_scope::text)::uuid, _scope, _tools, statement_timestamp())
+    on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = excluded.update_time;
     return _tools;
 end
 $$;
@@ -154,6 +154,8 @@ as $$
 declare
     _scope jsonb := membank_private.validate_scope(scope);
     _row membank_private.tool_rules;
+    _pattern text;
+    _operators text [];
 begin
     if decision is not null and upper(decision) not in ('ALLOW', 'BLOCK') then
         perform membank_private._raise_invalid('decision', format('must be ALLOW or BLOCK, got %s', to_jsonb(decision)),
@@ -162,12 +164,18 @@ begin
     if description is not null and length(description) > 2000 then
         perform membank_private._raise_invalid('description', 'must be at most 2000 characters', 'say why, briefly');
     end if;
+    -- Validated before the UPDATE: Citus evaluates every function call of
+    -- its SET list on the coordinator, branches not taken included.
+    if update_tool_rule.pattern is not null then
+        _pattern := membank_private.validate_tool_pattern(update_tool_rule.pattern);
+    end if;
+    if update_tool_rule.allow_operators is not null then
+        _operators := membank_private.validate_allow_operators(update_tool_rule.allow_operators);
+    end if;
     update membank_private.tool_rules as r
-    set pattern = case when update_tool_rule.pattern is null then r.pattern
-                       else membank_private.validate_tool_pattern(update_tool_rule.pattern) end,
+    set pattern = coalesce(_pattern, r.pattern),
         decision = coalesce(upper(update_tool_rule.decision), r.decision),
-        allow_operators = case when update_tool_rule.allow_operators is null then r.allow_operators
-                               else membank_private.validate_allow_operators(update_tool_rule.allow_operators) end,
+        allow_operators = coalesce(_operators, r.allow_operators),
         description = coalesce(update_tool_rule.description, r.description),
         revision = r.revision + 1, update_time = statement_timestamp()
     where r.id = update_tool_rule.id and r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
@@ -223,13 +231,19 @@ as $$
 declare
     _scope jsonb := membank_private.validate_scope(scope);
     _project text := membank_private.validate_project_id(project_id);
+    _row membank_private.tool_rules;
 begin
-    return query
-    select (membank_private.to_tool_rule(r)).*
-    from membank_private.tool_rules as r
-    where r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
-      and (_project is null or r.project_id is null or r.project_id = _project)
-    order by r.project_id nulls last, r.id;
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive on the shard as the shard's row type.
+    for _row in
+        select r.*
+        from membank_private.tool_rules as r
+        where r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
+          and (_project is null or r.project_id is null or r.project_id = _project)
+        order by r.project_id nulls last, r.id
+    loop
+        return next membank_private.to_tool_rule(_row);
+    end loop;
 end
 $$;
 

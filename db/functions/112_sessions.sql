@@ -88,19 +88,24 @@ $$;
 create or replace function membank_private.session_json(
     s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision
 ) returns jsonb
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select jsonb_build_object(
+declare
+    -- Read first: on Citus the statement below runs on the session's shard,
+    -- where app_state (a read of a reference table) cannot run nested.
+    _app jsonb := membank_private.app_state(s.scope ->> 'app_name');
+begin
+    return jsonb_build_object(
         'id', s.session_id,
         'app_name', s.scope ->> 'app_name',
         'user_id', s.scope ->> 'user_id',
         'state', s.state
         || coalesce((
             select jsonb_object_agg('app:' || k.key, k.value)
-            from jsonb_each(membank_private.app_state(s.scope ->> 'app_name')) as k
+            from jsonb_each(_app) as k
         ), '{}')
         || coalesce((
             select jsonb_object_agg('user:' || k.key, k.value)
@@ -125,6 +130,7 @@ as $$
             ) as r
         ), '[]') end
     );
+end
 $$;
 
 -- name: create_session: create a session with its initial state; returns it with the merged state.
@@ -261,9 +267,10 @@ begin
         perform membank_private.merge_app_state(app_name, scope_id, _app);
     end if;
     if _user <> '{}' then
-        insert into membank_private.scope_states as u (scope_id, scope, state)
-        values (merge_shared_state.scope_id, merge_shared_state.scope, _user)
-        on conflict on constraint scope_states_pkey do update set state = u.state || excluded.state, update_time = statement_timestamp();
+        insert into membank_private.scope_states as u (scope_id, scope, state, update_time)
+        values (merge_shared_state.scope_id, merge_shared_state.scope, _user, statement_timestamp())
+        on conflict on constraint scope_states_pkey
+        do update set state = u.state || excluded.state, update_time = excluded.update_time;
     end if;
 end
 $$;
@@ -317,23 +324,35 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _scope jsonb;
+    _session membank_private.sessions;
 begin
+    -- The rows are read first and turned into JSON one by one: on Citus a
+    -- whole row passed to a function inside a query on several shards
+    -- arrives as the shard's row type, and scope_allowed (a read of the
+    -- bindings) cannot run nested inside a shard's query.
     if user_id is null then
         perform membank_private.validate_session_ids(app_name, 'all', 'all', check_binding => false);
-        return query
-        select membank_private.session_json(s, false, null, null)
-        from membank_private.sessions as s
-        where s.scope ->> 'app_name' = list_sessions.app_name
-          and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
-          and membank_private.scope_allowed(s.scope)  -- a bound role lists only its own users' sessions
-        order by s.update_time, s.scope ->> 'user_id', s.session_id;
+        for _session in
+            select s.*
+            from membank_private.sessions as s
+            where s.scope ->> 'app_name' = list_sessions.app_name
+              and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
+            order by s.update_time, s.scope ->> 'user_id', s.session_id
+        loop
+            if membank_private.scope_allowed(_session.scope) then  -- a bound role lists only its own users' sessions
+                return next membank_private.session_json(_session, false, null, null);
+            end if;
+        end loop;
     else
         _scope := membank_private.validate_session_ids(app_name, user_id, 'all');
-        return query
-        select membank_private.session_json(s, false, null, null)
-        from membank_private.sessions as s
-        where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
-        order by s.update_time, s.session_id;
+        for _session in
+            select s.*
+            from membank_private.sessions as s
+            where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
+            order by s.update_time, s.session_id
+        loop
+            return next membank_private.session_json(_session, false, null, null);
+        end loop;
     end if;
 end
 $$;

@@ -263,16 +263,23 @@ begin
             using errcode = 'MB020', detail = 'argument: events',
                   hint = 'a retry must send the same event; a new event needs a new event_id';
     end if;
-    insert into membank_private.sessions as s (scope_id, session_id, scope)
-    values (_scope_id, append_events.session_id, _scope)
-    on conflict on constraint sessions_pkey do update set update_time = statement_timestamp();
-    insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
-    select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
-    from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
-        as g (event_id, author, event_text, event_time, utc_offset, n)
-    order by g.n
-    on conflict do nothing;
-    get diagnostics _count = row_count;
+    -- The time goes in as a value (excluded.update_time): Citus refuses a
+    -- non-immutable function in DO UPDATE SET on a distributed table.
+    insert into membank_private.sessions as s (scope_id, session_id, scope, update_time)
+    values (_scope_id, append_events.session_id, _scope, statement_timestamp())
+    on conflict on constraint sessions_pkey do update set update_time = excluded.update_time;
+    -- Counted from RETURNING: on Citus an INSERT ... SELECT goes through
+    -- the coordinator, whose row count is the rows offered, not the stored.
+    with stored as (
+        insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
+        select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
+        from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
+            as g (event_id, author, event_text, event_time, utc_offset, n)
+        order by g.n
+        on conflict do nothing
+        returning 1
+    )
+    select count(*) into _count from stored;
     return _count;
 end
 $$;
@@ -660,6 +667,7 @@ declare
     _rules membank_private.tool_rules [];
     _project_rules membank_private.tool_rules [];
     _global_rules membank_private.tool_rules [];
+    _rule membank_private.tool_rules;
     _work bigint;
 begin
     if session_id is not null and length(session_id) not between 1 and 200 then
@@ -677,14 +685,22 @@ begin
             _operators := membank_private.shell_operators(_command);
             _parts := membank_private.shell_parts(_command);
             -- The rules of both tiers, read once (not once per part).
-            _project_rules := array(
-                select r from membank_private.tool_rules as r
-                where _project is not null and r.scope_id = _scope_id and r.scope = _scope
-                  and r.tool_name in (_tool, '*') and r.project_id = _project);
-            _global_rules := array(
-                select r from membank_private.tool_rules as r
-                where r.scope_id = _scope_id and r.scope = _scope
-                  and r.tool_name in (_tool, '*') and r.project_id is null);
+            -- Row by row (on Citus a whole row read inside the query comes
+            -- from the shard, whose row type the coordinator cannot name).
+            _project_rules := '{}';
+            _global_rules := '{}';
+            for _rule in
+                select r.* from membank_private.tool_rules as r
+                where r.scope_id = _scope_id and r.scope = _scope and r.tool_name in (_tool, '*')
+                  and (r.project_id is null or r.project_id = _project)
+                order by r.id
+            loop
+                if _rule.project_id is null then
+                    _global_rules := _global_rules || _rule;
+                else
+                    _project_rules := _project_rules || _rule;
+                end if;
+            end loop;
             _work := membank_private.permission_check_work(_parts, _command,
                                                            array(select r.pattern from unnest(_project_rules || _global_rules) as r));
             if cardinality(_parts) > 64 then
@@ -1714,10 +1730,10 @@ begin
         'revisions', (select count(*) from membank_private.memory_revisions as r
                       where r.scope_id = _scope_id and r.scope = _scope),
         'embeddings', (select count(*) from membank_private.memory_embeddings as e
-                       inner join membank_private.memories as m on m.name = e.name
+                       inner join membank_private.memories as m on m.scope_id = e.scope_id and m.name = e.name
                        where m.scope_id = _scope_id and m.scope = _scope),
         'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
-                           inner join membank_private.memories as m on m.name = j.name
+                           inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
                            where m.scope_id = _scope_id and m.scope = _scope),
         'lexicon', (select count(*) from membank_private.scope_lexicon as l where l.scope_id = _scope_id),
         'events', (select count(*) from membank_private.events as e
@@ -1730,7 +1746,7 @@ begin
         'operations', (select count(*) from membank_private.operations as o
                        where o.scope_id = _scope_id and o.scope = _scope),
         'generation_jobs', (select count(*) from membank_private.generation_jobs as j
-                            inner join membank_private.operations as o on o.name = j.operation_name
+                            inner join membank_private.operations as o on o.scope_id = j.scope_id and o.name = j.operation_name
                             where o.scope_id = _scope_id and o.scope = _scope),
         'tool_rules', (select count(*) from membank_private.tool_rules as t
                        where t.scope_id = _scope_id and t.scope = _scope),
@@ -1757,17 +1773,21 @@ begin
     if force then
         -- Its superseded app: entries go, its current ones lose the link to the scope (rows
         -- another writer holds are being deleted by it: skipped, never waited for).
-        delete from membank_private.app_state_entries as a
-        where (a.app_name, a.key, a.seq) in (
-            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
-            where x.scope_id = _scope_id
-              and exists (select from membank_private.app_state_entries as l
-                          where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
-            for update skip locked);
-        update membank_private.app_state_entries as a set scope_id = null
-        where (a.app_name, a.key, a.seq) in (
-            select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
-            where x.scope_id = _scope_id for update skip locked);
+        -- Only when the scope has some: app_state_entries and scope_bindings
+        -- are reference tables on Citus, where a write goes to every node.
+        if exists (select from membank_private.app_state_entries as x where x.scope_id = _scope_id) then
+            delete from membank_private.app_state_entries as a
+            where (a.app_name, a.key, a.seq) in (
+                select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+                where x.scope_id = _scope_id
+                  and exists (select from membank_private.app_state_entries as l
+                              where l.app_name = x.app_name and l.key = x.key and l.seq > x.seq)
+                for update skip locked);
+            update membank_private.app_state_entries as a set scope_id = null
+            where (a.app_name, a.key, a.seq) in (
+                select x.app_name, x.key, x.seq from membank_private.app_state_entries as x
+                where x.scope_id = _scope_id for update skip locked);
+        end if;
         -- Memories first (embeddings and embedding jobs cascade; the revision
         -- trigger writes DELETED revisions, removed with the rest below).
         delete from membank_private.memories as m where m.scope_id = _scope_id and m.scope = _scope;
@@ -1789,7 +1809,9 @@ begin
         delete from membank_private.tool_rule_changes as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_decisions as t where t.scope_id = _scope_id and t.scope = _scope;
         delete from membank_private.tool_permission_settings as t where t.scope_id = _scope_id and t.scope = _scope;
-        delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        if (_counts ->> 'scope_bindings')::integer > 0 then
+            delete from membank_private.scope_bindings as b where b.scope_id = _scope_id and b.scope = _scope;
+        end if;
         -- After the memories: their deletion above retired their sources.
         delete from membank_private.retired_sources as t where t.scope_id = _scope_id and t.scope = _scope;
     end if;
@@ -1817,6 +1839,8 @@ CREATE FUNCTION membank.evidence_verdicts(scopes jsonb, session_id text DEFAULT 
     AS $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scopes, 'scopes');
+    -- Every read below names the scope_id (on Citus: the scope's shard, not every shard).
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
     _now timestamptz := statement_timestamp();
     _running jsonb := '{}';  -- scope_id (text) -> newest running operation of the session
     _expected uuid [] := '{}';
@@ -1935,10 +1959,12 @@ begin
         end if;
         -- The row, live or not, but only in the given scope (expected: any requested scope).
         select * into _m from membank_private.memories as m
-        where m.name = _name and m.scope = any(case when _scope is null then _scopes else array[_scope] end);
+        where m.scope_id = any(case when _scope is null then _scope_ids else array[md5(_scope::text)::uuid] end)
+          and m.name = _name and m.scope = any(case when _scope is null then _scopes else array[_scope] end);
         if _m.name is null then
             select * into _last from membank_private.memory_revisions as r
-            where r.memory_name = _name and r.scope = any(case when _scope is null then _scopes else array[_scope] end)
+            where r.scope_id = any(case when _scope is null then _scope_ids else array[md5(_scope::text)::uuid] end)
+              and r.memory_name = _name and r.scope = any(case when _scope is null then _scopes else array[_scope] end)
             order by r.revision desc limit 1;
             verdict := 'block';
             if _last.memory_name is null then
@@ -1946,7 +1972,8 @@ begin
                                else 'not fetchable: no memory or revision of that name in its scope' end;
             else
                 select * into _first from membank_private.memory_revisions as r
-                where r.memory_name = _name and r.scope = _last.scope order by r.revision limit 1;
+                where r.scope_id = _last.scope_id and r.memory_name = _name and r.scope = _last.scope
+                order by r.revision limit 1;
                 revision := _last.revision;
                 update_time := _last.create_time;
                 expire_time := _last.expire_time;
@@ -2563,30 +2590,44 @@ CREATE FUNCTION membank.list_operations(scope jsonb, session_id text DEFAULT NUL
     AS $$
 declare
     _scope jsonb := membank_private.validate_scope(scope);
+    _row membank_private.operations;
 begin
     if max_operations is null or max_operations not between 1 and 10000 then
         perform membank_private._raise_invalid('max_operations',
             format('must be between 1 and 10000, got %s', coalesce(max_operations::text, 'null')),
             'the default is 100');
     end if;
-    return query
-    select (membank_private.to_operation(o)).*
-    from membank_private.operations as o
-    where o.scope_id = md5(_scope::text)::uuid and o.scope = _scope
-      and (list_operations.session_id is null or o.session_id = list_operations.session_id)
-      and (list_operations.done is null or o.done = list_operations.done)
-    order by o.create_time desc, o.name
-    limit max_operations;
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive on the shard as the shard's row type.
+    for _row in
+        select o.*
+        from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.scope = _scope
+          and (list_operations.session_id is null or o.session_id = list_operations.session_id)
+          and (list_operations.done is null or o.done = list_operations.done)
+        order by o.create_time desc, o.name
+        limit max_operations
+    loop
+        return next membank_private.to_operation(_row);
+    end loop;
 end
 $$;
 COMMENT ON FUNCTION membank.list_operations(scope jsonb, session_id text, done boolean, max_operations integer) IS 'The GenerateMemories operations of an exact scope, newest first, at most max_operations (1..10000, default 100);
 only those of session_id when given, only finished (done => true) or pending (done => false) ones when given.
 Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_profile_schemas() RETURNS SETOF membank.profile_schema
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select (membank_private.to_profile_schema(s)).* from membank_private.profile_schemas as s order by s.schema_id;
+declare
+    _row membank_private.profile_schemas;
+begin
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive from the reference table's shard as the shard's row type.
+    for _row in select s.* from membank_private.profile_schemas as s order by s.schema_id loop
+        return next membank_private.to_profile_schema(_row);
+    end loop;
+end
 $$;
 COMMENT ON FUNCTION membank.list_profile_schemas() IS 'Every profile schema of the bank (membank.profile_schema rows), ordered by schema_id. Raises nothing.';
 CREATE FUNCTION membank.list_revisions(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
@@ -2648,23 +2689,35 @@ CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::
     AS $$
 declare
     _scope jsonb;
+    _session membank_private.sessions;
 begin
+    -- The rows are read first and turned into JSON one by one: on Citus a
+    -- whole row passed to a function inside a query on several shards
+    -- arrives as the shard's row type, and scope_allowed (a read of the
+    -- bindings) cannot run nested inside a shard's query.
     if user_id is null then
         perform membank_private.validate_session_ids(app_name, 'all', 'all', check_binding => false);
-        return query
-        select membank_private.session_json(s, false, null, null)
-        from membank_private.sessions as s
-        where s.scope ->> 'app_name' = list_sessions.app_name
-          and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
-          and membank_private.scope_allowed(s.scope)  -- a bound role lists only its own users' sessions
-        order by s.update_time, s.scope ->> 'user_id', s.session_id;
+        for _session in
+            select s.*
+            from membank_private.sessions as s
+            where s.scope ->> 'app_name' = list_sessions.app_name
+              and s.scope = jsonb_build_object('app_name', s.scope ->> 'app_name', 'user_id', s.scope ->> 'user_id')
+            order by s.update_time, s.scope ->> 'user_id', s.session_id
+        loop
+            if membank_private.scope_allowed(_session.scope) then  -- a bound role lists only its own users' sessions
+                return next membank_private.session_json(_session, false, null, null);
+            end if;
+        end loop;
     else
         _scope := membank_private.validate_session_ids(app_name, user_id, 'all');
-        return query
-        select membank_private.session_json(s, false, null, null)
-        from membank_private.sessions as s
-        where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
-        order by s.update_time, s.session_id;
+        for _session in
+            select s.*
+            from membank_private.sessions as s
+            where s.scope_id = md5(_scope::text)::uuid and s.scope = _scope
+            order by s.update_time, s.session_id
+        loop
+            return next membank_private.session_json(_session, false, null, null);
+        end loop;
     end if;
 end
 $$;
@@ -2722,13 +2775,19 @@ CREATE FUNCTION membank.list_tool_rules(scope jsonb, project_id text DEFAULT NUL
 declare
     _scope jsonb := membank_private.validate_scope(scope);
     _project text := membank_private.validate_project_id(project_id);
+    _row membank_private.tool_rules;
 begin
-    return query
-    select (membank_private.to_tool_rule(r)).*
-    from membank_private.tool_rules as r
-    where r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
-      and (_project is null or r.project_id is null or r.project_id = _project)
-    order by r.project_id nulls last, r.id;
+    -- Row by row: on Citus a whole row passed to a function inside the query
+    -- would arrive on the shard as the shard's row type.
+    for _row in
+        select r.*
+        from membank_private.tool_rules as r
+        where r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
+          and (_project is null or r.project_id is null or r.project_id = _project)
+        order by r.project_id nulls last, r.id
+    loop
+        return next membank_private.to_tool_rule(_row);
+    end loop;
 end
 $$;
 COMMENT ON FUNCTION membank.list_tool_rules(scope jsonb, project_id text) IS 'The tool rules of an exact scope: with project_id, that project''s rules (tier 2) and the global ones (tier 3);
@@ -2953,6 +3012,18 @@ declare
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+    -- Each query's fused candidates (hybrid_candidates), as parallel arrays:
+    -- read into variables first, so that no statement below calls a
+    -- table-reading function from inside a query on memories (on Citus that
+    -- query runs on a shard, where a nested distributed query cannot).
+    _c_query bigint [];
+    _c_name uuid [];
+    _c_distance double precision [];
+    _c_vector_rank integer [];
+    _c_text_rank real [];
+    _c_text_match_rank integer [];
+    _c_text_tiebreak real [];
+    _c_score double precision [];
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.validate_memory_type(memory_type);
@@ -2983,31 +3054,59 @@ begin
     end if;
     -- Each list is deep enough that fusion can lift an item from either.
     _depth := greatest(_k * 5, 50);
+    if membank_private.distributed() and cardinality(_scope_ids) > 1 then
+        -- Citus: each scope lives on its own shard. Each scope's retrieval is
+        -- one call routed to its worker; the per-scope lists (ranked within
+        -- their scope, fused by the same rules) are merged by fused score
+        -- once, with the documented tie-breaks.
+        return query
+        select r.*
+        from unnest(_scopes) as s (scope)
+        cross join lateral membank.retrieve_memories(
+            s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
+            created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
+            page_token, query_texts, query_embeddings) as r
+        order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
+        limit _k;
+        return;
+    end if;
+    select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
+           array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
+    into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+         _c_score
+    from unnest(_texts, _queries) with ordinality as q (query_text, query, i)
+    cross join lateral membank_private.hybrid_candidates(
+        _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
+        created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    -- Every read of memories and memory_embeddings below names the scopes:
+    -- on Citus the statement is then one query on the scope's shard.
     return query
-    with per_query as (
-        select q.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
-               row_number() over (partition by q.i order by h.score desc, d.distance nulls last,
+    with candidate as (
+        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
+        from unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                    _c_text_tiebreak, _c_score)
+            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
+    ), per_query as (
+        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
+               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
                                   h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
                                   m.fact collate "C", h.name) as position
-        from unnest(_texts, _queries) with ordinality as q (query_text, query, i)
-        cross join lateral membank_private.hybrid_candidates(
-            _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
-            created_after, created_before, fusion, _wv, _wt, rrf_k) as h
+        from candidate as h
         cross join lateral (
             -- a text-only hit still gets its true cosine distance when it has a vector
-            select coalesce(h.distance, (select e.embedding <=> q.query from membank_private.memory_embeddings as e
-                                         where e.name = h.name and q.query is not null)) as distance
+            select coalesce(h.distance, (select e.embedding <=> _queries[h.i] from membank_private.memory_embeddings as e
+                                         where e.scope_id = any(_scope_ids) and e.name = h.name
+                                           and _queries[h.i] is not null)) as distance
         ) as d
-        inner join membank_private.memories as m on m.name = h.name
+        inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = h.name
+        where cardinality(_texts) > 1
     ), fused as (
         -- One query: its own fused list. The branches are gated by a
         -- constant, so only one runs; the single-query one skips the
         -- per-query positions (a join and a window), a third of the cost of
         -- a small scope's call.
         select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
-        from membank_private.hybrid_candidates(
-            _scope_ids, _queries[1], _texts[1], _depth, rerank_depth, metadata_filter, _topics, memory_type,
-            created_after, created_before, fusion, _wv, _wt, rrf_k) as h
+        from candidate as h
         where cardinality(_texts) = 1
         union all
         -- Several: RRF over their lists.
@@ -3027,7 +3126,7 @@ begin
         cross join lateral (
             select coalesce(s.distance, case when min_similarity is not null and cardinality(_texts) = 1 then
                 (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                 where e.name = s.name and _queries[1] is not null) end) as distance
+                 where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end) as distance
         ) as d
         where min_similarity is null or 1 - d.distance >= min_similarity
     ), top as (
@@ -3041,7 +3140,8 @@ begin
         -- wrong).
         select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
                    (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                    where e.name = s.name and _queries[1] is not null) end) as distance,
+                    where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end)
+                   as distance,
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
@@ -3054,7 +3154,7 @@ begin
            s.distance is null,
            null::text
     from top as s
-    inner join membank_private.memories as m on m.name = s.name
+    inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
     where m.scope = any(_scopes)
       and (m.expire_time is null or m.expire_time > statement_timestamp())
     order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
@@ -3299,9 +3399,9 @@ begin
         _i := _i + 1;
     end loop;
     _tools := array(select distinct t from unnest(tools) as t order by t);
-    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools)
-    values (md5(_scope::text)::uuid, _scope, _tools)
-    on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = statement_timestamp();
+    insert into membank_private.tool_permission_settings as s (scope_id, scope, exempt_tools, update_time)
+    values (md5(_scope::text)::uuid, _scope, _tools, statement_timestamp())
+    on conflict (scope_id) do update set exempt_tools = excluded.exempt_tools, update_time = excluded.update_time;
     return _tools;
 end
 $$;
@@ -3568,6 +3668,8 @@ CREATE FUNCTION membank.update_tool_rule(id bigint, scope jsonb, pattern text DE
 declare
     _scope jsonb := membank_private.validate_scope(scope);
     _row membank_private.tool_rules;
+    _pattern text;
+    _operators text [];
 begin
     if decision is not null and upper(decision) not in ('ALLOW', 'BLOCK') then
         perform membank_private._raise_invalid('decision', format('must be ALLOW or BLOCK, got %s', to_jsonb(decision)),
@@ -3576,12 +3678,18 @@ begin
     if description is not null and length(description) > 2000 then
         perform membank_private._raise_invalid('description', 'must be at most 2000 characters', 'say why, briefly');
     end if;
+    -- Validated before the UPDATE: Citus evaluates every function call of
+    -- its SET list on the coordinator, branches not taken included.
+    if update_tool_rule.pattern is not null then
+        _pattern := membank_private.validate_tool_pattern(update_tool_rule.pattern);
+    end if;
+    if update_tool_rule.allow_operators is not null then
+        _operators := membank_private.validate_allow_operators(update_tool_rule.allow_operators);
+    end if;
     update membank_private.tool_rules as r
-    set pattern = case when update_tool_rule.pattern is null then r.pattern
-                       else membank_private.validate_tool_pattern(update_tool_rule.pattern) end,
+    set pattern = coalesce(_pattern, r.pattern),
         decision = coalesce(upper(update_tool_rule.decision), r.decision),
-        allow_operators = case when update_tool_rule.allow_operators is null then r.allow_operators
-                               else membank_private.validate_allow_operators(update_tool_rule.allow_operators) end,
+        allow_operators = coalesce(_operators, r.allow_operators),
         description = coalesce(update_tool_rule.description, r.description),
         revision = r.revision + 1, update_time = statement_timestamp()
     where r.id = update_tool_rule.id and r.scope_id = md5(_scope::text)::uuid and r.scope = _scope
@@ -4847,6 +4955,12 @@ CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
                   case when right(local_time, 1) = 'Z' then 'UTC' else 'UTC' || right(local_time, 6) end,
                   to_char(left(local_time, 10)::date, 'FMDay'));
 $$;
+CREATE FUNCTION membank_private.distributed() RETURNS boolean
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    RETURN false;
+COMMENT ON FUNCTION membank_private.distributed() IS 'Whether membank''s tables are distributed by scope_id on a Citus cluster: false on one server; membank db
+distribute (990_citus.sql) makes it true. A constant: no catalog read.';
 CREATE FUNCTION membank_private.embedding_lease() RETURNS interval
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5276,9 +5390,14 @@ declare
     -- candidates: "What is Maya's job?" in a bank all about Maya would list
     -- every memory, shortest first, and outvote the closest vector. While a
     -- memory waits for its vector, text is its only way in, so they seek.
-    _rare_only boolean := query is not null and not exists (
-        select from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids));
+    _rare_only boolean := false;
 begin
+    if query is not null then
+        -- A plain read of the scopes' jobs (on Citus a router query; as a
+        -- sub-query of an expression it became a sub-plan sent to every worker).
+        perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
+        _rare_only := not found;
+    end if;
     if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(scope_ids))
        <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
@@ -5767,9 +5886,10 @@ begin
         perform membank_private.merge_app_state(app_name, scope_id, _app);
     end if;
     if _user <> '{}' then
-        insert into membank_private.scope_states as u (scope_id, scope, state)
-        values (merge_shared_state.scope_id, merge_shared_state.scope, _user)
-        on conflict on constraint scope_states_pkey do update set state = u.state || excluded.state, update_time = statement_timestamp();
+        insert into membank_private.scope_states as u (scope_id, scope, state, update_time)
+        values (merge_shared_state.scope_id, merge_shared_state.scope, _user, statement_timestamp())
+        on conflict on constraint scope_states_pkey
+        do update set state = u.state || excluded.state, update_time = excluded.update_time;
     end if;
 end
 $$;
@@ -6256,35 +6376,67 @@ CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_
     where o.name = operation_name;
 $$;
 CREATE FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid DEFAULT NULL::uuid) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select coalesce(jsonb_agg(
-        case when (only_name is null and exists (
-                       select from membank_private.memories as m
-                       where m.name = (g -> 'memory' ->> 'name')::uuid
-                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
-                  or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
-             then g
-             else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
-                            || '{"fact": null, "structured_content": null, "metadata": {}}')
-        end order by x.n), '[]')
-    from jsonb_array_elements(generated) with ordinality as x (g, n);
+declare
+    _live uuid [];
+begin
+    if only_name is null and jsonb_array_length(generated) > 0 then
+        -- The live ones among the named memories, read by (scope_id, name)
+        -- before the items are walked: on Citus one read of the scope's
+        -- shard (the memory as stored carries its scope), where a lookup
+        -- per item would be a correlated query on every shard.
+        _live := array(
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(array(select md5((g -> 'memory' -> 'scope')::text)::uuid
+                                         from jsonb_array_elements(generated) as x (g)))
+              and m.name = any(array(select (g -> 'memory' ->> 'name')::uuid
+                                     from jsonb_array_elements(generated) as x (g)))
+              and (m.expire_time is null or m.expire_time > statement_timestamp()));
+    end if;
+    return (
+        select coalesce(jsonb_agg(
+            case when (only_name is null and (g -> 'memory' ->> 'name')::uuid = any(_live))
+                      or (only_name is not null and g -> 'memory' ->> 'name' is distinct from only_name::text)
+                 then g
+                 else jsonb_set(g, '{memory}', coalesce(g -> 'memory', '{}')
+                                || '{"fact": null, "structured_content": null, "metadata": {}}')
+            end order by x.n), '[]')
+        from jsonb_array_elements(generated) with ordinality as x (g, n));
+end
 $$;
 CREATE FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid DEFAULT NULL::uuid, facts text[] DEFAULT NULL::text[]) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
+declare
+    _named uuid [];
+    _existed uuid [];
+    _live uuid [];
+begin
+    -- The named memories' state, read before the items are walked (on Citus
+    -- a lookup per item would be a correlated query over the shards).
+    if only_name is null then
+        _named := array(select (r -> 'item' ->> 'memory_name')::uuid
+                        from jsonb_array_elements(rejected) as x (r)
+                        where r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$');
+    end if;
+    if cardinality(_named) > 0 then
+        _existed := array(select distinct v.memory_name from membank_private.memory_revisions as v
+                          where v.memory_name = any(_named));
+        _live := array(select m.name from membank_private.memories as m
+                       where m.name = any(_named)
+                         and (m.expire_time is null or m.expire_time > statement_timestamp()));
+    end if;
+    return (
     select coalesce(jsonb_agg(
         case when (only_name is null and r -> 'item' ->> 'memory_name' ~ '^[0-9a-fA-F-]{36}$'
                    -- a memory that existed (it has revisions) and is not live now; a name
                    -- no memory ever had is the model's mistake, shown as it was offered
-                   and exists (select from membank_private.memory_revisions as v
-                               where v.memory_name = (r -> 'item' ->> 'memory_name')::uuid)
-                   and not exists (
-                       select from membank_private.memories as m
-                       where m.name = (r -> 'item' ->> 'memory_name')::uuid
-                         and (m.expire_time is null or m.expire_time > statement_timestamp())))
+                   and (r -> 'item' ->> 'memory_name')::uuid = any(_existed)
+                   and not (r -> 'item' ->> 'memory_name')::uuid = any(coalesce(_live, '{}')))
                   or (only_name is not null and (
                        lower(r -> 'item' ->> 'memory_name') = only_name::text
                        or exists (select from jsonb_path_query(r -> 'item', 'strict $.**') as v (value)
@@ -6292,7 +6444,8 @@ CREATE FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid D
              then r || '{"item": null}'
              else r
         end order by x.n), '[]')
-    from jsonb_array_elements(rejected) with ordinality as x (r, n);
+    from jsonb_array_elements(rejected) with ordinality as x (r, n));
+end
 $_$;
 CREATE FUNCTION membank_private.redact_revision(r membank.memory_revision) RETURNS membank.memory_revision
     LANGUAGE plpgsql IMMUTABLE
@@ -6618,7 +6771,7 @@ declare
     _event_ids text [] := array(
         select distinct s.id from membank_private.memory_revisions as r
         cross join lateral unnest(r.source_event_ids) as s (id)
-        where r.memory_name = retire_sources.name);
+        where r.scope_id = retire_sources.scope_id and r.memory_name = retire_sources.name);
 begin
     if cardinality(_event_ids) = 0 then
         return;
@@ -6734,7 +6887,8 @@ begin
         select r.name, e.embedding <=> query as distance,
                row_number() over (order by e.embedding <=> query, r.fact collate "C", r.name) as position
         from scope_row as r
-        inner join membank_private.memory_embeddings as e on e.name = r.name
+        -- scope_id named: on Citus the statement is then one query on the scope's shard
+        inner join membank_private.memory_embeddings as e on e.scope_id = any(scope_ids) and e.name = r.name
         where r.eligible and query is not null
         order by 3
         limit depth
@@ -6829,17 +6983,22 @@ CREATE TABLE membank_private.sessions (
     state jsonb DEFAULT '{}'::jsonb NOT NULL
 );
 CREATE FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select jsonb_build_object(
+declare
+    -- Read first: on Citus the statement below runs on the session's shard,
+    -- where app_state (a read of a reference table) cannot run nested.
+    _app jsonb := membank_private.app_state(s.scope ->> 'app_name');
+begin
+    return jsonb_build_object(
         'id', s.session_id,
         'app_name', s.scope ->> 'app_name',
         'user_id', s.scope ->> 'user_id',
         'state', s.state
         || coalesce((
             select jsonb_object_agg('app:' || k.key, k.value)
-            from jsonb_each(membank_private.app_state(s.scope ->> 'app_name')) as k
+            from jsonb_each(_app) as k
         ), '{}')
         || coalesce((
             select jsonb_object_agg('user:' || k.key, k.value)
@@ -6864,6 +7023,7 @@ CREATE FUNCTION membank_private.session_json(s membank_private.sessions, with_ev
             ) as r
         ), '[]') end
     );
+end
 $$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS membank_extensions.vector
     LANGUAGE plpgsql
@@ -7334,7 +7494,7 @@ declare
 begin
     insert into membank_private.tool_rule_changes (rule_id, scope_id, scope, action, rule)
     values (_row.id, _row.scope_id, _row.scope,
-            case tg_op when 'INSERT' then 'CREATED' when 'UPDATE' then 'UPDATED' else 'DELETED' end,
+            case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end,
             to_jsonb(membank_private.to_tool_rule(_row)));
     return null;
 end
@@ -8108,7 +8268,7 @@ begin
         return query
         select e.name, e.embedding <=> query as distance
         from membank_private.memory_embeddings as e
-        where e.name in (
+        where e.scope_id = any(scope_ids) and e.name in (
             select q.name
             from membank_private.memory_embeddings as q
             where q.scope_id = any(scope_ids)
@@ -8124,7 +8284,7 @@ begin
         return query
         select e.name, e.embedding <=> query as distance
         from membank_private.memory_embeddings as e
-        inner join membank_private.memories as m on m.name = e.name
+        inner join membank_private.memories as m on m.scope_id = e.scope_id and m.name = e.name
         where e.scope_id = any(scope_ids)
           and (m.expire_time is null or m.expire_time > statement_timestamp())
           and (metadata_filter is null or m.metadata @> metadata_filter)
@@ -8696,6 +8856,7 @@ REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens inte
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_digest(event_id text, event_text text) FROM PUBLIC;

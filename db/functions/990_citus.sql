@@ -1,0 +1,33 @@
+-- Citus only (a no-op on plain PostgreSQL): settings of the distributed
+-- deployment, applied after every function is (re)created, since CREATE OR
+-- REPLACE resets a function's settings.
+--
+-- Retrieval runs with custom plans on Citus: Citus picks a statement's shard
+-- from its scope_id values, which a generic plan does not have ("could not
+-- create distributed plan"). On one server retrieval keeps its generic plans
+-- (070_retrieve_memories.sql says why; custom plans cost it about 2.5x there).
+do $$
+begin
+    if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
+        return;  -- one server (pg_dist_partition below exists only with Citus)
+    end if;
+    if not exists (select from pg_catalog.pg_class as t
+                      inner join pg_catalog.pg_namespace as n on n.oid = t.relnamespace
+                      inner join pg_catalog.pg_dist_partition as p on p.logicalrelid = t.oid
+                      where n.nspname = 'membank_private' and t.relname = 'memories') then
+        return;
+    end if;
+    create or replace function membank_private.distributed()
+    returns boolean
+    language sql
+    immutable
+    parallel safe
+    security invoker
+    set search_path to pg_catalog, pg_temp
+    return true;
+    alter function membank.retrieve_memories(
+        jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
+        text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
+    ) set plan_cache_mode to force_custom_plan;
+end
+$$;
