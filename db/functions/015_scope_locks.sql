@@ -56,6 +56,40 @@ begin
 end
 $$;
 
+-- name: on_citus: true in a database with the citus extension (a Citus coordinator or worker).
+create or replace function membank_private.on_citus()
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select exists (select from pg_catalog.pg_extension as x where x.extname = 'citus');
+$$;
+
+-- name: carry_lock_timeout: on Citus, bound the waits this transaction's shard commands make on the workers too.
+-- A lock that a statement on the coordinator asks for is waited for on the
+-- worker that holds the shard, under that connection's lock_timeout: the
+-- coordinator's set_config never reaches it, so the wait was unbounded. A
+-- SET LOCAL with citus.propagate_set_commands = 'local' is sent to every
+-- connection of the transaction, now and later, and stays in force there
+-- until the transaction ends (the coordinator's own value ends with the
+-- caller's function, as set_config's does). On one server: nothing.
+create or replace function membank_private.carry_lock_timeout(timeout text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if membank_private.on_citus() then
+        set local citus.propagate_set_commands to 'local';
+        execute format('set local lock_timeout to %L', timeout);
+    end if;
+end
+$$;
+
 -- name: lock_scope: take the scope's write lock until the transaction ends (re-entrant, bounded wait).
 create or replace function membank_private.lock_scope(scope_id uuid)
 returns void
@@ -71,6 +105,7 @@ begin
     -- A local setting made inside a function with a SET clause ends with the
     -- call: the bounded wait applies to this lock only.
     perform set_config('lock_timeout', _timeout, true);
+    perform membank_private.carry_lock_timeout(_timeout);
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
     for update;

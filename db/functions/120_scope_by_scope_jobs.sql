@@ -1,0 +1,229 @@
+-- The queues and the bank-wide maintenance on Citus: scope by scope.
+--
+-- On one server a claim is one statement: the due rows of every scope,
+-- FOR UPDATE SKIP LOCKED. On Citus a scope's rows live on one shard and a
+-- row lock is taken on the worker holding it; Citus refuses FOR UPDATE in
+-- a query over several shards. So the Citus path reads the candidates
+-- first, over every shard and without locks (which rows look due, by
+-- scope_id), then locks them one scope at a time with a router query
+-- (scope_id = a constant: one shard, on one worker) FOR UPDATE SKIP LOCKED,
+-- which re-checks the row under the lock. A candidate another claimer took
+-- meanwhile is skipped (it is locked, or no longer due once that claim
+-- committed): claims stay at most once per lease, as on one server, and
+-- wait for nothing. The read over-fetches (4 x batch_size, at most 4000)
+-- so that two claimers reading the same first rows do not both come back
+-- empty. Each function here is what its public counterpart runs when
+-- membank_private.on_citus(); one server keeps the one-statement path.
+
+-- name: embedding_candidates: due embedding jobs by scope, read without locks (Citus: over every shard).
+create or replace function membank_private.embedding_candidates(batch_size integer, now timestamptz)
+returns table (scope_id uuid, names uuid [])
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select c.scope_id, array_agg(c.name order by c.retry_time, c.name)
+    from (select j.scope_id, j.name, j.retry_time from membank_private.embedding_jobs as j
+          where j.retry_time <= now and j.attempts < 5
+          order by j.retry_time
+          limit least(batch_size * 4, 4000)) as c
+    group by c.scope_id
+    order by min(c.retry_time), c.scope_id;
+$$;
+
+-- name: claim_embedding_jobs_by_scope: claim_embedding_jobs on Citus: candidates first, then one router claim per scope.
+create or replace function membank_private.claim_embedding_jobs_by_scope(batch_size integer)
+returns table (memory_name uuid, memory_fact text, fact_md5 uuid)
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _lease timestamptz := statement_timestamp() + membank_private.embedding_lease();
+    _scope_id uuid;
+    _names uuid [];
+    _left integer := batch_size;
+    _claimed integer;
+begin
+    for _scope_id, _names in select c.scope_id, c.names from membank_private.embedding_candidates(batch_size, _now) as c
+    loop
+        exit when _left <= 0;
+        -- One shard: every table reference names the scope.
+        return query
+        with due as (
+            select j.name, j.fact_md5,
+                   case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+            from membank_private.embedding_jobs as j
+            inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
+            where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
+              and j.retry_time <= _now and j.attempts < 5
+            order by j.retry_time
+            limit _left
+            for update of j skip locked
+        ), leased as (
+            update membank_private.embedding_jobs as j
+            set retry_time = _lease
+            from due as d
+            where j.scope_id = _scope_id and d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        ), stale as (
+            delete from membank_private.embedding_jobs as j
+            using due as d
+            where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        )
+        select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+        get diagnostics _claimed = row_count;
+        _left := _left - _claimed;
+    end loop;
+end
+$$;
+
+-- name: store_embeddings_by_scope: store_embeddings' writes on Citus, one router statement set per scope.
+-- The arguments are checked by store_embeddings; names and md5s are uuids
+-- here. Returns the number of vectors stored.
+create or replace function membank_private.store_embeddings_by_scope(
+    model_id text, memory_names uuid [], fact_md5s uuid [], embeddings text []
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _centroid vector := (select c.centroid from membank_private.embedding_config as c);
+    _scope_id uuid;
+    _names uuid [];
+    _locked uuid [];
+    _stored integer;
+    _count integer := 0;
+    _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
+                            from unnest(memory_names, fact_md5s) as g (name, fact_md5));
+begin
+    -- The scopes of the names (their jobs), read without locks.
+    for _scope_id, _names in
+        select j.scope_id, array_agg(distinct j.name order by j.name)
+        from membank_private.embedding_jobs as j
+        where j.name = any(memory_names)
+        group by j.scope_id
+        order by j.scope_id
+    loop
+        -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
+        _locked := array(select m.name from membank_private.memories as m
+                         where m.scope_id = _scope_id and m.name = any(_names)
+                         order by m.name for key share skip locked);
+        insert into membank_private.memory_embeddings as e (
+            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+        )
+        select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
+               g.embedding::vector, membank_private.quantize(g.embedding::vector, _centroid)
+        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        inner join membank_private.memories as m
+            on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+        where g.name = any(_locked)
+        on conflict (name, scope_id) do update
+        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+        get diagnostics _stored = row_count;
+        _count := _count + _stored;
+        delete from membank_private.embedding_jobs as j
+        where j.scope_id = _scope_id and j.name = any(_locked)
+          and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
+    end loop;
+    return _count;
+end
+$$;
+
+-- name: fail_embedding_jobs_by_scope: fail_embedding_jobs on Citus, one router update per job.
+-- The backoff is computed here, not in the UPDATE: Citus refuses a STABLE
+-- expression over a column there (timestamptz + interval) and crashed on
+-- an array subscript by one.
+create or replace function membank_private.fail_embedding_jobs_by_scope(
+    memory_names uuid [], fact_md5s uuid [], error text
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _job record;
+    _count integer := 0;
+begin
+    for _job in
+        select j.scope_id, j.name, j.fact_md5, j.attempts
+        from membank_private.embedding_jobs as j
+        inner join unnest(memory_names, fact_md5s) as g (name, fact_md5)
+            on g.name = j.name and g.fact_md5 = j.fact_md5
+        order by j.scope_id, j.name
+    loop
+        update membank_private.embedding_jobs as j
+        set attempts = _job.attempts + 1,
+            last_error = left(error, 2000),
+            retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
+        where j.scope_id = _job.scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
+        _count := _count + 1;
+    end loop;
+    return _count;
+end
+$$;
+
+-- name: lock_generation_jobs: due generation jobs locked FOR UPDATE SKIP LOCKED for the caller's transaction.
+-- One server: one statement over every scope. Citus: candidates without
+-- locks, then each locked by a router query that re-checks it is due.
+create or replace function membank_private.lock_generation_jobs(batch_size integer, operation_name uuid)
+returns setof membank_private.generation_jobs
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _candidate record;
+    _job membank_private.generation_jobs;
+    _left integer := batch_size;
+begin
+    if not membank_private.on_citus() then
+        return query
+        select * from membank_private.generation_jobs as j
+        where j.retry_time <= _now
+          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
+        order by j.retry_time, j.id
+        limit batch_size
+        for update skip locked;
+        return;
+    end if;
+    for _candidate in
+        select j.scope_id, j.id from membank_private.generation_jobs as j
+        where j.retry_time <= _now
+          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
+        order by j.retry_time, j.id
+        limit least(batch_size * 4, 400)
+    loop
+        exit when _left <= 0;
+        select * into _job from membank_private.generation_jobs as j
+        where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
+        for update skip locked;
+        continue when _job.id is null;
+        _left := _left - 1;
+        return next _job;
+        _job := null;
+    end loop;
+end
+$$;
+
+-- name: generation_job_scope: the scope_id of a generation job (by id; on Citus a read of every shard, no lock).
+create or replace function membank_private.generation_job_scope(job_id bigint)
+returns uuid
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
+$$;
