@@ -75,7 +75,7 @@ begin
     on conflict do nothing;
     select * into _config from membank_private.embedding_config for update;
     if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
-        if exists (select from membank_private.memory_embeddings) then
+        if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
             raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
                 _config.model_id, _config.dimension, model_id, dimension
                 using errcode = 'MB010',

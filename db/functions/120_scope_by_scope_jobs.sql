@@ -227,3 +227,172 @@ set search_path to pg_catalog, pg_temp
 as $$
     select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
 $$;
+
+-- name: purge_expired_by_scope: purge_expired_batch on Citus: expired memories deleted one scope at a time.
+-- The scopes holding expired memories are read without locks; each scope's
+-- write lock is then taken FOR UPDATE SKIP LOCKED (a scope another write
+-- holds is left to a later batch, as on one server) and its expired
+-- memories deleted by a router statement. The caller set the revision
+-- context. Returns how many were deleted (at most batch_size).
+create or replace function membank_private.purge_expired_by_scope(batch_size integer)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _deleted bigint;
+    _count bigint := 0;
+begin
+    for _scope_id in
+        select distinct m.scope_id from membank_private.memories as m
+        where m.expire_time <= _now
+        order by m.scope_id
+        limit batch_size
+    loop
+        exit when _count >= batch_size;
+        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+        continue when not found;
+        with batch as (
+            select m.name from membank_private.memories as m
+            where m.scope_id = _scope_id and m.expire_time <= _now
+            order by m.expire_time
+            limit batch_size - _count
+            for update skip locked
+        ), deleted as (
+            delete from membank_private.memories as m
+            using batch as b
+            where m.scope_id = _scope_id and m.name = b.name
+            returning 1
+        )
+        select count(*) into _deleted from deleted;
+        _count := _count + _deleted;
+    end loop;
+    return _count;
+end
+$$;
+
+-- name: retention_by_scope: retention_batch on Citus: candidates read without locks, removed one scope at a time.
+-- Each removal is a router statement that re-checks its row under FOR
+-- UPDATE SKIP LOCKED (revisions: that the memory is still gone), so a row
+-- another transaction holds is left to a later batch, as on one server.
+create or replace function membank_private.retention_by_scope(batch_size integer, s membank_private.retention_settings)
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _keys text [];
+    _n bigint;
+    _revisions bigint := 0;
+    _operations bigint := 0;
+    _events bigint := 0;
+    _sessions bigint := 0;
+begin
+    if s.deleted_revisions is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(distinct g.memory_name::text) from (
+                select r.scope_id, r.memory_name from membank_private.memory_revisions as r
+                where r.action = 'DELETED' and r.create_time < _now - s.deleted_revisions
+                  and not exists (select 1 from membank_private.memories as m
+                                  where m.scope_id = r.scope_id and m.name = r.memory_name)
+                  and not exists (select 1 from membank_private.memory_revisions as l
+                                  where l.scope_id = r.scope_id and l.memory_name = r.memory_name
+                                    and l.revision > r.revision)
+                order by r.create_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with gone as (
+                select r.memory_name, r.revision from membank_private.memory_revisions as r
+                where r.scope_id = _scope_id and r.memory_name = any(_keys::uuid [])
+                  and not exists (select 1 from membank_private.memories as m
+                                  where m.scope_id = _scope_id and m.name = r.memory_name)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.memory_revisions as r using gone as g
+                where r.scope_id = _scope_id and r.memory_name = g.memory_name and r.revision = g.revision
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _revisions := _revisions + _n;
+        end loop;
+    end if;
+    if s.finished_operations is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.name::text) from (
+                select o.scope_id, o.name from membank_private.operations as o
+                where o.done and o.update_time < _now - s.finished_operations
+                order by o.update_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with old as (
+                select o.name from membank_private.operations as o
+                where o.scope_id = _scope_id and o.name = any(_keys::uuid []) and o.done
+                for update skip locked
+            ), removed as (
+                delete from membank_private.operations as o using old
+                where o.scope_id = _scope_id and o.name = old.name
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _operations := _operations + _n;
+        end loop;
+    end if;
+    if s.events is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
+                select e.scope_id, e.session_id, e.event_id from membank_private.events as e
+                where e.append_time < _now - s.events
+                order by e.append_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with old as (
+                select e.session_id, e.event_id from membank_private.events as e
+                where e.scope_id = _scope_id and e.session_id || E'\n' || e.event_id = any(_keys)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.events as e using old
+                where e.scope_id = _scope_id and e.session_id = old.session_id and e.event_id = old.event_id
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _events := _events + _n;
+        end loop;
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.session_id) from (
+                select x.scope_id, x.session_id from membank_private.sessions as x
+                where x.update_time < _now - s.events
+                  and not exists (select 1 from membank_private.events as e
+                                  where e.scope_id = x.scope_id and e.session_id = x.session_id)
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with empty as (
+                select x.session_id from membank_private.sessions as x
+                where x.scope_id = _scope_id and x.session_id = any(_keys)
+                  and not exists (select 1 from membank_private.events as e
+                                  where e.scope_id = _scope_id and e.session_id = x.session_id)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.sessions as x using empty
+                where x.scope_id = _scope_id and x.session_id = empty.session_id
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _sessions := _sessions + _n;
+        end loop;
+    end if;
+    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
+                              'sessions', _sessions);
+end
+$$;
