@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 DISTRIBUTED = (
     "memories", "memory_revisions", "memory_embeddings", "embedding_jobs", "scope_lexicon", "scope_stats",
     "scope_locks", "scope_states", "operations", "generation_jobs", "tool_rules", "tool_rule_changes",
-    "tool_decisions", "tool_permission_settings", "sessions", "events", "retired_sources",
+    "tool_decisions", "tool_permission_settings", "sessions", "events", "retired_sources", "ingest_streams",
 )
 REFERENCE = (
     "embedding_config", "retention_settings", "profile_schemas", "bound_roles", "scope_bindings",
