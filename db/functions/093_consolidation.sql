@@ -276,10 +276,12 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories;
+    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
+    _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
     insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
-    values (o.scope_id, o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
+    values (o.scope_id, o.scope, fact_text, _topics,
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
