@@ -499,3 +499,64 @@ def test_a_transaction_writing_to_both_workers_commits_and_the_coordinator_hears
     with db.connect() as c:
         assert c.execute("select count(*) from membank_private.memories").fetchone() == (4,)
         assert c.execute("select count(*) from membank_private.embedding_jobs").fetchone() == (4,)
+
+
+# -- per-scope HNSW indexes -------------------------------------------------------------------------------------------
+
+def index_placements(c: psycopg.Connection) -> dict[int, list[str]]:
+    """The per-scope HNSW indexes on memory_embeddings' shards: worker port -> index names."""
+    found: dict[int, list[str]] = {}
+    for port, ok, result in c.execute(
+            "select nodeport, success, result from run_command_on_placements('membank_private.memory_embeddings',"
+            " $$select coalesce(string_agg(c.relname, ',' order by c.relname), '') from pg_index as i"
+            " join pg_class as c on c.oid = i.indexrelid where i.indrelid = '%s'::regclass"
+            " and c.relname ~ '^scope_hnsw_'$$)").fetchall():
+        assert ok, result
+        if result:
+            found.setdefault(port, []).extend(result.split(","))
+    return found
+
+
+def test_a_scopes_hnsw_index_lives_on_its_shard_only_and_retrieval_on_the_worker_uses_it(cluster):
+    db, login = cluster
+    a, b = scopes_on_both_workers(db, 1)
+    names = create(login("membank_writer"), [a, b], facts=12)
+    with connect(login("membank_worker")) as w:
+        jobs = claim(w, 100)
+        w.execute("select membank.store_embeddings(model_id => 'test/m', dimension => 3, memory_names => %s,"
+                  " fact_md5s => %s, embeddings => %s)",
+                  ([j[0] for j in jobs], [j[2] for j in jobs], [f"[1,{i},{i % 3}]" for i in range(len(jobs))]))
+    with db.connect() as c:  # the admin's plan, run as the tables' owner (membank scope-indexes)
+        plan = c.execute("select action, scope_id::text, statement from membank.scope_vector_index_plan(10)").fetchall()
+        ids = {json.dumps(s): c.execute("select md5(%s::jsonb::text)::uuid::text", (json.dumps(s),)).fetchone()[0]
+               for s in (a, b)}
+        assert sorted((r[0], r[1]) for r in plan) == sorted(("create", i) for i in ids.values())
+        for _, _, statement in plan:
+            c.execute(statement)
+        w1, w2 = workers(db)
+        index = {s: "scope_hnsw_" + i.replace("-", "") + "_3" for s, i in ids.items()}
+        # One index per scope, on one of the 32 shards each, on the worker holding the scope.
+        assert index_placements(c) == {w1.port: [index[json.dumps(a)]], w2.port: [index[json.dumps(b)]]}
+        assert c.execute("select count(*) from membank.scope_vector_index_plan(10)").fetchone() == (0,)
+        shard = c.execute("select shard_name('membank_private.memory_embeddings'::regclass,"
+                          " get_shard_id_for_distribution_column('membank_private.memory_embeddings', %s::uuid))",
+                          (ids[json.dumps(a)],)).fetchone()[0]
+    with psycopg.connect(w1.url(db.name), autocommit=True) as on_worker:  # where a's delegated calls run
+        scope_id = ids[json.dumps(a)]
+        assert on_worker.execute("select membank_private.scope_hnsw_ready(%s, 3)", (scope_id,)).fetchone() == (True,)
+        on_worker.execute("set enable_seqscan = off")  # 12 rows: the planner would scan them
+        on_worker.execute("set search_path to pg_catalog, membank_extensions")
+        plan_text = "\n".join(r[0] for r in on_worker.execute(
+            f"explain (costs off) select e.name from {shard} as e"  # the shard the worker plans a's query on
+            f" where e.scope_id = '{scope_id}'::uuid and vector_dims(e.embedding) = 3"
+            " order by e.embedding::vector(3) <=> '[1,0,0]'::vector(3) limit 5").fetchall())
+        assert f"Index Scan using {index[json.dumps(a)]}" in plan_text, plan_text
+        nearest = on_worker.execute("select name::text from membank_private.hnsw_candidates(%s, '[1,0,0]', 5)",
+                                    (scope_id,)).fetchall()
+        assert len(nearest) == 5 and {r[0] for r in nearest} <= {n for n, s in names.items() if s == a}
+    with db.connect() as c:  # the scopes shrink below half the threshold: the plan drops each where it is
+        plan = c.execute("select action, statement from membank.scope_vector_index_plan(1000)").fetchall()
+        assert [r[0] for r in plan] == ["drop", "drop"]
+        for _, statement in plan:
+            c.execute(statement)
+        assert index_placements(c) == {}

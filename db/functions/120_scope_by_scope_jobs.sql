@@ -396,3 +396,113 @@ begin
                               'sessions', _sessions);
 end
 $$;
+
+-- Per-scope HNSW indexes on Citus. A partial index on the distributed
+-- table would be built on every shard (31 of 32 of them empty for the
+-- scope); this plan builds each one on the shard that holds its scope, on
+-- the worker that holds the shard, under the same name as on one server
+-- (scope_hnsw_<scope id>_<dimension>). Retrieval running on that worker
+-- (a call delegated to it) plans the scope's query on the shard and finds
+-- the index there (scope_hnsw_ready reads the worker's catalog). A shard
+-- moved by the rebalancer arrives without it; the next plan builds it again.
+
+-- name: run_on_node: run one command on a Citus node outside any transaction (CREATE INDEX CONCURRENTLY); raise on failure.
+create or replace function membank_private.run_on_node(node_name text, node_port integer, command text)
+returns text
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _ok boolean;
+    _result text;
+begin
+    select r.success, r.result into _ok, _result
+    from master_run_on_worker(array[node_name], array[node_port], array[command], false) as r;
+    if not _ok then
+        raise exception 'command on %:% failed: %', node_name, node_port, _result
+            using errcode = 'external_routine_exception', detail = command;
+    end if;
+    return _result;
+end
+$$;
+
+-- name: scope_vector_index_plan_on_shards: scope_vector_index_plan on Citus, each index on its scope's shard.
+create or replace function membank_private.scope_vector_index_plan_on_shards(
+    min_memories integer, config membank_private.embedding_config, vector_schema text
+) returns table (action text, scope_id uuid, memories bigint, index_name text, statement text)
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _existing jsonb;
+    _counts jsonb;
+begin
+    -- The per-scope indexes on every worker's shards, from their catalogs.
+    select coalesce(jsonb_agg(x.e || jsonb_build_object('node_name', w.nodename, 'node_port', w.nodeport)), '[]')
+    into _existing
+    from run_command_on_workers(
+        'select coalesce(json_agg(json_build_object(''index_name'', c.relname, ''valid'','
+        || ' i.indisvalid and i.indisready)), ''[]'') from pg_catalog.pg_index as i'
+        || ' join pg_catalog.pg_class as c on c.oid = i.indexrelid'
+        || ' where c.relnamespace = ''membank_private''::regnamespace'
+        || ' and c.relname ~ ''^scope_hnsw_[0-9a-f]{32}_[0-9]+$''') as w
+    cross join lateral jsonb_array_elements(w.result::jsonb) as x (e)
+    where w.success;
+    -- Memory counts of the scopes that want one (as on one server: from
+    -- min_memories, kept down to half of it) or have one: a plain read over
+    -- the shards; the plan below is joined on the coordinator.
+    select coalesce(jsonb_object_agg(s.scope_id::text, s.doc_count), '{}') into _counts
+    from membank_private.scope_stats as s
+    where s.doc_count >= min_memories / 2
+       or s.scope_id = any(array(select substr(e ->> 'index_name', 12, 32)::uuid
+                                 from jsonb_array_elements(_existing) as e));
+    return query
+    with wanted as (
+        select c.key::uuid as scope_id, (c.value #>> '{}')::bigint as memories,
+               membank_private.scope_hnsw_index_name(c.key::uuid, config.dimension) as index_name
+        from jsonb_each(_counts) as c
+        where config.dimension is not null and (c.value #>> '{}')::bigint >= min_memories / 2
+    ), existing as (
+        select e ->> 'node_name' as node_name, (e ->> 'node_port')::integer as node_port,
+               e ->> 'index_name' as index_name, substr(e ->> 'index_name', 12, 32)::uuid as scope_id,
+               (e ->> 'valid')::boolean as valid
+        from jsonb_array_elements(_existing) as e
+    ), placed as (
+        -- Where each wanted scope's shard of memory_embeddings is.
+        select w.scope_id, w.memories, w.index_name, p.nodename::text as node_name, p.nodeport::integer as node_port,
+               shard_name('membank_private.memory_embeddings'::regclass, p.shardid) as shard
+        from wanted as w
+        inner join pg_dist_shard_placement as p
+            on p.shardid = get_shard_id_for_distribution_column('membank_private.memory_embeddings', w.scope_id)
+    ), actions as (
+        select 'drop' as action, x.index_name, x.scope_id,
+               coalesce((_counts ->> x.scope_id::text)::bigint, 0) as memories,
+               format('select membank_private.run_on_node(%L, %s, %L)', x.node_name, x.node_port,
+                      format('drop index concurrently if exists membank_private.%I', x.index_name)) as statement,
+               1 as step
+        from existing as x
+        left join wanted as w on w.index_name = x.index_name
+        where w.index_name is null or not x.valid
+        union all
+        select 'create', p.index_name, p.scope_id, p.memories,
+               format('select membank_private.run_on_node(%L, %s, %L)', p.node_name, p.node_port,
+                      format('create index concurrently if not exists %I on %s'
+                             ' using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops)'
+                             ' with (m = 16, ef_construction = 64)'
+                             ' where scope_id = %L::uuid and %I.vector_dims(embedding) = %s',
+                             p.index_name, p.shard, vector_schema, config.dimension, vector_schema, p.scope_id,
+                             vector_schema, config.dimension)),
+               2
+        from placed as p
+        left join existing as x on x.index_name = p.index_name and x.node_port = p.node_port
+        where (x.index_name is null and p.memories >= min_memories) or not x.valid
+    )
+    select a.action, a.scope_id, a.memories, a.index_name, a.statement
+    from actions as a
+    order by a.step, a.memories desc nulls last, a.index_name;
+end
+$$;
