@@ -296,7 +296,7 @@ $$;
 
 -- name: store_embeddings_here: store_embeddings' writes on one server, in one statement over every scope.
 create or replace function membank_private.store_embeddings_here(
-    model_id text, memory_names text [], fact_md5s text [], embeddings text []
+    model_id text, memory_names text[], fact_md5s text[], embeddings text[]
 ) returns integer
 language plpgsql
 volatile
@@ -321,7 +321,7 @@ begin
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
         )
-        select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
+        select g.name, m.scope_id, store_embeddings_here.model_id, g.fact_md5, m.expire_time, g.embedding,
                membank_private.quantize(g.embedding, c.centroid)
         from given as g
         cross join membank_private.embedding_config as c

@@ -105,7 +105,7 @@ begin
     where x.extname = 'vector';
     if membank_private.on_citus() then
         -- Each index on the one shard that holds its scope (120_scope_by_scope_jobs.sql).
-        return query select * from membank_private.scope_vector_index_plan_on_shards(min_memories, _config, _schema);
+        return query select * from membank_private.scope_vector_index_plan_on_shards(min_memories, _config.dimension, _schema);
         return;
     end if;
     return query

@@ -598,7 +598,7 @@ begin
     select * into _s from membank_private.retention_settings;
     if membank_private.on_citus() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
-        return membank_private.retention_by_scope(batch_size, _s);
+        return membank_private.retention_by_scope(batch_size, _s.deleted_revisions, _s.finished_operations, _s.events);
     end if;
     if _s.deleted_revisions is not null then
         -- Memories whose last revision is a deletion older than the window

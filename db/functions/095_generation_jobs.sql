@@ -15,6 +15,7 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
+    _locked record;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _batches jsonb;
@@ -27,8 +28,10 @@ begin
     end if;
     perform membank_private.refuse_bound_role('claim_generation_jobs');
     -- FOR UPDATE SKIP LOCKED; on Citus scope by scope (120_scope_by_scope_jobs.sql).
-    for _job in select * from membank_private.lock_generation_jobs(batch_size, claim_generation_jobs.operation_name)
+    for _locked in select * from membank_private.lock_generation_jobs(batch_size, claim_generation_jobs.operation_name)
     loop
+        select * into _job from membank_private.generation_jobs as j
+        where j.scope_id = _locked.scope_id and j.id = _locked.id;
         select * into _op from membank_private.operations as o
         where o.scope_id = _job.scope_id and o.name = _job.operation_name;
         if _job.token_budget is null then

@@ -17,7 +17,7 @@
 
 -- name: embedding_candidates: due embedding jobs by scope, read without locks (Citus: over every shard).
 create or replace function membank_private.embedding_candidates(batch_size integer, now timestamptz)
-returns table (scope_id uuid, names uuid [])
+returns table (scope_id uuid, names uuid[])
 language sql
 stable
 security invoker
@@ -32,7 +32,7 @@ as $$
     order by min(c.retry_time), c.scope_id;
 $$;
 
--- name: claim_embedding_jobs_by_scope: claim_embedding_jobs on Citus: candidates first, then one router claim per scope.
+-- name: claim_embedding_jobs_by_scope: claim_embedding_jobs on Citus: candidates, then a router claim per scope.
 create or replace function membank_private.claim_embedding_jobs_by_scope(batch_size integer)
 returns table (memory_name uuid, memory_fact text, fact_md5 uuid)
 language plpgsql
@@ -85,7 +85,7 @@ $$;
 -- The arguments are checked by store_embeddings; names and md5s are uuids
 -- here. Returns the number of vectors stored.
 create or replace function membank_private.store_embeddings_by_scope(
-    model_id text, memory_names uuid [], fact_md5s uuid [], embeddings text []
+    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]
 ) returns integer
 language plpgsql
 volatile
@@ -142,7 +142,7 @@ $$;
 -- expression over a column there (timestamptz + interval) and crashed on
 -- an array subscript by one.
 create or replace function membank_private.fail_embedding_jobs_by_scope(
-    memory_names uuid [], fact_md5s uuid [], error text
+    memory_names uuid[], fact_md5s uuid[], error text
 ) returns integer
 language plpgsql
 volatile
@@ -175,8 +175,10 @@ $$;
 -- name: lock_generation_jobs: due generation jobs locked FOR UPDATE SKIP LOCKED for the caller's transaction.
 -- One server: one statement over every scope. Citus: candidates without
 -- locks, then each locked by a router query that re-checks it is due.
+-- Returns the jobs' keys (a table's row type here would hold up dropping
+-- the table in a downgrade).
 create or replace function membank_private.lock_generation_jobs(batch_size integer, operation_name uuid)
-returns setof membank_private.generation_jobs
+returns table (scope_id uuid, id bigint)
 language plpgsql
 volatile
 security invoker
@@ -185,12 +187,12 @@ as $$
 declare
     _now timestamptz := statement_timestamp();
     _candidate record;
-    _job membank_private.generation_jobs;
+    _locked bigint;
     _left integer := batch_size;
 begin
     if not membank_private.on_citus() then
         return query
-        select * from membank_private.generation_jobs as j
+        select j.scope_id, j.id from membank_private.generation_jobs as j
         where j.retry_time <= _now
           and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
         order by j.retry_time, j.id
@@ -206,13 +208,15 @@ begin
         limit least(batch_size * 4, 400)
     loop
         exit when _left <= 0;
-        select * into _job from membank_private.generation_jobs as j
+        _locked := null;
+        select j.id into _locked from membank_private.generation_jobs as j
         where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
         for update skip locked;
-        continue when _job.id is null;
+        continue when _locked is null;
         _left := _left - 1;
-        return next _job;
-        _job := null;
+        scope_id := _candidate.scope_id;
+        id := _locked;
+        return next;
     end loop;
 end
 $$;
@@ -279,7 +283,11 @@ $$;
 -- Each removal is a router statement that re-checks its row under FOR
 -- UPDATE SKIP LOCKED (revisions: that the memory is still gone), so a row
 -- another transaction holds is left to a later batch, as on one server.
-create or replace function membank_private.retention_by_scope(batch_size integer, s membank_private.retention_settings)
+-- The windows are passed in (not the settings row: a function taking a
+-- table's row type would hold up dropping the table in a downgrade).
+create or replace function membank_private.retention_by_scope(
+    batch_size integer, deleted_revisions interval, finished_operations interval, events interval
+)
 returns jsonb
 language plpgsql
 volatile
@@ -296,11 +304,11 @@ declare
     _events bigint := 0;
     _sessions bigint := 0;
 begin
-    if s.deleted_revisions is not null then
+    if retention_by_scope.deleted_revisions is not null then
         for _scope_id, _keys in
             select g.scope_id, array_agg(distinct g.memory_name::text) from (
                 select r.scope_id, r.memory_name from membank_private.memory_revisions as r
-                where r.action = 'DELETED' and r.create_time < _now - s.deleted_revisions
+                where r.action = 'DELETED' and r.create_time < _now - retention_by_scope.deleted_revisions
                   and not exists (select 1 from membank_private.memories as m
                                   where m.scope_id = r.scope_id and m.name = r.memory_name)
                   and not exists (select 1 from membank_private.memory_revisions as l
@@ -325,11 +333,11 @@ begin
             _revisions := _revisions + _n;
         end loop;
     end if;
-    if s.finished_operations is not null then
+    if retention_by_scope.finished_operations is not null then
         for _scope_id, _keys in
             select g.scope_id, array_agg(g.name::text) from (
                 select o.scope_id, o.name from membank_private.operations as o
-                where o.done and o.update_time < _now - s.finished_operations
+                where o.done and o.update_time < _now - retention_by_scope.finished_operations
                 order by o.update_time
                 limit batch_size) as g
             group by g.scope_id order by g.scope_id
@@ -347,11 +355,11 @@ begin
             _operations := _operations + _n;
         end loop;
     end if;
-    if s.events is not null then
+    if retention_by_scope.events is not null then
         for _scope_id, _keys in
             select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
                 select e.scope_id, e.session_id, e.event_id from membank_private.events as e
-                where e.append_time < _now - s.events
+                where e.append_time < _now - retention_by_scope.events
                 order by e.append_time
                 limit batch_size) as g
             group by g.scope_id order by g.scope_id
@@ -371,7 +379,7 @@ begin
         for _scope_id, _keys in
             select g.scope_id, array_agg(g.session_id) from (
                 select x.scope_id, x.session_id from membank_private.sessions as x
-                where x.update_time < _now - s.events
+                where x.update_time < _now - retention_by_scope.events
                   and not exists (select 1 from membank_private.events as e
                                   where e.scope_id = x.scope_id and e.session_id = x.session_id)
                 limit batch_size) as g
@@ -406,7 +414,7 @@ $$;
 -- the index there (scope_hnsw_ready reads the worker's catalog). A shard
 -- moved by the rebalancer arrives without it; the next plan builds it again.
 
--- name: run_on_node: run one command on a Citus node outside any transaction (CREATE INDEX CONCURRENTLY); raise on failure.
+-- name: run_on_node: run a command on a Citus node outside a transaction (CREATE INDEX CONCURRENTLY); raise on failure.
 create or replace function membank_private.run_on_node(node_name text, node_port integer, command text)
 returns text
 language plpgsql
@@ -430,7 +438,7 @@ $$;
 
 -- name: scope_vector_index_plan_on_shards: scope_vector_index_plan on Citus, each index on its scope's shard.
 create or replace function membank_private.scope_vector_index_plan_on_shards(
-    min_memories integer, config membank_private.embedding_config, vector_schema text
+    min_memories integer, dimension integer, vector_schema text
 ) returns table (action text, scope_id uuid, memories bigint, index_name text, statement text)
 language plpgsql
 volatile
@@ -463,9 +471,9 @@ begin
     return query
     with wanted as (
         select c.key::uuid as scope_id, (c.value #>> '{}')::bigint as memories,
-               membank_private.scope_hnsw_index_name(c.key::uuid, config.dimension) as index_name
+               membank_private.scope_hnsw_index_name(c.key::uuid, scope_vector_index_plan_on_shards.dimension) as index_name
         from jsonb_each(_counts) as c
-        where config.dimension is not null and (c.value #>> '{}')::bigint >= min_memories / 2
+        where scope_vector_index_plan_on_shards.dimension is not null and (c.value #>> '{}')::bigint >= min_memories / 2
     ), existing as (
         select e ->> 'node_name' as node_name, (e ->> 'node_port')::integer as node_port,
                e ->> 'index_name' as index_name, substr(e ->> 'index_name', 12, 32)::uuid as scope_id,
@@ -494,8 +502,8 @@ begin
                              ' using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops)'
                              ' with (m = 16, ef_construction = 64)'
                              ' where scope_id = %L::uuid and %I.vector_dims(embedding) = %s',
-                             p.index_name, p.shard, vector_schema, config.dimension, vector_schema, p.scope_id,
-                             vector_schema, config.dimension)),
+                             p.index_name, p.shard, vector_schema, scope_vector_index_plan_on_shards.dimension, vector_schema, p.scope_id,
+                             vector_schema, scope_vector_index_plan_on_shards.dimension)),
                2
         from placed as p
         left join existing as x on x.index_name = p.index_name and x.node_port = p.node_port
