@@ -56,6 +56,43 @@ begin
 end
 $$;
 
+-- name: on_citus: true in a database with the citus extension (a Citus coordinator or worker).
+create or replace function membank_private.on_citus()
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select exists (select from pg_catalog.pg_extension as x where x.extname = 'citus');
+$$;
+
+-- name: carry_setting: set a setting for this transaction, on Citus also on the workers' connections of it.
+-- A statement on the coordinator locks and writes on the worker that holds
+-- the shard, under that connection's settings: set_config on the
+-- coordinator never reaches it, so a lock wait there was unbounded and a
+-- shard trigger missed the revision context. A SET LOCAL with
+-- citus.propagate_set_commands = 'local' is sent to every connection of the
+-- transaction, now and later, and stays in force there until the
+-- transaction ends. On one server: set_config(name, value, true) alone.
+create or replace function membank_private.carry_setting(name text, value text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform set_config(name, value, true);
+    if membank_private.on_citus() then
+        set local citus.propagate_set_commands to 'local';
+        execute format('set local %s to %L', quote_ident(split_part(name, '.', 1))
+                       || case when name like '%.%' then '.' || quote_ident(split_part(name, '.', 2)) else '' end,
+                       value);
+    end if;
+end
+$$;
+
 -- name: lock_scope: take the scope's write lock until the transaction ends (re-entrant, bounded wait).
 create or replace function membank_private.lock_scope(scope_id uuid)
 returns void
@@ -70,7 +107,7 @@ declare
 begin
     -- A local setting made inside a function with a SET clause ends with the
     -- call: the bounded wait applies to this lock only.
-    perform set_config('lock_timeout', _timeout, true);
+    perform membank_private.carry_setting('lock_timeout', _timeout);
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
     for update;

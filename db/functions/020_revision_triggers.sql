@@ -16,10 +16,11 @@ volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select set_config('membank.revision_context', jsonb_build_object(
+    -- carry_setting: on Citus the trigger reading it runs on the worker (015_scope_locks.sql).
+    select membank_private.carry_setting('membank.revision_context', jsonb_build_object(
         'labels', coalesce(labels, '{}'),
         'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
-        'extracted_memories', extracted_memories)::text, true);
+        'extracted_memories', extracted_memories)::text);
 $$;
 
 -- name: clear_revision_context: forget the context so later statements do not inherit it.
@@ -30,7 +31,7 @@ volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select set_config('membank.revision_context', '', true);
+    select membank_private.carry_setting('membank.revision_context', '');
 $$;
 
 -- name: memories_before_update: bump the revision, keep name and scope fixed.
@@ -115,7 +116,10 @@ as $$
 begin
     -- Erasure (085_erasure.sql) may set a revision's text columns to null;
     -- nothing else about a revision ever changes.
-    if membank_private.is_redacted_update(old, new) then
+    -- The rows as the table's type: on a Citus shard old and new are of the
+    -- shard's own row type (memory_revisions_<shard id>), which no function takes.
+    if membank_private.is_redacted_update(row(old.*)::membank_private.memory_revisions,
+                                          row(new.*)::membank_private.memory_revisions) then
         return new;
     end if;
     raise exception 'memory revisions are immutable'

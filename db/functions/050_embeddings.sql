@@ -21,7 +21,13 @@ begin
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
             values (new.name, md5(new.fact)::uuid, new.scope_id)
             on conflict do nothing;
-            perform pg_notify('membank_embedding_jobs', '');
+            -- Not on a Citus shard (memories_<shard id>): there it would fire
+            -- on the worker, unheard, and a transaction writing to two
+            -- workers could not commit (2PC refuses a prepared NOTIFY);
+            -- workers of a Citus bank poll (membank worker's poll interval).
+            if tg_table_name = 'memories' then
+                perform pg_notify('membank_embedding_jobs', '');
+            end if;
         end if;
     elsif new.expire_time is distinct from old.expire_time then
         update membank_private.memory_embeddings as e set expire_time = new.expire_time
@@ -69,7 +75,7 @@ begin
     on conflict do nothing;
     select * into _config from membank_private.embedding_config for update;
     if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
-        if exists (select from membank_private.memory_embeddings) then
+        if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
             raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
                 _config.model_id, _config.dimension, model_id, dimension
                 using errcode = 'MB010',
@@ -167,6 +173,11 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
+    if membank_private.on_citus() then
+        -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
+        return query select * from membank_private.claim_embedding_jobs_by_scope(batch_size);
+        return;
+    end if;
     -- A claim is a lease (retry_time moves embedding_lease() ahead), committed
     -- before the model is called: no lock is held while the worker embeds.
     -- Holding the job rows for the whole batch made a delete (memory, then
@@ -229,7 +240,6 @@ declare
     _count integer;
     _i integer;
     _vector vector;
-    _locked uuid [];
 begin
     perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
     perform membank.configure_embedding(model_id, dimension);
@@ -266,6 +276,37 @@ begin
             format('holds a vector whose dimension is not %s', dimension),
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
+    if membank_private.on_citus() then
+        _count := membank_private.store_embeddings_by_scope(
+            model_id, memory_names::uuid [], fact_md5s::uuid [], embeddings);
+    else
+        _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, embeddings);
+    end if;
+    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
+    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
+       and exists (select 1 from membank_private.memory_embeddings offset 199) then
+        perform membank_private.set_embedding_centroid();
+    end if;
+    return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
+end
+$$;
+
+-- name: store_embeddings_here: store_embeddings' writes on one server, in one statement over every scope.
+create or replace function membank_private.store_embeddings_here(
+    model_id text, memory_names text[], fact_md5s text[], embeddings text[]
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _count integer;
+    _locked uuid [];
+begin
     -- The memories first (015_scope_locks.sql: a memory before its vector
     -- and jobs), FOR KEY SHARE as the vector's foreign key would take them;
     -- one that a delete or update holds is skipped: its job stays, and the
@@ -280,7 +321,7 @@ begin
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
         )
-        select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
+        select g.name, m.scope_id, store_embeddings_here.model_id, g.fact_md5, m.expire_time, g.embedding,
                membank_private.quantize(g.embedding, c.centroid)
         from given as g
         cross join membank_private.embedding_config as c
@@ -293,17 +334,10 @@ begin
         returning 1
     )
     select count(*) into _count from stored;
-    if exists (select from membank_private.embedding_config as c where c.centroid is null)
-       and exists (select from membank_private.memory_embeddings offset 199) then
-        perform membank_private.set_embedding_centroid();
-    end if;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
     where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
     return _count;
-exception
-    when lock_not_available then
-        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 
@@ -364,6 +398,9 @@ declare
     _count integer;
 begin
     perform membank_private.refuse_bound_role('fail_embedding_jobs');  -- any scope's memories: never a bound role's
+    if membank_private.on_citus() then
+        return membank_private.fail_embedding_jobs_by_scope(memory_names::uuid [], fact_md5s::uuid [], error);
+    end if;
     update membank_private.embedding_jobs as j
     set attempts = j.attempts + 1,
         last_error = left(error, 2000),

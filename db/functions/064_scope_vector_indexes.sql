@@ -103,6 +103,11 @@ begin
     from pg_catalog.pg_extension as x
     inner join pg_catalog.pg_namespace as n on n.oid = x.extnamespace
     where x.extname = 'vector';
+    if membank_private.on_citus() then
+        -- Each index on the one shard that holds its scope (120_scope_by_scope_jobs.sql).
+        return query select * from membank_private.scope_vector_index_plan_on_shards(min_memories, _config.dimension, _schema);
+        return;
+    end if;
     return query
     with wanted as (
         -- Scopes at min_memories or more get one; an indexed scope keeps it

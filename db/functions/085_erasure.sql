@@ -316,20 +316,21 @@ as $$
 declare
     _event_ids text [];
     _facts text [];
+    _op record;
 begin
     select array_agg(distinct s.id) into _event_ids
     from membank_private.memory_revisions as r
     cross join lateral unnest(r.source_event_ids) as s (id)
-    where r.memory_name = forget_memory.name;
+    where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name;
     select array_agg(distinct f.fact) into _facts
     from membank_private.memory_revisions as r
     cross join lateral (values (r.fact), (r.previous_fact)) as f (fact)
-    where r.memory_name = forget_memory.name and f.fact is not null;
+    where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name and f.fact is not null;
 
     update membank_private.memory_revisions as r
     set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
         metadata = '{}', extracted_memories = null
-    where r.memory_name = forget_memory.name
+    where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name
       and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
            or r.previous_structured_content is not null or r.extracted_memories is not null
            or r.metadata <> '{}');
@@ -342,31 +343,41 @@ begin
       and (e.text is not null or e.payload ? 'content');
 
     -- The operations that wrote it: its entries, its source events, the facts given for it.
-    update membank_private.operations as o
-    set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
-        source_events = (
+    -- Computed by a query, then written: Citus refuses these expressions
+    -- over columns (a STABLE function, subqueries) in an UPDATE.
+    for _op in
+        select o.name, membank_private.redact_generated(o.generated_memories, forget_memory.name) as generated,
+        (
             select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids) and e ? 'text'
                                            then (e - 'text') || jsonb_build_object('digest', coalesce(e ->> 'digest',
                                                     membank_private.event_digest(e ->> 'event_id', e ->> 'text')::text))
                                            else e end order by x.n), '[]')
-            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
-        facts = (
+            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)) as source_events,
+        (
             select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
                                            then f || '{"fact": null}' else f end order by x.n), '[]')
-            from jsonb_array_elements(o.facts) with ordinality as x (f, n))
-    where o.scope_id = forget_memory.scope_id
-      and (o.generated_memories @> jsonb_build_array(
-               jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)))
-           -- a running operation learning from the same events or facts
-           or exists (select from jsonb_array_elements(o.source_events) as e
-                      where e ->> 'event_id' = any(_event_ids) and e ? 'text')
-           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
+            from jsonb_array_elements(o.facts) with ordinality as x (f, n)) as facts
+        from membank_private.operations as o
+        where o.scope_id = forget_memory.scope_id
+          and (o.generated_memories @> jsonb_build_array(
+                   jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)))
+               -- a running operation learning from the same events or facts
+               or exists (select from jsonb_array_elements(o.source_events) as e
+                          where e ->> 'event_id' = any(_event_ids) and e ? 'text')
+               or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)))
+        order by o.name
+        for update
+    loop
+        update membank_private.operations as o
+        set generated_memories = _op.generated, source_events = _op.source_events, facts = _op.facts
+        where o.scope_id = forget_memory.scope_id and o.name = _op.name;
+    end loop;
 
     -- An error of an operation that learned from the same events or facts:
     -- a model's reply or a provider's message may quote them, so the
     -- message goes (the code, stage and attempts stay).
     update membank_private.operations as o
-    set error = o.error || jsonb_build_object('message', 'redacted: the memory it quoted was purged')
+    set error = o.error || '{"message": "redacted: the memory it quoted was purged"}'::jsonb  -- Citus: no STABLE call
     where o.scope_id = forget_memory.scope_id and o.error ? 'message'
       and o.error ->> 'message' <> 'redacted: the memory it quoted was purged'
       and (exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids))
@@ -381,12 +392,18 @@ begin
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
     -- Redacted once per row; only the rows it changes are written.
-    update membank_private.operations as o
-    set rejected_items = r.redacted
-    from (select x.name, membank_private.redact_rejected(x.rejected_items, forget_memory.name, _facts) as redacted
-          from membank_private.operations as x
-          where x.scope_id = forget_memory.scope_id and x.rejected_items <> '[]') as r
-    where o.name = r.name and o.rejected_items is distinct from r.redacted;
+    for _op in
+        select r.name, r.redacted from (
+            select x.name, x.rejected_items,
+                   membank_private.redact_rejected(x.rejected_items, forget_memory.name, _facts) as redacted
+            from membank_private.operations as x
+            where x.scope_id = forget_memory.scope_id and x.rejected_items <> '[]') as r
+        where r.rejected_items is distinct from r.redacted
+        order by r.name
+    loop
+        update membank_private.operations as o set rejected_items = _op.redacted
+        where o.scope_id = forget_memory.scope_id and o.name = _op.name;
+    end loop;
 end
 $$;
 
@@ -618,6 +635,10 @@ declare
 begin
     perform membank_private.refuse_bound_caller('apply_retention');  -- every scope's maintenance
     select * into _s from membank_private.retention_settings;
+    if membank_private.on_citus() then
+        -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
+        return membank_private.retention_by_scope(batch_size, _s.deleted_revisions, _s.finished_operations, _s.events);
+    end if;
     if _s.deleted_revisions is not null then
         -- Memories whose last revision is a deletion older than the window
         -- and that no rollback has brought back.

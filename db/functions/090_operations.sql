@@ -189,35 +189,60 @@ $$;
 -- name: finish_operation: mark an operation done (with an error when it failed) and drop its job.
 create or replace function membank_private.finish_operation(operation_name uuid, error jsonb default null)
 returns void
-language sql
+language plpgsql
 volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    delete from membank_private.generation_jobs as j where j.operation_name = finish_operation.operation_name;
+declare
+    -- The operation's scope first, so that each statement below names its shard on Citus.
+    _scope_id uuid := membank_private.operation_scope(operation_name);
+    _stripped record;
+begin
+    delete from membank_private.generation_jobs as j
+    where j.scope_id = _scope_id and j.operation_name = finish_operation.operation_name;
     -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
-    update membank_private.operations as o
-    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
-        source_events = s.source_events, facts = s.facts, profile_values = s.profile_values
+    -- Computed, then written: Citus refuses a function over columns in an UPDATE.
+    select s.* into _stripped
     from membank_private.operations as x
     cross join lateral membank_private.strip_operation_text(x.source_events, x.facts, x.profile_values) as s
-    where o.name = finish_operation.operation_name and x.name = o.name;
+    where x.scope_id = _scope_id and x.name = finish_operation.operation_name;
+    update membank_private.operations as o
+    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
+        source_events = _stripped.source_events, facts = _stripped.facts, profile_values = _stripped.profile_values
+    where o.scope_id = _scope_id and o.name = finish_operation.operation_name;
+end
+$$;
+
+-- name: operation_scope: the scope_id of an operation, by name (on Citus a read of every shard, no lock).
+create or replace function membank_private.operation_scope(operation_name uuid)
+returns uuid
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select o.scope_id from membank_private.operations as o where o.name = operation_name;
 $$;
 
 -- name: reject_item: keep the reason a model's item was not applied on the operation.
 create or replace function membank_private.reject_item(
     operation_name uuid, stage text, item jsonb, reason text
 ) returns void
-language sql
+language plpgsql
 volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _scope_id uuid := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+begin
     update membank_private.operations as o
     set rejected_items = o.rejected_items || jsonb_build_array(jsonb_build_object(
-            'stage', stage, 'item', item, 'reason', reason)),
+            'stage', reject_item.stage, 'item', reject_item.item, 'reason', reject_item.reason)),
         update_time = statement_timestamp()
-    where o.name = operation_name;
+    where o.scope_id = _scope_id and o.name = reject_item.operation_name;
+end
 $$;
 
 -- name: get_operation: one GenerateMemories operation by name.

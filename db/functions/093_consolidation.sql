@@ -243,7 +243,7 @@ as $$
     set generated_memories = o.generated_memories || jsonb_build_array(jsonb_build_object(
             'memory', to_jsonb(membank_private.to_memory(m)), 'action', action)),
         update_time = statement_timestamp()
-    where o.name = operation_name;
+    where o.scope_id = m.scope_id and o.name = operation_name;  -- the memory's scope is the operation's
 $$;
 
 -- name: set_fact_context: the revision context of a change made for one extracted fact.
@@ -276,10 +276,12 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories;
+    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
+    _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
     insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
-    values (o.scope_id, o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
+    values (o.scope_id, o.scope, fact_text, _topics,
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
@@ -297,10 +299,12 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
+    _scope_id uuid;
     _op membank_private.operations;
     _fact jsonb;
 begin
-    select * into _op from membank_private.operations as o where o.name = operation_name;
+    _scope_id := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+    select * into _op from membank_private.operations as o where o.scope_id = _scope_id and o.name = operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     for _fact in select f from jsonb_array_elements(_op.facts) as f loop
         perform membank_private.apply_create(_op, _fact, _fact ->> 'fact');

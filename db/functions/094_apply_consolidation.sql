@@ -156,16 +156,20 @@ $$;
 -- name: created_twice: the name of a memory this operation already created with the same text (case-insensitive).
 create or replace function membank_private.created_twice(operation_name uuid, fact_text text)
 returns text
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select g -> 'memory' ->> 'name'
-    from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
-    where o.name = operation_name and g ->> 'action' = 'CREATED'
-      and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
-    limit 1;
+declare
+    _scope_id uuid := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+begin
+    return (select g -> 'memory' ->> 'name'
+            from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
+            where o.scope_id = _scope_id and o.name = operation_name and g ->> 'action' = 'CREATED'
+              and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
+            limit 1);
+end
 $$;
 
 -- name: apply_consolidation: apply one batch's consolidation reply; 'replan', 'next' (another batch) or 'done'.
@@ -195,7 +199,8 @@ declare
     _action text;
     _i integer;
 begin
-    select * into _op from membank_private.operations as o where o.name = job.operation_name;
+    select * into _op from membank_private.operations as o
+    where o.scope_id = job.scope_id and o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
     if (membank_private.plan_key(membank_private.consolidation_candidates(
@@ -205,14 +210,14 @@ begin
            <> membank_private.profile_plan_key(coalesce(job.profile_plan, '[]')))
        and job.replans < 3 then
         update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null, profile_plan = null
-        where j.id = job.id;
+        where j.scope_id = job.scope_id and j.id = job.id;
         return 'replan';
     end if;
     -- Lock the candidates in name order and read their current revisions.
     select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
     from (select m.name, m.revision
           from membank_private.memories as m
-          where m.name in (select (c ->> 'name')::uuid
+          where m.scope_id = _op.scope_id and m.name in (select (c ->> 'name')::uuid
                            from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c
                            where c ->> 'name' not like 'fact:%')
             and membank_private.is_live(m.expire_time)
@@ -267,7 +272,7 @@ begin
             _results := _results || jsonb_build_object(_i::text, _target);
         elsif _action = 'DELETE' then
             perform membank_private.set_fact_context(_op, _fact, 'DELETE');
-            delete from membank_private.memories as m where m.name = _target::uuid
+            delete from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
@@ -303,7 +308,7 @@ begin
         -- The next batch is planned against what this one wrote, in a new transaction.
         update membank_private.generation_jobs as j
         set next_fact = _last + 1, plan = null, profile_plan = null, replans = 0, attempts = 0, last_error = null
-        where j.id = job.id;
+        where j.scope_id = job.scope_id and j.id = job.id;
         return 'next';
     end if;
     perform membank_private.finish_operation(_op.name);

@@ -15,6 +15,7 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
+    _locked record;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _batches jsonb;
@@ -26,19 +27,17 @@ begin
             'the default batch_size is 1');
     end if;
     perform membank_private.refuse_bound_role('claim_generation_jobs');
-    for _job in
-        select * from membank_private.generation_jobs as j
-        where j.retry_time <= statement_timestamp()
-          and (claim_generation_jobs.operation_name is null or j.operation_name = claim_generation_jobs.operation_name)
-        order by j.retry_time, j.id
-        limit batch_size
-        for update skip locked
+    -- FOR UPDATE SKIP LOCKED; on Citus scope by scope (120_scope_by_scope_jobs.sql).
+    for _locked in select * from membank_private.lock_generation_jobs(batch_size, claim_generation_jobs.operation_name)
     loop
-        select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+        select * into _job from membank_private.generation_jobs as j
+        where j.scope_id = _locked.scope_id and j.id = _locked.id;
+        select * into _op from membank_private.operations as o
+        where o.scope_id = _job.scope_id and o.name = _job.operation_name;
         if _job.token_budget is null then
             -- The budget the operation's batches are cut with, kept for all of them.
             update membank_private.generation_jobs as j set token_budget = membank_private.token_budget()
-            where j.id = _job.id
+            where j.scope_id = _job.scope_id and j.id = _job.id
             returning * into _job;
         end if;
         if _op.stage = 'EXTRACT' then
@@ -97,6 +96,7 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
+    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
@@ -105,8 +105,12 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
-    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
-    select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+    -- The job's scope first (no lock), so that the lock names its shard on Citus.
+    _scope_id := membank_private.generation_job_scope(job_id);
+    select * into _job from membank_private.generation_jobs as j
+    where j.scope_id = _scope_id and j.id = job_id for update;
+    select * into _op from membank_private.operations as o
+    where o.scope_id = _job.scope_id and o.name = _job.operation_name;
     if _job.id is null or _op.stage <> 'CONSOLIDATE' then
         raise exception 'job_id: no consolidation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id',
@@ -130,14 +134,15 @@ begin
         perform membank.configure_embedding(embedding_model, array_length(embeddings, 2));
         update membank_private.generation_jobs as j
         set fact_embeddings = embeddings, embedding_model = prepare_consolidation.embedding_model
-        where j.id = _job.id
+        where j.scope_id = _job.scope_id and j.id = _job.id
         returning * into _job;
     end if;
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
-    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan
+    where j.scope_id = _job.scope_id and j.id = _job.id;
     _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
                 from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
@@ -172,6 +177,7 @@ security definer
 set search_path from current
 as $$
 declare
+    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _parsed jsonb;
@@ -182,14 +188,17 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('complete_generation_job');
-    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
+    -- The job's scope first (no lock), so that the lock names its shard on Citus.
+    _scope_id := membank_private.generation_job_scope(job_id);
+    select * into _job from membank_private.generation_jobs as j
+    where j.scope_id = _scope_id and j.id = job_id for update;
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id',
                   hint = 'the job was completed or its operation failed; claim jobs again';
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
-    where o.name = _job.operation_name
+    where o.scope_id = _job.scope_id and o.name = _job.operation_name
     returning * into _op;
     if _op.stage = 'COMPACT' then
         return membank_private.apply_compaction(_op, reply);
@@ -240,10 +249,10 @@ begin
     if _job.extract_batch + 1 < jsonb_array_length(_batches) then
         update membank_private.operations as o
         set facts = _facts, profile_values = _profile_values, update_time = statement_timestamp()
-        where o.name = _op.name;
+        where o.scope_id = _op.scope_id and o.name = _op.name;
         update membank_private.generation_jobs as j
         set extract_batch = j.extract_batch + 1, attempts = 0, last_error = null
-        where j.id = _job.id;
+        where j.scope_id = _job.scope_id and j.id = _job.id;
         return 'next';
     end if;
     -- Consolidation goes in event-time order: what was said last is applied last.
@@ -251,7 +260,7 @@ begin
                from jsonb_array_elements(_facts) with ordinality as x (f, n));
     update membank_private.operations as o
     set facts = _facts, profile_values = _profile_values, stage = 'CONSOLIDATE', update_time = statement_timestamp()
-    where o.name = _op.name
+    where o.scope_id = _op.scope_id and o.name = _op.name
     returning * into _op;
     if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
         perform membank_private.finish_operation(_op.name);
@@ -276,7 +285,8 @@ begin
             return 'done';
         end if;
     end if;
-    update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
+    update membank_private.generation_jobs as j set attempts = 0, last_error = null
+    where j.scope_id = _job.scope_id and j.id = _job.id;
     return 'next';
 end
 $$;
@@ -313,21 +323,28 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
+    _scope_id uuid;
+    _attempts integer;
     _job membank_private.generation_jobs;
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('fail_generation_job');
+    _scope_id := membank_private.generation_job_scope(job_id);  -- no lock: the update below names the shard
+    -- The backoff from the attempts so far, computed here: Citus refuses a
+    -- STABLE expression over a column (timestamptz + interval) in an UPDATE.
+    _attempts := (select j.attempts from membank_private.generation_jobs as j
+                  where j.scope_id = _scope_id and j.id = job_id);
     update membank_private.generation_jobs as j
     set attempts = j.attempts + 1, last_error = left(error, 2000),
-        retry_time = statement_timestamp() + least(power(2, j.attempts + 1), 300) * interval '1 second'
-    where j.id = job_id
+        retry_time = statement_timestamp() + least(power(2, _attempts + 1), 300) * interval '1 second'
+    where j.scope_id = _scope_id and j.id = job_id
     returning * into _job;
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id', hint = 'claim jobs again';
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
-    where o.name = _job.operation_name;
+    where o.scope_id = _job.scope_id and o.name = _job.operation_name;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));

@@ -102,6 +102,7 @@ declare
     _row membank_private.memories;
     _summary_row membank_private.memories;
     _names uuid [] := array(select (c ->> 'name')::uuid from jsonb_array_elements(o.facts) as c);
+    _topics text [];
 begin
     -- A model may answer {"summary": ...} or, as ai.generate does, plain text.
     _summary := btrim(case when jsonb_typeof(_parsed) = 'object' and jsonb_typeof(_parsed -> 'summary') = 'string'
@@ -118,7 +119,7 @@ begin
     perform membank_private.lock_scope(o.scope_id);
     select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
     from (select m.name, m.revision from membank_private.memories as m
-          where m.name = any(_names) and membank_private.is_live(m.expire_time)
+          where m.scope_id = o.scope_id and m.name = any(_names) and membank_private.is_live(m.expire_time)
           order by m.name
           for update) as m;
     select jsonb_agg(c ->> 'name') into _changed
@@ -135,10 +136,11 @@ begin
     perform membank_private.set_revision_context(
         jsonb_build_object('operation', o.name, 'action', 'COMPACT'), '{}',
         (select jsonb_agg(c order by n) from jsonb_array_elements(o.facts) with ordinality as x (c, n)));
+    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
+    _topics := array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
+                     order by t limit 32);
     insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata)
-    values (o.scope_id, o.scope, _summary,
-            array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
-                  order by t limit 32),
+    values (o.scope_id, o.scope, _summary, _topics,
             jsonb_build_object('compaction', jsonb_build_object(
                 'operation', o.name, 'replaced', jsonb_array_length(o.facts),
                 'first_create_time', o.facts -> 0 -> 'create_time',
@@ -149,7 +151,7 @@ begin
         jsonb_build_object('operation', o.name, 'action', 'COMPACT', 'compacted_into', _summary_row.name), '{}',
         jsonb_build_array(jsonb_build_object('compacted_into', _summary_row.name, 'summary', _summary)));
     for _row in
-        delete from membank_private.memories as m where m.name = any(_names) returning *
+        delete from membank_private.memories as m where m.scope_id = o.scope_id and m.name = any(_names) returning *
     loop
         perform membank_private.record_generated(o.name, _row, 'DELETED');
     end loop;
@@ -241,7 +243,8 @@ begin
         perform pg_notify('membank_generation_jobs', _op.name::text);
         return _op.name;
     end if;
-    update membank_private.operations as o set model_calls = o.model_calls + 1 where o.name = _op.name;
+    update membank_private.operations as o set model_calls = o.model_calls + 1
+    where o.scope_id = _scope_id and o.name = _op.name;
     begin
         execute 'select ai.generate(prompt => $1, model_id => $2)::text'
         into _reply

@@ -305,7 +305,9 @@ begin
     perform membank_private.refuse_bound_role('generate_due_streams');
     for _candidate in
         select t.* from membank_private.ingest_streams as t
-        where t.pending_events > 0 and membank_private.stream_trigger(t, _bank_rule, _now) is not null
+        -- row(t.*) as the table's type: on a Citus shard t is of the shard's own row type.
+        where t.pending_events > 0
+          and membank_private.stream_trigger(row(t.*)::membank_private.ingest_streams, _bank_rule, _now) is not null
         order by t.last_event_time, t.scope_id, t.stream_id
         limit max_streams
     loop

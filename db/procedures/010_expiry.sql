@@ -18,6 +18,12 @@ declare
 begin
     perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
+    if membank_private.on_citus() then
+        -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
+        _count := membank_private.purge_expired_by_scope(batch_size);
+        perform membank_private.clear_revision_context();
+        return _count;
+    end if;
     -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
     -- whose lock another write holds is skipped, not waited for: its
     -- expired memories are invisible already and go in a later batch.

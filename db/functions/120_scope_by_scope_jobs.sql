@@ -1,0 +1,516 @@
+-- The queues and the bank-wide maintenance on Citus: scope by scope.
+--
+-- On one server a claim is one statement: the due rows of every scope,
+-- FOR UPDATE SKIP LOCKED. On Citus a scope's rows live on one shard and a
+-- row lock is taken on the worker holding it; Citus refuses FOR UPDATE in
+-- a query over several shards. So the Citus path reads the candidates
+-- first, over every shard and without locks (which rows look due, by
+-- scope_id), then locks them one scope at a time with a router query
+-- (scope_id = a constant: one shard, on one worker) FOR UPDATE SKIP LOCKED,
+-- which re-checks the row under the lock. A candidate another claimer took
+-- meanwhile is skipped (it is locked, or no longer due once that claim
+-- committed): claims stay at most once per lease, as on one server, and
+-- wait for nothing. The read over-fetches (4 x batch_size, at most 4000)
+-- so that two claimers reading the same first rows do not both come back
+-- empty. Each function here is what its public counterpart runs when
+-- membank_private.on_citus(); one server keeps the one-statement path.
+
+-- name: embedding_candidates: due embedding jobs by scope, read without locks (Citus: over every shard).
+create or replace function membank_private.embedding_candidates(batch_size integer, now timestamptz)
+returns table (scope_id uuid, names uuid[])
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select c.scope_id, array_agg(c.name order by c.retry_time, c.name)
+    from (select j.scope_id, j.name, j.retry_time from membank_private.embedding_jobs as j
+          where j.retry_time <= now and j.attempts < 5
+          order by j.retry_time
+          limit least(batch_size * 4, 4000)) as c
+    group by c.scope_id
+    order by min(c.retry_time), c.scope_id;
+$$;
+
+-- name: claim_embedding_jobs_by_scope: claim_embedding_jobs on Citus: candidates, then a router claim per scope.
+create or replace function membank_private.claim_embedding_jobs_by_scope(batch_size integer)
+returns table (memory_name uuid, memory_fact text, fact_md5 uuid)
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _lease timestamptz := statement_timestamp() + membank_private.embedding_lease();
+    _scope_id uuid;
+    _names uuid [];
+    _left integer := batch_size;
+    _claimed integer;
+begin
+    for _scope_id, _names in select c.scope_id, c.names from membank_private.embedding_candidates(batch_size, _now) as c
+    loop
+        exit when _left <= 0;
+        -- One shard: every table reference names the scope.
+        return query
+        with due as (
+            select j.name, j.fact_md5,
+                   case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+            from membank_private.embedding_jobs as j
+            inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
+            where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
+              and j.retry_time <= _now and j.attempts < 5
+            order by j.retry_time
+            limit _left
+            for update of j skip locked
+        ), leased as (
+            update membank_private.embedding_jobs as j
+            set retry_time = _lease
+            from due as d
+            where j.scope_id = _scope_id and d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        ), stale as (
+            delete from membank_private.embedding_jobs as j
+            using due as d
+            where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        )
+        select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+        get diagnostics _claimed = row_count;
+        _left := _left - _claimed;
+    end loop;
+end
+$$;
+
+-- name: store_embeddings_by_scope: store_embeddings' writes on Citus, one router statement set per scope.
+-- The arguments are checked by store_embeddings; names and md5s are uuids
+-- here. Returns the number of vectors stored.
+create or replace function membank_private.store_embeddings_by_scope(
+    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _centroid vector := (select c.centroid from membank_private.embedding_config as c);
+    _scope_id uuid;
+    _names uuid [];
+    _locked uuid [];
+    _stored integer;
+    _count integer := 0;
+    _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
+                            from unnest(memory_names, fact_md5s) as g (name, fact_md5));
+begin
+    -- The scopes of the names (their jobs), read without locks.
+    for _scope_id, _names in
+        select j.scope_id, array_agg(distinct j.name order by j.name)
+        from membank_private.embedding_jobs as j
+        where j.name = any(memory_names)
+        group by j.scope_id
+        order by j.scope_id
+    loop
+        -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
+        _locked := array(select m.name from membank_private.memories as m
+                         where m.scope_id = _scope_id and m.name = any(_names)
+                         order by m.name for key share skip locked);
+        insert into membank_private.memory_embeddings as e (
+            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+        )
+        select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
+               g.embedding::vector, membank_private.quantize(g.embedding::vector, _centroid)
+        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        inner join membank_private.memories as m
+            on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+        where g.name = any(_locked)
+        on conflict (name, scope_id) do update
+        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+        get diagnostics _stored = row_count;
+        _count := _count + _stored;
+        delete from membank_private.embedding_jobs as j
+        where j.scope_id = _scope_id and j.name = any(_locked)
+          and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
+    end loop;
+    return _count;
+end
+$$;
+
+-- name: fail_embedding_jobs_by_scope: fail_embedding_jobs on Citus, one router update per job.
+-- The backoff is computed here, not in the UPDATE: Citus refuses a STABLE
+-- expression over a column there (timestamptz + interval) and crashed on
+-- an array subscript by one.
+create or replace function membank_private.fail_embedding_jobs_by_scope(
+    memory_names uuid[], fact_md5s uuid[], error text
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _job record;
+    _count integer := 0;
+begin
+    for _job in
+        select j.scope_id, j.name, j.fact_md5, j.attempts
+        from membank_private.embedding_jobs as j
+        inner join unnest(memory_names, fact_md5s) as g (name, fact_md5)
+            on g.name = j.name and g.fact_md5 = j.fact_md5
+        order by j.scope_id, j.name
+    loop
+        update membank_private.embedding_jobs as j
+        set attempts = _job.attempts + 1,
+            last_error = left(error, 2000),
+            retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
+        where j.scope_id = _job.scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
+        _count := _count + 1;
+    end loop;
+    return _count;
+end
+$$;
+
+-- name: lock_generation_jobs: due generation jobs locked FOR UPDATE SKIP LOCKED for the caller's transaction.
+-- One server: one statement over every scope. Citus: candidates without
+-- locks, then each locked by a router query that re-checks it is due.
+-- Returns the jobs' keys (a table's row type here would hold up dropping
+-- the table in a downgrade).
+create or replace function membank_private.lock_generation_jobs(batch_size integer, operation_name uuid)
+returns table (scope_id uuid, id bigint)
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _candidate record;
+    _locked bigint;
+    _left integer := batch_size;
+begin
+    if not membank_private.on_citus() then
+        return query
+        select j.scope_id, j.id from membank_private.generation_jobs as j
+        where j.retry_time <= _now
+          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
+        order by j.retry_time, j.id
+        limit batch_size
+        for update skip locked;
+        return;
+    end if;
+    for _candidate in
+        select j.scope_id, j.id from membank_private.generation_jobs as j
+        where j.retry_time <= _now
+          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
+        order by j.retry_time, j.id
+        limit least(batch_size * 4, 400)
+    loop
+        exit when _left <= 0;
+        _locked := null;
+        select j.id into _locked from membank_private.generation_jobs as j
+        where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
+        for update skip locked;
+        continue when _locked is null;
+        _left := _left - 1;
+        scope_id := _candidate.scope_id;
+        id := _locked;
+        return next;
+    end loop;
+end
+$$;
+
+-- name: generation_job_scope: the scope_id of a generation job (by id; on Citus a read of every shard, no lock).
+create or replace function membank_private.generation_job_scope(job_id bigint)
+returns uuid
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
+$$;
+
+-- name: purge_expired_by_scope: purge_expired_batch on Citus: expired memories deleted one scope at a time.
+-- The scopes holding expired memories are read without locks; each scope's
+-- write lock is then taken FOR UPDATE SKIP LOCKED (a scope another write
+-- holds is left to a later batch, as on one server) and its expired
+-- memories deleted by a router statement. The caller set the revision
+-- context. Returns how many were deleted (at most batch_size).
+create or replace function membank_private.purge_expired_by_scope(batch_size integer)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _deleted bigint;
+    _count bigint := 0;
+begin
+    for _scope_id in
+        select distinct m.scope_id from membank_private.memories as m
+        where m.expire_time <= _now
+        order by m.scope_id
+        limit batch_size
+    loop
+        exit when _count >= batch_size;
+        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+        continue when not found;
+        with batch as (
+            select m.name from membank_private.memories as m
+            where m.scope_id = _scope_id and m.expire_time <= _now
+            order by m.expire_time
+            limit batch_size - _count
+            for update skip locked
+        ), deleted as (
+            delete from membank_private.memories as m
+            using batch as b
+            where m.scope_id = _scope_id and m.name = b.name
+            returning 1
+        )
+        select count(*) into _deleted from deleted;
+        _count := _count + _deleted;
+    end loop;
+    return _count;
+end
+$$;
+
+-- name: retention_by_scope: retention_batch on Citus: candidates read without locks, removed one scope at a time.
+-- Each removal is a router statement that re-checks its row under FOR
+-- UPDATE SKIP LOCKED (revisions: that the memory is still gone), so a row
+-- another transaction holds is left to a later batch, as on one server.
+-- The windows are passed in (not the settings row: a function taking a
+-- table's row type would hold up dropping the table in a downgrade).
+create or replace function membank_private.retention_by_scope(
+    batch_size integer, deleted_revisions interval, finished_operations interval, events interval
+)
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _keys text [];
+    _n bigint;
+    _revisions bigint := 0;
+    _operations bigint := 0;
+    _events bigint := 0;
+    _sessions bigint := 0;
+begin
+    if retention_by_scope.deleted_revisions is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(distinct g.memory_name::text) from (
+                select r.scope_id, r.memory_name from membank_private.memory_revisions as r
+                where r.action = 'DELETED' and r.create_time < _now - retention_by_scope.deleted_revisions
+                  and not exists (select 1 from membank_private.memories as m
+                                  where m.scope_id = r.scope_id and m.name = r.memory_name)
+                  and not exists (select 1 from membank_private.memory_revisions as l
+                                  where l.scope_id = r.scope_id and l.memory_name = r.memory_name
+                                    and l.revision > r.revision)
+                order by r.create_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with gone as (
+                select r.memory_name, r.revision from membank_private.memory_revisions as r
+                where r.scope_id = _scope_id and r.memory_name = any(_keys::uuid [])
+                  and not exists (select 1 from membank_private.memories as m
+                                  where m.scope_id = _scope_id and m.name = r.memory_name)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.memory_revisions as r using gone as g
+                where r.scope_id = _scope_id and r.memory_name = g.memory_name and r.revision = g.revision
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _revisions := _revisions + _n;
+        end loop;
+    end if;
+    if retention_by_scope.finished_operations is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.name::text) from (
+                select o.scope_id, o.name from membank_private.operations as o
+                where o.done and o.update_time < _now - retention_by_scope.finished_operations
+                order by o.update_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with old as (
+                select o.name from membank_private.operations as o
+                where o.scope_id = _scope_id and o.name = any(_keys::uuid []) and o.done
+                for update skip locked
+            ), removed as (
+                delete from membank_private.operations as o using old
+                where o.scope_id = _scope_id and o.name = old.name
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _operations := _operations + _n;
+        end loop;
+    end if;
+    if retention_by_scope.events is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
+                select e.scope_id, e.session_id, e.event_id from membank_private.events as e
+                where e.append_time < _now - retention_by_scope.events
+                order by e.append_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with old as (
+                select e.session_id, e.event_id from membank_private.events as e
+                where e.scope_id = _scope_id and e.session_id || E'\n' || e.event_id = any(_keys)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.events as e using old
+                where e.scope_id = _scope_id and e.session_id = old.session_id and e.event_id = old.event_id
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _events := _events + _n;
+        end loop;
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.session_id) from (
+                select x.scope_id, x.session_id from membank_private.sessions as x
+                where x.update_time < _now - retention_by_scope.events
+                  and not exists (select 1 from membank_private.events as e
+                                  where e.scope_id = x.scope_id and e.session_id = x.session_id)
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with empty as (
+                select x.session_id from membank_private.sessions as x
+                where x.scope_id = _scope_id and x.session_id = any(_keys)
+                  and not exists (select 1 from membank_private.events as e
+                                  where e.scope_id = _scope_id and e.session_id = x.session_id)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.sessions as x using empty
+                where x.scope_id = _scope_id and x.session_id = empty.session_id
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _sessions := _sessions + _n;
+        end loop;
+    end if;
+    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
+                              'sessions', _sessions);
+end
+$$;
+
+-- Per-scope HNSW indexes on Citus. A partial index on the distributed
+-- table would be built on every shard (31 of 32 of them empty for the
+-- scope); this plan builds each one on the shard that holds its scope, on
+-- the worker that holds the shard, under the same name as on one server
+-- (scope_hnsw_<scope id>_<dimension>). Retrieval running on that worker
+-- (a call delegated to it) plans the scope's query on the shard and finds
+-- the index there (scope_hnsw_ready reads the worker's catalog). A shard
+-- moved by the rebalancer arrives without it; the next plan builds it again.
+
+-- name: run_on_node: run a command on a Citus node outside a transaction (CREATE INDEX CONCURRENTLY); raise on failure.
+create or replace function membank_private.run_on_node(node_name text, node_port integer, command text)
+returns text
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _ok boolean;
+    _result text;
+begin
+    select r.success, r.result into _ok, _result
+    from master_run_on_worker(array[node_name], array[node_port], array[command], false) as r;
+    if not _ok then
+        raise exception 'command on %:% failed: %', node_name, node_port, _result
+            using errcode = 'external_routine_exception', detail = command;
+    end if;
+    return _result;
+end
+$$;
+
+-- name: scope_vector_index_plan_on_shards: scope_vector_index_plan on Citus, each index on its scope's shard.
+create or replace function membank_private.scope_vector_index_plan_on_shards(
+    min_memories integer, dimension integer, vector_schema text
+) returns table (action text, scope_id uuid, memories bigint, index_name text, statement text)
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _existing jsonb;
+    _counts jsonb;
+begin
+    -- The per-scope indexes on every worker's shards, from their catalogs.
+    select coalesce(jsonb_agg(x.e || jsonb_build_object('node_name', w.nodename, 'node_port', w.nodeport)), '[]')
+    into _existing
+    from run_command_on_workers(
+        'select coalesce(json_agg(json_build_object(''index_name'', c.relname, ''valid'','
+        || ' i.indisvalid and i.indisready)), ''[]'') from pg_catalog.pg_index as i'
+        || ' join pg_catalog.pg_class as c on c.oid = i.indexrelid'
+        || ' where c.relnamespace = ''membank_private''::regnamespace'
+        || ' and c.relname ~ ''^scope_hnsw_[0-9a-f]{32}_[0-9]+$''') as w
+    cross join lateral jsonb_array_elements(w.result::jsonb) as x (e)
+    where w.success;
+    -- Memory counts of the scopes that want one (as on one server: from
+    -- min_memories, kept down to half of it) or have one: a plain read over
+    -- the shards; the plan below is joined on the coordinator.
+    select coalesce(jsonb_object_agg(s.scope_id::text, s.doc_count), '{}') into _counts
+    from membank_private.scope_stats as s
+    where s.doc_count >= min_memories / 2
+       or s.scope_id = any(array(select substr(e ->> 'index_name', 12, 32)::uuid
+                                 from jsonb_array_elements(_existing) as e));
+    return query
+    with wanted as (
+        select c.key::uuid as scope_id, (c.value #>> '{}')::bigint as memories,
+               membank_private.scope_hnsw_index_name(c.key::uuid, scope_vector_index_plan_on_shards.dimension) as index_name
+        from jsonb_each(_counts) as c
+        where scope_vector_index_plan_on_shards.dimension is not null and (c.value #>> '{}')::bigint >= min_memories / 2
+    ), existing as (
+        select e ->> 'node_name' as node_name, (e ->> 'node_port')::integer as node_port,
+               e ->> 'index_name' as index_name, substr(e ->> 'index_name', 12, 32)::uuid as scope_id,
+               (e ->> 'valid')::boolean as valid
+        from jsonb_array_elements(_existing) as e
+    ), placed as (
+        -- Where each wanted scope's shard of memory_embeddings is.
+        select w.scope_id, w.memories, w.index_name, p.nodename::text as node_name, p.nodeport::integer as node_port,
+               shard_name('membank_private.memory_embeddings'::regclass, p.shardid) as shard
+        from wanted as w
+        inner join pg_dist_shard_placement as p
+            on p.shardid = get_shard_id_for_distribution_column('membank_private.memory_embeddings', w.scope_id)
+    ), actions as (
+        select 'drop' as action, x.index_name, x.scope_id,
+               coalesce((_counts ->> x.scope_id::text)::bigint, 0) as memories,
+               format('select membank_private.run_on_node(%L, %s, %L)', x.node_name, x.node_port,
+                      format('drop index concurrently if exists membank_private.%I', x.index_name)) as statement,
+               1 as step
+        from existing as x
+        left join wanted as w on w.index_name = x.index_name
+        where w.index_name is null or not x.valid
+        union all
+        select 'create', p.index_name, p.scope_id, p.memories,
+               format('select membank_private.run_on_node(%L, %s, %L)', p.node_name, p.node_port,
+                      format('create index concurrently if not exists %I on %s'
+                             ' using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops)'
+                             ' with (m = 16, ef_construction = 64)'
+                             ' where scope_id = %L::uuid and %I.vector_dims(embedding) = %s',
+                             p.index_name, p.shard, vector_schema, scope_vector_index_plan_on_shards.dimension, vector_schema, p.scope_id,
+                             vector_schema, scope_vector_index_plan_on_shards.dimension)),
+               2
+        from placed as p
+        left join existing as x on x.index_name = p.index_name and x.node_port = p.node_port
+        where (x.index_name is null and p.memories >= min_memories) or not x.valid
+    )
+    select a.action, a.scope_id, a.memories, a.index_name, a.statement
+    from actions as a
+    order by a.step, a.memories desc nulls last, a.index_name;
+end
+$$;
