@@ -371,7 +371,6 @@ def test_two_workers_generate_memories_for_scopes_on_both_workers_as_on_one_serv
                          " (select count(*) from membank_private.embedding_jobs)").fetchone() == (12, 12, 0)
 
 
-@pytest.mark.xfail(strict=True, reason="consolidation plans with retrieve_memories, which is not ported to Citus yet")
 def test_two_workers_consolidate_memories_on_the_cluster_as_on_one_server(cluster, embedder, db_url):
     db, login = cluster
     scopes = scopes_on_both_workers(db, 2)

@@ -785,6 +785,11 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
+    if membank_private.on_citus() then
+        -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
+        return query select * from membank_private.claim_embedding_jobs_by_scope(batch_size);
+        return;
+    end if;
     -- A claim is a lease (retry_time moves embedding_lease() ahead), committed
     -- before the model is called: no lock is held while the worker embeds.
     -- Holding the job rows for the whole batch made a delete (memory, then
@@ -832,6 +837,7 @@ CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, oper
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
+    _locked record;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _batches jsonb;
@@ -843,19 +849,17 @@ begin
             'the default batch_size is 1');
     end if;
     perform membank_private.refuse_bound_role('claim_generation_jobs');
-    for _job in
-        select * from membank_private.generation_jobs as j
-        where j.retry_time <= statement_timestamp()
-          and (claim_generation_jobs.operation_name is null or j.operation_name = claim_generation_jobs.operation_name)
-        order by j.retry_time, j.id
-        limit batch_size
-        for update skip locked
+    -- FOR UPDATE SKIP LOCKED; on Citus scope by scope (120_scope_by_scope_jobs.sql).
+    for _locked in select * from membank_private.lock_generation_jobs(batch_size, claim_generation_jobs.operation_name)
     loop
-        select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+        select * into _job from membank_private.generation_jobs as j
+        where j.scope_id = _locked.scope_id and j.id = _locked.id;
+        select * into _op from membank_private.operations as o
+        where o.scope_id = _job.scope_id and o.name = _job.operation_name;
         if _job.token_budget is null then
             -- The budget the operation's batches are cut with, kept for all of them.
             update membank_private.generation_jobs as j set token_budget = membank_private.token_budget()
-            where j.id = _job.id
+            where j.scope_id = _job.scope_id and j.id = _job.id
             returning * into _job;
         end if;
         if _op.stage = 'EXTRACT' then
@@ -971,7 +975,8 @@ begin
         perform pg_notify('membank_generation_jobs', _op.name::text);
         return _op.name;
     end if;
-    update membank_private.operations as o set model_calls = o.model_calls + 1 where o.name = _op.name;
+    update membank_private.operations as o set model_calls = o.model_calls + 1
+    where o.scope_id = _scope_id and o.name = _op.name;
     begin
         execute 'select ai.generate(prompt => $1, model_id => $2)::text'
         into _reply
@@ -1042,6 +1047,7 @@ CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETUR
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
+    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _parsed jsonb;
@@ -1052,14 +1058,17 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('complete_generation_job');
-    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
+    -- The job's scope first (no lock), so that the lock names its shard on Citus.
+    _scope_id := membank_private.generation_job_scope(job_id);
+    select * into _job from membank_private.generation_jobs as j
+    where j.scope_id = _scope_id and j.id = job_id for update;
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id',
                   hint = 'the job was completed or its operation failed; claim jobs again';
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
-    where o.name = _job.operation_name
+    where o.scope_id = _job.scope_id and o.name = _job.operation_name
     returning * into _op;
     if _op.stage = 'COMPACT' then
         return membank_private.apply_compaction(_op, reply);
@@ -1110,10 +1119,10 @@ begin
     if _job.extract_batch + 1 < jsonb_array_length(_batches) then
         update membank_private.operations as o
         set facts = _facts, profile_values = _profile_values, update_time = statement_timestamp()
-        where o.name = _op.name;
+        where o.scope_id = _op.scope_id and o.name = _op.name;
         update membank_private.generation_jobs as j
         set extract_batch = j.extract_batch + 1, attempts = 0, last_error = null
-        where j.id = _job.id;
+        where j.scope_id = _job.scope_id and j.id = _job.id;
         return 'next';
     end if;
     -- Consolidation goes in event-time order: what was said last is applied last.
@@ -1121,7 +1130,7 @@ begin
                from jsonb_array_elements(_facts) with ordinality as x (f, n));
     update membank_private.operations as o
     set facts = _facts, profile_values = _profile_values, stage = 'CONSOLIDATE', update_time = statement_timestamp()
-    where o.name = _op.name
+    where o.scope_id = _op.scope_id and o.name = _op.name
     returning * into _op;
     if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
         perform membank_private.finish_operation(_op.name);
@@ -1146,7 +1155,8 @@ begin
             return 'done';
         end if;
     end if;
-    update membank_private.generation_jobs as j set attempts = 0, last_error = null where j.id = _job.id;
+    update membank_private.generation_jobs as j set attempts = 0, last_error = null
+    where j.scope_id = _job.scope_id and j.id = _job.id;
     return 'next';
 end
 $$;
@@ -1199,7 +1209,7 @@ begin
     on conflict do nothing;
     select * into _config from membank_private.embedding_config for update;
     if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
-        if exists (select from membank_private.memory_embeddings) then
+        if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
             raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
                 _config.model_id, _config.dimension, model_id, dimension
                 using errcode = 'MB010',
@@ -2048,6 +2058,9 @@ declare
     _count integer;
 begin
     perform membank_private.refuse_bound_role('fail_embedding_jobs');  -- any scope's memories: never a bound role's
+    if membank_private.on_citus() then
+        return membank_private.fail_embedding_jobs_by_scope(memory_names::uuid [], fact_md5s::uuid [], error);
+    end if;
     update membank_private.embedding_jobs as j
     set attempts = j.attempts + 1,
         last_error = left(error, 2000),
@@ -2066,21 +2079,28 @@ CREATE FUNCTION membank.fail_generation_job(job_id bigint, error text, retryable
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
+    _scope_id uuid;
+    _attempts integer;
     _job membank_private.generation_jobs;
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('fail_generation_job');
+    _scope_id := membank_private.generation_job_scope(job_id);  -- no lock: the update below names the shard
+    -- The backoff from the attempts so far, computed here: Citus refuses a
+    -- STABLE expression over a column (timestamptz + interval) in an UPDATE.
+    _attempts := (select j.attempts from membank_private.generation_jobs as j
+                  where j.scope_id = _scope_id and j.id = job_id);
     update membank_private.generation_jobs as j
     set attempts = j.attempts + 1, last_error = left(error, 2000),
-        retry_time = statement_timestamp() + least(power(2, j.attempts + 1), 300) * interval '1 second'
-    where j.id = job_id
+        retry_time = statement_timestamp() + least(power(2, _attempts + 1), 300) * interval '1 second'
+    where j.scope_id = _scope_id and j.id = job_id
     returning * into _job;
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id', hint = 'claim jobs again';
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
-    where o.name = _job.operation_name;
+    where o.scope_id = _job.scope_id and o.name = _job.operation_name;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
@@ -2113,7 +2133,9 @@ begin
     perform membank_private.refuse_bound_role('generate_due_streams');
     for _candidate in
         select t.* from membank_private.ingest_streams as t
-        where t.pending_events > 0 and membank_private.stream_trigger(t, _bank_rule, _now) is not null
+        -- row(t.*) as the table's type: on a Citus shard t is of the shard's own row type.
+        where t.pending_events > 0
+          and membank_private.stream_trigger(row(t.*)::membank_private.ingest_streams, _bank_rule, _now) is not null
         order by t.last_event_time, t.scope_id, t.stream_id
         limit max_streams
     loop
@@ -2797,6 +2819,7 @@ CREATE FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[] D
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
+    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
@@ -2805,8 +2828,12 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
-    select * into _job from membank_private.generation_jobs as j where j.id = job_id for update;
-    select * into _op from membank_private.operations as o where o.name = _job.operation_name;
+    -- The job's scope first (no lock), so that the lock names its shard on Citus.
+    _scope_id := membank_private.generation_job_scope(job_id);
+    select * into _job from membank_private.generation_jobs as j
+    where j.scope_id = _scope_id and j.id = job_id for update;
+    select * into _op from membank_private.operations as o
+    where o.scope_id = _job.scope_id and o.name = _job.operation_name;
     if _job.id is null or _op.stage <> 'CONSOLIDATE' then
         raise exception 'job_id: no consolidation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id',
@@ -2830,14 +2857,15 @@ begin
         perform membank.configure_embedding(embedding_model, array_length(embeddings, 2));
         update membank_private.generation_jobs as j
         set fact_embeddings = embeddings, embedding_model = prepare_consolidation.embedding_model
-        where j.id = _job.id
+        where j.scope_id = _job.scope_id and j.id = _job.id
         returning * into _job;
     end if;
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
-    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan
+    where j.scope_id = _job.scope_id and j.id = _job.id;
     _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
                 from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
@@ -3316,6 +3344,11 @@ begin
     from pg_catalog.pg_extension as x
     inner join pg_catalog.pg_namespace as n on n.oid = x.extnamespace
     where x.extname = 'vector';
+    if membank_private.on_citus() then
+        -- Each index on the one shard that holds its scope (120_scope_by_scope_jobs.sql).
+        return query select * from membank_private.scope_vector_index_plan_on_shards(min_memories, _config.dimension, _schema);
+        return;
+    end if;
     return query
     with wanted as (
         -- Scopes at min_memories or more get one; an indexed scope keeps it
@@ -3436,7 +3469,6 @@ declare
     _count integer;
     _i integer;
     _vector vector;
-    _locked uuid [];
 begin
     perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
     perform membank.configure_embedding(model_id, dimension);
@@ -3473,40 +3505,17 @@ begin
             format('holds a vector whose dimension is not %s', dimension),
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
-    -- The memories first (015_scope_locks.sql: a memory before its vector
-    -- and jobs), FOR KEY SHARE as the vector's foreign key would take them;
-    -- one that a delete or update holds is skipped: its job stays, and the
-    -- change deletes it (cascade) or makes it stale.
-    _locked := array(select m.name from membank_private.memories as m
-                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
-    with given as (
-        select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
-        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-        where g.name::uuid = any(_locked)
-    ), stored as (
-        insert into membank_private.memory_embeddings as e (
-            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
-        )
-        select g.name, m.scope_id, store_embeddings.model_id, g.fact_md5, m.expire_time, g.embedding,
-               membank_private.quantize(g.embedding, c.centroid)
-        from given as g
-        cross join membank_private.embedding_config as c
-        inner join membank_private.memories as m
-            on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        on conflict (name, scope_id) do update
-        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
-            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
-            create_time = statement_timestamp()
-        returning 1
-    )
-    select count(*) into _count from stored;
-    if exists (select from membank_private.embedding_config as c where c.centroid is null)
-       and exists (select from membank_private.memory_embeddings offset 199) then
+    if membank_private.on_citus() then
+        _count := membank_private.store_embeddings_by_scope(
+            model_id, memory_names::uuid [], fact_md5s::uuid [], embeddings);
+    else
+        _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, embeddings);
+    end if;
+    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
+    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
+       and exists (select 1 from membank_private.memory_embeddings offset 199) then
         perform membank_private.set_embedding_centroid();
     end if;
-    delete from membank_private.embedding_jobs as j
-    using unnest(memory_names, fact_md5s) as g (name, fact_md5)
-    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
     return _count;
 exception
     when lock_not_available then
@@ -3960,6 +3969,7 @@ declare
     _row membank_private.memories;
     _summary_row membank_private.memories;
     _names uuid [] := array(select (c ->> 'name')::uuid from jsonb_array_elements(o.facts) as c);
+    _topics text [];
 begin
     -- A model may answer {"summary": ...} or, as ai.generate does, plain text.
     _summary := btrim(case when jsonb_typeof(_parsed) = 'object' and jsonb_typeof(_parsed -> 'summary') = 'string'
@@ -3976,7 +3986,7 @@ begin
     perform membank_private.lock_scope(o.scope_id);
     select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
     from (select m.name, m.revision from membank_private.memories as m
-          where m.name = any(_names) and membank_private.is_live(m.expire_time)
+          where m.scope_id = o.scope_id and m.name = any(_names) and membank_private.is_live(m.expire_time)
           order by m.name
           for update) as m;
     select jsonb_agg(c ->> 'name') into _changed
@@ -3992,10 +4002,11 @@ begin
     perform membank_private.set_revision_context(
         jsonb_build_object('operation', o.name, 'action', 'COMPACT'), '{}',
         (select jsonb_agg(c order by n) from jsonb_array_elements(o.facts) with ordinality as x (c, n)));
+    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
+    _topics := array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
+                     order by t limit 32);
     insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata)
-    values (o.scope_id, o.scope, _summary,
-            array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
-                  order by t limit 32),
+    values (o.scope_id, o.scope, _summary, _topics,
             jsonb_build_object('compaction', jsonb_build_object(
                 'operation', o.name, 'replaced', jsonb_array_length(o.facts),
                 'first_create_time', o.facts -> 0 -> 'create_time',
@@ -4006,7 +4017,7 @@ begin
         jsonb_build_object('operation', o.name, 'action', 'COMPACT', 'compacted_into', _summary_row.name), '{}',
         jsonb_build_array(jsonb_build_object('compacted_into', _summary_row.name, 'summary', _summary)));
     for _row in
-        delete from membank_private.memories as m where m.name = any(_names) returning *
+        delete from membank_private.memories as m where m.scope_id = o.scope_id and m.name = any(_names) returning *
     loop
         perform membank_private.record_generated(o.name, _row, 'DELETED');
     end loop;
@@ -4054,7 +4065,8 @@ declare
     _action text;
     _i integer;
 begin
-    select * into _op from membank_private.operations as o where o.name = job.operation_name;
+    select * into _op from membank_private.operations as o
+    where o.scope_id = job.scope_id and o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
     if (membank_private.plan_key(membank_private.consolidation_candidates(
@@ -4064,14 +4076,14 @@ begin
            <> membank_private.profile_plan_key(coalesce(job.profile_plan, '[]')))
        and job.replans < 3 then
         update membank_private.generation_jobs as j set replans = j.replans + 1, plan = null, profile_plan = null
-        where j.id = job.id;
+        where j.scope_id = job.scope_id and j.id = job.id;
         return 'replan';
     end if;
     -- Lock the candidates in name order and read their current revisions.
     select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
     from (select m.name, m.revision
           from membank_private.memories as m
-          where m.name in (select (c ->> 'name')::uuid
+          where m.scope_id = _op.scope_id and m.name in (select (c ->> 'name')::uuid
                            from jsonb_array_elements(job.plan) as p, jsonb_array_elements(p -> 'candidates') as c
                            where c ->> 'name' not like 'fact:%')
             and membank_private.is_live(m.expire_time)
@@ -4125,7 +4137,7 @@ begin
             _results := _results || jsonb_build_object(_i::text, _target);
         elsif _action = 'DELETE' then
             perform membank_private.set_fact_context(_op, _fact, 'DELETE');
-            delete from membank_private.memories as m where m.name = _target::uuid
+            delete from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
@@ -4161,7 +4173,7 @@ begin
         -- The next batch is planned against what this one wrote, in a new transaction.
         update membank_private.generation_jobs as j
         set next_fact = _last + 1, plan = null, profile_plan = null, replans = 0, attempts = 0, last_error = null
-        where j.id = job.id;
+        where j.scope_id = job.scope_id and j.id = job.id;
         return 'next';
     end if;
     perform membank_private.finish_operation(_op.name);
@@ -4205,10 +4217,12 @@ CREATE FUNCTION membank_private.apply_create(o membank_private.operations, fact 
     AS $$
 declare
     _row membank_private.memories;
+    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
+    _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
     insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
-    values (o.scope_id, o.scope, fact_text, array(select jsonb_array_elements_text(fact -> 'topics')),
+    values (o.scope_id, o.scope, fact_text, _topics,
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
@@ -4221,10 +4235,12 @@ CREATE FUNCTION membank_private.apply_creates(operation_name uuid) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
+    _scope_id uuid;
     _op membank_private.operations;
     _fact jsonb;
 begin
-    select * into _op from membank_private.operations as o where o.name = operation_name;
+    _scope_id := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+    select * into _op from membank_private.operations as o where o.scope_id = _scope_id and o.name = operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     for _fact in select f from jsonb_array_elements(_op.facts) as f loop
         perform membank_private.apply_create(_op, _fact, _fact ->> 'fact');
@@ -4387,6 +4403,20 @@ begin
     -- Fail closed: a restricted role with no binding left reaches no scope ({}), never every scope (null).
     return coalesce((select array_agg(b.scope order by b.scope_id) from membank_private.scope_bindings as b
                      where b.role_oid = any(_roles)), '{}');
+end
+$$;
+CREATE FUNCTION membank_private.carry_setting(name text, value text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform set_config(name, value, true);
+    if membank_private.on_citus() then
+        set local citus.propagate_set_commands to 'local';
+        execute format('set local %s to %L', quote_ident(split_part(name, '.', 1))
+                       || case when name like '%.%' then '.' || quote_ident(split_part(name, '.', 2)) else '' end,
+                       value);
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) RETURNS text
@@ -4713,11 +4743,55 @@ CREATE FUNCTION membank_private.cjk_tokens(input text) RETURNS tsvector
         ) as g
     ), ''::tsvector)
 $$;
+CREATE FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size integer) RETURNS TABLE(memory_name uuid, memory_fact text, fact_md5 uuid)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _lease timestamptz := statement_timestamp() + membank_private.embedding_lease();
+    _scope_id uuid;
+    _names uuid [];
+    _left integer := batch_size;
+    _claimed integer;
+begin
+    for _scope_id, _names in select c.scope_id, c.names from membank_private.embedding_candidates(batch_size, _now) as c
+    loop
+        exit when _left <= 0;
+        -- One shard: every table reference names the scope.
+        return query
+        with due as (
+            select j.name, j.fact_md5,
+                   case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+            from membank_private.embedding_jobs as j
+            inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
+            where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
+              and j.retry_time <= _now and j.attempts < 5
+            order by j.retry_time
+            limit _left
+            for update of j skip locked
+        ), leased as (
+            update membank_private.embedding_jobs as j
+            set retry_time = _lease
+            from due as d
+            where j.scope_id = _scope_id and d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        ), stale as (
+            delete from membank_private.embedding_jobs as j
+            using due as d
+            where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        )
+        select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+        get diagnostics _claimed = row_count;
+        _left := _left - _claimed;
+    end loop;
+end
+$$;
 CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select set_config('membank.revision_context', '', true);
+    select membank_private.carry_setting('membank.revision_context', '');
 $$;
 CREATE FUNCTION membank_private.compaction_prompt(o membank_private.operations) RETURNS text
     LANGUAGE sql STABLE
@@ -4868,14 +4942,18 @@ CREATE FUNCTION membank_private.context_profile_lines(scopes jsonb[]) RETURNS js
     ) as p;
 $$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select g -> 'memory' ->> 'name'
-    from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
-    where o.name = operation_name and g ->> 'action' = 'CREATED'
-      and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
-    limit 1;
+declare
+    _scope_id uuid := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+begin
+    return (select g -> 'memory' ->> 'name'
+            from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
+            where o.scope_id = _scope_id and o.name = operation_name and g ->> 'action' = 'CREATED'
+              and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
+            limit 1);
+end
 $$;
 CREATE FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) RETURNS text
     LANGUAGE plpgsql IMMUTABLE
@@ -4961,6 +5039,18 @@ CREATE FUNCTION membank_private.distributed() RETURNS boolean
     RETURN false;
 COMMENT ON FUNCTION membank_private.distributed() IS 'Whether membank''s tables are distributed by scope_id on a Citus cluster: false on one server; membank db
 distribute (990_citus.sql) makes it true. A constant: no catalog read.';
+CREATE FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) RETURNS TABLE(scope_id uuid, names uuid[])
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select c.scope_id, array_agg(c.name order by c.retry_time, c.name)
+    from (select j.scope_id, j.name, j.retry_time from membank_private.embedding_jobs as j
+          where j.retry_time <= now and j.attempts < 5
+          order by j.retry_time
+          limit least(batch_size * 4, 4000)) as c
+    group by c.scope_id
+    order by min(c.retry_time), c.scope_id;
+$$;
 CREATE FUNCTION membank_private.embedding_lease() RETURNS interval
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5131,6 +5221,32 @@ begin
     return jsonb_build_object('index', i, 'candidates', _memories || _facts);
 end
 $$;
+CREATE FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _job record;
+    _count integer := 0;
+begin
+    for _job in
+        select j.scope_id, j.name, j.fact_md5, j.attempts
+        from membank_private.embedding_jobs as j
+        inner join unnest(memory_names, fact_md5s) as g (name, fact_md5)
+            on g.name = j.name and g.fact_md5 = j.fact_md5
+        order by j.scope_id, j.name
+    loop
+        update membank_private.embedding_jobs as j
+        set attempts = _job.attempts + 1,
+            last_error = left(error, 2000),
+            retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
+        where j.scope_id = _job.scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
+        _count := _count + 1;
+    end loop;
+    return _count;
+end
+$$;
 CREATE FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean DEFAULT false) RETURNS membank_private.memories
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5175,17 +5291,27 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb DEFAULT NULL::jsonb) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    delete from membank_private.generation_jobs as j where j.operation_name = finish_operation.operation_name;
+declare
+    -- The operation's scope first, so that each statement below names its shard on Citus.
+    _scope_id uuid := membank_private.operation_scope(operation_name);
+    _stripped record;
+begin
+    delete from membank_private.generation_jobs as j
+    where j.scope_id = _scope_id and j.operation_name = finish_operation.operation_name;
     -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
-    update membank_private.operations as o
-    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
-        source_events = s.source_events, facts = s.facts, profile_values = s.profile_values
+    -- Computed, then written: Citus refuses a function over columns in an UPDATE.
+    select s.* into _stripped
     from membank_private.operations as x
     cross join lateral membank_private.strip_operation_text(x.source_events, x.facts, x.profile_values) as s
-    where o.name = finish_operation.operation_name and x.name = o.name;
+    where x.scope_id = _scope_id and x.name = finish_operation.operation_name;
+    update membank_private.operations as o
+    set done = true, stage = 'DONE', error = finish_operation.error, update_time = statement_timestamp(),
+        source_events = _stripped.source_events, facts = _stripped.facts, profile_values = _stripped.profile_values
+    where o.scope_id = _scope_id and o.name = finish_operation.operation_name;
+end
 $$;
 CREATE TABLE membank_private.ingest_streams (
     scope_id uuid NOT NULL,
@@ -5283,19 +5409,20 @@ CREATE FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) RETURNS 
 declare
     _event_ids text [];
     _facts text [];
+    _op record;
 begin
     select array_agg(distinct s.id) into _event_ids
     from membank_private.memory_revisions as r
     cross join lateral unnest(r.source_event_ids) as s (id)
-    where r.memory_name = forget_memory.name;
+    where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name;
     select array_agg(distinct f.fact) into _facts
     from membank_private.memory_revisions as r
     cross join lateral (values (r.fact), (r.previous_fact)) as f (fact)
-    where r.memory_name = forget_memory.name and f.fact is not null;
+    where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name and f.fact is not null;
     update membank_private.memory_revisions as r
     set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
         metadata = '{}', extracted_memories = null
-    where r.memory_name = forget_memory.name
+    where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name
       and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
            or r.previous_structured_content is not null or r.extracted_memories is not null
            or r.metadata <> '{}');
@@ -5306,30 +5433,40 @@ begin
     where e.scope_id = forget_memory.scope_id and e.event_id = any(_event_ids)
       and (e.text is not null or e.payload ? 'content');
     -- The operations that wrote it: its entries, its source events, the facts given for it.
-    update membank_private.operations as o
-    set generated_memories = membank_private.redact_generated(o.generated_memories, forget_memory.name),
-        source_events = (
+    -- Computed by a query, then written: Citus refuses these expressions
+    -- over columns (a STABLE function, subqueries) in an UPDATE.
+    for _op in
+        select o.name, membank_private.redact_generated(o.generated_memories, forget_memory.name) as generated,
+        (
             select coalesce(jsonb_agg(case when e ->> 'event_id' = any(_event_ids) and e ? 'text'
                                            then (e - 'text') || jsonb_build_object('digest', coalesce(e ->> 'digest',
                                                     membank_private.event_digest(e ->> 'event_id', e ->> 'text')::text))
                                            else e end order by x.n), '[]')
-            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)),
-        facts = (
+            from jsonb_array_elements(o.source_events) with ordinality as x (e, n)) as source_events,
+        (
             select coalesce(jsonb_agg(case when f ->> 'fact' = any(_facts)
                                            then f || '{"fact": null}' else f end order by x.n), '[]')
-            from jsonb_array_elements(o.facts) with ordinality as x (f, n))
-    where o.scope_id = forget_memory.scope_id
-      and (o.generated_memories @> jsonb_build_array(
-               jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)))
-           -- a running operation learning from the same events or facts
-           or exists (select from jsonb_array_elements(o.source_events) as e
-                      where e ->> 'event_id' = any(_event_ids) and e ? 'text')
-           or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)));
+            from jsonb_array_elements(o.facts) with ordinality as x (f, n)) as facts
+        from membank_private.operations as o
+        where o.scope_id = forget_memory.scope_id
+          and (o.generated_memories @> jsonb_build_array(
+                   jsonb_build_object('memory', jsonb_build_object('name', forget_memory.name)))
+               -- a running operation learning from the same events or facts
+               or exists (select from jsonb_array_elements(o.source_events) as e
+                          where e ->> 'event_id' = any(_event_ids) and e ? 'text')
+               or exists (select from jsonb_array_elements(o.facts) as f where f ->> 'fact' = any(_facts)))
+        order by o.name
+        for update
+    loop
+        update membank_private.operations as o
+        set generated_memories = _op.generated, source_events = _op.source_events, facts = _op.facts
+        where o.scope_id = forget_memory.scope_id and o.name = _op.name;
+    end loop;
     -- An error of an operation that learned from the same events or facts:
     -- a model's reply or a provider's message may quote them, so the
     -- message goes (the code, stage and attempts stay).
     update membank_private.operations as o
-    set error = o.error || jsonb_build_object('message', 'redacted: the memory it quoted was purged')
+    set error = o.error || '{"message": "redacted: the memory it quoted was purged"}'::jsonb  -- Citus: no STABLE call
     where o.scope_id = forget_memory.scope_id and o.error ? 'message'
       and o.error ->> 'message' <> 'redacted: the memory it quoted was purged'
       and (exists (select from jsonb_array_elements(o.source_events) as e where e ->> 'event_id' = any(_event_ids))
@@ -5343,13 +5480,25 @@ begin
     -- Items a model offered and the operation rejected, when they name it or
     -- quote one of its texts (any operation of the scope).
     -- Redacted once per row; only the rows it changes are written.
-    update membank_private.operations as o
-    set rejected_items = r.redacted
-    from (select x.name, membank_private.redact_rejected(x.rejected_items, forget_memory.name, _facts) as redacted
-          from membank_private.operations as x
-          where x.scope_id = forget_memory.scope_id and x.rejected_items <> '[]') as r
-    where o.name = r.name and o.rejected_items is distinct from r.redacted;
+    for _op in
+        select r.name, r.redacted from (
+            select x.name, x.rejected_items,
+                   membank_private.redact_rejected(x.rejected_items, forget_memory.name, _facts) as redacted
+            from membank_private.operations as x
+            where x.scope_id = forget_memory.scope_id and x.rejected_items <> '[]') as r
+        where r.rejected_items is distinct from r.redacted
+        order by r.name
+    loop
+        update membank_private.operations as o set rejected_items = _op.redacted
+        where o.scope_id = forget_memory.scope_id and o.name = _op.name;
+    end loop;
 end
+$$;
+CREATE FUNCTION membank_private.generation_job_scope(job_id bigint) RETURNS uuid
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
 $$;
 CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
@@ -5583,6 +5732,46 @@ CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_
                    when utc_offset < interval '0' then '-' || to_char(-utc_offset, 'HH24:MI')
                    else '+' || to_char(utc_offset, 'HH24:MI') end;
 $$;
+CREATE FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) RETURNS TABLE(scope_id uuid, id bigint)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _candidate record;
+    _locked bigint;
+    _left integer := batch_size;
+begin
+    if not membank_private.on_citus() then
+        return query
+        select j.scope_id, j.id from membank_private.generation_jobs as j
+        where j.retry_time <= _now
+          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
+        order by j.retry_time, j.id
+        limit batch_size
+        for update skip locked;
+        return;
+    end if;
+    for _candidate in
+        select j.scope_id, j.id from membank_private.generation_jobs as j
+        where j.retry_time <= _now
+          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
+        order by j.retry_time, j.id
+        limit least(batch_size * 4, 400)
+    loop
+        exit when _left <= 0;
+        _locked := null;
+        select j.id into _locked from membank_private.generation_jobs as j
+        where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
+        for update skip locked;
+        continue when _locked is null;
+        _left := _left - 1;
+        scope_id := _candidate.scope_id;
+        id := _locked;
+        return next;
+    end loop;
+end
+$$;
 CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5593,7 +5782,7 @@ declare
 begin
     -- A local setting made inside a function with a SET clause ends with the
     -- call: the bounded wait applies to this lock only.
-    perform set_config('lock_timeout', _timeout, true);
+    perform membank_private.carry_setting('lock_timeout', _timeout);
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
     for update;
@@ -5731,7 +5920,13 @@ begin
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
             values (new.name, md5(new.fact)::uuid, new.scope_id)
             on conflict do nothing;
-            perform pg_notify('membank_embedding_jobs', '');
+            -- Not on a Citus shard (memories_<shard id>): there it would fire
+            -- on the worker, unheard, and a transaction writing to two
+            -- workers could not commit (2PC refuses a prepared NOTIFY);
+            -- workers of a Citus bank poll (membank worker's poll interval).
+            if tg_table_name = 'memories' then
+                perform pg_notify('membank_embedding_jobs', '');
+            end if;
         end if;
     elsif new.expire_time is distinct from old.expire_time then
         update membank_private.memory_embeddings as e set expire_time = new.expire_time
@@ -5808,7 +6003,10 @@ CREATE FUNCTION membank_private.memory_revisions_immutable() RETURNS trigger
 begin
     -- Erasure (085_erasure.sql) may set a revision's text columns to null;
     -- nothing else about a revision ever changes.
-    if membank_private.is_redacted_update(old, new) then
+    -- The rows as the table's type: on a Citus shard old and new are of the
+    -- shard's own row type (memory_revisions_<shard id>), which no function takes.
+    if membank_private.is_redacted_update(row(old.*)::membank_private.memory_revisions,
+                                          row(new.*)::membank_private.memory_revisions) then
         return new;
     end if;
     raise exception 'memory revisions are immutable'
@@ -5976,6 +6174,18 @@ begin
         _i := _i + 1;
     end loop;
 end
+$$;
+CREATE FUNCTION membank_private.on_citus() RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select exists (select from pg_catalog.pg_extension as x where x.extname = 'citus');
+$$;
+CREATE FUNCTION membank_private.operation_scope(operation_name uuid) RETURNS uuid
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select o.scope_id from membank_private.operations as o where o.name = operation_name;
 $$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -6251,6 +6461,12 @@ declare
 begin
     perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
+    if membank_private.on_citus() then
+        -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
+        _count := membank_private.purge_expired_by_scope(batch_size);
+        perform membank_private.clear_revision_context();
+        return _count;
+    end if;
     -- Scope write locks first, in sorted order (015_scope_locks.sql); a scope
     -- whose lock another write holds is skipped, not waited for: its
     -- expired memories are invisible already and go in a later batch.
@@ -6279,6 +6495,43 @@ begin
     )
     select count(*) into _count from deleted;
     perform membank_private.clear_revision_context();
+    return _count;
+end
+$$;
+CREATE FUNCTION membank_private.purge_expired_by_scope(batch_size integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _deleted bigint;
+    _count bigint := 0;
+begin
+    for _scope_id in
+        select distinct m.scope_id from membank_private.memories as m
+        where m.expire_time <= _now
+        order by m.scope_id
+        limit batch_size
+    loop
+        exit when _count >= batch_size;
+        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+        continue when not found;
+        with batch as (
+            select m.name from membank_private.memories as m
+            where m.scope_id = _scope_id and m.expire_time <= _now
+            order by m.expire_time
+            limit batch_size - _count
+            for update skip locked
+        ), deleted as (
+            delete from membank_private.memories as m
+            using batch as b
+            where m.scope_id = _scope_id and m.name = b.name
+            returning 1
+        )
+        select count(*) into _deleted from deleted;
+        _count := _count + _deleted;
+    end loop;
     return _count;
 end
 $$;
@@ -6373,7 +6626,7 @@ CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_
     set generated_memories = o.generated_memories || jsonb_build_array(jsonb_build_object(
             'memory', to_jsonb(membank_private.to_memory(m)), 'action', action)),
         update_time = statement_timestamp()
-    where o.name = operation_name;
+    where o.scope_id = m.scope_id and o.name = operation_name;  -- the memory's scope is the operation's
 $$;
 CREATE FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid DEFAULT NULL::uuid) RETURNS jsonb
     LANGUAGE plpgsql STABLE
@@ -6502,14 +6755,18 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _scope_id uuid := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+begin
     update membank_private.operations as o
     set rejected_items = o.rejected_items || jsonb_build_array(jsonb_build_object(
-            'stage', stage, 'item', item, 'reason', reason)),
+            'stage', reject_item.stage, 'item', reject_item.item, 'reason', reject_item.reason)),
         update_time = statement_timestamp()
-    where o.name = operation_name;
+    where o.scope_id = _scope_id and o.name = reject_item.operation_name;
+end
 $$;
 CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
@@ -6700,6 +6957,10 @@ declare
 begin
     perform membank_private.refuse_bound_caller('apply_retention');  -- every scope's maintenance
     select * into _s from membank_private.retention_settings;
+    if membank_private.on_citus() then
+        -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
+        return membank_private.retention_by_scope(batch_size, _s.deleted_revisions, _s.finished_operations, _s.events);
+    end if;
     if _s.deleted_revisions is not null then
         -- Memories whose last revision is a deletion older than the window
         -- and that no rollback has brought back.
@@ -6758,6 +7019,120 @@ begin
             returning 1
         )
         select count(*) into _sessions from removed;
+    end if;
+    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
+                              'sessions', _sessions);
+end
+$$;
+CREATE FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_revisions interval, finished_operations interval, events interval) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _keys text [];
+    _n bigint;
+    _revisions bigint := 0;
+    _operations bigint := 0;
+    _events bigint := 0;
+    _sessions bigint := 0;
+begin
+    if retention_by_scope.deleted_revisions is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(distinct g.memory_name::text) from (
+                select r.scope_id, r.memory_name from membank_private.memory_revisions as r
+                where r.action = 'DELETED' and r.create_time < _now - retention_by_scope.deleted_revisions
+                  and not exists (select 1 from membank_private.memories as m
+                                  where m.scope_id = r.scope_id and m.name = r.memory_name)
+                  and not exists (select 1 from membank_private.memory_revisions as l
+                                  where l.scope_id = r.scope_id and l.memory_name = r.memory_name
+                                    and l.revision > r.revision)
+                order by r.create_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with gone as (
+                select r.memory_name, r.revision from membank_private.memory_revisions as r
+                where r.scope_id = _scope_id and r.memory_name = any(_keys::uuid [])
+                  and not exists (select 1 from membank_private.memories as m
+                                  where m.scope_id = _scope_id and m.name = r.memory_name)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.memory_revisions as r using gone as g
+                where r.scope_id = _scope_id and r.memory_name = g.memory_name and r.revision = g.revision
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _revisions := _revisions + _n;
+        end loop;
+    end if;
+    if retention_by_scope.finished_operations is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.name::text) from (
+                select o.scope_id, o.name from membank_private.operations as o
+                where o.done and o.update_time < _now - retention_by_scope.finished_operations
+                order by o.update_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with old as (
+                select o.name from membank_private.operations as o
+                where o.scope_id = _scope_id and o.name = any(_keys::uuid []) and o.done
+                for update skip locked
+            ), removed as (
+                delete from membank_private.operations as o using old
+                where o.scope_id = _scope_id and o.name = old.name
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _operations := _operations + _n;
+        end loop;
+    end if;
+    if retention_by_scope.events is not null then
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
+                select e.scope_id, e.session_id, e.event_id from membank_private.events as e
+                where e.append_time < _now - retention_by_scope.events
+                order by e.append_time
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with old as (
+                select e.session_id, e.event_id from membank_private.events as e
+                where e.scope_id = _scope_id and e.session_id || E'\n' || e.event_id = any(_keys)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.events as e using old
+                where e.scope_id = _scope_id and e.session_id = old.session_id and e.event_id = old.event_id
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _events := _events + _n;
+        end loop;
+        for _scope_id, _keys in
+            select g.scope_id, array_agg(g.session_id) from (
+                select x.scope_id, x.session_id from membank_private.sessions as x
+                where x.update_time < _now - retention_by_scope.events
+                  and not exists (select 1 from membank_private.events as e
+                                  where e.scope_id = x.scope_id and e.session_id = x.session_id)
+                limit batch_size) as g
+            group by g.scope_id order by g.scope_id
+        loop
+            with empty as (
+                select x.session_id from membank_private.sessions as x
+                where x.scope_id = _scope_id and x.session_id = any(_keys)
+                  and not exists (select 1 from membank_private.events as e
+                                  where e.scope_id = _scope_id and e.session_id = x.session_id)
+                for update skip locked
+            ), removed as (
+                delete from membank_private.sessions as x using empty
+                where x.scope_id = _scope_id and x.session_id = empty.session_id
+                returning 1
+            )
+            select count(*) into _n from removed;
+            _sessions := _sessions + _n;
+        end loop;
     end if;
     return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
                               'sessions', _sessions);
@@ -6841,6 +7216,23 @@ begin
                   detail = 'argument: name';
     end if;
     return _found;
+end
+$$;
+CREATE FUNCTION membank_private.run_on_node(node_name text, node_port integer, command text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _ok boolean;
+    _result text;
+begin
+    select r.success, r.result into _ok, _result
+    from master_run_on_worker(array[node_name], array[node_port], array[command], false) as r;
+    if not _ok then
+        raise exception 'command on %:% failed: %', node_name, node_port, _result
+            using errcode = 'external_routine_exception', detail = command;
+    end if;
+    return _result;
 end
 $$;
 CREATE FUNCTION membank_private.said_text(t jsonb) RETURNS text
@@ -6974,6 +7366,79 @@ begin
     return _setting;
 end
 $_$;
+CREATE FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) RETURNS TABLE(action text, scope_id uuid, memories bigint, index_name text, statement text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _existing jsonb;
+    _counts jsonb;
+begin
+    -- The per-scope indexes on every worker's shards, from their catalogs.
+    select coalesce(jsonb_agg(x.e || jsonb_build_object('node_name', w.nodename, 'node_port', w.nodeport)), '[]')
+    into _existing
+    from run_command_on_workers(
+        'select coalesce(json_agg(json_build_object(''index_name'', c.relname, ''valid'','
+        || ' i.indisvalid and i.indisready)), ''[]'') from pg_catalog.pg_index as i'
+        || ' join pg_catalog.pg_class as c on c.oid = i.indexrelid'
+        || ' where c.relnamespace = ''membank_private''::regnamespace'
+        || ' and c.relname ~ ''^scope_hnsw_[0-9a-f]{32}_[0-9]+$''') as w
+    cross join lateral jsonb_array_elements(w.result::jsonb) as x (e)
+    where w.success;
+    -- Memory counts of the scopes that want one (as on one server: from
+    -- min_memories, kept down to half of it) or have one: a plain read over
+    -- the shards; the plan below is joined on the coordinator.
+    select coalesce(jsonb_object_agg(s.scope_id::text, s.doc_count), '{}') into _counts
+    from membank_private.scope_stats as s
+    where s.doc_count >= min_memories / 2
+       or s.scope_id = any(array(select substr(e ->> 'index_name', 12, 32)::uuid
+                                 from jsonb_array_elements(_existing) as e));
+    return query
+    with wanted as (
+        select c.key::uuid as scope_id, (c.value #>> '{}')::bigint as memories,
+               membank_private.scope_hnsw_index_name(c.key::uuid, scope_vector_index_plan_on_shards.dimension) as index_name
+        from jsonb_each(_counts) as c
+        where scope_vector_index_plan_on_shards.dimension is not null and (c.value #>> '{}')::bigint >= min_memories / 2
+    ), existing as (
+        select e ->> 'node_name' as node_name, (e ->> 'node_port')::integer as node_port,
+               e ->> 'index_name' as index_name, substr(e ->> 'index_name', 12, 32)::uuid as scope_id,
+               (e ->> 'valid')::boolean as valid
+        from jsonb_array_elements(_existing) as e
+    ), placed as (
+        -- Where each wanted scope's shard of memory_embeddings is.
+        select w.scope_id, w.memories, w.index_name, p.nodename::text as node_name, p.nodeport::integer as node_port,
+               shard_name('membank_private.memory_embeddings'::regclass, p.shardid) as shard
+        from wanted as w
+        inner join pg_dist_shard_placement as p
+            on p.shardid = get_shard_id_for_distribution_column('membank_private.memory_embeddings', w.scope_id)
+    ), actions as (
+        select 'drop' as action, x.index_name, x.scope_id,
+               coalesce((_counts ->> x.scope_id::text)::bigint, 0) as memories,
+               format('select membank_private.run_on_node(%L, %s, %L)', x.node_name, x.node_port,
+                      format('drop index concurrently if exists membank_private.%I', x.index_name)) as statement,
+               1 as step
+        from existing as x
+        left join wanted as w on w.index_name = x.index_name
+        where w.index_name is null or not x.valid
+        union all
+        select 'create', p.index_name, p.scope_id, p.memories,
+               format('select membank_private.run_on_node(%L, %s, %L)', p.node_name, p.node_port,
+                      format('create index concurrently if not exists %I on %s'
+                             ' using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops)'
+                             ' with (m = 16, ef_construction = 64)'
+                             ' where scope_id = %L::uuid and %I.vector_dims(embedding) = %s',
+                             p.index_name, p.shard, vector_schema, scope_vector_index_plan_on_shards.dimension, vector_schema, p.scope_id,
+                             vector_schema, scope_vector_index_plan_on_shards.dimension)),
+               2
+        from placed as p
+        left join existing as x on x.index_name = p.index_name and x.node_port = p.node_port
+        where (x.index_name is null and p.memories >= min_memories) or not x.valid
+    )
+    select a.action, a.scope_id, a.memories, a.index_name, a.statement
+    from actions as a
+    order by a.step, a.memories desc nulls last, a.index_name;
+end
+$_$;
 CREATE TABLE membank_private.sessions (
     scope_id uuid NOT NULL,
     session_id text NOT NULL,
@@ -7061,10 +7526,11 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select set_config('membank.revision_context', jsonb_build_object(
+    -- carry_setting: on Citus the trigger reading it runs on the worker (015_scope_locks.sql).
+    select membank_private.carry_setting('membank.revision_context', jsonb_build_object(
         'labels', coalesce(labels, '{}'),
         'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
-        'extracted_memories', extracted_memories)::text, true);
+        'extracted_memories', extracted_memories)::text);
 $$;
 CREATE FUNCTION membank_private.shell_operators(command text) RETURNS text[]
     LANGUAGE sql IMMUTABLE
@@ -7164,6 +7630,95 @@ begin
         _pieces := _pieces || _current;
     end if;
     return _pieces;
+end
+$$;
+CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _centroid vector := (select c.centroid from membank_private.embedding_config as c);
+    _scope_id uuid;
+    _names uuid [];
+    _locked uuid [];
+    _stored integer;
+    _count integer := 0;
+    _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
+                            from unnest(memory_names, fact_md5s) as g (name, fact_md5));
+begin
+    -- The scopes of the names (their jobs), read without locks.
+    for _scope_id, _names in
+        select j.scope_id, array_agg(distinct j.name order by j.name)
+        from membank_private.embedding_jobs as j
+        where j.name = any(memory_names)
+        group by j.scope_id
+        order by j.scope_id
+    loop
+        -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
+        _locked := array(select m.name from membank_private.memories as m
+                         where m.scope_id = _scope_id and m.name = any(_names)
+                         order by m.name for key share skip locked);
+        insert into membank_private.memory_embeddings as e (
+            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+        )
+        select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
+               g.embedding::vector, membank_private.quantize(g.embedding::vector, _centroid)
+        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        inner join membank_private.memories as m
+            on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+        where g.name = any(_locked)
+        on conflict (name, scope_id) do update
+        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+        get diagnostics _stored = row_count;
+        _count := _count + _stored;
+        delete from membank_private.embedding_jobs as j
+        where j.scope_id = _scope_id and j.name = any(_locked)
+          and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
+    end loop;
+    return _count;
+end
+$$;
+CREATE FUNCTION membank_private.store_embeddings_here(model_id text, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _count integer;
+    _locked uuid [];
+begin
+    -- The memories first (015_scope_locks.sql: a memory before its vector
+    -- and jobs), FOR KEY SHARE as the vector's foreign key would take them;
+    -- one that a delete or update holds is skipped: its job stays, and the
+    -- change deletes it (cascade) or makes it stale.
+    _locked := array(select m.name from membank_private.memories as m
+                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
+    with given as (
+        select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
+        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+        where g.name::uuid = any(_locked)
+    ), stored as (
+        insert into membank_private.memory_embeddings as e (
+            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+        )
+        select g.name, m.scope_id, store_embeddings_here.model_id, g.fact_md5, m.expire_time, g.embedding,
+               membank_private.quantize(g.embedding, c.centroid)
+        from given as g
+        cross join membank_private.embedding_config as c
+        inner join membank_private.memories as m
+            on m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+        on conflict (name, scope_id) do update
+        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq,
+            create_time = statement_timestamp()
+        returning 1
+    )
+    select count(*) into _count from stored;
+    delete from membank_private.embedding_jobs as j
+    using unnest(memory_names, fact_md5s) as g (name, fact_md5)
+    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
+    return _count;
 end
 $$;
 CREATE FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) RETURNS text
@@ -8832,6 +9387,7 @@ REVOKE ALL ON FUNCTION membank_private.bank_generation_rule() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_role_oids() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.carry_setting(name text, value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
@@ -8841,6 +9397,7 @@ REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revisio
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_schema() FROM PUBLIC;
@@ -8857,6 +9414,7 @@ REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_ru
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_digest(event_id text, event_text text) FROM PUBLIC;
@@ -8866,11 +9424,13 @@ REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.opera
 REVOKE ALL ON FUNCTION membank_private.extraction_reply_schema(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
@@ -8880,6 +9440,7 @@ REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time z
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
@@ -8894,6 +9455,8 @@ REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, ne
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.on_citus() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.operation_scope(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_model_json(reply text, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.parse_name(name text, argument text, kind text) FROM PUBLIC;
@@ -8913,6 +9476,7 @@ REVOKE ALL ON FUNCTION membank_private.profile_prompt(profile_schemas jsonb) FRO
 REVOKE ALL ON FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.purge_expired_by_scope(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
@@ -8933,9 +9497,11 @@ REVOKE ALL ON FUNCTION membank_private.resolve_role(role name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_revisions interval, finished_operations interval, events interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port integer, command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
@@ -8943,6 +9509,7 @@ REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dime
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
@@ -8952,6 +9519,8 @@ REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_embeddings_here(model_id text, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
