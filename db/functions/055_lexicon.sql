@@ -3,6 +3,90 @@
 -- (one memory or a 10,000-row purge) into one upsert. Writers of one scope
 -- take a transaction-level advisory lock on it first (see below).
 
+-- A memory's full-text vector (memories.fts, migrations 0008 and 0012) is
+-- computed on every write, so its functions are redefined here in PL/pgSQL
+-- with the same results as the SQL definitions of migration 0008: a SQL
+-- function with a SET clause is never inlined and is planned on every call
+-- (text_language's join cost ~40 us per call), and every memory without a
+-- context paid that for fact_tsvector('') too. tests/test_multilingual.py
+-- compares them with 0008's definitions on LoCoMo and the multilingual set.
+
+-- name: text_language: the text search configuration of a text's language (detected).
+-- Russian for Cyrillic; otherwise the Latin-script language whose function
+-- words the (unaccented, lower-cased) text uses most, english when none or
+-- on a tie with english, else the first by name.
+create or replace function membank_private.text_language(input text)
+returns regconfig
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _words text [];
+    _config regconfig;
+begin
+    if input ~ '[\u0400-\u04ff]' then
+        return 'russian'::regconfig;
+    end if;
+    _words := regexp_split_to_array(lower(membank_private.unaccent_text(input)), '[^a-z]+');
+    -- No German, French or Spanish function word: english, as the vote below would say.
+    if not coalesce(_words && array[
+        'der', 'die', 'das', 'und', 'ist', 'ich', 'nicht', 'mit', 'ein', 'eine', 'zu', 'den', 'auf', 'sie', 'es',
+        'wir', 'mein', 'meine', 'hat', 'im', 'dem', 'sind', 'war', 'auch', 'fur', 'von', 'wie', 'was', 'bei', 'einen',
+        'le', 'la', 'les', 'et', 'est', 'je', 'un', 'une', 'des', 'du', 'pas', 'que', 'qui', 'dans', 'avec', 'mon',
+        'ma', 'mes', 'pour', 'il', 'elle', 'nous', 'sont', 'au', 'aux', 'ce', 'sur', 'ou', 'vous', 'ai', 'suis',
+        'el', 'los', 'las', 'y', 'yo', 'una', 'en', 'con', 'por', 'para', 'mi', 'muy', 'pero', 'esta', 'su', 'del', 'al',
+        'se', 'lo', 'como', 'mis', 'son', 'tiene', 'hay', 'donde'], false) then
+        return 'english'::regconfig;
+    end if;
+    select w.config into _config
+    from unnest(_words) as t (word)
+    inner join (values
+        ('english'::regconfig, array['the', 'and', 'is', 'are', 'was', 'were', 'to', 'of', 'in', 'my', 'you',
+                                     'it', 'that', 'with', 'for', 'have', 'has', 'what', 'did', 'this', 'on',
+                                     'at', 'i', 'we', 'be', 'not', 'she', 'he', 'they', 'her', 'his', 'do']),
+        ('german'::regconfig, array['der', 'die', 'das', 'und', 'ist', 'ich', 'nicht', 'mit', 'ein', 'eine',
+                                    'zu', 'den', 'auf', 'sie', 'es', 'wir', 'mein', 'meine', 'hat', 'im', 'dem',
+                                    'sind', 'war', 'auch', 'fur', 'von', 'wie', 'was', 'bei', 'einen']),
+        ('french'::regconfig, array['le', 'la', 'les', 'et', 'est', 'je', 'un', 'une', 'des', 'du', 'pas', 'que',
+                                    'qui', 'dans', 'avec', 'mon', 'ma', 'mes', 'pour', 'il', 'elle', 'nous',
+                                    'sont', 'au', 'aux', 'ce', 'sur', 'ou', 'vous', 'ai', 'suis']),
+        ('spanish'::regconfig, array['el', 'la', 'los', 'las', 'y', 'es', 'yo', 'un', 'una', 'que', 'en', 'con',
+                                     'por', 'para', 'mi', 'muy', 'pero', 'esta', 'su', 'del', 'al', 'se', 'lo',
+                                     'como', 'mis', 'son', 'tiene', 'hay', 'donde'])
+    ) as w (config, words) on t.word = any(w.words)
+    group by w.config
+    order by count(*) desc, w.config = 'english'::regconfig desc, w.config::text
+    limit 1;
+    return coalesce(_config, 'english'::regconfig);
+end
+$$;
+
+-- name: fact_tsvector: a fact's full-text vector, in its language, with CJK unigrams and bigrams.
+create or replace function membank_private.fact_tsvector(input text)
+returns tsvector
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if input = '' then
+        return ''::tsvector;  -- a memory without a context: nothing to detect
+    end if;
+    if input !~ '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]' then
+        return to_tsvector(membank_private.text_language(input), membank_private.unaccent_text(input));
+    end if;
+    return to_tsvector(
+        membank_private.text_language(input),
+        membank_private.unaccent_text(
+            regexp_replace(input, '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'))
+    ) || membank_private.cjk_tokens(input);
+end
+$$;
 -- name: memories_count_lexemes: add the lexemes of new rows, subtract those of old rows.
 create or replace function membank_private.memories_count_lexemes()
 returns trigger
