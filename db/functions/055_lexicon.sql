@@ -100,6 +100,7 @@ declare
     _signs integer [];
     _scope_id uuid;
     _lexemes text [];
+    _write xid8 := pg_current_xact_id();
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -134,13 +135,17 @@ begin
     order by d.scope_id, l.lexeme
     on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
 
-    insert into membank_private.scope_stats as s (scope_id, doc_count)
-    select d.scope_id, sum(d.sign)
+    -- last_write: this transaction wrote the scope's memories, so a
+    -- consolidation plan made before it searches its candidates again
+    -- (candidates_stamp, 093_consolidation.sql). Every statement sets it,
+    -- an UPDATE too (a changed fact moves the candidates without changing
+    -- the count).
+    insert into membank_private.scope_stats as s (scope_id, doc_count, last_write)
+    select d.scope_id, sum(d.sign), _write
     from unnest(_scope_ids, _signs) as d (scope_id, sign)
     group by d.scope_id
-    having sum(d.sign) <> 0
     order by d.scope_id
-    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count, last_write = excluded.last_write;
 
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).

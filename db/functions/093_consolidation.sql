@@ -126,6 +126,55 @@ begin
 end
 $$;
 
+-- name: candidates_stamp: what a scope's candidate searches read, as of now (see candidates_unchanged).
+-- Read before the candidates are searched, so that a write committed in
+-- between shows as a change. The searches (retrieve_memories) read the
+-- scope's memories and their revisions (last_write: every statement that
+-- writes them sets it, under the scope's write lock), its vectors and
+-- pending embedding jobs (counted: they are only added without a memory
+-- write), the bank's embedding configuration (model, centroid), the
+-- scope's per-scope HNSW index, and the clock (expiry).
+create or replace function membank_private.candidates_stamp(scope_id uuid)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_build_object(
+        'last_write', (select s.last_write::text from membank_private.scope_stats as s
+                       where s.scope_id = candidates_stamp.scope_id),
+        'vectors', (select count(*) from membank_private.memory_embeddings as e
+                    where e.scope_id = candidates_stamp.scope_id),
+        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
+                           where j.scope_id = candidates_stamp.scope_id),
+        'embedding_config', (select md5(c::text) from membank_private.embedding_config as c),
+        'hnsw', (select membank_private.scope_hnsw_ready(candidates_stamp.scope_id, c.dimension)
+                 from membank_private.embedding_config as c),
+        'time', statement_timestamp());
+$$;
+
+-- name: candidates_unchanged: true when the candidates searched after stamp was read would be found again now.
+-- The searches are deterministic (ties broken by fact and name), so the same
+-- inputs give the same lists; no memory of the scope may have expired since.
+-- Called by apply_consolidation under the scope's write lock: a writer that
+-- was running when the stamp was read has committed since, and changed it.
+create or replace function membank_private.candidates_unchanged(scope_id uuid, stamp jsonb)
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case when jsonb_typeof(stamp) is distinct from 'object' then false  -- a plan made without one
+                else membank_private.candidates_stamp(scope_id) - 'time' = stamp - 'time'
+                     and not exists (select from membank_private.memories as m
+                                     where m.scope_id = candidates_unchanged.scope_id
+                                       and m.expire_time > (stamp ->> 'time')::timestamptz
+                                       and m.expire_time <= statement_timestamp())
+           end;
+$$;
+
 -- name: plan_key: what must not change between planning and applying: per fact, candidate names and revisions.
 create or replace function membank_private.plan_key(plan jsonb)
 returns jsonb

@@ -102,6 +102,7 @@ declare
     _plan jsonb;
     _profile_plan jsonb;
     _merges jsonb;
+    _stamp jsonb;
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
@@ -133,11 +134,14 @@ begin
         where j.id = _job.id
         returning * into _job;
     end if;
+    -- What the candidates are searched in, read first (candidates_stamp, 093_consolidation.sql).
+    _stamp := membank_private.candidates_stamp(_op.scope_id);
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
-    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan where j.id = _job.id;
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan, plan_stamp = _stamp
+    where j.id = _job.id;
     _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
                 from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
