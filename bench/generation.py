@@ -30,6 +30,7 @@ pg_stat_user_functions (track_functions = all), the SQL functions that spent it 
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -164,6 +165,15 @@ def compare(files: list[Path], urls: dict[str, str], rounds: int) -> None:
             if measured[a] and measured[b]:
                 line += f", database ms/event {(db_ms[a] / events[a]) / (db_ms[b] / events[b]):.2f}x"
             print(line)
+        kept = {db: {json.dumps(r[0], sort_keys=True): r[1] for r in conn.execute(
+                    "select scope, array_agg(coalesce(fact, structured_content::text) order by coalesce(fact, structured_content::text))"
+                    " from membank_private.memories group by scope").fetchall()}
+                for db, conn in stats.items()}
+        if len(kept) == 2:
+            a, b = kept.values()
+            same = sum(1 for k in a if a[k] == b.get(k))
+            print(f"  the same memories in both databases: {same} of {len(set(a) | set(b))} scopes"
+                  f" ({sum(len(v) for v in a.values())} and {sum(len(v) for v in b.values())} memories)")
         for db, conn in stats.items():
             rows = conn.execute("""
                 select funcname, calls, self_time, total_time from pg_stat_user_functions

@@ -57,14 +57,24 @@ declare
     _memories jsonb;
     _facts jsonb;
 begin
+    -- event_time as memory_event_time gives it, from the latest revision read
+    -- here by scope_id and name (one index probe, on the scope's shard).
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
                'similarity', round(r.similarity::numeric, 4),
-               'event_time', membank_private.memory_event_time(r.name)) order by r.score desc, r.name), '[]')
+               'event_time', (select max((x ->> 'event_time')::timestamptz)
+                              from jsonb_array_elements(case when jsonb_typeof(v.extracted_memories) = 'array'
+                                                             then v.extracted_memories else '[]' end) as x))
+               order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
         scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
+    left join lateral (
+        select v.extracted_memories from membank_private.memory_revisions as v
+        where v.scope_id = o.scope_id and v.memory_name = r.name
+        order by v.revision desc
+        limit 1) as v on true
     where r.memory_type = 'NATURAL_LANGUAGE';
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',

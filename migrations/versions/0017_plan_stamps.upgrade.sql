@@ -1,3 +1,38 @@
--- 0017: the last writing transaction per scope, and the stamp a consolidation plan was made against.
+-- 0017: the last writing transaction per scope, the stamp a consolidation
+-- plan was made against, and the lexicon's appended counts.
 alter table membank_private.scope_stats add column last_write xid8;
 alter table membank_private.generation_jobs add column plan_stamp jsonb;
+
+-- Document-frequency changes of a scope's second and later INSERT
+-- statements in one transaction are appended to scope_lexicon_delta instead
+-- of updating the same rows again (a row updated n times in one transaction
+-- is a chain of n versions that every later update walks); the scope's next
+-- statement that is not such an INSERT folds them into scope_lexicon_base
+-- (db/functions/055_lexicon.sql). scope_lexicon, what readers read, is their
+-- sum.
+alter table membank_private.scope_lexicon rename to scope_lexicon_base;
+create table membank_private.scope_lexicon_delta (
+    scope_id uuid not null,
+    lexeme text not null,
+    doc_count integer not null
+);
+create index scope_lexicon_delta_idx on membank_private.scope_lexicon_delta (scope_id, lexeme);
+create view membank_private.scope_lexicon as
+select
+    c.scope_id,
+    c.lexeme,
+    sum(c.doc_count)::integer as doc_count
+from (
+    select
+        b.scope_id,
+        b.lexeme,
+        b.doc_count
+    from membank_private.scope_lexicon_base as b
+    union all
+    select
+        d.scope_id,
+        d.lexeme,
+        d.doc_count
+    from membank_private.scope_lexicon_delta as d
+) as c
+group by c.scope_id, c.lexeme;
