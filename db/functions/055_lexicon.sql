@@ -110,6 +110,12 @@ declare
     _write xid8 := pg_current_xact_id();
     _pending_lexemes text [];
     _pending_counts integer [];
+    _pending_count bigint;
+    _count bigint;
+    _written boolean;
+    _scopes uuid [];
+    _counts bigint [];
+    _i integer;
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -127,32 +133,45 @@ begin
               select o.scope_id, o.fts, -1 from old_rows as o) as r;
     end if;
 
-    -- One writer per scope at a time, until its transaction ends. Without
-    -- it, two transactions that each write twice to one scope lock word
-    -- rows in opposite orders and deadlock (tested). Scopes are locked in
-    -- sorted order, so a statement writing several scopes cannot deadlock
-    -- against another such statement.
-    perform membank_private.lock_scope(d.scope_id)
-    from (select distinct x.scope_id from unnest(_scope_ids) as x (scope_id) order by 1) as d;
-
-    -- A scope's second and later INSERT statements in one transaction (a
-    -- bulk load, a consolidation creating several memories) append their
-    -- counts to scope_lexicon_delta: updating the same word rows again
-    -- would leave one more row version per statement for every later
-    -- update to walk (2,000 creates in one transaction: 0.64 ms each). Any
-    -- other statement folds the appended counts into scope_lexicon_base first, so
-    -- a deletion or purge leaves no count of a forgotten word behind.
-    -- Readers read their sum, the view scope_lexicon (migration 0017). Per
-    -- scope with scope_id = a constant, as the deletions below.
-    for _scope_id in select distinct x.scope_id from unnest(_scope_ids) as x (scope_id) order by 1 loop
-        if tg_op = 'INSERT' and exists (select from membank_private.scope_stats as s
-                                        where s.scope_id = _scope_id and s.last_write = _write) then
+    -- Per scope, in scope_id order, with scope_id = a constant in every
+    -- statement (on Citus these run from the shard's trigger, where only such
+    -- a statement stays on the shard).
+    select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
+    into _scopes, _counts
+    from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
+          group by d.scope_id) as c;
+    for _i in 1 .. coalesce(cardinality(_scopes), 0) loop
+        _scope_id := _scopes[_i];
+        _count := _counts[_i];
+        -- One writer per scope at a time, until its transaction ends. Without
+        -- it, two transactions that each write twice to one scope lock word
+        -- rows in opposite orders and deadlock (tested). Scopes are locked in
+        -- sorted order, so a statement writing several scopes cannot deadlock
+        -- against another such statement. A scope this transaction wrote
+        -- before (last_write, below) is locked already: the lock and that
+        -- write commit or roll back together.
+        _written := exists (select from membank_private.scope_stats_base as s
+                            where s.scope_id = _scope_id and s.last_write = _write);
+        if not _written then
+            perform membank_private.lock_scope(_scope_id);
+        end if;
+        -- A scope's second and later INSERT statements in one transaction (a
+        -- bulk load, a consolidation creating several memories) append their
+        -- counts (scope_lexicon_delta, scope_stats_delta): updating the same
+        -- rows again would leave one more row version per statement for
+        -- every later update to walk (2,000 creates in one transaction: 0.64
+        -- ms each). Any other statement folds the appended counts in first,
+        -- so a deletion or purge leaves no count of a forgotten word behind.
+        -- Readers read the sums, the views scope_lexicon and scope_stats
+        -- (migration 0017).
+        if tg_op = 'INSERT' and _written then
             insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
             cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
             where d.scope_id = _scope_id
             group by l.lexeme;
+            insert into membank_private.scope_stats_delta (scope_id, doc_count) values (_scope_id, _count);
             continue;
         end if;
         with pending as (
@@ -173,19 +192,21 @@ begin
         having sum(c.doc_count) <> 0
         order by c.lexeme
         on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        with pending as (
+            delete from membank_private.scope_stats_delta as p where p.scope_id = _scope_id returning p.doc_count
+        )
+        select coalesce(sum(p.doc_count), 0) into _pending_count from pending as p;
+        _count := _count + _pending_count;
+        -- last_write: this transaction wrote the scope's memories, so a
+        -- consolidation plan made before it searches its candidates again
+        -- (candidates_stamp, 093_consolidation.sql). Every statement that
+        -- gets here sets it, an UPDATE too (a changed fact moves the
+        -- candidates without changing the count).
+        insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write)
+        values (_scope_id, _count, _write)
+        on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
+                                             last_write = excluded.last_write;
     end loop;
-
-    -- last_write: this transaction wrote the scope's memories, so a
-    -- consolidation plan made before it searches its candidates again
-    -- (candidates_stamp, 093_consolidation.sql). Every statement sets it,
-    -- an UPDATE too (a changed fact moves the candidates without changing
-    -- the count).
-    insert into membank_private.scope_stats as s (scope_id, doc_count, last_write)
-    select d.scope_id, sum(d.sign), _write
-    from unnest(_scope_ids, _signs) as d (scope_id, sign)
-    group by d.scope_id
-    order by d.scope_id
-    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count, last_write = excluded.last_write;
 
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).
@@ -202,7 +223,7 @@ begin
                 where d.sign < 0 and d.scope_id = _scope_id);
             delete from membank_private.scope_lexicon_base as x
             where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
-            delete from membank_private.scope_stats as s where s.scope_id = _scope_id and s.doc_count <= 0;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
         end loop;
     end if;
     return null;

@@ -465,7 +465,8 @@ begin
         if not exists (select from membank_private.memories as m where m.scope_id = _scope_id) then
             delete from membank_private.scope_lexicon_base as l where l.scope_id = _scope_id;
             delete from membank_private.scope_lexicon_delta as l where l.scope_id = _scope_id;
-            delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+            delete from membank_private.scope_stats_delta as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
         where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade

@@ -9,8 +9,11 @@ alter table membank_private.generation_jobs add column plan_stamp jsonb;
 -- is a chain of n versions that every later update walks); the scope's next
 -- statement that is not such an INSERT folds them into scope_lexicon_base
 -- (db/functions/055_lexicon.sql). scope_lexicon, what readers read, is their
--- sum.
+-- sum. The scope's document count likewise (scope_stats: scope_stats_base
+-- plus scope_stats_delta; last_write stays on the base row, which the
+-- transaction's first statement set).
 alter table membank_private.scope_lexicon rename to scope_lexicon_base;
+alter table membank_private.scope_stats rename to scope_stats_base;
 create table membank_private.scope_lexicon_delta (
     scope_id uuid not null,
     lexeme text not null,
@@ -36,3 +39,18 @@ from (
     from membank_private.scope_lexicon_delta as d
 ) as c
 group by c.scope_id, c.lexeme;
+
+create table membank_private.scope_stats_delta (
+    scope_id uuid not null,
+    doc_count integer not null
+);
+create index scope_stats_delta_idx on membank_private.scope_stats_delta (scope_id);
+create view membank_private.scope_stats as
+select
+    b.scope_id,
+    b.last_write,
+    (b.doc_count + coalesce((
+        select sum(d.doc_count) from membank_private.scope_stats_delta as d
+        where d.scope_id = b.scope_id
+    ), 0))::integer as doc_count
+from membank_private.scope_stats_base as b;
