@@ -113,6 +113,7 @@ declare
     _pending_count bigint;
     _count bigint;
     _written boolean;
+    _pending boolean;
     _scopes uuid [];
     _counts bigint [];
     _i integer;
@@ -150,8 +151,10 @@ begin
         -- against another such statement. A scope this transaction wrote
         -- before (last_write, below) is locked already: the lock and that
         -- write commit or roll back together.
-        _written := exists (select from membank_private.scope_stats_base as s
-                            where s.scope_id = _scope_id and s.last_write = _write);
+        select coalesce(s.last_write = _write, false), coalesce(s.pending, false) into _written, _pending
+        from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+        _written := coalesce(_written, false);
+        _pending := coalesce(_pending, false);
         if not _written then
             perform membank_private.lock_scope(_scope_id);
         end if;
@@ -172,13 +175,27 @@ begin
             where d.scope_id = _scope_id
             group by l.lexeme;
             insert into membank_private.scope_stats_delta (scope_id, doc_count) values (_scope_id, _count);
+            if not _pending then  -- once per transaction: readers and the fold look at the appended rows
+                update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
+            end if;
             continue;
         end if;
-        with pending as (
-            delete from membank_private.scope_lexicon_delta as p where p.scope_id = _scope_id
-            returning p.lexeme, p.doc_count
-        )
-        select array_agg(p.lexeme), array_agg(p.doc_count) into _pending_lexemes, _pending_counts from pending as p;
+        _pending_lexemes := null;
+        _pending_counts := null;
+        _pending_count := 0;
+        if _pending then
+            with pending as (
+                delete from membank_private.scope_lexicon_delta as p where p.scope_id = _scope_id
+                returning p.lexeme, p.doc_count
+            )
+            select array_agg(p.lexeme), array_agg(p.doc_count) into _pending_lexemes, _pending_counts
+            from pending as p;
+            with pending as (
+                delete from membank_private.scope_stats_delta as p where p.scope_id = _scope_id
+                returning p.doc_count
+            )
+            select coalesce(sum(p.doc_count), 0) into _pending_count from pending as p;
+        end if;
         insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
         select _scope_id, c.lexeme, sum(c.doc_count)
         from (select l.lexeme, d.sign as doc_count
@@ -192,20 +209,16 @@ begin
         having sum(c.doc_count) <> 0
         order by c.lexeme
         on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
-        with pending as (
-            delete from membank_private.scope_stats_delta as p where p.scope_id = _scope_id returning p.doc_count
-        )
-        select coalesce(sum(p.doc_count), 0) into _pending_count from pending as p;
         _count := _count + _pending_count;
         -- last_write: this transaction wrote the scope's memories, so a
         -- consolidation plan made before it searches its candidates again
         -- (candidates_stamp, 093_consolidation.sql). Every statement that
         -- gets here sets it, an UPDATE too (a changed fact moves the
         -- candidates without changing the count).
-        insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write)
-        values (_scope_id, _count, _write)
+        insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
+        values (_scope_id, _count, _write, false)
         on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
-                                             last_write = excluded.last_write;
+                                             last_write = excluded.last_write, pending = false;
     end loop;
 
     -- A word no memory of the scope holds any more is forgotten with it: no

@@ -26,3 +26,4 @@ drop table membank_private.scope_lexicon_delta;
 alter table membank_private.scope_lexicon_base rename to scope_lexicon;
 alter table membank_private.generation_jobs drop column plan_stamp;
 alter table membank_private.scope_stats drop column last_write;
+alter table membank_private.scope_stats drop column pending;

@@ -1,6 +1,9 @@
 -- 0017: the last writing transaction per scope, the stamp a consolidation
 -- plan was made against, and the lexicon's appended counts.
 alter table membank_private.scope_stats add column last_write xid8;
+-- true while the scope has appended counts (below) not folded in yet: nothing
+-- reads or folds the appended tables of a scope without.
+alter table membank_private.scope_stats add column pending boolean not null default false;
 alter table membank_private.generation_jobs add column plan_stamp jsonb;
 
 -- Document-frequency changes of a scope's second and later INSERT
@@ -36,7 +39,9 @@ from (
         d.scope_id,
         d.lexeme,
         d.doc_count
-    from membank_private.scope_lexicon_delta as d
+    from membank_private.scope_stats_base as s
+    inner join membank_private.scope_lexicon_delta as d on s.scope_id = d.scope_id
+    where s.pending
 ) as c
 group by c.scope_id, c.lexeme;
 
@@ -49,8 +54,8 @@ create view membank_private.scope_stats as
 select
     b.scope_id,
     b.last_write,
-    (b.doc_count + coalesce((
+    (b.doc_count + case when b.pending then coalesce((
         select sum(d.doc_count) from membank_private.scope_stats_delta as d
         where d.scope_id = b.scope_id
-    ), 0))::integer as doc_count
+    ), 0) else 0 end)::integer as doc_count
 from membank_private.scope_stats_base as b;
