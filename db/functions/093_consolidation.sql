@@ -5,7 +5,9 @@
 -- Concurrency (DESIGN.md): the plan is made outside locks against a
 -- snapshot (candidate names and revisions, kept on the job). To apply, the
 -- scope's write lock is taken (015_scope_locks.sql), the candidates are
--- searched again, and if they differ from what the model saw, the job is
+-- searched again (only when what they are searched in changed since the
+-- plan: candidates_unchanged below), and if they differ from what the
+-- model saw, the job is
 -- re-planned (at most 3 times) while the lock is held, so the next plan
 -- applies. Candidate rows are then locked FOR UPDATE in name order and
 -- their revisions checked. Two workers consolidating "I love cats" and

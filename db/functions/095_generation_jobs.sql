@@ -293,8 +293,9 @@ escapes are repaired. EXTRACT: the batch's accepted facts join the operation's (
 batch); after the last batch the facts are sorted by event time and the job moves to CONSOLIDATE ('next'), or the
 operation is done when nothing was extracted or consolidation is disabled ('done'). An extraction reply may list
 {"source_event_ids", "reason"} items under "not_extracted" (read but not extracted, e.g. an unsupported language): they
-are kept as rejected items. CONSOLIDATE: under the scope's write lock the batch's candidates are searched again; if
-they differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
+are kept as rejected items. CONSOLIDATE: under the scope's write lock the batch's candidates are searched again (unless
+nothing they are searched in changed since the plan: the scope's memories, vectors, embedding jobs, the embedding
+configuration, its HNSW index, an expiry); if they differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
 transaction; at most 3 times). Else the reply is validated as a whole plan: at most one item per fact and one UPDATE or
 DELETE per memory_name (the first in the reply wins), no UPDATE or DELETE of a memory said after the fact
 ("superseded"), no memory_name that was not a candidate or changed since planning; the valid items apply in fact
