@@ -167,7 +167,12 @@ begin
         -- so a deletion or purge leaves no count of a forgotten word behind.
         -- Readers read the sums, the views scope_lexicon and scope_stats
         -- (migration 0017).
-        if tg_op = 'INSERT' and _written then
+        -- At most 64 appended statements per scope: then they are folded (and
+        -- the rows updated once more), so a reader never adds up more than
+        -- a few per word, even after a bulk load that nothing followed.
+        if tg_op = 'INSERT' and _written
+           and (not _pending or (select count(*) from membank_private.scope_stats_delta as p
+                                 where p.scope_id = _scope_id) < 64) then
             insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)

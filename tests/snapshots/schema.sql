@@ -5673,7 +5673,12 @@ begin
         -- so a deletion or purge leaves no count of a forgotten word behind.
         -- Readers read the sums, the views scope_lexicon and scope_stats
         -- (migration 0017).
-        if tg_op = 'INSERT' and _written then
+        -- At most 64 appended statements per scope: then they are folded (and
+        -- the rows updated once more), so a reader never adds up more than
+        -- a few per word, even after a bulk load that nothing followed.
+        if tg_op = 'INSERT' and _written
+           and (not _pending or (select count(*) from membank_private.scope_stats_delta as p
+                                 where p.scope_id = _scope_id) < 64) then
             insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
@@ -7406,15 +7411,25 @@ CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], ra
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _pending boolean := exists (select from membank_private.scope_stats_base as s
+                                where s.scope_id = any(scope_ids) and s.pending);
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
     return query
     with frequency as (
-        -- tsvector_to_array gives each lexeme once; one index probe each
+        -- tsvector_to_array gives each lexeme once; one index probe each.
+        -- The tables under the view scope_lexicon, read directly: the counts
+        -- a transaction's later inserts appended only while a scope has some
+        -- (055_lexicon.sql).
         select q.lexeme,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
-                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+               + case when _pending
+                      then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
+                            where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+                      else 0 end as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
