@@ -114,6 +114,7 @@ declare
     _count bigint;
     _written boolean;
     _pending boolean;
+    _appended integer;
     _scopes uuid [];
     _counts bigint [];
     _i integer;
@@ -170,16 +171,17 @@ begin
         -- At most 64 appended statements per scope: then they are folded (and
         -- the rows updated once more), so a reader never adds up more than
         -- a few per word, even after a bulk load that nothing followed.
-        if tg_op = 'INSERT' and _written
-           and (not _pending or (select count(*) from membank_private.scope_stats_delta as p
-                                 where p.scope_id = _scope_id) < 64) then
+        _appended := case when _pending then (select max(p.n) from membank_private.scope_stats_delta as p
+                                              where p.scope_id = _scope_id) else 0 end;
+        if tg_op = 'INSERT' and _written and coalesce(_appended, 0) < 64 then
             insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
             cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
             where d.scope_id = _scope_id
             group by l.lexeme;
-            insert into membank_private.scope_stats_delta (scope_id, doc_count) values (_scope_id, _count);
+            _appended := coalesce(_appended, 0) + 1;
+            insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (_scope_id, _appended, _count);
             if not _pending then  -- once per transaction: readers and the fold look at the appended rows
                 update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
             end if;

@@ -47,9 +47,10 @@ group by c.scope_id, c.lexeme;
 
 create table membank_private.scope_stats_delta (
     scope_id uuid not null,
+    n integer not null,  -- 1, 2, ...: the scope's appended statements since the last fold
     doc_count integer not null
 );
-create index scope_stats_delta_idx on membank_private.scope_stats_delta (scope_id);
+create index scope_stats_delta_idx on membank_private.scope_stats_delta (scope_id, n);
 create view membank_private.scope_stats as
 select
     b.scope_id,

@@ -5621,6 +5621,7 @@ declare
     _count bigint;
     _written boolean;
     _pending boolean;
+    _appended integer;
     _scopes uuid [];
     _counts bigint [];
     _i integer;
@@ -5676,16 +5677,17 @@ begin
         -- At most 64 appended statements per scope: then they are folded (and
         -- the rows updated once more), so a reader never adds up more than
         -- a few per word, even after a bulk load that nothing followed.
-        if tg_op = 'INSERT' and _written
-           and (not _pending or (select count(*) from membank_private.scope_stats_delta as p
-                                 where p.scope_id = _scope_id) < 64) then
+        _appended := case when _pending then (select max(p.n) from membank_private.scope_stats_delta as p
+                                              where p.scope_id = _scope_id) else 0 end;
+        if tg_op = 'INSERT' and _written and coalesce(_appended, 0) < 64 then
             insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
             cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
             where d.scope_id = _scope_id
             group by l.lexeme;
-            insert into membank_private.scope_stats_delta (scope_id, doc_count) values (_scope_id, _count);
+            _appended := coalesce(_appended, 0) + 1;
+            insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (_scope_id, _appended, _count);
             if not _pending then  -- once per transaction: readers and the fold look at the appended rows
                 update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
             end if;
@@ -8523,6 +8525,7 @@ CREATE TABLE membank_private.scope_states (
 );
 CREATE TABLE membank_private.scope_stats_delta (
     scope_id uuid NOT NULL,
+    n integer NOT NULL,
     doc_count integer NOT NULL
 );
 CREATE VIEW membank_private.scope_stats AS
@@ -8666,7 +8669,7 @@ CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USI
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
 CREATE INDEX retired_sources_memory_idx ON membank_private.retired_sources USING btree (memory_name);
 CREATE INDEX scope_lexicon_delta_idx ON membank_private.scope_lexicon_delta USING btree (scope_id, lexeme);
-CREATE INDEX scope_stats_delta_idx ON membank_private.scope_stats_delta USING btree (scope_id);
+CREATE INDEX scope_stats_delta_idx ON membank_private.scope_stats_delta USING btree (scope_id, n);
 CREATE INDEX sessions_app_name_idx ON membank_private.sessions USING btree (((scope ->> 'app_name'::text)));
 CREATE INDEX tool_decisions_scope_idx ON membank_private.tool_decisions USING btree (scope_id, decide_time);
 CREATE INDEX tool_decisions_time_idx ON membank_private.tool_decisions USING btree (decide_time);
