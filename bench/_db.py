@@ -60,3 +60,35 @@ def database_name(given: str | None, stem: str) -> str:
     name = f"membank_bench_{stem}_{os.getpid()}_{secrets.token_hex(3)}"
     atexit.register(drop_database, name)
     return name
+
+
+def add_compare_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--compare-checkout PATH``: a second database migrated by another checkout's code (see ``checkout_database``)."""
+    parser.add_argument("--compare-checkout", type=Path, default=None, metavar="PATH",
+                        help="another checkout of membank with its own .venv (e.g. a git worktree of the code before "
+                             "a change): a second database is migrated with its code and measured in the same run, "
+                             "interleaved")
+
+
+def checkout_database(checkout: Path, stem: str) -> str:
+    """A fresh database next to this run's, migrated by ``checkout``'s code (its .venv/bin/python); dropped at exit."""
+    import subprocess
+
+    name = database_name(None, f"{stem}_base")
+    base = database.database_url()
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name)))
+        conn.execute(sql.SQL("create database {}").format(sql.Identifier(name)))
+    url = make_conninfo(base, dbname=name)
+    python = checkout.resolve() / ".venv" / "bin" / "python"
+    subprocess.run([str(python), "-c", "import sys; from membank import migrate; migrate.upgrade(sys.argv[1])", url],
+                   check=True, cwd=checkout)
+    return url
+
+
+def stat_statements(conn: psycopg.Connection) -> bool:
+    """True when pg_stat_statements is loaded (shared_preload_libraries); creates the extension in this database."""
+    loaded = "pg_stat_statements" in conn.execute("show shared_preload_libraries").fetchone()[0]
+    if loaded:
+        conn.execute("create extension if not exists pg_stat_statements")
+    return loaded

@@ -17,10 +17,20 @@ session, run the jobs in this process). Printed:
   child process, and its wall time (the issue asks < 1.5 GB and < 10 min).
 
 Run: .venv/bin/python bench/generation.py [--conversations N] [--no-demo] [--db NAME]
+
+Against the code of another checkout (--compare-checkout PATH: a second database migrated by PATH's code, e.g.
+a worktree of the code before a change): both databases generate from the same conversations in --rounds
+interleaved rounds (each round in scopes of its own, alternating which database goes first), with the facts'
+vectors cached (embedded once, in the first round: the embedding model's time is the same for both and is not
+the database's). Printed per database: events/s, operation p50/p95, database milliseconds per event (the
+top-level statements' execution time in pg_stat_statements, when the server loads it) and, from
+pg_stat_user_functions (track_functions = all), the SQL functions that spent it (self time per event):
+  .venv/bin/python bench/generation.py --compare-checkout /tmp/base --rounds 2
 """
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import statistics
@@ -32,7 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo  # noqa: E402
-from _db import add_db_argument, database_name, fresh_database  # noqa: E402
+from _db import add_compare_argument, add_db_argument, checkout_database, database_name, fresh_database  # noqa: E402
+from _db import stat_statements  # noqa: E402
 
 from psycopg.types.json import Jsonb  # noqa: E402
 
@@ -91,6 +102,92 @@ def demo_child(path: Path, url: str) -> tuple[float, float]:
     return wall, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
+TOP_LEVEL_MS = """select coalesce(sum(total_exec_time), 0) from pg_stat_statements
+                  where toplevel and dbid = (select oid from pg_database where datname = current_database())"""
+
+
+def compare(files: list[Path], urls: dict[str, str], rounds: int) -> None:
+    """GenerateMemories on every database, interleaved round by round; throughput and database cost per event."""
+    import dataclasses
+
+    import psycopg
+
+    from retrieval_quality import CachedEmbedder
+    from membank.embedding import get_embedder
+
+    embedder = CachedEmbedder(get_embedder(None), Path(os.environ.get("TMPDIR", "/tmp")) / "membank_bench_gen.npz")
+    conversations = [load_locomo(p) for p in files]
+    stats = {db: psycopg.connect(url, autocommit=True) for db, url in urls.items()}
+    measured = {db: stat_statements(conn) for db, conn in stats.items()}
+    seconds = {db: 0.0 for db in urls}
+    db_ms = {db: 0.0 for db in urls}
+    latencies: dict[str, list[float]] = {db: [] for db in urls}
+    events = {db: 0 for db in urls}
+    banks = {db: MemoryBank(url, provider="rules", embedder=embedder) for db, url in urls.items()}
+    try:
+        for bank in banks.values():
+            bank.worker.configure()
+        for r in range(rounds + 1):  # round 0 embeds the facts into the cache (not measured)
+            order = list(banks.items()) if r % 2 == 0 else list(banks.items())[::-1]
+            for db, bank in order:
+                for conv in conversations:
+                    conv = dataclasses.replace(conv, scope={**conv.scope, "bench_round": str(r)})
+                    before = stats[db].execute(TOP_LEVEL_MS).fetchone()[0] if measured[db] else 0.0
+                    started = time.perf_counter()
+                    results = generate_sessions(bank, conv)
+                    bank.process_pending()
+                    elapsed = time.perf_counter() - started
+                    failed = [x for x in results if x.operation.error]
+                    assert not failed, failed[0].operation.error
+                    if r == 0:
+                        continue
+                    seconds[db] += elapsed
+                    events[db] += conv.event_count
+                    latencies[db] += [x.seconds for x in results]
+                    if measured[db]:
+                        db_ms[db] += stats[db].execute(TOP_LEVEL_MS).fetchone()[0] - before
+            embedder.save()
+            if r == 0:  # the function statistics count the measured rounds only
+                time.sleep(1.5)  # backends flush their statistics within a second of going idle
+                for conn in stats.values():
+                    conn.execute("select pg_stat_reset()")
+            print(f"round {r}{' (fills the vector cache, not measured)' if r == 0 else ''} done", flush=True)
+        time.sleep(1.5)  # backends flush their function statistics within a second of going idle
+        print(f"\nGenerateMemories, rules provider, {len(files)} LoCoMo conversations x {rounds} interleaved rounds"
+              " (facts' vectors cached)")
+        for db in urls:
+            ms = f"{db_ms[db] / events[db]:7.2f} ms/event" if measured[db] else "    n/a (no pg_stat_statements)"
+            print(f"  {db:9} {events[db] / seconds[db]:7.1f} events/s   operation p50 {percentile(latencies[db], 50) * 1000:6.0f} ms"
+                  f"  p95 {percentile(latencies[db], 95) * 1000:6.0f} ms   database {ms}")
+        if len(urls) == 2:
+            a, b = list(urls)
+            line = f"  {a} / {b}: events/s {(events[a] / seconds[a]) / (events[b] / seconds[b]):.2f}x"
+            if measured[a] and measured[b]:
+                line += f", database ms/event {(db_ms[a] / events[a]) / (db_ms[b] / events[b]):.2f}x"
+            print(line)
+        kept = {db: {json.dumps(r[0], sort_keys=True): r[1] for r in conn.execute(
+                    "select scope, array_agg(coalesce(fact, structured_content::text) order by coalesce(fact, structured_content::text))"
+                    " from membank_private.memories group by scope").fetchall()}
+                for db, conn in stats.items()}
+        if len(kept) == 2:
+            a, b = kept.values()
+            same = sum(1 for k in a if a[k] == b.get(k))
+            print(f"  the same memories in both databases: {same} of {len(set(a) | set(b))} scopes"
+                  f" ({sum(len(v) for v in a.values())} and {sum(len(v) for v in b.values())} memories)")
+        for db, conn in stats.items():
+            rows = conn.execute("""
+                select funcname, calls, self_time, total_time from pg_stat_user_functions
+                where schemaname in ('membank', 'membank_private') order by self_time desc limit 12""").fetchall()
+            print(f"\n  {db}: SQL functions by self time (ms per event; calls per event; total incl. callees)")
+            for name, calls, self_ms, total_ms in rows:
+                print(f"    {name:34} {self_ms / events[db]:7.3f}   {calls / events[db]:6.2f}   {total_ms / events[db]:7.3f}")
+    finally:
+        for bank in banks.values():
+            bank.close()
+        for conn in stats.values():
+            conn.close()
+
+
 def main() -> None:
     import argparse
 
@@ -98,10 +195,17 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=None, help="only the first N conversation files")
     parser.add_argument("--no-demo", action="store_true", help="skip the `membank demo --locomo` child run")
     add_db_argument(parser, "generation")
+    add_compare_argument(parser)
+    parser.add_argument("--rounds", type=int, default=2, help="measured rounds of --compare-checkout")
     args = parser.parse_args()
     files = sorted(locomo.DATA.glob("*.json"))[:args.conversations]
     if not files:
         sys.exit(f"no LoCoMo files in {locomo.DATA}: set MEMBANK_LOCOMO_DIR to the folder that holds them")
+    if args.compare_checkout:
+        urls = {"ours": fresh_database(database_name(args.db, "generation")),
+                "baseline": checkout_database(args.compare_checkout, "generation")}
+        compare(files, urls, args.rounds)
+        return
     url = fresh_database(database_name(args.db, "generation"))
     latencies, calls, ours, raw = [], [], {k: [] for k in KS}, {k: [] for k in KS}
     events = turns = kept = 0

@@ -173,11 +173,11 @@ def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> N
             cross join lateral (select l2_normalize(a1.embedding + a2.embedding * w.v) as v) x""")
         conn.execute(f"insert into membank_private.embedding_config (model_id, dimension) values ('{MODEL}', 384)")
         conn.execute("""
-            insert into membank_private.scope_lexicon (scope_id, lexeme, doc_count)
+            insert into membank_private.scope_lexicon_base (scope_id, lexeme, doc_count)
             select m.scope_id, l.lexeme, count(*) from membank_private.memories m
             cross join lateral unnest(tsvector_to_array(m.fts)) l (lexeme) group by 1, 2""")
         conn.execute("""
-            insert into membank_private.scope_stats (scope_id, doc_count)
+            insert into membank_private.scope_stats_base (scope_id, doc_count)
             select m.scope_id, count(*) from membank_private.memories m group by 1""")
         conn.execute("select membank_private.set_embedding_centroid()")
         # The centroid rewrote every row once; a bank sets it at 200 vectors,
@@ -188,7 +188,7 @@ def load(url: str, sizes: list[int], turns: list[str], vectors: np.ndarray) -> N
         for _, definition in indexes:
             conn.execute(definition)
         conn.execute("vacuum (analyze) membank_private.memories, membank_private.memory_embeddings,"
-                     " membank_private.scope_lexicon, membank_private.scope_stats")
+                     " membank_private.scope_lexicon_base, membank_private.scope_stats_base")
         t2 = time.perf_counter()
         rows = conn.execute("select count(*) from membank_private.memories").fetchone()[0]
         size = conn.execute("select pg_size_pretty(pg_database_size(current_database()))").fetchone()[0]

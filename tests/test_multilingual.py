@@ -327,3 +327,41 @@ def test_client_decompose_with_an_openai_compatible_model(httpserver, db_url, co
             "Where does Maya work?", "Where does Maya live?"]
         assert question in json.dumps(bodies[0], ensure_ascii=False)
         assert bank.decompose_query(question, "model:openai:local-model") == [question]
+
+
+def _migration_0008_text_functions(conn) -> None:
+    """0008's SQL definitions of text_language and fact_tsvector, as pg_temp.old_* (the reference)."""
+    src = (ROOT / "migrations" / "versions" / "0008_multilingual_text.upgrade.sql").read_text()
+    for name in ("text_language", "fact_tsvector"):
+        start = src.index(f"create function membank_private.{name}(")
+        body = src[start:src.index("$$;", src.index("as $$", start)) + 3]
+        body = body.replace(f"create function membank_private.{name}(", f"create function pg_temp.old_{name}(")
+        conn.execute(body.replace("membank_private.text_language(", "pg_temp.old_text_language("))
+
+
+def test_text_functions_give_migration_0008s_results(superuser):
+    """text_language and fact_tsvector (PL/pgSQL, with fast paths) return exactly what 0008's SQL definitions
+    return, on every LoCoMo turn when present, the multilingual set, and edge cases: a stored fts column
+    computed by either is the same."""
+    _migration_0008_text_functions(superuser)
+    texts = ["", " ", "Paris", "was", "la", "Was ist das?", "la casa y el perro", "le chat et la souris",
+             "I was there", "Er war da und es war gut", "naïve café in São Paulo", "東京に住んでいます and Tokyo",
+             "Я живу в Москве", "mixed 私の名前は太郎です la der", None]
+    for case in multilingual_set.CASES.values():
+        texts += [case.fact, *case.queries]
+    for lang in multilingual_set.CASES:
+        texts += multilingual_set.distractors(lang)
+    conversations = _locomo()
+    if conversations:
+        texts += [t.fact for c in conversations for t in c.turns]
+    different = superuser.execute("""
+        select t.text, membank_private.text_language(t.text)::text as new_language,
+               pg_temp.old_text_language(t.text)::text as old_language
+        from unnest(%s::text[]) as t (text)
+        where membank_private.text_language(t.text) is distinct from pg_temp.old_text_language(t.text)
+           or membank_private.fact_tsvector(t.text)::text is distinct from pg_temp.old_fact_tsvector(t.text)::text
+        """, (texts,)).fetchall()
+    assert different == []
+    languages = {r["l"] for r in superuser.execute(
+        "select membank_private.text_language(t)::text as l from unnest(%s::text[]) as t", (texts,)).fetchall()}
+    assert languages == {"english", "german", "french", "spanish", "russian"}

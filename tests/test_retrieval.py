@@ -5,6 +5,7 @@ import threading
 import time
 
 import psycopg
+from psycopg.types.json import Jsonb
 import pytest
 
 from membank import ConflictError, InvalidArgumentError, MemoryBank
@@ -503,3 +504,41 @@ def test_a_text_only_hit_gets_its_true_distance_and_min_similarity_judges_it(con
     assert zebra["distance"] == pytest.approx(2.0) and zebra["similarity"] == pytest.approx(-1.0)
     close = conn.execute(sql, (scope, 0.0)).fetchall()
     assert [r["fact"] for r in close] == [f"fact number {i}" for i in range(10)]
+
+
+def test_many_creates_in_one_transaction_count_words_as_one_per_transaction(db_url, conn):
+    """A scope's later creates in one transaction append their word counts instead of updating the same rows
+    again; the counts read (scope_lexicon, scope_stats), the ranking inside that transaction and after it, and
+    the counts after a delete in it and after the next transaction are those of one create per transaction."""
+    # 71 creates: past 64 appended statements the counts are folded within the transaction too
+    facts = [f"Caroline painted sunset number {i} by the lake" for i in range(70)] + ["Melanie adopted a dog"]
+    bulk, single = {"user_id": "bulk"}, {"user_id": "single"}
+    for fact in facts:
+        conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(single), fact))
+
+    def stats(c, scope):
+        return c.execute("select doc_count from membank_private.scope_stats where scope_id = md5(%s::text)::uuid",
+                         (Jsonb(scope),)).fetchone()["doc_count"]
+
+    def ranked(c, scope):
+        return [r["fact"] for r in c.execute(
+            "select fact from membank.retrieve_memories(scope => %s, query_text => 'dog lake 7', top_k => 5)",
+            (Jsonb(scope),)).fetchall()]
+
+    with psycopg.connect(db_url, row_factory=psycopg.rows.dict_row) as c, c.transaction():
+        names = [c.execute("select (membank.create_memory(scope => %s, fact => %s)).name", (Jsonb(bulk), f)
+                           ).fetchone()["name"] for f in facts]
+        appended = c.execute("select count(*) as n from membank_private.scope_lexicon_delta"
+                             " where scope_id = md5(%s::text)::uuid", (Jsonb(bulk),)).fetchone()["n"]
+        assert appended > 0  # the path under test
+        assert lexicon(c, bulk) == lexicon(conn, single) and stats(c, bulk) == stats(conn, single) == 71
+        assert ranked(c, bulk) == ranked(conn, single)
+        c.execute("select membank.delete_memory(%s)", (str(names[-1]),))  # folds, then counts the delete
+        assert c.execute("select count(*) as n from membank_private.scope_lexicon_delta"
+                         " where scope_id = md5(%s::text)::uuid", (Jsonb(bulk),)).fetchone()["n"] == 0
+        assert "adopt" not in lexicon(c, bulk) and stats(c, bulk) == 70
+    conn.execute("select membank.delete_memory(%s)", (str(conn.execute(
+        "select name from membank_private.memories where scope = %s and fact = 'Melanie adopted a dog'",
+        (Jsonb(single),)).fetchone()["name"]),))
+    assert lexicon(conn, bulk) == lexicon(conn, single) and stats(conn, bulk) == stats(conn, single) == 70
+    assert ranked(conn, bulk) == ranked(conn, single)

@@ -93,6 +93,38 @@ begin
 end
 $$;
 
+-- name: lock_scope_waiting: take the scope's write lock, waiting at most membank.lock_timeout (else MB040).
+create or replace function membank_private.lock_scope_waiting(scope_id uuid, timeout text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _found boolean;
+begin
+    -- One server: a local setting made inside a function with a SET clause
+    -- ends with the call, so the bounded wait applies to this lock only; on
+    -- Citus it is carried to the workers' connections (see carry_setting).
+    perform membank_private.carry_setting('lock_timeout', timeout);
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id
+    for update;
+    if _found is null then
+        insert into membank_private.scope_locks as l (scope_id) values (lock_scope_waiting.scope_id)
+        on conflict do nothing;
+        perform from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id for update;
+    end if;
+exception
+    when lock_not_available then
+        raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
+            using errcode = 'MB040',
+                  detail = format('scope_id: %s', scope_id),
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+
 -- name: lock_scope: take the scope's write lock until the transaction ends (re-entrant, bounded wait).
 create or replace function membank_private.lock_scope(scope_id uuid)
 returns void
@@ -102,26 +134,18 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _timeout text := membank_private.scope_lock_timeout();
+    _timeout text := membank_private.scope_lock_timeout();  -- checked on every call
     _found boolean;
 begin
-    -- A local setting made inside a function with a SET clause ends with the
-    -- call: the bounded wait applies to this lock only.
-    perform membank_private.carry_setting('lock_timeout', _timeout);
+    -- Free, or held by this transaction already (the common cases): taken
+    -- at once, without the subtransaction of the waiting path's exception
+    -- handler (a subtransaction id per lock, ~20 us).
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
-    for update;
-    if _found is null then
-        insert into membank_private.scope_locks as l (scope_id) values (lock_scope.scope_id)
-        on conflict do nothing;
-        perform from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id for update;
+    for update skip locked;
+    if _found is null then  -- held by another transaction, or the scope's first write
+        perform membank_private.lock_scope_waiting(scope_id, _timeout);
     end if;
-exception
-    when lock_not_available then
-        raise exception 'scope: another write to this scope held its write lock for longer than %', _timeout
-            using errcode = 'MB040',
-                  detail = format('scope_id: %s', scope_id),
-                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
 

@@ -71,7 +71,9 @@ declare
     -- wrongly on the shard side (text = boolean).
     _revision integer := case when tg_op = 'DELETE' then old.revision + 1 else new.revision end;
     _action text := case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end;
-    _sources text[] := coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}');
+    -- (no sub-query for the common empty list)
+    _sources text[] := case when coalesce(_ctx -> 'source_event_ids', '[]') = '[]' then '{}'
+                            else array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')) end;
     _labels jsonb := coalesce(_ctx -> 'labels', '{}');
     _old_fact text;
     _old_content jsonb;

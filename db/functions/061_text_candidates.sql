@@ -75,15 +75,25 @@ stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _pending boolean := exists (select from membank_private.scope_stats_base as s
+                                where s.scope_id = any(scope_ids) and s.pending);
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
     return query
     with frequency as (
-        -- tsvector_to_array gives each lexeme once; one index probe each
+        -- tsvector_to_array gives each lexeme once; one index probe each.
+        -- The tables under the view scope_lexicon, read directly: the counts
+        -- a transaction's later inserts appended only while a scope has some
+        -- (055_lexicon.sql).
         select q.lexeme,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
-                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+               + case when _pending
+                      then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
+                            where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+                      else 0 end as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare

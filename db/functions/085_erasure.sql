@@ -517,8 +517,10 @@ begin
         -- A scope's lexicon and statistics are keyed by scope_id alone; they
         -- go only when no memory of a colliding scope still counts in them.
         if not exists (select from membank_private.memories as m where m.scope_id = _scope_id) then
-            delete from membank_private.scope_lexicon as l where l.scope_id = _scope_id;
-            delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
+            delete from membank_private.scope_lexicon_base as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_lexicon_delta as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+            delete from membank_private.scope_stats_delta as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
         where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade

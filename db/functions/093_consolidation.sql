@@ -5,7 +5,9 @@
 -- Concurrency (DESIGN.md): the plan is made outside locks against a
 -- snapshot (candidate names and revisions, kept on the job). To apply, the
 -- scope's write lock is taken (015_scope_locks.sql), the candidates are
--- searched again, and if they differ from what the model saw, the job is
+-- searched again (only when what they are searched in changed since the
+-- plan: candidates_unchanged below), and if they differ from what the
+-- model saw, the job is
 -- re-planned (at most 3 times) while the lock is held, so the next plan
 -- applies. Candidate rows are then locked FOR UPDATE in name order and
 -- their revisions checked. Two workers consolidating "I love cats" and
@@ -57,14 +59,24 @@ declare
     _memories jsonb;
     _facts jsonb;
 begin
+    -- event_time as memory_event_time gives it, from the latest revision read
+    -- here by scope_id and name (one index probe, on the scope's shard).
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
                'similarity', round(r.similarity::numeric, 4),
-               'event_time', membank_private.memory_event_time(r.name)) order by r.score desc, r.name), '[]')
+               'event_time', (select max((x ->> 'event_time')::timestamptz)
+                              from jsonb_array_elements(case when jsonb_typeof(v.extracted_memories) = 'array'
+                                                             then v.extracted_memories else '[]' end) as x))
+               order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
         scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
+    left join lateral (
+        select v.extracted_memories from membank_private.memory_revisions as v
+        where v.scope_id = o.scope_id and v.memory_name = r.name
+        order by v.revision desc
+        limit 1) as v on true
     where r.memory_type = 'NATURAL_LANGUAGE';
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
@@ -124,6 +136,55 @@ begin
     end loop;
     return _plan;
 end
+$$;
+
+-- name: candidates_stamp: what a scope's candidate searches read, as of now (see candidates_unchanged).
+-- Read before the candidates are searched, so that a write committed in
+-- between shows as a change. The searches (retrieve_memories) read the
+-- scope's memories and their revisions (last_write: every statement that
+-- writes them sets it, under the scope's write lock), its vectors and
+-- pending embedding jobs (counted: they are only added without a memory
+-- write), the bank's embedding configuration (model, centroid), the
+-- scope's per-scope HNSW index, and the clock (expiry).
+create or replace function membank_private.candidates_stamp(scope_id uuid)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_build_object(
+        'last_write', (select s.last_write::text from membank_private.scope_stats as s
+                       where s.scope_id = candidates_stamp.scope_id),
+        'vectors', (select count(*) from membank_private.memory_embeddings as e
+                    where e.scope_id = candidates_stamp.scope_id),
+        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
+                           where j.scope_id = candidates_stamp.scope_id),
+        'embedding_config', (select md5(c::text) from membank_private.embedding_config as c),
+        'hnsw', (select membank_private.scope_hnsw_ready(candidates_stamp.scope_id, c.dimension)
+                 from membank_private.embedding_config as c),
+        'time', statement_timestamp());
+$$;
+
+-- name: candidates_unchanged: true when the candidates searched after stamp was read would be found again now.
+-- The searches are deterministic (ties broken by fact and name), so the same
+-- inputs give the same lists; no memory of the scope may have expired since.
+-- Called by apply_consolidation under the scope's write lock: a writer that
+-- was running when the stamp was read has committed since, and changed it.
+create or replace function membank_private.candidates_unchanged(scope_id uuid, stamp jsonb)
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case when jsonb_typeof(stamp) is distinct from 'object' then false  -- a plan made without one
+                else membank_private.candidates_stamp(scope_id) - 'time' = stamp - 'time'
+                     and not exists (select from membank_private.memories as m
+                                     where m.scope_id = candidates_unchanged.scope_id
+                                       and m.expire_time > (stamp ->> 'time')::timestamptz
+                                       and m.expire_time <= statement_timestamp())
+           end;
 $$;
 
 -- name: plan_key: what must not change between planning and applying: per fact, candidate names and revisions.

@@ -203,7 +203,11 @@ begin
     where o.scope_id = job.scope_id and o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
-    if (membank_private.plan_key(membank_private.consolidation_candidates(
+    -- The candidates are searched again only when what they were searched
+    -- in changed since the plan (candidates_unchanged, 093_consolidation.sql):
+    -- otherwise the search would give the plan's lists back.
+    if (not membank_private.candidates_unchanged(_op.scope_id, job.plan_stamp)
+        and membank_private.plan_key(membank_private.consolidation_candidates(
             _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
         or membank_private.profile_plan_key(case when coalesce(job.next_fact, 0) = 0
                                                  then membank_private.profile_plan(_op) else '[]' end)

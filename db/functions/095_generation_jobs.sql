@@ -102,6 +102,7 @@ declare
     _plan jsonb;
     _profile_plan jsonb;
     _merges jsonb;
+    _stamp jsonb;
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
@@ -137,11 +138,13 @@ begin
         where j.scope_id = _job.scope_id and j.id = _job.id
         returning * into _job;
     end if;
+    -- What the candidates are searched in, read first (candidates_stamp, 093_consolidation.sql).
+    _stamp := membank_private.candidates_stamp(_op.scope_id);
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
-    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan, plan_stamp = _stamp
     where j.scope_id = _job.scope_id and j.id = _job.id;
     _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
                 from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
@@ -299,8 +302,9 @@ escapes are repaired. EXTRACT: the batch's accepted facts join the operation's (
 batch); after the last batch the facts are sorted by event time and the job moves to CONSOLIDATE ('next'), or the
 operation is done when nothing was extracted or consolidation is disabled ('done'). An extraction reply may list
 {"source_event_ids", "reason"} items under "not_extracted" (read but not extracted, e.g. an unsupported language): they
-are kept as rejected items. CONSOLIDATE: under the scope's write lock the batch's candidates are searched again; if
-they differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
+are kept as rejected items. CONSOLIDATE: under the scope's write lock the batch's candidates are searched again (unless
+nothing they are searched in changed since the plan: the scope's memories, vectors, embedding jobs, the embedding
+configuration, its HNSW index, an expiry); if they differ from the plan the model saw, returns 'replan' (call prepare_consolidation and the model again, in the same
 transaction; at most 3 times). Else the reply is validated as a whole plan: at most one item per fact and one UPDATE or
 DELETE per memory_name (the first in the reply wins), no UPDATE or DELETE of a memory said after the fact
 ("superseded"), no memory_name that was not a candidate or changed since planning; the valid items apply in fact

@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 # The colocation anchor first; the rest in any order (foreign keys are
 # dropped before and added back after, so that no order constraint applies).
 DISTRIBUTED = (
-    "memories", "memory_revisions", "memory_embeddings", "embedding_jobs", "scope_lexicon", "scope_stats",
-    "scope_locks", "scope_states", "operations", "generation_jobs", "tool_rules", "tool_rule_changes",
-    "tool_decisions", "tool_permission_settings", "sessions", "events", "retired_sources", "ingest_streams",
+    "memories", "memory_revisions", "memory_embeddings", "embedding_jobs", "scope_lexicon_base",
+    "scope_lexicon_delta", "scope_stats_base", "scope_stats_delta", "scope_locks", "scope_states", "operations",
+    "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings", "sessions",
+    "events", "retired_sources", "ingest_streams",
 )
 REFERENCE = (
     "embedding_config", "retention_settings", "profile_schemas", "bound_roles", "scope_bindings",
