@@ -1167,8 +1167,9 @@ escapes are repaired. EXTRACT: the batch''s accepted facts join the operation''s
 batch); after the last batch the facts are sorted by event time and the job moves to CONSOLIDATE (''next''), or the
 operation is done when nothing was extracted or consolidation is disabled (''done''). An extraction reply may list
 {"source_event_ids", "reason"} items under "not_extracted" (read but not extracted, e.g. an unsupported language): they
-are kept as rejected items. CONSOLIDATE: under the scope''s write lock the batch''s candidates are searched again; if
-they differ from the plan the model saw, returns ''replan'' (call prepare_consolidation and the model again, in the same
+are kept as rejected items. CONSOLIDATE: under the scope''s write lock the batch''s candidates are searched again (unless
+nothing they are searched in changed since the plan: the scope''s memories, vectors, embedding jobs, the embedding
+configuration, its HNSW index, an expiry); if they differ from the plan the model saw, returns ''replan'' (call prepare_consolidation and the model again, in the same
 transaction; at most 3 times). Else the reply is validated as a whole plan: at most one item per fact and one UPDATE or
 DELETE per memory_name (the first in the reply wins), no UPDATE or DELETE of a memory said after the fact
 ("superseded"), no memory_name that was not a candidate or changed since planning; the valid items apply in fact
@@ -1805,8 +1806,10 @@ begin
         -- A scope's lexicon and statistics are keyed by scope_id alone; they
         -- go only when no memory of a colliding scope still counts in them.
         if not exists (select from membank_private.memories as m where m.scope_id = _scope_id) then
-            delete from membank_private.scope_lexicon as l where l.scope_id = _scope_id;
-            delete from membank_private.scope_stats as s where s.scope_id = _scope_id;
+            delete from membank_private.scope_lexicon_base as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_lexicon_delta as l where l.scope_id = _scope_id;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+            delete from membank_private.scope_stats_delta as s where s.scope_id = _scope_id;
         end if;
         delete from membank_private.sessions as s
         where s.scope_id = _scope_id and s.session_id = any(_sessions);  -- events, IngestEvents streams cascade
@@ -2825,6 +2828,7 @@ declare
     _plan jsonb;
     _profile_plan jsonb;
     _merges jsonb;
+    _stamp jsonb;
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
@@ -2860,11 +2864,13 @@ begin
         where j.scope_id = _job.scope_id and j.id = _job.id
         returning * into _job;
     end if;
+    -- What the candidates are searched in, read first (candidates_stamp, 093_consolidation.sql).
+    _stamp := membank_private.candidates_stamp(_op.scope_id);
     _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
                                                 coalesce(_job.token_budget, membank_private.token_budget()));
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
-    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan
+    update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan, plan_stamp = _stamp
     where j.scope_id = _job.scope_id and j.id = _job.id;
     _merges := (select coalesce(jsonb_agg(p - 'merge' - 'kind' - 'revision' order by (p ->> 'index')::integer), '[]')
                 from jsonb_array_elements(_profile_plan) as p where (p ->> 'merge')::boolean);
@@ -4041,7 +4047,8 @@ CREATE TABLE membank_private.generation_jobs (
     token_budget integer,
     extract_batch integer DEFAULT 0 NOT NULL,
     next_fact integer DEFAULT 0 NOT NULL,
-    profile_plan jsonb
+    profile_plan jsonb,
+    plan_stamp jsonb
 );
 CREATE FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) RETURNS text
     LANGUAGE plpgsql
@@ -4069,7 +4076,11 @@ begin
     where o.scope_id = job.scope_id and o.name = job.operation_name;
     perform membank_private.lock_scope(_op.scope_id);
     -- Profile fields are consolidated with the first batch of facts (next_fact 0) only.
-    if (membank_private.plan_key(membank_private.consolidation_candidates(
+    -- The candidates are searched again only when what they were searched
+    -- in changed since the plan (candidates_unchanged, 093_consolidation.sql):
+    -- otherwise the search would give the plan's lists back.
+    if (not membank_private.candidates_unchanged(_op.scope_id, job.plan_stamp)
+        and membank_private.plan_key(membank_private.consolidation_candidates(
             _op, job.fact_embeddings, job.embedding_model, _first, _last)) <> membank_private.plan_key(job.plan)
         or membank_private.profile_plan_key(case when coalesce(job.next_fact, 0) = 0
                                                  then membank_private.profile_plan(_op) else '[]' end)
@@ -4181,14 +4192,22 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.fact_tsvector(input text) RETURNS tsvector
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select to_tsvector(
+begin
+    if input = '' then
+        return ''::tsvector;  -- a memory without a context: nothing to detect
+    end if;
+    if input !~ '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]' then
+        return to_tsvector(membank_private.text_language(input), membank_private.unaccent_text(input));
+    end if;
+    return to_tsvector(
         membank_private.text_language(input),
         membank_private.unaccent_text(
             regexp_replace(input, '[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+', ' ', 'g'))
-    ) || membank_private.cjk_tokens(input)
+    ) || membank_private.cjk_tokens(input);
+end
 $$;
 CREATE TABLE membank_private.memories (
     name uuid DEFAULT gen_random_uuid() NOT NULL,
@@ -4404,6 +4423,34 @@ begin
     return coalesce((select array_agg(b.scope order by b.scope_id) from membank_private.scope_bindings as b
                      where b.role_oid = any(_roles)), '{}');
 end
+$$;
+CREATE FUNCTION membank_private.candidates_stamp(scope_id uuid) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object(
+        'last_write', (select s.last_write::text from membank_private.scope_stats as s
+                       where s.scope_id = candidates_stamp.scope_id),
+        'vectors', (select count(*) from membank_private.memory_embeddings as e
+                    where e.scope_id = candidates_stamp.scope_id),
+        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
+                           where j.scope_id = candidates_stamp.scope_id),
+        'embedding_config', (select md5(c::text) from membank_private.embedding_config as c),
+        'hnsw', (select membank_private.scope_hnsw_ready(candidates_stamp.scope_id, c.dimension)
+                 from membank_private.embedding_config as c),
+        'time', statement_timestamp());
+$$;
+CREATE FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp jsonb) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when jsonb_typeof(stamp) is distinct from 'object' then false  -- a plan made without one
+                else membank_private.candidates_stamp(scope_id) - 'time' = stamp - 'time'
+                     and not exists (select from membank_private.memories as m
+                                     where m.scope_id = candidates_unchanged.scope_id
+                                       and m.expire_time > (stamp ->> 'time')::timestamptz
+                                       and m.expire_time <= statement_timestamp())
+           end;
 $$;
 CREATE FUNCTION membank_private.carry_setting(name text, value text) RETURNS void
     LANGUAGE plpgsql
@@ -5198,14 +5245,24 @@ declare
     _memories jsonb;
     _facts jsonb;
 begin
+    -- event_time as memory_event_time gives it, from the latest revision read
+    -- here by scope_id and name (one index probe, on the scope's shard).
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
                'similarity', round(r.similarity::numeric, 4),
-               'event_time', membank_private.memory_event_time(r.name)) order by r.score desc, r.name), '[]')
+               'event_time', (select max((x ->> 'event_time')::timestamptz)
+                              from jsonb_array_elements(case when jsonb_typeof(v.extracted_memories) = 'array'
+                                                             then v.extracted_memories else '[]' end) as x))
+               order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
         scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
+    left join lateral (
+        select v.extracted_memories from membank_private.memory_revisions as v
+        where v.scope_id = o.scope_id and v.memory_name = r.name
+        order by v.revision desc
+        limit 1) as v on true
     where r.memory_type = 'NATURAL_LANGUAGE';
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
@@ -5777,23 +5834,42 @@ CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _timeout text := membank_private.scope_lock_timeout();
+    _timeout text := membank_private.scope_lock_timeout();  -- checked on every call
     _found boolean;
 begin
-    -- A local setting made inside a function with a SET clause ends with the
-    -- call: the bounded wait applies to this lock only.
-    perform membank_private.carry_setting('lock_timeout', _timeout);
+    -- Free, or held by this transaction already (the common cases): taken
+    -- at once, without the subtransaction of the waiting path's exception
+    -- handler (a subtransaction id per lock, ~20 us).
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id
+    for update skip locked;
+    if _found is null then  -- held by another transaction, or the scope's first write
+        perform membank_private.lock_scope_waiting(scope_id, _timeout);
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _found boolean;
+begin
+    -- One server: a local setting made inside a function with a SET clause
+    -- ends with the call, so the bounded wait applies to this lock only; on
+    -- Citus it is carried to the workers' connections (see carry_setting).
+    perform membank_private.carry_setting('lock_timeout', timeout);
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id
     for update;
     if _found is null then
-        insert into membank_private.scope_locks as l (scope_id) values (lock_scope.scope_id)
+        insert into membank_private.scope_locks as l (scope_id) values (lock_scope_waiting.scope_id)
         on conflict do nothing;
-        perform from membank_private.scope_locks as l where l.scope_id = lock_scope.scope_id for update;
+        perform from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id for update;
     end if;
 exception
     when lock_not_available then
-        raise exception 'scope: another write to this scope held its write lock for longer than %', _timeout
+        raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
             using errcode = 'MB040',
                   detail = format('scope_id: %s', scope_id),
                   hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
@@ -5846,6 +5922,17 @@ declare
     _signs integer [];
     _scope_id uuid;
     _lexemes text [];
+    _write xid8 := pg_current_xact_id();
+    _pending_lexemes text [];
+    _pending_counts integer [];
+    _pending_count bigint;
+    _count bigint;
+    _written boolean;
+    _pending boolean;
+    _appended integer;
+    _scopes uuid [];
+    _counts bigint [];
+    _i integer;
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -5862,28 +5949,98 @@ begin
               union all
               select o.scope_id, o.fts, -1 from old_rows as o) as r;
     end if;
-    -- One writer per scope at a time, until its transaction ends. Without
-    -- it, two transactions that each write twice to one scope lock word
-    -- rows in opposite orders and deadlock (tested). Scopes are locked in
-    -- sorted order, so a statement writing several scopes cannot deadlock
-    -- against another such statement.
-    perform membank_private.lock_scope(d.scope_id)
-    from (select distinct x.scope_id from unnest(_scope_ids) as x (scope_id) order by 1) as d;
-    insert into membank_private.scope_lexicon as x (scope_id, lexeme, doc_count)
-    select d.scope_id, l.lexeme, sum(d.sign)
-    from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-    cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-    group by d.scope_id, l.lexeme
-    having sum(d.sign) <> 0
-    order by d.scope_id, l.lexeme
-    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
-    insert into membank_private.scope_stats as s (scope_id, doc_count)
-    select d.scope_id, sum(d.sign)
-    from unnest(_scope_ids, _signs) as d (scope_id, sign)
-    group by d.scope_id
-    having sum(d.sign) <> 0
-    order by d.scope_id
-    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count;
+    -- Per scope, in scope_id order, with scope_id = a constant in every
+    -- statement (on Citus these run from the shard's trigger, where only such
+    -- a statement stays on the shard).
+    select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
+    into _scopes, _counts
+    from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
+          group by d.scope_id) as c;
+    for _i in 1 .. coalesce(cardinality(_scopes), 0) loop
+        _scope_id := _scopes[_i];
+        _count := _counts[_i];
+        -- One writer per scope at a time, until its transaction ends. Without
+        -- it, two transactions that each write twice to one scope lock word
+        -- rows in opposite orders and deadlock (tested). Scopes are locked in
+        -- sorted order, so a statement writing several scopes cannot deadlock
+        -- against another such statement. A scope this transaction wrote
+        -- before (last_write, below) is locked already: the lock and that
+        -- write commit or roll back together.
+        select coalesce(s.last_write = _write, false), coalesce(s.pending, false) into _written, _pending
+        from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+        _written := coalesce(_written, false);
+        _pending := coalesce(_pending, false);
+        if not _written then
+            perform membank_private.lock_scope(_scope_id);
+        end if;
+        -- A scope's second and later INSERT statements in one transaction (a
+        -- bulk load, a consolidation creating several memories) append their
+        -- counts (scope_lexicon_delta, scope_stats_delta): updating the same
+        -- rows again would leave one more row version per statement for
+        -- every later update to walk (2,000 creates in one transaction: 0.64
+        -- ms each). Any other statement folds the appended counts in first,
+        -- so a deletion or purge leaves no count of a forgotten word behind.
+        -- Readers read the sums, the views scope_lexicon and scope_stats
+        -- (migration 0017).
+        -- At most 64 appended statements per scope: then they are folded (and
+        -- the rows updated once more), so a reader never adds up more than
+        -- a few per word, even after a bulk load that nothing followed.
+        _appended := case when _pending then (select max(p.n) from membank_private.scope_stats_delta as p
+                                              where p.scope_id = _scope_id) else 0 end;
+        if tg_op = 'INSERT' and _written and coalesce(_appended, 0) < 64 then
+            insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+            select _scope_id, l.lexeme, sum(d.sign)
+            from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+            cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+            where d.scope_id = _scope_id
+            group by l.lexeme;
+            _appended := coalesce(_appended, 0) + 1;
+            insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (_scope_id, _appended, _count);
+            if not _pending then  -- once per transaction: readers and the fold look at the appended rows
+                update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
+            end if;
+            continue;
+        end if;
+        _pending_lexemes := null;
+        _pending_counts := null;
+        _pending_count := 0;
+        if _pending then
+            with pending as (
+                delete from membank_private.scope_lexicon_delta as p where p.scope_id = _scope_id
+                returning p.lexeme, p.doc_count
+            )
+            select array_agg(p.lexeme), array_agg(p.doc_count) into _pending_lexemes, _pending_counts
+            from pending as p;
+            with pending as (
+                delete from membank_private.scope_stats_delta as p where p.scope_id = _scope_id
+                returning p.doc_count
+            )
+            select coalesce(sum(p.doc_count), 0) into _pending_count from pending as p;
+        end if;
+        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+        select _scope_id, c.lexeme, sum(c.doc_count)
+        from (select l.lexeme, d.sign as doc_count
+              from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+              cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+              where d.scope_id = _scope_id
+              union all
+              select p.lexeme, p.doc_count from unnest(_pending_lexemes, _pending_counts) as p (lexeme, doc_count)
+             ) as c
+        group by c.lexeme
+        having sum(c.doc_count) <> 0
+        order by c.lexeme
+        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        _count := _count + _pending_count;
+        -- last_write: this transaction wrote the scope's memories, so a
+        -- consolidation plan made before it searches its candidates again
+        -- (candidates_stamp, 093_consolidation.sql). Every statement that
+        -- gets here sets it, an UPDATE too (a changed fact moves the
+        -- candidates without changing the count).
+        insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
+        values (_scope_id, _count, _write, false)
+        on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
+                                             last_write = excluded.last_write, pending = false;
+    end loop;
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).
     -- Per scope, from the arrays rather than old_rows: on Citus these
@@ -5897,9 +6054,9 @@ begin
                 from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
                 cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
                 where d.sign < 0 and d.scope_id = _scope_id);
-            delete from membank_private.scope_lexicon as x
+            delete from membank_private.scope_lexicon_base as x
             where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
-            delete from membank_private.scope_stats as s where s.scope_id = _scope_id and s.doc_count <= 0;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
         end loop;
     end if;
     return null;
@@ -5950,7 +6107,9 @@ declare
     -- wrongly on the shard side (text = boolean).
     _revision integer := case when tg_op = 'DELETE' then old.revision + 1 else new.revision end;
     _action text := case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end;
-    _sources text[] := coalesce(array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')), '{}');
+    -- (no sub-query for the common empty list)
+    _sources text[] := case when coalesce(_ctx -> 'source_event_ids', '[]') = '[]' then '{}'
+                            else array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')) end;
     _labels jsonb := coalesce(_ctx -> 'labels', '{}');
     _old_fact text;
     _old_content jsonb;
@@ -7916,47 +8075,78 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.text_language(input text) RETURNS regconfig
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select case
-        when input ~ '[\u0400-\u04ff]' then 'russian'::regconfig
-        else coalesce((
-            select w.config
-            from regexp_split_to_table(lower(membank_private.unaccent_text(input)), '[^a-z]+') as t (word)
-            inner join (values
-                ('english'::regconfig, array['the', 'and', 'is', 'are', 'was', 'were', 'to', 'of', 'in', 'my', 'you',
-                                             'it', 'that', 'with', 'for', 'have', 'has', 'what', 'did', 'this', 'on',
-                                             'at', 'i', 'we', 'be', 'not', 'she', 'he', 'they', 'her', 'his', 'do']),
-                ('german'::regconfig, array['der', 'die', 'das', 'und', 'ist', 'ich', 'nicht', 'mit', 'ein', 'eine',
-                                            'zu', 'den', 'auf', 'sie', 'es', 'wir', 'mein', 'meine', 'hat', 'im', 'dem',
-                                            'sind', 'war', 'auch', 'fur', 'von', 'wie', 'was', 'bei', 'einen']),
-                ('french'::regconfig, array['le', 'la', 'les', 'et', 'est', 'je', 'un', 'une', 'des', 'du', 'pas', 'que',
-                                            'qui', 'dans', 'avec', 'mon', 'ma', 'mes', 'pour', 'il', 'elle', 'nous',
-                                            'sont', 'au', 'aux', 'ce', 'sur', 'ou', 'vous', 'ai', 'suis']),
-                ('spanish'::regconfig, array['el', 'la', 'los', 'las', 'y', 'es', 'yo', 'un', 'una', 'que', 'en', 'con',
-                                             'por', 'para', 'mi', 'muy', 'pero', 'esta', 'su', 'del', 'al', 'se', 'lo',
-                                             'como', 'mis', 'son', 'tiene', 'hay', 'donde'])
-            ) as w (config, words) on t.word = any(w.words)
-            group by w.config
-            order by count(*) desc, w.config = 'english'::regconfig desc, w.config::text
-            limit 1
-        ), 'english'::regconfig)
-    end
-$$;
+    AS $_$
+declare
+    _text text;
+    _words text [];
+    _config regconfig;
+begin
+    if input ~ '[\u0400-\u04ff]' then
+        return 'russian'::regconfig;
+    end if;
+    _text := lower(membank_private.unaccent_text(input));
+    -- No German, French or Spanish function word (as a whole word: a run of
+    -- a-z): english, as the vote below would say. One regular expression
+    -- (a DFA over the text) rather than comparing every word with every
+    -- listed one.
+    if _text !~ ('(^|[^a-z])('
+                 || 'der|die|das|und|ist|ich|nicht|mit|ein|eine|zu|den|auf|sie|es|wir|mein|meine|hat|im|dem|'
+                 || 'sind|war|auch|fur|von|wie|was|bei|einen|'
+                 || 'le|la|les|et|est|je|un|une|des|du|pas|que|qui|dans|avec|mon|ma|mes|pour|il|elle|nous|sont|'
+                 || 'au|aux|ce|sur|ou|vous|ai|suis|'
+                 || 'el|los|las|y|yo|una|en|con|por|para|mi|muy|pero|esta|su|del|al|se|lo|como|mis|son|tiene|'
+                 || 'hay|donde'
+                 || ')($|[^a-z])') then
+        return 'english'::regconfig;
+    end if;
+    _words := regexp_split_to_array(_text, '[^a-z]+');
+    select w.config into _config
+    from unnest(_words) as t (word)
+    inner join (values
+        ('english'::regconfig, array['the', 'and', 'is', 'are', 'was', 'were', 'to', 'of', 'in', 'my', 'you',
+                                     'it', 'that', 'with', 'for', 'have', 'has', 'what', 'did', 'this', 'on',
+                                     'at', 'i', 'we', 'be', 'not', 'she', 'he', 'they', 'her', 'his', 'do']),
+        ('german'::regconfig, array['der', 'die', 'das', 'und', 'ist', 'ich', 'nicht', 'mit', 'ein', 'eine',
+                                    'zu', 'den', 'auf', 'sie', 'es', 'wir', 'mein', 'meine', 'hat', 'im', 'dem',
+                                    'sind', 'war', 'auch', 'fur', 'von', 'wie', 'was', 'bei', 'einen']),
+        ('french'::regconfig, array['le', 'la', 'les', 'et', 'est', 'je', 'un', 'une', 'des', 'du', 'pas', 'que',
+                                    'qui', 'dans', 'avec', 'mon', 'ma', 'mes', 'pour', 'il', 'elle', 'nous',
+                                    'sont', 'au', 'aux', 'ce', 'sur', 'ou', 'vous', 'ai', 'suis']),
+        ('spanish'::regconfig, array['el', 'la', 'los', 'las', 'y', 'es', 'yo', 'un', 'una', 'que', 'en', 'con',
+                                     'por', 'para', 'mi', 'muy', 'pero', 'esta', 'su', 'del', 'al', 'se', 'lo',
+                                     'como', 'mis', 'son', 'tiene', 'hay', 'donde'])
+    ) as w (config, words) on t.word = any(w.words)
+    group by w.config
+    order by count(*) desc, w.config = 'english'::regconfig desc, w.config::text
+    limit 1;
+    return coalesce(_config, 'english'::regconfig);
+end
+$_$;
 CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _pending boolean := exists (select from membank_private.scope_stats_base as s
+                                where s.scope_id = any(scope_ids) and s.pending);
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
     return query
     with frequency as (
-        -- tsvector_to_array gives each lexeme once; one index probe each
+        -- tsvector_to_array gives each lexeme once; one index probe each.
+        -- The tables under the view scope_lexicon, read directly: the counts
+        -- a transaction's later inserts appended only while a scope has some
+        -- (055_lexicon.sql).
         select q.lexeme,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon as x
-                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme) as df
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+               + case when _pending
+                      then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
+                            where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+                      else 0 end as df
         from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
@@ -9026,11 +9216,38 @@ CREATE TABLE membank_private.scope_bindings (
     role_oid oid NOT NULL,
     CONSTRAINT scope_bindings_scope_id_check CHECK ((scope_id = (md5((scope)::text))::uuid))
 );
-CREATE TABLE membank_private.scope_lexicon (
+CREATE TABLE membank_private.scope_lexicon_base (
+    scope_id uuid CONSTRAINT scope_lexicon_scope_id_not_null NOT NULL,
+    lexeme text CONSTRAINT scope_lexicon_lexeme_not_null NOT NULL,
+    doc_count integer CONSTRAINT scope_lexicon_doc_count_not_null NOT NULL
+);
+CREATE TABLE membank_private.scope_lexicon_delta (
     scope_id uuid NOT NULL,
     lexeme text NOT NULL,
     doc_count integer NOT NULL
 );
+CREATE TABLE membank_private.scope_stats_base (
+    scope_id uuid CONSTRAINT scope_stats_scope_id_not_null NOT NULL,
+    doc_count integer CONSTRAINT scope_stats_doc_count_not_null NOT NULL,
+    last_write xid8,
+    pending boolean DEFAULT false CONSTRAINT scope_stats_pending_not_null NOT NULL
+);
+CREATE VIEW membank_private.scope_lexicon AS
+ SELECT scope_id,
+    lexeme,
+    (sum(doc_count))::integer AS doc_count
+   FROM ( SELECT b.scope_id,
+            b.lexeme,
+            b.doc_count
+           FROM membank_private.scope_lexicon_base b
+        UNION ALL
+         SELECT d.scope_id,
+            d.lexeme,
+            d.doc_count
+           FROM (membank_private.scope_stats_base s
+             JOIN membank_private.scope_lexicon_delta d ON ((s.scope_id = d.scope_id)))
+          WHERE s.pending) c
+  GROUP BY scope_id, lexeme;
 CREATE TABLE membank_private.scope_locks (
     scope_id uuid NOT NULL
 );
@@ -9041,10 +9258,22 @@ CREATE TABLE membank_private.scope_states (
     state jsonb DEFAULT '{}'::jsonb NOT NULL,
     update_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
 );
-CREATE TABLE membank_private.scope_stats (
+CREATE TABLE membank_private.scope_stats_delta (
     scope_id uuid NOT NULL,
+    n integer NOT NULL,
     doc_count integer NOT NULL
 );
+CREATE VIEW membank_private.scope_stats AS
+ SELECT scope_id,
+    last_write,
+    ((doc_count +
+        CASE
+            WHEN pending THEN COALESCE(( SELECT sum(d.doc_count) AS sum
+               FROM membank_private.scope_stats_delta d
+              WHERE (d.scope_id = b.scope_id)), (0)::bigint)
+            ELSE (0)::bigint
+        END))::integer AS doc_count
+   FROM membank_private.scope_stats_base b;
 CREATE TABLE membank_private.tool_decisions (
     id bigint NOT NULL,
     scope_id uuid NOT NULL,
@@ -9137,13 +9366,13 @@ ALTER TABLE ONLY membank_private.retired_sources
     ADD CONSTRAINT retired_sources_pkey PRIMARY KEY (scope_id, digest, memory_name);
 ALTER TABLE ONLY membank_private.scope_bindings
     ADD CONSTRAINT scope_bindings_pkey PRIMARY KEY (role_oid, scope_id);
-ALTER TABLE ONLY membank_private.scope_lexicon
+ALTER TABLE ONLY membank_private.scope_lexicon_base
     ADD CONSTRAINT scope_lexicon_pkey PRIMARY KEY (scope_id, lexeme);
 ALTER TABLE ONLY membank_private.scope_locks
     ADD CONSTRAINT scope_locks_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.scope_states
     ADD CONSTRAINT scope_states_pkey PRIMARY KEY (scope_id);
-ALTER TABLE ONLY membank_private.scope_stats
+ALTER TABLE ONLY membank_private.scope_stats_base
     ADD CONSTRAINT scope_stats_pkey PRIMARY KEY (scope_id);
 ALTER TABLE ONLY membank_private.sessions
     ADD CONSTRAINT sessions_pkey PRIMARY KEY (scope_id, session_id);
@@ -9174,6 +9403,8 @@ CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (
 CREATE UNIQUE INDEX operations_request_key_idx ON membank_private.operations USING btree (scope_id, request_key) WHERE (error IS NULL);
 CREATE INDEX operations_session_idx ON membank_private.operations USING btree (scope_id, session_id, create_time);
 CREATE INDEX retired_sources_memory_idx ON membank_private.retired_sources USING btree (memory_name);
+CREATE INDEX scope_lexicon_delta_idx ON membank_private.scope_lexicon_delta USING btree (scope_id, lexeme);
+CREATE INDEX scope_stats_delta_idx ON membank_private.scope_stats_delta USING btree (scope_id, n);
 CREATE INDEX sessions_app_name_idx ON membank_private.sessions USING btree (((scope ->> 'app_name'::text)));
 CREATE INDEX tool_decisions_scope_idx ON membank_private.tool_decisions USING btree (scope_id, decide_time);
 CREATE INDEX tool_decisions_time_idx ON membank_private.tool_decisions USING btree (decide_time);
@@ -9387,6 +9618,8 @@ REVOKE ALL ON FUNCTION membank_private.bank_generation_rule() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_role_oids() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.candidates_stamp(scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.carry_setting(name text, value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
@@ -9442,6 +9675,7 @@ REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
