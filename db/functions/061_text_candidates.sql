@@ -67,6 +67,31 @@ as $$
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 
+-- name: scope_documents: how many memories the scopes hold (scope_stats' doc_count, summed).
+-- The tables under the view scope_stats, each read by scope_id in a statement
+-- of its own: on Citus each is a router query, where the view's correlated
+-- sub-query over the appended counts was sent to every worker.
+create or replace function membank_private.scope_documents(scope_ids uuid[])
+returns bigint
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _documents bigint;
+    _pending boolean;
+begin
+    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into _documents, _pending
+    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    if _pending then
+        _documents := _documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
+                                    where d.scope_id = any(scope_ids));
+    end if;
+    return _documents;
+end
+$$;
+
 -- name: text_query: the query's lexemes the scopes hold, with their IDF, and which ones seek candidates.
 create or replace function membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean)
 returns table (lexeme text, idf double precision, seeks boolean)
@@ -78,6 +103,7 @@ as $$
 declare
     _pending boolean := exists (select from membank_private.scope_stats_base as s
                                 where s.scope_id = any(scope_ids) and s.pending);
+    _documents bigint := membank_private.scope_documents(scope_ids);
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
@@ -98,8 +124,7 @@ begin
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
         from frequency as f
-        cross join (select coalesce(sum(s.doc_count), 0) as n
-                    from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
+        cross join (select _documents as n) as t
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does, and never with
@@ -144,8 +169,7 @@ begin
     if _tsquery is null then
         return;
     end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
+    _documents := membank_private.scope_documents(scope_ids);
     -- A big scope: the same list from fewer rows, planned for the actual
     -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
     -- in any plan, so the statement below keeps a cached generic plan

@@ -85,8 +85,7 @@ begin
         -- because it is the common case and needs no look at the catalog;
         -- such a scope with a per-scope HNSW index gets the exact list, not
         -- the index's approximate one.
-        if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
-            where s.scope_id = any(scope_ids)) <= rerank_depth then
+        if membank_private.scope_documents(scope_ids) <= rerank_depth then
             return query
             select e.name, e.embedding <=> query as distance
             from membank_private.memory_embeddings as e

@@ -209,8 +209,7 @@ begin
         perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
         _rare_only := not found;
     end if;
-    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(scope_ids))
-       <= least(200, rerank_depth) then
+    if membank_private.scope_documents(scope_ids) <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
         into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
         from membank_private.scan_candidates(scope_ids, query, query_text, depth, metadata_filter, topics,

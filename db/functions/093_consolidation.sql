@@ -58,26 +58,34 @@ declare
     _vector real [] := case when embeddings is not null then array(select unnest(embeddings[i + 1:i + 1])) end;
     _memories jsonb;
     _facts jsonb;
+    _names uuid [];
+    _latest jsonb;
 begin
-    -- event_time as memory_event_time gives it, from the latest revision read
-    -- here by scope_id and name (one index probe, on the scope's shard).
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
-               'similarity', round(r.similarity::numeric, 4),
-               'event_time', (select max((x ->> 'event_time')::timestamptz)
-                              from jsonb_array_elements(case when jsonb_typeof(v.extracted_memories) = 'array'
-                                                             then v.extracted_memories else '[]' end) as x))
-               order by r.score desc, r.name), '[]')
+               'similarity', round(r.similarity::numeric, 4)) order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
         scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
-    left join lateral (
-        select v.extracted_memories from membank_private.memory_revisions as v
-        where v.scope_id = o.scope_id and v.memory_name = r.name
-        order by v.revision desc
-        limit 1) as v on true
     where r.memory_type = 'NATURAL_LANGUAGE';
+    -- event_time as memory_event_time gives it, from each candidate's latest
+    -- revision, read by scope_id in a statement of its own (one shard on
+    -- Citus, where a table read beside the call above would run that call
+    -- on a shard).
+    _names := array(select (m ->> 'name')::uuid from jsonb_array_elements(_memories) as m);
+    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
+    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
+          from membank_private.memory_revisions as v
+          where v.scope_id = o.scope_id and v.memory_name = any(_names)
+          order by v.memory_name, v.revision desc) as v;
+    select coalesce(jsonb_agg(m.item || jsonb_build_object(
+               'event_time', (select max((x ->> 'event_time')::timestamptz)
+                              from jsonb_array_elements(case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
+                                                             then _latest -> (m.item ->> 'name') else '[]' end) as x))
+               order by m.ord), '[]')
+    into _memories
+    from jsonb_array_elements(_memories) with ordinality as m (item, ord);
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
                'similarity', round(x.similarity::numeric, 4),
@@ -148,22 +156,34 @@ $$;
 -- scope's per-scope HNSW index, and the clock (expiry).
 create or replace function membank_private.candidates_stamp(scope_id uuid)
 returns jsonb
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select jsonb_build_object(
-        'last_write', (select s.last_write::text from membank_private.scope_stats as s
-                       where s.scope_id = candidates_stamp.scope_id),
-        'vectors', (select count(*) from membank_private.memory_embeddings as e
-                    where e.scope_id = candidates_stamp.scope_id),
-        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
-                           where j.scope_id = candidates_stamp.scope_id),
-        'embedding_config', (select md5(c::text) from membank_private.embedding_config as c),
-        'hnsw', (select membank_private.scope_hnsw_ready(candidates_stamp.scope_id, c.dimension)
-                 from membank_private.embedding_config as c),
+declare
+    _last_write text;
+    _vectors bigint;
+    _jobs bigint;
+    _config text;
+    _dimension integer;
+begin
+    -- One read per statement, each by scope_id (on Citus a router query
+    -- each; read together in one statement, Citus sent it to a shard, where
+    -- the nested reads are refused).
+    select s.last_write::text into _last_write
+    from membank_private.scope_stats_base as s where s.scope_id = candidates_stamp.scope_id;
+    select count(*) into _vectors
+    from membank_private.memory_embeddings as e where e.scope_id = candidates_stamp.scope_id;
+    select count(*) into _jobs
+    from membank_private.embedding_jobs as j where j.scope_id = candidates_stamp.scope_id;
+    select md5(c::text), c.dimension into _config, _dimension from membank_private.embedding_config as c;
+    return jsonb_build_object(
+        'last_write', _last_write, 'vectors', _vectors, 'embedding_jobs', _jobs, 'embedding_config', _config,
+        'hnsw', case when _config is not null
+                     then membank_private.scope_hnsw_ready(candidates_stamp.scope_id, _dimension) end,
         'time', statement_timestamp());
+end
 $$;
 
 -- name: candidates_unchanged: true when the candidates searched after stamp was read would be found again now.
@@ -173,18 +193,25 @@ $$;
 -- was running when the stamp was read has committed since, and changed it.
 create or replace function membank_private.candidates_unchanged(scope_id uuid, stamp jsonb)
 returns boolean
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select case when jsonb_typeof(stamp) is distinct from 'object' then false  -- a plan made without one
-                else membank_private.candidates_stamp(scope_id) - 'time' = stamp - 'time'
-                     and not exists (select from membank_private.memories as m
-                                     where m.scope_id = candidates_unchanged.scope_id
-                                       and m.expire_time > (stamp ->> 'time')::timestamptz
-                                       and m.expire_time <= statement_timestamp())
-           end;
+begin
+    if jsonb_typeof(stamp) is distinct from 'object' then
+        return false;  -- a plan made without one
+    end if;
+    if membank_private.candidates_stamp(scope_id) - 'time' <> stamp - 'time' then
+        return false;
+    end if;
+    perform from membank_private.memories as m
+    where m.scope_id = candidates_unchanged.scope_id
+      and m.expire_time > (stamp ->> 'time')::timestamptz
+      and m.expire_time <= statement_timestamp()
+    limit 1;
+    return not found;
+end
 $$;
 
 -- name: plan_key: what must not change between planning and applying: per fact, candidate names and revisions.

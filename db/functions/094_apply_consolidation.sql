@@ -197,6 +197,8 @@ declare
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
     _action text;
+    _topics text [];
+    _merged text [];
     _i integer;
 begin
     select * into _op from membank_private.operations as o
@@ -261,13 +263,16 @@ begin
             _row := membank_private.apply_create(_op, _fact, _text);
         elsif _action = 'UPDATE' then
             perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
+            -- The merged topics computed first, from the memory as it is under
+            -- the scope's write lock (Citus runs no sub-query over a column
+            -- inside an UPDATE); every statement names the scope_id.
+            _topics := array(select jsonb_array_elements_text(_fact -> 'topics'));
+            select array(select distinct t from unnest(m.topics || _topics) as t order by t) into _merged
+            from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid;
             update membank_private.memories as m
-            set fact = _text,
-                topics = array(select distinct t from unnest(m.topics || array(
-                    select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
-            where m.name = _target::uuid
-              and (m.fact is distinct from _text
-                   or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
+            set fact = _text, topics = _merged
+            where m.scope_id = _op.scope_id and m.name = _target::uuid
+              and (m.fact is distinct from _text or not m.topics @> _topics)
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then

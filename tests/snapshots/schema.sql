@@ -4070,6 +4070,8 @@ declare
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
     _action text;
+    _topics text [];
+    _merged text [];
     _i integer;
 begin
     select * into _op from membank_private.operations as o
@@ -4133,13 +4135,16 @@ begin
             _row := membank_private.apply_create(_op, _fact, _text);
         elsif _action = 'UPDATE' then
             perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
+            -- The merged topics computed first, from the memory as it is under
+            -- the scope's write lock (Citus runs no sub-query over a column
+            -- inside an UPDATE); every statement names the scope_id.
+            _topics := array(select jsonb_array_elements_text(_fact -> 'topics'));
+            select array(select distinct t from unnest(m.topics || _topics) as t order by t) into _merged
+            from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid;
             update membank_private.memories as m
-            set fact = _text,
-                topics = array(select distinct t from unnest(m.topics || array(
-                    select jsonb_array_elements_text(_fact -> 'topics'))) as t order by t)
-            where m.name = _target::uuid
-              and (m.fact is distinct from _text
-                   or not m.topics @> array(select jsonb_array_elements_text(_fact -> 'topics')))
+            set fact = _text, topics = _merged
+            where m.scope_id = _op.scope_id and m.name = _target::uuid
+              and (m.fact is distinct from _text or not m.topics @> _topics)
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
@@ -4425,32 +4430,51 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.candidates_stamp(scope_id uuid) RETURNS jsonb
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select jsonb_build_object(
-        'last_write', (select s.last_write::text from membank_private.scope_stats as s
-                       where s.scope_id = candidates_stamp.scope_id),
-        'vectors', (select count(*) from membank_private.memory_embeddings as e
-                    where e.scope_id = candidates_stamp.scope_id),
-        'embedding_jobs', (select count(*) from membank_private.embedding_jobs as j
-                           where j.scope_id = candidates_stamp.scope_id),
-        'embedding_config', (select md5(c::text) from membank_private.embedding_config as c),
-        'hnsw', (select membank_private.scope_hnsw_ready(candidates_stamp.scope_id, c.dimension)
-                 from membank_private.embedding_config as c),
+declare
+    _last_write text;
+    _vectors bigint;
+    _jobs bigint;
+    _config text;
+    _dimension integer;
+begin
+    -- One read per statement, each by scope_id (on Citus a router query
+    -- each; read together in one statement, Citus sent it to a shard, where
+    -- the nested reads are refused).
+    select s.last_write::text into _last_write
+    from membank_private.scope_stats_base as s where s.scope_id = candidates_stamp.scope_id;
+    select count(*) into _vectors
+    from membank_private.memory_embeddings as e where e.scope_id = candidates_stamp.scope_id;
+    select count(*) into _jobs
+    from membank_private.embedding_jobs as j where j.scope_id = candidates_stamp.scope_id;
+    select md5(c::text), c.dimension into _config, _dimension from membank_private.embedding_config as c;
+    return jsonb_build_object(
+        'last_write', _last_write, 'vectors', _vectors, 'embedding_jobs', _jobs, 'embedding_config', _config,
+        'hnsw', case when _config is not null
+                     then membank_private.scope_hnsw_ready(candidates_stamp.scope_id, _dimension) end,
         'time', statement_timestamp());
+end
 $$;
 CREATE FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp jsonb) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select case when jsonb_typeof(stamp) is distinct from 'object' then false  -- a plan made without one
-                else membank_private.candidates_stamp(scope_id) - 'time' = stamp - 'time'
-                     and not exists (select from membank_private.memories as m
-                                     where m.scope_id = candidates_unchanged.scope_id
-                                       and m.expire_time > (stamp ->> 'time')::timestamptz
-                                       and m.expire_time <= statement_timestamp())
-           end;
+begin
+    if jsonb_typeof(stamp) is distinct from 'object' then
+        return false;  -- a plan made without one
+    end if;
+    if membank_private.candidates_stamp(scope_id) - 'time' <> stamp - 'time' then
+        return false;
+    end if;
+    perform from membank_private.memories as m
+    where m.scope_id = candidates_unchanged.scope_id
+      and m.expire_time > (stamp ->> 'time')::timestamptz
+      and m.expire_time <= statement_timestamp()
+    limit 1;
+    return not found;
+end
 $$;
 CREATE FUNCTION membank_private.carry_setting(name text, value text) RETURNS void
     LANGUAGE plpgsql
@@ -5244,26 +5268,34 @@ declare
     _vector real [] := case when embeddings is not null then array(select unnest(embeddings[i + 1:i + 1])) end;
     _memories jsonb;
     _facts jsonb;
+    _names uuid [];
+    _latest jsonb;
 begin
-    -- event_time as memory_event_time gives it, from the latest revision read
-    -- here by scope_id and name (one index probe, on the scope's shard).
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
-               'similarity', round(r.similarity::numeric, 4),
-               'event_time', (select max((x ->> 'event_time')::timestamptz)
-                              from jsonb_array_elements(case when jsonb_typeof(v.extracted_memories) = 'array'
-                                                             then v.extracted_memories else '[]' end) as x))
-               order by r.score desc, r.name), '[]')
+               'similarity', round(r.similarity::numeric, 4)) order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
         scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
-    left join lateral (
-        select v.extracted_memories from membank_private.memory_revisions as v
-        where v.scope_id = o.scope_id and v.memory_name = r.name
-        order by v.revision desc
-        limit 1) as v on true
     where r.memory_type = 'NATURAL_LANGUAGE';
+    -- event_time as memory_event_time gives it, from each candidate's latest
+    -- revision, read by scope_id in a statement of its own (one shard on
+    -- Citus, where a table read beside the call above would run that call
+    -- on a shard).
+    _names := array(select (m ->> 'name')::uuid from jsonb_array_elements(_memories) as m);
+    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
+    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
+          from membank_private.memory_revisions as v
+          where v.scope_id = o.scope_id and v.memory_name = any(_names)
+          order by v.memory_name, v.revision desc) as v;
+    select coalesce(jsonb_agg(m.item || jsonb_build_object(
+               'event_time', (select max((x ->> 'event_time')::timestamptz)
+                              from jsonb_array_elements(case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
+                                                             then _latest -> (m.item ->> 'name') else '[]' end) as x))
+               order by m.ord), '[]')
+    into _memories
+    from jsonb_array_elements(_memories) with ordinality as m (item, ord);
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
                'similarity', round(x.similarity::numeric, 4),
@@ -5604,8 +5636,7 @@ begin
         perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
         _rare_only := not found;
     end if;
-    if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s where s.scope_id = any(scope_ids))
-       <= least(200, rerank_depth) then
+    if membank_private.scope_documents(scope_ids) <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
         into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
         from membank_private.scan_candidates(scope_ids, query, query_text, depth, metadata_filter, topics,
@@ -7480,6 +7511,23 @@ begin
     return _bound is null or scope = any(_bound);
 end
 $$;
+CREATE FUNCTION membank_private.scope_documents(scope_ids uuid[]) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _documents bigint;
+    _pending boolean;
+begin
+    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into _documents, _pending
+    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    if _pending then
+        _documents := _documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
+                                    where d.scope_id = any(scope_ids));
+    end if;
+    return _documents;
+end
+$$;
 CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7949,8 +7997,7 @@ begin
     if _tsquery is null then
         return;
     end if;
-    select coalesce(sum(s.doc_count), 0) into _documents
-    from membank_private.scope_stats as s where s.scope_id = any(scope_ids);
+    _documents := membank_private.scope_documents(scope_ids);
     -- A big scope: the same list from fewer rows, planned for the actual
     -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
     -- in any plan, so the statement below keeps a cached generic plan
@@ -8131,6 +8178,7 @@ CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], ra
 declare
     _pending boolean := exists (select from membank_private.scope_stats_base as s
                                 where s.scope_id = any(scope_ids) and s.pending);
+    _documents bigint := membank_private.scope_documents(scope_ids);
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
@@ -8151,8 +8199,7 @@ begin
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
         from frequency as f
-        cross join (select coalesce(sum(s.doc_count), 0) as n
-                    from membank_private.scope_stats as s where s.scope_id = any(scope_ids)) as t
+        cross join (select _documents as n) as t
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does, and never with
@@ -8972,8 +9019,7 @@ begin
         -- because it is the common case and needs no look at the catalog;
         -- such a scope with a per-scope HNSW index gets the exact list, not
         -- the index's approximate one.
-        if (select coalesce(sum(s.doc_count), 0) from membank_private.scope_stats as s
-            where s.scope_id = any(scope_ids)) <= rerank_depth then
+        if membank_private.scope_documents(scope_ids) <= rerank_depth then
             return query
             select e.name, e.embedding <=> query as distance
             from membank_private.memory_embeddings as e
@@ -9739,6 +9785,7 @@ REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port int
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_documents(scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
