@@ -177,6 +177,9 @@ CASES += [
      "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
      ['{"id": "e", "author": "user", "timestamp": 1, "actions": {"state_delta": {"user:": 1}}}'], None, "22023",
      "event.actions.state_delta"),
+    ("ADK event actions not an object",
+     "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
+     ['{"id": "e", "author": "user", "timestamp": 1, "actions": "state_delta"}'], None, "22023", "event.actions"),
 ]
 
 CLASS_FOR = {"22023": InvalidArgumentError, "22P02": InvalidArgumentError, "P0002": NotFoundError}
@@ -363,3 +366,11 @@ def test_generation_embedder_returning_a_zero_vector_fails_the_job_visibly(bank,
                      " embedding_model => 'test/m')", (job, [[0.0, 0.0, 0.0]]))
     assert err.value.sqlstate == "22023" and err.value.diag.message_primary.startswith("embeddings[1]: ")
     assert not op.get().done
+
+
+def test_an_unknown_decomposition_method_is_named_but_not_echoed_whole(conn):
+    with pytest.raises(psycopg.Error) as err:
+        conn.execute("select membank.decompose_query(query_text => 'where? when?', method => %s)", ["x" * 100_000])
+    assert err.value.sqlstate == "22023"
+    assert err.value.diag.message_primary.startswith("method: unknown decomposition method \"xxx")
+    assert len(err.value.diag.message_primary) < 200

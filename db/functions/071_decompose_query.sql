@@ -159,7 +159,7 @@ begin
         return membank_private.parse_sub_queries(model_reply, query_text);
     end if;
     perform membank_private._raise_invalid('method',
-        format('unknown decomposition method %s', coalesce(to_jsonb(method)::text, 'null')),
+        format('unknown decomposition method %s', coalesce(to_jsonb(left(method, 80))::text, 'null')),
         'use rules, in_database (AlloyDB ai.generate) or model_reply (a provider''s reply to decomposition_prompt)');
 end
 $$;

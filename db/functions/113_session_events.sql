@@ -41,6 +41,11 @@ begin
         perform membank_private._raise_invalid('event.timestamp', 'must be seconds since the epoch (a number)',
             'e.g. 1700000000.123');
     end if;
+    if jsonb_typeof(event -> 'actions') not in ('object', 'null') then
+        -- A string or array here would hide a state_delta the caller meant to apply.
+        perform membank_private._raise_invalid('event.actions', 'must be a JSON object',
+            'pass {"state_delta": {...}} or leave actions out');
+    end if;
     _delta := event #> '{actions,state_delta}';
     if _delta is not null and jsonb_typeof(_delta) not in ('object', 'null') then
         perform membank_private._raise_invalid('event.actions.state_delta', 'must be a JSON object',

@@ -324,6 +324,11 @@ begin
         perform membank_private._raise_invalid('event.timestamp', 'must be seconds since the epoch (a number)',
             'e.g. 1700000000.123');
     end if;
+    if jsonb_typeof(event -> 'actions') not in ('object', 'null') then
+        -- A string or array here would hide a state_delta the caller meant to apply.
+        perform membank_private._raise_invalid('event.actions', 'must be a JSON object',
+            'pass {"state_delta": {...}} or leave actions out');
+    end if;
     _delta := event #> '{actions,state_delta}';
     if _delta is not null and jsonb_typeof(_delta) not in ('object', 'null') then
         perform membank_private._raise_invalid('event.actions.state_delta', 'must be a JSON object',
@@ -1528,7 +1533,7 @@ begin
         return membank_private.parse_sub_queries(model_reply, query_text);
     end if;
     perform membank_private._raise_invalid('method',
-        format('unknown decomposition method %s', coalesce(to_jsonb(method)::text, 'null')),
+        format('unknown decomposition method %s', coalesce(to_jsonb(left(method, 80))::text, 'null')),
         'use rules, in_database (AlloyDB ai.generate) or model_reply (a provider''s reply to decomposition_prompt)');
 end
 $_$;
