@@ -74,7 +74,9 @@ $$;
 -- shard trigger missed the revision context. A SET LOCAL with
 -- citus.propagate_set_commands = 'local' is sent to every connection of the
 -- transaction, now and later, and stays in force there until the
--- transaction ends. On one server: set_config(name, value, true) alone.
+-- transaction ends. On one server: set_config(name, value, true) alone
+-- (distributed() is a constant there: no catalog read per call, and this
+-- runs twice per write).
 create or replace function membank_private.carry_setting(name text, value text)
 returns void
 language plpgsql
@@ -84,7 +86,7 @@ set search_path to pg_catalog, pg_temp
 as $$
 begin
     perform set_config(name, value, true);
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         set local citus.propagate_set_commands to 'local';
         execute format('set local %s to %L', quote_ident(split_part(name, '.', 1))
                        || case when name like '%.%' then '.' || quote_ident(split_part(name, '.', 2)) else '' end,

@@ -126,6 +126,7 @@ declare
     _topics text[];
     _metadata jsonb;
     _expire timestamptz;
+    _context boolean;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -138,9 +139,17 @@ begin
         perform membank_private._raise_invalid('structured_content', 'must hold at least one field, got {}',
             'e.g. structured_content => ''{"diet": "vegetarian"}''');
     end if;
-    perform membank_private.set_revision_context(
-        membank_private.validate_object(labels, 'labels'),
-        membank_private.validate_text_array(source_event_ids, 'source_event_ids'));
+    labels := membank_private.validate_object(labels, 'labels');
+    source_event_ids := membank_private.validate_text_array(source_event_ids, 'source_event_ids');
+    -- The revision trigger reads labels and sources from the revision
+    -- context; with none to pass, and none left set (every writer clears
+    -- it), the trigger's defaults are the same: the setting is left alone
+    -- (setting and clearing it was a tenth of this call's cost).
+    _context := labels <> '{}' or source_event_ids <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     -- Validated into variables first: Citus evaluates every function call of
     -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
     _scope := membank_private.validate_scope(scope);
@@ -160,7 +169,9 @@ begin
     ) values (
         _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
     ) returning * into _row;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_row);
 end
 $$;

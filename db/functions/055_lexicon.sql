@@ -118,6 +118,7 @@ declare
     _scopes uuid [];
     _counts bigint [];
     _i integer;
+    _state text;
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -138,10 +139,15 @@ begin
     -- Per scope, in scope_id order, with scope_id = a constant in every
     -- statement (on Citus these run from the shard's trigger, where only such
     -- a statement stays on the shard).
-    select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
-    into _scopes, _counts
-    from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
-          group by d.scope_id) as c;
+    if tg_op = 'INSERT' and cardinality(_scope_ids) = 1 then  -- one row, the common case: no query
+        _scopes := _scope_ids;
+        _counts := array[1];
+    else
+        select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
+        into _scopes, _counts
+        from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
+              group by d.scope_id) as c;
+    end if;
     for _i in 1 .. coalesce(cardinality(_scopes), 0) loop
         _scope_id := _scopes[_i];
         _count := _counts[_i];
@@ -171,20 +177,39 @@ begin
         -- At most 64 appended statements per scope: then they are folded (and
         -- the rows updated once more), so a reader never adds up more than
         -- a few per word, even after a bulk load that nothing followed.
-        _appended := case when _pending then (select max(p.n) from membank_private.scope_stats_delta as p
-                                              where p.scope_id = _scope_id) else 0 end;
-        if tg_op = 'INSERT' and _written and coalesce(_appended, 0) < 64 then
-            insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-            select _scope_id, l.lexeme, sum(d.sign)
-            from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-            cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-            where d.scope_id = _scope_id
-            group by l.lexeme;
-            _appended := coalesce(_appended, 0) + 1;
+        -- How many statements this transaction appended for the scope: kept
+        -- in a transaction-local setting (rolled back with a savepoint, like
+        -- the rows), read back from the appended rows when it names another
+        -- scope. max(n) over them walked every row a fold had deleted in
+        -- this transaction (a third of the trigger's cost in a bulk load).
+        _appended := 0;
+        if tg_op = 'INSERT' and _written and _pending then
+            _state := current_setting('membank.lexicon_appended', true);
+            if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = _scope_id::text then
+                _appended := split_part(_state, ':', 2)::integer;
+            else
+                _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
+                                       where p.scope_id = _scope_id), 0);
+            end if;
+        end if;
+        if tg_op = 'INSERT' and _written and _appended < 64 then
+            if cardinality(_fts) = 1 then  -- one row: its lexemes are distinct, each counts once
+                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+                select _scope_id, l.lexeme, 1 from unnest(tsvector_to_array(_fts[1])) as l (lexeme);
+            else
+                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+                select _scope_id, l.lexeme, sum(d.sign)
+                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+                where d.scope_id = _scope_id
+                group by l.lexeme;
+            end if;
+            _appended := _appended + 1;
             insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (_scope_id, _appended, _count);
             if not _pending then  -- once per transaction: readers and the fold look at the appended rows
                 update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
             end if;
+            perform set_config('membank.lexicon_appended', _scope_id::text || ':' || _appended, true);
             continue;
         end if;
         _pending_lexemes := null;
@@ -226,6 +251,7 @@ begin
         values (_scope_id, _count, _write, false)
         on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
                                              last_write = excluded.last_write, pending = false;
+        perform set_config('membank.lexicon_appended', '', true);
     end loop;
 
     -- A word no memory of the scope holds any more is forgotten with it: no
