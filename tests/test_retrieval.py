@@ -289,6 +289,39 @@ def lexicon(conn, scope):
     return {r["lexeme"]: r["doc_count"] for r in rows}
 
 
+@pytest.mark.role("membank_writer")
+def test_a_bulk_load_leaves_no_appended_counts_when_it_commits(conn, superuser, login):
+    """A transaction of creates (the writer's login, as apps run it) appends its later word counts; its COMMIT
+    folds them: afterwards nothing of the scope is appended or pending, and the counts read are those of one
+    create per transaction; also for 1,000 creates in one statement."""
+    facts = [f"Caroline painted sunset number {i} by the lake" for i in range(1000)] + ["Melanie adopted a dog"]
+    bulk, single = {"user_id": "bulk-commit"}, {"user_id": "single-commit"}
+    for fact in facts[-40:]:
+        superuser.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(single), fact))
+
+    def appended(scope):
+        return superuser.execute(
+            "select (select count(*) from membank_private.scope_lexicon_delta where scope_id = s.id) as lexemes,"
+            " (select count(*) from membank_private.scope_stats_delta where scope_id = s.id) as statements,"
+            " (select pending from membank_private.scope_stats_base where scope_id = s.id) as pending"
+            " from (select md5(%s::jsonb::text)::uuid as id) as s", (Jsonb(scope),)).fetchone()
+
+    with conn.transaction():
+        for fact in facts[-40:]:
+            conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(bulk), fact))
+    assert appended(bulk) == {"lexemes": 0, "statements": 0, "pending": False}
+    assert lexicon(superuser, bulk) == lexicon(superuser, single)
+
+    with conn.transaction():
+        conn.execute("select count(membank.create_memory(scope => %s, fact => f)) from unnest(%s::text[]) as f",
+                     (Jsonb(bulk), facts[:-40]))
+    assert appended(bulk) == {"lexemes": 0, "statements": 0, "pending": False}
+    counts = lexicon(superuser, bulk)
+    assert counts["lake"] == 1000 and counts["adopt"] == 1
+    assert superuser.execute("select doc_count from membank_private.scope_stats where scope_id = md5(%s::text)::uuid",
+                             (Jsonb(bulk),)).fetchone()["doc_count"] == 1001
+
+
 def test_document_frequencies_follow_every_write(vbank, conn):
     a = vbank.create_memory(U1, "Caroline adopted a dog")
     vbank.create_memory(U1, "Caroline paints sunsets")
@@ -510,7 +543,7 @@ def test_many_creates_in_one_transaction_count_words_as_one_per_transaction(db_u
     """A scope's later creates in one transaction append their word counts instead of updating the same rows
     again; the counts read (scope_lexicon, scope_stats), the ranking inside that transaction and after it, and
     the counts after a delete in it and after the next transaction are those of one create per transaction."""
-    # 71 creates: past 64 appended statements the counts are folded within the transaction too
+    # 71 creates: on Citus past 64 appended statements the counts are folded within the transaction too
     facts = [f"Caroline painted sunset number {i} by the lake" for i in range(70)] + ["Melanie adopted a dog"]
     bulk, single = {"user_id": "bulk"}, {"user_id": "single"}
     for fact in facts:

@@ -71,13 +71,16 @@ declare
     -- wrongly on the shard side (text = boolean).
     _revision integer := case when tg_op = 'DELETE' then old.revision + 1 else new.revision end;
     _action text := case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end;
-    -- (no sub-query for the common empty list)
-    _sources text[] := case when coalesce(_ctx -> 'source_event_ids', '[]') = '[]' then '{}'
-                            else array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')) end;
+    _sources text[] := '{}';
     _labels jsonb := coalesce(_ctx -> 'labels', '{}');
     _old_fact text;
     _old_content jsonb;
 begin
+    -- A sub-query only for a list to unpack: an expression holding one is
+    -- run as a query on every call, even when the list is empty.
+    if coalesce(_ctx -> 'source_event_ids', '[]') <> '[]' then
+        _sources := array(select jsonb_array_elements_text(_ctx -> 'source_event_ids'));
+    end if;
     if tg_op <> 'INSERT' and not _forget then
         _old_fact := old.fact;
         _old_content := old.structured_content;

@@ -17,10 +17,17 @@ begin
         if tg_op = 'UPDATE' then
             delete from membank_private.memory_embeddings as e where e.scope_id = new.scope_id and e.name = new.name;
         end if;
-        if new.fact is not null then
+        if new.fact is not null and tg_op = 'INSERT' then
+            -- A new memory has no job yet (a re-created one's went with it,
+            -- by cascade): a plain insert, without ON CONFLICT's speculative one.
+            insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
+            values (new.name, md5(new.fact)::uuid, new.scope_id);
+        elsif new.fact is not null then
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
             values (new.name, md5(new.fact)::uuid, new.scope_id)
             on conflict do nothing;
+        end if;
+        if new.fact is not null then
             -- Not on a Citus shard (memories_<shard id>): there it would fire
             -- on the worker, unheard, and a transaction writing to two
             -- workers could not commit (2PC refuses a prepared NOTIFY);

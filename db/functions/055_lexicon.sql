@@ -1,8 +1,9 @@
 -- Per-scope document frequencies for IDF-weighted full-text ranking.
--- Statement-level triggers with transition tables fold a whole statement
--- (one memory or a 10,000-row purge) into one upsert (or, for a scope's
--- later INSERTs in one transaction, appended counts; see below). Writers of
--- one scope take its write lock first (015_scope_locks.sql).
+-- A row trigger counts each new memory (a scope's later inserts in one
+-- transaction append their counts, folded at commit; see below); statement
+-- triggers with transition tables fold a whole UPDATE or DELETE (a
+-- 10,000-row purge) into one upsert. Writers of one scope take its write
+-- lock first (015_scope_locks.sql).
 
 -- A memory's full-text vector (memories.fts, migrations 0008 and 0012) is
 -- computed on every write, so its functions are redefined here in PL/pgSQL
@@ -94,7 +95,109 @@ begin
     ) || membank_private.cjk_tokens(input);
 end
 $$;
--- name: memories_count_lexemes: add the lexemes of new rows, subtract those of old rows.
+-- name: memories_count_inserted_lexemes: add a new memory's lexemes to its scope's counts (row trigger).
+-- A row trigger: a statement trigger's transition table cost more than all
+-- the counting a one-row INSERT does (measured with bench/write_path.py
+-- --cost). The statement trigger below counts UPDATEs and DELETEs, where one
+-- statement may change thousands of rows (a purge) in one upsert.
+create or replace function membank_private.memories_count_inserted_lexemes()
+returns trigger
+language plpgsql
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _write xid8 := pg_current_xact_id();
+    _written boolean;
+    _pending boolean;
+    _state text;
+    _appended integer := 0;
+    _cap constant integer := case when membank_private.distributed() then 64 else 1024 end;
+begin
+    -- Every statement names scope_id = a value: on Citus this runs on the
+    -- shard, where only such a statement stays on it.
+    select s.last_write = _write, s.pending into _written, _pending
+    from membank_private.scope_stats_base as s where s.scope_id = new.scope_id;
+    _written := coalesce(_written, false);
+    _pending := coalesce(_pending, false);
+    -- One writer per scope at a time, until its transaction ends. Without it,
+    -- two transactions that each write twice to one scope lock word rows in
+    -- opposite orders and deadlock (tested). A scope this transaction wrote
+    -- before (last_write) is locked already: the lock and that write commit
+    -- or roll back together.
+    if not _written then
+        perform membank_private.lock_scope(new.scope_id);
+    end if;
+    -- A scope's second and later inserts in one transaction (a bulk load, a
+    -- consolidation creating several memories) append their counts
+    -- (scope_lexicon_delta, scope_stats_delta): updating the same rows again
+    -- would leave one more row version per insert for every later update to
+    -- walk (2,000 creates in one transaction: 0.64 ms each). Any other
+    -- statement folds the appended counts in first, so a deletion or purge
+    -- leaves no count of a forgotten word behind. Readers read the sums (the
+    -- views scope_lexicon and scope_stats, migration 0017).
+    -- On one server the appended counts are folded when the transaction
+    -- commits (scope_stats_fold, below), so other transactions never read
+    -- them; within the writing transaction every 1,024 inserts, so that its
+    -- own reads add up a bounded number of rows per word. On Citus (no fold
+    -- at commit) every 64: a bulk load that nothing followed would otherwise
+    -- leave its counts appended for every later reader.
+    if _written and _pending then
+        -- How many inserts this transaction appended for the scope: kept in a
+        -- transaction-local setting (rolled back with a savepoint, like the
+        -- rows), read back from the appended rows when it names another
+        -- scope. max(n) over them walks every row a fold deleted in this
+        -- transaction.
+        _state := current_setting('membank.lexicon_appended', true);
+        if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = new.scope_id::text then
+            _appended := split_part(_state, ':', 2)::integer;
+        else
+            _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
+                                   where p.scope_id = new.scope_id), 0);
+        end if;
+    end if;
+    if _written and _appended < _cap then
+        -- A tsvector's lexemes are distinct: each counts once.
+        insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+        select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+        insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (new.scope_id, _appended + 1, 1);
+        if not _pending then  -- once per transaction: readers and the fold look at the appended rows
+            update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
+        end if;
+        perform set_config('membank.lexicon_appended', new.scope_id::text || ':' || (_appended + 1), true);
+        return null;
+    end if;
+    if _pending then
+        perform membank_private.fold_appended_counts(new.scope_id);
+    end if;
+    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+    select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
+    order by l.lexeme
+    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    perform membank_private.count_scope_write(new.scope_id, 1, _write);
+    return null;
+end
+$$;
+
+-- name: count_scope_write: add to a scope's document count and stamp the transaction that wrote it.
+-- last_write: this transaction wrote the scope's memories, so a
+-- consolidation plan made before it searches its candidates again
+-- (candidates_stamp, 093_consolidation.sql). Every counted write sets it, an
+-- UPDATE too (a changed fact moves the candidates without changing the count).
+create or replace function membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8)
+returns void
+language sql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
+    values (count_scope_write.scope_id, count_scope_write.documents, count_scope_write.write, false)
+    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
+                                         last_write = excluded.last_write, pending = false;
+$$;
+
+-- name: memories_count_lexemes: apply an UPDATE's or DELETE's changes to the lexemes of its scopes (statement trigger).
 create or replace function membank_private.memories_count_lexemes()
 returns trigger
 language plpgsql
@@ -108,24 +211,16 @@ declare
     _scope_id uuid;
     _lexemes text [];
     _write xid8 := pg_current_xact_id();
-    _pending_lexemes text [];
-    _pending_counts integer [];
-    _pending_count bigint;
     _count bigint;
     _written boolean;
     _pending boolean;
-    _appended integer;
     _scopes uuid [];
     _counts bigint [];
     _i integer;
-    _state text;
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
-    if tg_op = 'INSERT' then
-        select array_agg(n.scope_id), array_agg(n.fts), array_agg(1)
-        into _scope_ids, _fts, _signs from new_rows as n;
-    elsif tg_op = 'DELETE' then
+    if tg_op = 'DELETE' then
         select array_agg(o.scope_id), array_agg(o.fts), array_agg(-1)
         into _scope_ids, _fts, _signs from old_rows as o;
     else
@@ -139,119 +234,34 @@ begin
     -- Per scope, in scope_id order, with scope_id = a constant in every
     -- statement (on Citus these run from the shard's trigger, where only such
     -- a statement stays on the shard).
-    if tg_op = 'INSERT' and cardinality(_scope_ids) = 1 then  -- one row, the common case: no query
-        _scopes := _scope_ids;
-        _counts := array[1];
-    else
-        select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
-        into _scopes, _counts
-        from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
-              group by d.scope_id) as c;
-    end if;
+    select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
+    into _scopes, _counts
+    from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
+          group by d.scope_id) as c;
     for _i in 1 .. coalesce(cardinality(_scopes), 0) loop
         _scope_id := _scopes[_i];
         _count := _counts[_i];
-        -- One writer per scope at a time, until its transaction ends. Without
-        -- it, two transactions that each write twice to one scope lock word
-        -- rows in opposite orders and deadlock (tested). Scopes are locked in
-        -- sorted order, so a statement writing several scopes cannot deadlock
-        -- against another such statement. A scope this transaction wrote
-        -- before (last_write, below) is locked already: the lock and that
-        -- write commit or roll back together.
-        select coalesce(s.last_write = _write, false), coalesce(s.pending, false) into _written, _pending
+        -- The scope's write lock, as for an insert (above); scopes in sorted
+        -- order, so a statement writing several scopes cannot deadlock
+        -- against another such statement.
+        select s.last_write = _write, s.pending into _written, _pending
         from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
-        _written := coalesce(_written, false);
-        _pending := coalesce(_pending, false);
-        if not _written then
+        if not coalesce(_written, false) then
             perform membank_private.lock_scope(_scope_id);
         end if;
-        -- A scope's second and later INSERT statements in one transaction (a
-        -- bulk load, a consolidation creating several memories) append their
-        -- counts (scope_lexicon_delta, scope_stats_delta): updating the same
-        -- rows again would leave one more row version per statement for
-        -- every later update to walk (2,000 creates in one transaction: 0.64
-        -- ms each). Any other statement folds the appended counts in first,
-        -- so a deletion or purge leaves no count of a forgotten word behind.
-        -- Readers read the sums, the views scope_lexicon and scope_stats
-        -- (migration 0017).
-        -- At most 64 appended statements per scope: then they are folded (and
-        -- the rows updated once more), so a reader never adds up more than
-        -- a few per word, even after a bulk load that nothing followed.
-        -- How many statements this transaction appended for the scope: kept
-        -- in a transaction-local setting (rolled back with a savepoint, like
-        -- the rows), read back from the appended rows when it names another
-        -- scope. max(n) over them walked every row a fold had deleted in
-        -- this transaction (a third of the trigger's cost in a bulk load).
-        _appended := 0;
-        if tg_op = 'INSERT' and _written and _pending then
-            _state := current_setting('membank.lexicon_appended', true);
-            if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = _scope_id::text then
-                _appended := split_part(_state, ':', 2)::integer;
-            else
-                _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
-                                       where p.scope_id = _scope_id), 0);
-            end if;
-        end if;
-        if tg_op = 'INSERT' and _written and _appended < 64 then
-            if cardinality(_fts) = 1 then  -- one row: its lexemes are distinct, each counts once
-                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-                select _scope_id, l.lexeme, 1 from unnest(tsvector_to_array(_fts[1])) as l (lexeme);
-            else
-                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-                select _scope_id, l.lexeme, sum(d.sign)
-                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-                where d.scope_id = _scope_id
-                group by l.lexeme;
-            end if;
-            _appended := _appended + 1;
-            insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (_scope_id, _appended, _count);
-            if not _pending then  -- once per transaction: readers and the fold look at the appended rows
-                update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
-            end if;
-            perform set_config('membank.lexicon_appended', _scope_id::text || ':' || _appended, true);
-            continue;
-        end if;
-        _pending_lexemes := null;
-        _pending_counts := null;
-        _pending_count := 0;
-        if _pending then
-            with pending as (
-                delete from membank_private.scope_lexicon_delta as p where p.scope_id = _scope_id
-                returning p.lexeme, p.doc_count
-            )
-            select array_agg(p.lexeme), array_agg(p.doc_count) into _pending_lexemes, _pending_counts
-            from pending as p;
-            with pending as (
-                delete from membank_private.scope_stats_delta as p where p.scope_id = _scope_id
-                returning p.doc_count
-            )
-            select coalesce(sum(p.doc_count), 0) into _pending_count from pending as p;
+        if coalesce(_pending, false) then
+            perform membank_private.fold_appended_counts(_scope_id);
         end if;
         insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-        select _scope_id, c.lexeme, sum(c.doc_count)
-        from (select l.lexeme, d.sign as doc_count
-              from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-              cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-              where d.scope_id = _scope_id
-              union all
-              select p.lexeme, p.doc_count from unnest(_pending_lexemes, _pending_counts) as p (lexeme, doc_count)
-             ) as c
-        group by c.lexeme
-        having sum(c.doc_count) <> 0
-        order by c.lexeme
+        select _scope_id, l.lexeme, sum(d.sign)
+        from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+        cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+        where d.scope_id = _scope_id
+        group by l.lexeme
+        having sum(d.sign) <> 0
+        order by l.lexeme
         on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
-        _count := _count + _pending_count;
-        -- last_write: this transaction wrote the scope's memories, so a
-        -- consolidation plan made before it searches its candidates again
-        -- (candidates_stamp, 093_consolidation.sql). Every statement that
-        -- gets here sets it, an UPDATE too (a changed fact moves the
-        -- candidates without changing the count).
-        insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
-        values (_scope_id, _count, _write, false)
-        on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
-                                             last_write = excluded.last_write, pending = false;
-        perform set_config('membank.lexicon_appended', '', true);
+        perform membank_private.count_scope_write(_scope_id, _count, _write);
     end loop;
 
     -- A word no memory of the scope holds any more is forgotten with it: no
@@ -259,27 +269,108 @@ begin
     -- Per scope, from the arrays rather than old_rows: on Citus these
     -- statements run from the shard's trigger, where only a statement with
     -- scope_id = a constant stays on the shard, and old_rows is not visible.
-    if tg_op <> 'INSERT' then
-        for _scope_id in select distinct d.scope_id from unnest(_scope_ids, _signs) as d (scope_id, sign)
-                         where d.sign < 0 loop
-            _lexemes := array(
-                select distinct l.lexeme
-                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-                where d.sign < 0 and d.scope_id = _scope_id);
-            delete from membank_private.scope_lexicon_base as x
-            where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
-            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
-        end loop;
+    for _scope_id in select distinct d.scope_id from unnest(_scope_ids, _signs) as d (scope_id, sign)
+                     where d.sign < 0 loop
+        _lexemes := array(
+            select distinct l.lexeme
+            from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+            cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+            where d.sign < 0 and d.scope_id = _scope_id);
+        delete from membank_private.scope_lexicon_base as x
+        where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
+        delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
+    end loop;
+    return null;
+end
+$$;
+
+-- name: fold_appended_counts: add a scope's appended word and document counts to its lexicon rows.
+-- Called with the scope's write lock held (every writer of the scope takes
+-- it before its rows): by the next statement that writes the scope other
+-- than an appending INSERT, and when the transaction commits.
+create or replace function membank_private.fold_appended_counts(scope_id uuid)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+#variable_conflict use_column
+declare
+    _lexemes text [];
+    _counts bigint [];
+    _documents bigint;
+begin
+    with pending as (
+        delete from membank_private.scope_lexicon_delta as p where p.scope_id = fold_appended_counts.scope_id
+        returning p.lexeme, p.doc_count
+    )
+    select array_agg(c.lexeme order by c.lexeme), array_agg(c.n order by c.lexeme) into _lexemes, _counts
+    from (select p.lexeme, sum(p.doc_count) as n from pending as p group by p.lexeme) as c;
+    with pending as (
+        delete from membank_private.scope_stats_delta as p where p.scope_id = fold_appended_counts.scope_id
+        returning p.doc_count
+    )
+    select coalesce(sum(p.doc_count), 0) into _documents from pending as p;
+    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+    select fold_appended_counts.scope_id, c.lexeme, c.n from unnest(_lexemes, _counts) as c (lexeme, n)
+    where c.n <> 0
+    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    update membank_private.scope_stats_base as s set doc_count = s.doc_count + _documents, pending = false
+    where s.scope_id = fold_appended_counts.scope_id;
+    perform set_config('membank.lexicon_appended', '', true);
+end
+$$;
+
+-- name: scope_stats_fold: when a transaction that appended counts commits, fold them (deferred trigger).
+-- A constraint trigger deferred to COMMIT: a bulk load folds once, at its
+-- end, instead of every few statements; no other transaction ever reads
+-- appended counts on one server. SECURITY DEFINER: at COMMIT the caller's
+-- own role is current again, and it has no access to these tables.
+create or replace function membank_private.scope_stats_fold()
+returns trigger
+language plpgsql
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- Read again: a fold since (a later UPDATE or DELETE, or erase_scope)
+    -- may have done it, or the row may be gone.
+    if exists (select from membank_private.scope_stats_base as s
+               where s.scope_id = new.scope_id and s.pending) then
+        perform membank_private.fold_appended_counts(new.scope_id);
     end if;
     return null;
 end
 $$;
 
+-- CREATE OR REPLACE does not take a constraint trigger. On Citus there is
+-- none: a trigger firing at COMMIT on a shard would run inside the
+-- workers' two-phase commit, and the folds every 64 statements bound what
+-- a reader adds up.
+do $$
+begin
+    drop trigger if exists scope_stats_fold on membank_private.scope_stats_base;
+    -- Distributed: the same test as 990_citus.sql's for distributed().
+    if exists (select from pg_catalog.pg_extension where extname = 'citus') then
+        if exists (select from pg_catalog.pg_class as t
+                   inner join pg_catalog.pg_namespace as n on n.oid = t.relnamespace
+                   inner join pg_catalog.pg_dist_partition as p on p.logicalrelid = t.oid
+                   where n.nspname = 'membank_private' and t.relname = 'memories') then
+            return;
+        end if;
+    end if;
+    create constraint trigger scope_stats_fold
+    after update on membank_private.scope_stats_base
+    deferrable initially deferred
+    for each row when (new.pending and not old.pending)
+    execute function membank_private.scope_stats_fold();
+end
+$$;
+
 create or replace trigger memories_lexicon_insert
 after insert on membank_private.memories
-referencing new table as new_rows
-for each statement execute function membank_private.memories_count_lexemes();
+for each row execute function membank_private.memories_count_inserted_lexemes();
 
 create or replace trigger memories_lexicon_update
 after update on membank_private.memories

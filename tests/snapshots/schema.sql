@@ -5028,6 +5028,15 @@ CREATE FUNCTION membank_private.context_profile_lines(scopes jsonb[]) RETURNS js
         cross join lateral jsonb_each(membank.retrieve_profiles(s.scope)) as pr
     ) as p;
 $$;
+CREATE FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
+    values (count_scope_write.scope_id, count_scope_write.documents, count_scope_write.write, false)
+    on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
+                                         last_write = excluded.last_write, pending = false;
+$$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5475,6 +5484,36 @@ begin
         last_operation_name = coalesce(_name, t.last_operation_name)
     where t.scope_id = stream.scope_id and t.stream_id = stream.stream_id;
     perform membank_private.refresh_stream(stream.scope_id, stream.stream_id);
+end
+$$;
+CREATE FUNCTION membank_private.fold_appended_counts(scope_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+#variable_conflict use_column
+declare
+    _lexemes text [];
+    _counts bigint [];
+    _documents bigint;
+begin
+    with pending as (
+        delete from membank_private.scope_lexicon_delta as p where p.scope_id = fold_appended_counts.scope_id
+        returning p.lexeme, p.doc_count
+    )
+    select array_agg(c.lexeme order by c.lexeme), array_agg(c.n order by c.lexeme) into _lexemes, _counts
+    from (select p.lexeme, sum(p.doc_count) as n from pending as p group by p.lexeme) as c;
+    with pending as (
+        delete from membank_private.scope_stats_delta as p where p.scope_id = fold_appended_counts.scope_id
+        returning p.doc_count
+    )
+    select coalesce(sum(p.doc_count), 0) into _documents from pending as p;
+    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+    select fold_appended_counts.scope_id, c.lexeme, c.n from unnest(_lexemes, _counts) as c (lexeme, n)
+    where c.n <> 0
+    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    update membank_private.scope_stats_base as s set doc_count = s.doc_count + _documents, pending = false
+    where s.scope_id = fold_appended_counts.scope_id;
+    perform set_config('membank.lexicon_appended', '', true);
 end
 $$;
 CREATE FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) RETURNS bigint
@@ -5959,10 +5998,86 @@ begin
     return new;
 end
 $$;
-CREATE FUNCTION membank_private.memories_count_lexemes() RETURNS trigger
+CREATE FUNCTION membank_private.memories_count_inserted_lexemes() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
+declare
+    _write xid8 := pg_current_xact_id();
+    _written boolean;
+    _pending boolean;
+    _state text;
+    _appended integer := 0;
+    _cap constant integer := case when membank_private.distributed() then 64 else 1024 end;
+begin
+    -- Every statement names scope_id = a value: on Citus this runs on the
+    -- shard, where only such a statement stays on it.
+    select s.last_write = _write, s.pending into _written, _pending
+    from membank_private.scope_stats_base as s where s.scope_id = new.scope_id;
+    _written := coalesce(_written, false);
+    _pending := coalesce(_pending, false);
+    -- One writer per scope at a time, until its transaction ends. Without it,
+    -- two transactions that each write twice to one scope lock word rows in
+    -- opposite orders and deadlock (tested). A scope this transaction wrote
+    -- before (last_write) is locked already: the lock and that write commit
+    -- or roll back together.
+    if not _written then
+        perform membank_private.lock_scope(new.scope_id);
+    end if;
+    -- A scope's second and later inserts in one transaction (a bulk load, a
+    -- consolidation creating several memories) append their counts
+    -- (scope_lexicon_delta, scope_stats_delta): updating the same rows again
+    -- would leave one more row version per insert for every later update to
+    -- walk (2,000 creates in one transaction: 0.64 ms each). Any other
+    -- statement folds the appended counts in first, so a deletion or purge
+    -- leaves no count of a forgotten word behind. Readers read the sums (the
+    -- views scope_lexicon and scope_stats, migration 0017).
+    -- On one server the appended counts are folded when the transaction
+    -- commits (scope_stats_fold, below), so other transactions never read
+    -- them; within the writing transaction every 1,024 inserts, so that its
+    -- own reads add up a bounded number of rows per word. On Citus (no fold
+    -- at commit) every 64: a bulk load that nothing followed would otherwise
+    -- leave its counts appended for every later reader.
+    if _written and _pending then
+        -- How many inserts this transaction appended for the scope: kept in a
+        -- transaction-local setting (rolled back with a savepoint, like the
+        -- rows), read back from the appended rows when it names another
+        -- scope. max(n) over them walks every row a fold deleted in this
+        -- transaction.
+        _state := current_setting('membank.lexicon_appended', true);
+        if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = new.scope_id::text then
+            _appended := split_part(_state, ':', 2)::integer;
+        else
+            _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
+                                   where p.scope_id = new.scope_id), 0);
+        end if;
+    end if;
+    if _written and _appended < _cap then
+        -- A tsvector's lexemes are distinct: each counts once.
+        insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+        select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+        insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (new.scope_id, _appended + 1, 1);
+        if not _pending then  -- once per transaction: readers and the fold look at the appended rows
+            update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
+        end if;
+        perform set_config('membank.lexicon_appended', new.scope_id::text || ':' || (_appended + 1), true);
+        return null;
+    end if;
+    if _pending then
+        perform membank_private.fold_appended_counts(new.scope_id);
+    end if;
+    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+    select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
+    order by l.lexeme
+    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    perform membank_private.count_scope_write(new.scope_id, 1, _write);
+    return null;
+end
+$_$;
+CREATE FUNCTION membank_private.memories_count_lexemes() RETURNS trigger
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
 declare
     _scope_ids uuid [];
     _fts tsvector [];
@@ -5970,24 +6085,16 @@ declare
     _scope_id uuid;
     _lexemes text [];
     _write xid8 := pg_current_xact_id();
-    _pending_lexemes text [];
-    _pending_counts integer [];
-    _pending_count bigint;
     _count bigint;
     _written boolean;
     _pending boolean;
-    _appended integer;
     _scopes uuid [];
     _counts bigint [];
     _i integer;
-    _state text;
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
-    if tg_op = 'INSERT' then
-        select array_agg(n.scope_id), array_agg(n.fts), array_agg(1)
-        into _scope_ids, _fts, _signs from new_rows as n;
-    elsif tg_op = 'DELETE' then
+    if tg_op = 'DELETE' then
         select array_agg(o.scope_id), array_agg(o.fts), array_agg(-1)
         into _scope_ids, _fts, _signs from old_rows as o;
     else
@@ -6000,141 +6107,54 @@ begin
     -- Per scope, in scope_id order, with scope_id = a constant in every
     -- statement (on Citus these run from the shard's trigger, where only such
     -- a statement stays on the shard).
-    if tg_op = 'INSERT' and cardinality(_scope_ids) = 1 then  -- one row, the common case: no query
-        _scopes := _scope_ids;
-        _counts := array[1];
-    else
-        select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
-        into _scopes, _counts
-        from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
-              group by d.scope_id) as c;
-    end if;
+    select array_agg(c.scope_id order by c.scope_id), array_agg(c.n order by c.scope_id)
+    into _scopes, _counts
+    from (select d.scope_id, sum(d.sign) as n from unnest(_scope_ids, _signs) as d (scope_id, sign)
+          group by d.scope_id) as c;
     for _i in 1 .. coalesce(cardinality(_scopes), 0) loop
         _scope_id := _scopes[_i];
         _count := _counts[_i];
-        -- One writer per scope at a time, until its transaction ends. Without
-        -- it, two transactions that each write twice to one scope lock word
-        -- rows in opposite orders and deadlock (tested). Scopes are locked in
-        -- sorted order, so a statement writing several scopes cannot deadlock
-        -- against another such statement. A scope this transaction wrote
-        -- before (last_write, below) is locked already: the lock and that
-        -- write commit or roll back together.
-        select coalesce(s.last_write = _write, false), coalesce(s.pending, false) into _written, _pending
+        -- The scope's write lock, as for an insert (above); scopes in sorted
+        -- order, so a statement writing several scopes cannot deadlock
+        -- against another such statement.
+        select s.last_write = _write, s.pending into _written, _pending
         from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
-        _written := coalesce(_written, false);
-        _pending := coalesce(_pending, false);
-        if not _written then
+        if not coalesce(_written, false) then
             perform membank_private.lock_scope(_scope_id);
         end if;
-        -- A scope's second and later INSERT statements in one transaction (a
-        -- bulk load, a consolidation creating several memories) append their
-        -- counts (scope_lexicon_delta, scope_stats_delta): updating the same
-        -- rows again would leave one more row version per statement for
-        -- every later update to walk (2,000 creates in one transaction: 0.64
-        -- ms each). Any other statement folds the appended counts in first,
-        -- so a deletion or purge leaves no count of a forgotten word behind.
-        -- Readers read the sums, the views scope_lexicon and scope_stats
-        -- (migration 0017).
-        -- At most 64 appended statements per scope: then they are folded (and
-        -- the rows updated once more), so a reader never adds up more than
-        -- a few per word, even after a bulk load that nothing followed.
-        -- How many statements this transaction appended for the scope: kept
-        -- in a transaction-local setting (rolled back with a savepoint, like
-        -- the rows), read back from the appended rows when it names another
-        -- scope. max(n) over them walked every row a fold had deleted in
-        -- this transaction (a third of the trigger's cost in a bulk load).
-        _appended := 0;
-        if tg_op = 'INSERT' and _written and _pending then
-            _state := current_setting('membank.lexicon_appended', true);
-            if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = _scope_id::text then
-                _appended := split_part(_state, ':', 2)::integer;
-            else
-                _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
-                                       where p.scope_id = _scope_id), 0);
-            end if;
-        end if;
-        if tg_op = 'INSERT' and _written and _appended < 64 then
-            if cardinality(_fts) = 1 then  -- one row: its lexemes are distinct, each counts once
-                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-                select _scope_id, l.lexeme, 1 from unnest(tsvector_to_array(_fts[1])) as l (lexeme);
-            else
-                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-                select _scope_id, l.lexeme, sum(d.sign)
-                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-                where d.scope_id = _scope_id
-                group by l.lexeme;
-            end if;
-            _appended := _appended + 1;
-            insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (_scope_id, _appended, _count);
-            if not _pending then  -- once per transaction: readers and the fold look at the appended rows
-                update membank_private.scope_stats_base as s set pending = true where s.scope_id = _scope_id;
-            end if;
-            perform set_config('membank.lexicon_appended', _scope_id::text || ':' || _appended, true);
-            continue;
-        end if;
-        _pending_lexemes := null;
-        _pending_counts := null;
-        _pending_count := 0;
-        if _pending then
-            with pending as (
-                delete from membank_private.scope_lexicon_delta as p where p.scope_id = _scope_id
-                returning p.lexeme, p.doc_count
-            )
-            select array_agg(p.lexeme), array_agg(p.doc_count) into _pending_lexemes, _pending_counts
-            from pending as p;
-            with pending as (
-                delete from membank_private.scope_stats_delta as p where p.scope_id = _scope_id
-                returning p.doc_count
-            )
-            select coalesce(sum(p.doc_count), 0) into _pending_count from pending as p;
+        if coalesce(_pending, false) then
+            perform membank_private.fold_appended_counts(_scope_id);
         end if;
         insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-        select _scope_id, c.lexeme, sum(c.doc_count)
-        from (select l.lexeme, d.sign as doc_count
-              from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-              cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-              where d.scope_id = _scope_id
-              union all
-              select p.lexeme, p.doc_count from unnest(_pending_lexemes, _pending_counts) as p (lexeme, doc_count)
-             ) as c
-        group by c.lexeme
-        having sum(c.doc_count) <> 0
-        order by c.lexeme
+        select _scope_id, l.lexeme, sum(d.sign)
+        from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+        cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+        where d.scope_id = _scope_id
+        group by l.lexeme
+        having sum(d.sign) <> 0
+        order by l.lexeme
         on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
-        _count := _count + _pending_count;
-        -- last_write: this transaction wrote the scope's memories, so a
-        -- consolidation plan made before it searches its candidates again
-        -- (candidates_stamp, 093_consolidation.sql). Every statement that
-        -- gets here sets it, an UPDATE too (a changed fact moves the
-        -- candidates without changing the count).
-        insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
-        values (_scope_id, _count, _write, false)
-        on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
-                                             last_write = excluded.last_write, pending = false;
-        perform set_config('membank.lexicon_appended', '', true);
+        perform membank_private.count_scope_write(_scope_id, _count, _write);
     end loop;
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).
     -- Per scope, from the arrays rather than old_rows: on Citus these
     -- statements run from the shard's trigger, where only a statement with
     -- scope_id = a constant stays on the shard, and old_rows is not visible.
-    if tg_op <> 'INSERT' then
-        for _scope_id in select distinct d.scope_id from unnest(_scope_ids, _signs) as d (scope_id, sign)
-                         where d.sign < 0 loop
-            _lexemes := array(
-                select distinct l.lexeme
-                from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-                cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-                where d.sign < 0 and d.scope_id = _scope_id);
-            delete from membank_private.scope_lexicon_base as x
-            where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
-            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
-        end loop;
-    end if;
+    for _scope_id in select distinct d.scope_id from unnest(_scope_ids, _signs) as d (scope_id, sign)
+                     where d.sign < 0 loop
+        _lexemes := array(
+            select distinct l.lexeme
+            from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+            cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+            where d.sign < 0 and d.scope_id = _scope_id);
+        delete from membank_private.scope_lexicon_base as x
+        where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
+        delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
+    end loop;
     return null;
 end
-$_$;
+$$;
 CREATE FUNCTION membank_private.memories_enqueue_embedding() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6146,10 +6166,17 @@ begin
         if tg_op = 'UPDATE' then
             delete from membank_private.memory_embeddings as e where e.scope_id = new.scope_id and e.name = new.name;
         end if;
-        if new.fact is not null then
+        if new.fact is not null and tg_op = 'INSERT' then
+            -- A new memory has no job yet (a re-created one's went with it,
+            -- by cascade): a plain insert, without ON CONFLICT's speculative one.
+            insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
+            values (new.name, md5(new.fact)::uuid, new.scope_id);
+        elsif new.fact is not null then
             insert into membank_private.embedding_jobs (name, fact_md5, scope_id)
             values (new.name, md5(new.fact)::uuid, new.scope_id)
             on conflict do nothing;
+        end if;
+        if new.fact is not null then
             -- Not on a Citus shard (memories_<shard id>): there it would fire
             -- on the worker, unheard, and a transaction writing to two
             -- workers could not commit (2PC refuses a prepared NOTIFY);
@@ -6180,13 +6207,16 @@ declare
     -- wrongly on the shard side (text = boolean).
     _revision integer := case when tg_op = 'DELETE' then old.revision + 1 else new.revision end;
     _action text := case when tg_op = 'INSERT' then 'CREATED' when tg_op = 'UPDATE' then 'UPDATED' else 'DELETED' end;
-    -- (no sub-query for the common empty list)
-    _sources text[] := case when coalesce(_ctx -> 'source_event_ids', '[]') = '[]' then '{}'
-                            else array(select jsonb_array_elements_text(_ctx -> 'source_event_ids')) end;
+    _sources text[] := '{}';
     _labels jsonb := coalesce(_ctx -> 'labels', '{}');
     _old_fact text;
     _old_content jsonb;
 begin
+    -- A sub-query only for a list to unpack: an expression holding one is
+    -- run as a query on every call, even when the list is empty.
+    if coalesce(_ctx -> 'source_event_ids', '[]') <> '[]' then
+        _sources := array(select jsonb_array_elements_text(_ctx -> 'source_event_ids'));
+    end if;
     if tg_op <> 'INSERT' and not _forget then
         _old_fact := old.fact;
         _old_content := old.structured_content;
@@ -7615,6 +7645,20 @@ begin
     return _setting;
 end
 $_$;
+CREATE FUNCTION membank_private.scope_stats_fold() RETURNS trigger
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- Read again: a fold since (a later UPDATE or DELETE, or erase_scope)
+    -- may have done it, or the row may be gone.
+    if exists (select from membank_private.scope_stats_base as s
+               where s.scope_id = new.scope_id and s.pending) then
+        perform membank_private.fold_appended_counts(new.scope_id);
+    end if;
+    return null;
+end
+$$;
 CREATE FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) RETURNS TABLE(action text, scope_id uuid, memories bigint, index_name text, statement text)
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9501,10 +9545,11 @@ CREATE INDEX tool_rules_scope_idx ON membank_private.tool_rules USING btree (sco
 CREATE TRIGGER memories_before_update BEFORE UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_before_update();
 CREATE TRIGGER memories_enqueue_embedding AFTER INSERT OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_enqueue_embedding();
 CREATE TRIGGER memories_lexicon_delete AFTER DELETE ON membank_private.memories REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
-CREATE TRIGGER memories_lexicon_insert AFTER INSERT ON membank_private.memories REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
+CREATE TRIGGER memories_lexicon_insert AFTER INSERT ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_count_inserted_lexemes();
 CREATE TRIGGER memories_lexicon_update AFTER UPDATE ON membank_private.memories REFERENCING OLD TABLE AS old_rows NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION membank_private.memories_count_lexemes();
 CREATE TRIGGER memories_write_revision AFTER INSERT OR DELETE OR UPDATE ON membank_private.memories FOR EACH ROW EXECUTE FUNCTION membank_private.memories_write_revision();
 CREATE TRIGGER memory_revisions_immutable BEFORE UPDATE ON membank_private.memory_revisions FOR EACH ROW EXECUTE FUNCTION membank_private.memory_revisions_immutable();
+CREATE CONSTRAINT TRIGGER scope_stats_fold AFTER UPDATE ON membank_private.scope_stats_base DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN ((new.pending AND (NOT old.pending))) EXECUTE FUNCTION membank_private.scope_stats_fold();
 CREATE TRIGGER tool_rules_log_change AFTER INSERT OR DELETE OR UPDATE ON membank_private.tool_rules FOR EACH ROW EXECUTE FUNCTION membank_private.tool_rules_log_change();
 ALTER TABLE ONLY membank_private.embedding_jobs
     ADD CONSTRAINT embedding_jobs_name_fkey FOREIGN KEY (name, scope_id) REFERENCES membank_private.memories(name, scope_id) ON DELETE CASCADE;
@@ -9729,6 +9774,7 @@ REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.op
 REVOKE ALL ON FUNCTION membank_private.consolidation_reply_schema(merges jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
@@ -9749,6 +9795,7 @@ REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
@@ -9767,6 +9814,7 @@ REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.memories_count_inserted_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_count_lexemes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
@@ -9832,6 +9880,7 @@ REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dime
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_stats_fold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
