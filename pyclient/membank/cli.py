@@ -279,7 +279,9 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
         click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
         deleted: list[tuple[Any, str, str]] = []  # (name, fact, session id) of every DELETED memory
-        with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
+        # disable=None: no bar when stderr is not a terminal (a log file would get it glued to every line).
+        with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories",
+                  disable=None) as bar:
             def show(result: demo_job.SessionResult) -> None:
                 op = result.operation
                 counts = {a: sum(g.action == a for g in op.generated_memories)
@@ -472,7 +474,7 @@ def reembed(yes: bool, force: bool) -> None:
         click.echo("dropping every vector: retrieval is text-only (degraded) until each memory is re-embedded",
                    err=True)
         queued = bank.reembed()
-        with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}") as bar:
+        with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}", disable=None) as bar:
             bank.worker.process_pending(progress=bar.update)
         after = bank.embedding_backlog()
     click.echo(f"embedded {after.embedded} memories with {after.model_id}; {after.pending} pending, "
