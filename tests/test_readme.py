@@ -221,6 +221,7 @@ def page_env(cli_env, own_valkey, monkeypatch, tmp_path, sandbox):
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, conn, embedder):
     run = Page(conn, embedder)
+    python = []
     for number, (language, skip, body) in enumerate(fences(page), start=1):
         where = f"{page.name} block {number}"
         if skip or language in NOT_CODE:
@@ -231,11 +232,24 @@ def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, c
             run.sql(body)
         elif language == "python":
             run.python(body, where)
+            python.append((body, where))
         elif language == "json":
             json.loads(body)
     if page == README:  # the five tours really ran, in order
         assert run.ran.count("python") == 3 and "events append" in run.ran and "memories retrieve" in run.ran
         assert sum(s.startswith("select") for s in run.ran) >= 6
+        # The README says so: running its Python examples again (tour.py, ADK, MCP) stores nothing twice.
+        held = memories_held(conn)
+        for body, where in python:
+            run.python(body, f"{where}, run again")
+        assert memories_held(conn) == held
+
+
+def memories_held(conn) -> list[tuple[str, str]]:
+    """(scope, fact) of every memory of the database, sorted: duplicates show as repeated pairs."""
+    rows = conn.execute("select scope::text as scope, coalesce(fact, structured_content::text) as fact "
+                        "from membank_private.memories order by 1, 2").fetchall()
+    return [(r["scope"], r["fact"]) for r in rows]
 
 
 def test_every_skipped_command_is_in_the_docs():
