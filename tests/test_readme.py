@@ -3,7 +3,8 @@
 Fences are read by language: ```sql blocks run statement by statement on
 the page's database (``'…'`` / ``'…uuid…'`` become the name the last
 ``create_memory`` / ``generate_memories`` returned, the elided query vector a
-real one); ```python blocks run in one namespace per page with
+real one; psql's ``\\gset [prefix]`` ending a statement and ``:'variable'``
+work as in psql); ```python blocks run in one namespace per page with
 MEMBANK_DATABASE_URL and MEMBANK_VALKEY_URL pointing at the test's servers;
 ```bash lines run ``membank`` in process through click's runner (a
 ``.venv/bin/`` prefix is dropped, ``source .venv/bin/activate`` is a no-op, a
@@ -110,6 +111,7 @@ class Page:
     def __init__(self, conn, embedder) -> None:
         self.conn = conn
         self.names: dict[str, str] = {}
+        self.variables: dict[str, str] = {}  # psql variables set by \gset
         self.ran: list[str] = []
         import sys
         import types
@@ -156,11 +158,18 @@ class Page:
 
     def sql(self, block: str) -> None:
         for statement in _statements(block):
+            gset = re.search(r"\\gset(?:\s+(\w+))?$", statement)
+            statement = statement[:gset.start()].rstrip() if gset else statement
+            statement = re.sub(r":'(\w+)'", lambda m: "'" + self.variables[m.group(1)].replace("'", "''") + "'",
+                               statement)
             kind = "operation" if "get_operation" in statement else "memory"
             statement = re.sub(r"'…(uuid…)?'", lambda m: f"'{self.names[kind]}'", statement)
             statement = statement.replace("'{0.01, ...}'", f"'{self.vector}'")
             cursor = self.conn.execute(statement)
             rows = cursor.fetchall() if cursor.description else []
+            if gset:  # as psql: one row, each column a variable (prefixed)
+                assert len(rows) == 1, f"\\gset needs exactly one row: {statement}"
+                self.variables.update({(gset.group(1) or "") + k: str(v) for k, v in rows[0].items()})
             self.ran.append(statement.split("(")[0])
             if "create_memory(" in statement and rows and "name" in rows[0] and "memory" not in self.names:
                 self.names["memory"] = str(rows[0]["name"])
@@ -203,6 +212,7 @@ def promised_output(block: str) -> list[str]:
 def _statements(block: str) -> list[str]:
     """SQL statements of a block: trailing ``-- comments`` dropped, split at a ``;`` that ends a line."""
     text = "\n".join(re.sub(r"(^|\s)--(\s.*)?$", "", line) for line in block.splitlines())
+    text = re.sub(r"(\\gset(?:[ \t]+\w+)?)[ \t]*$", r"\1;", text, flags=re.M)  # psql's \gset ends a statement
     return [s.strip() for s in re.split(r";\s*(?:\n|$)", text) if s.strip()]
 
 
