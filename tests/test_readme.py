@@ -253,6 +253,14 @@ def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, c
         for body, where in python:
             run.python(body, f"{where}, run again")
         assert memories_held(conn) == held
+    if page.name == "session-buffer.md":  # the page says so: running its example again adds no turn
+        body, where = python[0]
+        run.python(body, f"{where}, run again")
+        from membank.buffer import SessionBuffer
+
+        with SessionBuffer() as buffer:
+            assert [t.text for t in buffer.window({"user_id": "u1"}, "s1")] == [
+                "I moved to Lisbon", "How do you like it?"]
 
 
 def memories_held(conn) -> list[tuple[str, str]]:
@@ -291,3 +299,16 @@ def test_no_doc_line_installs_another_project():
 def test_every_page_has_a_contents_list():
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert "## Contents" in page.read_text() or "## Reference" in page.read_text(), page.name
+
+
+def test_no_python_block_shows_a_value_it_does_not_print():
+    """A bare expression shows its value in a REPL only; run as a script (as the pages say), it prints nothing."""
+    import ast
+
+    for page in PAGES:
+        for number, (language, _, body) in enumerate(fences(page), start=1):
+            if language != "python":
+                continue
+            bare = [node.lineno for node in ast.walk(ast.parse(body)) if isinstance(node, ast.Expr)
+                    and not isinstance(node.value, (ast.Call, ast.Await, ast.Constant, ast.Yield))]
+            assert bare == [], f"{page.name} block {number}, lines {bare}: print what the example shows"
