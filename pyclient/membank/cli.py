@@ -451,7 +451,8 @@ def reembed(yes: bool, force: bool) -> None:
     re-embeds anyway). A switch drops every stored vector first, so the old
     vectors do NOT keep serving: until a memory is re-embedded it is found
     by full text only (flagged degraded). Run it when a short text-only
-    window is acceptable; the progress bar shows how long it lasts.
+    window is acceptable; the progress bar (on a terminal) shows how long
+    it lasts.
     Needs membank_admin.
     """
     with _bank(max_size=1) as bank:
