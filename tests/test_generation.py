@@ -176,6 +176,29 @@ def test_direct_facts_consolidate_and_disable_consolidation_creates(bank):
     assert facts_in(bank) == ["The user is vegetarian."]
 
 
+def test_a_fact_the_scope_holds_is_not_stored_again_before_its_memory_has_a_vector(login, superuser, embedder):
+    """Consolidation finds an identical fact by full text while the memory it holds waits for its embedding job,
+    whether the fact is given directly or extracted again from another event (the writer and worker roles)."""
+    _, writer_url = login("membank_writer")
+    _, worker_url = login("membank_worker")
+    worker = GenerationWorker(worker_url, RulesProvider(), embedder)
+    with MemoryBank(writer_url, max_size=2) as bank:
+        try:
+            bank.create_memory(SCOPE, "The user prefers window seats.", topics=["USER_PREFERENCES"])
+            given = bank.generate_memories(SCOPE, facts=["The user prefers window seats."])
+            said = bank.generate_memories(SCOPE, events=[event("I prefer window seats.")])
+            for pending in (given, said):
+                worker.process_pending(operation_name=str(pending.name))
+        finally:
+            worker.close()
+        assert [(op.done, op.error, op.generated_memories) for op in (given.get(), said.get())] == [
+            (True, None, [])] * 2
+        assert facts_in(bank) == ["The user prefers window seats."]
+    # No vector was involved: the embedding job of the memory is still queued.
+    assert superuser.execute("select count(*) as n from membank_private.memory_embeddings").fetchone()["n"] == 0
+    assert superuser.execute("select count(*) as n from membank_private.embedding_jobs").fetchone()["n"] == 1
+
+
 def test_topics_filter_what_is_extracted(bank):
     text = "I love spicy food. I went to the dentist yesterday."
     op = bank.generate_memories(SCOPE, events=[event(text)], topics=["USER_PREFERENCES"]).wait(30, process=True)

@@ -3,7 +3,8 @@
 Fences are read by language: ```sql blocks run statement by statement on
 the page's database (``'…'`` / ``'…uuid…'`` become the name the last
 ``create_memory`` / ``generate_memories`` returned, the elided query vector a
-real one); ```python blocks run in one namespace per page with
+real one; psql's ``\\gset [prefix]`` ending a statement and ``:'variable'``
+work as in psql); ```python blocks run in one namespace per page with
 MEMBANK_DATABASE_URL and MEMBANK_VALKEY_URL pointing at the test's servers;
 ```bash lines run ``membank`` in process through click's runner (a
 ``.venv/bin/`` prefix is dropped, ``source .venv/bin/activate`` is a no-op, a
@@ -110,6 +111,7 @@ class Page:
     def __init__(self, conn, embedder) -> None:
         self.conn = conn
         self.names: dict[str, str] = {}
+        self.variables: dict[str, str] = {}  # psql variables set by \gset
         self.ran: list[str] = []
         import sys
         import types
@@ -156,11 +158,18 @@ class Page:
 
     def sql(self, block: str) -> None:
         for statement in _statements(block):
+            gset = re.search(r"\\gset(?:\s+(\w+))?$", statement)
+            statement = statement[:gset.start()].rstrip() if gset else statement
+            statement = re.sub(r":'(\w+)'", lambda m: "'" + self.variables[m.group(1)].replace("'", "''") + "'",
+                               statement)
             kind = "operation" if "get_operation" in statement else "memory"
             statement = re.sub(r"'…(uuid…)?'", lambda m: f"'{self.names[kind]}'", statement)
             statement = statement.replace("'{0.01, ...}'", f"'{self.vector}'")
             cursor = self.conn.execute(statement)
             rows = cursor.fetchall() if cursor.description else []
+            if gset:  # as psql: one row, each column a variable (prefixed)
+                assert len(rows) == 1, f"\\gset needs exactly one row: {statement}"
+                self.variables.update({(gset.group(1) or "") + k: str(v) for k, v in rows[0].items()})
             self.ran.append(statement.split("(")[0])
             if "create_memory(" in statement and rows and "name" in rows[0] and "memory" not in self.names:
                 self.names["memory"] = str(rows[0]["name"])
@@ -203,6 +212,7 @@ def promised_output(block: str) -> list[str]:
 def _statements(block: str) -> list[str]:
     """SQL statements of a block: trailing ``-- comments`` dropped, split at a ``;`` that ends a line."""
     text = "\n".join(re.sub(r"(^|\s)--(\s.*)?$", "", line) for line in block.splitlines())
+    text = re.sub(r"(\\gset(?:[ \t]+\w+)?)[ \t]*$", r"\1;", text, flags=re.M)  # psql's \gset ends a statement
     return [s.strip() for s in re.split(r";\s*(?:\n|$)", text) if s.strip()]
 
 
@@ -221,6 +231,7 @@ def page_env(cli_env, own_valkey, monkeypatch, tmp_path, sandbox):
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
 def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, conn, embedder):
     run = Page(conn, embedder)
+    python = []
     for number, (language, skip, body) in enumerate(fences(page), start=1):
         where = f"{page.name} block {number}"
         if skip or language in NOT_CODE:
@@ -231,11 +242,32 @@ def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, c
             run.sql(body)
         elif language == "python":
             run.python(body, where)
+            python.append((body, where))
         elif language == "json":
             json.loads(body)
     if page == README:  # the five tours really ran, in order
         assert run.ran.count("python") == 3 and "events append" in run.ran and "memories retrieve" in run.ran
         assert sum(s.startswith("select") for s in run.ran) >= 6
+        # The README says so: running its Python examples again (tour.py, ADK, MCP) stores nothing twice.
+        held = memories_held(conn)
+        for body, where in python:
+            run.python(body, f"{where}, run again")
+        assert memories_held(conn) == held
+    if page.name == "session-buffer.md":  # the page says so: running its example again adds no turn
+        body, where = python[0]
+        run.python(body, f"{where}, run again")
+        from membank.buffer import SessionBuffer
+
+        with SessionBuffer() as buffer:
+            assert [t.text for t in buffer.window({"user_id": "u1"}, "s1")] == [
+                "I moved to Lisbon", "How do you like it?"]
+
+
+def memories_held(conn) -> list[tuple[str, str]]:
+    """(scope, fact) of every memory of the database, sorted: duplicates show as repeated pairs."""
+    rows = conn.execute("select scope::text as scope, coalesce(fact, structured_content::text) as fact "
+                        "from membank_private.memories order by 1, 2").fetchall()
+    return [(r["scope"], r["fact"]) for r in rows]
 
 
 def test_every_skipped_command_is_in_the_docs():
@@ -267,3 +299,16 @@ def test_no_doc_line_installs_another_project():
 def test_every_page_has_a_contents_list():
     for page in sorted((ROOT / "docs").glob("*.md")):
         assert "## Contents" in page.read_text() or "## Reference" in page.read_text(), page.name
+
+
+def test_no_python_block_shows_a_value_it_does_not_print():
+    """A bare expression shows its value in a REPL only; run as a script (as the pages say), it prints nothing."""
+    import ast
+
+    for page in PAGES:
+        for number, (language, _, body) in enumerate(fences(page), start=1):
+            if language != "python":
+                continue
+            bare = [node.lineno for node in ast.walk(ast.parse(body)) if isinstance(node, ast.Expr)
+                    and not isinstance(node.value, (ast.Call, ast.Await, ast.Constant, ast.Yield))]
+            assert bare == [], f"{page.name} block {number}, lines {bare}: print what the example shows"

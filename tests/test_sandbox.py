@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -53,3 +54,14 @@ def test_cli_subprocesses_leave_home_and_data_dir_untouched_and_no_server_runnin
     made = {str(Path(sub).parents[i]) for sub in subs for i in range(len(Path(sub).parents) - 1)}
     assert set(files_under(cli_env)) == made | set(subs)
     assert processes_under(cli_env) == []
+
+
+def test_a_test_session_removes_its_own_server_folder():
+    """Every run used to leave its /tmp/membank-test-* folder behind (empty: only its pg/ was deleted)."""
+    root = Path(__file__).resolve().parent.parent
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "tests/test_readme.py",
+                          "-k", "test_every_page_has_a_contents_list"],
+                         cwd=root, env=dict(os.environ), capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    folder = Path(re.search(r"^membank test server: .*, in (/tmp/membank-test-\S+)$", run.stdout, re.M).group(1))
+    assert not folder.exists(), files_under(folder)

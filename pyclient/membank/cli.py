@@ -279,7 +279,9 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
         click.echo(f"scope {json.dumps(conversation.scope)}: cleared {cleared} memories from an earlier run")
         click.echo(f"{conversation.title}: {len(conversation.sessions)} sessions, {conversation.event_count} events")
         deleted: list[tuple[Any, str, str]] = []  # (name, fact, session id) of every DELETED memory
-        with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories") as bar:
+        # disable=None: no bar when stderr is not a terminal (a log file would get it glued to every line).
+        with tqdm(total=len(conversation.sessions), unit="session", desc="generating memories",
+                  disable=None) as bar:
             def show(result: demo_job.SessionResult) -> None:
                 op = result.operation
                 counts = {a: sum(g.action == a for g in op.generated_memories)
@@ -449,7 +451,8 @@ def reembed(yes: bool, force: bool) -> None:
     re-embeds anyway). A switch drops every stored vector first, so the old
     vectors do NOT keep serving: until a memory is re-embedded it is found
     by full text only (flagged degraded). Run it when a short text-only
-    window is acceptable; the progress bar shows how long it lasts.
+    window is acceptable; the progress bar (on a terminal) shows how long
+    it lasts.
     Needs membank_admin.
     """
     with _bank(max_size=1) as bank:
@@ -472,7 +475,7 @@ def reembed(yes: bool, force: bool) -> None:
         click.echo("dropping every vector: retrieval is text-only (degraded) until each memory is re-embedded",
                    err=True)
         queued = bank.reembed()
-        with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}") as bar:
+        with tqdm(total=queued, unit="memory", desc=f"re-embedding with {target.model_id}", disable=None) as bar:
             bank.worker.process_pending(progress=bar.update)
         after = bank.embedding_backlog()
     click.echo(f"embedded {after.embedded} memories with {after.model_id}; {after.pending} pending, "
