@@ -1,5 +1,8 @@
 -- Back to 0016: no plan stamps (every plan's candidates are searched again
 -- when it applies) and one lexicon table (the appended counts folded in).
+-- The fold at COMMIT (db/functions/055_lexicon.sql) watches the pending
+-- column dropped below.
+drop trigger if exists scope_stats_fold on membank_private.scope_stats_base;
 drop view membank_private.scope_lexicon;
 drop view membank_private.scope_stats;
 update membank_private.scope_stats_base as b
