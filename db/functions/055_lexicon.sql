@@ -184,17 +184,22 @@ $$;
 -- consolidation plan made before it searches its candidates again
 -- (candidates_stamp, 093_consolidation.sql). Every counted write sets it, an
 -- UPDATE too (a changed fact moves the candidates without changing the count).
+-- PL/pgSQL: its plan is kept for the session (a SQL function with a SET
+-- clause is planned on every call).
 create or replace function membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8)
 returns void
-language sql
+language plpgsql
 volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+#variable_conflict use_column
+begin
     insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
     values (count_scope_write.scope_id, count_scope_write.documents, count_scope_write.write, false)
     on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
                                          last_write = excluded.last_write, pending = false;
+end
 $$;
 
 -- name: memories_count_lexemes: apply an UPDATE's or DELETE's changes to the lexemes of its scopes (statement trigger).

@@ -5029,13 +5029,16 @@ CREATE FUNCTION membank_private.context_profile_lines(scopes jsonb[]) RETURNS js
     ) as p;
 $$;
 CREATE FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) RETURNS void
-    LANGUAGE sql
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+#variable_conflict use_column
+begin
     insert into membank_private.scope_stats_base as s (scope_id, doc_count, last_write, pending)
     values (count_scope_write.scope_id, count_scope_write.documents, count_scope_write.write, false)
     on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,
                                          last_write = excluded.last_write, pending = false;
+end
 $$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
     LANGUAGE plpgsql STABLE
