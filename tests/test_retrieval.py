@@ -322,6 +322,33 @@ def test_a_bulk_load_leaves_no_appended_counts_when_it_commits(conn, superuser, 
                              (Jsonb(bulk),)).fetchone()["doc_count"] == 1001
 
 
+@pytest.mark.role("membank_writer")
+def test_appended_counts_roll_back_with_a_savepoint(conn, superuser):
+    """Creates appended inside a savepoint that rolls back leave no count behind: the transaction's later
+    creates and its COMMIT's fold give the counts of the memories that stayed, and nothing stays appended."""
+    scope = {"user_id": "savepoint-counts"}
+    with conn.transaction():
+        conn.execute("select membank.create_memory(scope => %s, fact => 'Jon opened a dance studio')",
+                     (Jsonb(scope),))
+        conn.execute("select membank.create_memory(scope => %s, fact => 'Jon lost his banking job')",
+                     (Jsonb(scope),))
+        with pytest.raises(psycopg.errors.RaiseException):
+            with conn.transaction():  # a savepoint
+                for i in range(5):
+                    conn.execute("select membank.create_memory(scope => %s, fact => %s)",
+                                 (Jsonb(scope), f"Gina sold perfume batch {i}"))
+                conn.execute("do $$ begin raise exception 'give up'; end $$")
+        conn.execute("select membank.create_memory(scope => %s, fact => 'Gina opened an online store')",
+                     (Jsonb(scope),))
+    counts = lexicon(superuser, scope)
+    assert counts["jon"] == 2 and counts["gina"] == 1 and "perfum" not in counts
+    row = superuser.execute(
+        "select doc_count, pending, (select count(*) from membank_private.scope_stats_delta as d"
+        " where d.scope_id = s.scope_id) as appended from membank_private.scope_stats_base as s"
+        " where s.scope_id = md5(%s::jsonb::text)::uuid", (Jsonb(scope),)).fetchone()
+    assert row == {"doc_count": 3, "pending": False, "appended": 0}
+
+
 def test_document_frequencies_follow_every_write(vbank, conn):
     a = vbank.create_memory(U1, "Caroline adopted a dog")
     vbank.create_memory(U1, "Caroline paints sunsets")
