@@ -62,6 +62,27 @@ def test_db_current(cli):
     assert f"current: {head}" in out and f"head:    {head}" in out
 
 
+def test_db_upgrade_of_a_database_a_newer_membank_migrated_says_so(cli, superuser):
+    """A recorded revision this version does not ship, or an unknown revision argument: one line naming the
+    revision and what to do, exit 2, no traceback, and the recorded revision unchanged."""
+    superuser.execute("update public.membank_alembic_version set version_num = '0099'")
+    for args in (("db", "upgrade"), ("db", "downgrade", "0016", "--yes")):
+        out = cli(*args, code=2).output
+        assert "error: the database is at revision 0099, which this membank does not ship" in out
+        assert "Traceback" not in out and "hint: run the membank that migrated it" in out
+    assert superuser.execute("select version_num from public.membank_alembic_version").fetchone() == {
+        "version_num": "0099"}
+    superuser.execute("update public.membank_alembic_version set version_num = %s", (migrate_head(),))
+    out = cli("db", "upgrade", "0999", code=2).output
+    assert "error: revision '0999' is not one this membank ships (0001 to" in out and "Traceback" not in out
+
+
+def migrate_head() -> str:
+    from membank import migrate
+
+    return migrate.head()
+
+
 def test_retrieve_worker_backlog_reembed(cli):
     scope = '{"user_id": "u1"}'
     cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")

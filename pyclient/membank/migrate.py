@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from alembic import command
 from alembic.config import Config
+from alembic.util import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool
 
 from membank import paths, settings
+from membank.errors import SetupError
 
 
 def alembic_config(url: str) -> Config:
@@ -26,13 +30,42 @@ def alembic_config(url: str) -> Config:
 
 
 def upgrade(url: str, revision: str = "head") -> None:
-    """Upgrade the database to ``revision`` (default head) and re-apply the db/ files at head."""
-    command.upgrade(alembic_config(url), revision)
+    """Upgrade the database to ``revision`` (default head) and re-apply the db/ files at head.
+
+    Raises membank.errors.SetupError, with nothing changed, when ``revision`` or the database's recorded
+    revision is not one this version ships (a newer membank migrated the database).
+    """
+    with _known_revisions(url, revision):
+        command.upgrade(alembic_config(url), revision)
 
 
 def downgrade(revision: str, url: str) -> None:
-    """Downgrade the database to ``revision`` (``base`` removes membank entirely)."""
-    command.downgrade(alembic_config(url), revision)
+    """Downgrade the database to ``revision`` (``base`` removes membank entirely).
+
+    Raises membank.errors.SetupError, as upgrade does, for a revision this version does not ship.
+    """
+    with _known_revisions(url, revision):
+        command.downgrade(alembic_config(url), revision)
+
+
+@contextmanager
+def _known_revisions(url: str, revision: str):
+    """Turn alembic's "Can't locate revision" into a SetupError naming the revision and what to do."""
+    try:
+        yield
+    except CommandError as err:
+        if "Can't locate revision" not in str(err):
+            raise
+        recorded = current(url)
+        shipped = [s.revision for s in ScriptDirectory.from_config(alembic_config(url)).walk_revisions()]
+        if recorded is not None and recorded not in shipped:
+            raise SetupError(
+                f"the database is at revision {recorded}, which this membank does not ship (its newest is "
+                f"{head()}): a newer membank migrated it; nothing was changed",
+                hint="run the membank that migrated it (or a newer one), or restore the database from before") from None
+        raise SetupError(f"revision {revision!r} is not one this membank ships ({shipped[-1]} to {head()})",
+                         hint="see `membank db current`; give a revision id such as "
+                              f"{head()}, 'head' or 'base'") from None
 
 
 def current(url: str) -> str | None:
