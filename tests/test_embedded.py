@@ -2,6 +2,8 @@
 
 import os
 import stat
+import tempfile
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -10,8 +12,12 @@ from membank import MemoryBank, database, embedded, migrate, settings
 
 
 @pytest.fixture
-def data_dir(tmp_path_factory, monkeypatch):
-    path = tmp_path_factory.mktemp("membank-data")
+def data_dir(sandbox, monkeypatch):
+    # In the session's sandbox, not pytest's tmp_path: as root the server runs
+    # as a system user, and every pytest session that starts (another run on
+    # the machine) takes /tmp/pytest-of-root back to mode 0700, after which
+    # pg_ctl, as that user, could no longer reach the server's folder to stop it.
+    path = Path(tempfile.mkdtemp(prefix="membank-data-", dir=sandbox))
     monkeypatch.setenv("MEMBANK_DATA_DIR", str(path))
     monkeypatch.delenv("MEMBANK_DATABASE_URL", raising=False)
     yield path
