@@ -29,10 +29,23 @@ drop function if exists membank_private.fact_candidates(
     membank_private.operations, integer, real [], text, integer
 );
 
--- name: fact_vectors: the rows of a real[][] (one vector per fact) as vectors, in one pass.
--- Slicing embeddings[i:i][:] per fact copied the whole array each time
--- (a plpgsql argument is an expanded array, flattened for every slice):
--- quadratic in the batch, for the pairwise similarities of its facts.
+-- name: matrix_rows: the rows of a two-dimensional real[] (1-based i, value), each sliced once.
+-- A SQL function: a plpgsql argument is an expanded array, and each slice
+-- of it there copied the whole array first.
+create or replace function membank_private.matrix_rows(m real[])
+returns table (i integer, value real[])
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select r, array(select unnest(m[r:r][:])) from generate_series(1, array_length(m, 1)) as r order by r;
+$$;
+
+-- name: fact_vectors: the rows of a real[][] (one vector per fact) as vectors, each sliced once.
+-- Slicing embeddings[j:j][:] for every pair of facts (the similarities of
+-- a batch's facts) was quadratic in the batch, each slice of a plpgsql
+-- argument (an expanded array) a copy of the whole array.
 create or replace function membank_private.fact_vectors(embeddings real[])
 returns vector []
 language sql
@@ -41,10 +54,9 @@ security invoker
 set search_path from current
 as $$
     select case when embeddings is not null then array(
-               select array_agg(x.value order by x.n)::vector
-               from unnest(embeddings) with ordinality as x (value, n)
-               group by (x.n - 1) / array_length(embeddings, 2)
-               order by (x.n - 1) / array_length(embeddings, 2)) end;
+               select array(select unnest(embeddings[f:f][:]))::vector
+               from generate_series(1, array_length(embeddings, 1)) as f
+               order by f) end;
 $$;
 
 -- name: memory_event_time: when the statement a memory holds was made (its latest revision's extracted facts).
@@ -112,17 +124,18 @@ begin
     _rare_only := not found;
     -- Every read names the scope_id: on Citus one query on the scope's shard.
     with scope_row as materialized (
-        select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
+        select m.name, m.fact, m.fts,
                m.expire_time is null or m.expire_time > statement_timestamp() as eligible
         from membank_private.memories as m
         where m.scope_id = o.scope_id
     ), scope_size as (
         select count(*) as n from scope_row
+    ), scope_lexeme as materialized (
+        -- a row's lexemes are distinct (tsvector_to_array)
+        select r.name, l.lexeme from scope_row as r cross join unnest(tsvector_to_array(r.fts)) as l (lexeme)
     ), document_frequency as (
-        -- a row's lexemes are distinct: rows holding a lexeme, as scan_candidates counts them
-        select l.lexeme, count(*) as df
-        from scope_row as r cross join unnest(r.lexemes) as l (lexeme)
-        group by l.lexeme
+        -- rows holding a lexeme, as scan_candidates counts them (every row, eligible or not)
+        select l.lexeme, count(*) as df from scope_lexeme as l group by l.lexeme
     ), query as (
         select first + q.n::integer - 1 as i, q.query_text, q.query
         from unnest(_texts, _queries) with ordinality as q (query_text, query, n)
@@ -151,20 +164,26 @@ begin
               inner join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = r.name
               where r.eligible) as v
         where v.position <= 50
+    ), text_match as (
+        -- per fact, the eligible rows holding one of its lexemes that seek
+        -- (scan_candidates' exists), scored by the sum over all the fact's
+        -- lexemes they hold, summed in the same order
+        select w.i, l.name,
+               sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end order by w.n)::real as text_rank
+        from weighed as w
+        inner join scope_lexeme as l on l.lexeme = w.lexeme
+        inner join scope_row as r on r.name = l.name
+        where r.eligible
+        group by w.i, l.name
+        having bool_or(w.seeks)
     ), text_hit as (
         select h.i, h.name, h.text_rank, h.text_tiebreak
         from (select x.*, row_number() over (partition by x.i order by x.text_rank desc, x.text_tiebreak desc,
                                                                        x.fact collate "C", x.name) as position
-              from (select q.i, r.name, r.fact,
-                           (select sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end order by w.n)
-                            from weighed as w where w.i = q.i and w.lexeme = any(r.lexemes))::real as text_rank,
-                           ts_rank(r.fts, a.query, 1) as text_tiebreak
-                    from query as q
-                    cross join scope_row as r
-                    inner join all_lexemes as a on a.i = q.i
-                    where r.eligible
-                      and exists (select from weighed as w where w.i = q.i and w.seeks and w.lexeme = any(r.lexemes))
-                   ) as x) as h
+              from (select t.i, t.name, r.fact, t.text_rank, ts_rank(r.fts, a.query, 1) as text_tiebreak
+                    from text_match as t
+                    inner join scope_row as r on r.name = t.name
+                    inner join all_lexemes as a on a.i = t.i) as x) as h
         where h.position <= 50
     ), fused as (
         select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,

@@ -305,8 +305,10 @@ begin
             job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
             array(select md5(_op.facts -> x.i ->> 'fact')
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
-            array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
-                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
+            -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
+            (select array(select v.vectors[x.i + 1]::text
+                          from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n)
+             from (select membank_private.fact_vectors(job.fact_embeddings) as vectors) as v));
     end if;
     if coalesce(job.next_fact, 0) = 0 then
         -- The profile fields, field by field; the model's merged values where it gave them.
