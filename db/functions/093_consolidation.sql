@@ -26,7 +26,7 @@
 -- fact_candidates took the facts' vectors as one real[][] before (each
 -- slice of it copied the whole array) and no memories.
 drop function if exists membank_private.fact_candidates(
-    membank_private.operations, integer, real [], text, integer
+    membank_private.operations, integer, real[], text, integer
 );
 
 -- name: matrix_rows: the rows of a two-dimensional real[] (1-based i, value), each sliced once.
@@ -47,7 +47,7 @@ $$;
 -- a batch's facts) was quadratic in the batch, each slice of a plpgsql
 -- argument (an expanded array) a copy of the whole array.
 create or replace function membank_private.fact_vectors(embeddings real[])
-returns vector []
+returns vector[]
 language sql
 immutable
 security invoker
@@ -546,6 +546,17 @@ as $$
     );
 $$;
 
+-- name: generated_entry: a generated_memories item: {memory, action}.
+create or replace function membank_private.generated_entry(m membank_private.memories, action text)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_build_object('memory', to_jsonb(membank_private.to_memory(m)), 'action', action);
+$$;
+
 -- name: record_generated: append {memory, action} to the operation's generated_memories.
 create or replace function membank_private.record_generated(
     operation_name uuid, m membank_private.memories, action text
@@ -556,10 +567,26 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     update membank_private.operations as o
-    set generated_memories = o.generated_memories || jsonb_build_array(jsonb_build_object(
-            'memory', to_jsonb(membank_private.to_memory(m)), 'action', action)),
+    set generated_memories = o.generated_memories || jsonb_build_array(membank_private.generated_entry(m, action)),
         update_time = statement_timestamp()
     where o.scope_id = m.scope_id and o.name = operation_name;  -- the memory's scope is the operation's
+$$;
+
+-- name: record_generated_entries: append generated_entry items, in order, to the operation's generated_memories.
+-- One update for a batch's changes: an update per memory rewrote the
+-- operation's row (its facts, events and the growing list) once each.
+create or replace function membank_private.record_generated_entries(
+    operation_name uuid, scope_id uuid, entries jsonb
+) returns void
+language sql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    update membank_private.operations as o
+    set generated_memories = o.generated_memories || entries, update_time = statement_timestamp()
+    where o.scope_id = record_generated_entries.scope_id and o.name = operation_name
+      and jsonb_array_length(entries) > 0;
 $$;
 
 -- name: set_fact_context: the revision context of a change made for one extracted fact.
@@ -581,8 +608,8 @@ as $$
     );
 $$;
 
--- name: apply_create: create one memory for an extracted fact, with its revision context.
-create or replace function membank_private.apply_create(
+-- name: insert_fact: create one memory for an extracted fact, with its revision context (not yet recorded).
+create or replace function membank_private.insert_fact(
     o membank_private.operations, fact jsonb, fact_text text
 ) returns membank_private.memories
 language plpgsql
@@ -601,6 +628,22 @@ begin
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
+    return _row;
+end
+$$;
+
+-- name: apply_create: create one memory for an extracted fact, with its revision context, and record it.
+create or replace function membank_private.apply_create(
+    o membank_private.operations, fact jsonb, fact_text text
+) returns membank_private.memories
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _row membank_private.memories := membank_private.insert_fact(o, fact, fact_text);
+begin
     perform membank_private.record_generated(o.name, _row, 'CREATED');
     return _row;
 end
