@@ -90,7 +90,7 @@ $$;
 -- (063), hybrid_candidates' RRF fusion (070: rrf_k 10, weights 1, depth 50)
 -- and retrieve_memories' single-query top k, each per fact, with their
 -- tie-breaks and their summation order (a real's last bit can decide a
--- tie); tests/test_consolidation.py compares it with retrieve_memories.
+-- tie); tests/test_generation.py compares it with retrieve_memories.
 create or replace function membank_private.scope_memory_candidates(
     o membank_private.operations, vectors vector[], embedding_model text, first integer, last integer
 ) returns jsonb
@@ -98,9 +98,6 @@ language plpgsql
 stable
 security invoker
 set search_path from current
--- Planned once per session, as retrieve_memories' statements are: a custom
--- plan of the statement below cost more than running it.
-set plan_cache_mode to force_generic_plan
 as $$
 declare
     _texts text [];
@@ -327,14 +324,17 @@ volatile
 security invoker
 set search_path from current
 as $$
+    -- materialized: each computed once, not once per fact
+    with v as materialized (
+        select membank_private.fact_vectors(embeddings) as vectors
+    ), b as materialized (
+        select membank_private.scope_memory_candidates(o, v.vectors, embedding_model, first, last) as found from v
+    )
     select coalesce(jsonb_agg(membank_private.fact_candidates(
                                   o, i, v.vectors, embedding_model, first,
                                   case when b.found is not null then coalesce(b.found -> i::text, '[]') end)
                               order by i), '[]')
-    from (select membank_private.fact_vectors(embeddings) as vectors) as v
-    cross join lateral (select membank_private.scope_memory_candidates(o, v.vectors, embedding_model, first, last)
-                            as found) as b
-    cross join generate_series(first, last) as i;
+    from v cross join b cross join generate_series(first, last) as i;
 $$;
 
 -- name: consolidation_plan: the next consolidation batch from fact first: as many facts as fit token_budget.

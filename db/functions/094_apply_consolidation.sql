@@ -197,6 +197,7 @@ declare
     -- generated_memories items of this batch, appended in one update (before
     -- a DELETE: the erasure trigger reads the list to retire the sources)
     _generated jsonb := '[]';
+    _vectors vector[];
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
     _action text;
@@ -312,14 +313,14 @@ begin
     end loop;
     perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
+        -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
+        _vectors := membank_private.fact_vectors(job.fact_embeddings);
         perform membank.store_embeddings(
             job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
             array(select md5(_op.facts -> x.i ->> 'fact')
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
-            -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
-            (select array(select v.vectors[x.i + 1]::text
-                          from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n)
-             from (select membank_private.fact_vectors(job.fact_embeddings) as vectors) as v));
+            array(select _vectors[x.i + 1]::text
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     if coalesce(job.next_fact, 0) = 0 then
         -- The profile fields, field by field; the model's merged values where it gave them.
