@@ -418,7 +418,7 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
     """scope_memory_candidates (one statement for a batch of facts in a small scope) gives every fact the top 5
     retrieve_memories gives it, in the same order, through ties of distance and of text score, a memory without a
     vector, an expired memory, with and without pending embeddings; a scope of more than 200 memories is left
-    to retrieve_memories (null)."""
+    to retrieve_memories (null). The batch's earlier facts (fact:j) are fact_candidates' too."""
     import random
 
     conn = superuser
@@ -457,6 +457,9 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
             f"select membank_private.scope_memory_candidates({operation},"
             " membank_private.fact_vectors(%(vectors)s::real[]), 'test/exact', 0, 11) as b", args).fetchone()["b"]
         assert batch is not None
+        earlier = conn.execute(
+            f"select membank_private.earlier_facts_of_batch({operation},"
+            " membank_private.fact_vectors(%(vectors)s::real[]), 0, 11) as e", args).fetchone()["e"]
         listed = 0
         for i in range(len(facts)):
             each = conn.execute(  # memories null: fact_candidates asks retrieve_memories for fact i
@@ -465,6 +468,7 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
             ).fetchone()["c"]
             expected = [c for c in each["candidates"] if not c["name"].startswith("fact:")]
             assert batch.get(str(i), []) == expected, i
+            assert earlier[str(i)] == [c for c in each["candidates"] if c["name"].startswith("fact:")], i
             listed += len(expected)
         return listed
 

@@ -177,7 +177,12 @@ begin
         select h.i, h.name, h.text_rank, h.text_tiebreak
         from (select x.*, row_number() over (partition by x.i order by x.text_rank desc, x.text_tiebreak desc,
                                                                        x.fact collate "C", x.name) as position
-              from (select t.i, t.name, r.fact, t.text_rank, ts_rank(r.fts, a.query, 1) as text_tiebreak
+              -- ts_rank only orders rows of equal IDF sums (here, in the text list's
+              -- ranks and in the top k): a row whose sum no other row of its fact has
+              -- is placed by the sum alone
+              from (select t.i, t.name, r.fact, t.text_rank,
+                           case when count(*) over (partition by t.i, t.text_rank) > 1
+                                then ts_rank(r.fts, a.query, 1) end as text_tiebreak
                     from text_match as t
                     inner join scope_row as r on r.name = t.name
                     inner join all_lexemes as a on a.i = t.i) as x) as h
@@ -315,6 +320,30 @@ as $$
     where x.rank <= 3;
 $$;
 
+-- name: earlier_facts_of_batch: earlier_fact_candidates for every fact i of first .. last, as {"i": [...]}.
+-- One statement for a batch's pairs instead of a call per fact.
+create or replace function membank_private.earlier_facts_of_batch(
+    o membank_private.operations, vectors vector[], first integer, last integer
+) returns jsonb
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select coalesce(jsonb_object_agg(x.i::text, x.candidates), '{}')
+    from (select f.i, coalesce((
+                     select jsonb_agg(jsonb_build_object(
+                                'name', 'fact:' || y.j, 'fact', o.facts -> y.j ->> 'fact',
+                                'similarity', round(y.similarity::numeric, 4),
+                                'event_time', o.facts -> y.j -> 'event_time') order by y.rank)
+                     from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+                           from (select j, case when vectors is not null then 1 - (vectors[f.i + 1] <=> vectors[j + 1]) end
+                                            as similarity
+                                 from generate_series(first, f.i - 1) as j) as s) as y
+                     where y.rank <= 3), '[]') as candidates
+          from generate_series(first, last) as f (i)) as x;
+$$;
+
 -- name: consolidation_candidates: the plan for facts first .. last: each fact's candidates (fact_candidates).
 create or replace function membank_private.consolidation_candidates(
     o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer
@@ -359,11 +388,15 @@ declare
     -- Every fact the batch can hold, searched at once (null: fact by fact).
     _found jsonb := membank_private.scope_memory_candidates(
         o, _vectors, embedding_model, first, least(jsonb_array_length(o.facts), first + 50) - 1);
+    _earlier jsonb := case when _found is not null then membank_private.earlier_facts_of_batch(
+                               o, _vectors, first, least(jsonb_array_length(o.facts), first + 50) - 1) end;
 begin
     while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
-        _entry := membank_private.fact_candidates(
-            o, _i, _vectors, embedding_model, first,
-            case when _found is not null then coalesce(_found -> _i::text, '[]') end);
+        -- the batch's searches made above, or fact_candidates' own
+        _entry := case when _found is not null
+                       then jsonb_build_object('index', _i, 'candidates',
+                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                       else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
         _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
         exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
         _plan := _plan || jsonb_build_array(_entry);

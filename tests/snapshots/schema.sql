@@ -4968,11 +4968,15 @@ declare
     -- Every fact the batch can hold, searched at once (null: fact by fact).
     _found jsonb := membank_private.scope_memory_candidates(
         o, _vectors, embedding_model, first, least(jsonb_array_length(o.facts), first + 50) - 1);
+    _earlier jsonb := case when _found is not null then membank_private.earlier_facts_of_batch(
+                               o, _vectors, first, least(jsonb_array_length(o.facts), first + 50) - 1) end;
 begin
     while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
-        _entry := membank_private.fact_candidates(
-            o, _i, _vectors, embedding_model, first,
-            case when _found is not null then coalesce(_found -> _i::text, '[]') end);
+        -- the batch's searches made above, or fact_candidates' own
+        _entry := case when _found is not null
+                       then jsonb_build_object('index', _i, 'candidates',
+                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                       else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
         _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
         exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
         _plan := _plan || jsonb_build_array(_entry);
@@ -5162,6 +5166,23 @@ CREATE FUNCTION membank_private.earlier_fact_candidates(o membank_private.operat
                            as similarity
                 from generate_series(first, i - 1) as j) as s) as x
     where x.rank <= 3;
+$$;
+CREATE FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_object_agg(x.i::text, x.candidates), '{}')
+    from (select f.i, coalesce((
+                     select jsonb_agg(jsonb_build_object(
+                                'name', 'fact:' || y.j, 'fact', o.facts -> y.j ->> 'fact',
+                                'similarity', round(y.similarity::numeric, 4),
+                                'event_time', o.facts -> y.j -> 'event_time') order by y.rank)
+                     from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+                           from (select j, case when vectors is not null then 1 - (vectors[f.i + 1] <=> vectors[j + 1]) end
+                                            as similarity
+                                 from generate_series(first, f.i - 1) as j) as s) as y
+                     where y.rank <= 3), '[]') as candidates
+          from generate_series(first, last) as f (i)) as x;
 $$;
 CREATE FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) RETURNS TABLE(scope_id uuid, names uuid[])
     LANGUAGE sql STABLE
@@ -7774,7 +7795,12 @@ begin
         select h.i, h.name, h.text_rank, h.text_tiebreak
         from (select x.*, row_number() over (partition by x.i order by x.text_rank desc, x.text_tiebreak desc,
                                                                        x.fact collate "C", x.name) as position
-              from (select t.i, t.name, r.fact, t.text_rank, ts_rank(r.fts, a.query, 1) as text_tiebreak
+              -- ts_rank only orders rows of equal IDF sums (here, in the text list's
+              -- ranks and in the top k): a row whose sum no other row of its fact has
+              -- is placed by the sum alone
+              from (select t.i, t.name, r.fact, t.text_rank,
+                           case when count(*) over (partition by t.i, t.text_rank) > 1
+                                then ts_rank(r.fts, a.query, 1) end as text_tiebreak
                     from text_match as t
                     inner join scope_row as r on r.name = t.name
                     inner join all_lexemes as a on a.i = t.i) as x) as h
@@ -9955,6 +9981,7 @@ REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
