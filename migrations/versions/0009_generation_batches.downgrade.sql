@@ -26,7 +26,8 @@ begin
         select p.oid::regprocedure from pg_catalog.pg_proc as p
         inner join pg_catalog.pg_namespace as n on n.oid = p.pronamespace
         where n.nspname = 'membank_private'
-          and p.proname in ('fact_candidates', 'earlier_fact_candidates', 'scope_memory_candidates')
+          and p.proname in ('fact_candidates', 'earlier_fact_candidates', 'earlier_facts_of_batch',
+                            'scope_memory_candidates')
     loop
         execute format('drop function %s', _function);
     end loop;
