@@ -434,3 +434,73 @@ def test_a_plan_is_searched_again_only_after_a_change_to_what_its_candidates_com
     assert unchanged(s)  # it expired before the stamp: the search then already left it out
     earlier = {**s, "time": (datetime.now(timezone.utc).replace(year=2000)).isoformat()}
     assert not unchanged(earlier)  # it expired since the stamp
+
+
+@pytest.mark.parametrize("seed", [5, 11, 17])
+def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(superuser, seed):
+    """scope_memory_candidates (one statement for a batch of facts in a small scope) gives every fact the top 5
+    retrieve_memories gives it, in the same order, through ties of distance and of text score, a memory without a
+    vector, an expired memory, with and without pending embeddings; a scope of more than 200 memories is left
+    to retrieve_memories (null). The batch's earlier facts (fact:j) are fact_candidates' too."""
+    import random
+
+    conn = superuser
+    scope = {"user_id": "batch-candidates"}
+    rng = random.Random(seed)
+    words = ["cats", "dogs", "Lisbon", "hiking", "pottery", "guitar", "painting", "coffee"]
+    directions = ["[1,0]", "[0,1]", "[0.6,0.8]", "[0.8,0.6]", "[-1,0.2]"]  # few directions: equal distances
+    conn.execute("select membank.configure_embedding('test/exact', 2)")
+    names = []
+    for n in range(160):  # more than the 50 each list keeps: its tie-breaks decide what is cut
+        # repeated texts: equal IDF sums; some longer: the same sum, another ts_rank
+        fact = f"The user likes {rng.choice(words)} and {rng.choice(words)}{rng.choice(['', ' very much indeed'])}."
+        if n == 3:
+            fact = "The user loves zebras."  # it expires: never a candidate, though the best match of fact 5
+        names.append((conn.execute("select (membank.create_memory(scope => %s, fact => %s)).name as n",
+                                   (Jsonb(scope), fact)).fetchone()["n"], fact))
+    with conn.transaction():
+        conn.execute("select membank.store_embeddings('test/exact', 2, %s::text[], array(select md5(f) from"
+                     " unnest(%s::text[]) as f), %s::text[])",
+                     ([str(n) for n, _ in names[:-1]], [f for _, f in names[:-1]],
+                      ["[1,0]" if n == 3 else rng.choice(directions) for n in range(len(names) - 1)]))
+    # the last memory waits for its vector
+    conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 minute'"
+                 " where name = %s", (names[3][0],))
+    facts = [{"fact": f"The user {rng.choice(['likes', 'loves'])} {rng.choice(words)}."} for _ in range(12)]
+    vectors = [[rng.uniform(-1, 1), rng.uniform(-1, 1)] for _ in facts]
+    facts[0] = {"fact": "The user likes it."}  # words every memory holds: they seek only while a vector is pending
+    facts[5], vectors[5] = {"fact": "The user loves zebras."}, [1.0, 0.0]
+    operation = ("jsonb_populate_record(null::membank_private.operations, jsonb_build_object("
+                 "'name', gen_random_uuid(), 'scope', %(scope)s::jsonb, 'scope_id', md5(%(scope)s::jsonb::text)::uuid,"
+                 " 'facts', %(facts)s::jsonb))")
+    args = {"scope": Jsonb(scope), "facts": Jsonb(facts), "vectors": vectors}
+
+    def compare() -> int:
+        batch = conn.execute(
+            f"select membank_private.scope_memory_candidates({operation},"
+            " membank_private.fact_vectors(%(vectors)s::real[]), 'test/exact', 0, 11) as b", args).fetchone()["b"]
+        assert batch is not None
+        earlier = conn.execute(
+            f"select membank_private.earlier_facts_of_batch({operation},"
+            " membank_private.fact_vectors(%(vectors)s::real[]), 0, 11) as e", args).fetchone()["e"]
+        listed = 0
+        for i in range(len(facts)):
+            each = conn.execute(  # memories null: fact_candidates asks retrieve_memories for fact i
+                f"select membank_private.fact_candidates({operation}, %(i)s,"
+                " membank_private.fact_vectors(%(vectors)s::real[]), 'test/exact', 0) as c", {**args, "i": i}
+            ).fetchone()["c"]
+            expected = [c for c in each["candidates"] if not c["name"].startswith("fact:")]
+            assert batch.get(str(i), []) == expected, i
+            assert earlier[str(i)] == [c for c in each["candidates"] if c["name"].startswith("fact:")], i
+            listed += len(expected)
+        return listed
+
+    assert compare() == 12 * 5  # a memory waits for its vector: every word seeks
+    conn.execute("delete from membank_private.embedding_jobs where scope_id = md5(%s::jsonb::text)::uuid",
+                 (Jsonb(scope),))
+    assert compare() > 0  # none pending: words in more than half the scope do not seek
+    conn.execute("select count(membank.create_memory(scope => %s, fact => 'The user owns a boat number ' || n))"
+                 " from generate_series(1, 41) as n", (Jsonb(scope),))
+    assert conn.execute(f"select membank_private.scope_memory_candidates({operation},"
+                        " membank_private.fact_vectors(%(vectors)s::real[]), 'test/exact', 0, 11) as b",
+                        args).fetchone()["b"] is None

@@ -275,6 +275,9 @@ declare
     _accepted jsonb := '[]';
     _retired uuid;
     _keys text [] := array(select lower(f ->> 'fact') from jsonb_array_elements(coalesce(known, '[]')) as f);
+    -- A scope with no retired sources retires nothing: retired_by (a digest
+    -- per source event, a look-up each) is asked only where it can answer.
+    _any_retired boolean := exists (select from membank_private.retired_sources as r where r.scope_id = o.scope_id);
 begin
     if _items is null then
         return null;  -- not the shape asked for: the caller fails the operation
@@ -325,7 +328,7 @@ begin
         if lower(_fact) = any(_keys) then
             continue;  -- the same fact twice in one operation
         end if;
-        _retired := membank_private.retired_by(o.scope_id, events, _sources);
+        _retired := case when _any_retired then membank_private.retired_by(o.scope_id, events, _sources) end;
         if _retired is not null then
             -- A deleted memory does not come back from the events it came
             -- from (085_erasure.sql); the item keeps no text of it.

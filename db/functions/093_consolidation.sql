@@ -23,6 +23,42 @@
 -- fact j created or updated once applied); a later batch sees the memories
 -- the earlier batches wrote.
 
+-- fact_candidates took the facts' vectors as one real[][] before (each
+-- slice of it copied the whole array) and no memories.
+drop function if exists membank_private.fact_candidates(
+    membank_private.operations, integer, real[], text, integer
+);
+
+-- name: matrix_rows: the rows of a two-dimensional real[] (1-based i, value), each sliced once.
+-- A SQL function: a plpgsql argument is an expanded array, and each slice
+-- of it there copied the whole array first.
+create or replace function membank_private.matrix_rows(m real[])
+returns table (i integer, value real[])
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select r, array(select unnest(m[r:r][:])) from generate_series(1, array_length(m, 1)) as r order by r;
+$$;
+
+-- name: fact_vectors: the rows of a real[][] (one vector per fact) as vectors, each sliced once.
+-- Slicing embeddings[j:j][:] for every pair of facts (the similarities of
+-- a batch's facts) was quadratic in the batch, each slice of a plpgsql
+-- argument (an expanded array) a copy of the whole array.
+create or replace function membank_private.fact_vectors(embeddings real[])
+returns vector[]
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select case when embeddings is not null then array(
+               select array(select unnest(embeddings[f:f][:]))::vector
+               from generate_series(1, array_length(embeddings, 1)) as f
+               order by f) end;
+$$;
+
 -- name: memory_event_time: when the statement a memory holds was made (its latest revision's extracted facts).
 -- Null when unknown: a memory written directly (create_memory, update_memory)
 -- carries no event time and is not compared.
@@ -42,11 +78,179 @@ as $$
     limit 1;
 $$;
 
+-- name: scope_memory_candidates: the nearest memories of facts first .. last, from one read of a small scope.
+-- Returns {"i": [{name, revision, fact, similarity, event_time}, ...]} for
+-- fact indexes i: the lists fact_candidates gets from retrieve_memories
+-- (the fact's text and vector, top 5, natural-language memories), or null
+-- where retrieve_memories would not read the scope whole (more than 200
+-- memories, facts without vectors, a fact it refuses), so the caller asks
+-- it fact by fact. One fact per call read the scope, its lexemes and their
+-- document frequencies again for every fact of a batch: most of a
+-- generated event's database time. The statement is scan_candidates
+-- (063), hybrid_candidates' RRF fusion (070: rrf_k 10, weights 1, depth 50)
+-- and retrieve_memories' single-query top k, each per fact, with their
+-- tie-breaks and their summation order (a real's last bit can decide a
+-- tie); tests/test_generation.py compares it with retrieve_memories.
+create or replace function membank_private.scope_memory_candidates(
+    o membank_private.operations, vectors vector[], embedding_model text, first integer, last integer
+) returns jsonb
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    _texts text [];
+    _queries vector [];
+    _rare_only boolean;
+    _found jsonb;
+    _names uuid [];
+    _latest jsonb;
+begin
+    if vectors is null or last < first or membank_private.scope_documents(array[o.scope_id]) > 200 then
+        return null;
+    end if;
+    _texts := array(select o.facts -> f ->> 'fact' from generate_series(first, last) as f order by f);
+    if exists (select from unnest(_texts) as t where membank_private.is_blank(t) or length(t) > 4000) then
+        return null;  -- retrieve_memories lists the scope, or refuses the query: as it does, fact by fact
+    end if;
+    _queries := array(select membank_private.check_query_embedding(vectors[f + 1]::real [], embedding_model)
+                      from generate_series(first, last) as f order by f);
+    -- as hybrid_candidates: with no embedding pending, common words never seek
+    perform from membank_private.embedding_jobs as j where j.scope_id = o.scope_id limit 1;
+    _rare_only := not found;
+    -- Every read names the scope_id: on Citus one query on the scope's shard.
+    with scope_row as materialized (
+        select m.name, m.fact, m.fts,
+               m.expire_time is null or m.expire_time > statement_timestamp() as eligible
+        from membank_private.memories as m
+        where m.scope_id = o.scope_id
+    ), scope_size as (
+        select count(*) as n from scope_row
+    ), scope_lexeme as materialized (
+        -- a row's lexemes are distinct (tsvector_to_array)
+        select r.name, l.lexeme from scope_row as r cross join unnest(tsvector_to_array(r.fts)) as l (lexeme)
+    ), document_frequency as (
+        -- rows holding a lexeme, as scan_candidates counts them (every row, eligible or not)
+        select l.lexeme, count(*) as df from scope_lexeme as l group by l.lexeme
+    ), query as (
+        select first + q.n::integer - 1 as i, q.query_text, q.query
+        from unnest(_texts, _queries) with ordinality as q (query_text, query, n)
+    ), weighed as materialized (
+        -- n: the lexeme's place in query_lexemes, the order scan_candidates sums them in
+        select f.i, f.n, f.lexeme, (quote_literal(f.lexeme) || ':A')::tsquery as fact_lexeme,
+               membank_private.bm25_idf(f.df, t.n) as idf,
+               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over (partition by f.i) or _rare_only) as seeks
+        from (select q.i, l.n, l.lexeme, coalesce(d.df, 0) as df
+              from query as q
+              cross join lateral unnest(membank_private.query_lexemes(q.query_text)) with ordinality as l (lexeme, n)
+              left join document_frequency as d on d.lexeme = l.lexeme) as f
+        cross join scope_size as t
+        where f.df > 0
+    ), all_lexemes as (
+        select w.i, nullif(string_agg(quote_literal(w.lexeme), ' | ' order by w.n), '')::tsquery as query
+        from weighed as w
+        group by w.i
+    ), vector_hit as (
+        select v.i, v.name, v.distance
+        from (select q.i, r.name, e.embedding <=> q.query as distance,
+                     row_number() over (partition by q.i order by e.embedding <=> q.query, r.fact collate "C", r.name)
+                         as position
+              from query as q
+              cross join scope_row as r
+              inner join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = r.name
+              where r.eligible) as v
+        where v.position <= 50
+    ), text_match as (
+        -- per fact, the eligible rows holding one of its lexemes that seek
+        -- (scan_candidates' exists), scored by the sum over all the fact's
+        -- lexemes they hold, summed in the same order
+        select w.i, l.name,
+               sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end order by w.n)::real as text_rank
+        from weighed as w
+        inner join scope_lexeme as l on l.lexeme = w.lexeme
+        inner join scope_row as r on r.name = l.name
+        where r.eligible
+        group by w.i, l.name
+        having bool_or(w.seeks)
+    ), text_hit as (
+        select h.i, h.name, h.text_rank, h.text_tiebreak
+        from (select x.*, row_number() over (partition by x.i order by x.text_rank desc, x.text_tiebreak desc,
+                                                                       x.fact collate "C", x.name) as position
+              -- ts_rank only orders rows of equal IDF sums (here, in the text list's
+              -- ranks and in the top k): a row whose sum no other row of its fact has
+              -- is placed by the sum alone
+              from (select t.i, t.name, r.fact, t.text_rank,
+                           case when count(*) over (partition by t.i, t.text_rank) > 1
+                                then ts_rank(r.fts, a.query, 1) end as text_tiebreak
+                    from text_match as t
+                    inner join scope_row as r on r.name = t.name
+                    inner join all_lexemes as a on a.i = t.i) as x) as h
+        where h.position <= 50
+    ), fused as (
+        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
+               t.text_rank, t.text_tiebreak,
+               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
+                   as score
+        from (select v.*, (rank() over (partition by v.i order by v.distance))::integer as rank
+              from vector_hit as v) as v
+        full join (select t.*, (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer
+                              as rank
+                   from text_hit as t) as t on t.i = v.i and t.name = v.name
+    ), top as (
+        -- a text-only hit's distance, for the rows that can reach the top 5
+        select s.i, s.name, coalesce(s.distance, e.embedding <=> q.query) as distance,
+               s.text_rank, s.text_tiebreak, s.score
+        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
+        inner join query as q on q.i = s.i
+        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
+        where s.score_rank <= 5
+    ), ranked as (
+        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
+               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
+                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
+                                  m.fact collate "C", m.name) as position
+        from top as t
+        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
+        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
+    )
+    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
+    into _found
+    from (select r.i, jsonb_agg(jsonb_build_object(
+                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
+          from ranked as r
+          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
+          group by r.i) as x;
+    -- event_time as fact_candidates gives it: from each candidate's latest
+    -- revision, read by scope_id in a statement of its own.
+    _names := array(select distinct (m ->> 'name')::uuid
+                    from jsonb_each(_found) as x, jsonb_array_elements(x.value) as m);
+    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
+    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
+          from membank_private.memory_revisions as v
+          where v.scope_id = o.scope_id and v.memory_name = any(_names)
+          order by v.memory_name, v.revision desc) as v;
+    return (select coalesce(jsonb_object_agg(x.key, (
+                       select jsonb_agg(m.item || jsonb_build_object(
+                                  'event_time', (select max((e ->> 'event_time')::timestamptz)
+                                                 from jsonb_array_elements(
+                                                     case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
+                                                          then _latest -> (m.item ->> 'name') else '[]' end) as e))
+                                  order by m.ord)
+                       from jsonb_array_elements(x.value) with ordinality as m (item, ord))), '{}')
+            from jsonb_each(_found) as x);
+end
+$$;
+
 -- name: fact_candidates: fact i's candidates: its nearest memories (top 5) and up to 3 earlier facts of its batch.
 -- The earlier facts (first .. i - 1) are ranked by cosine distance of their
 -- vectors to fact i's (the latest first without vectors) and named fact:j.
+-- memories: fact i's nearest memories when scope_memory_candidates found
+-- them for the whole batch (null: retrieve_memories is asked here).
 create or replace function membank_private.fact_candidates(
-    o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer
+    o membank_private.operations, i integer, vectors vector[], embedding_model text, first integer,
+    memories jsonb default null
 ) returns jsonb
 language plpgsql
 volatile
@@ -55,12 +259,15 @@ set search_path from current
 as $$
 declare
     _fact jsonb := o.facts -> i;
-    _vector real [] := case when embeddings is not null then array(select unnest(embeddings[i + 1:i + 1])) end;
+    _vector real [] := vectors[i + 1]::real [];
     _memories jsonb;
-    _facts jsonb;
     _names uuid [];
     _latest jsonb;
 begin
+    if memories is not null then
+        return jsonb_build_object('index', i, 'candidates', memories || membank_private.earlier_fact_candidates(
+            o, i, vectors, first));
+    end if;
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
                'similarity', round(r.similarity::numeric, 4)) order by r.score desc, r.name), '[]')
@@ -86,19 +293,55 @@ begin
                order by m.ord), '[]')
     into _memories
     from jsonb_array_elements(_memories) with ordinality as m (item, ord);
+    return jsonb_build_object('index', i, 'candidates',
+                              _memories || membank_private.earlier_fact_candidates(o, i, vectors, first));
+end
+$$;
+
+-- name: earlier_fact_candidates: up to 3 earlier facts of fact i's batch (first .. i - 1), named fact:j.
+-- Ranked by cosine distance of their vectors to fact i's (vectors: one per
+-- fact of the operation, or null), the latest first without vectors.
+create or replace function membank_private.earlier_fact_candidates(
+    o membank_private.operations, i integer, vectors vector[], first integer
+) returns jsonb
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
                'similarity', round(x.similarity::numeric, 4),
                'event_time', o.facts -> x.j -> 'event_time') order by x.rank), '[]')
-    into _facts
     from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
-          from (select j, case when _vector is not null
-                               then 1 - (_vector::vector <=> array(select unnest(embeddings[j + 1:j + 1]))::vector)
-                          end as similarity
+          from (select j, case when vectors is not null then 1 - (vectors[i + 1] <=> vectors[j + 1]) end
+                           as similarity
                 from generate_series(first, i - 1) as j) as s) as x
     where x.rank <= 3;
-    return jsonb_build_object('index', i, 'candidates', _memories || _facts);
-end
+$$;
+
+-- name: earlier_facts_of_batch: earlier_fact_candidates for every fact i of first .. last, as {"i": [...]}.
+-- One statement for a batch's pairs instead of a call per fact.
+create or replace function membank_private.earlier_facts_of_batch(
+    o membank_private.operations, vectors vector[], first integer, last integer
+) returns jsonb
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select coalesce(jsonb_object_agg(x.i::text, x.candidates), '{}')
+    from (select f.i, coalesce((
+                     select jsonb_agg(jsonb_build_object(
+                                'name', 'fact:' || y.j, 'fact', o.facts -> y.j ->> 'fact',
+                                'similarity', round(y.similarity::numeric, 4),
+                                'event_time', o.facts -> y.j -> 'event_time') order by y.rank)
+                     from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+                           from (select j, case when vectors is not null then 1 - (vectors[f.i + 1] <=> vectors[j + 1]) end
+                                            as similarity
+                                 from generate_series(first, f.i - 1) as j) as s) as y
+                     where y.rank <= 3), '[]') as candidates
+          from generate_series(first, last) as f (i)) as x;
 $$;
 
 -- name: consolidation_candidates: the plan for facts first .. last: each fact's candidates (fact_candidates).
@@ -108,11 +351,19 @@ create or replace function membank_private.consolidation_candidates(
 language sql
 volatile
 security invoker
-set search_path to pg_catalog, pg_temp
+set search_path from current
 as $$
-    select coalesce(jsonb_agg(membank_private.fact_candidates(o, i, embeddings, embedding_model, first)
+    -- materialized: each computed once, not once per fact
+    with v as materialized (
+        select membank_private.fact_vectors(embeddings) as vectors
+    ), b as materialized (
+        select membank_private.scope_memory_candidates(o, v.vectors, embedding_model, first, last) as found from v
+    )
+    select coalesce(jsonb_agg(membank_private.fact_candidates(
+                                  o, i, v.vectors, embedding_model, first,
+                                  case when b.found is not null then coalesce(b.found -> i::text, '[]') end)
                               order by i), '[]')
-    from generate_series(first, last) as i;
+    from v cross join b cross join generate_series(first, last) as i;
 $$;
 
 -- name: consolidation_plan: the next consolidation batch from fact first: as many facts as fit token_budget.
@@ -125,7 +376,7 @@ create or replace function membank_private.consolidation_plan(
 language plpgsql
 volatile
 security invoker
-set search_path to pg_catalog, pg_temp
+set search_path from current
 as $$
 declare
     _plan jsonb := '[]';
@@ -133,9 +384,19 @@ declare
     _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(o, '[]'));
     _cost integer;
     _i integer := first;
+    _vectors vector [] := membank_private.fact_vectors(embeddings);
+    -- Every fact the batch can hold, searched at once (null: fact by fact).
+    _found jsonb := membank_private.scope_memory_candidates(
+        o, _vectors, embedding_model, first, least(jsonb_array_length(o.facts), first + 50) - 1);
+    _earlier jsonb := case when _found is not null then membank_private.earlier_facts_of_batch(
+                               o, _vectors, first, least(jsonb_array_length(o.facts), first + 50) - 1) end;
 begin
     while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
-        _entry := membank_private.fact_candidates(o, _i, embeddings, embedding_model, first);
+        -- the batch's searches made above, or fact_candidates' own
+        _entry := case when _found is not null
+                       then jsonb_build_object('index', _i, 'candidates',
+                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                       else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
         _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
         exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
         _plan := _plan || jsonb_build_array(_entry);
@@ -318,6 +579,17 @@ as $$
     );
 $$;
 
+-- name: generated_entry: a generated_memories item: {memory, action}.
+create or replace function membank_private.generated_entry(m membank_private.memories, action text)
+returns jsonb
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_build_object('memory', to_jsonb(membank_private.to_memory(m)), 'action', action);
+$$;
+
 -- name: record_generated: append {memory, action} to the operation's generated_memories.
 create or replace function membank_private.record_generated(
     operation_name uuid, m membank_private.memories, action text
@@ -328,10 +600,26 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     update membank_private.operations as o
-    set generated_memories = o.generated_memories || jsonb_build_array(jsonb_build_object(
-            'memory', to_jsonb(membank_private.to_memory(m)), 'action', action)),
+    set generated_memories = o.generated_memories || jsonb_build_array(membank_private.generated_entry(m, action)),
         update_time = statement_timestamp()
     where o.scope_id = m.scope_id and o.name = operation_name;  -- the memory's scope is the operation's
+$$;
+
+-- name: record_generated_entries: append generated_entry items, in order, to the operation's generated_memories.
+-- One update for a batch's changes: an update per memory rewrote the
+-- operation's row (its facts, events and the growing list) once each.
+create or replace function membank_private.record_generated_entries(
+    operation_name uuid, scope_id uuid, entries jsonb
+) returns void
+language sql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    update membank_private.operations as o
+    set generated_memories = o.generated_memories || entries, update_time = statement_timestamp()
+    where o.scope_id = record_generated_entries.scope_id and o.name = operation_name
+      and jsonb_array_length(entries) > 0;
 $$;
 
 -- name: set_fact_context: the revision context of a change made for one extracted fact.
@@ -353,8 +641,8 @@ as $$
     );
 $$;
 
--- name: apply_create: create one memory for an extracted fact, with its revision context.
-create or replace function membank_private.apply_create(
+-- name: insert_fact: create one memory for an extracted fact, with its revision context (not yet recorded).
+create or replace function membank_private.insert_fact(
     o membank_private.operations, fact jsonb, fact_text text
 ) returns membank_private.memories
 language plpgsql
@@ -373,6 +661,22 @@ begin
             membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
+    return _row;
+end
+$$;
+
+-- name: apply_create: create one memory for an extracted fact, with its revision context, and record it.
+create or replace function membank_private.apply_create(
+    o membank_private.operations, fact jsonb, fact_text text
+) returns membank_private.memories
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _row membank_private.memories := membank_private.insert_fact(o, fact, fact_text);
+begin
     perform membank_private.record_generated(o.name, _row, 'CREATED');
     return _row;
 end

@@ -194,6 +194,10 @@ declare
     _revisions jsonb;
     _row membank_private.memories;
     _results jsonb := '{}';  -- fact_index -> the memory its action created, updated or found (for fact:j)
+    -- generated_memories items of this batch, appended in one update (before
+    -- a DELETE: the erasure trigger reads the list to retire the sources)
+    _generated jsonb := '[]';
+    _vectors vector[];
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
     _action text;
@@ -253,14 +257,19 @@ begin
             end if;
         end if;
         if _action = 'CREATE' then
-            _twin := membank_private.created_twice(_op.name, _text);
+            _twin := coalesce(membank_private.created_twice(_op.name, _text),
+                              (select g -> 'memory' ->> 'name' from jsonb_array_elements(_generated) as g
+                               where g ->> 'action' = 'CREATED'
+                                 and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(_text))
+                               limit 1));
             if _twin is not null then
                 perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item,
                     format('fact: identical to memory %s, created by this operation; a fact is created once', _twin));
                 _results := _results || jsonb_build_object(_i::text, _twin);
                 continue;
             end if;
-            _row := membank_private.apply_create(_op, _fact, _text);
+            _row := membank_private.insert_fact(_op, _fact, _text);
+            _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'CREATED'));
         elsif _action = 'UPDATE' then
             perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
             -- The merged topics computed first, from the memory as it is under
@@ -276,16 +285,18 @@ begin
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
-                perform membank_private.record_generated(_op.name, _row, 'UPDATED');
+                _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'UPDATED'));
             end if;
             _results := _results || jsonb_build_object(_i::text, _target);
         elsif _action = 'DELETE' then
+            perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
+            _generated := '[]';
             perform membank_private.set_fact_context(_op, _fact, 'DELETE');
             delete from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
-                perform membank_private.record_generated(_op.name, _row, 'DELETED');
+                _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'DELETED'));
             end if;
             _row := null;
         elsif _revisions ? _target or _target in (select r.value from jsonb_each_text(_results) as r) then
@@ -300,12 +311,15 @@ begin
             end if;
         end if;
     end loop;
+    perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
+        -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
+        _vectors := membank_private.fact_vectors(job.fact_embeddings);
         perform membank.store_embeddings(
             job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
             array(select md5(_op.facts -> x.i ->> 'fact')
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
-            array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
+            array(select _vectors[x.i + 1]::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     if coalesce(job.next_fact, 0) = 0 then

