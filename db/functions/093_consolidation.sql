@@ -165,13 +165,16 @@ begin
         -- per fact, the eligible rows holding one of its lexemes that seek
         -- (scan_candidates' exists), scored by the sum over all the fact's
         -- lexemes they hold, summed in the same order
-        select w.i, l.name,
+        -- (grouped by the row's fact and fts too, which its name determines:
+        -- text_hit needs them, and a second join with scope_row was planned
+        -- as a nested loop over the CTE, rows x scope)
+        select w.i, l.name, r.fact, r.fts,
                sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end order by w.n)::real as text_rank
         from weighed as w
         inner join scope_lexeme as l on l.lexeme = w.lexeme
         inner join scope_row as r on r.name = l.name
         where r.eligible
-        group by w.i, l.name
+        group by w.i, l.name, r.fact, r.fts
         having bool_or(w.seeks)
     ), text_hit as (
         select h.i, h.name, h.text_rank, h.text_tiebreak
@@ -180,11 +183,10 @@ begin
               -- ts_rank only orders rows of equal IDF sums (here, in the text list's
               -- ranks and in the top k): a row whose sum no other row of its fact has
               -- is placed by the sum alone
-              from (select t.i, t.name, r.fact, t.text_rank,
+              from (select t.i, t.name, t.fact, t.text_rank,
                            case when count(*) over (partition by t.i, t.text_rank) > 1
-                                then ts_rank(r.fts, a.query, 1) end as text_tiebreak
+                                then ts_rank(t.fts, a.query, 1) end as text_tiebreak
                     from text_match as t
-                    inner join scope_row as r on r.name = t.name
                     inner join all_lexemes as a on a.i = t.i) as x) as h
         where h.position <= 50
     ), fused as (
