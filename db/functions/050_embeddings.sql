@@ -244,14 +244,11 @@ security definer
 set search_path from current
 as $$
 declare
-    _count integer;
     _i integer;
     _vector vector;
+    _vectors vector [] := '{}';
 begin
     perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
-    perform membank.configure_embedding(model_id, dimension);
-    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
-    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
        or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
         perform membank_private._raise_invalid('embeddings',
@@ -262,6 +259,7 @@ begin
         perform membank_private._raise_invalid('memory_names', format('holds %s names', cardinality(memory_names)),
             'store at most 1000 vectors per call (claim_embedding_jobs hands out at most 1000)');
     end if;
+    -- Each text parsed once: the checks and the writes take the vectors.
     for _i in 1 .. coalesce(cardinality(embeddings), 0) loop
         begin
             _vector := embeddings[_i]::vector;
@@ -271,23 +269,50 @@ begin
                     'is not a finite vector (null, NaN or infinite entries, or malformed)',
                     'the embedding model returned a degenerate vector; the job fails and is retried');
         end;
-        -- (_vector <=> _vector) is NaN when pgvector's float32 norm is zero,
-        -- also for a vector so small its squares underflow
-        if _vector is null or vector_norm(_vector) = 'NaN'::float8 or (_vector <=> _vector) = 'NaN'::float8 then
+        _vectors := _vectors || _vector;
+    end loop;
+    return membank_private.store_vectors(model_id, dimension, memory_names::uuid [], fact_md5s::uuid [], _vectors);
+end
+$$;
+
+-- name: store_vectors: store_embeddings' checks of the vectors and its writes, for vectors already parsed.
+-- apply_consolidation stores the facts' own vectors (prepare_consolidation
+-- took them as real[][]) through here, without a round trip through text.
+-- Raises what store_embeddings raises for the vectors: 22023 (zero norm,
+-- wrong dimension), MB010, MB040.
+create or replace function membank_private.store_vectors(
+    model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors vector[]
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _count integer;
+    _i integer;
+begin
+    perform membank.configure_embedding(model_id, dimension);
+    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    for _i in 1 .. coalesce(cardinality(vectors), 0) loop
+        -- (v <=> v) is NaN when pgvector's float32 norm is zero, also for a
+        -- vector so small its squares underflow
+        if vectors[_i] is null or vector_norm(vectors[_i]) = 'NaN'::float8
+           or (vectors[_i] <=> vectors[_i]) = 'NaN'::float8 then
             perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
                 'a zero vector has no direction: cosine similarity to it is undefined');
         end if;
     end loop;
-    if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
+    if exists (select from unnest(vectors) as v where vector_dims(v) <> dimension) then
         perform membank_private._raise_invalid('embeddings',
             format('holds a vector whose dimension is not %s', dimension),
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
     if membank_private.on_citus() then
-        _count := membank_private.store_embeddings_by_scope(
-            model_id, memory_names::uuid [], fact_md5s::uuid [], embeddings);
+        _count := membank_private.store_embeddings_by_scope(model_id, memory_names, fact_md5s, vectors);
     else
-        _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, embeddings);
+        _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
     end if;
     -- select 1, not select (no column): Citus cannot plan a column-less subquery here
     if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
@@ -302,8 +327,9 @@ end
 $$;
 
 -- name: store_embeddings_here: store_embeddings' writes on one server, in one statement over every scope.
+drop function if exists membank_private.store_embeddings_here(text, text[], text[], text[]);
 create or replace function membank_private.store_embeddings_here(
-    model_id text, memory_names text[], fact_md5s text[], embeddings text[]
+    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings vector[]
 ) returns integer
 language plpgsql
 volatile
@@ -319,11 +345,11 @@ begin
     -- one that a delete or update holds is skipped: its job stays, and the
     -- change deletes it (cascade) or makes it stale.
     _locked := array(select m.name from membank_private.memories as m
-                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
+                     where m.name = any(memory_names) order by m.name for key share skip locked);
     with given as (
-        select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
+        select g.name, g.fact_md5, g.embedding
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-        where g.name::uuid = any(_locked)
+        where g.name = any(_locked)
     ), stored as (
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
@@ -343,7 +369,7 @@ begin
     select count(*) into _count from stored;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
-    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
+    where j.name = g.name and j.fact_md5 = g.fact_md5 and j.name = any(_locked);
     return _count;
 end
 $$;

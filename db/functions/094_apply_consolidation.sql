@@ -315,11 +315,12 @@ begin
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
         -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
         _vectors := membank_private.fact_vectors(job.fact_embeddings);
-        perform membank.store_embeddings(
-            job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
-            array(select md5(_op.facts -> x.i ->> 'fact')
+        -- as vectors: text, parsed back, cost more than the writes
+        perform membank_private.store_vectors(
+            job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names::uuid [],
+            array(select md5(_op.facts -> x.i ->> 'fact')::uuid
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
-            array(select _vectors[x.i + 1]::text
+            array(select _vectors[x.i + 1]
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     if coalesce(job.next_fact, 0) = 0 then

@@ -82,10 +82,10 @@ end
 $$;
 
 -- name: store_embeddings_by_scope: store_embeddings' writes on Citus, one router statement set per scope.
--- The arguments are checked by store_embeddings; names and md5s are uuids
--- here. Returns the number of vectors stored.
+-- The arguments are checked by store_vectors. Returns the number of vectors stored.
+drop function if exists membank_private.store_embeddings_by_scope(text, uuid[], uuid[], text[]);
 create or replace function membank_private.store_embeddings_by_scope(
-    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]
+    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings vector[]
 ) returns integer
 language plpgsql
 volatile
@@ -119,7 +119,7 @@ begin
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
         )
         select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-               g.embedding::vector, membank_private.quantize(g.embedding::vector, _centroid)
+               g.embedding, membank_private.quantize(g.embedding, _centroid)
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
         inner join membank_private.memories as m
             on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
