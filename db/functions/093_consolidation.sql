@@ -28,6 +28,12 @@
 drop function if exists membank_private.fact_candidates(
     membank_private.operations, integer, real[], text, integer
 );
+-- consolidation_plan returned the plan alone, and consolidation_prompt(o,
+-- plan) made every fact's block a second time: consolidation_batch returns both.
+drop function if exists membank_private.consolidation_plan(
+    membank_private.operations, real[], text, integer, integer
+);
+drop function if exists membank_private.consolidation_prompt(membank_private.operations, jsonb);
 
 -- name: matrix_rows: the rows of a two-dimensional real[] (1-based i, value), each sliced once.
 -- A SQL function: a plpgsql argument is an expanded array, and each slice
@@ -391,13 +397,13 @@ as $$
     from v cross join b cross join generate_series(first, last) as i;
 $$;
 
--- name: consolidation_plan: the next consolidation batch from fact first: as many facts as fit token_budget.
--- At least one fact, at most 50; the prompt (consolidation_prompt) of the
--- returned plan is estimated within token_budget unless one fact alone
--- exceeds it.
-create or replace function membank_private.consolidation_plan(
+-- name: consolidation_batch: the next consolidation batch from fact first (plan) and its prompt, within token_budget.
+-- As many facts as fit, at least one, at most 50; the prompt
+-- (consolidation_prompt of the plan's fact blocks, each made once) is
+-- estimated within token_budget unless one fact alone exceeds it.
+create or replace function membank_private.consolidation_batch(
     o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer
-) returns jsonb
+) returns table (plan jsonb, prompt text)
 language plpgsql
 volatile
 security invoker
@@ -405,8 +411,10 @@ set search_path from current
 as $$
 declare
     _plan jsonb := '[]';
+    _blocks text [] := '{}';
+    _block text;
     _entry jsonb;
-    _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(o, '[]'));
+    _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(null));
     _cost integer;
     _i integer := first;
     _vectors vector [] := membank_private.fact_vectors(embeddings);
@@ -422,13 +430,15 @@ begin
                        then jsonb_build_object('index', _i, 'candidates',
                                                coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
                        else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
-        _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
+        _block := membank_private.consolidation_fact_block(o, _entry);
+        _cost := membank_private.estimate_tokens(_block) + 1;
         exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
         _plan := _plan || jsonb_build_array(_entry);
+        _blocks := _blocks || _block;
         _used := _used + _cost;
         _i := _i + 1;
     end loop;
-    return _plan;
+    return query select _plan, membank_private.consolidation_prompt(array_to_string(_blocks, E'\n'));
 end
 $$;
 
@@ -571,8 +581,9 @@ as $$
                            '   (no existing memories)'));
 $$;
 
--- name: consolidation_prompt: the consolidation prompt for one batch of an operation's facts and their candidates.
-create or replace function membank_private.consolidation_prompt(o membank_private.operations, plan jsonb)
+-- name: consolidation_prompt: the consolidation prompt around one batch's fact blocks (newline-joined; null: none).
+-- fact_blocks: consolidation_fact_block of each planned fact, in plan order.
+create or replace function membank_private.consolidation_prompt(fact_blocks text)
 returns text
 language sql
 stable
@@ -596,8 +607,7 @@ as $$
         'Give exactly one action per new fact and name each memory in at most one action; CREATE one fact once.',
         '',
         'New facts:',
-        (select string_agg(membank_private.consolidation_fact_block(o, p), E'\n' order by (p ->> 'index')::integer)
-         from jsonb_array_elements(plan) as p),
+        nullif(fact_blocks, ''),
         '',
         'Reply with JSON only, of the form {"actions": [{"fact_index": 0, "action": "UPDATE", '
         || '"memory_name": "...", "fact": "..."}]}, one action per new fact.'

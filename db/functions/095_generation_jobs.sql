@@ -100,6 +100,7 @@ declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
+    _prompt text;
     _profile_plan jsonb;
     _merges jsonb;
     _stamp jsonb;
@@ -139,8 +140,9 @@ begin
     end if;
     -- What the candidates are searched in, read first (candidates_stamp, 093_consolidation.sql).
     _stamp := membank_private.candidates_stamp(_op.scope_id);
-    _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
-                                                coalesce(_job.token_budget, membank_private.token_budget()));
+    select b.plan, b.prompt into _plan, _prompt
+    from membank_private.consolidation_batch(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
+                                             coalesce(_job.token_budget, membank_private.token_budget())) as b;
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
     update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan, plan_stamp = _stamp
@@ -150,7 +152,7 @@ begin
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
                concat_ws(E'\n\n', case when jsonb_array_length(_op.facts) > 0
-                                        then membank_private.consolidation_prompt(_op, _plan) end,
+                                        then _prompt end,
                          membank_private.profile_merge_prompt(_merges)),
                membank_private.consolidation_reply_schema(_merges),
                jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan,

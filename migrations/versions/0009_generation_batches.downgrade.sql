@@ -10,6 +10,10 @@ drop function if exists membank_private.said_text(jsonb);
 drop function if exists membank_private.consolidation_plan(
     membank_private.operations, real[], text, integer, integer
 );
+drop function if exists membank_private.consolidation_batch(
+    membank_private.operations, real[], text, integer, integer
+);
+drop function if exists membank_private.consolidation_prompt(text);
 drop function if exists membank_private.consolidation_candidates(
     membank_private.operations, real[], text, integer, integer
 );

@@ -2842,6 +2842,7 @@ declare
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
+    _prompt text;
     _profile_plan jsonb;
     _merges jsonb;
     _stamp jsonb;
@@ -2881,8 +2882,9 @@ begin
     end if;
     -- What the candidates are searched in, read first (candidates_stamp, 093_consolidation.sql).
     _stamp := membank_private.candidates_stamp(_op.scope_id);
-    _plan := membank_private.consolidation_plan(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
-                                                coalesce(_job.token_budget, membank_private.token_budget()));
+    select b.plan, b.prompt into _plan, _prompt
+    from membank_private.consolidation_batch(_op, _job.fact_embeddings, _job.embedding_model, _job.next_fact,
+                                             coalesce(_job.token_budget, membank_private.token_budget())) as b;
     -- Profile fields are consolidated with the first batch of facts only.
     _profile_plan := case when coalesce(_job.next_fact, 0) = 0 then membank_private.profile_plan(_op) else '[]' end;
     update membank_private.generation_jobs as j set plan = _plan, profile_plan = _profile_plan, plan_stamp = _stamp
@@ -2892,7 +2894,7 @@ begin
     return row(_job.id, _op.name, _op.stage, _job.attempts + 1,
                array(select f ->> 'fact' from jsonb_array_elements(_op.facts) as f),
                concat_ws(E'\n\n', case when jsonb_array_length(_op.facts) > 0
-                                        then membank_private.consolidation_prompt(_op, _plan) end,
+                                        then _prompt end,
                          membank_private.profile_merge_prompt(_merges)),
                membank_private.consolidation_reply_schema(_merges),
                jsonb_build_object('task', 'consolidate', 'facts', _op.facts, 'candidates', _plan,
@@ -4902,6 +4904,42 @@ CREATE FUNCTION membank_private.compaction_schema() RETURNS jsonb
     AS $$
     select '{"type": "object", "required": ["summary"], "properties": {"summary": {"type": "string"}}}'::jsonb;
 $$;
+CREATE FUNCTION membank_private.consolidation_batch(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) RETURNS TABLE(plan jsonb, prompt text)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _plan jsonb := '[]';
+    _blocks text [] := '{}';
+    _block text;
+    _entry jsonb;
+    _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(null));
+    _cost integer;
+    _i integer := first;
+    _vectors vector [] := membank_private.fact_vectors(embeddings);
+    -- Every fact the batch can hold, searched at once (null: fact by fact).
+    _found jsonb := membank_private.scope_memory_candidates(
+        o, _vectors, embedding_model, first, least(jsonb_array_length(o.facts), first + 50) - 1);
+    _earlier jsonb := case when _found is not null then membank_private.earlier_facts_of_batch(
+                               o, _vectors, first, least(jsonb_array_length(o.facts), first + 50) - 1) end;
+begin
+    while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
+        -- the batch's searches made above, or fact_candidates' own
+        _entry := case when _found is not null
+                       then jsonb_build_object('index', _i, 'candidates',
+                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                       else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
+        _block := membank_private.consolidation_fact_block(o, _entry);
+        _cost := membank_private.estimate_tokens(_block) + 1;
+        exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
+        _plan := _plan || jsonb_build_array(_entry);
+        _blocks := _blocks || _block;
+        _used := _used + _cost;
+        _i := _i + 1;
+    end loop;
+    return query select _plan, membank_private.consolidation_prompt(array_to_string(_blocks, E'\n'));
+end
+$$;
 CREATE FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer) RETURNS jsonb
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -4942,39 +4980,7 @@ CREATE FUNCTION membank_private.consolidation_fact_block(o membank_private.opera
                             from jsonb_array_elements(p -> 'candidates') with ordinality as y (c, m)),
                            '   (no existing memories)'));
 $$;
-CREATE FUNCTION membank_private.consolidation_plan(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) RETURNS jsonb
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    AS $$
-declare
-    _plan jsonb := '[]';
-    _entry jsonb;
-    _used integer := membank_private.estimate_tokens(membank_private.consolidation_prompt(o, '[]'));
-    _cost integer;
-    _i integer := first;
-    _vectors vector [] := membank_private.fact_vectors(embeddings);
-    -- Every fact the batch can hold, searched at once (null: fact by fact).
-    _found jsonb := membank_private.scope_memory_candidates(
-        o, _vectors, embedding_model, first, least(jsonb_array_length(o.facts), first + 50) - 1);
-    _earlier jsonb := case when _found is not null then membank_private.earlier_facts_of_batch(
-                               o, _vectors, first, least(jsonb_array_length(o.facts), first + 50) - 1) end;
-begin
-    while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
-        -- the batch's searches made above, or fact_candidates' own
-        _entry := case when _found is not null
-                       then jsonb_build_object('index', _i, 'candidates',
-                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
-                       else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
-        _cost := membank_private.estimate_tokens(membank_private.consolidation_fact_block(o, _entry)) + 1;
-        exit when _used + _cost > token_budget and jsonb_array_length(_plan) > 0;
-        _plan := _plan || jsonb_build_array(_entry);
-        _used := _used + _cost;
-        _i := _i + 1;
-    end loop;
-    return _plan;
-end
-$$;
-CREATE FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) RETURNS text
+CREATE FUNCTION membank_private.consolidation_prompt(fact_blocks text) RETURNS text
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4995,8 +5001,7 @@ CREATE FUNCTION membank_private.consolidation_prompt(o membank_private.operation
         'Give exactly one action per new fact and name each memory in at most one action; CREATE one fact once.',
         '',
         'New facts:',
-        (select string_agg(membank_private.consolidation_fact_block(o, p), E'\n' order by (p ->> 'index')::integer)
-         from jsonb_array_elements(plan) as p),
+        nullif(fact_blocks, ''),
         '',
         'Reply with JSON only, of the form {"actions": [{"fact_index": 0, "action": "UPDATE", '
         || '"memory_name": "...", "fact": "..."}]}, one action per new fact.'
@@ -10047,10 +10052,10 @@ REVOKE ALL ON FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size 
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_schema() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_batch(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_candidates(o membank_private.operations, embeddings real[], embedding_model text, first integer, last integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_fact_block(o membank_private.operations, p jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.consolidation_plan(o membank_private.operations, embeddings real[], embedding_model text, first integer, token_budget integer) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(o membank_private.operations, plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(fact_blocks text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_reply_schema(merges jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FROM PUBLIC;
