@@ -108,6 +108,12 @@ TOP_LEVEL_MS = """select coalesce(sum(total_exec_time), 0) from pg_stat_statemen
                     and query not like '%pg_stat_statements%'"""
 
 
+# A backend that goes idle with function statistics younger than a second
+# flushes them after 10 s (PostgreSQL's PGSTAT_IDLE_INTERVAL): a shorter wait
+# counted some of the unmeasured round's calls and missed some of the last one's.
+STATS_FLUSH_S = 11
+
+
 def compare(files: list[Path], urls: dict[str, str], rounds: int) -> None:
     """GenerateMemories on every database, interleaved round by round; throughput and database cost per event."""
     import dataclasses
@@ -150,11 +156,11 @@ def compare(files: list[Path], urls: dict[str, str], rounds: int) -> None:
                         db_ms[db] += stats[db].execute(TOP_LEVEL_MS).fetchone()[0] - before
             embedder.save()
             if r == 0:  # the function statistics count the measured rounds only
-                time.sleep(1.5)  # backends flush their statistics within a second of going idle
+                time.sleep(STATS_FLUSH_S)
                 for conn in stats.values():
                     conn.execute("select pg_stat_reset()")
             print(f"round {r}{' (fills the vector cache, not measured)' if r == 0 else ''} done", flush=True)
-        time.sleep(1.5)  # backends flush their function statistics within a second of going idle
+        time.sleep(STATS_FLUSH_S)
         print(f"\nGenerateMemories, rules provider, {len(files)} LoCoMo conversations x {rounds} interleaved rounds"
               " (facts' vectors cached)")
         for db in urls:
