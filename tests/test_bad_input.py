@@ -6,7 +6,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from conftest import count_all_rows
+from conftest import connect_as, count_all_rows
 from membank import ConflictError, InvalidArgumentError, MembankError, NotFoundError
 
 U1 = {"user_id": "u1"}
@@ -295,6 +295,47 @@ def test_degenerate_vectors_are_refused_when_stored(bank, conn, seeded, existing
             assert err.value.sqlstate == "22023"
             assert err.value.diag.message_primary.startswith(f"{argument}: ")
     assert count_all_rows(conn) == seeded
+
+
+def _claimed_as_worker(login, bank, facts):
+    """A worker login's connection and its claimed jobs (name, md5) for new memories of facts, in facts order."""
+    for fact in facts:
+        bank.create_memory(U1, fact)
+    worker = connect_as(login("membank_worker")[1])
+    jobs = {j["memory_fact"]: j for j in worker.execute("select * from membank.claim_embedding_jobs(batch_size => 10)")}
+    return worker, [str(jobs[f]["memory_name"]) for f in facts], [str(jobs[f]["fact_md5"]) for f in facts]
+
+
+STORE = ("select membank.store_embeddings(model_id => %s, dimension => 3, memory_names => %s, fact_md5s => %s,"
+         " embeddings => %s)")
+
+
+@pytest.mark.parametrize("second", ["[1,2", "[NaN,1,1]"])
+def test_store_embeddings_names_the_first_bad_vector(login, bank, conn, second):
+    # A zero vector before a malformed one: the error names the first (as each was checked in turn).
+    worker, names, md5s = _claimed_as_worker(login, bank, ["alpha likes tea", "beta likes coffee"])
+    before = count_all_rows(conn)
+    with worker, pytest.raises(psycopg.Error) as err:
+        worker.execute(STORE, ("test/m", names, md5s, ["[0,0,0]", second]))
+    assert err.value.sqlstate == "22023"
+    assert err.value.diag.message_primary == "embeddings[1]: has zero norm"
+    assert err.value.diag.message_hint == "a zero vector has no direction: cosine similarity to it is undefined"
+    assert count_all_rows(conn) == before
+
+
+def test_store_embeddings_of_another_model_is_mb010_whatever_its_vectors(login, bank, conn):
+    # The bank holds test/m vectors; a worker still on test/other (the bank was re-embedded) is told so (MB010,
+    # the worker stops), not 22023 for a vector its model returned (the worker would count it against the jobs).
+    worker, names, md5s = _claimed_as_worker(login, bank, ["alpha likes tea", "beta likes coffee", "gamma has a cat"])
+    with worker:
+        worker.execute(STORE, ("test/m", names[:1], md5s[:1], ["[0.6,0.8,0]"]))
+        before = count_all_rows(conn)
+        for vectors in (["[NaN,1,1]", "[0,0.6,0.8]"], ["[0,0.6,0.8]", "not a vector"]):
+            with pytest.raises(psycopg.Error) as err:
+                worker.execute(STORE, ("test/other", names[1:], md5s[1:], vectors))
+            assert err.value.sqlstate == "MB010"
+            assert err.value.diag.message_primary.startswith("model_id: this bank holds vectors of test/m")
+            assert count_all_rows(conn) == before
 
 
 def test_embedder_returning_a_zero_vector_fails_its_job_visibly(db_url, bank, conn, existing):

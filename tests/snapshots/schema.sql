@@ -3494,6 +3494,11 @@ declare
     _vectors vector [] := '{}';
 begin
     perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
+    -- The model and the wait limit first, as store_vectors does (MB010 before
+    -- any vector's 22023: a worker of another model stops rather than failing
+    -- jobs); store_vectors' call is then the common case, a read without a lock.
+    perform membank.configure_embedding(model_id, dimension);
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     if cardinality(memory_names) is distinct from cardinality(embeddings)
        or cardinality(memory_names) is distinct from cardinality(fact_md5s) then
         perform membank_private._raise_invalid('embeddings',
@@ -3514,6 +3519,11 @@ begin
                     'is not a finite vector (null, NaN or infinite entries, or malformed)',
                     'the embedding model returned a degenerate vector; the job fails and is retried');
         end;
+        -- each vector checked as it is parsed, so the error names the first bad one
+        if _vector is null or vector_norm(_vector) = 'NaN'::float8 or (_vector <=> _vector) = 'NaN'::float8 then
+            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
+                'a zero vector has no direction: cosine similarity to it is undefined');
+        end if;
         _vectors := _vectors || _vector;
     end loop;
     return membank_private.store_vectors(model_id, dimension, memory_names::uuid [], fact_md5s::uuid [], _vectors);
