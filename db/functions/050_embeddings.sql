@@ -275,13 +275,28 @@ begin
                     'the embedding model returned a degenerate vector; the job fails and is retried');
         end;
         -- each vector checked as it is parsed, so the error names the first bad one
-        if _vector is null or vector_norm(_vector) = 'NaN'::float8 or (_vector <=> _vector) = 'NaN'::float8 then
-            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
-                'a zero vector has no direction: cosine similarity to it is undefined');
-        end if;
+        perform membank_private.check_vector_norm(_vector, format('embeddings[%s]', _i));
         _vectors := _vectors || _vector;
     end loop;
     return membank_private.store_vectors(model_id, dimension, memory_names::uuid [], fact_md5s::uuid [], _vectors);
+end
+$$;
+
+-- name: check_vector_norm: refuse a null vector or one of zero norm (22023 naming argument).
+-- (v <=> v) is NaN when pgvector's float32 norm is zero, also for a vector
+-- so small its squares underflow.
+create or replace function membank_private.check_vector_norm(v vector, argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if v is null or vector_norm(v) = 'NaN'::float8 or (v <=> v) = 'NaN'::float8 then
+        perform membank_private._raise_invalid(argument, 'has zero norm',
+            'a zero vector has no direction: cosine similarity to it is undefined');
+    end if;
 end
 $$;
 
@@ -306,13 +321,7 @@ begin
     -- Waits on the configuration row (the centroid) or on a reembed's open delete are bounded (MB040).
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     for _i in 1 .. coalesce(cardinality(vectors), 0) loop
-        -- (v <=> v) is NaN when pgvector's float32 norm is zero, also for a
-        -- vector so small its squares underflow
-        if vectors[_i] is null or vector_norm(vectors[_i]) = 'NaN'::float8
-           or (vectors[_i] <=> vectors[_i]) = 'NaN'::float8 then
-            perform membank_private._raise_invalid(format('embeddings[%s]', _i), 'has zero norm',
-                'a zero vector has no direction: cosine similarity to it is undefined');
-        end if;
+        perform membank_private.check_vector_norm(vectors[_i], format('embeddings[%s]', _i));
     end loop;
     if exists (select from unnest(vectors) as v where vector_dims(v) <> dimension) then
         perform membank_private._raise_invalid('embeddings',
