@@ -338,6 +338,32 @@ def test_store_embeddings_of_another_model_is_mb010_whatever_its_vectors(login, 
             assert count_all_rows(conn) == before
 
 
+@pytest.mark.parametrize("case, argument, message", [
+    ("not a uuid", "memory_names", "memory_names: holds a value that is not a uuid"),
+    ("md5 not a uuid", "fact_md5s", "fact_md5s: holds a value that is not a uuid"),
+    ("a name twice", "memory_names", "memory_names: holds a name twice"),
+    ("16001 dimensions", "embeddings[1]", "embeddings[1]: has more dimensions than a vector can hold (16000)"),
+])
+def test_store_embeddings_names_a_bad_name_or_an_oversized_vector(login, bank, conn, case, argument, message):
+    worker, names, md5s = _claimed_as_worker(login, bank, ["alpha likes tea", "beta likes coffee"])
+    vectors = ["[0.6,0.8,0]", "[0,0.6,0.8]"]
+    if case == "not a uuid":
+        names = [names[0], "x"]
+    elif case == "md5 not a uuid":
+        md5s = [md5s[0], "x"]
+    elif case == "a name twice":
+        names, md5s = [names[0], names[0]], [md5s[0], md5s[0]]
+    else:
+        vectors = ["[" + ",".join(["0.1"] * 16001) + "]", vectors[1]]
+    before = count_all_rows(conn)
+    with worker, pytest.raises(psycopg.Error) as err:
+        worker.execute(STORE, ("test/m", names, md5s, vectors))
+    assert err.value.sqlstate == "22023"
+    assert err.value.diag.message_primary == message and err.value.diag.message_detail == f"argument: {argument}"
+    assert err.value.diag.message_hint
+    assert count_all_rows(conn) == before
+
+
 def test_embedder_returning_a_zero_vector_fails_its_job_visibly(db_url, bank, conn, existing):
     from membank.worker import EmbeddingWorker
 

@@ -3492,6 +3492,8 @@ declare
     _i integer;
     _vector vector;
     _vectors vector [] := '{}';
+    _names uuid [];
+    _md5s uuid [];
 begin
     perform membank_private.refuse_bound_role('store_embeddings');  -- any scope's memories: never a bound role's
     -- The model and the wait limit first, as store_vectors does (MB010 before
@@ -3518,20 +3520,38 @@ begin
                 perform membank_private._raise_invalid(format('embeddings[%s]', _i),
                     'is not a finite vector (null, NaN or infinite entries, or malformed)',
                     'the embedding model returned a degenerate vector; the job fails and is retried');
+            when program_limit_exceeded then  -- pgvector's 16000 dimensions
+                perform membank_private._raise_invalid(format('embeddings[%s]', _i),
+                    'has more dimensions than a vector can hold (16000)',
+                    format('model %s returns %s-dimensional vectors', model_id, dimension));
         end;
         -- each vector checked as it is parsed, so the error names the first bad one
         perform membank_private.check_vector_norm(_vector, format('embeddings[%s]', _i));
         _vectors := _vectors || _vector;
     end loop;
-    return membank_private.store_vectors(model_id, dimension, memory_names::uuid [], fact_md5s::uuid [], _vectors);
+    begin
+        _names := memory_names::uuid [];
+        _md5s := fact_md5s::uuid [];
+    exception
+        when invalid_text_representation then
+            perform membank_private._raise_invalid(
+                case when _names is null then 'memory_names' else 'fact_md5s' end, 'holds a value that is not a uuid',
+                'pass memory_name and fact_md5 as claim_embedding_jobs returned them');
+    end;
+    if cardinality(_names) > (select count(distinct n) from unnest(_names) as n) then
+        perform membank_private._raise_invalid('memory_names', 'holds a name twice',
+            'pass each claimed job once, with its own vector');
+    end if;
+    return membank_private.store_vectors(model_id, dimension, _names, _md5s, _vectors);
 end
 $$;
 COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) IS 'Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
 pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
 binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
-Raises 22023 naming the argument (length mismatch, more than 1000, wrong dimension, embeddings[i] with NaN or infinite
-entries or of zero norm: nothing stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
+Raises 22023 naming the argument (length mismatch, more than 1000, a name twice, a name or md5 that is not a uuid,
+wrong dimension, embeddings[i] malformed, with NaN or infinite entries, of zero norm or over 16000 dimensions: nothing
+stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
 another call holding the embedding configuration or a vector (retryable), 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
