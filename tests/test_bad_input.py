@@ -441,12 +441,15 @@ def test_generation_embedder_returning_a_zero_vector_fails_the_job_visibly(bank,
     (float("inf"), "holds null, NaN or infinite entries"),
     (float("-inf"), "holds null, NaN or infinite entries"),
     (0.0, "has zero norm"),
+    (1e-30, "has zero norm"),  # its squares underflow: pgvector's norm is zero
+    (1e30, "has entries too large for a cosine distance"),  # its squares overflow: no norm
 ])
 def test_prepare_consolidation_names_the_first_degenerate_row_of_the_fact_vectors(bank, conn, entry, message):
     # Row 2 of 3 is bad: the error names it, as a check row by row does.
     op = bank.generate_memories(U1, facts=["The user likes tea", "The user likes coffee", "The user has a cat"])
     job = conn.execute("select job_id from membank.claim_generation_jobs(batch_size => 1)").fetchone()["job_id"]
-    bad = [0.0, entry, 0.0] if entry is not None else [0.5, None, 0.5]
+    bad = ([entry, entry, entry] if entry in (1e-30, 1e30) else [0.0, entry, 0.0] if entry is not None
+           else [0.5, None, 0.5])
     with pytest.raises(psycopg.Error) as err:
         conn.execute("select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
                      " embedding_model => 'test/m')", (job, [[0.6, 0.8, 0.0], bad, [0.0, 0.6, 0.8]]))

@@ -301,9 +301,9 @@ begin
 end
 $$;
 
--- name: check_vector_norm: refuse a null vector or one of zero norm (22023 naming argument).
+-- name: check_vector_norm: refuse a null vector or one without a float32 norm (22023 naming argument).
 -- (v <=> v) is NaN when pgvector's float32 norm is zero, also for a vector
--- so small its squares underflow.
+-- so small its squares underflow, and when its squares overflow.
 create or replace function membank_private.check_vector_norm(v vector, argument text)
 returns void
 language plpgsql
@@ -313,6 +313,10 @@ set search_path from current
 as $$
 begin
     if v is null or vector_norm(v) = 'NaN'::float8 or (v <=> v) = 'NaN'::float8 then
+        if vector_norm(v) > 1e17 then
+            perform membank_private._raise_invalid(argument, 'has entries too large for a cosine distance',
+                'their squares overflow float32; pass the L2-normalised vector the embedding model returned');
+        end if;
         perform membank_private._raise_invalid(argument, 'has zero norm',
             'a zero vector has no direction: cosine similarity to it is undefined');
     end if;

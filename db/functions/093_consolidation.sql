@@ -48,24 +48,30 @@ as $$
     select r, array(select unnest(m[r:r][:])) from generate_series(1, array_length(m, 1)) as r order by r;
 $$;
 
--- name: check_vectors: check_vector for every row of a real[][], naming the first bad row argument[i].
--- The rows are checked whole-array first (three passes of = any, and each
--- row up to its first nonzero entry): check_vector row by row, an unnest of
--- each, cost more than the batch's candidate search. Only a matrix that
--- fails them is checked row by row, for the same error as check_vector's.
+-- name: check_vectors: check_vector and check_vector_norm for every row of a real[][], naming the first bad row.
+-- Rows are named argument[i]. The matrix is checked whole first (passes of
+-- = any and = all, and each row up to its first entry of magnitude 1e-18 or
+-- more): a row of such entries within +-1e17 has a finite, nonzero float32
+-- norm. Only a matrix that fails that is checked row by row, for the errors
+-- check_vector and pgvector's norm give (a row whose squares underflow has
+-- zero norm; one whose squares overflow, none). Row by row for every
+-- matrix (an unnest of each) cost more than the batch's candidate search.
 create or replace function membank_private.check_vectors(m real[], argument text)
 returns void
 language plpgsql
 immutable
 security invoker
-set search_path to pg_catalog, pg_temp
+set search_path from current
 as $$
 begin
     -- ('NaN' = any(m)) is null when m holds a null and no NaN: "is not false" catches both
     if ('NaN'::real = any(m)) is not false or 'Infinity'::real = any(m) or '-Infinity'::real = any(m)
+       or not (1e17::real >= all(m) and -1e17::real <= all(m))
        or exists (select from generate_series(1, array_length(m, 1)) as r
-                  where not exists (select from generate_series(1, array_length(m, 2)) as k where m[r][k] <> 0)) then
-        perform membank_private.check_vector(r.value, format('%s[%s]', argument, r.i))
+                  where not exists (select from generate_series(1, array_length(m, 2)) as k
+                                    where abs(m[r][k]) >= 1e-18::real)) then
+        perform membank_private.check_vector(r.value, format('%s[%s]', argument, r.i)),
+                membank_private.check_vector_norm(r.value::vector, format('%s[%s]', argument, r.i))
         from membank_private.matrix_rows(m) as r;
     end if;
 end

@@ -4832,6 +4832,10 @@ CREATE FUNCTION membank_private.check_vector_norm(v membank_extensions.vector, a
     AS $$
 begin
     if v is null or vector_norm(v) = 'NaN'::float8 or (v <=> v) = 'NaN'::float8 then
+        if vector_norm(v) > 1e17 then
+            perform membank_private._raise_invalid(argument, 'has entries too large for a cosine distance',
+                'their squares overflow float32; pass the L2-normalised vector the embedding model returned');
+        end if;
         perform membank_private._raise_invalid(argument, 'has zero norm',
             'a zero vector has no direction: cosine similarity to it is undefined');
     end if;
@@ -4839,14 +4843,17 @@ end
 $$;
 CREATE FUNCTION membank_private.check_vectors(m real[], argument text) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 begin
     -- ('NaN' = any(m)) is null when m holds a null and no NaN: "is not false" catches both
     if ('NaN'::real = any(m)) is not false or 'Infinity'::real = any(m) or '-Infinity'::real = any(m)
+       or not (1e17::real >= all(m) and -1e17::real <= all(m))
        or exists (select from generate_series(1, array_length(m, 1)) as r
-                  where not exists (select from generate_series(1, array_length(m, 2)) as k where m[r][k] <> 0)) then
-        perform membank_private.check_vector(r.value, format('%s[%s]', argument, r.i))
+                  where not exists (select from generate_series(1, array_length(m, 2)) as k
+                                    where abs(m[r][k]) >= 1e-18::real)) then
+        perform membank_private.check_vector(r.value, format('%s[%s]', argument, r.i)),
+                membank_private.check_vector_norm(r.value::vector, format('%s[%s]', argument, r.i))
         from membank_private.matrix_rows(m) as r;
     end if;
 end
