@@ -158,6 +158,10 @@ def compare(files: list[Path], urls: dict[str, str], rounds: int) -> None:
             if r == 0:  # the function statistics count the measured rounds only
                 time.sleep(STATS_FLUSH_S)
                 for conn in stats.values():
+                    # Planner statistics of what round 0 wrote, on both sides alike: else the
+                    # measured rounds ran on plans from whenever autovacuum had last analyzed
+                    # (and pg_stat_reset clears the counts it decides by).
+                    conn.execute("analyze")
                     conn.execute("select pg_stat_reset()")
             print(f"round {r}{' (fills the vector cache, not measured)' if r == 0 else ''} done", flush=True)
         time.sleep(STATS_FLUSH_S)
