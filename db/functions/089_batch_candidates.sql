@@ -144,7 +144,7 @@ begin
 end
 $$;
 
--- name: quantized_scope_candidates: the top 5 of retrieve_memories for each query of a batch, in a scope of 201 .. 2000.
+-- name: quantized_scope_candidates: retrieve_memories' top 5 for each query of a batch, in a scope of 201 .. 2000.
 -- texts and queries: the facts' texts and checked vectors (i = first, ...);
 -- documents: the scope's memories; rare_only as hybrid_candidates computes
 -- it. Returns {"i": [{name, revision, fact, similarity}, ...]} as
