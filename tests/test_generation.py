@@ -446,6 +446,8 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
     fact whose list depends on which vectors tied at the cut retrieve_memories keeps is left to it (JSON null);
     above 2000 memories the batch is (null). consolidation_candidates gives fact_candidates' entries either way,
     and the batch's earlier facts (fact:j) are fact_candidates' too."""
+    import json
+    import math
     import random
 
     conn = superuser
@@ -468,9 +470,10 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
         if n == 3:
             fact = "The user loves zebras."  # it expires: never a candidate, though the best match of fact 5
         texts.append(fact)
-    planted = 6 if quantized else 0  # the last memories but one: tied at fact 9's rerank cut
+    # the last memories but one: tied at fact 9's rerank cut, or at fact 11's 50th vector
+    planted = 6 if quantized else 24
     for n in range(size - 1 - planted, size - 1):
-        texts[n] = f"A planted memory number {n}."
+        texts[n] = f"A planted memory number {n}." if quantized else "The user plays the banjo."
     names = [(r["name"], f) for r, f in zip(conn.execute(
         "select m.name from unnest(%s::text[]) with ordinality as t (f, n)"
         " cross join lateral membank.create_memory(scope => %s, fact => t.f) as m order by t.n",
@@ -488,6 +491,15 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
                              (dimension, [str(n) for n, _ in names[start:end]], [f for _, f in names[start:end]],
                               vectors[start - first:end - first]))
 
+    if not quantized:
+        # fact 11's closest vectors: a direction's memories, then the banjo memories at a hair's angle, across
+        # the 50th place of its vector list: their names decide which of them are listed
+        counts = {d: sum(1 for n in range(size - 1 - planted) if n != 3 and vectors_of[n] == d) for d in directions}
+        nearest = min((d for d in directions if 26 < counts[d] < 50), key=lambda d: abs(counts[d] - 38))
+        x, y = json.loads(nearest)
+        banjo = str([x * math.cos(0.02) - y * math.sin(0.02), x * math.sin(0.02) + y * math.cos(0.02)])
+        vectors_of[size - 1 - planted:size - 1] = [banjo.replace(" ", "")] * planted
+        planted = 0
     store(0, size - 1 - planted, vectors_of[:size - 1 - planted])  # the last memory waits for its vector
     conn.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 minute'"
                  " where name = %s", (names[3][0],))
@@ -496,6 +508,8 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
     facts[0] = {"fact": "The user likes it."}  # words every memory holds: they seek only while a vector is pending
     facts[5] = {"fact": "The user loves zebras."}
     vectors[5] = [1.0, 0.0] if not quantized else pool[0]
+    if not quantized:
+        facts[11], vectors[11] = {"fact": "The user plays the banjo."}, [float(v) for v in json.loads(nearest)]
     if quantized:
         centroid = conn.execute("select centroid::real[] as c from membank_private.embedding_config").fetchone()["c"]
         assert centroid is not None  # 200 vectors fix it
