@@ -46,15 +46,19 @@ begin
                case when quantized then (select v.embedding_bq <~> q.query_bq from scope_vector as v
                                          order by 1 offset 399 limit 1) end as hamming
         from query as q
-    ), reranked as (
-        -- every vector within the cut; more than rerank_depth when some tie at it
-        select c.i, v.name, v.embedding <=> c.query as distance,
-               (v.embedding_bq <~> c.query_bq) = c.hamming and count(*) over (partition by c.i) > 400 as maybe_cut
+    ), reranked as materialized (
+        -- every vector within the cut (more than rerank_depth when some tie at
+        -- it), its distance computed here: the rows sorted below then carry no
+        -- vectors (carried, a batch's sort spilled tens of MB to disk)
+        select c.i, v.name, v.embedding <=> c.query as distance, (v.embedding_bq <~> c.query_bq) = c.hamming as at_cut
         from cut as c
         cross join scope_vector as v
         where c.hamming is null or (v.embedding_bq <~> c.query_bq) <= c.hamming
+    ), tied as (
+        -- the queries whose cut kept only some of the vectors tied at it
+        select r.i from reranked as r group by r.i having count(*) > 400
     ), hit as (
-        select r.i, r.name, r.distance, r.maybe_cut,
+        select r.i, r.name, r.distance, r.at_cut and r.i in (select t.i from tied as t) as maybe_cut,
                row_number() over (partition by r.i order by r.distance, r.name) as position
         from reranked as r
     )
