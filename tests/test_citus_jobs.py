@@ -390,6 +390,45 @@ def test_two_workers_consolidate_memories_on_the_cluster_as_on_one_server(cluste
         s["user_id"]: ["The user's name is Joy."] for s in scopes}
 
 
+@pytest.mark.parametrize("size", [230, 450])
+def test_a_consolidation_batch_in_a_scope_of_hundreds_gets_the_lists_of_retrieve_memories(cluster, size):
+    """Consolidation's search for a batch of facts in a scope of more than 200 memories (every vector ranked
+    exactly up to rerank_depth; above it the Hamming preselection and exact rerank) runs on the cluster, each read
+    a router query on the scope's shard, and gives each fact the top 5 retrieve_memories gives it there."""
+    import random
+
+    db, _ = cluster
+    scope = scopes_on_both_workers(db, 1)[1]
+    rng = random.Random(size)
+    words = ["cats", "dogs", "Lisbon", "hiking", "pottery", "guitar", "painting", "coffee"]
+    texts = [f"The user likes {rng.choice(words)} and {rng.choice(words)}." for _ in range(size)]
+    with db.connect() as c:
+        c.execute("select membank.configure_embedding('test/citus', 16)")
+        names = [str(c.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                               (json.dumps(scope), t)).fetchone()[0]) for t in texts]
+        vectors = [str([rng.uniform(-1, 1) for _ in range(16)]).replace(" ", "") for _ in texts]
+        c.execute("select membank.store_embeddings('test/citus', 16, %s::text[], array(select md5(f) from"
+                  " unnest(%s::text[]) as f), %s::text[])", (names, texts, vectors))
+        facts = [{"fact": f"The user loves {rng.choice(words)}."} for _ in range(12)]
+        args = {"scope": json.dumps(scope), "facts": json.dumps(facts),
+                "vectors": [[rng.uniform(-1, 1) for _ in range(16)] for _ in facts]}
+        operation = ("jsonb_populate_record(null::membank_private.operations, jsonb_build_object('name',"
+                     " gen_random_uuid(), 'scope', %(scope)s::jsonb, 'scope_id', md5(%(scope)s::jsonb::text)::uuid,"
+                     " 'facts', %(facts)s::jsonb))")
+        batch = c.execute(f"select membank_private.scope_memory_candidates({operation},"
+                          " membank_private.fact_vectors(%(vectors)s::real[]), 'test/citus', 0, 11)", args).fetchone()[0]
+        assert batch is not None
+        compared = 0
+        for i in range(len(facts)):
+            each = c.execute(f"select membank_private.fact_candidates({operation}, %(i)s,"
+                             " membank_private.fact_vectors(%(vectors)s::real[]), 'test/citus', 0)",
+                             {**args, "i": i}).fetchone()[0]
+            if batch.get(str(i), []) is not None:  # null: left to retrieve_memories (vectors tied at the cut)
+                assert batch.get(str(i), []) == [m for m in each["candidates"] if not m["name"].startswith("fact:")]
+                compared += 1
+        assert compared >= 6
+
+
 def test_compaction_of_many_scopes_runs_on_the_cluster(cluster, embedder):
     db, login = cluster
     scopes = scopes_on_both_workers(db, 2)

@@ -113,15 +113,56 @@ as $$
     limit 1;
 $$;
 
--- name: scope_memory_candidates: the nearest memories of facts first .. last, from one read of a small scope.
+-- name: with_event_times: each candidate of {"i": [candidate, ...]} with its event_time, as fact_candidates gives it.
+-- From each candidate's latest revision (memory_event_time), read by
+-- scope_id in a statement of its own; null stays null, and so does a
+-- fact's JSON null (its lists are not known: batch_memories).
+create or replace function membank_private.with_event_times(o membank_private.operations, candidates jsonb)
+returns jsonb
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _names uuid [];
+    _latest jsonb;
+begin
+    if candidates is null then
+        return null;
+    end if;
+    _names := array(select distinct (m ->> 'name')::uuid
+                    from jsonb_each(candidates) as x
+                    cross join jsonb_array_elements(
+                        case when jsonb_typeof(x.value) = 'array' then x.value else '[]' end) as m);
+    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
+    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
+          from membank_private.memory_revisions as v
+          where v.scope_id = o.scope_id and v.memory_name = any(_names)
+          order by v.memory_name, v.revision desc) as v;
+    return (select coalesce(jsonb_object_agg(x.key, case when jsonb_typeof(x.value) = 'array' then (
+                       select jsonb_agg(m.item || jsonb_build_object(
+                                  'event_time', (select max((e ->> 'event_time')::timestamptz)
+                                                 from jsonb_array_elements(
+                                                     case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
+                                                          then _latest -> (m.item ->> 'name') else '[]' end) as e))
+                                  order by m.ord)
+                       from jsonb_array_elements(x.value) with ordinality as m (item, ord)) else x.value end), '{}')
+            from jsonb_each(candidates) as x);
+end
+$$;
+
+-- name: scope_memory_candidates: the nearest memories of facts first .. last, searched for the batch at once.
 -- Returns {"i": [{name, revision, fact, similarity, event_time}, ...]} for
 -- fact indexes i: the lists fact_candidates gets from retrieve_memories
 -- (the fact's text and vector, top 5, natural-language memories), or null
--- where retrieve_memories would not read the scope whole (more than 200
--- memories, facts without vectors, a fact it refuses), so the caller asks
--- it fact by fact. One fact per call read the scope, its lexemes and their
+-- where they cannot be reproduced (facts without vectors, a fact it
+-- refuses, and in a scope of more than 200 memories the cases
+-- quantized_scope_candidates (089) declines), so the caller asks it fact
+-- by fact. One fact per call read the scope, its lexemes and their
 -- document frequencies again for every fact of a batch: most of a
--- generated event's database time. The statement is scan_candidates
+-- generated event's database time. Above 200 memories the lists are
+-- quantized_scope_candidates'; up to 200 the statement below is scan_candidates
 -- (063), hybrid_candidates' RRF fusion (070: rrf_k 10, weights 1, depth 50)
 -- and retrieve_memories' single-query top k, each per fact, with their
 -- tie-breaks and their summation order (a real's last bit can decide a
@@ -139,10 +180,9 @@ declare
     _queries vector [];
     _rare_only boolean;
     _found jsonb;
-    _names uuid [];
-    _latest jsonb;
+    _documents bigint := membank_private.scope_documents(array[o.scope_id]);
 begin
-    if vectors is null or last < first or membank_private.scope_documents(array[o.scope_id]) > 200 then
+    if vectors is null or last < first then
         return null;
     end if;
     _texts := array(select o.facts -> f ->> 'fact' from generate_series(first, last) as f order by f);
@@ -154,6 +194,10 @@ begin
     -- as hybrid_candidates: with no embedding pending, common words never seek
     perform from membank_private.embedding_jobs as j where j.scope_id = o.scope_id limit 1;
     _rare_only := not found;
+    if _documents > 200 then
+        return membank_private.with_event_times(o, membank_private.quantized_scope_candidates(
+            o, _texts, _queries, first, _documents, _rare_only));
+    end if;
     -- Every read names the scope_id: on Citus one query on the scope's shard.
     with scope_row as materialized (
         select m.name, m.fact, m.fts,
@@ -259,25 +303,23 @@ begin
           from ranked as r
           where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
           group by r.i) as x;
-    -- event_time as fact_candidates gives it: from each candidate's latest
-    -- revision, read by scope_id in a statement of its own.
-    _names := array(select distinct (m ->> 'name')::uuid
-                    from jsonb_each(_found) as x, jsonb_array_elements(x.value) as m);
-    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
-    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
-          from membank_private.memory_revisions as v
-          where v.scope_id = o.scope_id and v.memory_name = any(_names)
-          order by v.memory_name, v.revision desc) as v;
-    return (select coalesce(jsonb_object_agg(x.key, (
-                       select jsonb_agg(m.item || jsonb_build_object(
-                                  'event_time', (select max((e ->> 'event_time')::timestamptz)
-                                                 from jsonb_array_elements(
-                                                     case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
-                                                          then _latest -> (m.item ->> 'name') else '[]' end) as e))
-                                  order by m.ord)
-                       from jsonb_array_elements(x.value) with ordinality as m (item, ord))), '{}')
-            from jsonb_each(_found) as x);
+    return membank_private.with_event_times(o, _found);
 end
+$$;
+
+-- name: batch_memories: fact i's nearest memories from scope_memory_candidates' answer for its batch, or null.
+-- Null where the batch was not searched at once (found null) or fact i's
+-- lists were not known (a JSON null under i): fact_candidates asks
+-- retrieve_memories for it. A fact without candidates gets [].
+create or replace function membank_private.batch_memories(found jsonb, i integer)
+returns jsonb
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case when found is not null and jsonb_typeof(found -> i::text) is distinct from 'null'
+                then coalesce(found -> i::text, '[]') end;
 $$;
 
 -- name: fact_candidates: fact i's candidates: its nearest memories (top 5) and up to 3 earlier facts of its batch.
@@ -398,7 +440,7 @@ as $$
     )
     select coalesce(jsonb_agg(membank_private.fact_candidates(
                                   o, i, v.vectors, embedding_model, first,
-                                  case when b.found is not null then coalesce(b.found -> i::text, '[]') end)
+                                  membank_private.batch_memories(b.found, i))
                               order by i), '[]')
     from v cross join b cross join generate_series(first, last) as i;
 $$;
@@ -432,9 +474,9 @@ declare
 begin
     while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
         -- the batch's searches made above, or fact_candidates' own
-        _entry := case when _found is not null
+        _entry := case when membank_private.batch_memories(_found, _i) is not null
                        then jsonb_build_object('index', _i, 'candidates',
-                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                                               membank_private.batch_memories(_found, _i) || (_earlier -> _i::text))
                        else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
         _block := membank_private.consolidation_fact_block(o, _entry);
         _cost := membank_private.estimate_tokens(_block) + 1;

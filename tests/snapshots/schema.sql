@@ -4416,6 +4416,13 @@ CREATE FUNCTION membank_private.bank_generation_rule() RETURNS jsonb
     AS $$
     select s.generation_trigger_config -> 'generation_rule' from membank_private.ingestion_settings as s;
 $$;
+CREATE FUNCTION membank_private.batch_memories(found jsonb, i integer) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when found is not null and jsonb_typeof(found -> i::text) is distinct from 'null'
+                then coalesce(found -> i::text, '[]') end;
+$$;
 CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double precision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4970,9 +4977,9 @@ declare
 begin
     while _i < jsonb_array_length(o.facts) and _i < first + 50 loop
         -- the batch's searches made above, or fact_candidates' own
-        _entry := case when _found is not null
+        _entry := case when membank_private.batch_memories(_found, _i) is not null
                        then jsonb_build_object('index', _i, 'candidates',
-                                               coalesce(_found -> _i::text, '[]') || (_earlier -> _i::text))
+                                               membank_private.batch_memories(_found, _i) || (_earlier -> _i::text))
                        else membank_private.fact_candidates(o, _i, _vectors, embedding_model, first) end;
         _block := membank_private.consolidation_fact_block(o, _entry);
         _cost := membank_private.estimate_tokens(_block) + 1;
@@ -4997,7 +5004,7 @@ CREATE FUNCTION membank_private.consolidation_candidates(o membank_private.opera
     )
     select coalesce(jsonb_agg(membank_private.fact_candidates(
                                   o, i, v.vectors, embedding_model, first,
-                                  case when b.found is not null then coalesce(b.found -> i::text, '[]') end)
+                                  membank_private.batch_memories(b.found, i))
                               order by i), '[]')
     from v cross join b cross join generate_series(first, last) as i;
 $$;
@@ -6979,6 +6986,67 @@ CREATE FUNCTION membank_private.quantize(embedding membank_extensions.vector, ce
     AS $$
     select binary_quantize(case when centroid is null then embedding else embedding - centroid end)::bit varying;
 $$;
+CREATE FUNCTION membank_private.quantized_scope_candidates(o membank_private.operations, texts text[], queries membank_extensions.vector[], first integer, documents bigint, rare_only boolean) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _vectors record;
+    _texts record;
+    _found jsonb;
+begin
+    if documents > 2000 or exists (select from unnest(queries) as q where q is null)
+       or (documents > 400 and membank_private.scope_hnsw_ready(o.scope_id, vector_dims(queries[1]))) then
+        return null;
+    end if;
+    select * into _vectors from membank_private.reranked_vector_hits(o.scope_id, queries, first, documents > 400);
+    select * into _texts from membank_private.scope_text_hits(o.scope_id, texts, first, documents, rare_only);
+    -- hybrid_candidates' RRF fusion (rrf_k 10, weights 1) and retrieve_memories'
+    -- single-query top k (5) with its tie-breaks, per fact
+    with vector_hit as (
+        select v.i, v.name, v.distance, (rank() over (partition by v.i order by v.distance))::integer as rank
+        from unnest(_vectors.facts, _vectors.names, _vectors.distances) as v (i, name, distance)
+    ), text_hit as (
+        select t.i, t.name, t.text_rank, t.text_tiebreak,
+               (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
+        from unnest(_texts.facts, _texts.names, _texts.text_ranks, _texts.text_tiebreaks)
+            as t (i, name, text_rank, text_tiebreak)
+    ), fused as (
+        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
+               t.text_rank, t.text_tiebreak,
+               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
+                   as score
+        from vector_hit as v
+        full join text_hit as t on t.i = v.i and t.name = v.name
+    ), top as (
+        -- a text-only hit's distance, for the rows that can reach the top 5
+        select s.i, s.name, coalesce(s.distance, e.embedding <=> queries[s.i - first + 1]) as distance,
+               s.text_rank, s.text_tiebreak, s.score
+        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
+        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
+        where s.score_rank <= 5
+    ), ranked as (
+        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
+               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
+                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
+                                  m.fact collate "C", m.name) as position
+        from top as t
+        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
+        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
+    )
+    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
+    into _found
+    from (select r.i, jsonb_agg(jsonb_build_object(
+                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
+          from ranked as r
+          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
+          group by r.i) as x;
+    -- the facts whose vector list is not known: JSON null, asked fact by fact
+    return _found || coalesce((select jsonb_object_agg(u.i::text, 'null'::jsonb)
+                               from unnest(_vectors.undecided) as u (i)), '{}');
+end
+$$;
 CREATE FUNCTION membank_private.query_lexemes(query_text text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7180,6 +7248,54 @@ CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jso
         when kind = 'actions' and jsonb_typeof(parsed -> 'actions') = 'array' then parsed -> 'actions'
         when kind = 'summary' and jsonb_typeof(parsed -> 'summary') = 'string' then parsed -> 'summary'
     end;
+$$;
+CREATE FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _centroid vector;
+begin
+    select c.centroid into _centroid from membank_private.embedding_config as c;
+    -- materialized: each query quantized, and its cut found, once
+    with query as materialized (
+        select first + q.n::integer - 1 as i, q.query, membank_private.quantize(q.query, _centroid) as query_bq
+        from unnest(queries) with ordinality as q (query, n)
+    ), scope_vector as materialized (
+        -- the vectors vector_candidates ranks: expiry judged on memory_embeddings' copy
+        select e.name, e.embedding, e.embedding_bq
+        from membank_private.memory_embeddings as e
+        where e.scope_id = reranked_vector_hits.scope_id
+          and (e.expire_time is null or e.expire_time > statement_timestamp())
+    ), cut as materialized (
+        -- the Hamming distance of the rerank_depth-th best (null: no cut)
+        select q.i, q.query, q.query_bq,
+               case when quantized then (select v.embedding_bq <~> q.query_bq from scope_vector as v
+                                         order by 1 offset 399 limit 1) end as hamming
+        from query as q
+    ), reranked as materialized (
+        -- every vector within the cut (more than rerank_depth when some tie at
+        -- it), its distance computed here: the rows sorted below then carry no
+        -- vectors (carried, a batch's sort spilled tens of MB to disk)
+        select c.i, v.name, v.embedding <=> c.query as distance, (v.embedding_bq <~> c.query_bq) = c.hamming as at_cut
+        from cut as c
+        cross join scope_vector as v
+        where c.hamming is null or (v.embedding_bq <~> c.query_bq) <= c.hamming
+    ), tied as (
+        -- the queries whose cut kept only some of the vectors tied at it
+        select r.i from reranked as r group by r.i having count(*) > 400
+    ), hit as (
+        select r.i, r.name, r.distance, r.at_cut and r.i in (select t.i from tied as t) as maybe_cut,
+               row_number() over (partition by r.i order by r.distance, r.name) as position
+        from reranked as r
+    )
+    select array_agg(h.i order by h.i, h.position), array_agg(h.name order by h.i, h.position),
+           array_agg(h.distance order by h.i, h.position),
+           coalesce(array_agg(distinct h.i) filter (where h.maybe_cut), '{}')
+    into facts, names, distances, undecided
+    from hit as h
+    where h.position <= 50;
+end
 $$;
 CREATE FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) RETURNS timestamp with time zone
     LANGUAGE plpgsql STABLE
@@ -7793,10 +7909,9 @@ declare
     _queries vector [];
     _rare_only boolean;
     _found jsonb;
-    _names uuid [];
-    _latest jsonb;
+    _documents bigint := membank_private.scope_documents(array[o.scope_id]);
 begin
-    if vectors is null or last < first or membank_private.scope_documents(array[o.scope_id]) > 200 then
+    if vectors is null or last < first then
         return null;
     end if;
     _texts := array(select o.facts -> f ->> 'fact' from generate_series(first, last) as f order by f);
@@ -7808,6 +7923,10 @@ begin
     -- as hybrid_candidates: with no embedding pending, common words never seek
     perform from membank_private.embedding_jobs as j where j.scope_id = o.scope_id limit 1;
     _rare_only := not found;
+    if _documents > 200 then
+        return membank_private.with_event_times(o, membank_private.quantized_scope_candidates(
+            o, _texts, _queries, first, _documents, _rare_only));
+    end if;
     -- Every read names the scope_id: on Citus one query on the scope's shard.
     with scope_row as materialized (
         select m.name, m.fact, m.fts,
@@ -7913,24 +8032,7 @@ begin
           from ranked as r
           where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
           group by r.i) as x;
-    -- event_time as fact_candidates gives it: from each candidate's latest
-    -- revision, read by scope_id in a statement of its own.
-    _names := array(select distinct (m ->> 'name')::uuid
-                    from jsonb_each(_found) as x, jsonb_array_elements(x.value) as m);
-    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
-    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
-          from membank_private.memory_revisions as v
-          where v.scope_id = o.scope_id and v.memory_name = any(_names)
-          order by v.memory_name, v.revision desc) as v;
-    return (select coalesce(jsonb_object_agg(x.key, (
-                       select jsonb_agg(m.item || jsonb_build_object(
-                                  'event_time', (select max((e ->> 'event_time')::timestamptz)
-                                                 from jsonb_array_elements(
-                                                     case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
-                                                          then _latest -> (m.item ->> 'name') else '[]' end) as e))
-                                  order by m.ord)
-                       from jsonb_array_elements(x.value) with ordinality as m (item, ord))), '{}')
-            from jsonb_each(_found) as x);
+    return membank_private.with_event_times(o, _found);
 end
 $$;
 CREATE FUNCTION membank_private.scope_stats_fold() RETURNS trigger
@@ -7945,6 +8047,70 @@ begin
         perform membank_private.fold_appended_counts(new.scope_id);
     end if;
     return null;
+end
+$$;
+CREATE FUNCTION membank_private.scope_text_hits(scope_id uuid, texts text[], first integer, documents bigint, rare_only boolean, OUT facts integer[], OUT names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _pending boolean;
+begin
+    _pending := exists (select from membank_private.scope_stats_base as s
+                        where s.scope_id = scope_text_hits.scope_id and s.pending);
+    with query_lexeme as materialized (
+        select first + q.n::integer - 1 as i, l.n, l.lexeme
+        from unnest(texts) with ordinality as q (query_text, n)
+        cross join lateral unnest(membank_private.query_lexemes(q.query_text)) with ordinality as l (lexeme, n)
+    ), frequency as materialized (
+        select d.lexeme,
+               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                where x.scope_id = scope_text_hits.scope_id and x.lexeme = d.lexeme)
+               + case when _pending
+                      then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
+                            where x.scope_id = scope_text_hits.scope_id and x.lexeme = d.lexeme)
+                      else 0 end as df
+        from (select distinct l.lexeme from query_lexeme as l) as d
+    ), weighed as (
+        -- text_query: the lexemes the scope holds, and which ones seek
+        select l.i, l.n, l.lexeme, membank_private.bm25_idf(f.df, documents) as idf,
+               f.df * 2 <= documents or not (bool_or(f.df * 2 <= documents) over (partition by l.i) or rare_only)
+                   as seeks
+        from query_lexeme as l
+        inner join frequency as f on f.lexeme = l.lexeme
+        where f.df > 0
+    ), text_query as (
+        -- text_candidates' arrays and tsqueries, in the order of query_lexemes
+        select w.i,
+               array_agg(quote_literal(w.lexeme)::tsquery order by w.n) as lexemes,
+               array_agg((quote_literal(w.lexeme) || ':A')::tsquery order by w.n) as fact_lexemes,
+               array_agg(w.idf order by w.n) as idfs,
+               nullif(string_agg(quote_literal(w.lexeme), ' | ' order by w.n) filter (where w.seeks), '')::tsquery
+                   as seeking,
+               nullif(string_agg(quote_literal(w.lexeme), ' | ' order by w.n), '')::tsquery as all_lexemes
+        from weighed as w
+        group by w.i
+    ), text_match as (
+        select q.i, m.name, m.fact,
+               (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+                from unnest(q.lexemes, q.fact_lexemes, q.idfs) as t (lexeme, fact_lexeme, idf)
+                where m.fts @@ t.lexeme)::real as text_rank,
+               ts_rank(m.fts, q.all_lexemes, 1) as text_tiebreak
+        from text_query as q
+        inner join membank_private.memories as m on m.scope_id = scope_text_hits.scope_id and m.fts @@ q.seeking
+        where q.seeking is not null
+          and (m.expire_time is null or m.expire_time > statement_timestamp())
+    ), hit as (
+        select t.i, t.name, t.text_rank, t.text_tiebreak,
+               row_number() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc,
+                                                            t.fact collate "C", t.name) as position
+        from text_match as t
+    )
+    select array_agg(h.i order by h.i, h.position), array_agg(h.name order by h.i, h.position),
+           array_agg(h.text_rank order by h.i, h.position), array_agg(h.text_tiebreak order by h.i, h.position)
+    into facts, names, text_ranks, text_tiebreaks
+    from hit as h
+    where h.position <= 50;
 end
 $$;
 CREATE FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) RETURNS TABLE(action text, scope_id uuid, memories bigint, index_name text, statement text)
@@ -9497,6 +9663,37 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.with_event_times(o membank_private.operations, candidates jsonb) RETURNS jsonb
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _names uuid [];
+    _latest jsonb;
+begin
+    if candidates is null then
+        return null;
+    end if;
+    _names := array(select distinct (m ->> 'name')::uuid
+                    from jsonb_each(candidates) as x
+                    cross join jsonb_array_elements(
+                        case when jsonb_typeof(x.value) = 'array' then x.value else '[]' end) as m);
+    select coalesce(jsonb_object_agg(v.memory_name::text, v.extracted_memories), '{}') into _latest
+    from (select distinct on (v.memory_name) v.memory_name, v.extracted_memories
+          from membank_private.memory_revisions as v
+          where v.scope_id = o.scope_id and v.memory_name = any(_names)
+          order by v.memory_name, v.revision desc) as v;
+    return (select coalesce(jsonb_object_agg(x.key, case when jsonb_typeof(x.value) = 'array' then (
+                       select jsonb_agg(m.item || jsonb_build_object(
+                                  'event_time', (select max((e ->> 'event_time')::timestamptz)
+                                                 from jsonb_array_elements(
+                                                     case when jsonb_typeof(_latest -> (m.item ->> 'name')) = 'array'
+                                                          then _latest -> (m.item ->> 'name') else '[]' end) as e))
+                                  order by m.ord)
+                       from jsonb_array_elements(x.value) with ordinality as m (item, ord)) else x.value end), '{}')
+            from jsonb_each(candidates) as x);
+end
+$$;
 CREATE VIEW membank.scoped_memories WITH (security_barrier='true') AS
  SELECT name,
     scope,
@@ -10071,6 +10268,7 @@ REVOKE ALL ON FUNCTION membank_private.apply_create(o membank_private.operations
 REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_profile_values(o membank_private.operations, merged jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bank_generation_rule() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.batch_memories(found jsonb, i integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_role_oids() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
@@ -10181,6 +10379,7 @@ REVOKE ALL ON FUNCTION membank_private.purge_expired_by_scope(batch_size integer
 REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.quantized_scope_candidates(o membank_private.operations, texts text[], queries membank_extensions.vector[], first integer, documents bigint, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
@@ -10193,6 +10392,7 @@ REVOKE ALL ON FUNCTION membank_private.refuse_bound_caller(function_name text) F
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_profile_schemas(profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_role(role name) FROM PUBLIC;
@@ -10214,6 +10414,7 @@ REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_memory_candidates(o membank_private.operations, vectors membank_extensions.vector[], embedding_model text, first integer, last integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_stats_fold() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_text_hits(scope_id uuid, texts text[], first integer, documents bigint, rare_only boolean, OUT facts integer[], OUT names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
@@ -10267,6 +10468,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM 
 REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_trigger_config(config jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.with_event_times(o membank_private.operations, candidates jsonb) FROM PUBLIC;
 GRANT SELECT ON TABLE membank.scoped_memories TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_profiles TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_revisions TO membank_reader;
