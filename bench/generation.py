@@ -22,7 +22,8 @@ Against the code of another checkout (--compare-checkout PATH: a second database
 a worktree of the code before a change): both databases generate from the same conversations in --rounds
 interleaved rounds (each round in scopes of its own, alternating which database goes first), with the facts'
 vectors cached (embedded once, in the first round: the embedding model's time is the same for both and is not
-the database's). Printed per database: events/s, operation p50/p95, database milliseconds per event (the
+the database's), and both databases analyzed after that round (planner statistics as a deployment's tables
+have them, the same for both). Printed per database: events/s, operation p50/p95, database milliseconds per event (the
 top-level statements' execution time in pg_stat_statements, when the server loads it) and, from
 pg_stat_user_functions (track_functions = all), the SQL functions that spent it (self time per event):
   .venv/bin/python bench/generation.py --compare-checkout /tmp/base --rounds 2
