@@ -149,65 +149,6 @@ begin
 end
 $$;
 
--- name: fused_top_memories: retrieve_memories' top 5 per query from its vector and text lists (i = first, ...).
--- The lists as parallel arrays: per query i its vector hits (name, cosine
--- distance; depth 50) and text hits (name, IDF sum, ts_rank where it breaks
--- a tie). hybrid_candidates' RRF fusion and retrieve_memories' top k with
--- its tie-breaks; a text-only hit's distance is read for the rows that can
--- reach the top 5 (queries[i - first + 1]). Returns {"i": [{name, revision,
--- fact, similarity}, ...]} for the queries with a natural-language hit. The
--- batch searches of both scope sizes end here.
-create or replace function membank_private.fused_top_memories(
-    o membank_private.operations, queries vector[], first integer,
-    vector_facts integer[], vector_names uuid[], vector_distances double precision[],
-    text_facts integer[], text_names uuid[], text_ranks real[], text_tiebreaks real[]
-) returns jsonb
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- hybrid_candidates' RRF fusion (rrf_k 10, weights 1) and retrieve_memories'
-    -- single-query top k (5) with its tie-breaks, per fact
-    with vector_hit as (
-        select v.i, v.name, v.distance, (rank() over (partition by v.i order by v.distance))::integer as rank
-        from unnest(vector_facts, vector_names, vector_distances) as v (i, name, distance)
-    ), text_hit as (
-        select t.i, t.name, t.text_rank, t.text_tiebreak,
-               (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
-        from unnest(text_facts, text_names, text_ranks, text_tiebreaks) as t (i, name, text_rank, text_tiebreak)
-    ), fused as (
-        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
-               t.text_rank, t.text_tiebreak,
-               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
-                   as score
-        from vector_hit as v
-        full join text_hit as t on t.i = v.i and t.name = v.name
-    ), top as (
-        -- a text-only hit's distance, for the rows that can reach the top 5
-        select s.i, s.name, coalesce(s.distance, e.embedding <=> queries[s.i - first + 1]) as distance,
-               s.text_rank, s.text_tiebreak, s.score
-        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
-        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
-        where s.score_rank <= 5
-    ), ranked as (
-        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
-               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
-                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
-                                  m.fact collate "C", m.name) as position
-        from top as t
-        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
-        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
-    )
-    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
-    from (select r.i, jsonb_agg(jsonb_build_object(
-                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
-                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
-          from ranked as r
-          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
-          group by r.i) as x;
-$$;
-
 -- name: quantized_scope_candidates: retrieve_memories' top 5 for each query of a batch, in a scope of 201 .. 2000.
 -- texts and queries: the facts' texts and checked vectors (i = first, ...);
 -- documents: the scope's memories; rare_only as hybrid_candidates computes
@@ -237,9 +178,47 @@ begin
     end if;
     select * into _vectors from membank_private.reranked_vector_hits(o.scope_id, queries, first, documents > 400);
     select * into _texts from membank_private.scope_text_hits(o.scope_id, texts, first, documents, rare_only);
-    _found := membank_private.fused_top_memories(
-        o, queries, first, _vectors.facts, _vectors.names, _vectors.distances,
-        _texts.facts, _texts.names, _texts.text_ranks, _texts.text_tiebreaks);
+    -- hybrid_candidates' RRF fusion (rrf_k 10, weights 1) and retrieve_memories'
+    -- single-query top k (5) with its tie-breaks, per fact
+    with vector_hit as (
+        select v.i, v.name, v.distance, (rank() over (partition by v.i order by v.distance))::integer as rank
+        from unnest(_vectors.facts, _vectors.names, _vectors.distances) as v (i, name, distance)
+    ), text_hit as (
+        select t.i, t.name, t.text_rank, t.text_tiebreak,
+               (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
+        from unnest(_texts.facts, _texts.names, _texts.text_ranks, _texts.text_tiebreaks)
+            as t (i, name, text_rank, text_tiebreak)
+    ), fused as (
+        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
+               t.text_rank, t.text_tiebreak,
+               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
+                   as score
+        from vector_hit as v
+        full join text_hit as t on t.i = v.i and t.name = v.name
+    ), top as (
+        -- a text-only hit's distance, for the rows that can reach the top 5
+        select s.i, s.name, coalesce(s.distance, e.embedding <=> queries[s.i - first + 1]) as distance,
+               s.text_rank, s.text_tiebreak, s.score
+        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
+        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
+        where s.score_rank <= 5
+    ), ranked as (
+        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
+               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
+                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
+                                  m.fact collate "C", m.name) as position
+        from top as t
+        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
+        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
+    )
+    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
+    into _found
+    from (select r.i, jsonb_agg(jsonb_build_object(
+                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
+          from ranked as r
+          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
+          group by r.i) as x;
     -- the facts whose vector list is not known: JSON null, asked fact by fact
     return _found || coalesce((select jsonb_object_agg(u.i::text, 'null'::jsonb)
                                from unnest(_vectors.undecided) as u (i)), '{}');

@@ -31,8 +31,7 @@ begin
         inner join pg_catalog.pg_namespace as n on n.oid = p.pronamespace
         where n.nspname = 'membank_private'
           and p.proname in ('fact_candidates', 'earlier_fact_candidates', 'earlier_facts_of_batch',
-                            'scope_memory_candidates', 'quantized_scope_candidates', 'with_event_times',
-                            'fused_top_memories')
+                            'scope_memory_candidates', 'quantized_scope_candidates', 'with_event_times')
     loop
         execute format('drop function %s', _function);
     end loop;

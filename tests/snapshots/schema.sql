@@ -5746,50 +5746,6 @@ begin
     end loop;
 end
 $$;
-CREATE FUNCTION membank_private.fused_top_memories(o membank_private.operations, queries membank_extensions.vector[], first integer, vector_facts integer[], vector_names uuid[], vector_distances double precision[], text_facts integer[], text_names uuid[], text_ranks real[], text_tiebreaks real[]) RETURNS jsonb
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    AS $$
-    -- hybrid_candidates' RRF fusion (rrf_k 10, weights 1) and retrieve_memories'
-    -- single-query top k (5) with its tie-breaks, per fact
-    with vector_hit as (
-        select v.i, v.name, v.distance, (rank() over (partition by v.i order by v.distance))::integer as rank
-        from unnest(vector_facts, vector_names, vector_distances) as v (i, name, distance)
-    ), text_hit as (
-        select t.i, t.name, t.text_rank, t.text_tiebreak,
-               (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
-        from unnest(text_facts, text_names, text_ranks, text_tiebreaks) as t (i, name, text_rank, text_tiebreak)
-    ), fused as (
-        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
-               t.text_rank, t.text_tiebreak,
-               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
-                   as score
-        from vector_hit as v
-        full join text_hit as t on t.i = v.i and t.name = v.name
-    ), top as (
-        -- a text-only hit's distance, for the rows that can reach the top 5
-        select s.i, s.name, coalesce(s.distance, e.embedding <=> queries[s.i - first + 1]) as distance,
-               s.text_rank, s.text_tiebreak, s.score
-        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
-        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
-        where s.score_rank <= 5
-    ), ranked as (
-        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
-               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
-                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
-                                  m.fact collate "C", m.name) as position
-        from top as t
-        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
-        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
-    )
-    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
-    from (select r.i, jsonb_agg(jsonb_build_object(
-                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
-                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
-          from ranked as r
-          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
-          group by r.i) as x;
-$$;
 CREATE FUNCTION membank_private.generated_entry(m membank_private.memories, action text) RETURNS jsonb
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7045,9 +7001,47 @@ begin
     end if;
     select * into _vectors from membank_private.reranked_vector_hits(o.scope_id, queries, first, documents > 400);
     select * into _texts from membank_private.scope_text_hits(o.scope_id, texts, first, documents, rare_only);
-    _found := membank_private.fused_top_memories(
-        o, queries, first, _vectors.facts, _vectors.names, _vectors.distances,
-        _texts.facts, _texts.names, _texts.text_ranks, _texts.text_tiebreaks);
+    -- hybrid_candidates' RRF fusion (rrf_k 10, weights 1) and retrieve_memories'
+    -- single-query top k (5) with its tie-breaks, per fact
+    with vector_hit as (
+        select v.i, v.name, v.distance, (rank() over (partition by v.i order by v.distance))::integer as rank
+        from unnest(_vectors.facts, _vectors.names, _vectors.distances) as v (i, name, distance)
+    ), text_hit as (
+        select t.i, t.name, t.text_rank, t.text_tiebreak,
+               (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
+        from unnest(_texts.facts, _texts.names, _texts.text_ranks, _texts.text_tiebreaks)
+            as t (i, name, text_rank, text_tiebreak)
+    ), fused as (
+        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
+               t.text_rank, t.text_tiebreak,
+               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
+                   as score
+        from vector_hit as v
+        full join text_hit as t on t.i = v.i and t.name = v.name
+    ), top as (
+        -- a text-only hit's distance, for the rows that can reach the top 5
+        select s.i, s.name, coalesce(s.distance, e.embedding <=> queries[s.i - first + 1]) as distance,
+               s.text_rank, s.text_tiebreak, s.score
+        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
+        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
+        where s.score_rank <= 5
+    ), ranked as (
+        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
+               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
+                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
+                                  m.fact collate "C", m.name) as position
+        from top as t
+        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
+        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
+    )
+    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
+    into _found
+    from (select r.i, jsonb_agg(jsonb_build_object(
+                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
+          from ranked as r
+          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
+          group by r.i) as x;
     -- the facts whose vector list is not known: JSON null, asked fact by fact
     return _found || coalesce((select jsonb_object_agg(u.i::text, 'null'::jsonb)
                                from unnest(_vectors.undecided) as u (i)), '{}');
@@ -8004,16 +7998,41 @@ begin
                     from text_match as t
                     inner join all_lexemes as a on a.i = t.i) as x) as h
         where h.position <= 50
+    ), fused as (
+        select coalesce(v.i, t.i) as i, coalesce(v.name, t.name) as name, v.distance,
+               t.text_rank, t.text_tiebreak,
+               coalesce(1::double precision / (10 + v.rank), 0) + coalesce(1::double precision / (10 + t.rank), 0)
+                   as score
+        from (select v.*, (rank() over (partition by v.i order by v.distance))::integer as rank
+              from vector_hit as v) as v
+        full join (select t.*, (rank() over (partition by t.i order by t.text_rank desc, t.text_tiebreak desc))::integer
+                              as rank
+                   from text_hit as t) as t on t.i = v.i and t.name = v.name
+    ), top as (
+        -- a text-only hit's distance, for the rows that can reach the top 5
+        select s.i, s.name, coalesce(s.distance, e.embedding <=> q.query) as distance,
+               s.text_rank, s.text_tiebreak, s.score
+        from (select f.*, rank() over (partition by f.i order by f.score desc) as score_rank from fused as f) as s
+        inner join query as q on q.i = s.i
+        left join membank_private.memory_embeddings as e on e.scope_id = o.scope_id and e.name = s.name
+        where s.score_rank <= 5
+    ), ranked as (
+        select t.i, m.name, m.revision, m.fact, m.memory_type, t.score, t.distance,
+               row_number() over (partition by t.i order by t.score desc, t.distance nulls last,
+                                  t.text_rank desc nulls last, t.text_tiebreak desc nulls last,
+                                  m.fact collate "C", m.name) as position
+        from top as t
+        inner join membank_private.memories as m on m.scope_id = o.scope_id and m.name = t.name
+        where m.scope = o.scope and (m.expire_time is null or m.expire_time > statement_timestamp())
     )
-    -- the two lists, fused as quantized_scope_candidates fuses its own
-    select membank_private.fused_top_memories(o, _queries, first, v.i, v.names, v.distances,
-                                              t.i, t.names, t.ranks, t.tiebreaks)
+    select coalesce(jsonb_object_agg(x.i::text, x.memories), '{}')
     into _found
-    from (select array_agg(v.i) as i, array_agg(v.name) as names, array_agg(v.distance) as distances
-          from vector_hit as v) as v
-    cross join (select array_agg(h.i) as i, array_agg(h.name) as names, array_agg(h.text_rank) as ranks,
-                       array_agg(h.text_tiebreak) as tiebreaks
-                from text_hit as h) as t;
+    from (select r.i, jsonb_agg(jsonb_build_object(
+                     'name', r.name, 'revision', r.revision, 'fact', r.fact,
+                     'similarity', round((1 - r.distance)::numeric, 4)) order by r.score desc, r.name) as memories
+          from ranked as r
+          where r.position <= 5 and r.memory_type = 'NATURAL_LANGUAGE'
+          group by r.i) as x;
     return membank_private.with_event_times(o, _found);
 end
 $$;
@@ -10309,7 +10328,6 @@ REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.inges
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.fused_top_memories(o membank_private.operations, queries membank_extensions.vector[], first integer, vector_facts integer[], vector_names uuid[], vector_distances double precision[], text_facts integer[], text_names uuid[], text_ranks real[], text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
