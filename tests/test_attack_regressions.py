@@ -166,3 +166,102 @@ def test_purge_leaves_no_source_text_in_operation_errors(superuser, login, how):
             "select name, error from membank_private.operations where error::text like %s",
             (f"%{canary}%",)).fetchall()
     assert left == [], f"the purged memory's source text survives in operation errors: {left}"
+
+
+# -- maintenance procedures run with their caller's search_path -------------------------------------------
+
+# A tenant's plants in a schema on the admin's search_path: each logs that it ran (as whom) and, run as an
+# unrestricted admin, lifts the tenant's restriction. They shadow what the procedures' bodies used unqualified:
+# #>> with an untyped literal (pg_catalog has only #>>(jsonb, text[])), jsonb_object_agg over (text, bigint)
+# (pg_catalog's takes "any"), and, with the schema before pg_catalog on the path, + and < of bigints.
+TENANT_PLANTS = """
+create table tenant_ns.ran (who text, what text);
+grant insert, select on tenant_ns.ran to public;
+create function tenant_ns.pwn(what text) returns void language plpgsql as $f$
+begin
+    insert into tenant_ns.ran values (current_user, what);
+    if pg_catalog.pg_has_role(current_user, 'membank_admin', 'USAGE') then
+        perform membank.unrestrict_role('{tenant}');
+    end if;
+end $f$;
+create function tenant_ns.path_text(j jsonb, p text) returns text language plpgsql as $f$
+begin perform tenant_ns.pwn('#>>'); return j operator(pg_catalog.#>>) pg_catalog.string_to_array(p, ','); end $f$;
+create operator tenant_ns.#>> (leftarg = jsonb, rightarg = text, function = tenant_ns.path_text);
+create function tenant_ns.plus(a bigint, b bigint) returns bigint language plpgsql as $f$
+begin perform tenant_ns.pwn('+'); return a operator(pg_catalog.+) b; end $f$;
+create operator tenant_ns.+ (leftarg = bigint, rightarg = bigint, function = tenant_ns.plus);
+create function tenant_ns.lt(a bigint, b integer) returns boolean language plpgsql as $f$
+begin perform tenant_ns.pwn('<'); return a operator(pg_catalog.<) b; end $f$;
+create operator tenant_ns.< (leftarg = bigint, rightarg = integer, function = tenant_ns.lt);
+create function tenant_ns.agg_step(s jsonb, k text, v bigint) returns jsonb language plpgsql as $f$
+begin perform tenant_ns.pwn('jsonb_object_agg');
+      return coalesce(s, '{{}}'::jsonb) operator(pg_catalog.||) pg_catalog.jsonb_build_object(k, v); end $f$;
+create aggregate tenant_ns.jsonb_object_agg(text, bigint) (sfunc = tenant_ns.agg_step, stype = jsonb);
+create function tenant_ns.set_config(a text, b text, c boolean) returns text language plpgsql as $f$
+begin perform tenant_ns.pwn('set_config'); return pg_catalog.set_config(a, b, c); end $f$;
+"""
+
+
+@pytest.mark.parametrize("procedure", [
+    "call membank.apply_retention()",
+    "call membank.apply_retention(batch_size => 1)",
+    "call membank.purge_expired_memories()",
+    "call membank.purge_expired_memories(batch_size => 1)",
+    "call membank.purge_memories_in_batches(scope => '{\"user_id\": \"B\"}', batch_size => 1)",
+])
+def test_tenant_plants_on_the_admins_path_never_run_in_maintenance(superuser, login, procedure):
+    """Issue 37.1: apply_retention and the purge_* procedures are SECURITY INVOKER without a pinned search_path.
+    A tenant (a writer bound to A) that may CREATE in a schema on the admin's path plants operators and an
+    aggregate; when the admin runs the procedure, the tenant's code runs as the admin (it unrestricts the
+    tenant, which then reads B). After: no plant runs, the tenant stays bound to A, and the admin's own session
+    keeps its search_path."""
+    tenant, tenant_url = login("membank_writer")
+    superuser.execute("select membank.bind_role_to_scope(%s, %s)", (tenant, A))
+    superuser.execute("create schema tenant_ns")
+    superuser.execute("grant usage on schema tenant_ns to public")
+    superuser.execute(f'grant create on schema tenant_ns to "{tenant}"')  # the DBA's mistake
+    _, admin_url = login("membank_admin")
+    superuser.execute("select membank.configure_retention(deleted_revisions => '0', finished_operations => '0',"
+                      " events => '0')")
+    # Something for each procedure to remove: expired and deleted memories, events.
+    for scope in (A, B):
+        superuser.execute("select membank.create_memory(%s, 'expires', ttl => '1 hour')", (scope,))
+        superuser.execute("select membank.create_memory(%s, 'stays')", (scope,))
+        superuser.execute("select membank.create_memory(%s, 'second')", (scope,))
+        name = superuser.execute("select (membank.create_memory(%s, 'deleted')).name as n", (scope,)).fetchone()["n"]
+        superuser.execute("select membank.delete_memory(%s, %s)", (name, scope))
+        superuser.execute("select membank.append_events(%s, 's1', %s)", (scope, _events(1, "hello")))
+    superuser.execute("update membank_private.memories set expire_time = now() - interval '1s'"
+                      " where fact = 'expires'")  # time moved on: expired
+    with connect_as(tenant_url) as t:
+        t.execute(TENANT_PLANTS.replace("{tenant}", tenant).replace("{{}}", "{}"))
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            t.execute("select fact from membank.list_memories(%s)", (B,))
+    # The plants are live on that path: an unqualified #>> in a query of a login's own runs one.
+    _, nobody_url = login()
+    with connect_as(nobody_url) as nobody:
+        nobody.execute("set search_path = tenant_ns, pg_catalog, public")
+        nobody.execute("""select '{"a": 1}'::jsonb #>> '{a}'""")
+    assert superuser.execute("select what from tenant_ns.ran").fetchall() == [{"what": "#>>"}]
+    superuser.execute("delete from tenant_ns.ran")
+    with connect_as(admin_url) as adm:
+        adm.execute("set search_path = tenant_ns, pg_catalog, public")
+        adm.execute(procedure)
+        path = adm.execute("show search_path").fetchone()["search_path"]
+    ran = superuser.execute("select who, what from tenant_ns.ran").fetchall()
+    assert ran == [], f"the tenant's code ran inside {procedure}: {ran}"
+    with connect_as(tenant_url) as t:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            t.execute("select fact from membank.list_memories(%s)", (B,))
+    assert path == "tenant_ns, pg_catalog, public"
+    if "apply_retention" in procedure:
+        left = superuser.execute("select count(*) as n from membank_private.events").fetchone()["n"]
+        assert left == 0  # it did its work
+    elif "purge_expired" in procedure:
+        left = superuser.execute("select count(*) as n from membank_private.memories"
+                                 " where expire_time <= now()").fetchone()["n"]
+        assert left == 0
+    else:
+        facts = superuser.execute("select fact from membank_private.memories where scope = %s"
+                                  " and expire_time is null", (B,)).fetchall()
+        assert facts == []
