@@ -265,3 +265,65 @@ def test_tenant_plants_on_the_admins_path_never_run_in_maintenance(superuser, lo
         facts = superuser.execute("select fact from membank_private.memories where scope = %s"
                                   " and expire_time is null", (B,)).fetchall()
         assert facts == []
+
+
+# -- side channels for a bound login ------------------------------------------------------------------------
+
+def test_bound_login_sees_backlog_figures_of_its_own_scopes_only(superuser, login):
+    """Issue 37.8: embedding_backlog() and generation_backlog() showed a role bound to A the bank-wide counts,
+    the oldest times and B's last_error (another tenant's text and load)."""
+    superuser.execute("select membank.create_memory(%s, 'A fact')", (A,))
+    for n in range(3):
+        superuser.execute("select membank.create_memory(%s, %s)", (B, f"B fact {n}"))
+    superuser.execute("update membank_private.embedding_jobs set enqueue_time = enqueue_time - interval '1 day',"
+                      " last_error = 'provider refused B secret text', retry_time = now()"
+                      " where scope_id = membank.scope_id(%s)", (B,))
+    superuser.execute("select membank.append_events(%s, 's1', %s)", (B, _events(1, "I live in Paris")))
+    superuser.execute("select membank.generate_memories(%s, session_id => 's1')", (B,))
+    a_oldest = superuser.execute("select min(enqueue_time) as t from membank_private.embedding_jobs"
+                                 " where scope_id = membank.scope_id(%s)", (A,)).fetchone()["t"]
+    for grant in ("membank_reader", "membank_writer", "membank_admin"):
+        with _bound(superuser, login, grant, A) as a:
+            emb = a.execute("select * from membank.embedding_backlog()").fetchone()
+            gen = a.execute("select * from membank.generation_backlog()").fetchone()
+        assert (emb["pending"], emb["failed"], emb["embedded"], emb["last_error"]) == (1, 0, 0, None), grant
+        assert emb["oldest_enqueue_time"] == a_oldest
+        assert (gen["pending_operations"], gen["due_jobs"], gen["oldest_create_time"]) == (0, 0, None), grant
+    _, worker_url = login("membank_worker")  # an unbound worker still sees every scope's work
+    with connect_as(worker_url) as w:
+        emb = w.execute("select * from membank.embedding_backlog()").fetchone()
+        gen = w.execute("select * from membank.generation_backlog()").fetchone()
+    assert (emb["pending"], emb["last_error"]) == (4, "provider refused B secret text")
+    assert emb["oldest_enqueue_time"] < a_oldest
+    assert gen["pending_operations"] == 1
+
+
+@pytest.mark.parametrize("call", [
+    "select membank.update_memory(%s, fact => 'overwritten')",
+    "select membank.delete_memory(%s)",
+    "select membank.update_memory(%s::uuid, fact => 'overwritten')",
+    "select membank.delete_memory(%s::uuid)",
+])
+def test_name_only_write_to_a_busy_scope_of_another_tenant_answers_like_a_missing_name(superuser, login, call):
+    """Issue 37.8: a name-only write (no scope) to a memory of B by a role bound to A took B's write lock first:
+    with B busy it answered MB040 after lock_timeout, where a missing name answers P0002 at once, so the
+    answer told the tenant that the name exists and that B was writing. Now the bindings are checked before the
+    lock: P0002, without waiting (lock_timeout is long and statement_timeout shorter: a wait would be 57014)."""
+    name_b = superuser.execute("select (membank.create_memory(%s, 'B private')).name as n", (B,)).fetchone()["n"]
+    _, holder_url = login("membank_writer")
+    with connect_as(holder_url) as holder, _bound(superuser, login, "membank_writer", A) as a:
+        holder.execute("begin")
+        holder.execute("select membank.create_memory(%s, 'B is busy')", (B,))  # holds B's write lock
+        a.execute("set membank.lock_timeout = '30s'")
+        a.execute("set statement_timeout = '3s'")
+        answers = []
+        for name in (str(name_b), "0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e90"):  # B's memory, a missing name
+            try:
+                a.execute(call, (name,))
+                answers.append("written")
+            except psycopg.Error as e:
+                answers.append((e.sqlstate, e.diag.message_primary.replace(name, "<name>"), e.diag.message_hint))
+        holder.execute("rollback")
+    assert answers[0] == answers[1] and answers[0][0] == "P0002", answers
+    fact = superuser.execute("select fact from membank_private.memories where name = %s", (name_b,)).fetchone()
+    assert fact == {"fact": "B private"}
