@@ -151,6 +151,40 @@ begin
 end
 $$;
 
+-- name: try_lock_scope: take the scope's write lock if no other transaction holds it; false (no wait) if one does.
+-- For maintenance over many scopes (compact_scopes): a scope another write
+-- holds is skipped and reported, never waited for, as purge_expired_memories
+-- skips it. A scope without a lock row yet (its first write is in flight)
+-- takes the bounded wait of lock_scope, and MB040 there is also false.
+create or replace function membank_private.try_lock_scope(scope_id uuid)
+returns boolean
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _found boolean;
+begin
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = try_lock_scope.scope_id
+    for update skip locked;
+    if _found then
+        return true;
+    end if;
+    if exists (select from membank_private.scope_locks as l where l.scope_id = try_lock_scope.scope_id) then
+        return false;  -- held by another transaction
+    end if;
+    begin
+        perform membank_private.lock_scope(scope_id);
+    exception
+        when sqlstate 'MB040' then
+            return false;
+    end;
+    return true;
+end
+$$;
+
 -- Bank-wide rows (the embedding configuration, the retention settings,
 -- profile schemas, scope bindings) are the worker's and the admin's. Every
 -- function that locks or writes one first sets
