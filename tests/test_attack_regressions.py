@@ -327,3 +327,42 @@ def test_name_only_write_to_a_busy_scope_of_another_tenant_answers_like_a_missin
     assert answers[0] == answers[1] and answers[0][0] == "P0002", answers
     fact = superuser.execute("select fact from membank_private.memories where name = %s", (name_b,)).fetchone()
     assert fact == {"fact": "B private"}
+
+
+# -- bounds a caller could slip under ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("setting", ["0.1ms", "0.5", "0.0009s", "0.00001min", "0.999 ms"])
+def test_lock_timeout_below_one_millisecond_is_refused(login, setting):
+    """Issue 37.9: membank.lock_timeout = '0.1ms' passed the positive-duration check, and PostgreSQL rounds a
+    lock_timeout below 1 ms to 0: no limit at all, so a write waited on a busy scope until statement_timeout.
+    It is refused (22023 naming membank.lock_timeout), as 0 is; 1 ms and more is taken as given."""
+    _, url = login("membank_writer")
+    with connect_as(url) as w:
+        w.execute("set membank.lock_timeout = %s" % psycopg.sql.quote(setting))
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+            w.execute("select membank.create_memory(%s, 'x')", (A,))
+        assert caught.value.diag.message_primary.startswith("membank.lock_timeout: ")
+        assert "less than 1 ms" in caught.value.diag.message_primary
+        assert caught.value.diag.message_detail == "argument: membank.lock_timeout"
+        for fine in ("1ms", "0.001s", "1", "0.5s"):
+            w.execute("set membank.lock_timeout = %s" % psycopg.sql.quote(fine))
+            w.execute("select membank.create_memory(%s, %s)", (A, f"with {fine}"))
+        assert w.execute("select count(*) as n from membank.list_memories(%s)", (A,)).fetchone()["n"] == 4
+
+
+def test_decompose_query_bounds_its_input_like_retrieve_memories(login):
+    """Issue 37.9: decompose_query (reader-callable) took a query of any length: 3.8 MB cost 4.4 s of CPU.
+    It is bounded like retrieve_memories' query: more than 4000 characters is 22023 naming query_text."""
+    _, url = login("membank_reader")
+    long_question = "where do I live and when did I move? " * 100_000  # 3.7 MB
+    with connect_as(url) as r:
+        answers = []
+        for call, args in [("select membank.decompose_query(%s)", (long_question,)),
+                           ("select * from membank.retrieve_memories(%s, %s)", (A, long_question))]:
+            with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+                r.execute(call, args)
+            answers.append((caught.value.diag.message_primary, caught.value.diag.message_hint))
+        assert answers[0] == answers[1]
+        assert answers[0][0] == f"query_text: has {len(long_question)} characters"
+        at_limit = ("where do I live? when did I move? " * 200)[:4000]
+        assert len(r.execute("select membank.decompose_query(%s) as q", (at_limit,)).fetchone()["q"]) >= 1

@@ -28,7 +28,7 @@
 -- transaction) is 40P01; the Python client retries it (DeadlockError).
 --
 -- The wait is bounded: membank.lock_timeout (a setting the caller may set,
--- default 5s, always positive) is the most a write
+-- default 5s, at least 1 ms) is the most a write
 -- waits for the lock; past it the write raises MB040 (retryable: nothing was
 -- written and the transaction can be retried once the holder commits).
 
@@ -50,6 +50,19 @@ begin
         raise exception 'membank.lock_timeout: % is not a positive duration', to_jsonb(_setting)
             using errcode = 'invalid_parameter_value',
                   hint = 'set it to milliseconds or a unit of ms, s or min, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
+    -- PostgreSQL's lock_timeout counts whole milliseconds and rounds a value
+    -- below 1 ms to 0, which means no limit at all: refused, not rounded up,
+    -- so that what the caller set is what applies. Only a value whose whole
+    -- part is 0 can be below 1 ms (the common case pays one regex match).
+    if _setting ~ '^0' and (substring(_setting from '^[0-9.]+')::numeric
+                            * (case substring(_setting from '[a-z]+$') when 's' then 1000 when 'min' then 60000
+                                    else 1 end)) < 1 then
+        raise exception 'membank.lock_timeout: % is less than 1 ms, which PostgreSQL would round to 0 (no limit)',
+            to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to 1ms or more, e.g. set membank.lock_timeout = ''2s''',
                   detail = 'argument: membank.lock_timeout';
     end if;
     return _setting;
