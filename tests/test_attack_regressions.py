@@ -210,7 +210,7 @@ begin perform tenant_ns.pwn('set_config'); return pg_catalog.set_config(a, b, c)
     "call membank.purge_memories_in_batches(scope => '{\"user_id\": \"B\"}', batch_size => 1)",
 ])
 def test_tenant_plants_on_the_admins_path_never_run_in_maintenance(superuser, login, procedure):
-    """Issue 37.1: apply_retention and the purge_* procedures are SECURITY INVOKER without a pinned search_path.
+    """apply_retention and the purge_* procedures were SECURITY INVOKER without a pinned search_path.
     A tenant (a writer bound to A) that may CREATE in a schema on the admin's path plants operators and an
     aggregate; when the admin runs the procedure, the tenant's code runs as the admin (it unrestricts the
     tenant, which then reads B). After: no plant runs, the tenant stays bound to A, and the admin's own session
@@ -270,7 +270,7 @@ def test_tenant_plants_on_the_admins_path_never_run_in_maintenance(superuser, lo
 # -- side channels for a bound login ------------------------------------------------------------------------
 
 def test_bound_login_sees_backlog_figures_of_its_own_scopes_only(superuser, login):
-    """Issue 37.8: embedding_backlog() and generation_backlog() showed a role bound to A the bank-wide counts,
+    """embedding_backlog() and generation_backlog() showed a role bound to A the bank-wide counts,
     the oldest times and B's last_error (another tenant's text and load)."""
     superuser.execute("select membank.create_memory(%s, 'A fact')", (A,))
     for n in range(3):
@@ -305,7 +305,7 @@ def test_bound_login_sees_backlog_figures_of_its_own_scopes_only(superuser, logi
     "select membank.delete_memory(%s::uuid)",
 ])
 def test_name_only_write_to_a_busy_scope_of_another_tenant_answers_like_a_missing_name(superuser, login, call):
-    """Issue 37.8: a name-only write (no scope) to a memory of B by a role bound to A took B's write lock first:
+    """A name-only write (no scope) to a memory of B by a role bound to A took B's write lock first:
     with B busy it answered MB040 after lock_timeout, where a missing name answers P0002 at once, so the
     answer told the tenant that the name exists and that B was writing. Now the bindings are checked before the
     lock: P0002, without waiting (lock_timeout is long and statement_timeout shorter: a wait would be 57014)."""
@@ -333,7 +333,7 @@ def test_name_only_write_to_a_busy_scope_of_another_tenant_answers_like_a_missin
 
 @pytest.mark.parametrize("setting", ["0.1ms", "0.5", "0.0009s", "0.00001min", "0.999 ms"])
 def test_lock_timeout_below_one_millisecond_is_refused(login, setting):
-    """Issue 37.9: membank.lock_timeout = '0.1ms' passed the positive-duration check, and PostgreSQL rounds a
+    """membank.lock_timeout = '0.1ms' passed the positive-duration check, and PostgreSQL rounds a
     lock_timeout below 1 ms to 0: no limit at all, so a write waited on a busy scope until statement_timeout.
     It is refused (22023 naming membank.lock_timeout), as 0 is; 1 ms and more is taken as given."""
     _, url = login("membank_writer")
@@ -351,7 +351,7 @@ def test_lock_timeout_below_one_millisecond_is_refused(login, setting):
 
 
 def test_decompose_query_bounds_its_input_like_retrieve_memories(login):
-    """Issue 37.9: decompose_query (reader-callable) took a query of any length: 3.8 MB cost 4.4 s of CPU.
+    """decompose_query (reader-callable) took a query of any length: 3.8 MB cost 4.4 s of CPU.
     It is bounded like retrieve_memories' query: more than 4000 characters is 22023 naming query_text."""
     _, url = login("membank_reader")
     long_question = "where do I live and when did I move? " * 100_000  # 3.7 MB

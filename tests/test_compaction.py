@@ -241,7 +241,7 @@ def test_compact_scopes_starts_compaction_in_every_matching_scope(conn, db_url):
 
 
 def test_compact_scopes_skips_and_reports_a_scope_whose_lock_another_transaction_holds(superuser, login):
-    """Issue 37.6: one tenant's open transaction (holding its scope's write lock) made compact_scopes fail for
+    """One tenant's open transaction (holding its scope's write lock) made compact_scopes fail for
     every scope with MB040 after lock_timeout. Now that scope is skipped without a wait and reported; the
     others are compacted. As the admin role the worker's schedule runs with."""
     busy, free = {"app_name": "shop", "user_id": "busy"}, {"app_name": "shop", "user_id": "free"}
