@@ -157,12 +157,15 @@ membank.configure_retention(interval, interval, interval, text[])
 to membank_admin;
 
 -- The purge procedures run as their caller and commit between batches; each
--- batch is a SECURITY DEFINER function that only the admin role may call.
+-- batch is a SECURITY DEFINER function that only the admin role may call
+-- (apply_retention's running totals: two pinned invoker helpers).
 grant usage on schema membank_private to membank_admin;
 grant execute on function
 membank_private.purge_expired_batch(integer),
 membank_private.purge_memories_batch(jsonb, jsonb, text[], integer),
-membank_private.retention_batch(integer)
+membank_private.retention_batch(integer),
+membank_private.retention_totals(jsonb, jsonb),
+membank_private.retention_batch_full(jsonb, integer)
 to membank_admin;
 
 -- membank_extensions (when membank installed pgvector there) stays closed to

@@ -57,6 +57,9 @@ ZERO = [0.0] * 384
 NAN = [float("nan")] + [0.1] * 383
 
 CASES += [
+    # The bound of retrieve_memories' query: decompose_query's rules split is linear in it (3.8 MB: 4.4 s of CPU).
+    ("4001-character query to decompose", "select membank.decompose_query(query_text => %s)", ["x" * 4001],
+     lambda b: b.decompose_query("x" * 4001), "22023", "query_text"),
     # Values SQL would store but a client cannot read back.
     ("ttl past year 9999", f"select membank.create_memory(scope => '{U}', fact => 'x', ttl => %s::interval)",
      ["3000000 days"], lambda b: b.create_memory(U1, "x", ttl=timedelta(days=3_000_000)), "22023", "ttl"),

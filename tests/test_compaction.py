@@ -238,3 +238,30 @@ def test_compact_scopes_starts_compaction_in_every_matching_scope(conn, db_url):
         bank.generation_worker.process_pending()
     assert len(live_names(conn, {"app_name": "shop", "user_id": "b"})) == 2
     assert len(live_names(conn, {"app_name": "other", "user_id": "c"})) == 3
+
+
+def test_compact_scopes_skips_and_reports_a_scope_whose_lock_another_transaction_holds(superuser, login):
+    """One tenant's open transaction (holding its scope's write lock) made compact_scopes fail for
+    every scope with MB040 after lock_timeout. Now that scope is skipped without a wait and reported; the
+    others are compacted. As the admin role the worker's schedule runs with."""
+    busy, free = {"app_name": "shop", "user_id": "busy"}, {"app_name": "shop", "user_id": "free"}
+    seed(superuser, scope=busy, old=3, new=0)
+    seed(superuser, scope=free, old=3, new=0)
+    _, writer_url = login("membank_writer")
+    _, admin_url = login("membank_admin")
+    with psycopg.connect(writer_url, autocommit=True, row_factory=dict_row) as tenant, \
+            psycopg.connect(admin_url, autocommit=True, row_factory=dict_row) as admin:
+        tenant.execute("begin")
+        tenant.execute("select membank.create_memory(%s, 'still typing')", (json.dumps(busy),))
+        admin.execute("set membank.lock_timeout = '30s'")
+        admin.execute("set statement_timeout = '5s'")  # a wait on the busy scope would be 57014, not an answer
+        rows = admin.execute("select scope ->> 'user_id' as user_id, operation_name, skipped"
+                             " from membank.compact_scopes(scope_pattern => '{\"app_name\": \"shop\"}',"
+                             " older_than => '30 days') order by 1").fetchall()
+        tenant.execute("rollback")
+        assert [(r["user_id"], r["operation_name"] is not None, r["skipped"]) for r in rows] == [
+            ("busy", False, "LOCKED"), ("free", True, None)]
+        # Nothing was started in the busy scope: the next call (its lock free now) compacts it.
+        again = admin.execute("select scope ->> 'user_id' as user_id, skipped from membank.compact_scopes("
+                              "scope_pattern => '{\"app_name\": \"shop\"}', older_than => '30 days')").fetchall()
+        assert again == [{"user_id": "busy", "skipped": None}]

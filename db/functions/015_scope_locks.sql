@@ -28,7 +28,7 @@
 -- transaction) is 40P01; the Python client retries it (DeadlockError).
 --
 -- The wait is bounded: membank.lock_timeout (a setting the caller may set,
--- default 5s, always positive) is the most a write
+-- default 5s, at least 1 ms) is the most a write
 -- waits for the lock; past it the write raises MB040 (retryable: nothing was
 -- written and the transaction can be retried once the holder commits).
 
@@ -50,6 +50,19 @@ begin
         raise exception 'membank.lock_timeout: % is not a positive duration', to_jsonb(_setting)
             using errcode = 'invalid_parameter_value',
                   hint = 'set it to milliseconds or a unit of ms, s or min, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
+    -- PostgreSQL's lock_timeout counts whole milliseconds and rounds a value
+    -- below 1 ms to 0, which means no limit at all: refused, not rounded up,
+    -- so that what the caller set is what applies. Only a value whose whole
+    -- part is 0 can be below 1 ms (the common case pays one regex match).
+    if _setting ~ '^0' and (substring(_setting from '^[0-9.]+')::numeric
+                            * (case substring(_setting from '[a-z]+$') when 's' then 1000 when 'min' then 60000
+                                    else 1 end)) < 1 then
+        raise exception 'membank.lock_timeout: % is less than 1 ms, which PostgreSQL would round to 0 (no limit)',
+            to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to 1ms or more, e.g. set membank.lock_timeout = ''2s''',
                   detail = 'argument: membank.lock_timeout';
     end if;
     return _setting;
@@ -148,6 +161,40 @@ begin
     if _found is null then  -- held by another transaction, or the scope's first write
         perform membank_private.lock_scope_waiting(scope_id, _timeout);
     end if;
+end
+$$;
+
+-- name: try_lock_scope: take the scope's write lock if no other transaction holds it; false (no wait) if one does.
+-- For maintenance over many scopes (compact_scopes): a scope another write
+-- holds is skipped and reported, never waited for, as purge_expired_memories
+-- skips it. A scope without a lock row yet (its first write is in flight)
+-- takes the bounded wait of lock_scope, and MB040 there is also false.
+create or replace function membank_private.try_lock_scope(scope_id uuid)
+returns boolean
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _found boolean;
+begin
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = try_lock_scope.scope_id
+    for update skip locked;
+    if _found then
+        return true;
+    end if;
+    if exists (select from membank_private.scope_locks as l where l.scope_id = try_lock_scope.scope_id) then
+        return false;  -- held by another transaction
+    end if;
+    begin
+        perform membank_private.lock_scope(scope_id);
+    exception
+        when sqlstate 'MB040' then
+            return false;
+    end;
+    return true;
 end
 $$;
 

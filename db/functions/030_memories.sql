@@ -42,6 +42,7 @@ declare
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _scope_id uuid := md5(_scope::text)::uuid;
     _row membank_private.memories;
+    _found_scope jsonb;
 begin
     -- With scope every statement names its shard (a router query on Citus).
     -- Without, the scope_id is read by name first (index on name; on Citus a
@@ -49,7 +50,15 @@ begin
     -- always comes with scope_id = a constant.
     if lock then
         if _scope_id is null then
-            select m.scope_id into _scope_id from membank_private.memories as m where m.name = _name limit 1;
+            select m.scope_id, m.scope into _scope_id, _found_scope
+            from membank_private.memories as m where m.name = _name limit 1;
+            -- A memory of a scope the caller may not reach is not found, at
+            -- once: its scope's lock is never taken nor waited for (a wait
+            -- ending in MB040 told a bound caller that the name exists and
+            -- that its scope was busy, where a missing name is P0002 at once).
+            if _scope_id is not null and not membank_private.scope_allowed(_found_scope) then
+                _scope_id := null;
+            end if;
         end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
         if _scope_id is not null then

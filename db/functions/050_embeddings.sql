@@ -494,29 +494,44 @@ characters): attempts + 1, retried after 2^attempts seconds; after 5 attempts a 
 failed in embedding_backlog(). Returns the number of jobs updated. Raises 22P02 for malformed names, 42501 for a role bound to scopes.$$;
 
 -- name: embedding_backlog: how much embedding work is pending, failed and done.
+-- A role bound to scopes (reader, writer) sees the figures of its own scopes
+-- only: the bank-wide counts, the oldest time and another tenant's
+-- last_error told it how busy other tenants were and what failed for them.
 create or replace function membank.embedding_backlog()
 returns table (
     pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamptz,
     model_id text, dimension integer, last_error text
 )
-language sql
+language plpgsql
 stable
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    -- null: unrestricted, every scope (plpgsql: bound_scopes is defined in a later file, 110_scoped_views.sql)
+    _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
+    _all boolean := membank_private.bound_scopes() is null;
+begin
+    return query
+    with jobs as (
+        select j.attempts, j.enqueue_time, j.last_error, j.retry_time from membank_private.embedding_jobs as j
+        where _all or j.scope_id = any(_ids)
+    )
     select
-        (select count(*) from membank_private.embedding_jobs as j where j.attempts < 5),
-        (select count(*) from membank_private.embedding_jobs as j where j.attempts >= 5),
-        (select count(*) from membank_private.memory_embeddings),
-        (select min(j.enqueue_time) from membank_private.embedding_jobs as j),
+        (select count(*) from jobs as j where j.attempts < 5),
+        (select count(*) from jobs as j where j.attempts >= 5),
+        (select count(*) from membank_private.memory_embeddings as e where _all or e.scope_id = any(_ids)),
+        (select min(j.enqueue_time) from jobs as j),
         c.model_id, c.dimension,
-        (select j.last_error from membank_private.embedding_jobs as j
+        (select j.last_error from jobs as j
          where j.last_error is not null order by j.retry_time desc limit 1)
     from (select 1) as one
     left join membank_private.embedding_config as c on true;
+end
 $$;
 
 comment on function membank.embedding_backlog() is
 $$The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank's model_id and dimension (null before the first vector), and the most
-recent error. Raises no SQLSTATE of its own.$$;
+recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
+scopes; the model_id and dimension are the bank's. Raises no SQLSTATE of its own.$$;

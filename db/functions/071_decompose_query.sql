@@ -134,6 +134,13 @@ begin
     if query_text is null or btrim(query_text) = '' then
         perform membank_private._raise_invalid('query_text', 'is empty', 'pass the question to decompose');
     end if;
+    -- The bound of retrieve_memories' query (070_retrieve_memories.sql): the
+    -- sub-queries go there, and the rules' split is linear in the input, which
+    -- a reader could otherwise make megabytes long (3.8 MB: 4.4 s of CPU).
+    if length(query_text) > 4000 then
+        perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
+            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    end if;
     if method = 'rules' then
         return membank_private.split_question(query_text);
     elsif method = 'in_database' then
@@ -172,4 +179,5 @@ and/or before a new clause that starts with a question word, both sides three wo
 required) or 'model_reply' (parses model_reply, a generation provider's reply to decomposition_prompt).
 Model-backed methods return the original query on any failure. Runs as membank's owner (SECURITY DEFINER), so any
 membank role may call it; in_database calls only an ai.generate owned by a superuser or membank's owner. Raises 22023
-naming query_text (empty), method (unknown; in_database without a trusted ai.generate) or model_id (missing).$$;
+naming query_text (empty, or longer than 4000 characters as in retrieve_memories), method (unknown; in_database
+without a trusted ai.generate) or model_id (missing).$$;

@@ -367,18 +367,27 @@ error {"code": "MODEL_CALL_FAILED", "attempts", "message"}. Returns true when th
 Raises P0002 (no such job), 42501 for a role bound to scopes (a job may be any scope's).$$;
 
 -- name: generation_backlog: how much generation work is waiting.
+-- A role bound to scopes sees its own scopes' jobs only (as embedding_backlog).
 create or replace function membank.generation_backlog()
 returns table (pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamptz)
-language sql
+language plpgsql
 stable
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
+    _all boolean := membank_private.bound_scopes() is null;  -- unrestricted: every scope
+begin
+    return query
     select count(*), count(*) filter (where j.retry_time <= statement_timestamp()),
            count(*) filter (where j.attempts > 0), min(j.create_time)
-    from membank_private.generation_jobs as j;
+    from membank_private.generation_jobs as j
+    where _all or j.scope_id = any(_ids);
+end
 $$;
 
 comment on function membank.generation_backlog() is
 $$Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
-model call (attempts > 0), and when the oldest was queued. Raises nothing.$$;
+model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
+the jobs of its bound scopes. Raises nothing.$$;

@@ -274,9 +274,12 @@ otherwise a generation job is queued for the worker. The summary is applied only
 chosen (else the operation fails with CANDIDATES_CHANGED and nothing is applied). Raises 22023 naming the argument.$$;
 
 -- name: compact_scopes: start compaction in every scope that contains scope_pattern (the worker's schedule).
+-- A scope whose write lock another transaction holds (one tenant's open
+-- transaction) is skipped and reported with skipped = 'LOCKED', never waited
+-- for: a wait ending in MB040 failed the whole call, for every scope.
 create or replace function membank.compact_scopes(
     scope_pattern jsonb, older_than interval, max_memories integer default 50, max_scopes integer default 100
-) returns table (scope jsonb, operation_name uuid)
+) returns table (scope jsonb, operation_name uuid, skipped text)
 language plpgsql
 volatile
 security definer
@@ -307,6 +310,14 @@ begin
         limit max_scopes
     loop
         compact_scopes.scope := _scope;
+        compact_scopes.operation_name := null;
+        compact_scopes.skipped := null;
+        if not membank_private.try_lock_scope(md5(_scope::text)::uuid) then
+            compact_scopes.skipped := 'LOCKED';
+            return next;
+            continue;
+        end if;
+        -- compact_memories takes the lock again (re-entrant: held by this transaction already).
         compact_scopes.operation_name := membank.compact_memories(_scope, older_than, max_memories);
         if compact_scopes.operation_name is not null then
             return next;
@@ -318,5 +329,7 @@ $$;
 comment on function membank.compact_scopes(jsonb, interval, integer, integer) is
 $$Start compact_memories(scope, older_than, max_memories) in every scope that contains scope_pattern (a JSON object;
 {} is every scope) and holds memories created before now() - older_than, at most max_scopes (1..10000, default 100)
-scopes per call. Returns each scope with the operation started there (scopes with nothing to compact are left out).
+scopes per call. Returns each scope with the operation started there (skipped null), and each scope whose write lock
+another transaction held with operation_name null and skipped 'LOCKED' (nothing started there, not waited for: call
+again later); scopes with nothing to compact are left out. A role bound to scopes compacts only those.
 For the worker's schedule (membank worker --compact). Raises 22023 naming the argument.$$;

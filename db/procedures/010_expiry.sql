@@ -3,6 +3,17 @@
 -- commit, so a large backlog never holds one long transaction or lock.
 -- The batch is a SECURITY DEFINER function because a procedure that
 -- commits may carry neither SECURITY DEFINER nor a SET clause.
+--
+-- So a procedure runs with its caller's search_path, and PostgreSQL picks
+-- the best-matching operator or function across the whole path: a role that
+-- can CREATE in a schema on an admin's path could plant `+(bigint, bigint)`
+-- or `#>>(jsonb, text)` and have it run as that admin inside the loop. Each
+-- procedure therefore pins the path itself, as its first statement and again
+-- after every COMMIT (a COMMIT ends the transaction, and with it a setting
+-- made with is_local => true, which is what keeps the caller's own session
+-- path untouched once the CALL returns); its DECLARE section initialises
+-- nothing, so no expression runs before the pin. tests/test_search_path.py
+-- checks this of every procedure.
 
 -- name: purge_expired_batch: delete up to batch_size expired memories; returns how many.
 create or replace function membank_private.purge_expired_batch(batch_size integer)
@@ -66,8 +77,10 @@ language plpgsql
 as $$
 declare
     _batch bigint;
-    _batches integer := 0;
+    _batches integer;
 begin
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- before anything (above)
+    _batches := 0;
     if batch_size is null or batch_size < 1 or batch_size > 100000 then
         raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
             using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000';
@@ -82,6 +95,7 @@ begin
         purged := purged + _batch;
         _batches := _batches + 1;
         commit;
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- the COMMIT ended the pin
         exit when _batch < batch_size or _batches >= coalesce(max_batches, _batches + 1);
     end loop;
 end
@@ -164,11 +178,13 @@ as $$
 declare
     _batch bigint;
 begin
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- before anything (above)
     purged := 0;
     loop
         _batch := membank_private.purge_memories_batch(scope, metadata_filter, topics, batch_size);
         purged := purged + _batch;
         commit;
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- the COMMIT ended the pin
         exit when _batch < batch_size;
     end loop;
 end

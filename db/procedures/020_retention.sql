@@ -3,6 +3,33 @@
 -- membank_private.retention_settings (membank.configure_retention), in
 -- bounded batches that each commit, like purge_expired_memories.
 -- membank worker calls it on a schedule (--retention-interval).
+-- It runs with its caller's search_path (a procedure that commits can take
+-- no SET clause), so it pins the path itself, first and after every COMMIT,
+-- as 010_expiry.sql explains; the running totals are added up by
+-- retention_totals, a pinned function, not by jsonb_object_agg and #>> here.
+
+-- name: retention_totals: the running totals of apply_retention plus one batch's counts, per kind.
+create or replace function membank_private.retention_totals(totals jsonb, batch jsonb)
+returns jsonb
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select jsonb_object_agg(k.key, coalesce((totals ->> k.key)::bigint, 0) + (k.value #>> '{}')::bigint)
+    from jsonb_each(batch) as k;
+$$;
+
+-- name: retention_batch_full: true when a batch removed batch_size rows of some kind (more may be left).
+create or replace function membank_private.retention_batch_full(batch jsonb, batch_size integer)
+returns boolean
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select exists (select from jsonb_each(batch) as k where (k.value #>> '{}')::bigint >= batch_size);
+$$;
 
 -- name: apply_retention: remove what is past its retention window, in batches, committing each.
 create or replace procedure membank.apply_retention(
@@ -14,8 +41,10 @@ language plpgsql
 as $$
 declare
     _batch jsonb;
-    _batches integer := 0;
+    _batches integer;
 begin
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- before anything (above)
+    _batches := 0;
     if batch_size is null or batch_size < 1 or batch_size > 100000 then
         raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
             using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000',
@@ -29,11 +58,11 @@ begin
     removed := '{"revisions": 0, "operations": 0, "events": 0, "sessions": 0}';
     loop
         _batch := membank_private.retention_batch(batch_size);
-        select jsonb_object_agg(k.key, (removed ->> k.key)::bigint + (k.value #>> '{}')::bigint)
-        into removed from jsonb_each(_batch) as k;
+        removed := membank_private.retention_totals(removed, _batch);
         _batches := _batches + 1;
         commit;
-        exit when not exists (select from jsonb_each(_batch) as k where (k.value #>> '{}')::bigint >= batch_size)
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- the COMMIT ended the pin
+        exit when not membank_private.retention_batch_full(_batch, batch_size)
                   or _batches >= coalesce(max_batches, _batches + 1);
     end loop;
 end

@@ -405,7 +405,10 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
         with _bank(url=url, max_size=1) as bank:
             for pattern in compact_scopes:
                 rows = bank.compact_scopes(pattern, older)
-                click.echo(f"compaction: {len(rows)} scopes under {json.dumps(pattern)}", err=True)
+                started = sum(1 for r in rows if r["skipped"] is None)
+                locked = len(rows) - started  # held by another transaction: tried again next period
+                click.echo(f"compaction: {started} scopes under {json.dumps(pattern)}"
+                           + (f" ({locked} skipped: locked by another transaction)" if locked else ""), err=True)
 
     def compact_loop() -> None:
         while not stop.is_set():

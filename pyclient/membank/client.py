@@ -851,7 +851,11 @@ class MemoryBank:
 
     def compact_scopes(self, scope_pattern: Mapping[str, str], older_than: timedelta | float, *,
                        max_memories: int | None = None, max_scopes: int | None = None) -> list[dict[str, Any]]:
-        """Start compaction in every scope containing ``scope_pattern``; return ``[{scope, operation_name}]``."""
+        """Start compaction in every scope containing ``scope_pattern``; return ``[{scope, operation_name, skipped}]``.
+
+        A scope whose write lock another transaction holds is not waited for: its row has ``operation_name``
+        None and ``skipped`` ``"LOCKED"`` (call again later); scopes with nothing to compact are left out.
+        """
         if isinstance(older_than, (int, float)) and not isinstance(older_than, bool):
             older_than = timedelta(seconds=older_than)
         return self._call("compact_scopes", dict(scope_pattern=scope_pattern, older_than=older_than,

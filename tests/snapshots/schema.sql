@@ -410,8 +410,10 @@ CREATE PROCEDURE membank.apply_retention(IN batch_size integer DEFAULT 1000, IN 
     AS $$
 declare
     _batch jsonb;
-    _batches integer := 0;
+    _batches integer;
 begin
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- before anything (above)
+    _batches := 0;
     if batch_size is null or batch_size < 1 or batch_size > 100000 then
         raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
             using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000',
@@ -425,11 +427,11 @@ begin
     removed := '{"revisions": 0, "operations": 0, "events": 0, "sessions": 0}';
     loop
         _batch := membank_private.retention_batch(batch_size);
-        select jsonb_object_agg(k.key, (removed ->> k.key)::bigint + (k.value #>> '{}')::bigint)
-        into removed from jsonb_each(_batch) as k;
+        removed := membank_private.retention_totals(removed, _batch);
         _batches := _batches + 1;
         commit;
-        exit when not exists (select from jsonb_each(_batch) as k where (k.value #>> '{}')::bigint >= batch_size)
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- the COMMIT ended the pin
+        exit when not membank_private.retention_batch_full(_batch, batch_size)
                   or _batches >= coalesce(max_batches, _batches + 1);
     end loop;
 end
@@ -1007,7 +1009,7 @@ has a trusted AlloyDB AI ai.generate(prompt, model_id) (in_database null: detect
 with model_id (default the setting membank.compaction_model_id, else gemini-2.0-flash-001), in this transaction;
 otherwise a generation job is queued for the worker. The summary is applied only if no candidate changed since it was
 chosen (else the operation fails with CANDIDATES_CHANGED and nothing is applied). Raises 22023 naming the argument.';
-CREATE FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval, max_memories integer DEFAULT 50, max_scopes integer DEFAULT 100) RETURNS TABLE(scope jsonb, operation_name uuid)
+CREATE FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval, max_memories integer DEFAULT 50, max_scopes integer DEFAULT 100) RETURNS TABLE(scope jsonb, operation_name uuid, skipped text)
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -1036,6 +1038,14 @@ begin
         limit max_scopes
     loop
         compact_scopes.scope := _scope;
+        compact_scopes.operation_name := null;
+        compact_scopes.skipped := null;
+        if not membank_private.try_lock_scope(md5(_scope::text)::uuid) then
+            compact_scopes.skipped := 'LOCKED';
+            return next;
+            continue;
+        end if;
+        -- compact_memories takes the lock again (re-entrant: held by this transaction already).
         compact_scopes.operation_name := membank.compact_memories(_scope, older_than, max_memories);
         if compact_scopes.operation_name is not null then
             return next;
@@ -1045,7 +1055,9 @@ end
 $$;
 COMMENT ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval, max_memories integer, max_scopes integer) IS 'Start compact_memories(scope, older_than, max_memories) in every scope that contains scope_pattern (a JSON object;
 {} is every scope) and holds memories created before now() - older_than, at most max_scopes (1..10000, default 100)
-scopes per call. Returns each scope with the operation started there (scopes with nothing to compact are left out).
+scopes per call. Returns each scope with the operation started there (skipped null), and each scope whose write lock
+another transaction held with operation_name null and skipped ''LOCKED'' (nothing started there, not waited for: call
+again later); scopes with nothing to compact are left out. A role bound to scopes compacts only those.
 For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.';
 CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1519,6 +1531,13 @@ begin
     if query_text is null or btrim(query_text) = '' then
         perform membank_private._raise_invalid('query_text', 'is empty', 'pass the question to decompose');
     end if;
+    -- The bound of retrieve_memories' query (070_retrieve_memories.sql): the
+    -- sub-queries go there, and the rules' split is linear in the input, which
+    -- a reader could otherwise make megabytes long (3.8 MB: 4.4 s of CPU).
+    if length(query_text) > 4000 then
+        perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
+            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    end if;
     if method = 'rules' then
         return membank_private.split_question(query_text);
     elsif method = 'in_database' then
@@ -1555,7 +1574,8 @@ and/or before a new clause that starts with a question word, both sides three wo
 required) or ''model_reply'' (parses model_reply, a generation provider''s reply to decomposition_prompt).
 Model-backed methods return the original query on any failure. Runs as membank''s owner (SECURITY DEFINER), so any
 membank role may call it; in_database calls only an ai.generate owned by a superuser or membank''s owner. Raises 22023
-naming query_text (empty), method (unknown; in_database without a trusted ai.generate) or model_id (missing).';
+naming query_text (empty, or longer than 4000 characters as in retrieve_memories), method (unknown; in_database
+without a trusted ai.generate) or model_id (missing).';
 CREATE FUNCTION membank.decomposition_prompt(query_text text) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1699,23 +1719,35 @@ $$;
 COMMENT ON FUNCTION membank.delete_tool_rule(id bigint, scope jsonb) IS 'Delete the tool rule id of an exact scope and return it as it was; the audit log (list_tool_rule_changes) keeps it.
 Raises P0002 (no such rule in this scope), 22023 (bad scope).';
 CREATE FUNCTION membank.embedding_backlog() RETURNS TABLE(pending bigint, failed bigint, embedded bigint, oldest_enqueue_time timestamp with time zone, model_id text, dimension integer, last_error text)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    -- null: unrestricted, every scope (plpgsql: bound_scopes is defined in a later file, 110_scoped_views.sql)
+    _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
+    _all boolean := membank_private.bound_scopes() is null;
+begin
+    return query
+    with jobs as (
+        select j.attempts, j.enqueue_time, j.last_error, j.retry_time from membank_private.embedding_jobs as j
+        where _all or j.scope_id = any(_ids)
+    )
     select
-        (select count(*) from membank_private.embedding_jobs as j where j.attempts < 5),
-        (select count(*) from membank_private.embedding_jobs as j where j.attempts >= 5),
-        (select count(*) from membank_private.memory_embeddings),
-        (select min(j.enqueue_time) from membank_private.embedding_jobs as j),
+        (select count(*) from jobs as j where j.attempts < 5),
+        (select count(*) from jobs as j where j.attempts >= 5),
+        (select count(*) from membank_private.memory_embeddings as e where _all or e.scope_id = any(_ids)),
+        (select min(j.enqueue_time) from jobs as j),
         c.model_id, c.dimension,
-        (select j.last_error from membank_private.embedding_jobs as j
+        (select j.last_error from jobs as j
          where j.last_error is not null order by j.retry_time desc limit 1)
     from (select 1) as one
     left join membank_private.embedding_config as c on true;
+end
 $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
-recent error. Raises no SQLSTATE of its own.';
+recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
+scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.';
 CREATE FUNCTION membank.erase_scope(scope jsonb, force boolean DEFAULT false) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2310,15 +2342,23 @@ ttl past year 9999, an unknown profile schema, disable_natural_language_memories
 role bound to other scopes), P0002 (session_id names no session of this scope), MB020 (an inline event_id already
 stored with other content), MB021 (request_id already used for another request); nothing is written on error.';
 CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bigint, due_jobs bigint, retrying_jobs bigint, oldest_create_time timestamp with time zone)
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
+    _all boolean := membank_private.bound_scopes() is null;  -- unrestricted: every scope
+begin
+    return query
     select count(*), count(*) filter (where j.retry_time <= statement_timestamp()),
            count(*) filter (where j.attempts > 0), min(j.create_time)
-    from membank_private.generation_jobs as j;
+    from membank_private.generation_jobs as j
+    where _all or j.scope_id = any(_ids);
+end
 $$;
 COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
-model call (attempts > 0), and when the oldest was queued. Raises nothing.';
+model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
+the jobs of its bound scopes. Raises nothing.';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2916,8 +2956,10 @@ CREATE PROCEDURE membank.purge_expired_memories(IN batch_size integer DEFAULT 10
     AS $$
 declare
     _batch bigint;
-    _batches integer := 0;
+    _batches integer;
 begin
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- before anything (above)
+    _batches := 0;
     if batch_size is null or batch_size < 1 or batch_size > 100000 then
         raise exception 'batch_size: must be between 1 and 100000, got %', coalesce(batch_size::text, 'null')
             using errcode = 'invalid_parameter_value', hint = 'the default batch_size is 1000';
@@ -2932,6 +2974,7 @@ begin
         purged := purged + _batch;
         _batches := _batches + 1;
         commit;
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- the COMMIT ended the pin
         exit when _batch < batch_size or _batches >= coalesce(max_batches, _batches + 1);
     end loop;
 end
@@ -2996,11 +3039,13 @@ CREATE PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_f
 declare
     _batch bigint;
 begin
+    perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- before anything (above)
     purged := 0;
     loop
         _batch := membank_private.purge_memories_batch(scope, metadata_filter, topics, batch_size);
         purged := purged + _batch;
         commit;
+        perform pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);  -- the COMMIT ended the pin
         exit when _batch < batch_size;
     end loop;
 end
@@ -5478,6 +5523,7 @@ declare
     _scope jsonb := case when scope is not null then membank_private.validate_scope(scope) end;
     _scope_id uuid := md5(_scope::text)::uuid;
     _row membank_private.memories;
+    _found_scope jsonb;
 begin
     -- With scope every statement names its shard (a router query on Citus).
     -- Without, the scope_id is read by name first (index on name; on Citus a
@@ -5485,7 +5531,15 @@ begin
     -- always comes with scope_id = a constant.
     if lock then
         if _scope_id is null then
-            select m.scope_id into _scope_id from membank_private.memories as m where m.name = _name limit 1;
+            select m.scope_id, m.scope into _scope_id, _found_scope
+            from membank_private.memories as m where m.name = _name limit 1;
+            -- A memory of a scope the caller may not reach is not found, at
+            -- once: its scope's lock is never taken nor waited for (a wait
+            -- ending in MB040 told a bound caller that the name exists and
+            -- that its scope was busy, where a missing name is P0002 at once).
+            if _scope_id is not null and not membank_private.scope_allowed(_found_scope) then
+                _scope_id := null;
+            end if;
         end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
         if _scope_id is not null then
@@ -7541,6 +7595,12 @@ begin
                               'sessions', _sessions);
 end
 $$;
+CREATE FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select exists (select from jsonb_each(batch) as k where (k.value #>> '{}')::bigint >= batch_size);
+$$;
 CREATE FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_revisions interval, finished_operations interval, events interval) RETURNS jsonb
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7654,6 +7714,13 @@ begin
     return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
                               'sessions', _sessions);
 end
+$$;
+CREATE FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_object_agg(k.key, coalesce((totals ->> k.key)::bigint, 0) + (k.value #>> '{}')::bigint)
+    from jsonb_each(batch) as k;
 $$;
 CREATE FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) RETURNS void
     LANGUAGE plpgsql
@@ -7895,6 +7962,19 @@ begin
         raise exception 'membank.lock_timeout: % is not a positive duration', to_jsonb(_setting)
             using errcode = 'invalid_parameter_value',
                   hint = 'set it to milliseconds or a unit of ms, s or min, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
+    -- PostgreSQL's lock_timeout counts whole milliseconds and rounds a value
+    -- below 1 ms to 0, which means no limit at all: refused, not rounded up,
+    -- so that what the caller set is what applies. Only a value whose whole
+    -- part is 0 can be below 1 ms (the common case pays one regex match).
+    if _setting ~ '^0' and (substring(_setting from '^[0-9.]+')::numeric
+                            * (case substring(_setting from '[a-z]+$') when 's' then 1000 when 'min' then 60000
+                                    else 1 end)) < 1 then
+        raise exception 'membank.lock_timeout: % is less than 1 ms, which PostgreSQL would round to 0 (no limit)',
+            to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to 1ms or more, e.g. set membank.lock_timeout = ''2s''',
                   detail = 'argument: membank.lock_timeout';
     end if;
     return _setting;
@@ -8901,6 +8981,31 @@ begin
         when others then
             return null;
     end;
+end
+$$;
+CREATE FUNCTION membank_private.try_lock_scope(scope_id uuid) RETURNS boolean
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _found boolean;
+begin
+    select true into _found
+    from membank_private.scope_locks as l where l.scope_id = try_lock_scope.scope_id
+    for update skip locked;
+    if _found then
+        return true;
+    end if;
+    if exists (select from membank_private.scope_locks as l where l.scope_id = try_lock_scope.scope_id) then
+        return false;  -- held by another transaction
+    end if;
+    begin
+        perform membank_private.lock_scope(scope_id);
+    exception
+        when sqlstate 'MB040' then
+            return false;
+    end;
+    return true;
 end
 $$;
 CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
@@ -10403,7 +10508,11 @@ REVOKE ALL ON FUNCTION membank_private.resolve_role(role name) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_source_events(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_revisions interval, finished_operations interval, events interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
@@ -10448,6 +10557,7 @@ REVOKE ALL ON FUNCTION membank_private.token_budget() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.tool_rules_log_change() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_json(t text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.try_lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.unaccent_text(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_allow_operators(allow_operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
