@@ -136,9 +136,10 @@ def test_generate_on_a_black_hole_exits_2_within_its_configured_bound(black_hole
     assert elapsed <= 1.5 * bound + CLI_SLACK_S
     assert len(accepted) == 2  # one request per attempt, no retries by the SDK
     [line, hint] = done.stderr.strip().splitlines()
-    assert line.startswith("error: operation ") and "MODEL_CALL_FAILED, 2 attempts" in line
+    assert line.startswith("error: operation ") and "failed (MODEL_CALL_FAILED, 2 attempts)" in line
     assert f"openai/local-model at {url}: no answer within the timeout" in line
-    assert hint.startswith("hint: ") and "MEMBANK_OPENAI_BASE_URL" in hint and "MEMBANK_MODEL_TIMEOUT" in hint
+    assert hint.startswith("hint: the server took the request but did not answer in time")
+    assert "MEMBANK_OPENAI_BASE_URL" in hint and "MEMBANK_MODEL_TIMEOUT (now 2 s)" in hint
     assert json.loads(done.stdout)["error"]["code"] == "MODEL_CALL_FAILED"
 
 

@@ -69,7 +69,10 @@ class GeminiProvider:
             return f"no model {self.model!r} there: check the model name (e.g. {DEFAULT_MODEL})"
         if not error.retryable:
             return "the API refused the request itself"
-        return f"is the endpoint reachable? A slow model needs a longer {settings.ENV_MODEL_TIMEOUT} " \
+        if "timed out" in error.message:
+            return (f"no answer in time: a slow model needs a longer {settings.ENV_MODEL_TIMEOUT} "
+                    f"(now {self.timeout:g} s)")
+        return f"is {self.endpoint} reachable? A slow model needs a longer {settings.ENV_MODEL_TIMEOUT} " \
                f"(now {self.timeout:g} s)"
 
     def complete(self, prompt: str, response_schema: dict[str, Any] | None = None, *,

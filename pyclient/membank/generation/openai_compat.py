@@ -107,7 +107,11 @@ class OpenAICompatProvider:
                    f"none; {where}"
         if status is not None:
             return f"the server failed; the job tries again up to {settings.ENV_MODEL_ATTEMPTS} times; {where}"
-        return (f"{where} ({ENV_BASE_URL} wins over OPENAI_BASE_URL); is the server running? A slow model needs a "
+        if "timed out" in error.message:
+            return (f"the server took the request but did not answer in time: a slow model needs a longer "
+                    f"{settings.ENV_MODEL_TIMEOUT} (now {self.timeout:g} s); {where} ({ENV_BASE_URL} wins over "
+                    "OPENAI_BASE_URL)")
+        return (f"is the server running? {where} ({ENV_BASE_URL} wins over OPENAI_BASE_URL); a slow model needs a "
                 f"longer {settings.ENV_MODEL_TIMEOUT} (now {self.timeout:g} s)")
 
     def _format(self) -> str:
