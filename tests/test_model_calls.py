@@ -347,6 +347,20 @@ def test_local_servers_structured_output(httpserver, db_url, server):
     assert [b["response_format"]["type"] for b in script.bodies] == ["json_schema", "json_schema"]
 
 
+@pytest.mark.parametrize("reply", [
+    "Here is the JSON:\n```\n" + json.dumps(json.loads(EXTRACTED)["memories"]) + "\n```",
+    "<think>The user moved; {\"memories\": []} would lose it.</think>\n" + EXTRACTED,
+], ids=["bare array in a fence", "think block"])
+def test_small_models_replies_parse_in_json_object_mode(httpserver, db_url, reply):
+    script = Script(reply, json.dumps({"actions": []}))
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(llama_cpp_python(script))
+    provider = OpenAICompatProvider("local-model", base_url=httpserver.url_for("/v1"), response_format="json_object")
+    with MemoryBank(db_url, provider=provider) as bank:
+        op = bank.generate_memories(SCOPE, events=EVENTS).wait(30, process=True)
+    assert op.error is None and len(op.generated_memories) == 2
+    assert [b["response_format"]["type"] for b in script.bodies] == ["json_object", "json_object"]
+
+
 def _replying(httpserver, db_url, extract: str, consolidate: str | None = None, finish: str = "stop"):
     script = Script(extract, consolidate)
 

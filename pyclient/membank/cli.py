@@ -455,7 +455,10 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
                         retention_interval=retention_interval or None)
     w.configure()
-    click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
+    called = generation.provider
+    bounds = (f" at {called.endpoint} (timeout {called.timeout:g} s, {called.max_retries} SDK retries, "
+              f"{generation.max_attempts} attempts)" if hasattr(called, "endpoint") else "")
+    click.echo(f"worker: provider {called.model_id}{bounds}; embedder {embedder.model_id} "
                f"({embedder.dimension}-d), batch {batch_size}", err=True)
     import threading
 
