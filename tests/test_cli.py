@@ -198,8 +198,9 @@ def test_demo_stops_at_the_first_failed_provider_call(db_url, monkeypatch, https
     monkeypatch.setenv("MEMBANK_OPENAI_BASE_URL", httpserver.url_for("/v1"))
     result = CliRunner().invoke(main, ["demo", "--provider", "openai:missing-model"])
     assert result.exit_code == 2
-    assert "error: operation" in result.output and "the provider openai/missing-model failed" in result.output
-    assert "no such model" in result.output and "hint: check --provider" in result.output
+    assert "error: operation" in result.output
+    assert f"openai/missing-model at {httpserver.url_for('/v1')}: HTTP 404: no such model" in result.output
+    assert "hint: no model 'missing-model'" in result.output
 
 
 def test_valkey_start_and_stop_refuse_when_an_external_url_is_set(monkeypatch):

@@ -143,7 +143,7 @@ def test_failed_calls_retry_with_backoff_then_fail_the_operation_visibly(httpser
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_json(
         {"error": {"message": "overloaded", "type": "server_error"}}, status=503)
     provider = OpenAICompatProvider("local-model", base_url=httpserver.url_for("/v1"), max_retries=0)
-    with MemoryBank(db_url, provider=provider) as bank:
+    with MemoryBank(db_url, provider=provider, model_attempts=5) as bank:
         pending = bank.generate_memories(SCOPE, events=EVENTS)
         for attempt in range(1, 6):
             assert bank.process_pending() == 1
@@ -185,6 +185,7 @@ def test_get_provider_specs(monkeypatch):
     monkeypatch.delenv("MEMBANK_PROVIDER", raising=False)
     assert isinstance(get_provider(), RulesProvider)
     monkeypatch.setenv("MEMBANK_PROVIDER", "openai:m1")
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key")  # OpenAI's own endpoint is refused without one
     provider = get_provider()
     assert isinstance(provider, OpenAICompatProvider) and provider.model_id == "openai/m1"
     for bad in ("openai", "openai:", "claude", "rules:x"):

@@ -48,6 +48,12 @@ NO_RUN.update({
     ("testing.md", ".venv/bin/pytest -m citus"): "the suite itself, on a Citus cluster; CI runs it",
     ("testing.md", "MEMBANK_FUZZ_EXAMPLES=300 .venv/bin/pytest -q -s tests/test_invariants.py"):
         "a test of the suite with more examples (15 minutes); the suite runs it with 20",
+    ("testing.md", "MEMBANK_TEST_LOCAL_MODEL_URL=http://127.0.0.1:8080/v1 MEMBANK_TEST_LOCAL_MODEL=qwen2.5-0.5b-instruct "
+                   ".venv/bin/pytest -m local_model -s"): "needs a local model server the suite does not have",
+    ("generate-memories.md", "export MEMBANK_PROVIDER=openai:qwen2.5-7b-instruct          # the model name the server "
+                             "serves"): "points membank at a local model server the tests do not have",
+    ("README.md", "export MEMBANK_PROVIDER=openai:qwen2.5-7b-instruct       # the name the server serves the model "
+                  "under"): "points membank at a local model server the tests do not have",
     ("testing.md", ".venv/bin/python bench/soak.py"): "a benchmark of 3 minutes plus the drain; bench/ is run by hand,"
                                                      " tests/test_soak.py runs its --smoke",
 })

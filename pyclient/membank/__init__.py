@@ -4,7 +4,12 @@ The memory engine is SQL in the ``membank`` schema; this package is a thin
 client over it (``MemoryBank``), plus the CLI and the embedded server.
 """
 
+import logging
 from typing import TYPE_CHECKING
+
+# A library logs, the application decides where to: without a handler of its
+# own, Python would print membank's warnings (a failed attempt) on stderr.
+logging.getLogger("membank").addHandler(logging.NullHandler())
 
 # The name on the package index ("membank" there is an unrelated project);
 # the import package and the command are ``membank``.

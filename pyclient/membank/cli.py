@@ -56,6 +56,54 @@ _output_option = click.option(
     help="table (for people) or json (for scripts). Default: table when stdout is a terminal, else json.")
 
 
+def _model_call_options(command: Any) -> Any:
+    """--model-timeout, --model-retries, --model-attempts, --response-format: the MEMBANK_MODEL_* settings."""
+    for option in reversed([
+        click.option("--model-timeout", type=TTL, default=None,
+                     help="How long one model request may take: 30d, 12h, 90m, 45s or seconds "
+                          "(default MEMBANK_MODEL_TIMEOUT, else 30s)."),
+        click.option("--model-retries", type=click.IntRange(0, 10), default=None,
+                     help="Immediate retries of a failed request by the provider's SDK (default "
+                          "MEMBANK_MODEL_RETRIES, else 0)."),
+        click.option("--model-attempts", type=click.IntRange(1, settings.MAX_MODEL_ATTEMPTS), default=None,
+                     help="Attempts of a generation job, 2, 4, 8, 16 s apart, before its operation fails (default "
+                          "MEMBANK_MODEL_ATTEMPTS, else 2)."),
+        click.option("--response-format", type=click.Choice(settings.RESPONSE_FORMATS), default=None,
+                     help="How the openai provider asks for JSON: json_schema (enforced by the server), "
+                          "json_object or none (the schema in the prompt). Default MEMBANK_RESPONSE_FORMAT, else "
+                          "json_schema, falling back once to json_object when the server refuses it."),
+    ]):
+        command = option(command)
+    return command
+
+
+def _model_calls(model_timeout: Any, model_retries: int | None, model_attempts: int | None,
+                 response_format: str | None) -> dict[str, Any]:
+    return dict(model_timeout=model_timeout, model_retries=model_retries, model_attempts=model_attempts,
+                response_format=response_format)
+
+
+def _failed_operation(bank: Any, op: Any) -> None:
+    """Exit 2 with one line (code, stage, cause naming provider, model and endpoint) and a hint when ``op`` failed."""
+    if not op.error:
+        return
+    error = op.error
+    worker = bank._generation_worker
+    failure = getattr(worker, "last_exception", None) if worker is not None else None
+    model = worker.provider.model_id if worker is not None else "the provider"
+    hint = getattr(failure, "hint", None)
+    if error.get("code") == "INVALID_MODEL_OUTPUT":
+        hint = (f"{model} answered something else than the asked JSON; with an openai:MODEL local server try "
+                f"{settings.ENV_RESPONSE_FORMAT}=json_object (or none), or a larger model")
+    attempts = f", {error['attempts']} attempts" if error.get("attempts") else ""
+    stage = f" at {error['stage']}" if error.get("stage") else ""
+    message = " ".join(str(error.get("message", "")).split())
+    click.echo(f"error: operation {op.name} failed{stage} ({error.get('code')}{attempts}): {message}", err=True)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    sys.exit(2)
+
+
 def _output() -> str:
     ctx = click.get_current_context(silent=True)
     chosen = ctx.meta.get(OUTPUT_KEY) if ctx is not None else None
@@ -242,7 +290,9 @@ def main() -> None:
               help="Memories shown per recall question.")
 @click.option("--max-actions", type=click.IntRange(0), default=None,
               help="Actions printed per session (default: all; 8 with --locomo).")
-def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int | None) -> None:
+@_model_call_options
+def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int | None, model_timeout: Any,
+         model_retries: int | None, model_attempts: int | None, response_format: str | None) -> None:
     """The main job: turn a multi-session conversation into memories, then recall them.
 
     \b
@@ -270,9 +320,13 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
     if max_actions is None:
         max_actions = 8 if locomo else 10**9
     click.echo(f"database at revision {migrate.current(url)} ({_where()})")
-    with _bank(url=url, max_size=2, provider=provider) as bank:
+    with _bank(url=url, max_size=2, provider=provider,
+               **_model_calls(model_timeout, model_retries, model_attempts, response_format)) as bank:
         worker = bank.generation_worker
         click.echo(f"provider {worker.provider.model_id}, embedder {bank.embedder.model_id}")
+        check = getattr(worker.provider, "check", None)
+        if check is not None:  # before anything is cleared: a dead endpoint or a refused key ends here
+            check()
         # Erase, not purge: a purge also forgets the source events' text, and
         # re-sending those event ids with their text would then conflict.
         cleared = bank.erase_scope(conversation.scope, force=True)["counts"]["memories"]
@@ -303,12 +357,12 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                     bar.write(f"  ... and {len(op.generated_memories) - max_actions} more")
                 bar.update(1)
 
-            results = demo_job.generate_sessions(bank, conversation, on_session=show)
+            session_results = demo_job.generate_sessions(bank, conversation, on_session=show)
         bank.process_pending()
         memories = list(bank.iter_memories(conversation.scope))
-        calls = sum(r.operation.model_calls for r in results)
+        calls = sum(r.operation.model_calls for r in session_results)
         click.echo(f"{len(memories)} memories kept from {conversation.event_count} events "
-                   f"({calls} provider calls, {sum(r.seconds for r in results):.1f} s)")
+                   f"({calls} provider calls, {sum(r.seconds for r in session_results):.1f} s)")
         click.echo("recall: hybrid retrieval; score = Reciprocal Rank Fusion of the vector and full-text ranks "
                    "(1/(10 + rank) per list, rrf_k's default), similarity = cosine similarity to the question")
         click.echo("(with this model even unrelated facts score a similarity near 0.8: compare them, "
@@ -320,6 +374,9 @@ def demo(locomo: str | None, provider: str | None, top_k: int, max_actions: int 
                 click.echo(f"  score {r.score:.4f}  similarity {r.similarity or 0:.3f}  "
                            f"{'+'.join(r.matched_signals):11}  {r.memory.fact}")
             _show_forgotten(bank, question.text, results, deleted)
+        failed = [r.operation for r in session_results if r.operation.error]
+        if failed:
+            _failed_operation(bank, failed[0])
 
 
 def _show_forgotten(bank: Any, question: str, results: list[Any], deleted: list[tuple[Any, str, str]]) -> None:
@@ -365,8 +422,10 @@ def _where() -> str:
               help="With --compact-scope: compact memories older than this (e.g. 30d, 12h, 3600).")
 @click.option("--compact-every", type=DURATION, default="1h", show_default=True,
               help="With --compact-scope: how often to look for memories to compact.")
+@_model_call_options
 def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, retention_interval: float,
-           compact_scopes: list[Any], compact_older_than: timedelta, compact_every: timedelta) -> None:
+           compact_scopes: list[Any], compact_older_than: timedelta, compact_every: timedelta, model_timeout: Any,
+           model_retries: int | None, model_attempts: int | None, response_format: str | None) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
     Generation jobs go to the provider (MEMBANK_PROVIDER, default the
@@ -390,11 +449,16 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     url = _database_url()
     embedder = get_embedder()
-    generation = GenerationWorker(url, get_provider(provider), embedder)
+    generation = GenerationWorker(url, get_provider(provider, timeout=model_timeout, retries=model_retries,
+                                                    response_format=response_format),
+                                  embedder, max_attempts=model_attempts)
     w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
                         retention_interval=retention_interval or None)
     w.configure()
-    click.echo(f"worker: provider {generation.provider.model_id}; embedder {embedder.model_id} "
+    called = generation.provider
+    bounds = (f" at {called.endpoint} (timeout {called.timeout:g} s, {called.max_retries} SDK retries, "
+              f"{generation.max_attempts} attempts)" if hasattr(called, "endpoint") else "")
+    click.echo(f"worker: provider {called.model_id}{bounds}; embedder {embedder.model_id} "
                f"({embedder.dimension}-d), batch {batch_size}", err=True)
     import threading
 
@@ -942,15 +1006,25 @@ def _operation(op: Any) -> dict:
 @click.option("--request-id", help="Idempotency token: a retry with it returns the same operation.")
 @click.option("--wait/--no-wait", default=True, show_default=True,
               help="Run the operation in this process and print its result (--no-wait: print its name).")
+@click.option("--provider", default=None, metavar="SPEC",
+              help="Generation provider: rules, gemini[:MODEL], openai:MODEL (default MEMBANK_PROVIDER, else rules).")
+@_model_call_options
 @_output_option
 def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, ...], topics: tuple[str, ...],
              custom_topics: tuple[str, ...], start_time: str | None, end_time: str | None, ttl: timedelta | None,
-             disable_consolidation: bool, request_id: str | None, wait: bool) -> None:
+             disable_consolidation: bool, request_id: str | None, wait: bool, provider: str | None,
+             model_timeout: Any, model_retries: int | None, model_attempts: int | None,
+             response_format: str | None) -> None:
     """GenerateMemories: extract facts from a session or inline events (or take --fact) and consolidate them.
 
     \b
     membank generate --scope '{"user_id":"u1"}' --session s1
     membank generate --scope '{"user_id":"u1"}' --fact 'The user is vegetarian'
+
+    Exits 2 when the operation failed, with one line naming the provider,
+    model, endpoint and cause. A request that gets no answer gives up after
+    --model-timeout; the worst case is --model-attempts x (--model-retries + 1)
+    x --model-timeout plus the pauses (2, 4, 8 s): 62 s with the defaults.
     """
     chosen: list[Any] = list(topics)
     for custom in custom_topics:
@@ -958,7 +1032,10 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
         if not sep:
             raise click.BadParameter(f"{custom!r}: write LABEL=DESCRIPTION", param_hint="--custom-topic")
         chosen.append({"label": label.strip(), "description": description.strip()})
-    with _bank(max_size=1) as bank:
+    with _bank(max_size=1, provider=provider,
+               **_model_calls(model_timeout, model_retries, model_attempts, response_format)) as bank:
+        if wait:
+            bank.generation_worker  # the provider is built (a missing key named) before the operation starts
         pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
                                          topics=chosen or None, start_time=start_time, end_time=end_time,
                                          ttl=ttl, disable_consolidation=disable_consolidation,
@@ -966,7 +1043,9 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
         if not wait:
             _emit({"name": pending.name})
             return
-        _emit(_operation(pending.wait(3600, process=True)))
+        op = pending.wait(3600, process=True)
+        _emit(_operation(op))
+        _failed_operation(bank, op)
 
 
 @main.group(cls=_Group)
@@ -1054,21 +1133,26 @@ def profiles_get(scope: Any, schema_ids: tuple[str, ...]) -> None:
 @click.option("--provider", default=None, metavar="SPEC",
               help="Provider when the database has no ai.generate: rules (default), gemini[:MODEL], openai:MODEL.")
 @click.option("--model-id", default=None, help="Model id for the in-database ai.generate (AlloyDB AI).")
+@_model_call_options
 @_output_option
 def compact(scope: Any, older_than: timedelta, max_memories: int, topics: tuple[str, ...], provider: str | None,
-            model_id: str | None) -> None:
+            model_id: str | None, model_timeout: Any, model_retries: int | None, model_attempts: int | None,
+            response_format: str | None) -> None:
     """Compaction: the oldest memories of a scope become one summary memory (run here).
 
     \b
     membank compact --scope '{"user_id":"u1"}' --older-than 30d
     """
-    with _bank(max_size=1, provider=provider) as bank:
+    with _bank(max_size=1, provider=provider,
+               **_model_calls(model_timeout, model_retries, model_attempts, response_format)) as bank:
         pending = bank.compact_memories(scope, older_than, max_memories=max_memories,
                                         topics=list(topics) or None, model_id=model_id)
         if pending is None:
             _emit({"name": None, "message": "nothing to compact"})
             return
-        _emit(_operation(pending.wait(3600, process=True)))
+        op = pending.wait(3600, process=True)
+        _emit(_operation(op))
+        _failed_operation(bank, op)
 
 
 # -- tool permissions ------------------------------------------------------------

@@ -168,7 +168,9 @@ class MemoryBank:
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
                  provider: Any = None, min_size: int = 1, max_size: int = 4,
                  statement_timeout: str | None = None, lock_timeout: str | None = None,
-                 query_cache: QueryCache | int | None = None) -> None:
+                 query_cache: QueryCache | int | None = None, model_timeout: Any = None,
+                 model_retries: int | None = None, model_attempts: int | None = None,
+                 response_format: str | None = None) -> None:
         """Open a pool of ``min_size``..``max_size`` connections to ``url``.
 
         Each pooled connection runs with ``statement_timeout`` (default
@@ -200,6 +202,11 @@ class MemoryBank:
         self._worker: EmbeddingWorker | None = None
         self._provider_spec = provider
         self._generation_worker: Any = None
+        # Checked now (a bad value names its argument at once), used when the provider is built.
+        self._model_calls = dict(timeout=settings.model_timeout(model_timeout),
+                                 retries=settings.model_retries(model_retries),
+                                 response_format=settings.response_format(response_format))
+        self._model_attempts = settings.model_attempts(model_attempts)
         self._statement_timeout = statement_timeout or settings.statement_timeout()
         self._lock_timeout = lock_timeout or settings.lock_timeout()
         self._pool = self._open_pool(min_size, max_size)
@@ -602,24 +609,27 @@ class MemoryBank:
 
             provider = self._provider_spec
             if provider is None or isinstance(provider, str):
-                provider = get_provider(provider)
-            self._generation_worker = GenerationWorker(self.url, provider, self.embedder)
+                provider = get_provider(provider, **self._model_calls)
+            self._generation_worker = GenerationWorker(self.url, provider, self.embedder,
+                                                       max_attempts=self._model_attempts)
         return self._generation_worker
 
     def process_pending(self, *, limit: int | None = None, generation: bool = True,
-                        operation_name: str | UUID | None = None) -> int:
+                        operation_name: str | UUID | None = None, deadline: float | None = None) -> int:
         """Run queued work in this process until none is due; return how many jobs were processed.
 
         Generation jobs first (with ``generation``; with ``operation_name``
         only that operation's), then embeddings, so the memories that
         generation wrote are embedded too. For scripts and tests;
         long-running deployments run ``membank worker``. Raises
-        ConflictError (MB010) when the bank holds another model's vectors.
+        ConflictError (MB010) when the bank holds another model's vectors, and
+        CallAbandoned when a provider call still runs at ``deadline`` (a
+        ``time.monotonic()`` value; the job stays due).
         """
         done = 0
         if generation:
             done = self.generation_worker.process_pending(
-                limit=limit, operation_name=str(operation_name) if operation_name else None)
+                limit=limit, operation_name=str(operation_name) if operation_name else None, deadline=deadline)
         return done + self.worker.process_pending(limit=limit)
 
     def embedding_backlog(self) -> EmbeddingBacklog:
@@ -917,15 +927,21 @@ class PendingOperation:
         waiting (no separate worker needed; other operations are left to
         their workers); with ``fail_fast`` too, the first failed provider
         call raises GenerationError instead of waiting out the retries
-        (2 + 4 + 8 + 16 s). Raises TimeoutError after ``timeout`` seconds,
-        with a hint to start ``membank worker``.
+        (2, 4, 8, 16 s apart). Raises TimeoutError after ``timeout`` seconds,
+        with a hint to start ``membank worker``: also while a provider call
+        of this process is running (it is abandoned; the job stays due).
         """
         deadline = time.monotonic() + timeout
         if process:
             self.bank.generation_worker.last_error = None
         while True:
             if process:
-                self.bank.process_pending(operation_name=self.name)
+                from membank.generation import CallAbandoned
+
+                try:
+                    self.bank.process_pending(operation_name=self.name, deadline=deadline)
+                except CallAbandoned as err:
+                    raise TimeoutError(f"operation {self.name} not done after {timeout} s: {err}") from None
             operation = self.get()
             worker = self.bank.generation_worker if process else None
             # A refused request (HTTP 400, 404, ...) fails the operation at once: fail fast on it too.
@@ -935,10 +951,11 @@ class PendingOperation:
             if fail_fast and worker is not None and worker.last_error:
                 from membank.generation import GenerationError
 
-                raise GenerationError(f"operation {self.name}: the provider {worker.provider.model_id} failed: "
-                                      f"{worker.last_error}",
-                                      hint="check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
-                                           "`membank worker` would retry it with backoff")
+                cause = getattr(worker.last_exception, "message", None) or worker.last_error
+                raise GenerationError(f"operation {self.name}: {cause}",
+                                      hint=getattr(worker.last_exception, "hint", None)
+                                      or "check --provider / MEMBANK_PROVIDER and its credentials or endpoint; "
+                                         "`membank worker` would retry it with backoff")
             if operation.done:
                 return operation
             if time.monotonic() >= deadline:

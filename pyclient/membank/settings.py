@@ -1,7 +1,8 @@
-"""membank's settings from the environment: the data directory, timeouts, the database URL's variable.
+"""membank's settings from the environment: data directory, timeouts, model calls, the database URL's variable.
 
-A leaf module (it imports no other part of membank): ``membank.database``
-decides which database to use, ``membank.embedded`` runs the embedded one.
+A leaf module (it imports no other part of membank but ``membank.errors``, a
+leaf too, to raise): ``membank.database`` decides which database to use,
+``membank.embedded`` runs the embedded one.
 """
 
 from __future__ import annotations
@@ -75,3 +76,135 @@ def sqlalchemy_url(url: str) -> str:
     dbname = quote(params.pop("dbname", ""), safe="")
     auth = f"{user}:{quote(password, safe='')}@" if password else (f"{user}@" if user else "")
     return f"postgresql+psycopg://{auth}/{dbname}" + (f"?{urlencode(params)}" if params else "")
+
+
+# -- model calls ---------------------------------------------------------------
+# One syntax everywhere: MEMBANK_MODEL_TIMEOUT=45s, --model-timeout 45s and
+# model_timeout="45s" (or 45.0, or a timedelta) mean the same.
+ENV_MODEL_TIMEOUT = "MEMBANK_MODEL_TIMEOUT"
+ENV_MODEL_RETRIES = "MEMBANK_MODEL_RETRIES"
+ENV_MODEL_ATTEMPTS = "MEMBANK_MODEL_ATTEMPTS"
+ENV_RESPONSE_FORMAT = "MEMBANK_RESPONSE_FORMAT"
+
+DEFAULT_MODEL_TIMEOUT_S = 30.0
+DEFAULT_MODEL_RETRIES = 0
+DEFAULT_MODEL_ATTEMPTS = 2
+MAX_MODEL_ATTEMPTS = 5
+"""The database's own cap on a generation job's attempts (``membank.fail_generation_job``)."""
+RESPONSE_FORMATS = ("json_schema", "json_object", "none")
+SDK_RETRY_PAUSE_MAX_S = 8.0
+"""The longest pause the OpenAI SDK takes between its own retries (0.5 s doubling, at most 8 s)."""
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def _invalid(argument: str, message: str, hint: str) -> Exception:
+    from membank.errors import InvalidArgumentError  # errors imports nothing of membank
+
+    return InvalidArgumentError(f"{argument}: {message}", argument=argument, hint=hint)
+
+
+def seconds(value: object, argument: str) -> float:
+    """Return a positive duration in seconds: ``45s``, ``90m``, ``12h``, ``500ms``, seconds, a number or a timedelta.
+
+    The CLI's duration options take the same (``30d``, ``12h``, ``90m``, ``45s``, seconds).
+
+    Raises InvalidArgumentError naming ``argument`` for anything else (zero,
+    negative, not a number).
+    """
+    from datetime import timedelta
+
+    if isinstance(value, timedelta):
+        result = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        result = float(value)
+    else:
+        text = str(value).strip().lower()
+        unit = next((u for u in sorted(_UNITS, key=len, reverse=True) if text.endswith(u)), "")
+        try:
+            result = float(text[:len(text) - len(unit)].strip()) * _UNITS.get(unit, 1.0)
+        except ValueError:
+            result = float("nan")
+    if not result > 0 or result == float("inf"):
+        raise _invalid(argument, f"{value!r} is not a positive duration", "write e.g. 45s, 90m, 12h, 500ms or seconds")
+    return result
+
+
+def _count(value: object, argument: str, low: int, high: int) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        number = low - 1
+    if not low <= number <= high:
+        raise _invalid(argument, f"{value!r} is not a whole number from {low} to {high}",
+                       f"write a whole number from {low} to {high}")
+    return number
+
+
+def model_timeout(value: object = None) -> float:
+    """Return the seconds one model request may take (``value``, else ``MEMBANK_MODEL_TIMEOUT``, else 30 s).
+
+    The provider's HTTP client gives up on a request after it (its read
+    timeout: a server that accepts and never answers fails after it).
+    """
+    if value is None:
+        value = os.environ.get(ENV_MODEL_TIMEOUT, "").strip() or DEFAULT_MODEL_TIMEOUT_S
+        return seconds(value, ENV_MODEL_TIMEOUT)
+    return seconds(value, "model_timeout")
+
+
+def model_retries(value: object = None) -> int:
+    """Return how often the provider's SDK repeats a failed request at once (``MEMBANK_MODEL_RETRIES``, else 0).
+
+    0 to 10; the SDK retries connection errors, 408, 429 and 5xx after 0.5,
+    1, 2, ... (at most 8) seconds. The job's attempts retry anyway.
+    """
+    if value is None:
+        return _count(os.environ.get(ENV_MODEL_RETRIES, "").strip() or DEFAULT_MODEL_RETRIES,
+                      ENV_MODEL_RETRIES, 0, 10)
+    return _count(value, "model_retries", 0, 10)
+
+
+def model_attempts(value: object = None) -> int:
+    """Return the attempts a generation job gets before its operation fails (``MEMBANK_MODEL_ATTEMPTS``, else 2).
+
+    1 to 5 (the database's cap); attempt n+1 comes 2^n seconds after attempt
+    n failed. A refused request (HTTP 400, 401, 403, 404, 422, or a 5xx
+    that says the request is invalid) fails at once whatever this says.
+    """
+    if value is None:
+        return _count(os.environ.get(ENV_MODEL_ATTEMPTS, "").strip() or DEFAULT_MODEL_ATTEMPTS,
+                      ENV_MODEL_ATTEMPTS, 1, MAX_MODEL_ATTEMPTS)
+    return _count(value, "model_attempts", 1, MAX_MODEL_ATTEMPTS)
+
+
+def response_format(value: object = None) -> str:
+    """Return how the ``openai`` provider asks for JSON (``MEMBANK_RESPONSE_FORMAT``, else ``json_schema``).
+
+    ``json_schema``: the server enforces the reply's schema (OpenAI, vLLM,
+    Ollama, llama.cpp's llama-server); a server that refuses it is asked
+    again once with ``json_object`` and remembered. ``json_object``: any
+    JSON, the schema written into the prompt (llama-cpp-python's server).
+    ``none``: no response_format at all, the schema in the prompt.
+    """
+    argument = "response_format" if value is not None else ENV_RESPONSE_FORMAT
+    if value is None:
+        value = os.environ.get(ENV_RESPONSE_FORMAT, "").strip() or RESPONSE_FORMATS[0]
+    text = str(value).strip().lower()
+    if text not in RESPONSE_FORMATS:
+        raise _invalid(argument, f"{value!r} is not a response format", "one of " + ", ".join(RESPONSE_FORMATS))
+    return text
+
+
+def model_call_bound(timeout: float, retries: int, attempts: int) -> float:
+    """Return the most seconds a model call that never answers holds an operation in seconds.
+
+    Every attempt's requests time out (``timeout`` each, ``retries`` + 1 of
+    them with the SDK's pauses between them, at most 8 s), and the job waits
+    2, 4, 8, 16 s between attempts. With the defaults (30 s, 0, 2):
+    2 × 30 + 2 = 62 s. The database's own work comes on top (well under a
+    second per attempt).
+    """
+    sdk_pauses = sum(min(0.5 * 2 ** n, SDK_RETRY_PAUSE_MAX_S) for n in range(retries))
+    job_pauses = sum(min(2 ** n, 300) for n in range(1, attempts))
+    return attempts * ((retries + 1) * timeout + sdk_pauses) + job_pauses
