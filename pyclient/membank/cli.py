@@ -1123,13 +1123,14 @@ def permissions_remove(scope: Any, rule_id: int) -> None:
 @_output_option
 def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any, project_id: str | None,
                       session_id: str | None) -> None:
-    """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW)."""
+    """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW; 2 on a bad argument)."""
     from membank.permissions import PermissionGuard
 
     with _bank(max_size=1) as bank:
         guard = PermissionGuard(bank, project_id=project_id)
+        # strict: a bad argument is a named error (exit 2), not a PROMPT_USER answer (exit 1).
         decision = guard.check(scope, tool_name, args if args is not None else {"command": command},
-                               session_id=session_id)
+                               session_id=session_id, strict=True)
         _emit(_dataclass_json(decision))
     if decision.decision != "ALLOW":
         raise SystemExit(1)
