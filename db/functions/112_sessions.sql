@@ -121,6 +121,31 @@ begin
 end
 $$;
 
+-- name: refuse_far_over: 22023 at once for a JSON argument whose stored size is far (16x) over its limit.
+-- The exact checks measure JSON text, which means writing the value out:
+-- seconds for 200 MB. pg_column_size reads the size the value has in
+-- memory without that; jsonb can be larger than its text (a number is
+-- stored in 8 or more bytes), but not 16 times, so only values that are
+-- over their limit in any measure are refused here.
+create or replace function membank_private.refuse_far_over(value jsonb, what text, argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if pg_column_size(value) > 16::bigint * membank_private.size_limit(what) then
+        perform membank_private._raise_invalid(argument, format('is %s bytes as stored', pg_column_size(value)),
+            case when what = 'session_event'
+                 then format('an event is at most %s bytes as JSON text', membank_private.size_limit(what))
+                 else format('a session''s own, a user''s and an app''s state are at most %s, %s and %s bytes as JSON '
+                             || 'text', membank_private.size_limit('session_state'),
+                             membank_private.size_limit('user_state'), membank_private.size_limit('app_state')) end);
+    end if;
+end
+$$;
+
 -- name: validate_state_values: 22023 naming the argument when a key of a state is over size_limit('state_value').
 create or replace function membank_private.validate_state_values(state jsonb, argument text)
 returns void
@@ -244,6 +269,7 @@ begin
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
     end if;
+    perform membank_private.refuse_far_over(state, 'session_state', 'state');
     perform membank_private.validate_state_keys(state, 'state');
     perform membank_private.validate_state_values(state, 'state');
     perform membank_private.check_state_size('session_state',

@@ -29,6 +29,7 @@ begin
         perform membank_private._raise_invalid('event', 'must be a JSON object',
             'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
     end if;
+    perform membank_private.refuse_far_over(event, 'session_event', 'event');
     if jsonb_typeof(event -> 'id') is distinct from 'string' or length(event ->> 'id') not between 1 and 200 then
         perform membank_private._raise_invalid('event.id', 'must be a string of 1 to 200 characters',
             'the event id makes appending idempotent; reuse it on retry');
