@@ -580,6 +580,24 @@ def test_permissions_check_with_an_empty_tool_is_a_named_error_exit_2(db_url, mo
     assert "Traceback" not in result.output
 
 
+def test_events_list_output_still_appends_through_the_cli(db_url, monkeypatch):
+    # Unknown event keys are refused, but `events list` prints append_time (docs/cli.md: "the format `events
+    # append` reads"): the CLI drops it, so that a session copies to another as documented.
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    runner, scope = CliRunner(), '{"user_id": "u1"}'
+    assert runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s1"],
+                         input=json.dumps(EV1) + "\n").exit_code == 0
+    listed = runner.invoke(main, ["events", "list", "--scope", scope, "--session", "s1"]).stdout
+    assert "append_time" in listed
+    copied = runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s2"], input=listed)
+    assert copied.exit_code == 0, copied.output
+    assert json.loads(copied.stdout)["appended"] == 1
+
+
 def test_build_context_with_budget_0_is_accepted_and_chooses_nothing(conn, existing, seeded):
     # Accepted on purpose (documented in build_context's COMMENT): the Python context builder passes what is
     # left of its budget after the session buffer, which may be 0; the memories are then judged, none chosen.

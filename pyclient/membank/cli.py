@@ -859,13 +859,21 @@ def events() -> None:
     """Append and list the events of a session (the source GenerateMemories reads)."""
 
 
+def _without_append_time(events: Any) -> Any:
+    # `events list` prints each event's append_time, which the bank sets: dropped here so that its output
+    # appends as it is (append_events refuses keys an event does not have).
+    if not isinstance(events, list):
+        return events
+    return [{k: v for k, v in e.items() if k != "append_time"} if isinstance(e, dict) else e for e in events]
+
+
 def _read_events(source: Any) -> list[Any]:
     # JSON lines (one event object per line); a single JSON array is taken too.
     text = source.read()
     stripped = text.strip()
     if stripped.startswith("["):
         try:
-            return json.loads(stripped)
+            return _without_append_time(json.loads(stripped))
         except json.JSONDecodeError as err:
             raise click.BadParameter(f"not a valid JSON array ({err.msg})", param_hint="--file") from None
     out = []
@@ -878,7 +886,7 @@ def _read_events(source: Any) -> list[Any]:
             raise click.BadParameter(f"line {number}: not valid JSON ({err.msg}); one event object per line, "
                                      'e.g. {"event_id": "e1", "author": "user", "text": "I moved to Lisbon", '
                                      '"timestamp": "2023-05-24T10:00:00Z"}', param_hint="--file") from None
-    return out
+    return _without_append_time(out)
 
 
 @events.command("append")
