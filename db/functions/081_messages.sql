@@ -164,7 +164,8 @@ begin
     _appended := membank.append_events(_scope, add_messages.session_id, _all);
     -- With no message of extract_roles, a done no-op operation (generate_memories itself refuses events => []).
     _name := membank_private.start_generation(scope => _scope, events => coalesce(_source, '[]'),
-                                              session_id => add_messages.session_id, topics => topics);
+                                              session_id => add_messages.session_id, topics => topics,
+                                              allow_empty_events => true);
     return row(_name, _appended, jsonb_array_length(_all), _excluded, _skipped,
                array(select e ->> 'event_id' from jsonb_array_elements(_all) as e))::membank.added_messages;
 end

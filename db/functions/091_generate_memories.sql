@@ -81,8 +81,10 @@ begin
 end
 $$;
 
--- name: start_generation: generate_memories without its refusal of events => []: add_messages of roles it
--- does not extract from still returns a (done, no-op) operation.
+-- name: start_generation: generate_memories' body; allow_empty_events for add_messages of roles it does not extract.
+-- generate_memories refuses events => [] (a caller's mistake, not a no-op
+-- to poll); add_messages of only such roles still answers with a done
+-- no-op operation.
 create or replace function membank_private.start_generation(
     scope jsonb,
     events jsonb default null,
@@ -96,7 +98,8 @@ create or replace function membank_private.start_generation(
     request_id text default null,
     ttl interval default null,
     profile_schemas jsonb default null,
-    disable_natural_language_memories boolean default false
+    disable_natural_language_memories boolean default false,
+    allow_empty_events boolean default false
 ) returns uuid
 language plpgsql
 volatile
@@ -157,6 +160,10 @@ begin
                         from jsonb_array_elements(_facts) with ordinality as x (f, n));
         end if;
     else
+        if jsonb_typeof(events) = 'array' and jsonb_array_length(events) = 0 and not allow_empty_events then
+            perform membank_private._raise_invalid('events', 'is empty',
+                'pass 1 to 1000 events, or session_id without events to generate from a stored session');
+        end if;
         _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
     end if;
 
@@ -228,12 +235,6 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 begin
-    perform membank_private.validate_scope(scope);
-    if jsonb_typeof(events) = 'array' and jsonb_array_length(events) = 0 then
-        -- Nothing to learn from: a caller's mistake, not a no-op operation to poll.
-        perform membank_private._raise_invalid('events', 'is empty',
-            'pass 1 to 1000 events, or session_id without events to generate from a stored session');
-    end if;
     return membank_private.start_generation(
         scope => scope, events => events, session_id => session_id, start_time => start_time, end_time => end_time,
         facts => facts, topics => topics, examples => examples, disable_consolidation => disable_consolidation,
