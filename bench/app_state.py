@@ -16,8 +16,8 @@ Run with nice:
     nice -n 10 .venv/bin/python bench/app_state.py [--apps 20] [--users 20] [--keys 10] [--rounds 5]
 (MEMBANK_DATABASE_URL: the server to use; a database membank_bench_app_state is created on it.)
 
---victim: what one user's app: state costs another user of the app (issue 37: 200 MB of one user's app: state
-took another user's get_session from 11 ms to 25.9 s). A victim user has a session with --events events in app
+--victim: what one user's app: state costs another user of the app (the attack it answers: 200 MB of one
+user's app: state took another user's get_session from 11 ms to 25.9 s). A victim user has a session with --events events in app
 "shop" and a twin session in app "calm"; its get_session of each is timed alternately, read by read, so that
 the twin (whose app: state stays empty) is the baseline under the same machine load. Phases: before (both
 app: states empty); shop's app: state filled to membank_private.size_limit('app_state') by an attacker user

@@ -183,7 +183,7 @@ CASES += [
      ['{"id": "e", "author": "user", "timestamp": 1, "actions": "state_delta"}'], None, "22023", "event.actions"),
 ]
 
-# Issue 37's bad inputs: each was accepted (or raised unnamed) before.
+# Inputs the API took without a word (or refused unnamed): each named now.
 IMAGE = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]
 EV1 = {"event_id": "e1", "author": "user", "text": "I like tea", "timestamp": "2023-05-24T10:00:00Z"}
 BIG_VALUE = "x" * 70_000  # a state key's value over size_limit('state_value') (65536 bytes)
@@ -539,7 +539,7 @@ def test_an_unknown_decomposition_method_is_named_but_not_echoed_whole(conn):
     assert len(err.value.diag.message_primary) < 200
 
 
-# -- issue 37: what the client must name before any SQL -------------------------------------------
+# -- what the client must name before any SQL ---------------------------------------------------------
 @pytest.mark.parametrize("call, argument, message", [
     # A lone surrogate: psycopg's UTF-8 encoding raised UnicodeEncodeError, naming nothing.
     (lambda b: b.create_memory(U1, "peanut \ud800 allergy"), "fact",

@@ -540,7 +540,7 @@ class FuzzBank(RuleBasedStateMachine):
     @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS), create=st.booleans(),
           kind=st.sampled_from(["value", "user:value", "app:value", "app:total"]))
     def oversized_state(self, login, scope, session, create, kind) -> None:
-        """Issue 37's 200 MB of app: state, in small: one state key over size_limit('state_value'), or app: keys
+        """The 200 MB app: state attack, in small: one state key over size_limit('state_value'), or app: keys
         that fit one by one but not together in size_limit('app_state'). Refused for every login (22023 where it
         may write, 42501 where it may not); the refusal changes no row count (call's own check), and its canary
         is never stored, so it must turn up in no output and no table."""

@@ -1,6 +1,6 @@
 """Size limits on what a tenant stores (membank_private.size_limit), and ADK app: state one user cannot bloat.
 
-Issue 37: one user wrote 200 MB of app: state, and every other user's
+An attack: one user wrote 200 MB of app: state, and every other user's
 get_session of that app read it (11 ms -> 25.9 s). Each limit is refused
 with 22023 naming the argument, its hint giving the limit, nothing written;
 the app's state is bounded on write and on read. The timing is measured by
