@@ -1,7 +1,8 @@
 """Bad input: a SQLSTATE, a message naming the argument, a hint; nothing written."""
 
+import json
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import psycopg
 import pytest
@@ -183,6 +184,78 @@ CASES += [
     ("ADK event actions not an object",
      "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
      ['{"id": "e", "author": "user", "timestamp": 1, "actions": "state_delta"}'], None, "22023", "event.actions"),
+]
+
+# Inputs the API took without a word (or refused unnamed): each named now.
+IMAGE = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}]
+EV1 = {"event_id": "e1", "author": "user", "text": "I like tea", "timestamp": "2023-05-24T10:00:00Z"}
+BIG_VALUE = "x" * 70_000  # a state key's value over size_limit('state_value') (65536 bytes)
+CASES += [
+    ("list_memories created_after > created_before",
+     f"select * from membank.list_memories(scope => '{U}', created_after => %s::timestamptz,"
+     " created_before => '2024-01-01T00:00:00Z')", ["2025-01-01T00:00:00Z"],
+     lambda b: b.list_memories(U1, created_after="2025-01-01T00:00:00Z", created_before="2024-01-01T00:00:00Z"),
+     "22023", "created_after"),
+    ("list_memories updated_after > updated_before",
+     f"select * from membank.list_memories(scope => '{U}', updated_after => %s::timestamptz,"
+     " updated_before => '2024-01-01T00:00:00Z')", ["2025-01-01T00:00:00Z"], None, "22023", "updated_after"),
+    ("append_events of []", f"select membank.append_events(scope => '{U}', session_id => 's', events => %s::jsonb)",
+     ["[]"], lambda b: b.append_events(U1, "s", []), "22023", "events"),
+    ("generate_memories from events []", f"select membank.generate_memories(scope => '{U}', events => %s::jsonb)",
+     ["[]"], lambda b: b.generate_memories(U1, events=[]), "22023", "events"),
+    ("generate_memories from events [] into a session",
+     f"select membank.generate_memories(scope => '{U}', events => %s::jsonb, session_id => 's')", ["[]"],
+     lambda b: b.generate_memories(U1, events=[], session_id="s"), "22023", "events"),
+    ("unknown key in an appended event",
+     f"select membank.append_events(scope => '{U}', session_id => 's', events => %s::jsonb)",
+     ['[{"event_id": "e1", "author": "user", "txt": "I like tea", "timestamp": "2023-05-24T10:00:00Z"}]'],
+     lambda b: b.append_events(U1, "s", [{"event_id": "e1", "author": "user", "txt": "I like tea",
+                                          "timestamp": "2023-05-24T10:00:00Z"}]), "22023", "events[0]"),
+    ("unknown key in an inline event",
+     f"select membank.generate_memories(scope => '{U}', events => %s::jsonb)",
+     ['[{"event_id": "e1", "author": "user", "text": "I like tea", "timestamp": "2023-05-24T10:00:00Z",'
+      ' "role": "user"}]'],
+     lambda b: b.generate_memories(U1, events=[{**EV1, "role": "user"}]), "22023", "events[0]"),
+    ("unknown key in a fact object", f"select membank.generate_memories(scope => '{U}', facts => %s::jsonb)",
+     ['[{"fact": "The user likes tea", "topic": ["USER_PREFERENCES"]}]'],
+     lambda b: b.generate_memories(U1, facts=[{"fact": "The user likes tea", "topic": ["USER_PREFERENCES"]}]),
+     "22023", "facts[0]"),
+    ("add_messages whose only part is an image",
+     f"select membank.add_messages(scope => '{U}', messages => %s::jsonb)", [json.dumps(IMAGE)],
+     lambda b: b.add(IMAGE, scope=U1), "22023", "messages[0].content"),
+    ("ADK session state key with an empty name",
+     "select membank.create_session(app_name => 'a', user_id => 'u', state => %s::jsonb)", ['{"": 1}'],
+     lambda b: b.create_session("a", "u", state={"": 1}), "22023", "state"),
+    ("ADK session state delta key with an empty name",
+     "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
+     ['{"id": "e", "author": "user", "timestamp": 1, "actions": {"state_delta": {"": 1}}}'], None, "22023",
+     "event.actions.state_delta"),
+    ("retrieve_profiles of schema id \"\"",
+     f"select membank.retrieve_profiles(scope => '{U}', schema_ids => %s::text[])", ['{""}'],
+     lambda b: b.retrieve_profiles(U1, schema_ids=[""]), "22023", "schema_ids"),
+    # Size limits (membank_private.size_limit).
+    ("ADK state value over its limit",
+     "select membank.create_session(app_name => 'a', user_id => 'u', state => %s::jsonb)",
+     [json.dumps({"app:big": BIG_VALUE})], lambda b: b.create_session("a", "u", state={"app:big": BIG_VALUE}),
+     "22023", "state"),
+    ("ADK state delta value over its limit",
+     "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
+     [json.dumps({"id": "e", "author": "user", "timestamp": 1, "actions": {"state_delta": {"user:big": BIG_VALUE}}})],
+     None, "22023", "event.actions.state_delta"),
+    ("ADK event over its limit",
+     "select membank.append_session_event(app_name => 'a', user_id => 'u', session_id => 's0', event => %s::jsonb)",
+     [json.dumps({"id": "e", "author": "user", "timestamp": 1, "content": {"parts": [{"text": "x" * 1_100_000}]}})],
+     None, "22023", "event"),
+    ("labels over 64 KiB", f"select membank.create_memory(scope => '{U}', fact => 'x', labels => %s::jsonb)",
+     [json.dumps({"l": BIG_VALUE})], lambda b: b.create_memory(U1, "x", labels={"l": BIG_VALUE}), "22023", "labels"),
+    ("metadata over 64 KiB", f"select membank.create_memory(scope => '{U}', fact => 'x', metadata => %s::jsonb)",
+     [json.dumps({"m": BIG_VALUE})], lambda b: b.create_memory(U1, "x", metadata={"m": BIG_VALUE}), "22023",
+     "metadata"),
+    ("event text over its limit",
+     f"select membank.append_events(scope => '{U}', session_id => 's', events => %s::jsonb)",
+     [json.dumps([{**EV1, "text": "x" * 200_001}])],
+     lambda b: b.append_events(U1, "s", [{**EV1, "text": "x" * 200_001}]),
+     "22023", "events[0].text"),
 ]
 
 CLASS_FOR = {"22023": InvalidArgumentError, "22P02": InvalidArgumentError, "P0002": NotFoundError}
@@ -467,3 +540,89 @@ def test_an_unknown_decomposition_method_is_named_but_not_echoed_whole(conn):
     assert err.value.sqlstate == "22023"
     assert err.value.diag.message_primary.startswith("method: unknown decomposition method \"xxx")
     assert len(err.value.diag.message_primary) < 200
+
+
+# -- what the client must name before any SQL ---------------------------------------------------------
+@pytest.mark.parametrize("call, argument, message", [
+    # A lone surrogate: psycopg's UTF-8 encoding raised UnicodeEncodeError, naming nothing.
+    (lambda b: b.create_memory(U1, "peanut \ud800 allergy"), "fact",
+     "fact: must not contain lone surrogates (U+D800..U+DFFF)"),
+    (lambda b: b.create_memory(U1, "f", metadata={"note": "a \udfff"}), "metadata",
+     "metadata: must not contain lone surrogates (U+D800..U+DFFF)"),
+    # NaN: json.dumps writes the token NaN, which the server refused as invalid JSON (22P02), naming nothing.
+    (lambda b: b.create_memory(U1, "f", metadata={"score": float("nan")}), "metadata",
+     "metadata: must not hold NaN or infinite numbers"),
+    (lambda b: b.create_memory(U1, "f", labels={"w": [float("inf")]}), "labels",
+     "labels: must not hold NaN or infinite numbers"),
+    # A naive time was read as UTC (the connection's zone): an instant the caller never named.
+    (lambda b: b.create_memory(U1, "f", expire_time=datetime(2099, 1, 1)), "expire_time",
+     "expire_time: must be timezone-aware, got the naive 2099-01-01T00:00:00"),
+    (lambda b: b.create_memory(U1, "f", expire_time="2099-01-01T00:00:00"), "expire_time",
+     "expire_time: must be timezone-aware, got the naive 2099-01-01T00:00:00"),
+    (lambda b: b.list_memories(U1, created_after=datetime(2020, 1, 1)), "created_after",
+     "created_after: must be timezone-aware, got the naive 2020-01-01T00:00:00"),
+])
+def test_client_names_text_json_and_times_sql_cannot_take(bank, conn, seeded, call, argument, message):
+    with pytest.raises(InvalidArgumentError) as err:
+        call(bank)
+    assert (err.value.message, err.value.argument, err.value.sqlstate) == (message, argument, "22023")
+    assert err.value.hint
+    assert count_all_rows(conn) == seeded
+
+
+def test_permissions_check_with_an_empty_tool_is_a_named_error_exit_2(db_url, monkeypatch):
+    # Before: the guard answered PROMPT_USER for its own failure, and the CLI exited 1 as for a refusal.
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    result = CliRunner().invoke(main, ["permissions", "check", "--scope", '{"user_id": "u1"}', "--tool", ""])
+    assert result.exit_code == 2, result.output
+    assert "error [22023]: tool_name: " in result.output and "hint:" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_events_list_output_still_appends_through_the_cli(db_url, monkeypatch):
+    # Unknown event keys are refused, but `events list` prints append_time (docs/cli.md: "the format `events
+    # append` reads"): the CLI drops it, so that a session copies to another as documented.
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    runner, scope = CliRunner(), '{"user_id": "u1"}'
+    assert runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s1"],
+                         input=json.dumps(EV1) + "\n").exit_code == 0
+    listed = runner.invoke(main, ["events", "list", "--scope", scope, "--session", "s1"]).stdout
+    assert "append_time" in listed
+    copied = runner.invoke(main, ["events", "append", "--scope", scope, "--session", "s2"], input=listed)
+    assert copied.exit_code == 0, copied.output
+    assert json.loads(copied.stdout)["appended"] == 1
+
+
+def test_build_context_with_budget_0_is_accepted_and_chooses_nothing(conn, existing, seeded):
+    # Accepted on purpose (documented in build_context's COMMENT): the Python context builder passes what is
+    # left of its budget after the session buffer, which may be 0; the memories are then judged, none chosen.
+    row = conn.execute("select membank.build_context(scopes => %s::jsonb, query_text => 'existing fact',"
+                       " budget_tokens => 0) as c", [json.dumps(U1)]).fetchone()["c"]
+    assert row["text"] == "" and row["budget_tokens"] == 0
+    assert count_all_rows(conn) == seeded
+
+
+def test_add_messages_of_roles_not_extracted_is_a_done_no_op(bank, conn):
+    # generate_memories refuses events => [], but add_messages of only a system message still stores it and
+    # answers with a done operation of no actions (its messages are the session's record).
+    pending = bank.add([{"role": "system", "content": "You are terse."}], scope=U1, session_id="chat")
+    got = pending.get()
+    assert got.done and got.generated_memories == [] and pending.added["excluded_messages"] == 1
+    assert [e.text for e in bank.list_events(U1, "chat")] == ["You are terse."]
+
+
+def test_ingest_events_of_nothing_still_rechecks_the_trigger(bank):
+    # append_events refuses [], but IngestEvents with no events is documented: it re-checks the stream's trigger.
+    first = bank.ingest_events(U1, [EV1], stream_id="s",
+                               generation_trigger_config={"generation_rule": {"event_count": 5}})
+    assert first.pending_events == 1 and first.operation_name is None
+    again = bank.ingest_events(U1, [], stream_id="s", force_flush=True)
+    assert (again.appended, again.trigger_reason) == (0, "force_flush") and again.operation_name is not None

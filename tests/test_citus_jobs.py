@@ -502,8 +502,10 @@ def test_retention_removes_what_is_past_its_window_scope_by_scope(cluster):
     with connect(writer) as c:
         for name in gone:
             c.execute("select membank.delete_memory(name => %s, scope => %s)", (name, json.dumps(names[name])))
-        for scope in scopes:  # a done no-op operation in each scope
-            c.execute("select membank.generate_memories(scope => %s, events => '[]')", (json.dumps(scope),))
+        for scope in scopes:  # a done no-op operation in each scope (a blank event: nothing to learn from)
+            c.execute("select membank.generate_memories(scope => %s, events => '[{\"event_id\": \"e\","
+                      " \"author\": \"user\", \"text\": \" \", \"timestamp\": \"2023-05-24T10:00:00Z\"}]')",
+                      (json.dumps(scope),))
     with connect(admin) as c:
         c.execute("select membank.configure_retention(deleted_revisions => interval '0',"
                   " finished_operations => interval '0')")

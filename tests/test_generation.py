@@ -98,7 +98,7 @@ def test_the_extraction_prompt_anchors_relative_time_to_each_event(bank, conn):
         "USER_PERSONAL_INFO", "USER_PREFERENCES", "KEY_CONVERSATION_DETAILS", "EXPLICIT_INSTRUCTIONS"]
 
 
-@pytest.mark.parametrize("events", [[], [event("   \n\t ")], [event(None)]], ids=["no events", "blank", "null"])
+@pytest.mark.parametrize("events", [[event("   \n\t ")], [event(None)]], ids=["blank", "null"])
 def test_nothing_to_learn_is_a_done_no_op_without_a_model_call(bank, events):
     provider = CountingRules()
     with MemoryBank(bank.url, provider=provider) as client:

@@ -537,6 +537,36 @@ class FuzzBank(RuleBasedStateMachine):
         # Every user of the app: a tenant lists only its own users' sessions (the output check holds it to that).
         self.call(login, "select membank.list_sessions(app_name => 'fz')")
 
+    @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS), create=st.booleans(),
+          kind=st.sampled_from(["value", "user:value", "app:value", "app:total"]))
+    def oversized_state(self, login, scope, session, create, kind) -> None:
+        """The 200 MB app: state attack, in small: one state key over size_limit('state_value'), or app: keys
+        that fit one by one but not together in size_limit('app_state'). Refused for every login (22023 where it
+        may write, 42501 where it may not); the refusal changes no row count (call's own check), and its canary
+        is never stored, so it must turn up in no output and no table."""
+        user, text = SCOPES[scope]["user_id"], self.canary(scope)
+        self.model.gone.add(text)
+        prefix = kind.split(":")[0] + ":" if ":" in kind else ""
+        delta = ({f"{prefix}big": text + "x" * 70_000} if kind.endswith("value")
+                 else {"app:half1": text + "x" * 40_000, "app:half2": "y" * 40_000})
+        if create:
+            got = self.call(login, "select membank.create_session(app_name => 'fz', user_id => %s,"
+                                   " session_id => %s, state => %s)", (user, f"big-{self.step}", Jsonb(delta)))
+            function = "create_session"
+        else:
+            got = self.call(login, "select membank.append_session_event(app_name => 'fz', user_id => %s,"
+                                   " session_id => %s, event => %s)",
+                            (user, session, Jsonb({"id": f"big-{self.step}", "author": "user",
+                                                   "timestamp": 1700000000, "actions": {"state_delta": delta}})))
+            function = "append_session_event"
+        assert isinstance(got, Refused), f"{login}: {function} stored an oversized state ({kind})"
+        if self.allowed(login, function) and self.model.may(login, scope):
+            # P0002: an append to a session that does not exist (a total is checked against the session's).
+            assert got.sqlstate == "22023" or (got.sqlstate == "P0002" and not create and kind == "app:total"), \
+                f"{login}: {function} of an oversized state ({kind}): {got}"
+        else:
+            self.expect(login, function, scope, got)
+
     @rule(login=logins, scope=scopes, session=st.sampled_from(SESSIONS))
     def delete_session(self, login, scope, session) -> None:
         got = self.call(login, "select membank.delete_session(app_name => 'fz', user_id => %s, session_id => %s)",

@@ -7,6 +7,35 @@
 --   fact: 1..32768 characters, not only whitespace.
 --   topics: at most 32, each 1..128 characters.
 --   metadata: a JSON object of at most 65536 bytes as text.
+-- Each size limit is defined once, in size_limit below; checks and their
+-- hints read it from there.
+
+-- name: size_limit: the one definition of each size limit on what a tenant stores (docs/memories.md, "Limits").
+-- Characters for text, bytes of the JSON text (jsonb::text) for JSON. A
+-- name not listed here is a bug in the caller: null, which a test catches
+-- (tests/test_size_limits.py reads every size_limit('...') in db/).
+create or replace function membank_private.size_limit(what text)
+returns integer
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case what
+        when 'fact' then 32768              -- characters of a fact (and of a memory's context)
+        when 'json_object' then 65536       -- bytes: metadata, labels, structured_content, filters
+        when 'query_text' then 4000         -- characters of a retrieval query
+        when 'event_text' then 200000       -- characters of an event's text (append_events, GenerateMemories)
+        when 'events' then 1000             -- events per append_events call and per GenerateMemories operation
+        when 'session_event' then 1048576   -- bytes of one framework event (append_session_event's payload)
+        when 'state_value' then 65536       -- bytes of one state key and its value (session, user: or app:)
+        when 'session_state' then 1048576   -- bytes of a session's own state
+        when 'user_state' then 1048576      -- bytes of a user's "user:" state (every session of the scope)
+        when 'app_state' then 65536         -- bytes of an app's "app:" state (every user of the app reads it)
+        when 'state_keys' then 1000         -- keys of a session's own, a user's or an app's state
+    end;
+$$;
 
 -- name: _raise_invalid: raise 22023 naming the argument, with a hint.
 create or replace function membank_private._raise_invalid(
@@ -145,10 +174,11 @@ begin
         perform membank_private._raise_invalid(argument, 'must be non-empty text',
             'a fact is a natural-language statement such as "User is allergic to peanuts"');
     end if;
-    if length(fact) > 32768 then
+    if length(fact) > membank_private.size_limit('fact') then
         perform membank_private._raise_invalid(argument,
             format('has %s characters', length(fact)),
-            'a fact is at most 32768 characters; split long text into several memories');
+            format('a fact is at most %s characters; split long text into several memories',
+                   membank_private.size_limit('fact')));
     end if;
     return fact;
 end
@@ -169,10 +199,10 @@ begin
             format('must be a JSON object, got %s', coalesce(jsonb_typeof(value), 'null')),
             'pass an object, e.g. {"source": "chat"}');
     end if;
-    if octet_length(value::text) > 65536 then
+    if octet_length(value::text) > membank_private.size_limit('json_object') then
         perform membank_private._raise_invalid(argument,
             format('is %s bytes', octet_length(value::text)),
-            'JSON object arguments are at most 65536 bytes as text');
+            format('JSON object arguments are at most %s bytes as text', membank_private.size_limit('json_object')));
     end if;
     -- Deeper JSON is stored by PostgreSQL but cannot be read back by common
     -- clients (Python's json module stops at ~1000 levels).

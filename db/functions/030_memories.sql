@@ -285,6 +285,15 @@ begin
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
+    -- An empty range is a caller's mistake (swapped bounds), not an empty page.
+    if created_after > created_before then
+        perform membank_private._raise_invalid('created_after', 'is after created_before',
+            'the range is (created_after, created_before): memories created after the one and before the other');
+    end if;
+    if updated_after > updated_before then
+        perform membank_private._raise_invalid('updated_after', 'is after updated_before',
+            'the range is (updated_after, updated_before): memories updated after the one and before the other');
+    end if;
     if page_token is not null then
         select t.create_time, t.name into _after_time, _after_name
         from membank_private.parse_page_token(page_token) as t;
@@ -329,8 +338,9 @@ $$List the live memories of one exact scope (a JSON object) or of several exact 
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
 memory_type (default NATURAL_LANGUAGE: STRUCTURED_PROFILE field memories are listed only when asked for),
-created_/updated_ after/before (exclusive bounds).
-Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).$$;
+created_/updated_ after/before (exclusive bounds; an after later than its before is refused).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics, memory_type,
+created_after or updated_after).$$;
 
 -- name: update_memory: change only the given fields; one new revision.
 create or replace function membank.update_memory(

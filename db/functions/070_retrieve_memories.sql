@@ -117,9 +117,10 @@ begin
         if query_embedding is null and membank_private.is_blank(query_text) then
             return;  -- no query: retrieve_memories lists the scope
         end if;
-        if length(query_text) > 4000 then
+        if length(query_text) > membank_private.size_limit('query_text') then
             perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
-                'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+                format('a query is at most %s characters; the embedding model reads only its first 512 tokens anyway',
+                       membank_private.size_limit('query_text')));
         end if;
         texts := array[query_text];
         queries := array[membank_private.check_query_embedding(query_embedding, embedding_model)];
@@ -141,9 +142,11 @@ begin
                    _n, coalesce(array_ndims(query_embeddings), 0), array_dims(query_embeddings)),
             'e.g. ARRAY[[0.1, 0.2, ...], [0.3, 0.4, ...]]::real[] with the bank''s dimension per row');
     end if;
-    if exists (select from unnest(query_texts) as t where length(t) > 4000) then
-        perform membank_private._raise_invalid('query_texts', 'holds a query text of more than 4000 characters',
-            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    if exists (select from unnest(query_texts) as t where length(t) > membank_private.size_limit('query_text')) then
+        perform membank_private._raise_invalid('query_texts',
+            format('holds a query text of more than %s characters', membank_private.size_limit('query_text')),
+            format('a query is at most %s characters; the embedding model reads only its first 512 tokens anyway',
+                   membank_private.size_limit('query_text')));
     end if;
     texts := query_texts;
     if query_embeddings is not null then

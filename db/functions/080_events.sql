@@ -16,20 +16,29 @@ declare
     _i bigint := 0;
     _time timestamptz;
     _zone text [];
+    _key text;
 begin
     if events is null or jsonb_typeof(events) <> 'array' then
         perform membank_private._raise_invalid('events',
             format('must be a JSON array, got %s', coalesce(jsonb_typeof(events), 'null')),
             'pass [{"event_id": "e1", "author": "user", "text": "...", "timestamp": "2023-05-24T10:00:00Z"}]');
     end if;
-    if jsonb_array_length(events) > 1000 then
+    if jsonb_array_length(events) > membank_private.size_limit('events') then
         perform membank_private._raise_invalid('events', format('holds %s events', jsonb_array_length(events)),
-            'append at most 1000 events per call');
+            format('append at most %s events per call', membank_private.size_limit('events')));
     end if;
     for _event in select e from jsonb_array_elements(events) as e loop
         if jsonb_typeof(_event) <> 'object' then
             perform membank_private._raise_invalid(format('events[%s]', _i), 'must be a JSON object',
                 'each event is {"event_id", "author", "text", "timestamp"}');
+        end if;
+        -- A misspelt key ("txt", "time") would otherwise be dropped without a word.
+        select k into _key from jsonb_object_keys(_event) as k
+        where k not in ('event_id', 'author', 'text', 'timestamp') order by k limit 1;
+        if _key is not null then
+            perform membank_private._raise_invalid(format('events[%s]', _i),
+                format('has the unknown key %s', to_jsonb(_key)),
+                'an event has only "event_id", "author", "text" and "timestamp"');
         end if;
         if jsonb_typeof(_event -> 'event_id') is distinct from 'string'
            or length(_event ->> 'event_id') not between 1 and 200 then
@@ -42,9 +51,9 @@ begin
                 'must be a string of 1 to 200 characters', 'e.g. "user", "assistant" or the speaker''s name');
         end if;
         if _event ? 'text' and jsonb_typeof(_event -> 'text') not in ('string', 'null')
-           or length(_event ->> 'text') > 200000 then
+           or length(_event ->> 'text') > membank_private.size_limit('event_text') then
             perform membank_private._raise_invalid(format('events[%s].text', _i),
-                'must be a string of at most 200000 characters, or null',
+                format('must be a string of at most %s characters, or null', membank_private.size_limit('event_text')),
                 'an event''s text is what was said; GenerateMemories splits a long one on sentence boundaries');
         end if;
         -- ISO 8601 with an explicit zone only: PostgreSQL would also take
@@ -85,13 +94,13 @@ begin
 end
 $$;
 
--- name: append_events: store events of a session; retries with the same event ids store nothing twice.
-create or replace function membank.append_events(
+-- name: store_events: append_events without its refusal of []: ingest_events appends [] to re-check a trigger.
+create or replace function membank_private.store_events(
     scope jsonb, session_id text, events jsonb
 ) returns integer
 language plpgsql
 volatile
-security definer
+security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
@@ -125,7 +134,7 @@ begin
     select g.event_id into _conflict
     from unnest(_ids, _authors, _texts, _times, _offsets) as g (event_id, author, event_text, event_time, utc_offset)
     inner join membank_private.events as e
-        on e.scope_id = _scope_id and e.session_id = append_events.session_id and e.event_id = g.event_id
+        on e.scope_id = _scope_id and e.session_id = store_events.session_id and e.event_id = g.event_id
     where (e.author, e.text, e.event_time, e.utc_offset)
           is distinct from (g.author, g.event_text, g.event_time, g.utc_offset)
     limit 1;
@@ -137,13 +146,13 @@ begin
     -- The time goes in as a value (excluded.update_time): Citus refuses a
     -- non-immutable function in DO UPDATE SET on a distributed table.
     insert into membank_private.sessions as s (scope_id, session_id, scope, update_time)
-    values (_scope_id, append_events.session_id, _scope, statement_timestamp())
+    values (_scope_id, store_events.session_id, _scope, statement_timestamp())
     on conflict on constraint sessions_pkey do update set update_time = excluded.update_time;
     -- Counted from RETURNING: on Citus an INSERT ... SELECT goes through
     -- the coordinator, whose row count is the rows offered, not the stored.
     with stored as (
         insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
-        select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
+        select _scope_id, store_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
         from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
             as g (event_id, author, event_text, event_time, utc_offset, n)
         order by g.n
@@ -155,11 +164,32 @@ begin
 end
 $$;
 
+-- name: append_events: store events of a session; retries with the same event ids store nothing twice.
+create or replace function membank.append_events(
+    scope jsonb, session_id text, events jsonb
+) returns integer
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform membank_private.validate_scope(scope);
+    if jsonb_typeof(events) = 'array' and jsonb_array_length(events) = 0 then
+        -- An empty call stores nothing and creates no session: a caller's mistake, said so.
+        perform membank_private._raise_invalid('events', 'is empty',
+            format('pass 1 to %s events, e.g. [{"event_id": "e1", "author": "user", "text": "...", '
+                   || '"timestamp": "2023-05-24T10:00:00Z"}]', membank_private.size_limit('events')));
+    end if;
+    return membank_private.store_events(scope, session_id, events);
+end
+$$;
+
 comment on function membank.append_events(jsonb, text, jsonb) is
 $$Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
-events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
+events: a JSON array of 1 to 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
 "text": string <= 200000 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
-speaker's zone}. Idempotent on event_id: an event already
+speaker's zone} and no other key ([] and unknown keys are refused). Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.$$;

@@ -152,9 +152,20 @@ begin
                 using errcode = 'invalid_parameter_value', hint = _hint,
                       detail = 'argument: ' || split_part(regexp_replace(_message, '^events', 'messages'), ':', 1);
     end;
+    if _skipped > 0 and not exists (select from jsonb_array_elements(_all) as e
+                                    where not membank_private.is_blank(e ->> 'text')) then
+        -- Only parts membank cannot read (images, audio, files): nothing of the call could ever be remembered.
+        perform membank_private._raise_invalid(
+            case when jsonb_array_length(_all) = 1 then 'messages[0].content' else 'messages' end,
+            format('holds no text, only %s part(s) of other types', _skipped),
+            'memories are made from text parts ({"type": "text", "text": "..."}); describe the image in text, '
+            || 'or leave such messages out');
+    end if;
     _appended := membank.append_events(_scope, add_messages.session_id, _all);
-    _name := membank.generate_memories(scope => _scope, events => coalesce(_source, '[]'),
-                                       session_id => add_messages.session_id, topics => topics);
+    -- With no message of extract_roles, a done no-op operation (generate_memories itself refuses events => []).
+    _name := membank_private.start_generation(scope => _scope, events => coalesce(_source, '[]'),
+                                              session_id => add_messages.session_id, topics => topics,
+                                              allow_empty_events => true);
     return row(_name, _appended, jsonb_array_length(_all), _excluded, _skipped,
                array(select e ->> 'event_id' from jsonb_array_elements(_all) as e))::membank.added_messages;
 end
@@ -164,11 +175,13 @@ comment on function membank.add_messages(jsonb, jsonb, text, text[], jsonb) is
 $$Add OpenAI-style chat messages to session session_id (default "default") of an exact scope and start
 GenerateMemories over them (mem0's add). messages: a JSON array of 1..1000 {"role": user | assistant | system |
 developer | tool (the event's author), "content": a string or an array of parts (text parts {"type": "text", "text"}
-joined by newlines; other parts skipped and counted; null only beside "tool_calls"), "id" (optional, 1..200
+joined by newlines; other parts skipped and counted, and a call with no text but such parts is refused; null only beside
+"tool_calls"), "id" (optional, 1..200
 characters), "timestamp" (optional, ISO 8601 with a zone)}. A missing id is 'msg-' || md5 of (position in this call,
 role, content, timestamp), so the same call sent again stores nothing twice and returns the same operation; a missing
 timestamp is the statement's time (on a retry, the stored one). Messages of roles not in extract_roles (default
 {user,assistant}) are stored but kept out of extraction. topics: as generate_memories. Returns membank.added_messages:
 operation_name, appended (new events), messages, excluded_messages (stored, not extracted), skipped_parts, event_ids
-(in message order). Raises 22023 naming messages[i].field (role, content, id, timestamp), extract_roles or session_id,
+(in message order). Raises 22023 naming messages[i].field (role, content, id, timestamp), messages (no text, only other
+parts), extract_roles or session_id,
 MB020 (an id already stored with other content), 42501 (a role bound to other scopes); nothing is written on error.$$;

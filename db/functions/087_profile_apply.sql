@@ -130,6 +130,8 @@ declare
     _scope jsonb := membank_private.validate_scope(scope);
     _result jsonb;
 begin
+    -- "" or null names no schema: a caller's mistake, not an empty profile.
+    perform membank_private.validate_text_array(schema_ids, 'schema_ids', 1000, 128);
     select coalesce(jsonb_object_agg(p.schema_id, p.profile), '{}') into _result
     from (select m.structured_content ->> 'schema_id' as schema_id,
                  jsonb_object_agg(m.structured_content ->> 'field', m.structured_content -> 'value') as profile
@@ -147,5 +149,6 @@ $$;
 comment on function membank.retrieve_profiles(jsonb, text[]) is
 $$RetrieveProfiles: the structured profiles of one exact scope as one JSON object {schema_id: {field: value}}, read
 from the scope's live STRUCTURED_PROFILE field memories through one index range (memories_profile_field_idx); only
-the schemas in schema_ids when given. A field whose memory was deleted or has expired is absent at once; a scope with
+the schemas in schema_ids when given (at most 1000 ids of 1..128 characters; a null or empty id is refused). A field
+whose memory was deleted or has expired is absent at once; a scope with
 no profile gives {}. Raises 22023 naming the argument, 42501 (a role bound to other scopes, bind_role_to_scope).$$;

@@ -254,7 +254,8 @@ comment on function membank.build_context(
     real[]
 ) is
 $$Assemble an agent's prompt context in one call, within budget_tokens (0..1000000, default 2000) tokens estimated as
-ceil(UTF-8 bytes / 3) (errs long for English; the text's estimate is never over the budget). scopes: one exact scope or
+ceil(UTF-8 bytes / 3) (errs long for English; the text's estimate is never over the budget; 0 is accepted: the
+memories are judged, nothing is chosen, as when the Python builder's session buffer takes the whole budget). scopes: one exact scope or
 an array of 1..16; session_id: the session (of the first scope) whose recent events enter and whose GenerateMemories
 operations give wait verdicts; query_text / query_embedding (or query_texts / query_embeddings for sub-queries) with
 embedding_model, top_k (1..100, default 5) and min_similarity: as retrieve_memories; expected and generated_lookback:

@@ -129,6 +129,7 @@ declare
     _topics text [];
     _result jsonb := '[]';
     _i integer := 0;
+    _key text;
 begin
     if jsonb_typeof(facts) <> 'array' or jsonb_array_length(facts) > 100 then
         perform membank_private._raise_invalid('facts', 'must be a JSON array of at most 100 facts',
@@ -139,7 +140,7 @@ begin
         -- empty list is a caller's mistake (and with profile schemas it used
         -- to reach a not-null constraint, 23502).
         perform membank_private._raise_invalid('facts', 'must hold at least one fact, got []',
-            'pass the facts to remember, e.g. ["The user is vegetarian"]; events => ''[]'' is the no-op request');
+            'pass the facts to remember, e.g. ["The user is vegetarian"]');
     end if;
     for _item in select f from jsonb_array_elements(facts) as f loop
         if jsonb_typeof(_item) = 'string' then
@@ -152,6 +153,13 @@ begin
                 -- jsonb_array_elements_text would turn 1 into the topic "1".
                 perform membank_private._raise_invalid(format('facts[%s].topics', _i),
                     'must be an array of strings', 'e.g. {"fact": "...", "topics": ["USER_PREFERENCES"]}');
+            end if;
+            select k into _key from jsonb_object_keys(_item) as k where k not in ('fact', 'topics') order by k limit 1;
+            if _key is not null then
+                -- A misspelt "topic" would otherwise be dropped without a word.
+                perform membank_private._raise_invalid(format('facts[%s]', _i),
+                    format('has the unknown key %s', to_jsonb(_key)),
+                    'a fact given directly is a string or {"fact": text, "topics": [text]}');
             end if;
             _fact := _item ->> 'fact';
             _topics := array(select jsonb_array_elements_text(coalesce(_item -> 'topics', '[]')));

@@ -38,7 +38,7 @@ begin
         end if;
         if session_id is not null then
             -- Inline events of a session are appended to it first (idempotent).
-            perform membank.append_events(scope, session_id, events);
+            perform membank_private.store_events(scope, session_id, events);
         end if;
         select coalesce(jsonb_agg(jsonb_build_object(
                    'event_id', v.event_id, 'author', v.author, 'text', v.event_text,
@@ -81,8 +81,11 @@ begin
 end
 $$;
 
--- name: generate_memories: start a GenerateMemories operation; returns its name at once.
-create or replace function membank.generate_memories(
+-- name: start_generation: generate_memories' body; allow_empty_events for add_messages of roles it does not extract.
+-- generate_memories refuses events => [] (a caller's mistake, not a no-op
+-- to poll); add_messages of only such roles still answers with a done
+-- no-op operation.
+create or replace function membank_private.start_generation(
     scope jsonb,
     events jsonb default null,
     session_id text default null,
@@ -95,11 +98,12 @@ create or replace function membank.generate_memories(
     request_id text default null,
     ttl interval default null,
     profile_schemas jsonb default null,
-    disable_natural_language_memories boolean default false
+    disable_natural_language_memories boolean default false,
+    allow_empty_events boolean default false
 ) returns uuid
 language plpgsql
 volatile
-security definer
+security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
@@ -156,6 +160,10 @@ begin
                         from jsonb_array_elements(_facts) with ordinality as x (f, n));
         end if;
     else
+        if jsonb_typeof(events) = 'array' and jsonb_array_length(events) = 0 and not allow_empty_events then
+            perform membank_private._raise_invalid('events', 'is empty',
+                'pass 1 to 1000 events, or session_id without events to generate from a stored session');
+        end if;
         _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
     end if;
 
@@ -205,13 +213,43 @@ begin
 end
 $$;
 
+-- name: generate_memories: start a GenerateMemories operation; returns its name at once.
+create or replace function membank.generate_memories(
+    scope jsonb,
+    events jsonb default null,
+    session_id text default null,
+    start_time timestamptz default null,
+    end_time timestamptz default null,
+    facts jsonb default null,
+    topics jsonb default null,
+    examples jsonb default null,
+    disable_consolidation boolean default false,
+    request_id text default null,
+    ttl interval default null,
+    profile_schemas jsonb default null,
+    disable_natural_language_memories boolean default false
+) returns uuid
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    return membank_private.start_generation(
+        scope => scope, events => events, session_id => session_id, start_time => start_time, end_time => end_time,
+        facts => facts, topics => topics, examples => examples, disable_consolidation => disable_consolidation,
+        request_id => request_id, ttl => ttl, profile_schemas => profile_schemas,
+        disable_natural_language_memories => disable_natural_language_memories);
+end
+$$;
+
 comment on function membank.generate_memories(
     jsonb, jsonb, text, timestamptz, timestamptz, jsonb, jsonb, jsonb, boolean, text, interval, jsonb, boolean
 ) is
 $$GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
 memories of an exact scope; returns the operation's name (uuid) at once. Poll membank.get_operation(name).
-Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
-session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
+Exactly one source: events (inline, a JSON array of 1 or more events as for append_events, [] refused; with session_id
+they are appended to that session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
 facts (a JSON array of 1 to 100 strings or {"fact", "topics": [strings]}, given directly: no extraction; [] is
 refused with 22023, as an empty list of facts is a caller's mistake).
 Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,

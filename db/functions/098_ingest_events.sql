@@ -240,7 +240,7 @@ begin
             'a stream is the session of that id in this scope; the default is "default"');
     end if;
     -- The session's row lock (taken by append_events) orders this call after any other append to it.
-    _appended := membank.append_events(_scope, ingest_events.stream_id, coalesce(events, '[]'));
+    _appended := membank_private.store_events(_scope, ingest_events.stream_id, coalesce(events, '[]'));
     insert into membank_private.ingest_streams as t (scope_id, stream_id, scope, generation_rule)
     values (_scope_id, ingest_events.stream_id, _scope, _rule)
     on conflict on constraint ingest_streams_pkey

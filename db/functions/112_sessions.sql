@@ -29,6 +29,17 @@
 -- LOCKED, so that clean-up never waits either and the table holds about one
 -- entry per key.
 --
+-- Sizes (membank_private.size_limit): a state key with its value, a
+-- session's own state, a user's and an app's shared state each have a
+-- bound in bytes (a key's name plus its value as JSON text, summed over the
+-- keys: state_bytes) and in keys, refused with 22023 before anything is
+-- written. The app's state is every user's, so its bound is also what
+-- bounds every get_session of the app: one user can fill it, never past it.
+-- Its check takes no lock (see above), so two users writing at once may
+-- each pass it against the committed state and together overshoot; the
+-- read (app_state) then returns the app's keys in the order they were
+-- written up to the bound, so that no read ever carries more.
+--
 -- Events are stored once: the event id is the idempotency key (a retry with
 -- the same payload changes nothing; another payload under the same id is
 -- MB020, like append_events). The full payload is kept as JSON so that
@@ -67,7 +78,105 @@ begin
 end
 $$;
 
+-- name: state_bytes: the size of a state as limited: bytes of each key's name and its value as JSON text, summed.
+create or replace function membank_private.state_bytes(state jsonb)
+returns bigint
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(sum(octet_length(k.key) + octet_length(k.value::text)), 0)
+    from jsonb_each(coalesce(state, '{}')) as k;
+$$;
+
+-- name: check_state_size: 22023 naming the argument when a state (after a merge) passes its limit of keys or bytes.
+-- what: session_state, user_state or app_state (size_limit's names).
+-- keys and bytes: the state's, counted by the caller (state_bytes, or the
+-- app's entries) so that a large state is measured once.
+create or replace function membank_private.check_state_size(
+    what text, keys bigint, bytes bigint, argument text
+) returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _label text := case what when 'session_state' then 'the session''s own state'
+                             when 'user_state' then 'the user''s "user:" state'
+                             else 'the app''s "app:" state' end;
+begin
+    if keys > membank_private.size_limit('state_keys') then
+        perform membank_private._raise_invalid(argument, format('would give %s %s keys', _label, keys),
+            format('%s holds at most %s keys; nothing was written', _label, membank_private.size_limit('state_keys')));
+    end if;
+    if bytes > membank_private.size_limit(what) then
+        perform membank_private._raise_invalid(argument, format('would make %s %s bytes', _label, bytes),
+            format('%s is at most %s bytes (key names and values as JSON text)%s; nothing was written', _label,
+                   membank_private.size_limit(what),
+                   case when what = 'app_state' then ', as every user of the app reads it' else '' end));
+    end if;
+end
+$$;
+
+-- name: refuse_far_over: 22023 at once for a JSON argument whose stored size is far (16x) over its limit.
+-- The exact checks measure JSON text, which means writing the value out:
+-- seconds for 200 MB. pg_column_size reads the size the value has in
+-- memory without that; jsonb can be larger than its text (a number is
+-- stored in 8 or more bytes), but not 16 times, so only values that are
+-- over their limit in any measure are refused here.
+create or replace function membank_private.refuse_far_over(value jsonb, what text, argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if pg_column_size(value) > 16::bigint * membank_private.size_limit(what) then
+        perform membank_private._raise_invalid(argument, format('is %s bytes as stored', pg_column_size(value)),
+            case when what = 'session_event'
+                 then format('an event is at most %s bytes as JSON text', membank_private.size_limit(what))
+                 else format('a session''s own, a user''s and an app''s state are at most %s, %s and %s bytes as JSON '
+                             || 'text', membank_private.size_limit('session_state'),
+                             membank_private.size_limit('user_state'), membank_private.size_limit('app_state')) end);
+    end if;
+end
+$$;
+
+-- name: validate_state_values: 22023 naming the argument when a key of a state is over size_limit('state_value').
+create or replace function membank_private.validate_state_values(state jsonb, argument text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _key text;
+    _bytes bigint;
+begin
+    select k.key, k.bytes into _key, _bytes
+    from (select e.key, octet_length(e.key) + octet_length(e.value::text) as bytes
+          from jsonb_each(coalesce(state, '{}')) as e) as k
+    where k.bytes > membank_private.size_limit('state_value')
+    order by k.key limit 1;
+    if _key is not null then
+        perform membank_private._raise_invalid(argument,
+            format('key %s holds %s bytes', to_jsonb(left(_key, 80)), _bytes),
+            format('a state key with its value is at most %s bytes as JSON text; keep large data elsewhere '
+                   || '(e.g. ADK artifacts) and a reference in state', membank_private.size_limit('state_value')));
+    end if;
+end
+$$;
+
 -- name: app_state: the app: state of an application (keys without the prefix): each key's latest entry.
+-- At most size_limit('app_state') bytes and size_limit('state_keys') keys:
+-- the keys in the order they were last written, up to the bound (only
+-- writes racing each other can leave more; the sizes are the entries' own,
+-- so that no value is read to count it).
 create or replace function membank_private.app_state(app_name text)
 returns jsonb
 language sql
@@ -77,11 +186,17 @@ set search_path to pg_catalog, pg_temp
 as $$
     select coalesce(jsonb_object_agg(e.key, e.value), '{}')
     from (
-        select distinct on (x.key) x.key, x.value
-        from membank_private.app_state_entries as x
-        where x.app_name = app_state.app_name
-        order by x.key, x.seq desc
-    ) as e;
+        select l.key, l.value,
+               sum(l.size) over (order by l.seq) as running,
+               row_number() over (order by l.seq) as n
+        from (
+            select distinct on (x.key) x.key, x.value, x.seq, x.size
+            from membank_private.app_state_entries as x
+            where x.app_name = app_state.app_name
+            order by x.key, x.seq desc
+        ) as l
+    ) as e
+    where e.running <= membank_private.size_limit('app_state') and e.n <= membank_private.size_limit('state_keys');
 $$;
 
 -- name: session_json: a session as JSON: ids, merged state (app:, user: prefixed), events, last update time.
@@ -154,7 +269,12 @@ begin
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
     end if;
+    perform membank_private.refuse_far_over(state, 'session_state', 'state');
     perform membank_private.validate_state_keys(state, 'state');
+    perform membank_private.validate_state_values(state, 'state');
+    perform membank_private.check_state_size('session_state',
+        (select count(*) from jsonb_object_keys(membank_private.split_state(state, ''))),
+        membank_private.state_bytes(membank_private.split_state(state, '')), 'state');
     insert into membank_private.sessions as s (scope_id, session_id, scope, state)
     values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
     on conflict on constraint sessions_pkey do nothing
@@ -164,7 +284,7 @@ begin
             using errcode = 'unique_violation', detail = 'argument: session_id',
                   hint = 'get_session reads it; pick another session_id to start a new one';
     end if;
-    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state, 'state');
     return membank_private.session_json(_session, false, null, null);
 exception
     when lock_not_available then
@@ -182,12 +302,15 @@ state: a JSON object or null; keys prefixed "app:" merge into the app's shared s
 (the scope's) shared state, "temp:" keys are dropped, the rest is the session's own state (ADK's State prefixes).
 Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
 state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
-Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
-(retryable); nothing is written on error.$$;
+Limits (membank_private.size_limit, docs/memories.md "Limits"): a key with its value <= 65536 bytes as JSON text; the
+session's own state, the user's and the app's state each <= 1000 keys, and <= 1048576, 1048576 and 65536 bytes (key
+names and values as JSON text) after the merge.
+Raises 22023 naming the argument (a key with an empty name, a value or state over its limit), 23505 when the session
+already exists, MB040 after waiting membank.lock_timeout (retryable); nothing is written on error.$$;
 
--- name: validate_state_keys: 22023 naming the argument when a shared-state key has an empty name ("app:", "user:").
--- An empty name would be stored as the key "" of the app's or user's state,
--- which ADK cannot address again (State["app:"] is not a key of it).
+-- name: validate_state_keys: 22023 naming the argument when a state key has an empty name ("", "app:", "user:").
+-- An empty name would be stored as the key "" of the session's, app's or
+-- user's state, which ADK cannot address again (State["app:"] is not a key of it).
 create or replace function membank_private.validate_state_keys(state jsonb, argument text)
 returns void
 language plpgsql
@@ -199,7 +322,7 @@ declare
     _key text;
 begin
     select k into _key from jsonb_object_keys(coalesce(state, '{}')) as k
-    where k in ('app:', 'user:', 'temp:') limit 1;
+    where k in ('', 'app:', 'user:', 'temp:') limit 1;
     if _key is not null then
         perform membank_private._raise_invalid(argument, format('holds the key %s with an empty name', to_jsonb(_key)),
             format('name the key after its prefix, e.g. %s', to_jsonb(_key || 'theme')));
@@ -222,18 +345,39 @@ as $$
 $$;
 
 -- name: merge_app_state: append the app: keys of a delta as entries, drop the ones they supersede (SKIP LOCKED).
-create or replace function membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb)
-returns void
+create or replace function membank_private.merge_app_state(
+    app_name text, scope_id uuid, delta jsonb, argument text default 'state'
+) returns void
 language plpgsql
 volatile
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+declare
+    _before bigint;
+    _keys bigint;
+    _bytes bigint;
 begin
-    insert into membank_private.app_state_entries (app_name, key, value, scope_id)
-    select merge_app_state.app_name, k.key, k.value, merge_app_state.scope_id
+    -- The delta alone past the bound: refused before anything is inserted.
+    perform membank_private.check_state_size('app_state', (select count(*) from jsonb_object_keys(delta)),
+        membank_private.state_bytes(delta), argument);
+    select coalesce(sum(l.size), 0) into _before
+    from (select distinct on (x.key) x.size from membank_private.app_state_entries as x
+          where x.app_name = merge_app_state.app_name order by x.key, x.seq desc) as l;
+    insert into membank_private.app_state_entries (app_name, key, value, scope_id, size)
+    select merge_app_state.app_name, k.key, k.value, merge_app_state.scope_id,
+           octet_length(k.key) + octet_length(k.value::text)
     from jsonb_each(delta) as k
     order by k.key;
+    -- The app's state as this write leaves it (committed entries and this
+    -- write's): refused past its bound unless the write shrinks it (a state
+    -- that racing writes left over the bound can still be cut down).
+    select count(*), coalesce(sum(l.size), 0) into _keys, _bytes
+    from (select distinct on (x.key) x.size from membank_private.app_state_entries as x
+          where x.app_name = merge_app_state.app_name order by x.key, x.seq desc) as l;
+    if _bytes > _before or _keys > membank_private.size_limit('state_keys') then
+        perform membank_private.check_state_size('app_state', _keys, _bytes, argument);
+    end if;
     -- Entries with a later entry of the same key are read by no one. One
     -- that another transaction holds (it is deleting it) is skipped: this
     -- write never waits, and the next writer of the key removes what is left.
@@ -252,7 +396,7 @@ $$;
 
 -- name: merge_shared_state: merge the app: keys (appended entries) and user: keys (row-locked upsert) of a state delta.
 create or replace function membank_private.merge_shared_state(
-    app_name text, scope_id uuid, scope jsonb, delta jsonb
+    app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text default 'state'
 ) returns void
 language plpgsql
 volatile
@@ -262,15 +406,22 @@ as $$
 declare
     _app jsonb := membank_private.split_state(delta, 'app:');
     _user jsonb := membank_private.split_state(delta, 'user:');
+    _merged jsonb;
 begin
     if _app <> '{}' then
-        perform membank_private.merge_app_state(app_name, scope_id, _app);
+        perform membank_private.merge_app_state(app_name, scope_id, _app, argument);
     end if;
     if _user <> '{}' then
+        perform membank_private.check_state_size('user_state', (select count(*) from jsonb_object_keys(_user)),
+            membank_private.state_bytes(_user), argument);
         insert into membank_private.scope_states as u (scope_id, scope, state, update_time)
         values (merge_shared_state.scope_id, merge_shared_state.scope, _user, statement_timestamp())
         on conflict on constraint scope_states_pkey
-        do update set state = u.state || excluded.state, update_time = excluded.update_time;
+        do update set state = u.state || excluded.state, update_time = excluded.update_time
+        returning u.state into _merged;
+        -- Under the row's lock: the error rolls the whole call back.
+        perform membank_private.check_state_size('user_state', (select count(*) from jsonb_object_keys(_merged)),
+            membank_private.state_bytes(_merged), argument);
     end if;
 end
 $$;

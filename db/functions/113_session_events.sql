@@ -21,6 +21,7 @@ declare
     _time timestamptz;
     _seconds double precision;
     _text text;
+    _own jsonb;
 begin
     -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
@@ -28,6 +29,7 @@ begin
         perform membank_private._raise_invalid('event', 'must be a JSON object',
             'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
     end if;
+    perform membank_private.refuse_far_over(event, 'session_event', 'event');
     if jsonb_typeof(event -> 'id') is distinct from 'string' or length(event ->> 'id') not between 1 and 200 then
         perform membank_private._raise_invalid('event.id', 'must be a string of 1 to 200 characters',
             'the event id makes appending idempotent; reuse it on retry');
@@ -53,6 +55,7 @@ begin
     end if;
     if jsonb_typeof(_delta) = 'object' then
         perform membank_private.validate_state_keys(_delta, 'event.actions.state_delta');
+        perform membank_private.validate_state_values(_delta, 'event.actions.state_delta');
         -- temp: keys live for one invocation: never stored, not even in the event.
         _payload := jsonb_set(event, '{actions,state_delta}', (
             select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k
@@ -61,6 +64,11 @@ begin
     else
         _payload := event;
         _delta := '{}';
+    end if;
+    if octet_length(_payload::text) > membank_private.size_limit('session_event') then
+        perform membank_private._raise_invalid('event', format('is %s bytes', octet_length(_payload::text)),
+            format('an event is at most %s bytes as JSON text; keep files out of events (e.g. ADK artifacts)',
+                   membank_private.size_limit('session_event')));
     end if;
     -- The session's row lock orders appends: the next append waits for this
     -- commit, so append order is commit order and every delta merges.
@@ -95,11 +103,16 @@ begin
     if btrim(_text, E' \t\n\r') = '' then
         _text := null;
     end if;
-    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta);
+    _own := _session.state || membank_private.split_state(_delta, '');
+    if _delta <> '{}' then
+        perform membank_private.check_state_size('session_state', (select count(*) from jsonb_object_keys(_own)),
+            membank_private.state_bytes(_own), 'event.actions.state_delta');
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta, 'event.actions.state_delta');
     insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, payload)
     values (_scope_id, _session.session_id, event ->> 'id', event ->> 'author', _text, _time, _payload);
     update membank_private.sessions as s
-    set state = s.state || membank_private.split_state(_delta, ''), update_time = _time
+    set state = _own, update_time = _time
     where s.scope_id = _scope_id and s.session_id = _session.session_id;
     return jsonb_build_object('appended', true, 'last_update_time', extract(epoch from _time));
 exception
@@ -119,6 +132,8 @@ its "actions"."state_delta" merges as ADK defines: "app:" keys into the app's st
 "temp:" keys are dropped (also from the stored event), the rest into the session's state; top-level keys replace.
 The event's non-thought text parts are stored as its text (list_events, GenerateMemories).
 The session's row lock serialises appends: concurrent appends all land, in commit order, with every delta merged.
+Limits: the event <= 1048576 bytes as JSON text; its state delta as create_session's state (a key with its value
+<= 65536 bytes; the session's, user's and app's state <= 1000 keys and 1048576, 1048576, 65536 bytes after the merge).
 Returns {"appended": false when this id was already stored with the same payload (nothing changes), "last_update_time":
 the session's, seconds since the epoch}. Raises 22023 naming the argument, P0002 when the session does not exist,
 MB020 when the id is stored with another payload, MB040 after waiting membank.lock_timeout for the session's lock

@@ -926,13 +926,21 @@ def events() -> None:
     """Append and list the events of a session (the source GenerateMemories reads)."""
 
 
+def _without_append_time(events: Any) -> Any:
+    # `events list` prints each event's append_time, which the bank sets: dropped here so that its output
+    # appends as it is (append_events refuses keys an event does not have).
+    if not isinstance(events, list):
+        return events
+    return [{k: v for k, v in e.items() if k != "append_time"} if isinstance(e, dict) else e for e in events]
+
+
 def _read_events(source: Any) -> list[Any]:
     # JSON lines (one event object per line); a single JSON array is taken too.
     text = source.read()
     stripped = text.strip()
     if stripped.startswith("["):
         try:
-            return json.loads(stripped)
+            return _without_append_time(json.loads(stripped))
         except json.JSONDecodeError as err:
             raise click.BadParameter(f"not a valid JSON array ({err.msg})", param_hint="--file") from None
     out = []
@@ -945,7 +953,7 @@ def _read_events(source: Any) -> list[Any]:
             raise click.BadParameter(f"line {number}: not valid JSON ({err.msg}); one event object per line, "
                                      'e.g. {"event_id": "e1", "author": "user", "text": "I moved to Lisbon", '
                                      '"timestamp": "2023-05-24T10:00:00Z"}', param_hint="--file") from None
-    return out
+    return _without_append_time(out)
 
 
 @events.command("append")
@@ -1210,13 +1218,14 @@ def permissions_remove(scope: Any, rule_id: int) -> None:
 @_output_option
 def permissions_check(scope: Any, tool_name: str, command: str | None, args: Any, project_id: str | None,
                       session_id: str | None) -> None:
-    """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW)."""
+    """Ask: ALLOW, BLOCK or PROMPT_USER, with the reason, rule and tier (exit 1 unless ALLOW; 2 on a bad argument)."""
     from membank.permissions import PermissionGuard
 
     with _bank(max_size=1) as bank:
         guard = PermissionGuard(bank, project_id=project_id)
+        # strict: a bad argument is a named error (exit 2), not a PROMPT_USER answer (exit 1).
         decision = guard.check(scope, tool_name, args if args is not None else {"command": command},
-                               session_id=session_id)
+                               session_id=session_id, strict=True)
         _emit(_dataclass_json(decision))
     if decision.decision != "ALLOW":
         raise SystemExit(1)

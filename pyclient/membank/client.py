@@ -5,6 +5,7 @@ dataclasses of ``membank.models`` and SQLSTATEs as ``membank.errors``.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import time
@@ -104,12 +105,41 @@ def _has_nul(value: Any) -> bool:
     return False
 
 
+def _has_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, Mapping):
+        return any(_has_surrogate(k) or _has_surrogate(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_surrogate(v) for v in value)
+    return False
+
+
+def _has_non_finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return math.isnan(value) or math.isinf(value)
+    if isinstance(value, Mapping):
+        return any(_has_non_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_non_finite(v) for v in value)
+    return False
+
+
 def _adapt(name: str, value: Any, type_: str) -> Any:
-    # PostgreSQL text and jsonb cannot hold U+0000, and the server would
-    # report it without naming the argument; say which one here.
-    if _has_nul(value):
-        raise errors.invalid(name, "must not contain NUL characters",
-                             "PostgreSQL text cannot hold U+0000; remove it")
+    # PostgreSQL text and jsonb cannot hold U+0000, UTF-8 cannot hold a lone
+    # surrogate (U+D800..U+DFFF) and JSON has no NaN or Infinity; the driver
+    # or the server would report each without naming the argument: say which one here.
+    if isinstance(value, (str, Mapping, list, tuple)):
+        if _has_nul(value):
+            raise errors.invalid(name, "must not contain NUL characters",
+                                 "PostgreSQL text cannot hold U+0000; remove it")
+        if _has_surrogate(value):
+            raise errors.invalid(name, "must not contain lone surrogates (U+D800..U+DFFF)",
+                                 "text must be valid Unicode: a surrogate pair decoded to its character, or "
+                                 "bytes decoded with errors='replace'")
+        if type_ == "jsonb" and _has_non_finite(value):
+            raise errors.invalid(name, "must not hold NaN or infinite numbers",
+                                 "JSON numbers are finite; store null or a string such as \"NaN\" instead")
     if isinstance(value, str) and (type_.endswith("[]") or name in _JSON_LISTS):
         # A str is iterable, and the server would say "malformed array literal" without naming it.
         raise errors.invalid(name, f"must be a list, got the string {value!r}", f"e.g. {name}=[{value!r}]")
@@ -118,10 +148,15 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     if type_ == "timestamptz" and not isinstance(value, datetime) and value not in ("infinity", "-infinity"):
         # The server would reject bad text without naming the argument.
         try:
-            return datetime.fromisoformat(value)
+            value = datetime.fromisoformat(value)
         except (TypeError, ValueError):
             raise errors.invalid(name, f"must be a datetime or ISO 8601 text, got {value!r}",
                                  "e.g. datetime(2023, 5, 24, tzinfo=timezone.utc) or '2023-05-24T10:00:00Z'") from None
+    if type_ == "timestamptz" and isinstance(value, datetime) and value.utcoffset() is None:
+        # A naive time would be read in the connection's zone: an instant the caller never named.
+        raise errors.invalid(name, f"must be timezone-aware, got the naive {value.isoformat()}",
+                             "give its zone, e.g. datetime(2023, 5, 24, tzinfo=timezone.utc) or "
+                             "'2023-05-24T10:00:00+02:00'")
     if isinstance(value, UUID):
         return str(value)
     if name == "ttl" and isinstance(value, (int, float)):
@@ -158,7 +193,8 @@ class MemoryBank:
     embedded server; ``MemoryBank(url)`` uses a libpq URL. Each method is one
     call of the SQL function of the same name in its own transaction.
     Sessions run in UTC, so every datetime returned is aware and in UTC;
-    aware datetimes given in any zone are stored as the same instant.
+    aware datetimes given in any zone are stored as the same instant, and a
+    naive one is refused with InvalidArgumentError naming the argument.
     List arguments (``topics``, ``source_event_ids``, ...) take lists: a str
     there is refused with InvalidArgumentError naming the argument. A wrong
     URL raises DatabaseUnavailableError within a few seconds. Use as a

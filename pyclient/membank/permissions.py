@@ -123,13 +123,15 @@ class PermissionGuard:
         return key
 
     def check(self, scope: Mapping[str, str], tool_name: str, args: Mapping[str, Any] | None = None, *,
-              session_id: str | None = None, project_id: str | None = None) -> ToolDecision:
-        """ALLOW, BLOCK or PROMPT_USER for one call, with the reason, rule and tier. Never raises.
+              session_id: str | None = None, project_id: str | None = None, strict: bool = False) -> ToolDecision:
+        """ALLOW, BLOCK or PROMPT_USER for one call, with the reason, rule and tier. Never raises unless ``strict``.
 
         With ``session_id``, a grant of this exact call (``allow_once``) is
         consumed first (GETDEL); the database then decides with it (a BLOCK
         rule still blocks). Without ``session_id`` no grant applies. Any
-        failure (Valkey, the database) answers PROMPT_USER.
+        failure (Valkey, the database) answers PROMPT_USER. ``strict``: a bad
+        argument (an empty tool name, a malformed scope) raises
+        InvalidArgumentError naming it instead (the CLI's errors are named).
         """
         project = project_id if project_id is not None else self.project_id
         consumed, grant_error = False, None
@@ -144,6 +146,8 @@ class PermissionGuard:
                                                    session_id=session_id, allow_once=consumed,
                                                    grant_error=grant_error)
         except Exception as err:
+            if strict and isinstance(err, errors.InvalidArgumentError):
+                raise
             log.warning("permission check failed: %s", err)
             return ToolDecision("PROMPT_USER", f"the permission check failed ({type(err).__name__}: {err}); "
                                                "ask the user")

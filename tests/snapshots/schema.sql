@@ -201,9 +201,20 @@ begin
                 using errcode = 'invalid_parameter_value', hint = _hint,
                       detail = 'argument: ' || split_part(regexp_replace(_message, '^events', 'messages'), ':', 1);
     end;
+    if _skipped > 0 and not exists (select from jsonb_array_elements(_all) as e
+                                    where not membank_private.is_blank(e ->> 'text')) then
+        -- Only parts membank cannot read (images, audio, files): nothing of the call could ever be remembered.
+        perform membank_private._raise_invalid(
+            case when jsonb_array_length(_all) = 1 then 'messages[0].content' else 'messages' end,
+            format('holds no text, only %s part(s) of other types', _skipped),
+            'memories are made from text parts ({"type": "text", "text": "..."}); describe the image in text, '
+            || 'or leave such messages out');
+    end if;
     _appended := membank.append_events(_scope, add_messages.session_id, _all);
-    _name := membank.generate_memories(scope => _scope, events => coalesce(_source, '[]'),
-                                       session_id => add_messages.session_id, topics => topics);
+    -- With no message of extract_roles, a done no-op operation (generate_memories itself refuses events => []).
+    _name := membank_private.start_generation(scope => _scope, events => coalesce(_source, '[]'),
+                                              session_id => add_messages.session_id, topics => topics,
+                                              allow_empty_events => true);
     return row(_name, _appended, jsonb_array_length(_all), _excluded, _skipped,
                array(select e ->> 'event_id' from jsonb_array_elements(_all) as e))::membank.added_messages;
 end
@@ -211,82 +222,35 @@ $$;
 COMMENT ON FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text, extract_roles text[], topics jsonb) IS 'Add OpenAI-style chat messages to session session_id (default "default") of an exact scope and start
 GenerateMemories over them (mem0''s add). messages: a JSON array of 1..1000 {"role": user | assistant | system |
 developer | tool (the event''s author), "content": a string or an array of parts (text parts {"type": "text", "text"}
-joined by newlines; other parts skipped and counted; null only beside "tool_calls"), "id" (optional, 1..200
+joined by newlines; other parts skipped and counted, and a call with no text but such parts is refused; null only beside
+"tool_calls"), "id" (optional, 1..200
 characters), "timestamp" (optional, ISO 8601 with a zone)}. A missing id is ''msg-'' || md5 of (position in this call,
 role, content, timestamp), so the same call sent again stores nothing twice and returns the same operation; a missing
 timestamp is the statement''s time (on a retry, the stored one). Messages of roles not in extract_roles (default
 {user,assistant}) are stored but kept out of extraction. topics: as generate_memories. Returns membank.added_messages:
 operation_name, appended (new events), messages, excluded_messages (stored, not extracted), skipped_parts, event_ids
-(in message order). Raises 22023 naming messages[i].field (role, content, id, timestamp), extract_roles or session_id,
+(in message order). Raises 22023 naming messages[i].field (role, content, id, timestamp), messages (no text, only other
+parts), extract_roles or session_id,
 MB020 (an id already stored with other content), 42501 (a role bound to other scopes); nothing is written on error.';
 CREATE FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-    _scope jsonb := membank_private.validate_scope(scope);
-    _scope_id uuid := md5(_scope::text)::uuid;
-    _conflict text;
-    _count integer;
-    _ids text [];
-    _authors text [];
-    _texts text [];
-    _times timestamptz [];
-    _offsets interval [];
 begin
-    if session_id is null or length(session_id) not between 1 and 200 then
-        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
-            'a session groups the events of one conversation, e.g. its id in your application');
+    perform membank_private.validate_scope(scope);
+    if jsonb_typeof(events) = 'array' and jsonb_array_length(events) = 0 then
+        -- An empty call stores nothing and creates no session: a caller's mistake, said so.
+        perform membank_private._raise_invalid('events', 'is empty',
+            format('pass 1 to %s events, e.g. [{"event_id": "e1", "author": "user", "text": "...", '
+                   || '"timestamp": "2023-05-24T10:00:00Z"}]', membank_private.size_limit('events')));
     end if;
-    select array_agg(v.event_id order by v.ordinal), array_agg(v.author order by v.ordinal),
-           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal),
-           array_agg(v.utc_offset order by v.ordinal)
-    into _ids, _authors, _texts, _times, _offsets
-    from membank_private.validate_events(events) as v;
-    select g.event_id into _conflict
-    from unnest(_ids) as g (event_id)
-    group by g.event_id having count(*) > 1
-    limit 1;
-    if _conflict is not null then
-        perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_conflict)),
-            'each event in one call needs its own event_id');
-    end if;
-    select g.event_id into _conflict
-    from unnest(_ids, _authors, _texts, _times, _offsets) as g (event_id, author, event_text, event_time, utc_offset)
-    inner join membank_private.events as e
-        on e.scope_id = _scope_id and e.session_id = append_events.session_id and e.event_id = g.event_id
-    where (e.author, e.text, e.event_time, e.utc_offset)
-          is distinct from (g.author, g.event_text, g.event_time, g.utc_offset)
-    limit 1;
-    if _conflict is not null then
-        raise exception 'events: event_id % is already stored with other content', to_jsonb(_conflict)
-            using errcode = 'MB020', detail = 'argument: events',
-                  hint = 'a retry must send the same event; a new event needs a new event_id';
-    end if;
-    -- The time goes in as a value (excluded.update_time): Citus refuses a
-    -- non-immutable function in DO UPDATE SET on a distributed table.
-    insert into membank_private.sessions as s (scope_id, session_id, scope, update_time)
-    values (_scope_id, append_events.session_id, _scope, statement_timestamp())
-    on conflict on constraint sessions_pkey do update set update_time = excluded.update_time;
-    -- Counted from RETURNING: on Citus an INSERT ... SELECT goes through
-    -- the coordinator, whose row count is the rows offered, not the stored.
-    with stored as (
-        insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
-        select _scope_id, append_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
-        from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
-            as g (event_id, author, event_text, event_time, utc_offset, n)
-        order by g.n
-        on conflict do nothing
-        returning 1
-    )
-    select count(*) into _count from stored;
-    return _count;
+    return membank_private.store_events(scope, session_id, events);
 end
 $$;
 COMMENT ON FUNCTION membank.append_events(scope jsonb, session_id text, events jsonb) IS 'Append events to the session session_id (1..200 characters) of an exact scope, creating the session on first use.
-events: a JSON array of at most 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
+events: a JSON array of 1 to 1000 objects {"event_id": string 1..200, "author": string 1..200 (role or speaker),
 "text": string <= 200000 characters or null, "timestamp": ISO 8601 with a zone, Z or +hh:mm; the offset is kept as the
-speaker''s zone}. Idempotent on event_id: an event already
+speaker''s zone} and no other key ([] and unknown keys are refused). Idempotent on event_id: an event already
 stored with the same content is skipped, so a retried request stores nothing twice. Returns how many events were new.
 Raises 22023 naming the argument (events[i].field), MB020 when an event_id is already stored with other content;
 nothing is written on error.';
@@ -304,6 +268,7 @@ declare
     _time timestamptz;
     _seconds double precision;
     _text text;
+    _own jsonb;
 begin
     -- Bounded waits (membank.lock_timeout, as for a scope's write lock): MB040 past it.
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
@@ -311,6 +276,7 @@ begin
         perform membank_private._raise_invalid('event', 'must be a JSON object',
             'pass the framework''s event as JSON, e.g. ADK''s Event.model_dump(mode="json")');
     end if;
+    perform membank_private.refuse_far_over(event, 'session_event', 'event');
     if jsonb_typeof(event -> 'id') is distinct from 'string' or length(event ->> 'id') not between 1 and 200 then
         perform membank_private._raise_invalid('event.id', 'must be a string of 1 to 200 characters',
             'the event id makes appending idempotent; reuse it on retry');
@@ -336,6 +302,7 @@ begin
     end if;
     if jsonb_typeof(_delta) = 'object' then
         perform membank_private.validate_state_keys(_delta, 'event.actions.state_delta');
+        perform membank_private.validate_state_values(_delta, 'event.actions.state_delta');
         -- temp: keys live for one invocation: never stored, not even in the event.
         _payload := jsonb_set(event, '{actions,state_delta}', (
             select coalesce(jsonb_object_agg(k.key, k.value), '{}') from jsonb_each(_delta) as k
@@ -344,6 +311,11 @@ begin
     else
         _payload := event;
         _delta := '{}';
+    end if;
+    if octet_length(_payload::text) > membank_private.size_limit('session_event') then
+        perform membank_private._raise_invalid('event', format('is %s bytes', octet_length(_payload::text)),
+            format('an event is at most %s bytes as JSON text; keep files out of events (e.g. ADK artifacts)',
+                   membank_private.size_limit('session_event')));
     end if;
     -- The session's row lock orders appends: the next append waits for this
     -- commit, so append order is commit order and every delta merges.
@@ -378,11 +350,16 @@ begin
     if btrim(_text, E' \t\n\r') = '' then
         _text := null;
     end if;
-    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta);
+    _own := _session.state || membank_private.split_state(_delta, '');
+    if _delta <> '{}' then
+        perform membank_private.check_state_size('session_state', (select count(*) from jsonb_object_keys(_own)),
+            membank_private.state_bytes(_own), 'event.actions.state_delta');
+    end if;
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, _delta, 'event.actions.state_delta');
     insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, payload)
     values (_scope_id, _session.session_id, event ->> 'id', event ->> 'author', _text, _time, _payload);
     update membank_private.sessions as s
-    set state = s.state || membank_private.split_state(_delta, ''), update_time = _time
+    set state = _own, update_time = _time
     where s.scope_id = _scope_id and s.session_id = _session.session_id;
     return jsonb_build_object('appended', true, 'last_update_time', extract(epoch from _time));
 exception
@@ -400,6 +377,8 @@ its "actions"."state_delta" merges as ADK defines: "app:" keys into the app''s s
 "temp:" keys are dropped (also from the stored event), the rest into the session''s state; top-level keys replace.
 The event''s non-thought text parts are stored as its text (list_events, GenerateMemories).
 The session''s row lock serialises appends: concurrent appends all land, in commit order, with every delta merged.
+Limits: the event <= 1048576 bytes as JSON text; its state delta as create_session''s state (a key with its value
+<= 65536 bytes; the session''s, user''s and app''s state <= 1000 keys and 1048576, 1048576, 65536 bytes after the merge).
 Returns {"appended": false when this id was already stored with the same payload (nothing changes), "last_update_time":
 the session''s, seconds since the epoch}. Raises 22023 naming the argument, P0002 when the session does not exist,
 MB020 when the id is stored with another payload, MB040 after waiting membank.lock_timeout for the session''s lock
@@ -639,7 +618,8 @@ begin
 end
 $$;
 COMMENT ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[]) IS 'Assemble an agent''s prompt context in one call, within budget_tokens (0..1000000, default 2000) tokens estimated as
-ceil(UTF-8 bytes / 3) (errs long for English; the text''s estimate is never over the budget). scopes: one exact scope or
+ceil(UTF-8 bytes / 3) (errs long for English; the text''s estimate is never over the budget; 0 is accepted: the
+memories are judged, nothing is chosen, as when the Python builder''s session buffer takes the whole budget). scopes: one exact scope or
 an array of 1..16; session_id: the session (of the first scope) whose recent events enter and whose GenerateMemories
 operations give wait verdicts; query_text / query_embedding (or query_texts / query_embeddings for sub-queries) with
 embedding_model, top_k (1..100, default 5) and min_similarity: as retrieve_memories; expected and generated_lookback:
@@ -1444,7 +1424,12 @@ begin
         perform membank_private._raise_invalid('state', format('must be a JSON object, got %s', jsonb_typeof(state)),
             'pass {"key": value}; "app:" and "user:" keys are shared, "temp:" keys are not stored');
     end if;
+    perform membank_private.refuse_far_over(state, 'session_state', 'state');
     perform membank_private.validate_state_keys(state, 'state');
+    perform membank_private.validate_state_values(state, 'state');
+    perform membank_private.check_state_size('session_state',
+        (select count(*) from jsonb_object_keys(membank_private.split_state(state, ''))),
+        membank_private.state_bytes(membank_private.split_state(state, '')), 'state');
     insert into membank_private.sessions as s (scope_id, session_id, scope, state)
     values (_scope_id, _id, _scope, membank_private.split_state(state, ''))
     on conflict on constraint sessions_pkey do nothing
@@ -1454,7 +1439,7 @@ begin
             using errcode = 'unique_violation', detail = 'argument: session_id',
                   hint = 'get_session reads it; pick another session_id to start a new one';
     end if;
-    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state);
+    perform membank_private.merge_shared_state(app_name, _scope_id, _scope, state, 'state');
     return membank_private.session_json(_session, false, null, null);
 exception
     when lock_not_available then
@@ -1470,8 +1455,11 @@ state: a JSON object or null; keys prefixed "app:" merge into the app''s shared 
 (the scope''s) shared state, "temp:" keys are dropped, the rest is the session''s own state (ADK''s State prefixes).
 Returns the session as JSON {"id", "app_name", "user_id", "state" (session state merged with the app: and user:
 state, prefixed), "events": [], "last_update_time" (seconds since the epoch)}.
-Raises 22023 naming the argument, 23505 when the session already exists, MB040 after waiting membank.lock_timeout
-(retryable); nothing is written on error.';
+Limits (membank_private.size_limit, docs/memories.md "Limits"): a key with its value <= 65536 bytes as JSON text; the
+session''s own state, the user''s and the app''s state each <= 1000 keys, and <= 1048576, 1048576 and 65536 bytes (key
+names and values as JSON text) after the merge.
+Raises 22023 naming the argument (a key with an empty name, a value or state over its limit), 23505 when the session
+already exists, MB040 after waiting membank.lock_timeout (retryable); nothing is written on error.';
 CREATE FUNCTION membank.create_tool_rule(scope jsonb, tool_name text, pattern text, decision text, project_id text DEFAULT NULL::text, allow_operators text[] DEFAULT '{}'::text[], description text DEFAULT NULL::text) RETURNS membank.tool_rule
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2220,110 +2208,18 @@ CREATE FUNCTION membank.generate_memories(scope jsonb, events jsonb DEFAULT NULL
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-    _scope jsonb := membank_private.validate_scope(scope);
-    _options jsonb;
-    _events jsonb := '[]';
-    _facts jsonb := '[]';
-    _key uuid;
-    _name uuid;
-    _digest text;
-    _existing_digest text;
-    _profiles jsonb := membank_private.resolve_profile_schemas(profile_schemas, disable_natural_language_memories);
 begin
-    if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
-        perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
-            'give exactly one source: events (inline), session_id (a stored session) or facts (given directly)',
-            'events may be combined with session_id to append them to that session first');
-    end if;
-    if (start_time is not null or end_time is not null) and (session_id is null or events is not null) then
-        perform membank_private._raise_invalid('start_time', 'a time range applies to a session source only',
-            'pass session_id without events to generate from the session''s events in [start_time, end_time)');
-    end if;
-    if start_time > end_time then
-        perform membank_private._raise_invalid('start_time', 'is after end_time',
-            'the range is [start_time, end_time): events at or after start_time and before end_time');
-    end if;
-    if disable_consolidation is null then
-        perform membank_private._raise_invalid('disable_consolidation', 'must be true or false',
-            'false (default) consolidates against the scope''s memories; true only creates');
-    end if;
-    if request_id is not null and length(request_id) not between 1 and 200 then
-        perform membank_private._raise_invalid('request_id', 'must be 1 to 200 characters',
-            'a client token that makes retries of this request return the same operation');
-    end if;
-    perform membank_private.resolve_expire_time(ttl, null);
-    _options := jsonb_build_object(
-        'topics', membank_private.validate_generation_topics(topics),
-        'examples', membank_private.validate_examples(examples),
-        'disable_consolidation', disable_consolidation, 'ttl', ttl::text,
-        'start_time', start_time, 'end_time', end_time);
-    if _profiles <> '{}' then
-        _options := _options || jsonb_build_object('profile_schemas', _profiles,
-            'disable_natural_language_memories', disable_natural_language_memories);
-    end if;
-    if facts is not null then
-        _facts := membank_private.validate_direct_facts(facts);
-        if _profiles <> '{}' then
-            -- Facts given directly feed the profiles through a profile-only extraction that reads them as events.
-            _options := _options || '{"facts_given": true}';
-            _events := (select jsonb_agg(jsonb_build_object(
-                            'event_id', format('fact-%s', x.n), 'author', 'fact', 'text', x.f ->> 'fact',
-                            'timestamp', membank_private.local_time_text(statement_timestamp(), interval '0'))
-                            order by x.n)
-                        from jsonb_array_elements(_facts) with ordinality as x (f, n));
-        end if;
-    else
-        _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
-    end if;
-    -- The idempotency key: the client's request_id, or the whole request.
-    _digest := md5(jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
-                                      'options', _options)::text);
-    _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
-    _options := _options || jsonb_build_object('request_digest', _digest);
-    insert into membank_private.operations as o (
-        scope_id, scope, session_id, request_key, options, source_events, facts, stage
-    ) values (
-        md5(_scope::text)::uuid, _scope, session_id, _key, _options, _events, _facts,
-        case when facts is not null and _profiles = '{}' then 'CONSOLIDATE' else 'EXTRACT' end
-    )
-    on conflict (scope_id, request_key) where error is null do nothing
-    returning o.name into _name;
-    if _name is null then
-        -- A retry of a request that has not failed: the same operation, as
-        -- long as it is the same request (a reused request_id with other
-        -- content would otherwise silently drop the new facts).
-        select o.name, o.options ->> 'request_digest' into _name, _existing_digest
-        from membank_private.operations as o
-        where o.scope_id = md5(_scope::text)::uuid and o.error is null
-          and o.request_key = _key;
-        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0007
-            raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
-                using errcode = 'MB021', detail = 'argument: request_id',
-                      hint = format('operation %s holds that request_id; a new request needs a new request_id',
-                                    _name);
-        end if;
-        return _name;
-    end if;
-    if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
-        perform membank_private.finish_operation(_name);  -- nothing to learn from: a done no-op
-    elsif jsonb_array_length(_facts) > 0 and disable_consolidation and _profiles = '{}' then
-        perform membank_private.apply_creates(_name);
-        perform membank_private.finish_operation(_name);
-    else
-        insert into membank_private.generation_jobs (operation_name, scope_id)
-        values (_name, md5(_scope::text)::uuid);
-        -- The payload stays empty: any role may LISTEN, so a notification
-        -- carries no name or scope, only "there is work".
-        perform pg_notify('membank_generation_jobs', '');
-    end if;
-    return _name;
+    return membank_private.start_generation(
+        scope => scope, events => events, session_id => session_id, start_time => start_time, end_time => end_time,
+        facts => facts, topics => topics, examples => examples, disable_consolidation => disable_consolidation,
+        request_id => request_id, ttl => ttl, profile_schemas => profile_schemas,
+        disable_natural_language_memories => disable_natural_language_memories);
 end
 $$;
 COMMENT ON FUNCTION membank.generate_memories(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean) IS 'GenerateMemories: start an operation that extracts facts from a conversation and consolidates them into the
 memories of an exact scope; returns the operation''s name (uuid) at once. Poll membank.get_operation(name).
-Exactly one source: events (inline, a JSON array as for append_events; with session_id they are appended to that
-session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
+Exactly one source: events (inline, a JSON array of 1 or more events as for append_events, [] refused; with session_id
+they are appended to that session first), session_id (the stored events of that session, optionally only those in [start_time, end_time)), or
 facts (a JSON array of 1 to 100 strings or {"fact", "topics": [strings]}, given directly: no extraction; [] is
 refused with 22023, as an empty list of facts is a caller''s mistake).
 Options: topics (JSON array of managed topic names USER_PERSONAL_INFO, USER_PREFERENCES, KEY_CONVERSATION_DETAILS,
@@ -2540,7 +2436,7 @@ begin
             'a stream is the session of that id in this scope; the default is "default"');
     end if;
     -- The session's row lock (taken by append_events) orders this call after any other append to it.
-    _appended := membank.append_events(_scope, ingest_events.stream_id, coalesce(events, '[]'));
+    _appended := membank_private.store_events(_scope, ingest_events.stream_id, coalesce(events, '[]'));
     insert into membank_private.ingest_streams as t (scope_id, stream_id, scope, generation_rule)
     values (_scope_id, ingest_events.stream_id, _scope, _rule)
     on conflict on constraint ingest_streams_pkey
@@ -2623,6 +2519,15 @@ begin
     if metadata_filter is not null then
         perform membank_private.validate_object(metadata_filter, 'metadata_filter');
     end if;
+    -- An empty range is a caller's mistake (swapped bounds), not an empty page.
+    if created_after > created_before then
+        perform membank_private._raise_invalid('created_after', 'is after created_before',
+            'the range is (created_after, created_before): memories created after the one and before the other');
+    end if;
+    if updated_after > updated_before then
+        perform membank_private._raise_invalid('updated_after', 'is after updated_before',
+            'the range is (updated_after, updated_before): memories updated after the one and before the other');
+    end if;
     if page_token is not null then
         select t.create_time, t.name into _after_time, _after_name
         from membank_private.parse_page_token(page_token) as t;
@@ -2663,8 +2568,9 @@ COMMENT ON FUNCTION membank.list_memories(scope jsonb, page_size integer, page_t
 never a prefix. page_size 1..1000 (default 100); page_token is next_page_token from the last row of the previous page,
 non-null only when more rows follow. Filters: metadata_filter (JSON object, containment @>), topics (any of),
 memory_type (default NATURAL_LANGUAGE: STRUCTURED_PROFILE field memories are listed only when asked for),
-created_/updated_ after/before (exclusive bounds).
-Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics or memory_type).';
+created_/updated_ after/before (exclusive bounds; an after later than its before is refused).
+Raises 22023 naming the argument (bad scope, page_size, page_token, metadata_filter, topics, memory_type,
+created_after or updated_after).';
 CREATE FUNCTION membank.list_operations(scope jsonb, session_id text DEFAULT NULL::text, done boolean DEFAULT NULL::boolean, max_operations integer DEFAULT 100) RETURNS SETOF membank.operation
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3291,6 +3197,8 @@ declare
     _scope jsonb := membank_private.validate_scope(scope);
     _result jsonb;
 begin
+    -- "" or null names no schema: a caller's mistake, not an empty profile.
+    perform membank_private.validate_text_array(schema_ids, 'schema_ids', 1000, 128);
     select coalesce(jsonb_object_agg(p.schema_id, p.profile), '{}') into _result
     from (select m.structured_content ->> 'schema_id' as schema_id,
                  jsonb_object_agg(m.structured_content ->> 'field', m.structured_content -> 'value') as profile
@@ -3306,7 +3214,8 @@ end
 $$;
 COMMENT ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) IS 'RetrieveProfiles: the structured profiles of one exact scope as one JSON object {schema_id: {field: value}}, read
 from the scope''s live STRUCTURED_PROFILE field memories through one index range (memories_profile_field_idx); only
-the schemas in schema_ids when given. A field whose memory was deleted or has expired is absent at once; a scope with
+the schemas in schema_ids when given (at most 1000 ids of 1..128 characters; a null or empty id is refused). A field
+whose memory was deleted or has expired is absent at once; a scope with
 no profile gives {}. Raises 22023 naming the argument, 42501 (a role bound to other scopes, bind_role_to_scope).';
 CREATE FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb DEFAULT NULL::jsonb, expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
@@ -4023,11 +3932,17 @@ CREATE FUNCTION membank_private.app_state(app_name text) RETURNS jsonb
     AS $$
     select coalesce(jsonb_object_agg(e.key, e.value), '{}')
     from (
-        select distinct on (x.key) x.key, x.value
-        from membank_private.app_state_entries as x
-        where x.app_name = app_state.app_name
-        order by x.key, x.seq desc
-    ) as e;
+        select l.key, l.value,
+               sum(l.size) over (order by l.seq) as running,
+               row_number() over (order by l.seq) as n
+        from (
+            select distinct on (x.key) x.key, x.value, x.seq, x.size
+            from membank_private.app_state_entries as x
+            where x.app_name = app_state.app_name
+            order by x.key, x.seq desc
+        ) as l
+    ) as e
+    where e.running <= membank_private.size_limit('app_state') and e.n <= membank_private.size_limit('state_keys');
 $$;
 CREATE FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) RETURNS text
     LANGUAGE plpgsql
@@ -4676,9 +4591,10 @@ begin
         if query_embedding is null and membank_private.is_blank(query_text) then
             return;  -- no query: retrieve_memories lists the scope
         end if;
-        if length(query_text) > 4000 then
+        if length(query_text) > membank_private.size_limit('query_text') then
             perform membank_private._raise_invalid('query_text', format('has %s characters', length(query_text)),
-                'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+                format('a query is at most %s characters; the embedding model reads only its first 512 tokens anyway',
+                       membank_private.size_limit('query_text')));
         end if;
         texts := array[query_text];
         queries := array[membank_private.check_query_embedding(query_embedding, embedding_model)];
@@ -4700,9 +4616,11 @@ begin
                    _n, coalesce(array_ndims(query_embeddings), 0), array_dims(query_embeddings)),
             'e.g. ARRAY[[0.1, 0.2, ...], [0.3, 0.4, ...]]::real[] with the bank''s dimension per row');
     end if;
-    if exists (select from unnest(query_texts) as t where length(t) > 4000) then
-        perform membank_private._raise_invalid('query_texts', 'holds a query text of more than 4000 characters',
-            'a query is at most 4000 characters; the embedding model reads only its first 512 tokens anyway');
+    if exists (select from unnest(query_texts) as t where length(t) > membank_private.size_limit('query_text')) then
+        perform membank_private._raise_invalid('query_texts',
+            format('holds a query text of more than %s characters', membank_private.size_limit('query_text')),
+            format('a query is at most %s characters; the embedding model reads only its first 512 tokens anyway',
+                   membank_private.size_limit('query_text')));
     end if;
     texts := query_texts;
     if query_embeddings is not null then
@@ -4855,6 +4773,27 @@ begin
         raise exception '%: your role is bound to other scopes', argument
             using errcode = 'insufficient_privilege', detail = format('argument: %s', argument),
                   hint = 'a role bound with bind_role_to_scope reads and writes only its bound scopes';
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.check_state_size(what text, keys bigint, bytes bigint, argument text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _label text := case what when 'session_state' then 'the session''s own state'
+                             when 'user_state' then 'the user''s "user:" state'
+                             else 'the app''s "app:" state' end;
+begin
+    if keys > membank_private.size_limit('state_keys') then
+        perform membank_private._raise_invalid(argument, format('would give %s %s keys', _label, keys),
+            format('%s holds at most %s keys; nothing was written', _label, membank_private.size_limit('state_keys')));
+    end if;
+    if bytes > membank_private.size_limit(what) then
+        perform membank_private._raise_invalid(argument, format('would make %s %s bytes', _label, bytes),
+            format('%s is at most %s bytes (key names and values as JSON text)%s; nothing was written', _label,
+                   membank_private.size_limit(what),
+                   case when what = 'app_state' then ', as every user of the app reads it' else '' end));
     end if;
 end
 $$;
@@ -6468,15 +6407,35 @@ begin
               hint = 'record a change by updating the memory; its trigger writes a new revision';
 end
 $$;
-CREATE FUNCTION membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb) RETURNS void
+CREATE FUNCTION membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb, argument text DEFAULT 'state'::text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+declare
+    _before bigint;
+    _keys bigint;
+    _bytes bigint;
 begin
-    insert into membank_private.app_state_entries (app_name, key, value, scope_id)
-    select merge_app_state.app_name, k.key, k.value, merge_app_state.scope_id
+    -- The delta alone past the bound: refused before anything is inserted.
+    perform membank_private.check_state_size('app_state', (select count(*) from jsonb_object_keys(delta)),
+        membank_private.state_bytes(delta), argument);
+    select coalesce(sum(l.size), 0) into _before
+    from (select distinct on (x.key) x.size from membank_private.app_state_entries as x
+          where x.app_name = merge_app_state.app_name order by x.key, x.seq desc) as l;
+    insert into membank_private.app_state_entries (app_name, key, value, scope_id, size)
+    select merge_app_state.app_name, k.key, k.value, merge_app_state.scope_id,
+           octet_length(k.key) + octet_length(k.value::text)
     from jsonb_each(delta) as k
     order by k.key;
+    -- The app's state as this write leaves it (committed entries and this
+    -- write's): refused past its bound unless the write shrinks it (a state
+    -- that racing writes left over the bound can still be cut down).
+    select count(*), coalesce(sum(l.size), 0) into _keys, _bytes
+    from (select distinct on (x.key) x.size from membank_private.app_state_entries as x
+          where x.app_name = merge_app_state.app_name order by x.key, x.seq desc) as l;
+    if _bytes > _before or _keys > membank_private.size_limit('state_keys') then
+        perform membank_private.check_state_size('app_state', _keys, _bytes, argument);
+    end if;
     -- Entries with a later entry of the same key are read by no one. One
     -- that another transaction holds (it is deleting it) is skipped: this
     -- write never waits, and the next writer of the key removes what is left.
@@ -6526,22 +6485,29 @@ CREATE FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb)
     full join (select v as l, v ->> 'schema_id' || '.' || (v ->> 'field') as k
                from jsonb_array_elements(later) as v) as b using (k);
 $$;
-CREATE FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) RETURNS void
+CREATE FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text DEFAULT 'state'::text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     _app jsonb := membank_private.split_state(delta, 'app:');
     _user jsonb := membank_private.split_state(delta, 'user:');
+    _merged jsonb;
 begin
     if _app <> '{}' then
-        perform membank_private.merge_app_state(app_name, scope_id, _app);
+        perform membank_private.merge_app_state(app_name, scope_id, _app, argument);
     end if;
     if _user <> '{}' then
+        perform membank_private.check_state_size('user_state', (select count(*) from jsonb_object_keys(_user)),
+            membank_private.state_bytes(_user), argument);
         insert into membank_private.scope_states as u (scope_id, scope, state, update_time)
         values (merge_shared_state.scope_id, merge_shared_state.scope, _user, statement_timestamp())
         on conflict on constraint scope_states_pkey
-        do update set state = u.state || excluded.state, update_time = excluded.update_time;
+        do update set state = u.state || excluded.state, update_time = excluded.update_time
+        returning u.state into _merged;
+        -- Under the row's lock: the error rolls the whole call back.
+        perform membank_private.check_state_size('user_state', (select count(*) from jsonb_object_keys(_merged)),
+            membank_private.state_bytes(_merged), argument);
     end if;
 end
 $$;
@@ -7277,6 +7243,21 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.refuse_far_over(value jsonb, what text, argument text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if pg_column_size(value) > 16::bigint * membank_private.size_limit(what) then
+        perform membank_private._raise_invalid(argument, format('is %s bytes as stored', pg_column_size(value)),
+            case when what = 'session_event'
+                 then format('an event is at most %s bytes as JSON text', membank_private.size_limit(what))
+                 else format('a session''s own, a user''s and an app''s state are at most %s, %s and %s bytes as JSON '
+                             || 'text', membank_private.size_limit('session_state'),
+                             membank_private.size_limit('user_state'), membank_private.size_limit('app_state')) end);
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7473,7 +7454,7 @@ begin
         end if;
         if session_id is not null then
             -- Inline events of a session are appended to it first (idempotent).
-            perform membank.append_events(scope, session_id, events);
+            perform membank_private.store_events(scope, session_id, events);
         end if;
         select coalesce(jsonb_agg(jsonb_build_object(
                    'event_id', v.event_id, 'author', v.author, 'text', v.event_text,
@@ -8378,6 +8359,24 @@ CREATE FUNCTION membank_private.shell_parts(command text) RETURNS text[]
                     array[btrim(coalesce(command, ''), E' \t')])
     from regexp_split_to_table(coalesce(command, ''), E'\\|\\||&&|\\$\\(|[;|&`\\n\\r]') with ordinality as x (p, n);
 $_$;
+CREATE FUNCTION membank_private.size_limit(what text) RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case what
+        when 'fact' then 32768              -- characters of a fact (and of a memory's context)
+        when 'json_object' then 65536       -- bytes: metadata, labels, structured_content, filters
+        when 'query_text' then 4000         -- characters of a retrieval query
+        when 'event_text' then 200000       -- characters of an event's text (append_events, GenerateMemories)
+        when 'events' then 1000             -- events per append_events call and per GenerateMemories operation
+        when 'session_event' then 1048576   -- bytes of one framework event (append_session_event's payload)
+        when 'state_value' then 65536       -- bytes of one state key and its value (session, user: or app:)
+        when 'session_state' then 1048576   -- bytes of a session's own state
+        when 'user_state' then 1048576      -- bytes of a user's "user:" state (every session of the scope)
+        when 'app_state' then 65536         -- bytes of an app's "app:" state (every user of the app reads it)
+        when 'state_keys' then 1000         -- keys of a session's own, a user's or an app's state
+    end;
+$$;
 CREATE FUNCTION membank_private.split_question(query_text text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8460,6 +8459,121 @@ begin
     end if;
     return _pieces;
 end
+$$;
+CREATE FUNCTION membank_private.start_generation(scope jsonb, events jsonb DEFAULT NULL::jsonb, session_id text DEFAULT NULL::text, start_time timestamp with time zone DEFAULT NULL::timestamp with time zone, end_time timestamp with time zone DEFAULT NULL::timestamp with time zone, facts jsonb DEFAULT NULL::jsonb, topics jsonb DEFAULT NULL::jsonb, examples jsonb DEFAULT NULL::jsonb, disable_consolidation boolean DEFAULT false, request_id text DEFAULT NULL::text, ttl interval DEFAULT NULL::interval, profile_schemas jsonb DEFAULT NULL::jsonb, disable_natural_language_memories boolean DEFAULT false, allow_empty_events boolean DEFAULT false) RETURNS uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _options jsonb;
+    _events jsonb := '[]';
+    _facts jsonb := '[]';
+    _key uuid;
+    _name uuid;
+    _digest text;
+    _existing_digest text;
+    _profiles jsonb := membank_private.resolve_profile_schemas(profile_schemas, disable_natural_language_memories);
+begin
+    if num_nonnulls(events, facts) + (session_id is not null and events is null)::integer <> 1 then
+        perform membank_private._raise_invalid(case when events is null and facts is null then 'events' else 'facts' end,
+            'give exactly one source: events (inline), session_id (a stored session) or facts (given directly)',
+            'events may be combined with session_id to append them to that session first');
+    end if;
+    if (start_time is not null or end_time is not null) and (session_id is null or events is not null) then
+        perform membank_private._raise_invalid('start_time', 'a time range applies to a session source only',
+            'pass session_id without events to generate from the session''s events in [start_time, end_time)');
+    end if;
+    if start_time > end_time then
+        perform membank_private._raise_invalid('start_time', 'is after end_time',
+            'the range is [start_time, end_time): events at or after start_time and before end_time');
+    end if;
+    if disable_consolidation is null then
+        perform membank_private._raise_invalid('disable_consolidation', 'must be true or false',
+            'false (default) consolidates against the scope''s memories; true only creates');
+    end if;
+    if request_id is not null and length(request_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('request_id', 'must be 1 to 200 characters',
+            'a client token that makes retries of this request return the same operation');
+    end if;
+    perform membank_private.resolve_expire_time(ttl, null);
+    _options := jsonb_build_object(
+        'topics', membank_private.validate_generation_topics(topics),
+        'examples', membank_private.validate_examples(examples),
+        'disable_consolidation', disable_consolidation, 'ttl', ttl::text,
+        'start_time', start_time, 'end_time', end_time);
+    if _profiles <> '{}' then
+        _options := _options || jsonb_build_object('profile_schemas', _profiles,
+            'disable_natural_language_memories', disable_natural_language_memories);
+    end if;
+    if facts is not null then
+        _facts := membank_private.validate_direct_facts(facts);
+        if _profiles <> '{}' then
+            -- Facts given directly feed the profiles through a profile-only extraction that reads them as events.
+            _options := _options || '{"facts_given": true}';
+            _events := (select jsonb_agg(jsonb_build_object(
+                            'event_id', format('fact-%s', x.n), 'author', 'fact', 'text', x.f ->> 'fact',
+                            'timestamp', membank_private.local_time_text(statement_timestamp(), interval '0'))
+                            order by x.n)
+                        from jsonb_array_elements(_facts) with ordinality as x (f, n));
+        end if;
+    else
+        if jsonb_typeof(events) = 'array' and jsonb_array_length(events) = 0 and not allow_empty_events then
+            perform membank_private._raise_invalid('events', 'is empty',
+                'pass 1 to 1000 events, or session_id without events to generate from a stored session');
+        end if;
+        _events := membank_private.resolve_source_events(_scope, events, session_id, start_time, end_time);
+    end if;
+    -- The idempotency key: the client's request_id, or the whole request.
+    _digest := md5(jsonb_build_object('session_id', session_id, 'events', _events, 'facts', _facts,
+                                      'options', _options)::text);
+    _key := md5(coalesce('request_id:' || request_id, _digest))::uuid;
+    _options := _options || jsonb_build_object('request_digest', _digest);
+    insert into membank_private.operations as o (
+        scope_id, scope, session_id, request_key, options, source_events, facts, stage
+    ) values (
+        md5(_scope::text)::uuid, _scope, session_id, _key, _options, _events, _facts,
+        case when facts is not null and _profiles = '{}' then 'CONSOLIDATE' else 'EXTRACT' end
+    )
+    on conflict (scope_id, request_key) where error is null do nothing
+    returning o.name into _name;
+    if _name is null then
+        -- A retry of a request that has not failed: the same operation, as
+        -- long as it is the same request (a reused request_id with other
+        -- content would otherwise silently drop the new facts).
+        select o.name, o.options ->> 'request_digest' into _name, _existing_digest
+        from membank_private.operations as o
+        where o.scope_id = md5(_scope::text)::uuid and o.error is null
+          and o.request_key = _key;
+        if _existing_digest <> (_options ->> 'request_digest') then  -- null: an operation from before 0007
+            raise exception 'request_id: % was already used for another request in this scope', to_jsonb(request_id)
+                using errcode = 'MB021', detail = 'argument: request_id',
+                      hint = format('operation %s holds that request_id; a new request needs a new request_id',
+                                    _name);
+        end if;
+        return _name;
+    end if;
+    if jsonb_array_length(_events) = 0 and jsonb_array_length(_facts) = 0 then
+        perform membank_private.finish_operation(_name);  -- nothing to learn from: a done no-op
+    elsif jsonb_array_length(_facts) > 0 and disable_consolidation and _profiles = '{}' then
+        perform membank_private.apply_creates(_name);
+        perform membank_private.finish_operation(_name);
+    else
+        insert into membank_private.generation_jobs (operation_name, scope_id)
+        values (_name, md5(_scope::text)::uuid);
+        -- The payload stays empty: any role may LISTEN, so a notification
+        -- carries no name or scope, only "there is work".
+        perform pg_notify('membank_generation_jobs', '');
+    end if;
+    return _name;
+end
+$$;
+CREATE FUNCTION membank_private.state_bytes(state jsonb) RETURNS bigint
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select coalesce(sum(octet_length(k.key) + octet_length(k.value::text)), 0)
+    from jsonb_each(coalesce(state, '{}')) as k;
 $$;
 CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) RETURNS integer
     LANGUAGE plpgsql
@@ -8547,6 +8661,70 @@ begin
     delete from membank_private.embedding_jobs as j
     using unnest(memory_names, fact_md5s) as g (name, fact_md5)
     where j.name = g.name and j.fact_md5 = g.fact_md5 and j.name = any(_locked);
+    return _count;
+end
+$$;
+CREATE FUNCTION membank_private.store_events(scope jsonb, session_id text, events jsonb) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _conflict text;
+    _count integer;
+    _ids text [];
+    _authors text [];
+    _texts text [];
+    _times timestamptz [];
+    _offsets interval [];
+begin
+    if session_id is null or length(session_id) not between 1 and 200 then
+        perform membank_private._raise_invalid('session_id', 'must be 1 to 200 characters',
+            'a session groups the events of one conversation, e.g. its id in your application');
+    end if;
+    select array_agg(v.event_id order by v.ordinal), array_agg(v.author order by v.ordinal),
+           array_agg(v.event_text order by v.ordinal), array_agg(v.event_time order by v.ordinal),
+           array_agg(v.utc_offset order by v.ordinal)
+    into _ids, _authors, _texts, _times, _offsets
+    from membank_private.validate_events(events) as v;
+    select g.event_id into _conflict
+    from unnest(_ids) as g (event_id)
+    group by g.event_id having count(*) > 1
+    limit 1;
+    if _conflict is not null then
+        perform membank_private._raise_invalid('events', format('lists event_id %s twice', to_jsonb(_conflict)),
+            'each event in one call needs its own event_id');
+    end if;
+    select g.event_id into _conflict
+    from unnest(_ids, _authors, _texts, _times, _offsets) as g (event_id, author, event_text, event_time, utc_offset)
+    inner join membank_private.events as e
+        on e.scope_id = _scope_id and e.session_id = store_events.session_id and e.event_id = g.event_id
+    where (e.author, e.text, e.event_time, e.utc_offset)
+          is distinct from (g.author, g.event_text, g.event_time, g.utc_offset)
+    limit 1;
+    if _conflict is not null then
+        raise exception 'events: event_id % is already stored with other content', to_jsonb(_conflict)
+            using errcode = 'MB020', detail = 'argument: events',
+                  hint = 'a retry must send the same event; a new event needs a new event_id';
+    end if;
+    -- The time goes in as a value (excluded.update_time): Citus refuses a
+    -- non-immutable function in DO UPDATE SET on a distributed table.
+    insert into membank_private.sessions as s (scope_id, session_id, scope, update_time)
+    values (_scope_id, store_events.session_id, _scope, statement_timestamp())
+    on conflict on constraint sessions_pkey do update set update_time = excluded.update_time;
+    -- Counted from RETURNING: on Citus an INSERT ... SELECT goes through
+    -- the coordinator, whose row count is the rows offered, not the stored.
+    with stored as (
+        insert into membank_private.events (scope_id, session_id, event_id, author, text, event_time, utc_offset)
+        select _scope_id, store_events.session_id, g.event_id, g.author, g.event_text, g.event_time, g.utc_offset
+        from unnest(_ids, _authors, _texts, _times, _offsets) with ordinality
+            as g (event_id, author, event_text, event_time, utc_offset, n)
+        order by g.n
+        on conflict do nothing
+        returning 1
+    )
+    select count(*) into _count from stored;
     return _count;
 end
 $$;
@@ -9039,6 +9217,7 @@ declare
     _topics text [];
     _result jsonb := '[]';
     _i integer := 0;
+    _key text;
 begin
     if jsonb_typeof(facts) <> 'array' or jsonb_array_length(facts) > 100 then
         perform membank_private._raise_invalid('facts', 'must be a JSON array of at most 100 facts',
@@ -9049,7 +9228,7 @@ begin
         -- empty list is a caller's mistake (and with profile schemas it used
         -- to reach a not-null constraint, 23502).
         perform membank_private._raise_invalid('facts', 'must hold at least one fact, got []',
-            'pass the facts to remember, e.g. ["The user is vegetarian"]; events => ''[]'' is the no-op request');
+            'pass the facts to remember, e.g. ["The user is vegetarian"]');
     end if;
     for _item in select f from jsonb_array_elements(facts) as f loop
         if jsonb_typeof(_item) = 'string' then
@@ -9062,6 +9241,13 @@ begin
                 -- jsonb_array_elements_text would turn 1 into the topic "1".
                 perform membank_private._raise_invalid(format('facts[%s].topics', _i),
                     'must be an array of strings', 'e.g. {"fact": "...", "topics": ["USER_PREFERENCES"]}');
+            end if;
+            select k into _key from jsonb_object_keys(_item) as k where k not in ('fact', 'topics') order by k limit 1;
+            if _key is not null then
+                -- A misspelt "topic" would otherwise be dropped without a word.
+                perform membank_private._raise_invalid(format('facts[%s]', _i),
+                    format('has the unknown key %s', to_jsonb(_key)),
+                    'a fact given directly is a string or {"fact": text, "topics": [text]}');
             end if;
             _fact := _item ->> 'fact';
             _topics := array(select jsonb_array_elements_text(coalesce(_item -> 'topics', '[]')));
@@ -9087,20 +9273,29 @@ declare
     _i bigint := 0;
     _time timestamptz;
     _zone text [];
+    _key text;
 begin
     if events is null or jsonb_typeof(events) <> 'array' then
         perform membank_private._raise_invalid('events',
             format('must be a JSON array, got %s', coalesce(jsonb_typeof(events), 'null')),
             'pass [{"event_id": "e1", "author": "user", "text": "...", "timestamp": "2023-05-24T10:00:00Z"}]');
     end if;
-    if jsonb_array_length(events) > 1000 then
+    if jsonb_array_length(events) > membank_private.size_limit('events') then
         perform membank_private._raise_invalid('events', format('holds %s events', jsonb_array_length(events)),
-            'append at most 1000 events per call');
+            format('append at most %s events per call', membank_private.size_limit('events')));
     end if;
     for _event in select e from jsonb_array_elements(events) as e loop
         if jsonb_typeof(_event) <> 'object' then
             perform membank_private._raise_invalid(format('events[%s]', _i), 'must be a JSON object',
                 'each event is {"event_id", "author", "text", "timestamp"}');
+        end if;
+        -- A misspelt key ("txt", "time") would otherwise be dropped without a word.
+        select k into _key from jsonb_object_keys(_event) as k
+        where k not in ('event_id', 'author', 'text', 'timestamp') order by k limit 1;
+        if _key is not null then
+            perform membank_private._raise_invalid(format('events[%s]', _i),
+                format('has the unknown key %s', to_jsonb(_key)),
+                'an event has only "event_id", "author", "text" and "timestamp"');
         end if;
         if jsonb_typeof(_event -> 'event_id') is distinct from 'string'
            or length(_event ->> 'event_id') not between 1 and 200 then
@@ -9113,9 +9308,9 @@ begin
                 'must be a string of 1 to 200 characters', 'e.g. "user", "assistant" or the speaker''s name');
         end if;
         if _event ? 'text' and jsonb_typeof(_event -> 'text') not in ('string', 'null')
-           or length(_event ->> 'text') > 200000 then
+           or length(_event ->> 'text') > membank_private.size_limit('event_text') then
             perform membank_private._raise_invalid(format('events[%s].text', _i),
-                'must be a string of at most 200000 characters, or null',
+                format('must be a string of at most %s characters, or null', membank_private.size_limit('event_text')),
                 'an event''s text is what was said; GenerateMemories splits a long one on sentence boundaries');
         end if;
         -- ISO 8601 with an explicit zone only: PostgreSQL would also take
@@ -9197,10 +9392,11 @@ begin
         perform membank_private._raise_invalid(argument, 'must be non-empty text',
             'a fact is a natural-language statement such as "User is allergic to peanuts"');
     end if;
-    if length(fact) > 32768 then
+    if length(fact) > membank_private.size_limit('fact') then
         perform membank_private._raise_invalid(argument,
             format('has %s characters', length(fact)),
-            'a fact is at most 32768 characters; split long text into several memories');
+            format('a fact is at most %s characters; split long text into several memories',
+                   membank_private.size_limit('fact')));
     end if;
     return fact;
 end
@@ -9341,10 +9537,10 @@ begin
             format('must be a JSON object, got %s', coalesce(jsonb_typeof(value), 'null')),
             'pass an object, e.g. {"source": "chat"}');
     end if;
-    if octet_length(value::text) > 65536 then
+    if octet_length(value::text) > membank_private.size_limit('json_object') then
         perform membank_private._raise_invalid(argument,
             format('is %s bytes', octet_length(value::text)),
-            'JSON object arguments are at most 65536 bytes as text');
+            format('JSON object arguments are at most %s bytes as text', membank_private.size_limit('json_object')));
     end if;
     -- Deeper JSON is stored by PostgreSQL but cannot be read back by common
     -- clients (Python's json module stops at ~1000 levels).
@@ -9553,10 +9749,31 @@ declare
     _key text;
 begin
     select k into _key from jsonb_object_keys(coalesce(state, '{}')) as k
-    where k in ('app:', 'user:', 'temp:') limit 1;
+    where k in ('', 'app:', 'user:', 'temp:') limit 1;
     if _key is not null then
         perform membank_private._raise_invalid(argument, format('holds the key %s with an empty name', to_jsonb(_key)),
             format('name the key after its prefix, e.g. %s', to_jsonb(_key || 'theme')));
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.validate_state_values(state jsonb, argument text) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _key text;
+    _bytes bigint;
+begin
+    select k.key, k.bytes into _key, _bytes
+    from (select e.key, octet_length(e.key) + octet_length(e.value::text) as bytes
+          from jsonb_each(coalesce(state, '{}')) as e) as k
+    where k.bytes > membank_private.size_limit('state_value')
+    order by k.key limit 1;
+    if _key is not null then
+        perform membank_private._raise_invalid(argument,
+            format('key %s holds %s bytes', to_jsonb(left(_key, 80)), _bytes),
+            format('a state key with its value is at most %s bytes as JSON text; keep large data elsewhere '
+                   || '(e.g. ADK artifacts) and a reference in state', membank_private.size_limit('state_value')));
     end if;
 end
 $$;
@@ -9875,7 +10092,8 @@ CREATE TABLE membank_private.app_state_entries (
     seq bigint NOT NULL,
     value jsonb NOT NULL,
     scope_id uuid,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    size integer NOT NULL
 );
 ALTER TABLE membank_private.app_state_entries ALTER COLUMN seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.app_state_entries_seq_seq
@@ -10391,6 +10609,7 @@ REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding rea
 REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_state_size(what text, keys bigint, bytes bigint, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vector(value real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vector_norm(v membank_extensions.vector, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_vectors(m real[], argument text) FROM PUBLIC;
@@ -10458,10 +10677,10 @@ REVOKE ALL ON FUNCTION membank_private.memories_enqueue_embedding() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_write_revision() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_event_time(memory_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memory_revisions_immutable() FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_app_state(app_name text, scope_id uuid, delta jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, new_value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.on_citus() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.operation_scope(operation_name uuid) FROM PUBLIC;
@@ -10499,6 +10718,7 @@ REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision
 REVOKE ALL ON FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_caller(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refuse_far_over(value jsonb, what text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;
@@ -10535,11 +10755,15 @@ REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operat
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.size_limit(what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.start_generation(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean, allow_empty_events boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.state_bytes(state jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_embeddings_here(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
@@ -10576,6 +10800,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_scope(scope jsonb, argument text
 REVOKE ALL ON FUNCTION membank_private.validate_scopes(scopes jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_session_ids(app_name text, user_id text, session_id text, check_binding boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_state_keys(state jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.validate_state_values(state jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_text_array(value text[], argument text, max_items integer, max_length integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_name(tool_name text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_tool_pattern(pattern text) FROM PUBLIC;

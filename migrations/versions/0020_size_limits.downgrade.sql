@@ -1,0 +1,2 @@
+-- 0020 downgrade: entries without their size.
+alter table membank_private.app_state_entries drop column size;
