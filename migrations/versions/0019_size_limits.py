@@ -1,7 +1,7 @@
 """Size limits: each app: state entry records its size, so that an app's state is bounded without reading it.
 
-Revision ID: 0020
-Revises: 0017
+Revision ID: 0019
+Revises: 0018
 Create Date: 2026-12-02
 
 DDL in the .sql files beside this one. app_state_entries.size is the bytes
@@ -15,8 +15,8 @@ from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0020"
-down_revision = "0017"
+revision = "0019"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
