@@ -730,3 +730,30 @@ def test_a_canary_through_every_write_path_with_a_ttl_is_in_no_table_after_expir
 def _scope_memories(bank, scope) -> list:
     return (bank.list_memories(scope, page_size=1000).memories
             + bank.list_memories(scope, memory_type="STRUCTURED_PROFILE", page_size=1000).memories)
+
+
+def test_a_busy_row_leaves_one_deleted_memory_to_a_later_purge_not_the_others(bank, conn, db_url):
+    """forget_expired_deletions takes each memory in a subtransaction with a bounded wait: an operation row another
+    transaction holds leaves that memory for later; the other tenant's memory is forgotten in the same call."""
+    busy_scope, other_scope = {"user_id": "ttl-busy"}, {"user_id": "ttl-other"}
+    op = bank.generate_memories(busy_scope, facts=[f"The user's badge is {TTL_CANARY}"], ttl=timedelta(days=1)
+                                ).wait(timeout=120, process=True)
+    [busy] = [g.memory.name for g in op.generated_memories if g.action == "CREATED"]
+    bank.delete_memory(busy)
+    other = bank.create_memory(other_scope, f"My locker is {TTL_CANARY}", ttl=timedelta(days=1))
+    bank.delete_memory(other.name)
+    for scope in (busy_scope, other_scope):
+        _move_time_past_every_ttl(conn, scope)
+    with psycopg.connect(db_url) as holder:
+        holder.execute("select 1 from membank_private.operations where name = %s for update", (str(op.name),))
+        with psycopg.connect(db_url, autocommit=True) as admin:
+            admin.execute("set membank.lock_timeout = '100ms'")
+            admin.execute("set statement_timeout = '20s'")  # a purge that waits on the held row fails, never hangs
+            warnings = []
+            admin.add_notice_handler(lambda d: warnings.append(d.message_primary))
+            assert admin.execute("call membank.purge_expired_memories()").fetchone()[0] == 1
+        assert any(str(busy) in w and "later batch" in w for w in warnings), warnings
+        assert [table for table, _ in _ttl_leaks(db_url)]  # the busy one's text is still stored
+        holder.rollback()
+    assert bank.purge_expired_memories() == 1
+    assert _ttl_leaks(db_url) == []

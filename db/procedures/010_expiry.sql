@@ -46,8 +46,19 @@ begin
         continue when exists (select from membank_private.memories as m
                               where m.scope_id = _scope_id and m.name = _name)
                       or not membank_private.is_expired(_name, _scope_id);
-        perform membank_private.forget_memory(_name, _scope_id);
-        _count := _count + 1;
+        -- One memory per subtransaction, each wait bounded: an operation row
+        -- another transaction holds (a worker applying a reply in that scope)
+        -- leaves this memory to a later batch, never the others.
+        begin
+            perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+            perform membank_private.forget_memory(_name, _scope_id);
+            _count := _count + 1;
+        exception
+            when lock_not_available then
+                raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy',
+                    _name
+                    using hint = 'call purge_expired_memories again';
+        end;
     end loop;
     return _count;
 end

@@ -3,7 +3,4 @@
 -- forgets each once its expire_time has passed (forget_expired_deletions).
 create index memory_revisions_deleted_expiry_idx
 on membank_private.memory_revisions (expire_time)
-where
-    action = 'DELETED'
-    and expire_time is not null
-    and (fact is not null or structured_content is not null);
+where action = 'DELETED' and expire_time is not null and (fact is not null or structured_content is not null);
