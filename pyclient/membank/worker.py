@@ -8,8 +8,8 @@ dies mid-batch holds nothing afterwards: its transaction rolls back and the
 jobs are claimed by the next worker. A failed model call is recorded with
 ``membank.fail_embedding_jobs`` (retried with exponential backoff, five
 attempts), job by job: a fact the embedder or the bank refuses fails its own
-job, never the batch it was claimed with. ``run()`` sleeps on LISTEN membank_embedding_jobs with a poll
-fallback. Each loop also runs the IngestEvents sweep
+job, never the batch it was claimed with. ``run()`` sleeps on LISTEN
+membank_embedding_jobs with a poll fallback. Each loop also runs the IngestEvents sweep
 (``membank.generate_due_streams``): streams whose idle_duration,
 fixed_interval or 24 h flush came due get their GenerateMemories operation
 queued (decided in SQL; due and queued commit together).
@@ -122,9 +122,14 @@ class EmbeddingWorker:
         embedded, failed = self._embed_each([(str(j[0]), str(j[2]), j[1]) for j in jobs])
         if embedded:
             failed += self._store(conn, embedded)
+        # One call per distinct error (a provider that is down gives every job the same one).
+        by_error: dict[str, list[tuple[str, str]]] = {}
         for name, md5, error in failed:
+            by_error.setdefault(error, []).append((name, md5))
+        for error, items in by_error.items():
             with conn.transaction():
-                conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", ([name], [md5], error))
+                conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)",
+                             ([n for n, _ in items], [m for _, m in items], error))
         return len(jobs)
 
     def _embed_each(self, jobs: list[tuple[str, str, str]]) -> tuple[list[tuple], list[tuple]]:
