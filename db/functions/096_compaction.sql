@@ -218,7 +218,7 @@ begin
     -- One summary never merges memories that expire with memories that never
     -- do (the summary expires at the latest of its sources' expire_time, so
     -- a source without one would keep the others' text for ever): the oldest
-    -- candidate's kind goes first, the other kind waits for a later call.
+    -- candidate's kind goes first.
     select m.expire_time is null into _never
     from membank_private.memories as m
     where m.scope_id = _scope_id and m.scope = _scope
@@ -294,9 +294,9 @@ max_memories, 2..1000, default 50; only those with one of topics when given) bec
 model. Returns the name of the operation (stage COMPACT; poll membank.get_operation), or null when fewer than 2
 memories qualify (nothing to do). The summary's CREATED revision lists the replaced memories (name, revision, fact,
 topics, create_time) in extracted_memories. One summary merges only memories that never expire, or only memories that
-expire (the oldest candidate's kind is chosen; the other kind waits for a later call), and the summary of expiring
-memories expires at the latest of their expire_time, so no text set to expire outlives its sources; each original is deleted with a DELETED revision labelled compacted_into
-the summary's name; generated_memories shows the summary CREATED and each original DELETED. Candidates are chosen
+expire (the oldest candidate's kind, or the other when that kind has a single memory), and the summary of expiring
+memories expires at the latest of their expire_time, so no text set to expire outlives its sources. Each original is
+deleted with a DELETED revision labelled compacted_into the summary's name; generated_memories shows the summary CREATED and each original DELETED. Candidates are chosen
 oldest first under the scope's write lock; a memory held by a pending compaction is not chosen again, so concurrent
 calls never compact a memory twice, and a second call finds only what is new. The model runs in the database when it
 has a trusted AlloyDB AI ai.generate(prompt, model_id) (in_database null: detected; true: required; false: never),

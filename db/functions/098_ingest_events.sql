@@ -353,7 +353,8 @@ the database clock; tests and replays pass it) — idle_duration, fixed_interval
 GenerateMemories operation over the events not yet covered and move the stream's watermark, in the caller's
 transaction (due and queued commit together: a caller that dies before commit queued nothing and moved nothing).
 Streams locked by another transaction are skipped (next sweep); a stream whose generation fails is left pending
-with a WARNING naming it and its error (next sweep), the others are queued. Returns one membank.due_stream per queued operation:
+with a WARNING naming it and its error (next sweep), the others are queued.
+Returns one membank.due_stream per queued operation:
 scope, stream_id, trigger_reason, operation_name, first_seq and last_seq (append order range covered),
 covered_events. Worker and admin roles only (it reaches every scope); call it from the worker's loop or from pg_cron
 (cron.schedule('membank-ingest', '* * * * *', 'select count(*) from membank.generate_due_streams()')).
