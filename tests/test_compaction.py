@@ -242,7 +242,7 @@ def test_compact_scopes_starts_compaction_in_every_matching_scope(conn, db_url):
 
 def test_a_summary_expires_when_its_last_source_would_have(conn, ai_stub):
     """Compaction drops no TTL: a summary of expiring memories expires at their latest expire_time, and memories
-    that expire are never merged with memories that do not (issue 37)."""
+    that expire are never merged with memories that do not."""
     names = seed(conn, old=6, new=0)
     conn.execute("set session_replication_role = replica")  # test setup: move time without a revision
     for i, name in enumerate(names[:4]):  # the 4 oldest expire in 1..4 days, the other 2 never

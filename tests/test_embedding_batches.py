@@ -146,7 +146,7 @@ def test_the_client_and_sql_hold_one_blank_rule(conn):
 
 def test_one_failing_stream_leaves_every_other_tenants_stream_queued(conn, writer_url, worker_url):
     """A tenant that poisons its own stream (an operation already holding the request id the sweep will use,
-    with other content: MB021) no longer fails the sweep for every tenant: that stream stays pending, named."""
+    with other content: MB021) fails that stream only: it stays pending, named, and every other stream is queued."""
     idle = {"generation_rule": {"idle_duration": "60s"}}
     event = {"event_id": "e1", "author": "user", "text": "I moved to Porto.", "timestamp": "2024-01-01T10:00:00Z"}
     with connect_as(writer_url) as writer:

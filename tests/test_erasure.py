@@ -628,8 +628,8 @@ def _move_time_past_every_ttl(conn, scope: dict) -> None:
 
 
 def test_a_memory_deleted_before_its_ttl_is_forgotten_when_the_ttl_passes(bank, conn, db_url):
-    """Issue 37: 15 revision rows and 2 operation rows kept the text of a memory deleted before its TTL, after the
-    TTL, purge and retention; list_revisions returned it; the labels of create and delete survived."""
+    """After its TTL, purge and retention, nothing of a memory deleted before its TTL is stored: not in its revisions
+    (list_revisions shows no text), not in operations, not in the labels of its create and delete."""
     c = TTL_CANARY
     m = bank.create_memory(TTL_SCOPE, f"My locker number is {c}", metadata={"note": c}, labels={"why": c},
                            ttl=timedelta(days=1))
@@ -662,7 +662,7 @@ def test_a_deleted_memory_comes_back_with_its_ttl(bank):
 
 
 def test_a_canary_through_every_write_path_with_a_ttl_is_in_no_table_after_expiry(bank, conn, db_url):
-    """Must hold (issue 37): the canary through create, update, generate, add_messages, ingest_events, sessions,
+    """The canary through create, update, generate, add_messages, ingest_events, sessions,
     state, profiles, rules, labels and metadata, each with a TTL where the path has one, then compaction, delete,
     expiry, purge and retention: 0 copies in any table of the pg_dump.
 

@@ -600,9 +600,9 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
 
 @pytest.mark.parametrize("scope_size", [1, 201])
 def test_a_fact_longer_than_a_query_is_consolidated_by_its_prefix(bank, superuser, scope_size):
-    """Issue 37: a fact over 4000 characters hit retrieve_memories' query limit in its candidate search and failed
-    the job, so it could never be consolidated. It is searched by its first 4000 characters (both candidate
-    paths: one fact at a time, and the batch search of a scope over 200 memories)."""
+    """A fact over 4000 characters (retrieve_memories' query limit) is consolidated: its candidates are searched by
+    its first 4000 characters (both candidate paths: one fact at a time, and the batch search of a scope over 200
+    memories), and the job does not fail."""
     for i in range(scope_size):
         bank.create_memory(SCOPE, "The user likes green tea." if i == 0 else f"The user visited city number {i}.")
     long_fact = "The user likes green tea. " + " ".join(f"Detail {i} of the tea ceremony." for i in range(300))

@@ -105,8 +105,9 @@ $$;
 -- name: is_blank: true for null or text of only white space, control characters and zero-width format characters.
 -- The one definition of blank used by every check, and by the embedding
 -- claim (a client never decides it: Python's str.strip() also strips
--- U+001C..U+001F, which White_Space does not hold, and a fact of one U+001C
--- failed every tenant's embedding batch): U+0009..U+000D, U+0020, U+0085,
+-- U+001C..U+001F, which White_Space does not hold, so a fact SQL took as
+-- text would be empty to the embedder and fail the batch it was claimed
+-- with): U+0009..U+000D, U+0020, U+0085,
 -- U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000
 -- (White_Space, Unicode PropList.txt), the other control characters
 -- U+0001..U+001F and U+007F..U+009F (general category Cc: they render as

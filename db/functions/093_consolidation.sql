@@ -313,8 +313,8 @@ $$;
 
 -- name: candidate_query_text: the text a fact's candidates are searched by: its first 4000 characters.
 -- retrieve_memories refuses a longer query_text (22023), and a fact may hold
--- up to 32768 characters: its whole text failed the generation job (issue
--- 37), so a fact that long could never be consolidated. The search reads a
+-- up to 32768 characters: searched by its whole text, such a fact would fail
+-- its generation job on every attempt and never be consolidated. The search reads a
 -- bounded prefix (the embedding model reads its first 512 tokens anyway, and
 -- the fact's own vector, of the whole text, is searched as it is); the model
 -- still sees the whole fact in the consolidation prompt.
