@@ -265,3 +265,30 @@ def test_compact_scopes_skips_and_reports_a_scope_whose_lock_another_transaction
         again = admin.execute("select scope ->> 'user_id' as user_id, skipped from membank.compact_scopes("
                               "scope_pattern => '{\"app_name\": \"shop\"}', older_than => '30 days')").fetchall()
         assert again == [{"user_id": "busy", "skipped": None}]
+
+
+def test_a_summary_expires_when_its_last_source_would_have(conn, ai_stub):
+    """Compaction drops no TTL: a summary of expiring memories expires at their latest expire_time, and memories
+    that expire are never merged with memories that do not."""
+    names = seed(conn, old=6, new=0)
+    conn.execute("set session_replication_role = replica")  # test setup: move time without a revision
+    for i, name in enumerate(names[:4]):  # the 4 oldest expire in 1..4 days, the other 2 never
+        conn.execute("update membank_private.memories set expire_time = now() + make_interval(days => %s)"
+                     " where name = %s", (i + 1, name))
+    conn.execute("set session_replication_role = origin")
+    first = compact(conn)
+    summary = check_compacted(conn, first, names[:4])
+    got = conn.execute("select expire_time, now() + interval '4 days' as latest from membank_private.memories"
+                       " where name = %s", (summary,)).fetchone()
+    assert got["expire_time"] is not None
+    assert abs((got["expire_time"] - got["latest"]).total_seconds()) < 60
+    second = compact(conn)  # the two that never expire, on their own
+    never = check_compacted(conn, second, names[4:])
+    assert conn.execute("select expire_time from membank_private.memories where name = %s",
+                        (never,)).fetchone()["expire_time"] is None
+    # When the oldest kind has a single memory, the other kind is compacted: nothing is stuck behind it.
+    more = seed(conn, scope={"user_id": "u2"}, old=3, new=0)
+    conn.execute("update membank_private.memories set expire_time = now() + interval '1 day' where name = %s",
+                 (more[0],))
+    third = compact(conn, scope={"user_id": "u2"})
+    check_compacted(conn, third, more[1:])

@@ -15,7 +15,7 @@ import psycopg
 import pytest
 from psycopg.types.json import Jsonb
 
-from membank import InvalidArgumentError
+from membank import InvalidArgumentError, NotFoundError
 
 CANARY = "Zq7canaryXv4711"
 SCOPE = {"user_id": "canary-u1"}
@@ -598,3 +598,162 @@ def test_rollback_of_a_deleted_memory_releases_its_sources(bank, conn):
                         (name,)).fetchone()["n"] == 1
     conn.execute("select membank.rollback_memory(name => %s::uuid, revision => 1)", (name,))
     assert conn.execute("select count(*) as n from membank_private.retired_sources").fetchone()["n"] == 0
+
+
+# -- a memory deleted before its TTL is forgotten when the TTL passes; every write path with a TTL ---------------
+TTL_CANARY = "Kv3ttlcanaryPq2718"
+TTL_SCOPE = {"user_id": "ttl-u1"}
+TTL_ADK = {"app_name": "ttl-app", "user_id": "ttl-u1"}
+
+
+def _ttl_leaks(db_url: str) -> list[tuple[str, str]]:
+    """(table, line) of every row of the data-only pg_dump that holds the canary (case-insensitive)."""
+    needle, table, found = TTL_CANARY.lower(), "", []
+    for line in _dump(db_url).splitlines():
+        if line.startswith("COPY "):
+            table = line.split()[1]
+        if needle in line.lower():
+            found.append((table, line[:300]))
+    return found
+
+
+def _move_time_past_every_ttl(conn, scope: dict) -> None:
+    """Move time: every expire_time of the scope, on memories and on the revisions of deleted ones, is now passed
+    (revisions are immutable: the test's superuser moves them with triggers off, as a clock would)."""
+    conn.execute("set session_replication_role = replica")
+    for table in ("memories", "memory_revisions", "memory_embeddings"):
+        conn.execute(f"update membank_private.{table} set expire_time = statement_timestamp() - interval '1 second'"
+                     " where scope_id = md5(%s::jsonb::text)::uuid and expire_time is not null", (Jsonb(scope),))
+    conn.execute("set session_replication_role = origin")
+
+
+def test_a_memory_deleted_before_its_ttl_is_forgotten_when_the_ttl_passes(bank, conn, db_url):
+    """After its TTL, purge and retention, nothing of a memory deleted before its TTL is stored: not in its revisions
+    (list_revisions shows no text), not in operations, not in the labels of its create and delete."""
+    c = TTL_CANARY
+    m = bank.create_memory(TTL_SCOPE, f"My locker number is {c}", metadata={"note": c}, labels={"why": c},
+                           ttl=timedelta(days=1))
+    bank.update_memory(m.name, fact=f"My locker number is now {c}", labels={"again": c})
+    bank.delete_memory(m.name, labels={"bye": c})
+    op = bank.generate_memories(TTL_SCOPE, facts=[f"The user's badge is {c}"], ttl=timedelta(days=1)
+                                ).wait(timeout=120, process=True)
+    [made] = [g.memory.name for g in op.generated_memories if g.action == "CREATED"]
+    bank.delete_memory(made)
+    assert any(c in (r.fact or "") for r in bank.list_revisions(m.name))  # readable for rollback until the TTL
+    _move_time_past_every_ttl(conn, TTL_SCOPE)
+    # Expired as if it had lived: no text read back, no rollback.
+    assert all(r.fact is None and r.previous_fact is None and r.metadata == {} for r in bank.list_revisions(m.name))
+    with pytest.raises(NotFoundError):
+        bank.rollback_memory(m.name, 1)
+    assert _ttl_leaks(db_url)  # still stored until the purge
+    assert bank.purge_expired_memories() == 2  # both forgotten; no new revision
+    assert [r.action for r in bank.list_revisions(m.name)] == ["CREATED", "UPDATED", "DELETED"]
+    assert [r.labels for r in bank.list_revisions(m.name)] == [{}, {}, {}]  # the caller's labels went too
+    bank.apply_retention()
+    assert _ttl_leaks(db_url) == []
+    assert bank.purge_expired_memories() == 0  # forgotten once
+
+
+def test_a_deleted_memory_comes_back_with_its_ttl(bank):
+    m = bank.create_memory(TTL_SCOPE, "I like green tea", ttl=timedelta(days=1))
+    bank.delete_memory(m.name)
+    back = bank.rollback_memory(m.name, 1)
+    assert back.expire_time == m.expire_time  # deleting never lifted a TTL
+
+
+def test_a_canary_through_every_write_path_with_a_ttl_is_in_no_table_after_expiry(bank, conn, db_url):
+    """The canary through create, update, generate, add_messages, ingest_events, sessions,
+    state, profiles, rules, labels and metadata, each with a TTL where the path has one, then compaction, delete,
+    expiry, purge and retention: 0 copies in any table of the pg_dump.
+
+    Paths without a TTL reach the bank through one that has it: the memories that add_messages and
+    ingest_events generate get their TTL by update_memory (ttl); their events go with the memories they became
+    or with the events window. ADK sessions, their state and tool rules have no TTL: they go with delete_session
+    and delete_tool_rule; the audit of a rule's changes (tool_rule_changes) is kept until erase_scope
+    (docs/memories.md, Expiry)."""
+    c = TTL_CANARY
+    day = timedelta(days=1)
+    bank.create_profile_schema("ttl-profile", {"properties": {
+        "technical_stack": {"type": "string", "description": "the user's technical stack"}}})
+    # create (with context, metadata, labels), update (labels), then delete before the TTL
+    m = bank.create_memory(TTL_SCOPE, f"My locker number is {c}", context=f"we spoke about {c}",
+                           metadata={"note": c}, labels={"why": c}, ttl=day)
+    bank.update_memory(m.name, fact=f"My locker number is now {c}", labels={"again": c})
+    bank.delete_memory(m.name, labels={"bye": c})
+    # two that expire, compacted into a summary (which keeps their TTL)
+    for i in range(2):
+        bank.create_memory(TTL_SCOPE, f"Old note {i}: {c}", ttl=day)
+    # generate from session events (a fact and a profile field), with a TTL
+    bank.append_events(TTL_SCOPE, "s1", [
+        {"event_id": "e1", "author": "user", "text": f"My door code is {c}.", "timestamp": "2023-05-24T10:00:00Z"},
+        {"event_id": "e2", "author": "user", "text": f"I use {c} at work.", "timestamp": "2023-05-24T10:01:00Z"}])
+    op = bank.generate_memories(TTL_SCOPE, session_id="s1", ttl=day).wait(timeout=120, process=True)
+    assert op.error is None and op.generated_memories, op
+    # add_messages and ingest_events (no TTL of their own: their memories get one below)
+    bank.add([{"role": "user", "content": f"My bike lock code is {c}."}], scope=TTL_SCOPE, session_id="s2"
+             ).wait(timeout=120, process=True)
+    ingested = bank.ingest_events(TTL_SCOPE, [{"event_id": "i1", "author": "user", "text": f"My pin is {c}.",
+                                              "timestamp": "2023-05-24T11:00:00Z"}], stream_id="s3", force_flush=True)
+    assert ingested.operation_name is not None
+    # sessions and state (ADK), rules
+    bank.create_session(TTL_ADK["app_name"], TTL_ADK["user_id"], session_id="adk-s", state={"note": c})
+    bank.append_session_event(TTL_ADK["app_name"], TTL_ADK["user_id"], "adk-s", {
+        "id": "a1", "author": "user", "timestamp": 1700000000.5,
+        "content": {"role": "user", "parts": [{"text": f"my code is {c}"}]},
+        "actions": {"state_delta": {"again": c}}})
+    rule = bank.create_tool_rule(TTL_SCOPE, "sh", f"cat {c}", "ALLOW", description=c)
+    bank.process_pending()
+    for memory in _scope_memories(bank, TTL_SCOPE):
+        if memory.expire_time is None:
+            bank.update_memory(memory.name, ttl=day)  # the TTL path that reaches add_messages' and ingest's memories
+    assert _ttl_leaks(db_url)
+    # compaction (queued, carried by the worker with the rules provider), then the rest by expiry
+    conn.execute("set session_replication_role = replica")
+    conn.execute("update membank_private.memories set create_time = create_time - interval '40 days'"
+                 " where scope_id = md5(%s::jsonb::text)::uuid and fact like 'Old note %%'", (Jsonb(TTL_SCOPE),))
+    conn.execute("set session_replication_role = origin")
+    compaction = bank.compact_memories(TTL_SCOPE, timedelta(days=30)).wait(timeout=120, process=True)
+    assert compaction.error is None and len(compaction.generated_memories) == 3
+    assert all(m.expire_time is not None for m in _scope_memories(bank, TTL_SCOPE))
+    bank.delete_session(TTL_ADK["app_name"], TTL_ADK["user_id"], "adk-s")
+    bank.delete_tool_rule(TTL_SCOPE, rule.id)
+    _move_time_past_every_ttl(conn, TTL_SCOPE)
+    bank.purge_expired_memories()
+    bank.configure_retention(events=timedelta(0))
+    bank.apply_retention()
+    # What is left is the audit of the rule's changes (the record of who allowed what: kept until erase_scope).
+    assert {table for table, _ in _ttl_leaks(db_url)} == {"membank_private.tool_rule_changes"}
+    bank.erase_scope(TTL_SCOPE, force=True)
+    assert _ttl_leaks(db_url) == []
+
+
+def _scope_memories(bank, scope) -> list:
+    return (bank.list_memories(scope, page_size=1000).memories
+            + bank.list_memories(scope, memory_type="STRUCTURED_PROFILE", page_size=1000).memories)
+
+
+def test_a_busy_row_leaves_one_deleted_memory_to_a_later_purge_not_the_others(bank, conn, db_url):
+    """forget_expired_deletions takes each memory in a subtransaction with a bounded wait: an operation row another
+    transaction holds leaves that memory for later; the other tenant's memory is forgotten in the same call."""
+    busy_scope, other_scope = {"user_id": "ttl-busy"}, {"user_id": "ttl-other"}
+    op = bank.generate_memories(busy_scope, facts=[f"The user's badge is {TTL_CANARY}"], ttl=timedelta(days=1)
+                                ).wait(timeout=120, process=True)
+    [busy] = [g.memory.name for g in op.generated_memories if g.action == "CREATED"]
+    bank.delete_memory(busy)
+    other = bank.create_memory(other_scope, f"My locker is {TTL_CANARY}", ttl=timedelta(days=1))
+    bank.delete_memory(other.name)
+    for scope in (busy_scope, other_scope):
+        _move_time_past_every_ttl(conn, scope)
+    with psycopg.connect(db_url) as holder:
+        holder.execute("select 1 from membank_private.operations where name = %s for update", (str(op.name),))
+        with psycopg.connect(db_url, autocommit=True) as admin:
+            admin.execute("set membank.lock_timeout = '100ms'")
+            admin.execute("set statement_timeout = '20s'")  # a purge that waits on the held row fails, never hangs
+            warnings = []
+            admin.add_notice_handler(lambda d: warnings.append(d.message_primary))
+            assert admin.execute("call membank.purge_expired_memories()").fetchone()[0] == 1
+        assert any(str(busy) in w and "later batch" in w for w in warnings), warnings
+        assert [table for table, _ in _ttl_leaks(db_url)]  # the busy one's text is still stored
+        holder.rollback()
+    assert bank.purge_expired_memories() == 1
+    assert _ttl_leaks(db_url) == []

@@ -596,3 +596,18 @@ def test_a_batch_of_facts_gets_the_candidates_retrieve_memories_gives_each_fact(
         assert conn.execute(f"select membank_private.scope_memory_candidates({operation},"
                             " membank_private.fact_vectors(%(vectors)s::real[]), 'test/exact', 0, 11) as b",
                             args).fetchone()["b"] is None
+
+
+@pytest.mark.parametrize("scope_size", [1, 201])
+def test_a_fact_longer_than_a_query_is_consolidated_by_its_prefix(bank, superuser, scope_size):
+    """A fact over 4000 characters (retrieve_memories' query limit) is consolidated: its candidates are searched by
+    its first 4000 characters (both candidate paths: one fact at a time, and the batch search of a scope over 200
+    memories), and the job does not fail."""
+    for i in range(scope_size):
+        bank.create_memory(SCOPE, "The user likes green tea." if i == 0 else f"The user visited city number {i}.")
+    long_fact = "The user likes green tea. " + " ".join(f"Detail {i} of the tea ceremony." for i in range(300))
+    assert len(long_fact) > 4000
+    op = bank.generate_memories(SCOPE, facts=[long_fact]).wait(60, process=True)
+    assert op.done and op.error is None, op.error
+    assert [(g.action, g.memory.fact) for g in op.generated_memories] == [("CREATED", long_fact)]
+    assert op.rejected_items == [] and long_fact in facts_in(bank)

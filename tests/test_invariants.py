@@ -1,10 +1,10 @@
 """Invariants under fuzz: a hypothesis state machine calls the SQL API through login roles.
 
-Random sequences of create / update (with and without expected_revision) / delete / rollback / purge / expire /
+Random sequences of create / update (with and without expected_revision) / delete / rollback / purge / expire / TTL /
 erase_scope / bind, unbind and unrestrict / generate_memories run in process with the rules provider / compaction /
 profile schemas / sessions and events / IngestEvents streams and the due-stream sweep / chat messages / ADK sessions
 with app:, user:, temp: and session state / tool rules / retention / embeddings / retrieve / list / build_context /
-evidence verdicts, over three scopes
+evidence verdicts / a poisoned (blank) item in an embedding batch, over three scopes
 that share session ids, event ids and memory texts, called as logins holding each membank role, unbound and bound
 (tenants). A small model (``Model``) tracks what each login may reach and what the bank must hold. After every call
 and every step:
@@ -406,6 +406,36 @@ class FuzzBank(RuleBasedStateMachine):
             mem.expired = True
             self.model.hidden |= self.model.canaries_of(mem.texts)
 
+    @rule(login=logins, i=indexes)
+    def give_ttl(self, login, i) -> None:
+        """A TTL a day ahead: compaction then meets memories that expire beside memories that never do."""
+        name = self.pick(i)
+        if name is None:
+            return
+        mem = self.model.memories[name]
+        got = self.call(login, "select (m).revision from membank.update_memory(name => %s::uuid, ttl => '1 day')"
+                               " as m", (name,))
+        if self.expect(login, "update_memory", mem.scope, got):
+            mem.revision += 1
+
+    @rule(scope=scopes)
+    def poison_embedding_batch(self, scope) -> None:
+        """A blank fact (E'\\x1c', stored before the blank rule refused it) among every scope's embedding jobs
+        fails its own job only, by name; the worker embeds everything else that is due."""
+        name = self.su.execute("insert into membank_private.memories (scope_id, scope, fact)"
+                               " values (md5(%s::jsonb::text)::uuid, %s, E'\\x1c') returning name::text as n",
+                               (Jsonb(SCOPES[scope]), Jsonb(SCOPES[scope]))).fetchone()["n"]
+        started = self.su.execute("select clock_timestamp() as t").fetchone()["t"]
+        self.ctx["embedding"].process_pending()
+        job = self.su.execute("select attempts, last_error from membank_private.embedding_jobs where name = %s::uuid",
+                              (name,)).fetchone()
+        assert job["attempts"] == 5 and job["last_error"].startswith("fact: is blank"), job
+        due = self.su.execute("select count(*) as n from membank_private.embedding_jobs as j"
+                              " where j.retry_time <= %s and j.attempts < 5", (started,)).fetchone()["n"]
+        assert due == 0, f"{due} embedding jobs left due beside the poisoned one"
+        self.su.execute("delete from membank_private.memories where name = %s::uuid", (name,))
+        self.ctx["stats"]["poisoned embedding batch ok"] += 1
+
     @rule(login=logins)
     def purge_expired(self, login) -> None:
         got = self.call(login, "call membank.purge_expired_memories()")
@@ -698,6 +728,23 @@ class FuzzBank(RuleBasedStateMachine):
                     if scope:
                         self.model.operations[op] = scope
 
+    @rule(scope=scopes)
+    def compact_with_ttl(self, scope) -> None:
+        """Two memories with a TTL beside one without, then compaction carried by the worker: the summary keeps
+        the TTL of what it replaced (checked in run_generation_jobs)."""
+        for ttl in ("1 day", "2 days", None):
+            fact = self.canary(scope)
+            got = self.call("writer", "select (m).name::text as name from membank.create_memory(scope => %s,"
+                                      " fact => %s, ttl => %s::interval) as m", (Jsonb(SCOPES[scope]), fact, ttl))
+            assert not isinstance(got, Refused), got
+            self.model.memories[got[0]["name"]] = Mem(scope, fact, 1, [fact])
+        got = self.call("admin", "select membank.compact_memories(scope => %s, older_than => '0')::text as op",
+                        (Jsonb(SCOPES[scope]),))
+        assert not isinstance(got, Refused), got
+        if got[0]["op"]:
+            self.model.operations[got[0]["op"]] = scope
+        self.run_generation_jobs()
+
     @rule()
     def run_generation_jobs(self) -> None:
         """The worker's run-once path, in process, as the worker login; then the model learns what it did."""
@@ -710,6 +757,21 @@ class FuzzBank(RuleBasedStateMachine):
                 continue
             for item in got[0]["generated_memories"] or []:
                 self.learn(item, scope)
+        # A compaction summary keeps its sources' TTL: all of them expire (it expires at the latest) or none does.
+        for row in self.su.execute(
+                "select s.expire_time, array_agg(d.expire_time) as sources"
+                " from membank_private.memories as s"
+                " join membank_private.memory_revisions as c on c.memory_name = s.name and c.revision = 1"
+                " cross join lateral jsonb_array_elements(c.extracted_memories) as x (source)"
+                " join membank_private.memory_revisions as d on d.memory_name = (x.source ->> 'name')::uuid"
+                "     and d.labels ->> 'compacted_into' = s.name::text"
+                # revision 1: as the compaction wrote it (a later update may give the summary a TTL of its own)
+                " where s.metadata ? 'compaction' and s.revision = 1 and c.labels ->> 'action' = 'COMPACT'"
+                " group by s.name, s.expire_time").fetchall():
+            sources = row["sources"]
+            assert (all(t is None for t in sources) and row["expire_time"] is None) or (
+                all(t is not None for t in sources) and row["expire_time"] == max(sources)), row
+            self.ctx["stats"]["compaction summary " + ("with TTL" if row["expire_time"] else "without TTL")] += 1
 
     def learn(self, item: dict, scope: str) -> None:
         name, action = str(item["memory"]["name"]), item["action"]

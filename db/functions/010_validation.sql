@@ -131,11 +131,18 @@ begin
 end
 $$;
 
--- name: is_blank: true for null or text of only white space (Unicode White_Space) and zero-width format characters.
--- The one definition of blank used by every check: U+0009..U+000D, U+0020,
--- U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F,
--- U+3000 (White_Space, Unicode PropList.txt), plus U+180E, U+200B..U+200D,
--- U+2060 and U+FEFF (zero-width format characters that render as nothing).
+-- name: is_blank: true for null or text of only white space, control characters and zero-width format characters.
+-- The one definition of blank used by every check, and by the embedding
+-- claim (a client never decides it: Python's str.strip() also strips
+-- U+001C..U+001F, which White_Space does not hold, so a fact SQL took as
+-- text would be empty to the embedder and fail the batch it was claimed
+-- with): U+0009..U+000D, U+0020, U+0085,
+-- U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000
+-- (White_Space, Unicode PropList.txt), the other control characters
+-- U+0001..U+001F and U+007F..U+009F (general category Cc: they render as
+-- nothing), plus U+180E, U+200B..U+200D, U+2060 and U+FEFF (zero-width
+-- format characters that render as nothing). pyclient/membank/client.py's
+-- BLANK is this set, and tests/test_embedding_batches.py checks both agree.
 create or replace function membank_private.is_blank(value text)
 returns boolean
 language sql
@@ -145,7 +152,7 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     select value is null
-           or value ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
+           or value ~ '^[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
 $$;
 
 -- name: trim_blank: text without the blank characters of is_blank at either end.
@@ -157,7 +164,7 @@ parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select regexp_replace(value, '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
+    select regexp_replace(value, '^[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
 $$;
 
 -- name: validate_fact: check a natural-language fact.

@@ -21,7 +21,10 @@ $$;
 drop function if exists membank_private.is_expired(uuid);
 drop function if exists membank_private.check_revisions_exist(uuid, jsonb);
 
--- name: is_expired: true when the memory exists and its expire_time has passed (its revisions are then redacted).
+-- name: is_expired: true when the memory's expire_time has passed (its revisions are then redacted).
+-- Also for a memory deleted before its expire_time, once that passes: its
+-- last revision (the deletion) holds the expire_time it had. Deleting a
+-- memory never lets its text outlive its TTL.
 create or replace function membank_private.is_expired(name uuid, scope_id uuid)
 returns boolean
 language sql
@@ -31,7 +34,14 @@ set search_path to pg_catalog, pg_temp
 as $$
     select exists (select from membank_private.memories as m
                    where m.scope_id = is_expired.scope_id and m.name = is_expired.name
-                     and m.expire_time <= statement_timestamp());
+                     and m.expire_time <= statement_timestamp())
+           or (not exists (select from membank_private.memories as m
+                           where m.scope_id = is_expired.scope_id and m.name = is_expired.name)
+               and coalesce((select r.action = 'DELETED' and r.expire_time <= statement_timestamp()
+                             from membank_private.memory_revisions as r
+                             where r.scope_id = is_expired.scope_id and r.memory_name = is_expired.name
+                             order by r.revision desc
+                             limit 1), false));
 $$;
 
 -- name: revisions_scope_id: the scope_id of a memory's revisions (in scope, when given); else P0002.
@@ -107,7 +117,8 @@ $$All revisions of the memory called name, oldest first: one per create, update,
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
 extracted_memories. Readable after the memory is deleted, until the retention window (configure_retention); while the
 memory is expired its revisions show name, action, topics and times but no fact, structured content, metadata or
-extraction context, and a purged memory's revisions have lost that text for good. With scope, the memory must be in
+extraction context (also a memory deleted before its expire_time, once that has passed), and a purged memory's
+revisions have lost that text and the caller's labels for good. With scope, the memory must be in
 exactly that scope. Raises 22P02 (malformed name), P0002 (no revisions: unknown name, other scope, or past retention).$$;
 
 -- name: get_revision: one revision of a memory.
@@ -164,6 +175,7 @@ declare
     _scope_id uuid;
     _last integer;
     _first timestamptz;
+    _expire_time timestamptz;
 begin
     if revision is null then
         perform membank_private._raise_invalid('revision', 'must not be null',
@@ -189,6 +201,10 @@ begin
     -- The current revision: the live row's, else the newest (the deletion).
     select max(r.revision), min(r.create_time) into _last, _first
     from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.memory_name = _target.memory_name;
+    -- A deleted memory comes back with the expiry it had (its deletion's): deleting never lifts a TTL.
+    select r.expire_time into _expire_time
+    from membank_private.memory_revisions as r
+    where r.scope_id = _scope_id and r.memory_name = _target.memory_name and r.revision = _last;
     perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
         -- Live: restore the content; the expiry stays as it is now.
@@ -198,13 +214,15 @@ begin
         where m.scope_id = _scope_id and m.name = _row.name
         returning * into _row;
     else
-        -- Deleted: bring it back under the same name, never expiring, with
-        -- its revision numbers continuing after the deletion.
+        -- Deleted: bring it back under the same name, with the expiry it had
+        -- when deleted (not passed: is_expired refused that above), and its
+        -- revision numbers continuing after the deletion.
         insert into membank_private.memories as m (
-            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time,
+            expire_time
         ) values (
             _target.memory_name, _scope_id, _target.scope, _target.memory_type, _target.fact,
-            _target.structured_content, _target.topics, _target.metadata, _last + 1, _first
+            _target.structured_content, _target.topics, _target.metadata, _last + 1, _first, _expire_time
         ) returning * into _row;
     end if;
     perform membank_private.clear_revision_context();
@@ -215,8 +233,9 @@ $$;
 comment on function membank.rollback_memory(text, integer, jsonb, integer) is
 $$Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
-a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept. An expired
-memory is refused (P0002): expiry forgets, and its revisions show no text to restore.
+a deleted memory back under the same name (with the expire_time it had when deleted). The current expiry of a live
+memory is kept. An expired memory is refused (P0002): expiry forgets, and its revisions show no text to restore; so is
+a memory deleted before its expire_time once that has passed.
 expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
 (for a deleted memory: the number of its DELETED revision).
 Raises 22P02 (malformed name), P0002 (unknown memory or revision, expired memory), 22023 (revision is null or a

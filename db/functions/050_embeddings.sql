@@ -164,6 +164,18 @@ as $$
     select interval '2 minutes';
 $$;
 
+-- name: blank_fact_error: the last_error of an embedding job whose fact is blank (claim_embedding_jobs fails it).
+create or replace function membank_private.blank_fact_error()
+returns text
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select 'fact: is blank (only white space, control or zero-width characters, membank_private.is_blank): '
+           || 'nothing to embed; update the memory with a real fact or delete it';
+$$;
+
 -- name: claim_embedding_jobs: lease up to batch_size due jobs (not handed out again for embedding_lease()).
 create or replace function membank.claim_embedding_jobs(
     batch_size integer default 64
@@ -197,7 +209,8 @@ begin
         -- The text to embed: the context (never changed after create) and the fact.
         select j.name, j.fact_md5,
                case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+               membank_private.is_blank(m.fact) as blank
         from membank_private.embedding_jobs as j
         inner join membank_private.memories as m on m.name = j.name
         where j.retry_time <= statement_timestamp() and j.attempts < 5
@@ -208,7 +221,14 @@ begin
         update membank_private.embedding_jobs as j
         set retry_time = statement_timestamp() + membank_private.embedding_lease()
         from due as d
-        where d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        where d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+    ), blank as (
+        -- Blank by the one rule (is_blank; stored before that rule refused it):
+        -- failed here, by name, never handed to a model with the batch it would fail.
+        update membank_private.embedding_jobs as j
+        set attempts = 5, last_error = membank_private.blank_fact_error()
+        from due as d
+        where d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
     ), stale as (
         -- A job whose text changed since it was queued is done: the change
         -- queued a job of its own.
@@ -216,7 +236,7 @@ begin
         using due as d
         where not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     )
-    select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+    select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
 end
 $$;
 
@@ -227,8 +247,10 @@ and a newline when it has one (create_memory). The claim is a lease: commit it, 
 (no lock is held meanwhile), then call store_embeddings (or fail_embedding_jobs); jobs not stored within 2 minutes are
 handed out again, and a claim rolled back releases them at once. Claims lock only job rows (FOR UPDATE SKIP LOCKED)
 and wait for nothing (lock order: db/functions/015_scope_locks.sql).
-Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
-42501 (a role bound to scopes).$$;
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
+(membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
+not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
+claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).$$;
 
 -- name: store_embeddings: write vectors for claimed jobs; skips any whose fact changed meanwhile.
 create or replace function membank.store_embeddings(

@@ -7,14 +7,18 @@
 --     name, action and times, never the text (redacted when read).
 --   * purged (purge_memories, or purge_expired_memories after expiry): the
 --     text is destroyed, not hidden. Its revisions are redacted in place
---     (text columns set to null: the only change revision immutability
---     allows), the events it was extracted from lose their text, and the
+--     (text columns set to null and the caller's labels removed, kept_labels:
+--     the only change revision immutability allows), the events it was extracted from lose their text, and the
 --     operations that wrote it lose its text and its source events' text.
 --   * deleted (delete_memory, or DELETE by consolidation): rollback may bring
 --     it back, so its revisions stay readable until the retention window
 --     (retention_settings.deleted_revisions, default 30 days) and are then
 --     removed by membank.apply_retention(); operation results never show its
---     text once it is deleted.
+--     text once it is deleted. A memory deleted before its expire_time is
+--     expired when that time passes, as if it had lived: its revisions show
+--     no text and it cannot be rolled back (is_expired), and
+--     purge_expired_memories forgets it as it purges an expired one
+--     (forget_expired_deletions: forget_memory, no new revision).
 -- erase_scope removes everything stored under one exact scope at once.
 --
 -- Copies of the text. An operation keeps what it learns from (source events,
@@ -63,6 +67,30 @@ begin
 end
 $$;
 
+-- name: kept_labels: the labels of a revision that survive its memory's erasure: only those membank itself wrote.
+-- A caller's labels (create_memory, update_memory, delete_memory: any JSON
+-- object) may quote the memory's text, so they go with it; what stays is
+-- the record of what happened: {"reason": "purge" | "expired" |
+-- "delete_profile_schema"}, {"rollback_to": n}, and an operation's
+-- {"operation": name, "action": ..., "compacted_into": name}.
+create or replace function membank_private.kept_labels(labels jsonb)
+returns jsonb
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select coalesce(jsonb_object_agg(l.key, l.value), '{}')
+    from jsonb_each(case when jsonb_typeof(labels) = 'object' then labels else '{}' end) as l (key, value)
+    where (l.key = 'reason' and l.value in ('"purge"', '"expired"', '"delete_profile_schema"'))
+       or (l.key = 'rollback_to' and jsonb_typeof(l.value) = 'number')
+       or (l.key in ('operation', 'compacted_into') and jsonb_typeof(l.value) = 'string'
+           and (l.value #>> '{}') ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+       or (l.key = 'action'
+           and l.value in ('"COMPACT"', '"CREATED"', '"UPDATED"', '"DELETED"', '"CREATE"', '"UPDATE"', '"DELETE"'));
+$$;
+
 -- name: is_redacted_update: true when an UPDATE of a revision only removes its text.
 create or replace function membank_private.is_redacted_update(
     o membank_private.memory_revisions, n membank_private.memory_revisions
@@ -74,11 +102,13 @@ set search_path to pg_catalog, pg_temp
 as $$
     select n.fact is null and n.previous_fact is null and n.structured_content is null
            and n.previous_structured_content is null and n.extracted_memories is null and n.metadata = '{}'
+           -- the caller's labels go too (kept_labels)
+           and n.labels in (o.labels, membank_private.kept_labels(o.labels))
            and (n.memory_name, n.revision, n.scope_id, n.scope, n.action, n.memory_type, n.topics, n.expire_time,
-                n.labels, n.source_event_ids, n.create_time)
+                n.source_event_ids, n.create_time)
                is not distinct from
                (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
-                o.labels, o.source_event_ids, o.create_time);
+                o.source_event_ids, o.create_time);
 $$;
 
 -- name: redact_generated: generated_memories with the text of non-live memories (or of one memory) removed.
@@ -329,11 +359,11 @@ begin
 
     update membank_private.memory_revisions as r
     set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
-        metadata = '{}', extracted_memories = null
+        metadata = '{}', extracted_memories = null, labels = membank_private.kept_labels(r.labels)
     where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name
       and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
            or r.previous_structured_content is not null or r.extracted_memories is not null
-           or r.metadata <> '{}');
+           or r.metadata <> '{}' or r.labels <> membank_private.kept_labels(r.labels));
 
     -- The turns it was extracted from (by event id, in its scope).
     -- An ADK event (append_session_event) holds its text in the payload's content too.

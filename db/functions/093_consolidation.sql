@@ -187,9 +187,10 @@ begin
     if vectors is null or last < first then
         return null;
     end if;
-    _texts := array(select o.facts -> f ->> 'fact' from generate_series(first, last) as f order by f);
-    if exists (select from unnest(_texts) as t where membank_private.is_blank(t) or length(t) > 4000) then
-        return null;  -- retrieve_memories lists the scope, or refuses the query: as it does, fact by fact
+    _texts := array(select membank_private.candidate_query_text(o.facts -> f ->> 'fact')
+                    from generate_series(first, last) as f order by f);
+    if exists (select from unnest(_texts) as t where membank_private.is_blank(t)) then
+        return null;  -- retrieve_memories lists the scope: as it does, fact by fact
     end if;
     _queries := array(select membank_private.check_query_embedding(vectors[f + 1]::real [], embedding_model)
                       from generate_series(first, last) as f order by f);
@@ -310,6 +311,24 @@ begin
 end
 $$;
 
+-- name: candidate_query_text: the text a fact's candidates are searched by: its first 4000 characters.
+-- retrieve_memories refuses a longer query_text (22023), and a fact may hold
+-- up to 32768 characters: searched by its whole text, such a fact would fail
+-- its generation job on every attempt and never be consolidated. The search reads a
+-- bounded prefix (the embedding model reads its first 512 tokens anyway, and
+-- the fact's own vector, of the whole text, is searched as it is); the model
+-- still sees the whole fact in the consolidation prompt.
+create or replace function membank_private.candidate_query_text(fact text)
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select left(fact, 4000);
+$$;
+
 -- name: batch_memories: fact i's nearest memories from scope_memory_candidates' answer for its batch, or null.
 -- Null where the batch was not searched at once (found null) or fact i's
 -- lists were not known (a JSON null under i): fact_candidates asks
@@ -355,7 +374,8 @@ begin
                'similarity', round(r.similarity::numeric, 4)) order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
-        scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
+        scope => o.scope, query_text => membank_private.candidate_query_text(_fact ->> 'fact'),
+        query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
     where r.memory_type = 'NATURAL_LANGUAGE';
     -- event_time as memory_event_time gives it, from each candidate's latest

@@ -103,6 +103,7 @@ declare
     _summary_row membank_private.memories;
     _names uuid [] := array(select (c ->> 'name')::uuid from jsonb_array_elements(o.facts) as c);
     _topics text [];
+    _expire_time timestamptz;
 begin
     -- A model may answer {"summary": ...} or, as ai.generate does, plain text.
     _summary := btrim(case when jsonb_typeof(_parsed) = 'object' and jsonb_typeof(_parsed -> 'summary') = 'string'
@@ -117,8 +118,13 @@ begin
         return 'failed';
     end if;
     perform membank_private.lock_scope(o.scope_id);
-    select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
-    from (select m.name, m.revision from membank_private.memories as m
+    -- The summary expires when the last of its sources would have (compact_memories
+    -- never merges a memory that expires with one that does not): text set to
+    -- expire does not live on in it.
+    select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}'),
+           case when bool_and(m.expire_time is not null) then max(m.expire_time) end
+    into _revisions, _expire_time
+    from (select m.name, m.revision, m.expire_time from membank_private.memories as m
           where m.scope_id = o.scope_id and m.name = any(_names) and membank_private.is_live(m.expire_time)
           order by m.name
           for update) as m;
@@ -139,12 +145,12 @@ begin
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics := array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
                      order by t limit 32);
-    insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata)
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata, expire_time)
     values (o.scope_id, o.scope, _summary, _topics,
             jsonb_build_object('compaction', jsonb_build_object(
                 'operation', o.name, 'replaced', jsonb_array_length(o.facts),
                 'first_create_time', o.facts -> 0 -> 'create_time',
-                'last_create_time', o.facts -> -1 -> 'create_time')))
+                'last_create_time', o.facts -> -1 -> 'create_time')), _expire_time)
     returning * into _summary_row;
     perform membank_private.record_generated(o.name, _summary_row, 'CREATED');
     perform membank_private.set_revision_context(
@@ -186,6 +192,7 @@ declare
     _name uuid;
     _op membank_private.operations;
     _reply text;
+    _never boolean;
 begin
     if older_than is null or older_than < interval '0' or isfinite(older_than) is false then
         perform membank_private._raise_invalid('older_than', 'must be a finite interval of at least 0',
@@ -208,27 +215,49 @@ begin
 
     -- One writer per scope: candidates are chosen and reserved under the lock.
     perform membank_private.lock_scope(_scope_id);
-    with candidates as (
-        select m.name, m.revision, m.fact, m.topics, m.create_time
-        from membank_private.memories as m
-        where m.scope_id = _scope_id and m.scope = _scope
-          and m.memory_type = 'NATURAL_LANGUAGE'
-          and membank_private.is_live(m.expire_time)
-          and m.create_time < statement_timestamp() - older_than
-          and (_topics is null or m.topics && _topics)
-          and not exists (
-              select from membank_private.operations as o
-              where o.scope_id = _scope_id and o.stage = 'COMPACT' and not o.done
-                and o.facts @> jsonb_build_array(jsonb_build_object('name', m.name)))
-        order by m.create_time, m.name
-        limit max_memories
-    )
-    select coalesce(jsonb_agg(jsonb_build_object(
-               'name', c.name, 'revision', c.revision, 'fact', c.fact, 'topics', to_jsonb(c.topics),
-               'create_time', c.create_time) order by c.create_time, c.name), '[]')
-    into _candidates
-    from candidates as c;
-    if jsonb_array_length(_candidates) < 2 then
+    -- One summary never merges memories that expire with memories that never
+    -- do (the summary expires at the latest of its sources' expire_time, so
+    -- a source without one would keep the others' text for ever): the oldest
+    -- candidate's kind goes first.
+    select m.expire_time is null into _never
+    from membank_private.memories as m
+    where m.scope_id = _scope_id and m.scope = _scope
+      and m.memory_type = 'NATURAL_LANGUAGE'
+      and membank_private.is_live(m.expire_time)
+      and m.create_time < statement_timestamp() - older_than
+      and (_topics is null or m.topics && _topics)
+      and not exists (
+          select from membank_private.operations as o
+          where o.scope_id = _scope_id and o.stage = 'COMPACT' and not o.done
+            and o.facts @> jsonb_build_array(jsonb_build_object('name', m.name)))
+    order by m.create_time, m.name
+    limit 1;
+    -- The oldest candidate's kind first; the other kind when that one has a single memory.
+    foreach _never in array array[_never, not _never] loop
+        with candidates as (
+            select m.name, m.revision, m.fact, m.topics, m.create_time
+            from membank_private.memories as m
+            where m.scope_id = _scope_id and m.scope = _scope
+              and m.memory_type = 'NATURAL_LANGUAGE'
+              and membank_private.is_live(m.expire_time)
+              and (m.expire_time is null) = _never
+              and m.create_time < statement_timestamp() - older_than
+              and (_topics is null or m.topics && _topics)
+              and not exists (
+                  select from membank_private.operations as o
+                  where o.scope_id = _scope_id and o.stage = 'COMPACT' and not o.done
+                    and o.facts @> jsonb_build_array(jsonb_build_object('name', m.name)))
+            order by m.create_time, m.name
+            limit max_memories
+        )
+        select coalesce(jsonb_agg(jsonb_build_object(
+                   'name', c.name, 'revision', c.revision, 'fact', c.fact, 'topics', to_jsonb(c.topics),
+                   'create_time', c.create_time) order by c.create_time, c.name), '[]')
+        into _candidates
+        from candidates as c;
+        exit when jsonb_array_length(_candidates) >= 2;
+    end loop;
+    if coalesce(jsonb_array_length(_candidates), 0) < 2 then
         return null;  -- nothing (or one memory) to compact: a no-op
     end if;
 
@@ -264,8 +293,10 @@ $$Compaction: the oldest natural-language memories of an exact scope created bef
 max_memories, 2..1000, default 50; only those with one of topics when given) become one summary memory written by a
 model. Returns the name of the operation (stage COMPACT; poll membank.get_operation), or null when fewer than 2
 memories qualify (nothing to do). The summary's CREATED revision lists the replaced memories (name, revision, fact,
-topics, create_time) in extracted_memories; each original is deleted with a DELETED revision labelled compacted_into
-the summary's name; generated_memories shows the summary CREATED and each original DELETED. Candidates are chosen
+topics, create_time) in extracted_memories. One summary merges only memories that never expire, or only memories that
+expire (the oldest candidate's kind, or the other when that kind has a single memory), and the summary of expiring
+memories expires at the latest of their expire_time, so no text set to expire outlives its sources. Each original is
+deleted with a DELETED revision labelled compacted_into the summary's name; generated_memories shows the summary CREATED and each original DELETED. Candidates are chosen
 oldest first under the scope's write lock; a memory held by a pending compaction is not chosen again, so concurrent
 calls never compact a memory twice, and a second call finds only what is new. The model runs in the database when it
 has a trusted AlloyDB AI ai.generate(prompt, model_id) (in_database null: detected; true: required; false: never),

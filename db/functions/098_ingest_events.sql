@@ -296,6 +296,9 @@ declare
     _candidate membank_private.ingest_streams;
     _stream membank_private.ingest_streams;
     _trigger text;
+    _queued membank.due_stream [];
+    _error text;
+    _sqlstate text;
 begin
     if max_streams is null or max_streams not between 1 and 10000 then
         perform membank_private._raise_invalid('max_streams',
@@ -324,7 +327,22 @@ begin
         _stream := membank_private.refresh_stream(_stream.scope_id, _stream.stream_id);
         _trigger := membank_private.stream_trigger(_stream, _bank_rule, _now);
         continue when _trigger is null;
-        return query select * from membank_private.flush_stream(_stream, _trigger, _now);
+        -- One stream per subtransaction: a stream whose generation fails (a
+        -- lock wait past membank.lock_timeout, an event the bank now refuses)
+        -- is left pending with a warning naming it, and the sweep goes on with
+        -- every other tenant's streams. Rows are returned once the stream's
+        -- writes have succeeded.
+        begin
+            _queued := array(select f from membank_private.flush_stream(_stream, _trigger, _now) as f);
+        exception
+            when others then
+                get stacked diagnostics _error = message_text, _sqlstate = returned_sqlstate;
+                raise warning 'generate_due_streams: stream % of scope % left pending: % (SQLSTATE %)',
+                    to_jsonb(_stream.stream_id), _stream.scope, _error, _sqlstate
+                    using hint = 'the next sweep tries it again; the other streams were queued';
+                continue;
+        end;
+        return query select * from unnest(_queued);
     end loop;
 end
 $$;
@@ -334,7 +352,9 @@ $$The IngestEvents sweep: for up to max_streams (1..10000, default 100) streams 
 the database clock; tests and replays pass it) — idle_duration, fixed_interval, no rule, or the 24 h flush — queue one
 GenerateMemories operation over the events not yet covered and move the stream's watermark, in the caller's
 transaction (due and queued commit together: a caller that dies before commit queued nothing and moved nothing).
-Streams locked by another transaction are skipped (next sweep). Returns one membank.due_stream per queued operation:
+Streams locked by another transaction are skipped (next sweep); a stream whose generation fails is left pending
+with a WARNING naming it and its error (next sweep), the others are queued.
+Returns one membank.due_stream per queued operation:
 scope, stream_id, trigger_reason, operation_name, first_seq and last_seq (append order range covered),
 covered_events. Worker and admin roles only (it reaches every scope); call it from the worker's loop or from pg_cron
 (cron.schedule('membank-ingest', '* * * * *', 'select count(*) from membank.generate_due_streams()')).

@@ -56,7 +56,8 @@ begin
         with due as (
             select j.name, j.fact_md5,
                    case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+                   membank_private.is_blank(m.fact) as blank
             from membank_private.embedding_jobs as j
             inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
             where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
@@ -68,13 +69,18 @@ begin
             update membank_private.embedding_jobs as j
             set retry_time = _lease
             from due as d
-            where j.scope_id = _scope_id and d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+            where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+        ), blank as (
+            update membank_private.embedding_jobs as j
+            set attempts = 5, last_error = membank_private.blank_fact_error()
+            from due as d
+            where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
         ), stale as (
             delete from membank_private.embedding_jobs as j
             using due as d
             where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
         )
-        select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+        select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
         get diagnostics _claimed = row_count;
         _left := _left - _claimed;
     end loop;

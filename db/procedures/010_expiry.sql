@@ -15,6 +15,66 @@
 -- nothing, so no expression runs before the pin. tests/test_search_path.py
 -- checks this of every procedure.
 
+-- name: forget_expired_deletions: forget up to batch_size memories deleted before their expire_time, now passed.
+-- A memory deleted before its TTL is gone from memories, so the delete
+-- below never sees it; its DELETED revision (the last) still holds its text
+-- for rollback, as do its earlier revisions, its operations and its source
+-- events. Once the expire_time that revision recorded passes, it is
+-- forgotten as a purged memory is (forget_memory: text and caller's labels
+-- out of revisions, events and operations; no new revision). Candidates
+-- come from an index of deletions that still hold text (migration 0019),
+-- read without locks; each scope's write lock is then taken FOR UPDATE
+-- SKIP LOCKED (a scope another write holds is left to a later batch), and
+-- under it the memory must still be gone and deleted (a rollback may have
+-- brought it back). Statements name the scope: one shard on Citus.
+create or replace function membank_private.forget_expired_deletions(batch_size integer)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _name uuid;
+    _count bigint := 0;
+begin
+    for _scope_id, _name in
+        select r.scope_id, r.memory_name
+        from membank_private.memory_revisions as r
+        where r.action = 'DELETED' and r.expire_time is not null and r.expire_time <= _now
+          and (r.fact is not null or r.structured_content is not null)
+          and not exists (select from membank_private.memory_revisions as l
+                          where l.scope_id = r.scope_id and l.memory_name = r.memory_name and l.revision > r.revision)
+          and not exists (select from membank_private.memories as m
+                          where m.scope_id = r.scope_id and m.name = r.memory_name)
+        order by r.expire_time
+        limit batch_size
+    loop
+        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+        continue when not found;
+        continue when exists (select from membank_private.memories as m
+                              where m.scope_id = _scope_id and m.name = _name)
+                      or not membank_private.is_expired(_name, _scope_id);
+        -- One memory per subtransaction, each wait bounded: an operation row
+        -- another transaction holds (a worker applying a reply in that scope)
+        -- leaves this memory to a later batch, never the others.
+        begin
+            perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+            perform membank_private.forget_memory(_name, _scope_id);
+            _count := _count + 1;
+        exception
+            when lock_not_available then
+                raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy',
+                    _name
+                    using hint = 'call purge_expired_memories again';
+        end;
+    end loop;
+    return _count;
+end
+$$;
+
 -- name: purge_expired_batch: delete up to batch_size expired memories; returns how many.
 create or replace function membank_private.purge_expired_batch(batch_size integer)
 returns bigint
@@ -31,7 +91,8 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     if membank_private.on_citus() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
-        _count := membank_private.purge_expired_by_scope(batch_size);
+        _count := membank_private.purge_expired_by_scope(batch_size)
+                  + membank_private.forget_expired_deletions(batch_size);
         perform membank_private.clear_revision_context();
         return _count;
     end if;
@@ -62,6 +123,8 @@ begin
         returning 1
     )
     select count(*) into _count from deleted;
+    -- Memories deleted before their expire_time, now passed: their text goes too.
+    _count := _count + membank_private.forget_expired_deletions(batch_size);
     perform membank_private.clear_revision_context();
     return _count;
 end
@@ -103,9 +166,11 @@ $$;
 
 comment on procedure membank.purge_expired_memories (integer, integer, bigint) is
 $$Delete memories whose expire_time has passed, batch_size rows (1..100000, default 1000) per transaction, for at most
-max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
-Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
-purged returns the number of memories removed. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;
+max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}
+and destroys the memory's text in its revisions, events and operations. A memory deleted before its expire_time is
+forgotten the same way once that time passes (its text and the caller's labels leave its revisions, events and
+operations; no new revision). Call it outside an explicit transaction block (it commits):
+CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;
 
 -- A purge of one scope by the API function membank.purge_memories(force =>
 -- true) deletes in one statement and holds the scope's write lock until it

@@ -70,8 +70,10 @@ if TYPE_CHECKING:  # numpy and the embedders load on first use, not at import (t
     from membank.worker import EmbeddingWorker
 
 Scope = Mapping[str, str]
-# membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space and zero-width format characters.
-BLANK = ("\t\n\v\f\r \x85\xa0\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+# membank_private.is_blank (db/functions/010_validation.sql): Unicode White_Space, control characters (Cc) and
+# zero-width format characters; tests/test_embedding_batches.py checks that both hold the same characters.
+BLANK = ("".join(map(chr, range(0x01, 0x21))) + "".join(map(chr, range(0x7f, 0xa1)))
+         + "\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
          "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
 MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
 # A call aborted by a deadlock or serialization failure (errors.RETRIED_SQLSTATES) runs again, at most this

@@ -7,8 +7,9 @@ the vectors (``membank.store_embeddings``) before it commits. A worker that
 dies mid-batch holds nothing afterwards: its transaction rolls back and the
 jobs are claimed by the next worker. A failed model call is recorded with
 ``membank.fail_embedding_jobs`` (retried with exponential backoff, five
-attempts). ``run()`` sleeps on LISTEN membank_embedding_jobs with a poll
-fallback. Each loop also runs the IngestEvents sweep
+attempts), job by job: a fact the embedder or the bank refuses fails its own
+job, never the batch it was claimed with. ``run()`` sleeps on LISTEN
+membank_embedding_jobs with a poll fallback. Each loop also runs the IngestEvents sweep
 (``membank.generate_due_streams``): streams whose idle_duration,
 fixed_interval or 24 h flush came due get their GenerateMemories operation
 queued (decided in SQL; due and queued commit together).
@@ -100,7 +101,16 @@ class EmbeddingWorker:
             self.generation.close()
 
     def process_batch(self) -> int:
-        """Claim, embed and store one batch; return how many jobs it claimed (0: nothing due)."""
+        """Claim, embed and store one batch; return how many jobs it claimed (0: nothing due).
+
+        One bad item fails its own job only: when the embedder refuses the
+        batch, its halves are embedded again (down to single facts), and
+        when the bank refuses a vector (22023: NaN, zero norm...), the
+        vectors are stored one by one; each job that still fails is recorded
+        with its own error (``fail_embedding_jobs``) and the others are
+        stored. Blank facts never reach the embedder: the claim fails them
+        (SQL's one rule, ``membank_private.is_blank``).
+        """
         conn = self._connection()
         # The claim is a lease, committed before the model is called: no lock is
         # held while embedding (a delete of a claimed memory never waits for it).
@@ -109,29 +119,57 @@ class EmbeddingWorker:
                                 (self.batch_size,)).fetchall()
         if not jobs:
             return 0
-        names = [str(j[0]) for j in jobs]
-        md5s = [str(j[2]) for j in jobs]
-        try:
-            vectors = self.embedder.embed_passages([j[1] for j in jobs])
-        except Exception as err:  # the provider failed: record it, retry later
-            log.warning("embedding %d facts failed: %s", len(jobs), err)
-            with conn.transaction():
-                conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)", (names, md5s, repr(err)))
-            return len(jobs)
-        try:
-            with conn.transaction():
-                conn.execute(
-                    "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
-                    " fact_md5s => %s, embeddings => %s)",
-                    (self.embedder.model_id, self.embedder.dimension, names, md5s,
-                     [vector_literal(v) for v in vectors]))
-        except psycopg.errors.InvalidParameterValue as err:
-            # A degenerate vector (NaN, infinite, zero norm): the jobs fail visibly and are retried.
-            log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+        embedded, failed = self._embed_each([(str(j[0]), str(j[2]), j[1]) for j in jobs])
+        if embedded:
+            failed += self._store(conn, embedded)
+        # One call per distinct error (a provider that is down gives every job the same one).
+        by_error: dict[str, list[tuple[str, str]]] = {}
+        for name, md5, error in failed:
+            by_error.setdefault(error, []).append((name, md5))
+        for error, items in by_error.items():
             with conn.transaction():
                 conn.execute("select membank.fail_embedding_jobs(%s, %s, %s)",
-                             (names, md5s, err.diag.message_primary))
+                             ([n for n, _ in items], [m for _, m in items], error))
         return len(jobs)
+
+    def _embed_each(self, jobs: list[tuple[str, str, str]]) -> tuple[list[tuple], list[tuple]]:
+        # ([(name, md5, vector)], [(name, md5, error)]): a failed call is split in halves and tried again,
+        # so an item the embedder refuses fails alone (a provider that is down costs 2n - 1 failed calls).
+        try:
+            vectors = self.embedder.embed_passages([j[2] for j in jobs])
+            embedded = [(name, md5, vector) for (name, md5, _), vector in zip(jobs, vectors, strict=True)]
+        except Exception as err:  # the provider failed: record it, retry later
+            if len(jobs) == 1:
+                log.warning("embedding memory %s failed: %s", jobs[0][0], err)
+                return [], [(jobs[0][0], jobs[0][1], repr(err))]
+            half = len(jobs) // 2
+            first, second = self._embed_each(jobs[:half]), self._embed_each(jobs[half:])
+            return first[0] + second[0], first[1] + second[1]
+        return embedded, []
+
+    def _store(self, conn: psycopg.Connection, items: list[tuple]) -> list[tuple]:
+        # Store the vectors in one call; when the bank refuses one (22023), one call per vector.
+        # Returns [(name, md5, error)] of those it refused.
+        try:
+            self._store_vectors(conn, items)
+            return []
+        except psycopg.errors.InvalidParameterValue as err:
+            # A degenerate vector (NaN, infinite, zero norm): its job fails visibly and is retried.
+            log.warning("embedder returned vectors the bank refused: %s", err.diag.message_primary)
+            if len(items) == 1:
+                return [(items[0][0], items[0][1], err.diag.message_primary)]
+        failed = []
+        for item in items:
+            failed += self._store(conn, [item])
+        return failed
+
+    def _store_vectors(self, conn: psycopg.Connection, items: list[tuple]) -> None:
+        with conn.transaction():
+            conn.execute(
+                "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                " fact_md5s => %s, embeddings => %s)",
+                (self.embedder.model_id, self.embedder.dimension, [i[0] for i in items], [i[1] for i in items],
+                 [vector_literal(i[2]) for i in items]))
 
     def process_pending(self, *, limit: int | None = None,
                         progress: Callable[[int], None] | None = None) -> int:

@@ -789,7 +789,8 @@ begin
         -- The text to embed: the context (never changed after create) and the fact.
         select j.name, j.fact_md5,
                case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+               m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+               membank_private.is_blank(m.fact) as blank
         from membank_private.embedding_jobs as j
         inner join membank_private.memories as m on m.name = j.name
         where j.retry_time <= statement_timestamp() and j.attempts < 5
@@ -800,7 +801,14 @@ begin
         update membank_private.embedding_jobs as j
         set retry_time = statement_timestamp() + membank_private.embedding_lease()
         from due as d
-        where d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+        where d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+    ), blank as (
+        -- Blank by the one rule (is_blank; stored before that rule refused it):
+        -- failed here, by name, never handed to a model with the batch it would fail.
+        update membank_private.embedding_jobs as j
+        set attempts = 5, last_error = membank_private.blank_fact_error()
+        from due as d
+        where d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
     ), stale as (
         -- A job whose text changed since it was queued is done: the change
         -- queued a job of its own.
@@ -808,7 +816,7 @@ begin
         using due as d
         where not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
     )
-    select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+    select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
 end
 $$;
 COMMENT ON FUNCTION membank.claim_embedding_jobs(batch_size integer) IS 'Claim up to batch_size (1..1000, default 64) due embedding jobs with FOR UPDATE SKIP LOCKED and return
@@ -817,8 +825,10 @@ and a newline when it has one (create_memory). The claim is a lease: commit it, 
 (no lock is held meanwhile), then call store_embeddings (or fail_embedding_jobs); jobs not stored within 2 minutes are
 handed out again, and a claim rolled back releases them at once. Claims lock only job rows (FOR UPDATE SKIP LOCKED)
 and wait for nothing (lock order: db/functions/015_scope_locks.sql).
-Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. Raises 22023 naming the argument,
-42501 (a role bound to scopes).';
+Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
+(membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
+not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
+claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -907,6 +917,7 @@ declare
     _name uuid;
     _op membank_private.operations;
     _reply text;
+    _never boolean;
 begin
     if older_than is null or older_than < interval '0' or isfinite(older_than) is false then
         perform membank_private._raise_invalid('older_than', 'must be a finite interval of at least 0',
@@ -928,27 +939,49 @@ begin
     end if;
     -- One writer per scope: candidates are chosen and reserved under the lock.
     perform membank_private.lock_scope(_scope_id);
-    with candidates as (
-        select m.name, m.revision, m.fact, m.topics, m.create_time
-        from membank_private.memories as m
-        where m.scope_id = _scope_id and m.scope = _scope
-          and m.memory_type = 'NATURAL_LANGUAGE'
-          and membank_private.is_live(m.expire_time)
-          and m.create_time < statement_timestamp() - older_than
-          and (_topics is null or m.topics && _topics)
-          and not exists (
-              select from membank_private.operations as o
-              where o.scope_id = _scope_id and o.stage = 'COMPACT' and not o.done
-                and o.facts @> jsonb_build_array(jsonb_build_object('name', m.name)))
-        order by m.create_time, m.name
-        limit max_memories
-    )
-    select coalesce(jsonb_agg(jsonb_build_object(
-               'name', c.name, 'revision', c.revision, 'fact', c.fact, 'topics', to_jsonb(c.topics),
-               'create_time', c.create_time) order by c.create_time, c.name), '[]')
-    into _candidates
-    from candidates as c;
-    if jsonb_array_length(_candidates) < 2 then
+    -- One summary never merges memories that expire with memories that never
+    -- do (the summary expires at the latest of its sources' expire_time, so
+    -- a source without one would keep the others' text for ever): the oldest
+    -- candidate's kind goes first.
+    select m.expire_time is null into _never
+    from membank_private.memories as m
+    where m.scope_id = _scope_id and m.scope = _scope
+      and m.memory_type = 'NATURAL_LANGUAGE'
+      and membank_private.is_live(m.expire_time)
+      and m.create_time < statement_timestamp() - older_than
+      and (_topics is null or m.topics && _topics)
+      and not exists (
+          select from membank_private.operations as o
+          where o.scope_id = _scope_id and o.stage = 'COMPACT' and not o.done
+            and o.facts @> jsonb_build_array(jsonb_build_object('name', m.name)))
+    order by m.create_time, m.name
+    limit 1;
+    -- The oldest candidate's kind first; the other kind when that one has a single memory.
+    foreach _never in array array[_never, not _never] loop
+        with candidates as (
+            select m.name, m.revision, m.fact, m.topics, m.create_time
+            from membank_private.memories as m
+            where m.scope_id = _scope_id and m.scope = _scope
+              and m.memory_type = 'NATURAL_LANGUAGE'
+              and membank_private.is_live(m.expire_time)
+              and (m.expire_time is null) = _never
+              and m.create_time < statement_timestamp() - older_than
+              and (_topics is null or m.topics && _topics)
+              and not exists (
+                  select from membank_private.operations as o
+                  where o.scope_id = _scope_id and o.stage = 'COMPACT' and not o.done
+                    and o.facts @> jsonb_build_array(jsonb_build_object('name', m.name)))
+            order by m.create_time, m.name
+            limit max_memories
+        )
+        select coalesce(jsonb_agg(jsonb_build_object(
+                   'name', c.name, 'revision', c.revision, 'fact', c.fact, 'topics', to_jsonb(c.topics),
+                   'create_time', c.create_time) order by c.create_time, c.name), '[]')
+        into _candidates
+        from candidates as c;
+        exit when jsonb_array_length(_candidates) >= 2;
+    end loop;
+    if coalesce(jsonb_array_length(_candidates), 0) < 2 then
         return null;  -- nothing (or one memory) to compact: a no-op
     end if;
     insert into membank_private.operations as o (scope_id, scope, request_key, options, facts, stage)
@@ -981,8 +1014,10 @@ COMMENT ON FUNCTION membank.compact_memories(scope jsonb, older_than interval, m
 max_memories, 2..1000, default 50; only those with one of topics when given) become one summary memory written by a
 model. Returns the name of the operation (stage COMPACT; poll membank.get_operation), or null when fewer than 2
 memories qualify (nothing to do). The summary''s CREATED revision lists the replaced memories (name, revision, fact,
-topics, create_time) in extracted_memories; each original is deleted with a DELETED revision labelled compacted_into
-the summary''s name; generated_memories shows the summary CREATED and each original DELETED. Candidates are chosen
+topics, create_time) in extracted_memories. One summary merges only memories that never expire, or only memories that
+expire (the oldest candidate''s kind, or the other when that kind has a single memory), and the summary of expiring
+memories expires at the latest of their expire_time, so no text set to expire outlives its sources. Each original is
+deleted with a DELETED revision labelled compacted_into the summary''s name; generated_memories shows the summary CREATED and each original DELETED. Candidates are chosen
 oldest first under the scope''s write lock; a memory held by a pending compaction is not chosen again, so concurrent
 calls never compact a memory twice, and a second call finds only what is new. The model runs in the database when it
 has a trusted AlloyDB AI ai.generate(prompt, model_id) (in_database null: detected; true: required; false: never),
@@ -2163,6 +2198,9 @@ declare
     _candidate membank_private.ingest_streams;
     _stream membank_private.ingest_streams;
     _trigger text;
+    _queued membank.due_stream [];
+    _error text;
+    _sqlstate text;
 begin
     if max_streams is null or max_streams not between 1 and 10000 then
         perform membank_private._raise_invalid('max_streams',
@@ -2191,7 +2229,22 @@ begin
         _stream := membank_private.refresh_stream(_stream.scope_id, _stream.stream_id);
         _trigger := membank_private.stream_trigger(_stream, _bank_rule, _now);
         continue when _trigger is null;
-        return query select * from membank_private.flush_stream(_stream, _trigger, _now);
+        -- One stream per subtransaction: a stream whose generation fails (a
+        -- lock wait past membank.lock_timeout, an event the bank now refuses)
+        -- is left pending with a warning naming it, and the sweep goes on with
+        -- every other tenant's streams. Rows are returned once the stream's
+        -- writes have succeeded.
+        begin
+            _queued := array(select f from membank_private.flush_stream(_stream, _trigger, _now) as f);
+        exception
+            when others then
+                get stacked diagnostics _error = message_text, _sqlstate = returned_sqlstate;
+                raise warning 'generate_due_streams: stream % of scope % left pending: % (SQLSTATE %)',
+                    to_jsonb(_stream.stream_id), _stream.scope, _error, _sqlstate
+                    using hint = 'the next sweep tries it again; the other streams were queued';
+                continue;
+        end;
+        return query select * from unnest(_queued);
     end loop;
 end
 $$;
@@ -2199,7 +2252,9 @@ COMMENT ON FUNCTION membank.generate_due_streams(now timestamp with time zone, m
 the database clock; tests and replays pass it) — idle_duration, fixed_interval, no rule, or the 24 h flush — queue one
 GenerateMemories operation over the events not yet covered and move the stream''s watermark, in the caller''s
 transaction (due and queued commit together: a caller that dies before commit queued nothing and moved nothing).
-Streams locked by another transaction are skipped (next sweep). Returns one membank.due_stream per queued operation:
+Streams locked by another transaction are skipped (next sweep); a stream whose generation fails is left pending
+with a WARNING naming it and its error (next sweep), the others are queued.
+Returns one membank.due_stream per queued operation:
 scope, stream_id, trigger_reason, operation_name, first_seq and last_seq (append order range covered),
 covered_events. Worker and admin roles only (it reaches every scope); call it from the worker''s loop or from pg_cron
 (cron.schedule(''membank-ingest'', ''* * * * *'', ''select count(*) from membank.generate_due_streams()'')).
@@ -2645,7 +2700,8 @@ COMMENT ON FUNCTION membank.list_revisions(name text, scope jsonb) IS 'All revis
 (CREATED | UPDATED | DELETED), the fact after the change and previous_fact before it, labels, source_event_ids and
 extracted_memories. Readable after the memory is deleted, until the retention window (configure_retention); while the
 memory is expired its revisions show name, action, topics and times but no fact, structured content, metadata or
-extraction context, and a purged memory''s revisions have lost that text for good. With scope, the memory must be in
+extraction context (also a memory deleted before its expire_time, once that has passed), and a purged memory''s
+revisions have lost that text and the caller''s labels for good. With scope, the memory must be in
 exactly that scope. Raises 22P02 (malformed name), P0002 (no revisions: unknown name, other scope, or past retention).';
 CREATE FUNCTION membank.list_revisions(name uuid, scope jsonb DEFAULT NULL::jsonb) RETURNS SETOF membank.memory_revision
     LANGUAGE sql STABLE SECURITY DEFINER
@@ -2886,9 +2942,11 @@ begin
 end
 $$;
 COMMENT ON PROCEDURE membank.purge_expired_memories(IN batch_size integer, IN max_batches integer, INOUT purged bigint) IS 'Delete memories whose expire_time has passed, batch_size rows (1..100000, default 1000) per transaction, for at most
-max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}.
-Call it outside an explicit transaction block (it commits): CALL membank.purge_expired_memories();
-purged returns the number of memories removed. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
+max_batches batches (null: until none is left). Each deletion writes a DELETED revision labelled {"reason":"expired"}
+and destroys the memory''s text in its revisions, events and operations. A memory deleted before its expire_time is
+forgotten the same way once that time passes (its text and the caller''s labels leave its revisions, events and
+operations; no new revision). Call it outside an explicit transaction block (it commits):
+CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3227,6 +3285,7 @@ declare
     _scope_id uuid;
     _last integer;
     _first timestamptz;
+    _expire_time timestamptz;
 begin
     if revision is null then
         perform membank_private._raise_invalid('revision', 'must not be null',
@@ -3252,6 +3311,10 @@ begin
     -- The current revision: the live row's, else the newest (the deletion).
     select max(r.revision), min(r.create_time) into _last, _first
     from membank_private.memory_revisions as r where r.scope_id = _scope_id and r.memory_name = _target.memory_name;
+    -- A deleted memory comes back with the expiry it had (its deletion's): deleting never lifts a TTL.
+    select r.expire_time into _expire_time
+    from membank_private.memory_revisions as r
+    where r.scope_id = _scope_id and r.memory_name = _target.memory_name and r.revision = _last;
     perform membank_private.check_revision(_target.memory_name, coalesce(_row.revision, _last), expected_revision);
     if _row.name is not null then
         -- Live: restore the content; the expiry stays as it is now.
@@ -3261,13 +3324,15 @@ begin
         where m.scope_id = _scope_id and m.name = _row.name
         returning * into _row;
     else
-        -- Deleted: bring it back under the same name, never expiring, with
-        -- its revision numbers continuing after the deletion.
+        -- Deleted: bring it back under the same name, with the expiry it had
+        -- when deleted (not passed: is_expired refused that above), and its
+        -- revision numbers continuing after the deletion.
         insert into membank_private.memories as m (
-            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time
+            name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time,
+            expire_time
         ) values (
             _target.memory_name, _scope_id, _target.scope, _target.memory_type, _target.fact,
-            _target.structured_content, _target.topics, _target.metadata, _last + 1, _first
+            _target.structured_content, _target.topics, _target.metadata, _last + 1, _first, _expire_time
         ) returning * into _row;
     end if;
     perform membank_private.clear_revision_context();
@@ -3276,8 +3341,9 @@ end
 $$;
 COMMENT ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) IS 'Restore the fact, structured_content, topics and metadata of revision (1-based) of the memory called name. The
 rollback is itself a new revision labelled {"rollback_to": revision}: UPDATED for a live memory, CREATED when it brings
-a deleted memory back under the same name (without expiry). The current expiry of a live memory is kept. An expired
-memory is refused (P0002): expiry forgets, and its revisions show no text to restore.
+a deleted memory back under the same name (with the expire_time it had when deleted). The current expiry of a live
+memory is kept. An expired memory is refused (P0002): expiry forgets, and its revisions show no text to restore; so is
+a memory deleted before its expire_time once that has passed.
 expected_revision (compare-and-set): when given, the rollback happens only if the memory is still at that revision
 (for a deleted memory: the number of its DELETED revision).
 Raises 22P02 (malformed name), P0002 (unknown memory or revision, expired memory), 22023 (revision is null or a
@@ -3957,6 +4023,7 @@ declare
     _summary_row membank_private.memories;
     _names uuid [] := array(select (c ->> 'name')::uuid from jsonb_array_elements(o.facts) as c);
     _topics text [];
+    _expire_time timestamptz;
 begin
     -- A model may answer {"summary": ...} or, as ai.generate does, plain text.
     _summary := btrim(case when jsonb_typeof(_parsed) = 'object' and jsonb_typeof(_parsed -> 'summary') = 'string'
@@ -3971,8 +4038,13 @@ begin
         return 'failed';
     end if;
     perform membank_private.lock_scope(o.scope_id);
-    select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}') into _revisions
-    from (select m.name, m.revision from membank_private.memories as m
+    -- The summary expires when the last of its sources would have (compact_memories
+    -- never merges a memory that expires with one that does not): text set to
+    -- expire does not live on in it.
+    select coalesce(jsonb_object_agg(m.name::text, m.revision), '{}'),
+           case when bool_and(m.expire_time is not null) then max(m.expire_time) end
+    into _revisions, _expire_time
+    from (select m.name, m.revision, m.expire_time from membank_private.memories as m
           where m.scope_id = o.scope_id and m.name = any(_names) and membank_private.is_live(m.expire_time)
           order by m.name
           for update) as m;
@@ -3992,12 +4064,12 @@ begin
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics := array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
                      order by t limit 32);
-    insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata)
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata, expire_time)
     values (o.scope_id, o.scope, _summary, _topics,
             jsonb_build_object('compaction', jsonb_build_object(
                 'operation', o.name, 'replaced', jsonb_array_length(o.facts),
                 'first_create_time', o.facts -> 0 -> 'create_time',
-                'last_create_time', o.facts -> -1 -> 'create_time')))
+                'last_create_time', o.facts -> -1 -> 'create_time')), _expire_time)
     returning * into _summary_row;
     perform membank_private.record_generated(o.name, _summary_row, 'CREATED');
     perform membank_private.set_revision_context(
@@ -4383,6 +4455,13 @@ CREATE FUNCTION membank_private.batch_memories(found jsonb, i integer) RETURNS j
     select case when found is not null and jsonb_typeof(found -> i::text) is distinct from 'null'
                 then coalesce(found -> i::text, '[]') end;
 $$;
+CREATE FUNCTION membank_private.blank_fact_error() RETURNS text
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 'fact: is blank (only white space, control or zero-width characters, membank_private.is_blank): '
+           || 'nothing to embed; update the memory with a real fact or delete it';
+$$;
 CREATE FUNCTION membank_private.bm25_idf(df bigint, n bigint) RETURNS double precision
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4423,6 +4502,12 @@ begin
     return coalesce((select array_agg(b.scope order by b.scope_id) from membank_private.scope_bindings as b
                      where b.role_oid = any(_roles)), '{}');
 end
+$$;
+CREATE FUNCTION membank_private.candidate_query_text(fact text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select left(fact, 4000);
 $$;
 CREATE FUNCTION membank_private.candidates_stamp(scope_id uuid) RETURNS jsonb
     LANGUAGE plpgsql STABLE
@@ -4885,7 +4970,8 @@ begin
         with due as (
             select j.name, j.fact_md5,
                    case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh
+                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+                   membank_private.is_blank(m.fact) as blank
             from membank_private.embedding_jobs as j
             inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
             where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
@@ -4897,13 +4983,18 @@ begin
             update membank_private.embedding_jobs as j
             set retry_time = _lease
             from due as d
-            where j.scope_id = _scope_id and d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+            where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+        ), blank as (
+            update membank_private.embedding_jobs as j
+            set attempts = 5, last_error = membank_private.blank_fact_error()
+            from due as d
+            where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
         ), stale as (
             delete from membank_private.embedding_jobs as j
             using due as d
             where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
         )
-        select c.name, c.fact, c.fact_md5 from due as c where c.fresh;
+        select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
         get diagnostics _claimed = row_count;
         _left := _left - _claimed;
     end loop;
@@ -5394,7 +5485,8 @@ begin
                'similarity', round(r.similarity::numeric, 4)) order by r.score desc, r.name), '[]')
     into _memories
     from membank.retrieve_memories(
-        scope => o.scope, query_text => _fact ->> 'fact', query_embedding => _vector, top_k => 5,
+        scope => o.scope, query_text => membank_private.candidate_query_text(_fact ->> 'fact'),
+        query_embedding => _vector, top_k => 5,
         embedding_model => embedding_model) as r
     where r.memory_type = 'NATURAL_LANGUAGE';
     -- event_time as memory_event_time gives it, from each candidate's latest
@@ -5647,6 +5739,50 @@ begin
     return _count;
 end
 $$;
+CREATE FUNCTION membank_private.forget_expired_deletions(batch_size integer) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _scope_id uuid;
+    _name uuid;
+    _count bigint := 0;
+begin
+    for _scope_id, _name in
+        select r.scope_id, r.memory_name
+        from membank_private.memory_revisions as r
+        where r.action = 'DELETED' and r.expire_time is not null and r.expire_time <= _now
+          and (r.fact is not null or r.structured_content is not null)
+          and not exists (select from membank_private.memory_revisions as l
+                          where l.scope_id = r.scope_id and l.memory_name = r.memory_name and l.revision > r.revision)
+          and not exists (select from membank_private.memories as m
+                          where m.scope_id = r.scope_id and m.name = r.memory_name)
+        order by r.expire_time
+        limit batch_size
+    loop
+        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+        continue when not found;
+        continue when exists (select from membank_private.memories as m
+                              where m.scope_id = _scope_id and m.name = _name)
+                      or not membank_private.is_expired(_name, _scope_id);
+        -- One memory per subtransaction, each wait bounded: an operation row
+        -- another transaction holds (a worker applying a reply in that scope)
+        -- leaves this memory to a later batch, never the others.
+        begin
+            perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+            perform membank_private.forget_memory(_name, _scope_id);
+            _count := _count + 1;
+        exception
+            when lock_not_available then
+                raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy',
+                    _name
+                    using hint = 'call purge_expired_memories again';
+        end;
+    end loop;
+    return _count;
+end
+$$;
 CREATE FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5666,11 +5802,11 @@ begin
     where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name and f.fact is not null;
     update membank_private.memory_revisions as r
     set fact = null, previous_fact = null, structured_content = null, previous_structured_content = null,
-        metadata = '{}', extracted_memories = null
+        metadata = '{}', extracted_memories = null, labels = membank_private.kept_labels(r.labels)
     where r.scope_id = forget_memory.scope_id and r.memory_name = forget_memory.name
       and (r.fact is not null or r.previous_fact is not null or r.structured_content is not null
            or r.previous_structured_content is not null or r.extracted_memories is not null
-           or r.metadata <> '{}');
+           or r.metadata <> '{}' or r.labels <> membank_private.kept_labels(r.labels));
     -- The turns it was extracted from (by event id, in its scope).
     -- An ADK event (append_session_event) holds its text in the payload's content too.
     update membank_private.events as e
@@ -5902,7 +6038,7 @@ CREATE FUNCTION membank_private.is_blank(value text) RETURNS boolean
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
     select value is null
-           or value ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
+           or value ~ '^[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]*$';
 $_$;
 CREATE FUNCTION membank_private.is_expired(name uuid, scope_id uuid) RETURNS boolean
     LANGUAGE sql STABLE
@@ -5910,7 +6046,14 @@ CREATE FUNCTION membank_private.is_expired(name uuid, scope_id uuid) RETURNS boo
     AS $$
     select exists (select from membank_private.memories as m
                    where m.scope_id = is_expired.scope_id and m.name = is_expired.name
-                     and m.expire_time <= statement_timestamp());
+                     and m.expire_time <= statement_timestamp())
+           or (not exists (select from membank_private.memories as m
+                           where m.scope_id = is_expired.scope_id and m.name = is_expired.name)
+               and coalesce((select r.action = 'DELETED' and r.expire_time <= statement_timestamp()
+                             from membank_private.memory_revisions as r
+                             where r.scope_id = is_expired.scope_id and r.memory_name = is_expired.name
+                             order by r.revision desc
+                             limit 1), false));
 $$;
 CREATE FUNCTION membank_private.is_live(expire_time timestamp with time zone) RETURNS boolean
     LANGUAGE sql STABLE
@@ -5944,11 +6087,13 @@ CREATE FUNCTION membank_private.is_redacted_update(o membank_private.memory_revi
     AS $$
     select n.fact is null and n.previous_fact is null and n.structured_content is null
            and n.previous_structured_content is null and n.extracted_memories is null and n.metadata = '{}'
+           -- the caller's labels go too (kept_labels)
+           and n.labels in (o.labels, membank_private.kept_labels(o.labels))
            and (n.memory_name, n.revision, n.scope_id, n.scope, n.action, n.memory_type, n.topics, n.expire_time,
-                n.labels, n.source_event_ids, n.create_time)
+                n.source_event_ids, n.create_time)
                is not distinct from
                (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
-                o.labels, o.source_event_ids, o.create_time);
+                o.source_event_ids, o.create_time);
 $$;
 CREATE FUNCTION membank_private.json_segments(t text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
@@ -5991,6 +6136,19 @@ begin
     return _segments;
 end
 $$;
+CREATE FUNCTION membank_private.kept_labels(labels jsonb) RETURNS jsonb
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    select coalesce(jsonb_object_agg(l.key, l.value), '{}')
+    from jsonb_each(case when jsonb_typeof(labels) = 'object' then labels else '{}' end) as l (key, value)
+    where (l.key = 'reason' and l.value in ('"purge"', '"expired"', '"delete_profile_schema"'))
+       or (l.key = 'rollback_to' and jsonb_typeof(l.value) = 'number')
+       or (l.key in ('operation', 'compacted_into') and jsonb_typeof(l.value) = 'string'
+           and (l.value #>> '{}') ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$')
+       or (l.key = 'action'
+           and l.value in ('"COMPACT"', '"CREATED"', '"UPDATED"', '"DELETED"', '"CREATE"', '"UPDATE"', '"DELETE"'));
+$_$;
 CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6883,7 +7041,8 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     if membank_private.on_citus() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
-        _count := membank_private.purge_expired_by_scope(batch_size);
+        _count := membank_private.purge_expired_by_scope(batch_size)
+                  + membank_private.forget_expired_deletions(batch_size);
         perform membank_private.clear_revision_context();
         return _count;
     end if;
@@ -6914,6 +7073,8 @@ begin
         returning 1
     )
     select count(*) into _count from deleted;
+    -- Memories deleted before their expire_time, now passed: their text goes too.
+    _count := _count + membank_private.forget_expired_deletions(batch_size);
     perform membank_private.clear_revision_context();
     return _count;
 end
@@ -7975,9 +8136,10 @@ begin
     if vectors is null or last < first then
         return null;
     end if;
-    _texts := array(select o.facts -> f ->> 'fact' from generate_series(first, last) as f order by f);
-    if exists (select from unnest(_texts) as t where membank_private.is_blank(t) or length(t) > 4000) then
-        return null;  -- retrieve_memories lists the scope, or refuses the query: as it does, fact by fact
+    _texts := array(select membank_private.candidate_query_text(o.facts -> f ->> 'fact')
+                    from generate_series(first, last) as f order by f);
+    if exists (select from unnest(_texts) as t where membank_private.is_blank(t)) then
+        return null;  -- retrieve_memories lists the scope: as it does, fact by fact
     end if;
     _queries := array(select membank_private.check_query_embedding(vectors[f + 1]::real [], embedding_model)
                       from generate_series(first, last) as f order by f);
@@ -9130,7 +9292,7 @@ CREATE FUNCTION membank_private.trim_blank(value text) RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
-    select regexp_replace(value, '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
+    select regexp_replace(value, '^[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+|[\u0001-\u0020\u007f-\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]+$', '', 'g');
 $_$;
 CREATE FUNCTION membank_private.try_json(t text) RETURNS jsonb
     LANGUAGE plpgsql IMMUTABLE
@@ -10376,6 +10538,7 @@ CREATE UNIQUE INDEX memories_profile_field_idx ON membank_private.memories USING
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
+CREATE INDEX memory_revisions_deleted_expiry_idx ON membank_private.memory_revisions USING btree (expire_time) WHERE ((action = 'DELETED'::text) AND (expire_time IS NOT NULL) AND ((fact IS NOT NULL) OR (structured_content IS NOT NULL)));
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
 CREATE INDEX memory_revisions_scope_idx ON membank_private.memory_revisions USING btree (scope_id, create_time);
 CREATE INDEX operations_finished_idx ON membank_private.operations USING btree (update_time) WHERE done;
@@ -10596,9 +10759,11 @@ REVOKE ALL ON FUNCTION membank_private.apply_creates(operation_name uuid) FROM P
 REVOKE ALL ON FUNCTION membank_private.apply_profile_values(o membank_private.operations, merged jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bank_generation_rule() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.batch_memories(found jsonb, i integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.blank_fact_error() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bm25_idf(df bigint, n bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_role_oids() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.bound_scopes() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.candidate_query_text(fact text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.candidates_stamp(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.carry_setting(name text, value text) FROM PUBLIC;
@@ -10651,6 +10816,7 @@ REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, err
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.forget_expired_deletions(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
@@ -10663,6 +10829,7 @@ REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.kept_labels(labels jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;

@@ -47,7 +47,7 @@ class Embedder(Protocol):
 
         Raises:
             TypeError: an item is not a ``str``.
-            ValueError: an item is empty or only whitespace.
+            ValueError: an item is the empty string.
             EmbeddingError: the model or provider failed, or returned the wrong
                 number of vectors (``EmbeddingDimensionError`` for a vector of
                 the wrong length).
@@ -121,7 +121,13 @@ def check_texts(texts: Sequence[str], *, what: str = "texts") -> list[str]:
 
     Raises:
         TypeError: ``texts`` is a bare ``str`` or an item is not a ``str``.
-        ValueError: an item is empty or only whitespace.
+        ValueError: an item is the empty string.
+
+    Whether a text is blank (white space, control or zero-width characters
+    only) is the database's rule (``membank_private.is_blank``), applied
+    before a fact is stored or a job claimed; the embedder decides nothing
+    about it (Python's ``str.strip()`` disagrees with it: it strips
+    U+001C..U+001F).
     """
     if isinstance(texts, str):
         raise TypeError(f"{what}: expected a list of str, got a single str")
@@ -129,7 +135,7 @@ def check_texts(texts: Sequence[str], *, what: str = "texts") -> list[str]:
     for i, text in enumerate(out):
         if not isinstance(text, str):
             raise TypeError(f"{what}[{i}]: expected str, got {type(text).__name__}")
-        if not text.strip():
+        if not text:
             raise ValueError(f"{what}[{i}]: empty text cannot be embedded")
     return out
 

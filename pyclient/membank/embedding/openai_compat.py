@@ -159,7 +159,7 @@ class OpenAICompatEmbedder:
 
         Raises:
             TypeError: an item is not a ``str``.
-            ValueError: an item is empty or only whitespace.
+            ValueError: an item is the empty string (blankness is the database's rule).
             EmbeddingError: the request failed or returned the wrong number
                 of vectors; ``EmbeddingDimensionError`` for a vector whose
                 length is not ``dimension``.
