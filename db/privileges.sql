@@ -144,6 +144,7 @@ membank.bind_role_to_scope(name, jsonb),
 membank.unbind_role_from_scope(name, jsonb),
 membank.unrestrict_role(name),
 membank.list_scope_bindings(name),
+membank.refresh_role_bindings(),
 membank.configure_ingestion(jsonb)
 to membank_admin;
 grant execute on procedure

@@ -619,3 +619,142 @@ def test_a_bound_role_reads_only_its_scope_on_the_cluster(cl):
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         tenant.execute("select * from membank.retrieve_memories(scope => %s, query_text => 'figs')",
                        (json.dumps(b),))
+
+
+def scope_fingerprint(admin: psycopg.Connection, scope: dict) -> list[tuple]:
+    """Every row a scope holds, per distributed table: (table, count, md5 of the rows' text), read on one shard."""
+    from psycopg import sql
+
+    from membank import distribute
+
+    scope_id = admin.execute("select md5(%s::jsonb::text)::uuid", (json.dumps(scope),)).fetchone()[0]
+    out = []
+    for table in distribute.DISTRIBUTED:
+        out.append((table, *admin.execute(sql.SQL(
+            "select count(*), md5(coalesce(string_agg(x::text, '|' order by x::text), ''))"
+            " from membank_private.{} as x where x.scope_id = %s").format(sql.Identifier(table)),
+            (scope_id,)).fetchone()))
+    return out
+
+
+def call_every_routine(c: psycopg.Connection, params: dict) -> tuple[dict[str, str], str]:
+    """Each public routine's canary call (tests/test_erasure.py) as ``c``: {signature: 'ok' or SQLSTATE}, and
+    everything the calls returned or said, as one text."""
+    from test_erasure import CANARY_CALLS
+
+    outcomes, said = {}, []
+    for signature, statement in sorted(CANARY_CALLS.items()):
+        if statement is None:
+            continue
+        try:
+            if statement.startswith("call"):
+                said.append(json.dumps(c.execute(statement, params).fetchall(), default=str))
+            else:
+                with c.transaction(force_rollback=True):
+                    said.append(json.dumps(c.execute(statement, params).fetchall(), default=str))
+            outcomes[signature] = "ok"
+        except psycopg.Error as err:
+            outcomes[signature] = err.sqlstate or "?"
+            said.append(f"{err.diag.message_primary} {err.diag.message_detail} {err.diag.message_hint}")
+    return outcomes, "\n".join(said)
+
+
+def test_a_bound_login_is_bound_on_every_node(cl):
+    """A tenant bound to scope A, connected to each worker and to the coordinator, calls every public routine with
+    scope B's scope, names and operation: each node answers as the coordinator does, every call that names B is
+    refused (42501, or P0002 for a name), nothing of B is returned, and no row of B changes. It still works in A.
+    (Each node gives the role its own OID: the binding records every node's.)"""
+    a, b, w1, w2 = cl.two_scopes("node")
+    secret = f"wombat{uuid.uuid4().hex[:8]}"  # in B's rows only, never in what the tenant passes
+    su = cl.admin
+    name = su.execute("select (membank.create_memory(scope => %s, fact => %s)).name::text",
+                      (json.dumps(b), f"b keeps the quokka {secret}")).fetchone()[0]
+    su.execute("select membank.append_events(scope => %s, session_id => 's', events => %s)",
+               (json.dumps(b), Jsonb([{"event_id": "e1", "author": "user", "text": f"the quokka is mine {secret}",
+                                               "timestamp": "2026-01-01T10:00:00Z"}])))
+    operation = su.execute("select membank.generate_memories(scope => %s, facts => %s)::text",
+                           (json.dumps(b), Jsonb([f"likes the quokka {secret}"]))).fetchone()[0]
+    rule = su.execute("select (membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => 'ls',"
+                      " decision => 'ALLOW')).id", (json.dumps(b),)).fetchone()[0]
+    app, user = "node-app", b["user_id"]
+    su.execute("select membank.create_session(app_name => %s, user_id => %s, session_id => 'adk',"
+               " state => %s)", (app, user, Jsonb({"secret": secret})))
+    params = {"scope": Jsonb(b), "name": name, "operation": operation, "session": "s", "canary": "quokka",
+              "rule": rule, "app": app, "user": user, "adk_session": "adk"}
+
+    tenant = cl.login("membank_writer")
+    role = tenant.execute("select current_user").fetchone()[0]
+    su.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (role, json.dumps(a)))
+    before = scope_fingerprint(su, b)
+    nodes = {"coordinator": cl.url, **{f"worker {w.port}": w.url(cl.name) for w in workers(cl)}}
+    results = {}
+    for node, url in nodes.items():
+        with psycopg.connect(url.replace("postgresql://postgres@", f"postgresql://{role}@"), autocommit=True) as c:
+            c.execute("set membank.lock_timeout = '2s'")
+            outcomes, said = call_every_routine(c, params)
+            assert secret not in said, f"{node} returned B's rows"
+            results[node] = outcomes
+            # The binding restricts, it does not break: the login works in its own scope through this node.
+            mine = c.execute("select (membank.create_memory(scope => %s, fact => 'a works here')).name::text",
+                             (json.dumps(a),)).fetchone()[0]
+            assert c.execute("select (membank.get_memory(name => %s::text)).fact", (mine,)).fetchone() == (
+                "a works here",)
+    assert scope_fingerprint(su, b) == before
+    assert results[f"worker {w1}"] == results["coordinator"] and results[f"worker {w2}"] == results["coordinator"]
+    refused = {s: o for s, o in results["coordinator"].items() if o in ("42501", "P0002")}
+    naming_b = [s for s, statement in __import__("test_erasure").CANARY_CALLS.items()
+                if statement and any(k in statement for k in ("%(scope)s", "%(name)s", "%(operation)s", "%(app)s"))]
+    assert sorted(set(naming_b) - set(refused)) == sorted(FILTERED_NOT_REFUSED)
+
+
+# Calls that name scope B yet answer a tenant bound to A without refusing: they show the caller's own scopes only.
+FILTERED_NOT_REFUSED = [
+    "membank.list_sessions(text,text)",  # ADK's list_sessions: an empty list for a user the caller is not bound to
+]
+
+
+def test_a_binding_follows_the_role_on_every_worker(cl):
+    """Each worker matches a bound role by its own OID of it (recorded at binding time): renamed, it stays bound; a
+    worker with no recorded OID (one added after the binding) matches the recorded name; refresh_role_bindings
+    records every worker's OID again. Bindings are changed on the coordinator only."""
+    a, b, _, _ = cl.two_scopes("rename")
+    tenant = cl.login("membank_writer")
+    role = tenant.execute("select current_user").fetchone()[0]
+    su = cl.admin
+    su.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (role, json.dumps(a)))
+    groups = sorted(r[0] for r in su.execute("select groupid::text from pg_dist_node where groupid <> 0").fetchall())
+    recorded = su.execute("select worker_oids from membank_private.bound_roles as b join pg_roles as r"
+                          " on r.oid = b.role_oid where r.rolname = %s", (role,)).fetchone()[0]
+    assert sorted(recorded) == groups
+
+    def reach_on_workers(login: str) -> list[tuple[bool, bool]]:
+        """(may list A, may list B) through each worker, as ``login``."""
+        out = []
+        for w in workers(cl):
+            with psycopg.connect(w.url(cl.name, user=login), autocommit=True) as c:
+                may = []
+                for scope in (a, b):
+                    try:
+                        c.execute("select * from membank.list_memories(scope => %s)", (json.dumps(scope),))
+                        may.append(True)
+                    except psycopg.errors.InsufficientPrivilege:
+                        may.append(False)
+                out.append(tuple(may))
+        return out
+
+    assert reach_on_workers(role) == [(True, False), (True, False)]
+    # A worker that was never told of the binding (as one added by citus_add_node later): the recorded name.
+    su.execute("update membank_private.bound_roles set worker_oids = '{}' where role_name = %s", (role,))
+    assert reach_on_workers(role) == [(True, False), (True, False)]
+    assert su.execute("select membank.refresh_role_bindings()").fetchone()[0] >= 1
+    assert sorted(su.execute("select worker_oids from membank_private.bound_roles where role_name = %s",
+                             (role,)).fetchone()[0]) == groups
+    # Renamed (Citus renames it on every node): each node still knows it by its OID.
+    renamed = role + "_renamed"
+    su.execute(f'alter role "{role}" rename to "{renamed}"')  # generated names, not input
+    cl.roles[cl.roles.index(role)] = renamed
+    assert reach_on_workers(renamed) == [(True, False), (True, False)]
+    # Bindings change on the coordinator only: a worker cannot see the other nodes' OIDs of a role.
+    with psycopg.connect(workers(cl)[0].url(cl.name), autocommit=True) as c:
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            c.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (renamed, json.dumps(b)))
