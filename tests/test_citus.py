@@ -115,11 +115,19 @@ def test_a_second_install_copies_the_cached_build(citus_cluster, monkeypatch, tm
         raise AssertionError(f"rebuilt Citus into {stage}")
 
     monkeypatch.setattr(cc, "_build", no_build)
-    stage = cc.install_citus(tmp_path)  # an empty pginstall, as in a fresh venv
-    assert stage.name == cc.build_key()
+    stage, built = cc.install_citus(tmp_path)  # an empty pginstall, as in a fresh venv
+    assert stage.name == cc.build_key() and not built
     assert (tmp_path / "lib" / "citus.so").is_file()
     assert (tmp_path / "share" / "extension" / "citus.control").is_file()
-    assert cc.install_citus() == stage  # the session's own pginstall: already there
+    assert cc.install_citus() == (stage, False)  # the session's own pginstall: already there
+
+
+def test_the_build_cache_is_outside_the_test_sandbox(sandbox):
+    """The sandbox replaces HOME and XDG_CACHE_HOME for every session; the Citus build must outlive it."""
+    import citus_cluster as cc
+
+    cache = cc.cache_dir().resolve()
+    assert not cache.is_relative_to(sandbox.resolve()), f"the Citus build cache {cache} is inside the sandbox"
 
 
 TRIGGER_ON_DISTRIBUTED_TABLE = """
@@ -235,8 +243,15 @@ def test_distribute_keeps_an_existing_bank_and_puts_two_scopes_on_two_workers(ci
                            " (select count(*) from membank_private.memory_revisions),"
                            " (select embedding::text from membank_private.memory_embeddings)").fetchone()
     assert before == (8, 16, "[1,0,0]")
-    done = distribute.distribute(db.url)
-    assert set(done.distributed) == set(distribute.DISTRIBUTED) and set(done.reference) == set(distribute.REFERENCE)
+    # The operator's command: exit 0 and a JSON report of what it did.
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    ran = CliRunner().invoke(main, ["db", "distribute"], env={"MEMBANK_DATABASE_URL": db.url})
+    assert ran.exit_code == 0, ran.output
+    done = json.loads(ran.output)
+    assert set(done["distributed"]) == set(distribute.DISTRIBUTED) and set(done["reference"]) == set(distribute.REFERENCE)
     assert distribute.distribute(db.url).already == list(distribute.REFERENCE + distribute.DISTRIBUTED)  # idempotent
     with db.connect() as c:
         kinds = dict(c.execute("select logicalrelid::regclass::text, partmethod::text || ':' || coalesce("
