@@ -521,79 +521,162 @@ $$The restricted roles (bind_role_to_scope) and their bindings, of role when giv
 create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
 scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.$$;
 
+-- The views read through security definer functions that fix the scope
+-- first (active_scope, once) and then read that one scope's rows: on Citus
+-- the statement is then routed to the scope's shard, and runs there as
+-- membank's owner (a view's own query is sent to the worker as the caller,
+-- who has no privilege on membank_private, and its join by the setting
+-- cannot be routed). On one server the rows are the same. The caller's own
+-- conditions apply to what the function returned, so none of its functions
+-- sees a row of another scope (the views stay security_barrier too).
+
+-- name: scoped_memory_rows: the rows of membank.scoped_memories (the live memories of the active scope).
+create or replace function membank_private.scoped_memory_rows()
+returns table (
+    name uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb,
+    revision integer, create_time timestamptz, update_time timestamptz, expire_time timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.active_scope();
+begin
+    if _scope is null then
+        return;
+    end if;
+    return query
+    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata, m.revision,
+           m.create_time, m.update_time, m.expire_time
+    from membank_private.memories as m
+    where m.scope_id = md5(_scope::text)::uuid and m.scope = _scope
+      and (m.expire_time is null or m.expire_time > statement_timestamp());
+end
+$$;
+
+-- name: scoped_profile_rows: the rows of membank.scoped_profiles (the live profile fields of the active scope).
+create or replace function membank_private.scoped_profile_rows()
+returns table (
+    schema_id text, field text, value jsonb, memory_name uuid, revision integer, update_time timestamptz,
+    expire_time timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.active_scope();
+begin
+    if _scope is null then
+        return;
+    end if;
+    return query
+    select m.structured_content ->> 'schema_id', m.structured_content ->> 'field', m.structured_content -> 'value',
+           m.name, m.revision, m.update_time, m.expire_time
+    from membank_private.memories as m
+    where m.scope_id = md5(_scope::text)::uuid and m.memory_type = 'STRUCTURED_PROFILE' and m.scope = _scope
+      and m.structured_content ? 'schema_id'
+      and (m.expire_time is null or m.expire_time > statement_timestamp());
+end
+$$;
+
+-- name: scoped_revision_rows: the rows of membank.scoped_revisions (every revision of the active scope, redacted
+-- as list_revisions redacts those of an expired memory).
+create or replace function membank_private.scoped_revision_rows()
+returns table (
+    memory_name uuid, revision integer, scope jsonb, action text, memory_type text, fact text, previous_fact text,
+    structured_content jsonb, previous_structured_content jsonb, topics text[], metadata jsonb,
+    expire_time timestamptz, labels jsonb, source_event_ids text[], extracted_memories jsonb,
+    create_time timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.active_scope();
+    _scope_id uuid;
+begin
+    if _scope is null then
+        return;
+    end if;
+    _scope_id := md5(_scope::text)::uuid;
+    -- The revisions of an expired memory are redacted as list_revisions
+    -- redacts them (redact_revision): no fact, structured content, metadata
+    -- or extraction context until the memory is purged or its expiry lifted.
+    return query
+    select r.memory_name, r.revision, r.scope, r.action, r.memory_type,
+           case when x.name is null then r.fact end,
+           case when x.name is null then r.previous_fact end,
+           case when x.name is null then r.structured_content end,
+           case when x.name is null then r.previous_structured_content end,
+           r.topics,
+           case when x.name is null then r.metadata else '{}'::jsonb end,
+           r.expire_time, r.labels, r.source_event_ids,
+           case when x.name is null then r.extracted_memories end,
+           r.create_time
+    from membank_private.memory_revisions as r
+    left join membank_private.memories as x
+        on x.scope_id = _scope_id and r.memory_name = x.name and x.expire_time <= statement_timestamp()
+    where r.scope_id = _scope_id and r.scope = _scope;
+end
+$$;
+
 create or replace view membank.scoped_memories with (security_barrier) as
 select
-    m.name,
-    m.scope,
-    m.memory_type,
-    m.fact,
-    m.structured_content,
-    m.topics,
-    m.metadata,
-    m.revision,
-    m.create_time,
-    m.update_time,
-    m.expire_time
-from membank_private.memories as m
-where
-    m.scope_id = md5(membank_private.active_scope()::text)::uuid
-    and m.scope = membank_private.active_scope()
-    and (m.expire_time is null or m.expire_time > statement_timestamp());
+    name,
+    scope,
+    memory_type,
+    fact,
+    structured_content,
+    topics,
+    metadata,
+    revision,
+    create_time,
+    update_time,
+    expire_time
+from membank_private.scoped_memory_rows();
 
 comment on view membank.scoped_memories is
 'The live memories (both types) of the scope set with membank.set_scope; empty while none is set.';
 
 create or replace view membank.scoped_profiles with (security_barrier) as
 select
-    m.structured_content ->> 'schema_id' as schema_id,
-    m.structured_content ->> 'field' as field,
-    m.structured_content -> 'value' as value,
-    m.name as memory_name,
-    m.revision,
-    m.update_time,
-    m.expire_time
-from membank_private.memories as m
-where
-    m.scope_id = md5(membank_private.active_scope()::text)::uuid
-    and m.memory_type = 'STRUCTURED_PROFILE'
-    and m.scope = membank_private.active_scope()
-    and m.structured_content ? 'schema_id'
-    and (m.expire_time is null or m.expire_time > statement_timestamp());
+    schema_id,
+    field,
+    value,
+    memory_name,
+    revision,
+    update_time,
+    expire_time
+from membank_private.scoped_profile_rows();
 
 comment on view membank.scoped_profiles is
 'One row per live profile field (schema_id, field, value) of the scope set with membank.set_scope; empty while none.';
 
--- The revisions of an expired memory are redacted as list_revisions redacts
--- them (redact_revision): no fact, structured content, metadata or
--- extraction context until the memory is purged or its expiry is lifted.
--- A join (same scope_id) rather than a table-reading call per row, as on Citus.
 create or replace view membank.scoped_revisions with (security_barrier) as
 select
-    r.memory_name,
-    r.revision,
-    r.scope,
-    r.action,
-    r.memory_type,
-    case when x.name is null then r.fact end as fact,
-    case when x.name is null then r.previous_fact end as previous_fact,
-    case when x.name is null then r.structured_content end as structured_content,
-    case when x.name is null then r.previous_structured_content end as previous_structured_content,
-    r.topics,
-    case when x.name is null then r.metadata else '{}'::jsonb end as metadata,
-    r.expire_time,
-    r.labels,
-    r.source_event_ids,
-    case when x.name is null then r.extracted_memories end as extracted_memories,
-    r.create_time
-from membank_private.memory_revisions as r
-left join membank_private.memories as x
-    on
-        r.scope_id = x.scope_id
-        and r.memory_name = x.name
-        and x.expire_time <= statement_timestamp()
-where
-    r.scope_id = md5(membank_private.active_scope()::text)::uuid
-    and r.scope = membank_private.active_scope();
+    memory_name,
+    revision,
+    scope,
+    action,
+    memory_type,
+    fact,
+    previous_fact,
+    structured_content,
+    previous_structured_content,
+    topics,
+    metadata,
+    expire_time,
+    labels,
+    source_event_ids,
+    extracted_memories,
+    create_time
+from membank_private.scoped_revision_rows();
 
 comment on view membank.scoped_revisions is
 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.
