@@ -19,6 +19,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from test_citus import RemoteCommands, workers
+from test_role_matrix import objects  # noqa: F401 (the one-server role matrix's fixture, for the comparison)
 
 pytestmark = pytest.mark.citus
 
@@ -559,9 +560,15 @@ def test_retrieval_settings_are_citus_only(cl):
         True, True]
 
 
-def test_the_role_matrix_on_the_cluster(cl):
-    """Every public function as every membank role (real logins): 42501 exactly where the grant table says."""
+def test_the_role_matrix_on_the_cluster(cl, superuser, login, objects):
+    """Every public function as every membank role (real logins): 42501 exactly where the grant table says, and
+    every call's exact outcome (success or SQLSTATE) the same as on one server (the ``objects`` of
+    tests/test_role_matrix.py on this session's single server)."""
     import test_role_matrix as rm
+    from conftest import connect_as
+
+    single = rm.exact_matrix(lambda who: connect_as(login(*([who] if who else []))[1]), rm.routines(superuser),
+                             objects)
 
     functions, contains = rm.grant_table()
     admin = cl.login("membank_admin")
@@ -579,12 +586,14 @@ def test_the_role_matrix_on_the_cluster(cl):
         su.execute("select membank.create_profile_schema('p', %s::jsonb) where not exists"
                    " (select from membank.list_profile_schemas() where schema_id = 'p')",
                    (rm.ARGUMENTS["memory_schema"],))
-        su.execute("select membank.create_session(app_name => 'a', user_id => 'u', session_id => %s)",
-                   (uuid.uuid4().hex,))
+        # The session the one-server matrix names ('s'); the module's other tests use other ids.
+        su.execute("select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's')"
+                   " where not exists (select from membank.list_sessions(app_name => 'a', user_id => 'u') as s"
+                   " where s ->> 'id' = 's')")
         tenant = f"membank_citus_{uuid.uuid4().hex[:10]}"
         su.execute(f'create role "{tenant}" login')
         cl.roles.append(tenant)
-        objects = {"memory": memory, "operation": operation, "rule": rule, "tenant": tenant}
+        cluster_objects = {"memory": memory, "operation": operation, "rule": rule, "tenant": tenant}
         found = rm.routines(su)
     finally:
         su.close()
@@ -596,11 +605,12 @@ def test_the_role_matrix_on_the_cluster(cl):
         c.execute("set membank.lock_timeout = '2s'")
         may = rm.allowed(who, functions, contains) if who else set()
         for routine in found:
-            statement, params = rm.call_for(routine, objects)
-            got = rm.outcome(c, routine, statement, params)
-            expected = None if routine["name"] in may else "42501"
+            statement, params = rm.call_for(routine, cluster_objects)
+            got = rm.exact_outcome(c, routine, statement, params)
+            expected = "42501" if routine["name"] not in may else single[f"{who or 'no membank role'}: "
+                                                                          f"{routine['signature']}"]
             if got != expected:
-                mismatches.append(f"{who}: {routine['signature']}: expected {expected}, got {got}")
+                mismatches.append(f"{who}: {routine['signature']}: one server {expected}, cluster {got}")
     assert mismatches == []
 
 
@@ -758,3 +768,66 @@ def test_a_binding_follows_the_role_on_every_worker(cl):
     with psycopg.connect(workers(cl)[0].url(cl.name), autocommit=True) as c:
         with pytest.raises(psycopg.errors.FeatureNotSupported):
             c.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (renamed, json.dumps(b)))
+
+
+def test_calls_that_failed_only_on_citus_give_one_servers_results(cl):
+    """The scoped views as an app role, unbind_role_from_scope, purge_memories_in_batches and reembed, through the
+    coordinator: the rows and counts one server gives (each failed on the cluster with 42501, XX000 or 0A000)."""
+    a, b, _, _ = cl.two_scopes("onlycitus")
+    writer = cl.login("membank_writer")
+    names = [writer.execute("select (membank.create_memory(scope => %s, fact => %s, metadata => %s)).name::text",
+                            (json.dumps(a), f"a fact {n}", Jsonb({"batch": n % 2}))).fetchone()[0]
+             for n in range(6)]
+    writer.execute("select membank.update_memory(name => %s::text, fact => 'a fact 0, changed')", (names[0],))
+    writer.execute("select membank.create_memory(scope => %s, fact => 'b fact')", (json.dumps(b),))
+    # Scoped views: exactly the set scope, as the app's role.
+    writer.execute("select membank.set_scope(scope => %s)", (json.dumps(a),))
+    assert sorted(r[0] for r in writer.execute("select fact from membank.scoped_memories").fetchall()) == [
+        "a fact 0, changed", "a fact 1", "a fact 2", "a fact 3", "a fact 4", "a fact 5"]
+    assert writer.execute("select count(*), count(*) filter (where action = 'UPDATED')"
+                          " from membank.scoped_revisions").fetchone() == (7, 1)
+    assert writer.execute("select count(*) from membank.scoped_profiles").fetchone() == (0,)
+    writer.execute("select membank.set_scope(scope => null)")
+    assert writer.execute("select count(*) from membank.scoped_memories").fetchone() == (0,)
+    # Bindings: unbind leaves the role restricted, to nothing.
+    admin = cl.login("membank_admin")
+    tenant = cl.login("membank_reader")
+    role = tenant.execute("select current_user").fetchone()[0]
+    assert admin.execute("select membank.bind_role_to_scope(role => %s, scope => %s)",
+                         (role, json.dumps(a))).fetchone() == (True,)
+    assert admin.execute("select membank.unbind_role_from_scope(role => %s, scope => %s)",
+                         (role, json.dumps(a))).fetchone() == (True,)
+    assert admin.execute("select membank.unbind_role_from_scope(role => %s, scope => %s)",
+                         (role, json.dumps(a))).fetchone() == (False,)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        tenant.execute("select * from membank.list_memories(scope => %s)", (json.dumps(a),))
+    # Purge in batches: the matching memories of one scope, batch by batch, and their text forgotten.
+    purged = admin.execute("call membank.purge_memories_in_batches(scope => %s, metadata_filter => '{\"batch\": 1}',"
+                           " batch_size => 2, purged => null)", (json.dumps(a),)).fetchone()[0]
+    assert purged == 3
+    assert sorted(r[0] for r in writer.execute("select fact from membank.list_memories(scope => %s)",
+                                               (json.dumps(a),)).fetchall()) == ["a fact 0, changed", "a fact 2",
+                                                                                 "a fact 4"]
+    assert writer.execute("select count(*) from membank.list_memories(scope => %s)",
+                          (json.dumps(b),)).fetchone() == (1,)
+
+
+def test_reembed_queues_every_scopes_memories_on_the_cluster(citus_database):
+    """reembed locks every memory (scope by scope on Citus: no FOR KEY SHARE over several shards) and queues each
+    one with a fact for the new model, as on one server. Its own database: it changes the bank's model."""
+    from membank import distribute, migrate
+
+    db = citus_database
+    migrate.upgrade(db.url)
+    distribute.distribute(db.url)
+    with db.connect() as c:
+        for n in range(12):
+            c.execute("select membank.create_memory(scope => %s, fact => %s)",
+                      (json.dumps({"user_id": f"re{n % 4}"}), f"fact {n}"))
+        c.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 3)")
+        c.execute("select membank.claim_embedding_jobs(batch_size => 100)")
+        assert c.execute("select membank.reembed(model_id => 'test/other', dimension => 4)").fetchone() == (12,)
+        assert c.execute("select count(*), count(distinct scope_id) from membank_private.embedding_jobs"
+                         " where retry_time <= now()").fetchone() == (12, 4)
+        assert c.execute("select model_id, dimension from membank_private.embedding_config").fetchone() == (
+            "test/other", 4)
