@@ -560,13 +560,29 @@ def test_retrieval_settings_are_citus_only(cl):
         True, True]
 
 
-def test_the_role_matrix_on_the_cluster(cl, superuser, login, objects):
+@pytest.fixture
+def fresh(citus_database):
+    """A Cluster view of a distributed database of this test's own: its state is that of a fresh bank (the job
+    queue, the operations), as on the single server a test compares it with."""
+    from membank import distribute, migrate
+
+    migrate.upgrade(citus_database.url)
+    distribute.distribute(citus_database.url)
+    c = Cluster(citus_database.url, citus_database.name, citus_database.cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_the_role_matrix_on_the_cluster(fresh, superuser, login, objects):
     """Every public function as every membank role (real logins): 42501 exactly where the grant table says, and
     every call's exact outcome (success or SQLSTATE) the same as on one server (the ``objects`` of
-    tests/test_role_matrix.py on this session's single server)."""
+    tests/test_role_matrix.py on this session's single server; the cluster's bank is as fresh)."""
     import test_role_matrix as rm
     from conftest import connect_as
 
+    cl = fresh
     single = rm.exact_matrix(lambda who: connect_as(login(*([who] if who else []))[1]), rm.routines(superuser),
                              objects)
 
