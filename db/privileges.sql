@@ -67,10 +67,13 @@ membank.build_context(
 )
 to membank_reader;
 
--- The scoped views: a reader sets its scope and selects. The views' filter
--- calls active_scope() as the reader (it answers only about the caller).
+-- The scoped views: a reader sets its scope and selects. The views read
+-- through definer functions that call active_scope() (it answers only about the caller).
 grant select on membank.scoped_memories, membank.scoped_profiles, membank.scoped_revisions to membank_reader;
-grant execute on function membank_private.active_scope()
+grant execute on function membank_private.active_scope(),
+membank_private.scoped_memory_rows(),
+membank_private.scoped_profile_rows(),
+membank_private.scoped_revision_rows()
 to membank_reader;
 
 grant execute on function
@@ -144,6 +147,7 @@ membank.bind_role_to_scope(name, jsonb),
 membank.unbind_role_from_scope(name, jsonb),
 membank.unrestrict_role(name),
 membank.list_scope_bindings(name),
+membank.refresh_role_bindings(),
 membank.configure_ingestion(jsonb)
 to membank_admin;
 grant execute on procedure

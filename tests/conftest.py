@@ -49,6 +49,10 @@ SANDBOX_UNSET = ("MEMBANK_DATABASE_URL", "MEMBANK_VALKEY_URL")
 
 
 def _enter_sandbox(config: pytest.Config) -> None:
+    # The Citus build cache lives outside the sandbox (it is a build, not a test's state): name it from the
+    # user's real cache folder before the sandbox replaces XDG_CACHE_HOME and HOME, so a second run reuses it.
+    user_cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    os.environ.setdefault("MEMBANK_CI_CACHE", str(user_cache / "membank-ci"))
     root = Path(tempfile.mkdtemp(prefix="membank-sandbox-", dir="/tmp"))
     for var, sub in SANDBOX_DIRS.items():
         (root / sub).mkdir(parents=True, exist_ok=True)

@@ -19,6 +19,7 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from test_citus import RemoteCommands, workers
+from test_role_matrix import objects  # noqa: F401 (the one-server role matrix's fixture, for the comparison)
 
 pytestmark = pytest.mark.citus
 
@@ -559,9 +560,31 @@ def test_retrieval_settings_are_citus_only(cl):
         True, True]
 
 
-def test_the_role_matrix_on_the_cluster(cl):
-    """Every public function as every membank role (real logins): 42501 exactly where the grant table says."""
+@pytest.fixture
+def fresh(citus_database):
+    """A Cluster view of a distributed database of this test's own: its state is that of a fresh bank (the job
+    queue, the operations), as on the single server a test compares it with."""
+    from membank import distribute, migrate
+
+    migrate.upgrade(citus_database.url)
+    distribute.distribute(citus_database.url)
+    c = Cluster(citus_database.url, citus_database.name, citus_database.cluster)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def test_the_role_matrix_on_the_cluster(fresh, superuser, login, objects):
+    """Every public function as every membank role (real logins): 42501 exactly where the grant table says, and
+    every call's exact outcome (success or SQLSTATE) the same as on one server (the ``objects`` of
+    tests/test_role_matrix.py on this session's single server; the cluster's bank is as fresh)."""
     import test_role_matrix as rm
+    from conftest import connect_as
+
+    cl = fresh
+    single = rm.exact_matrix(lambda who: connect_as(login(*([who] if who else []))[1]), rm.routines(superuser),
+                             objects)
 
     functions, contains = rm.grant_table()
     admin = cl.login("membank_admin")
@@ -579,12 +602,14 @@ def test_the_role_matrix_on_the_cluster(cl):
         su.execute("select membank.create_profile_schema('p', %s::jsonb) where not exists"
                    " (select from membank.list_profile_schemas() where schema_id = 'p')",
                    (rm.ARGUMENTS["memory_schema"],))
-        su.execute("select membank.create_session(app_name => 'a', user_id => 'u', session_id => %s)",
-                   (uuid.uuid4().hex,))
+        # The session the one-server matrix names ('s'); the module's other tests use other ids.
+        su.execute("select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's')"
+                   " where not exists (select from membank.list_sessions(app_name => 'a', user_id => 'u') as s"
+                   " where s ->> 'id' = 's')")
         tenant = f"membank_citus_{uuid.uuid4().hex[:10]}"
         su.execute(f'create role "{tenant}" login')
         cl.roles.append(tenant)
-        objects = {"memory": memory, "operation": operation, "rule": rule, "tenant": tenant}
+        cluster_objects = {"memory": memory, "operation": operation, "rule": rule, "tenant": tenant}
         found = rm.routines(su)
     finally:
         su.close()
@@ -596,11 +621,12 @@ def test_the_role_matrix_on_the_cluster(cl):
         c.execute("set membank.lock_timeout = '2s'")
         may = rm.allowed(who, functions, contains) if who else set()
         for routine in found:
-            statement, params = rm.call_for(routine, objects)
-            got = rm.outcome(c, routine, statement, params)
-            expected = None if routine["name"] in may else "42501"
+            statement, params = rm.call_for(routine, cluster_objects)
+            got = rm.exact_outcome(c, routine, statement, params)
+            expected = "42501" if routine["name"] not in may else single[f"{who or 'no membank role'}: "
+                                                                          f"{routine['signature']}"]
             if got != expected:
-                mismatches.append(f"{who}: {routine['signature']}: expected {expected}, got {got}")
+                mismatches.append(f"{who}: {routine['signature']}: one server {expected}, cluster {got}")
     assert mismatches == []
 
 
@@ -619,3 +645,205 @@ def test_a_bound_role_reads_only_its_scope_on_the_cluster(cl):
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         tenant.execute("select * from membank.retrieve_memories(scope => %s, query_text => 'figs')",
                        (json.dumps(b),))
+
+
+def scope_fingerprint(admin: psycopg.Connection, scope: dict) -> list[tuple]:
+    """Every row a scope holds, per distributed table: (table, count, md5 of the rows' text), read on one shard."""
+    from psycopg import sql
+
+    from membank import distribute
+
+    scope_id = admin.execute("select md5(%s::jsonb::text)::uuid", (json.dumps(scope),)).fetchone()[0]
+    out = []
+    for table in distribute.DISTRIBUTED:
+        out.append((table, *admin.execute(sql.SQL(
+            "select count(*), md5(coalesce(string_agg(x::text, '|' order by x::text), ''))"
+            " from membank_private.{} as x where x.scope_id = %s").format(sql.Identifier(table)),
+            (scope_id,)).fetchone()))
+    return out
+
+
+def call_every_routine(c: psycopg.Connection, params: dict) -> tuple[dict[str, str], str]:
+    """Each public routine's canary call (tests/test_erasure.py) as ``c``: {signature: 'ok' or SQLSTATE}, and
+    everything the calls returned or said, as one text."""
+    from test_erasure import CANARY_CALLS
+
+    outcomes, said = {}, []
+    for signature, statement in sorted(CANARY_CALLS.items()):
+        if statement is None:
+            continue
+        try:
+            if statement.startswith("call"):
+                said.append(json.dumps(c.execute(statement, params).fetchall(), default=str))
+            else:
+                with c.transaction(force_rollback=True):
+                    said.append(json.dumps(c.execute(statement, params).fetchall(), default=str))
+            outcomes[signature] = "ok"
+        except psycopg.Error as err:
+            outcomes[signature] = err.sqlstate or "?"
+            said.append(f"{err.diag.message_primary} {err.diag.message_detail} {err.diag.message_hint}")
+    return outcomes, "\n".join(said)
+
+
+def test_a_bound_login_is_bound_on_every_node(cl):
+    """A tenant bound to scope A, connected to each worker and to the coordinator, calls every public routine with
+    scope B's scope, names and operation: each node answers as the coordinator does, every call that names B is
+    refused (42501, or P0002 for a name), nothing of B is returned, and no row of B changes. It still works in A.
+    (Each node gives the role its own OID: the binding records every node's.)"""
+    a, b, w1, w2 = cl.two_scopes("node")
+    secret = f"wombat{uuid.uuid4().hex[:8]}"  # in B's rows only, never in what the tenant passes
+    su = cl.admin
+    name = su.execute("select (membank.create_memory(scope => %s, fact => %s)).name::text",
+                      (json.dumps(b), f"b keeps the quokka {secret}")).fetchone()[0]
+    su.execute("select membank.append_events(scope => %s, session_id => 's', events => %s)",
+               (json.dumps(b), Jsonb([{"event_id": "e1", "author": "user", "text": f"the quokka is mine {secret}",
+                                               "timestamp": "2026-01-01T10:00:00Z"}])))
+    operation = su.execute("select membank.generate_memories(scope => %s, facts => %s)::text",
+                           (json.dumps(b), Jsonb([f"likes the quokka {secret}"]))).fetchone()[0]
+    rule = su.execute("select (membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => 'ls',"
+                      " decision => 'ALLOW')).id", (json.dumps(b),)).fetchone()[0]
+    app, user = "node-app", b["user_id"]
+    su.execute("select membank.create_session(app_name => %s, user_id => %s, session_id => 'adk',"
+               " state => %s)", (app, user, Jsonb({"secret": secret})))
+    params = {"scope": Jsonb(b), "name": name, "operation": operation, "session": "s", "canary": "quokka",
+              "rule": rule, "app": app, "user": user, "adk_session": "adk"}
+
+    tenant = cl.login("membank_writer")
+    role = tenant.execute("select current_user").fetchone()[0]
+    su.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (role, json.dumps(a)))
+    before = scope_fingerprint(su, b)
+    nodes = {"coordinator": cl.url, **{f"worker {w.port}": w.url(cl.name) for w in workers(cl)}}
+    results = {}
+    for node, url in nodes.items():
+        with psycopg.connect(url.replace("postgresql://postgres@", f"postgresql://{role}@"), autocommit=True) as c:
+            c.execute("set membank.lock_timeout = '2s'")
+            outcomes, said = call_every_routine(c, params)
+            assert secret not in said, f"{node} returned B's rows"
+            results[node] = outcomes
+            # The binding restricts, it does not break: the login works in its own scope through this node.
+            mine = c.execute("select (membank.create_memory(scope => %s, fact => 'a works here')).name::text",
+                             (json.dumps(a),)).fetchone()[0]
+            assert c.execute("select (membank.get_memory(name => %s::text)).fact", (mine,)).fetchone() == (
+                "a works here",)
+    assert scope_fingerprint(su, b) == before
+    assert results[f"worker {w1}"] == results["coordinator"] and results[f"worker {w2}"] == results["coordinator"]
+    refused = {s: o for s, o in results["coordinator"].items() if o in ("42501", "P0002")}
+    naming_b = [s for s, statement in __import__("test_erasure").CANARY_CALLS.items()
+                if statement and any(k in statement for k in ("%(scope)s", "%(name)s", "%(operation)s", "%(app)s"))]
+    assert sorted(set(naming_b) - set(refused)) == sorted(FILTERED_NOT_REFUSED)
+
+
+# Calls that name scope B yet answer a tenant bound to A without refusing: they show the caller's own scopes only.
+FILTERED_NOT_REFUSED = [
+    "membank.list_sessions(text,text)",  # ADK's list_sessions: an empty list for a user the caller is not bound to
+]
+
+
+def test_a_binding_follows_the_role_on_every_worker(cl):
+    """Each worker matches a bound role by its own OID of it (recorded at binding time): renamed, it stays bound; a
+    worker with no recorded OID (one added after the binding) matches the recorded name; refresh_role_bindings
+    records every worker's OID again. Bindings are changed on the coordinator only."""
+    a, b, _, _ = cl.two_scopes("rename")
+    tenant = cl.login("membank_writer")
+    role = tenant.execute("select current_user").fetchone()[0]
+    su = cl.admin
+    su.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (role, json.dumps(a)))
+    groups = sorted(r[0] for r in su.execute("select groupid::text from pg_dist_node where groupid <> 0").fetchall())
+    recorded = su.execute("select worker_oids from membank_private.bound_roles as b join pg_roles as r"
+                          " on r.oid = b.role_oid where r.rolname = %s", (role,)).fetchone()[0]
+    assert sorted(recorded) == groups
+
+    def reach_on_workers(login: str) -> list[tuple[bool, bool]]:
+        """(may list A, may list B) through each worker, as ``login``."""
+        out = []
+        for w in workers(cl):
+            with psycopg.connect(w.url(cl.name, user=login), autocommit=True) as c:
+                may = []
+                for scope in (a, b):
+                    try:
+                        c.execute("select * from membank.list_memories(scope => %s)", (json.dumps(scope),))
+                        may.append(True)
+                    except psycopg.errors.InsufficientPrivilege:
+                        may.append(False)
+                out.append(tuple(may))
+        return out
+
+    assert reach_on_workers(role) == [(True, False), (True, False)]
+    # A worker that was never told of the binding (as one added by citus_add_node later): the recorded name.
+    su.execute("update membank_private.bound_roles set worker_oids = '{}' where role_name = %s", (role,))
+    assert reach_on_workers(role) == [(True, False), (True, False)]
+    assert su.execute("select membank.refresh_role_bindings()").fetchone()[0] >= 1
+    assert sorted(su.execute("select worker_oids from membank_private.bound_roles where role_name = %s",
+                             (role,)).fetchone()[0]) == groups
+    # Renamed (Citus renames it on every node): each node still knows it by its OID.
+    renamed = role + "_renamed"
+    su.execute(f'alter role "{role}" rename to "{renamed}"')  # generated names, not input
+    cl.roles[cl.roles.index(role)] = renamed
+    assert reach_on_workers(renamed) == [(True, False), (True, False)]
+    # Bindings change on the coordinator only: a worker cannot see the other nodes' OIDs of a role.
+    with psycopg.connect(workers(cl)[0].url(cl.name), autocommit=True) as c:
+        with pytest.raises(psycopg.errors.FeatureNotSupported):
+            c.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (renamed, json.dumps(b)))
+
+
+def test_calls_that_failed_only_on_citus_give_one_servers_results(cl):
+    """The scoped views as an app role, unbind_role_from_scope, purge_memories_in_batches and reembed, through the
+    coordinator: the rows and counts one server gives (each failed on the cluster with 42501, XX000 or 0A000)."""
+    a, b, _, _ = cl.two_scopes("onlycitus")
+    writer = cl.login("membank_writer")
+    names = [writer.execute("select (membank.create_memory(scope => %s, fact => %s, metadata => %s)).name::text",
+                            (json.dumps(a), f"a fact {n}", Jsonb({"batch": n % 2}))).fetchone()[0]
+             for n in range(6)]
+    writer.execute("select membank.update_memory(name => %s::text, fact => 'a fact 0, changed')", (names[0],))
+    writer.execute("select membank.create_memory(scope => %s, fact => 'b fact')", (json.dumps(b),))
+    # Scoped views: exactly the set scope, as the app's role.
+    writer.execute("select membank.set_scope(scope => %s)", (json.dumps(a),))
+    assert sorted(r[0] for r in writer.execute("select fact from membank.scoped_memories").fetchall()) == [
+        "a fact 0, changed", "a fact 1", "a fact 2", "a fact 3", "a fact 4", "a fact 5"]
+    assert writer.execute("select count(*), count(*) filter (where action = 'UPDATED')"
+                          " from membank.scoped_revisions").fetchone() == (7, 1)
+    assert writer.execute("select count(*) from membank.scoped_profiles").fetchone() == (0,)
+    writer.execute("select membank.set_scope(scope => null)")
+    assert writer.execute("select count(*) from membank.scoped_memories").fetchone() == (0,)
+    # Bindings: unbind leaves the role restricted, to nothing.
+    admin = cl.login("membank_admin")
+    tenant = cl.login("membank_reader")
+    role = tenant.execute("select current_user").fetchone()[0]
+    assert admin.execute("select membank.bind_role_to_scope(role => %s, scope => %s)",
+                         (role, json.dumps(a))).fetchone() == (True,)
+    assert admin.execute("select membank.unbind_role_from_scope(role => %s, scope => %s)",
+                         (role, json.dumps(a))).fetchone() == (True,)
+    assert admin.execute("select membank.unbind_role_from_scope(role => %s, scope => %s)",
+                         (role, json.dumps(a))).fetchone() == (False,)
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        tenant.execute("select * from membank.list_memories(scope => %s)", (json.dumps(a),))
+    # Purge in batches: the matching memories of one scope, batch by batch, and their text forgotten.
+    purged = admin.execute("call membank.purge_memories_in_batches(scope => %s, metadata_filter => '{\"batch\": 1}',"
+                           " batch_size => 2, purged => null)", (json.dumps(a),)).fetchone()[0]
+    assert purged == 3
+    assert sorted(r[0] for r in writer.execute("select fact from membank.list_memories(scope => %s)",
+                                               (json.dumps(a),)).fetchall()) == ["a fact 0, changed", "a fact 2",
+                                                                                 "a fact 4"]
+    assert writer.execute("select count(*) from membank.list_memories(scope => %s)",
+                          (json.dumps(b),)).fetchone() == (1,)
+
+
+def test_reembed_queues_every_scopes_memories_on_the_cluster(citus_database):
+    """reembed locks every memory (scope by scope on Citus: no FOR KEY SHARE over several shards) and queues each
+    one with a fact for the new model, as on one server. Its own database: it changes the bank's model."""
+    from membank import distribute, migrate
+
+    db = citus_database
+    migrate.upgrade(db.url)
+    distribute.distribute(db.url)
+    with db.connect() as c:
+        for n in range(12):
+            c.execute("select membank.create_memory(scope => %s, fact => %s)",
+                      (json.dumps({"user_id": f"re{n % 4}"}), f"fact {n}"))
+        c.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 3)")
+        c.execute("select membank.claim_embedding_jobs(batch_size => 100)")
+        assert c.execute("select membank.reembed(model_id => 'test/other', dimension => 4)").fetchone() == (12,)
+        assert c.execute("select count(*), count(distinct scope_id) from membank_private.embedding_jobs"
+                         " where retry_time <= now()").fetchone() == (12, 4)
+        assert c.execute("select model_id, dimension from membank_private.embedding_config").fetchone() == (
+            "test/other", 4)

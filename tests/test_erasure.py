@@ -95,6 +95,7 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.unbind_role_from_scope(name,jsonb)":
         "select membank.unbind_role_from_scope(role => 'membank_reader', scope => %(scope)s)",
     "membank.unrestrict_role(name)": "select membank.unrestrict_role(role => 'membank_reader')",
+    "membank.refresh_role_bindings()": None,
     "membank.get_operation(text,jsonb)": "select * from membank.get_operation(name => %(operation)s::text)",
     "membank.get_operation(uuid,jsonb)": "select * from membank.get_operation(name => %(operation)s::uuid)",
     "membank.list_operations(jsonb,text,boolean,integer)": "select * from membank.list_operations(scope => %(scope)s)",

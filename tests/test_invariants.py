@@ -79,7 +79,7 @@ NAMED = re.compile(r"^(22...|P0002|MB...|42501|23505|2BP01)$")
 # Functions that reach every scope (settings, bindings, every scope's jobs and maintenance): a login bound to
 # scopes (or restricted to none, after its last scope was erased or unbound) is refused them with 42501.
 BANK_WIDE = {
-    "bind_role_to_scope", "unbind_role_from_scope", "unrestrict_role",
+    "bind_role_to_scope", "unbind_role_from_scope", "unrestrict_role", "refresh_role_bindings",
     "configure_embedding", "reembed", "claim_embedding_jobs", "store_embeddings", "fail_embedding_jobs",
     "create_profile_schema", "update_profile_schema", "delete_profile_schema", "configure_retention",
     "apply_retention", "claim_generation_jobs", "prepare_consolidation", "complete_generation_job",
@@ -284,6 +284,13 @@ class FuzzBank(RuleBasedStateMachine):
         got = self.call(by, "select membank.unrestrict_role(%s) as b", (self.ctx["names"][login],))
         if self.expect(by, "unrestrict_role", None, got):
             self.model.reach[login] = None
+
+    @precondition(lambda self: self.ctx["has"]("refresh_role_bindings"))
+    @rule(by=managers)
+    def refresh_bindings(self, by) -> None:
+        # Records names and (on Citus) every node's OID of each restricted role again: it widens and narrows no one.
+        got = self.call(by, "select membank.refresh_role_bindings() as n")
+        self.expect(by, "refresh_role_bindings", None, got)
 
     @rule(login=logins)
     def list_bindings(self, login) -> None:

@@ -1,11 +1,13 @@
 """Migrations: upgrade from empty, downgrade to base, upgrade again, no-op second upgrade."""
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from membank import MemoryBank, migrate
 
@@ -146,3 +148,38 @@ def test_0016_keeps_rows_and_keys_every_row_by_scope_id(empty_db_url):
                                 " from membank_private.memories").fetchall() == [(True, "kept")]
         finally:
             migrate.downgrade("base", empty_db_url)
+
+
+def test_0021_names_each_restricted_role_and_keeps_it_restricted(empty_db_url):
+    """0021 records each restricted role's name for the Citus workers (rows of roles dropped since go); a role bound
+    before it stays bound to exactly its scope."""
+    import uuid
+
+    migrate.upgrade(empty_db_url, "0020")
+    live, gone = f"membank_mig_{uuid.uuid4().hex[:8]}", f"membank_mig_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute(f'create role "{live}"')
+        conn.execute(f'create role "{gone}"')
+        try:
+            for role, user in ((live, "1"), (gone, "2")):
+                oid = conn.execute("select oid from pg_roles where rolname = %s", (role,)).fetchone()[0]
+                conn.execute("insert into membank_private.bound_roles (role_oid) values (%s)", (oid,))
+                conn.execute("insert into membank_private.scope_bindings (role_oid, scope_id, scope)"
+                             " values (%s, md5(%s::jsonb::text)::uuid, %s::jsonb)",
+                             (oid, json.dumps({"u": user}), json.dumps({"u": user})))
+            conn.execute(f'drop role "{gone}"')
+            migrate.upgrade(empty_db_url)
+            assert conn.execute("select role_name::text, worker_oids from membank_private.bound_roles").fetchall() \
+                == [(live, {})]
+            assert conn.execute("select role_name::text, scope from membank.list_scope_bindings()").fetchall() \
+                == [(live, {"u": "1"})]
+            conn.execute(f'grant membank_reader to "{live}"')
+            conn.execute(f'set role "{live}"')
+            assert conn.execute("select count(*) from membank.list_memories(scope => '{\"u\": \"1\"}')"
+                                ).fetchone() == (0,)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute("select * from membank.list_memories(scope => '{\"u\": \"2\"}')")
+        finally:
+            conn.execute("reset role")
+            migrate.downgrade("base", empty_db_url)
+            conn.execute(f'drop role "{live}"')

@@ -131,6 +131,33 @@ def outcome(c: psycopg.Connection, routine: dict, statement: str, params: list) 
     return None
 
 
+def exact_outcome(c: psycopg.Connection, routine: dict, statement: str, params: list) -> str:
+    """'ok' when the call succeeded, else its SQLSTATE (as outcome(), but every error is told apart)."""
+    try:
+        if routine["kind"] == "p":
+            c.execute(statement, params)
+        else:
+            with c.transaction(force_rollback=True):
+                c.execute(statement, params).fetchall()
+    except psycopg.Error as err:
+        return err.sqlstate or "?"
+    return "ok"
+
+
+def exact_matrix(connect, found: list[dict], objects: dict[str, str]) -> dict[str, str]:
+    """{"role: signature": 'ok' or SQLSTATE} for every routine called as each membank role and as a login with
+    none; ``connect(role or None)`` gives that login's autocommit connection (closed here)."""
+    got = {}
+    for who in [*ROLES, None]:
+        with connect(who) as c:
+            c.execute("set membank.lock_timeout = '2s'")
+            for routine in found:
+                statement, params = call_for(routine, objects)
+                got[f"{who or 'no membank role'}: {routine['signature']}"] = exact_outcome(c, routine, statement,
+                                                                                        params)
+    return got
+
+
 def test_the_role_matrix_matches_the_readme_grant_table(superuser, login, objects):
     functions, contains = grant_table()
     listed = set().union(*functions.values())

@@ -94,6 +94,7 @@ SAMPLE_CALLS = {
     "unbind_role_from_scope": "select membank.unbind_role_from_scope(role => 'membank_test_tenant',"
                               " scope => '{\"u\":\"1\"}')",
     "unrestrict_role": "select membank.unrestrict_role(role => 'membank_test_tenant')",
+    "refresh_role_bindings": "select membank.refresh_role_bindings()",
     "compact_memories": "select membank.compact_memories(scope => '{\"u\":\"1\"}', older_than => '0')",
     "compact_scopes": "select * from membank.compact_scopes(scope_pattern => '{\"u\":\"1\"}', older_than => '0')",
     "scope_id": "select membank.scope_id(scope => '{\"u\":\"1\"}')",
@@ -111,7 +112,7 @@ SAMPLE_CALLS = {
 }
 PROFILE_CALLS = ["create_profile_schema", "get_profile_schema", "list_profile_schemas", "update_profile_schema",
                  "retrieve_profiles", "delete_profile_schema", "set_scope", "current_scope", "bind_role_to_scope",
-                 "list_scope_bindings", "unbind_role_from_scope", "unrestrict_role"]
+                 "list_scope_bindings", "unbind_role_from_scope", "unrestrict_role", "refresh_role_bindings"]
 PERMISSION_CALLS = ["scope_id", "create_tool_rule", "update_tool_rule", "list_tool_rules", "check_tool_permission",
                     "list_tool_decisions", "list_tool_rule_changes", "set_exempt_tools", "delete_tool_rule"]
 INGEST_CALLS = ["configure_ingestion", "ingest_events", "generate_due_streams", "build_context", "add_messages"]

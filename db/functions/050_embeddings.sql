@@ -120,6 +120,7 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _count bigint;
+    _scope_id uuid;
 begin
     perform membank_private.refuse_bound_caller('reembed');
     -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
@@ -129,7 +130,15 @@ begin
     -- then its vector and job, so taking vectors before memories deadlocked
     -- against it), then the vectors and jobs that hang off them.
     perform from membank_private.embedding_config as c for update;
-    perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
+    if membank_private.on_citus() then
+        -- No FOR KEY SHARE over several shards: each scope's memories in name order, scope by scope.
+        for _scope_id in select distinct m.scope_id from membank_private.memories as m order by m.scope_id loop
+            perform from (select m.name from membank_private.memories as m where m.scope_id = _scope_id
+                          order by m.name for key share) as locked;
+        end loop;
+    else
+        perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
+    end if;
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;

@@ -317,13 +317,15 @@ begin
         from membank_private.memory_revisions as l
         where l.scope_id = forget_deleted_memories.scope_id and l.scope = forget_deleted_memories.scope
           and l.action = 'DELETED'
+          -- Every correlation names scope_id too: on Citus the subqueries then run on the scope's shard.
           and not exists (select from membank_private.memory_revisions as x
-                          where x.memory_name = l.memory_name and x.revision > l.revision)
-          and not exists (select from membank_private.memories as m where m.name = l.memory_name)
+                          where x.scope_id = l.scope_id and x.memory_name = l.memory_name and x.revision > l.revision)
+          and not exists (select from membank_private.memories as m
+                          where m.scope_id = l.scope_id and m.name = l.memory_name)
           and (metadata_filter is null or l.metadata @> metadata_filter)
           and (forget_deleted_memories.topics is null or l.topics && forget_deleted_memories.topics)
           and exists (select from membank_private.memory_revisions as t
-                      where t.memory_name = l.memory_name
+                      where t.scope_id = l.scope_id and t.memory_name = l.memory_name
                         and (t.fact is not null or t.previous_fact is not null or t.structured_content is not null
                              or t.previous_structured_content is not null or t.extracted_memories is not null))
         order by l.memory_name

@@ -24,11 +24,45 @@
 -- (keyed by its OID), whatever number of bindings it has left, so a
 -- restricted role whose every scope was erased or unbound reaches nothing;
 -- only membank.unrestrict_role lifts a restriction.
+--
+-- On Citus every node gives a role its own OID, and an application login
+-- may connect to a worker as well as to the coordinator. bound_roles and
+-- scope_bindings are reference tables (the same rows on every node), keyed
+-- by the coordinator's OID; each row also records the role's name and each
+-- worker's OID of it (worker_oids, by Citus group id), read from the workers
+-- when the role is bound (or by refresh_role_bindings). A node matches a
+-- caller by its own OID of the role: the coordinator (group 0) and one
+-- server by role_oid, a worker by its entry in worker_oids, and a worker
+-- that has no entry (added after the binding) by the recorded name. So a
+-- bound login is bound on every node it can reach, a renamed role stays
+-- bound wherever its OID was recorded, and nothing a worker cannot resolve
+-- widens anyone.
+
+-- name: local_role_oid: this node's OID of a bound role (its bound_roles row's role_oid, role_name, worker_oids).
+-- One server and the Citus coordinator (group 0): role_oid. A Citus worker:
+-- the OID recorded for its group when the role was bound; a worker with no
+-- entry (added later): the OID its own catalog gives the recorded name, so
+-- a worker that was never told of a binding still restricts the role.
+create or replace function membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb)
+returns oid
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case
+        when membank_private.node_group() = 0 then local_role_oid.role_oid
+        else coalesce((local_role_oid.worker_oids ->> membank_private.node_group()::text)::oid,
+                      (select r.oid from pg_catalog.pg_roles as r where r.rolname = local_role_oid.role_name))
+    end;
+$$;
 
 -- name: bound_role_oids: the restricted roles among the calling roles (login, SET ROLE's role, their groups).
 -- A role is restricted while it has a row in bound_roles, whatever number of
 -- scope bindings it has left: restriction is a property of the role (its
 -- OID), so erasing, purging or unbinding its last scope never widens it.
+-- Returns the rows' keys (role_oid, the coordinator's OID on Citus); each row
+-- is matched by this node's OID of its role (local_role_oid).
 create or replace function membank_private.bound_role_oids()
 returns oid[]
 language sql
@@ -44,7 +78,7 @@ as $$
     )
     select coalesce(array_agg(b.role_oid order by b.role_oid), '{}')
     from membank_private.bound_roles as b
-    where b.role_oid in (select c.oid from caller as c);
+    where membank_private.local_role_oid(b.role_oid, b.role_name, b.worker_oids) in (select c.oid from caller as c);
 $$;
 
 -- name: bound_scopes: the calling roles' bound scopes ({} for a restricted role with none); null: unrestricted.
@@ -218,6 +252,77 @@ bound to other scopes. Raises nothing.$$;
 -- and a new role of the same name starts unrestricted, like any new role.
 -- A wait on another admin's open binding change is bounded (MB040).
 
+-- name: refuse_off_coordinator: raise 0A000 when a binding change is made on a Citus worker.
+-- The binding's key is the coordinator's OID of the role, and only the
+-- coordinator reaches every worker to record theirs.
+create or replace function membank_private.refuse_off_coordinator(function_name text)
+returns void
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if membank_private.node_group() <> 0 then
+        raise exception '%: scope bindings are changed on the Citus coordinator, not on a worker', function_name
+            using errcode = 'feature_not_supported',
+                  hint = 'connect to the coordinator; it records every node''s OID of the role';
+    end if;
+end
+$$;
+
+-- name: worker_role_oids: each Citus worker's OID of database role role, {"<group id>": oid}; {} on one server.
+-- A worker where the role does not exist (yet) has no entry: it matches the
+-- role by its recorded name (local_role_oid).
+create or replace function membank_private.worker_role_oids(role name)
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _oids jsonb;
+begin
+    if not membank_private.distributed() then
+        return '{}';
+    end if;
+    -- run_command_on_workers and pg_dist_node exist only with Citus: dynamic SQL.
+    execute $sql$
+        select coalesce(jsonb_object_agg(n.groupid::text, w.result::bigint), '{}')
+        from pg_catalog.run_command_on_workers(
+            pg_catalog.format('select r.oid from pg_catalog.pg_roles as r where r.rolname = %L', $1)
+        ) as w
+        inner join pg_catalog.pg_dist_node as n on n.nodename = w.nodename and n.nodeport = w.nodeport
+        where w.success and w.result <> '' and n.groupid <> 0
+    $sql$ into _oids using role;
+    return _oids;
+end
+$$;
+
+-- name: prune_dropped_roles: delete the bound_roles rows (and their bindings) of roles that no longer exist.
+-- Rows of dropped roles restrict nobody; pruned so that a later role given
+-- the same OID starts clean. The OIDs are gathered first, so the DELETE on
+-- the reference table (every node's copy) names constants only.
+create or replace function membank_private.prune_dropped_roles()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _keys oid [];
+begin
+    _keys := array(select b.role_oid from membank_private.bound_roles as b);
+    _keys := array(select k from unnest(_keys) as k
+                   where not exists (select from pg_catalog.pg_roles as r where r.oid = k));
+    if cardinality(_keys) > 0 then
+        delete from membank_private.bound_roles as b where b.role_oid = any(_keys);
+    end if;
+end
+$$;
+
 -- name: resolve_role: the OID of database role role, or 42704 naming the argument.
 create or replace function membank_private.resolve_role(role name)
 returns oid
@@ -250,8 +355,10 @@ as $$
 declare
     _scope jsonb;
     _oid oid;
+    _workers jsonb;
 begin
     perform membank_private.refuse_bound_caller('bind_role_to_scope');
+    perform membank_private.refuse_off_coordinator('bind_role_to_scope');
     _scope := membank_private.validate_scope(scope);
     _oid := membank_private.resolve_role(role);
     if role in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')
@@ -259,11 +366,11 @@ begin
         perform membank_private._raise_invalid('role', format('%s cannot be bound', role),
             'bind a tenant role of its own, and grant membank_reader (or membank_writer) to it');
     end if;
+    _workers := membank_private.worker_role_oids(role);
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-    -- Rows of dropped roles restrict nobody; pruned so that a later role given the same OID starts clean.
-    delete from membank_private.bound_roles as b
-    where not exists (select from pg_catalog.pg_roles as r where r.oid = b.role_oid);
-    insert into membank_private.bound_roles as b (role_oid) values (_oid) on conflict do nothing;
+    perform membank_private.prune_dropped_roles();
+    insert into membank_private.bound_roles as b (role_oid, role_name, worker_oids) values (_oid, role, _workers)
+    on conflict (role_oid) do update set role_name = excluded.role_name, worker_oids = excluded.worker_oids;
     insert into membank_private.scope_bindings as b (role_oid, scope_id, scope)
     values (_oid, md5(_scope::text)::uuid, _scope) on conflict do nothing;
     return found;
@@ -279,10 +386,11 @@ restricted: it reads and writes only its bound scopes (bindings add up) through 
 raises 42501; a memory or operation of another scope is not found) and through the scoped views (which show nothing
 for another scope, even when set_scope or the membank.scope setting names one). The restriction belongs to the role
 (its OID) and outlives its last binding: a restricted role whose bindings were all removed (unbind_role_from_scope,
-erase_scope) reaches no scope; only unrestrict_role lifts it. Returns true when the binding is new. Only a role
-without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), 22023 naming the
-argument (a bad scope; membank's own roles or a superuser cannot be bound), MB040 after waiting
-membank.lock_timeout for another binding change (retryable).$$;
+erase_scope) reaches no scope; only unrestrict_role lifts it. On Citus the binding holds on every node a login can
+connect to: it records each worker's OID of the role (see refresh_role_bindings). Returns true when the binding is
+new. Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role),
+22023 naming the argument (a bad scope; membank's own roles or a superuser cannot be bound), 0A000 (called on a Citus
+worker), MB040 after waiting membank.lock_timeout for another binding change (retryable).$$;
 
 -- name: unbind_role_from_scope: remove one binding of a role; it stays restricted (with no scope left: to nothing).
 create or replace function membank.unbind_role_from_scope(role name, scope jsonb)
@@ -294,13 +402,19 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _scope jsonb;
+    _oid oid;
 begin
     perform membank_private.refuse_bound_caller('unbind_role_from_scope');
+    perform membank_private.refuse_off_coordinator('unbind_role_from_scope');
     _scope := membank_private.validate_scope(scope);
+    -- Resolved first: the DELETE on the reference table then names a constant (Citus cannot join pg_authid).
+    _oid := (select r.oid from pg_catalog.pg_roles as r where r.rolname = unbind_role_from_scope.role);
+    if _oid is null then
+        return false;
+    end if;
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.scope_bindings as b
-    where b.role_oid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = unbind_role_from_scope.role)
-      and b.scope_id = md5(_scope::text)::uuid and b.scope = _scope;
+    where b.role_oid = _oid and b.scope_id = md5(_scope::text)::uuid and b.scope = _scope;
     return found;
 exception
     when lock_not_available then
@@ -312,7 +426,8 @@ comment on function membank.unbind_role_from_scope(name, jsonb) is
 $$Remove the binding of role to scope; returns true when there was one (false for no such binding or role). The
 role stays restricted: with no binding left it reaches no scope at all (unrestrict_role lifts the restriction).
 Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 22023 naming the argument,
-MB040 after waiting membank.lock_timeout for another binding change (retryable).$$;
+0A000 (called on a Citus worker), MB040 after waiting membank.lock_timeout for another binding change
+(retryable).$$;
 
 -- name: unrestrict_role: lift a role's restriction and drop all its bindings; it then reaches what its grants allow.
 create or replace function membank.unrestrict_role(role name)
@@ -326,6 +441,7 @@ declare
     _oid oid;
 begin
     perform membank_private.refuse_bound_caller('unrestrict_role');
+    perform membank_private.refuse_off_coordinator('unrestrict_role');
     _oid := membank_private.resolve_role(role);
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.bound_roles as b where b.role_oid = _oid;  -- its bindings cascade
@@ -340,8 +456,48 @@ comment on function membank.unrestrict_role(name) is
 $$Lift the restriction of role (bind_role_to_scope) and remove all of its scope bindings: the role, and its members
 that no other restricted role holds, then reach every scope their membank grants allow. The only call that widens a
 role; removing its last binding does not. Returns true when the role was restricted. Only a role without bindings
-may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), MB040 after waiting
-membank.lock_timeout for another binding change (retryable).$$;
+may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), 0A000 (called on a Citus worker),
+MB040 after waiting membank.lock_timeout for another binding change (retryable).$$;
+
+-- name: refresh_role_bindings: record every node's OID of each restricted role again (after a node is added).
+create or replace function membank.refresh_role_bindings()
+returns integer
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _key oid;
+    _name name;
+    _workers jsonb;
+    _count integer := 0;
+begin
+    perform membank_private.refuse_bound_caller('refresh_role_bindings');
+    perform membank_private.refuse_off_coordinator('refresh_role_bindings');
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    perform membank_private.prune_dropped_roles();
+    for _key in select b.role_oid from membank_private.bound_roles as b order by b.role_oid loop
+        _name := (select r.rolname from pg_catalog.pg_roles as r where r.oid = _key);  -- its name now
+        _workers := membank_private.worker_role_oids(_name);
+        update membank_private.bound_roles as b set role_name = _name, worker_oids = _workers
+        where b.role_oid = _key;
+        _count := _count + 1;
+    end loop;
+    return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
+end
+$$;
+
+comment on function membank.refresh_role_bindings() is
+$$Record again, for every restricted role (bind_role_to_scope), its current name and each Citus worker's OID of it;
+rows of dropped roles are removed. Run it on the coordinator after citus_add_node (and after renaming a restricted
+role): until then a new worker matches a restricted role by the name recorded at binding time, so a role renamed
+in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
+restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
+waiting membank.lock_timeout for another binding change (retryable).$$;
 
 -- name: list_scope_bindings: the restricted roles and their scopes (a bound caller: only its own).
 create or replace function membank.list_scope_bindings(role name default null)
@@ -353,7 +509,7 @@ set search_path to pg_catalog, pg_temp
 as $$
     select r.rolname, b.scope, coalesce(b.create_time, w.create_time)
     from membank_private.bound_roles as w
-    inner join pg_catalog.pg_roles as r on r.oid = w.role_oid
+    inner join pg_catalog.pg_roles as r on r.oid = membank_private.local_role_oid(w.role_oid, w.role_name, w.worker_oids)
     left join membank_private.scope_bindings as b on b.role_oid = w.role_oid
     where (list_scope_bindings.role is null or r.rolname = list_scope_bindings.role)
       and (membank_private.bound_scopes() is null or w.role_oid = any(membank_private.bound_role_oids()))
@@ -365,79 +521,162 @@ $$The restricted roles (bind_role_to_scope) and their bindings, of role when giv
 create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
 scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.$$;
 
+-- The views read through security definer functions that fix the scope
+-- first (active_scope, once) and then read that one scope's rows: on Citus
+-- the statement is then routed to the scope's shard, and runs there as
+-- membank's owner (a view's own query is sent to the worker as the caller,
+-- who has no privilege on membank_private, and its join by the setting
+-- cannot be routed). On one server the rows are the same. The caller's own
+-- conditions apply to what the function returned, so none of its functions
+-- sees a row of another scope (the views stay security_barrier too).
+
+-- name: scoped_memory_rows: the rows of membank.scoped_memories (the live memories of the active scope).
+create or replace function membank_private.scoped_memory_rows()
+returns table (
+    name uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb,
+    revision integer, create_time timestamptz, update_time timestamptz, expire_time timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.active_scope();
+begin
+    if _scope is null then
+        return;
+    end if;
+    return query
+    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata, m.revision,
+           m.create_time, m.update_time, m.expire_time
+    from membank_private.memories as m
+    where m.scope_id = md5(_scope::text)::uuid and m.scope = _scope
+      and (m.expire_time is null or m.expire_time > statement_timestamp());
+end
+$$;
+
+-- name: scoped_profile_rows: the rows of membank.scoped_profiles (the live profile fields of the active scope).
+create or replace function membank_private.scoped_profile_rows()
+returns table (
+    schema_id text, field text, value jsonb, memory_name uuid, revision integer, update_time timestamptz,
+    expire_time timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.active_scope();
+begin
+    if _scope is null then
+        return;
+    end if;
+    return query
+    select m.structured_content ->> 'schema_id', m.structured_content ->> 'field', m.structured_content -> 'value',
+           m.name, m.revision, m.update_time, m.expire_time
+    from membank_private.memories as m
+    where m.scope_id = md5(_scope::text)::uuid and m.memory_type = 'STRUCTURED_PROFILE' and m.scope = _scope
+      and m.structured_content ? 'schema_id'
+      and (m.expire_time is null or m.expire_time > statement_timestamp());
+end
+$$;
+
+-- name: scoped_revision_rows: the rows of membank.scoped_revisions (every revision of the active scope, redacted
+-- as list_revisions redacts those of an expired memory).
+create or replace function membank_private.scoped_revision_rows()
+returns table (
+    memory_name uuid, revision integer, scope jsonb, action text, memory_type text, fact text, previous_fact text,
+    structured_content jsonb, previous_structured_content jsonb, topics text[], metadata jsonb,
+    expire_time timestamptz, labels jsonb, source_event_ids text[], extracted_memories jsonb,
+    create_time timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _scope jsonb := membank_private.active_scope();
+    _scope_id uuid;
+begin
+    if _scope is null then
+        return;
+    end if;
+    _scope_id := md5(_scope::text)::uuid;
+    -- The revisions of an expired memory are redacted as list_revisions
+    -- redacts them (redact_revision): no fact, structured content, metadata
+    -- or extraction context until the memory is purged or its expiry lifted.
+    return query
+    select r.memory_name, r.revision, r.scope, r.action, r.memory_type,
+           case when x.name is null then r.fact end,
+           case when x.name is null then r.previous_fact end,
+           case when x.name is null then r.structured_content end,
+           case when x.name is null then r.previous_structured_content end,
+           r.topics,
+           case when x.name is null then r.metadata else '{}'::jsonb end,
+           r.expire_time, r.labels, r.source_event_ids,
+           case when x.name is null then r.extracted_memories end,
+           r.create_time
+    from membank_private.memory_revisions as r
+    left join membank_private.memories as x
+        on x.scope_id = _scope_id and r.memory_name = x.name and x.expire_time <= statement_timestamp()
+    where r.scope_id = _scope_id and r.scope = _scope;
+end
+$$;
+
 create or replace view membank.scoped_memories with (security_barrier) as
 select
-    m.name,
-    m.scope,
-    m.memory_type,
-    m.fact,
-    m.structured_content,
-    m.topics,
-    m.metadata,
-    m.revision,
-    m.create_time,
-    m.update_time,
-    m.expire_time
-from membank_private.memories as m
-where
-    m.scope_id = md5(membank_private.active_scope()::text)::uuid
-    and m.scope = membank_private.active_scope()
-    and (m.expire_time is null or m.expire_time > statement_timestamp());
+    name,
+    scope,
+    memory_type,
+    fact,
+    structured_content,
+    topics,
+    metadata,
+    revision,
+    create_time,
+    update_time,
+    expire_time
+from membank_private.scoped_memory_rows();
 
 comment on view membank.scoped_memories is
 'The live memories (both types) of the scope set with membank.set_scope; empty while none is set.';
 
 create or replace view membank.scoped_profiles with (security_barrier) as
 select
-    m.structured_content ->> 'schema_id' as schema_id,
-    m.structured_content ->> 'field' as field,
-    m.structured_content -> 'value' as value,
-    m.name as memory_name,
-    m.revision,
-    m.update_time,
-    m.expire_time
-from membank_private.memories as m
-where
-    m.scope_id = md5(membank_private.active_scope()::text)::uuid
-    and m.memory_type = 'STRUCTURED_PROFILE'
-    and m.scope = membank_private.active_scope()
-    and m.structured_content ? 'schema_id'
-    and (m.expire_time is null or m.expire_time > statement_timestamp());
+    schema_id,
+    field,
+    value,
+    memory_name,
+    revision,
+    update_time,
+    expire_time
+from membank_private.scoped_profile_rows();
 
 comment on view membank.scoped_profiles is
 'One row per live profile field (schema_id, field, value) of the scope set with membank.set_scope; empty while none.';
 
--- The revisions of an expired memory are redacted as list_revisions redacts
--- them (redact_revision): no fact, structured content, metadata or
--- extraction context until the memory is purged or its expiry is lifted.
--- A join (same scope_id) rather than a table-reading call per row, as on Citus.
 create or replace view membank.scoped_revisions with (security_barrier) as
 select
-    r.memory_name,
-    r.revision,
-    r.scope,
-    r.action,
-    r.memory_type,
-    case when x.name is null then r.fact end as fact,
-    case when x.name is null then r.previous_fact end as previous_fact,
-    case when x.name is null then r.structured_content end as structured_content,
-    case when x.name is null then r.previous_structured_content end as previous_structured_content,
-    r.topics,
-    case when x.name is null then r.metadata else '{}'::jsonb end as metadata,
-    r.expire_time,
-    r.labels,
-    r.source_event_ids,
-    case when x.name is null then r.extracted_memories end as extracted_memories,
-    r.create_time
-from membank_private.memory_revisions as r
-left join membank_private.memories as x
-    on
-        r.scope_id = x.scope_id
-        and r.memory_name = x.name
-        and x.expire_time <= statement_timestamp()
-where
-    r.scope_id = md5(membank_private.active_scope()::text)::uuid
-    and r.scope = membank_private.active_scope();
+    memory_name,
+    revision,
+    scope,
+    action,
+    memory_type,
+    fact,
+    previous_fact,
+    structured_content,
+    previous_structured_content,
+    topics,
+    metadata,
+    expire_time,
+    labels,
+    source_event_ids,
+    extracted_memories,
+    create_time
+from membank_private.scoped_revision_rows();
 
 comment on view membank.scoped_revisions is
 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.

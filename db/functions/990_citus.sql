@@ -25,6 +25,15 @@ begin
     security invoker
     set search_path to pg_catalog, pg_temp
     return true;
+    -- Each node reads its own group (the body is the same on every node; Citus copies it to the workers).
+    create or replace function membank_private.node_group()
+    returns integer
+    language sql
+    stable
+    parallel safe
+    security invoker
+    set search_path to pg_catalog, pg_temp
+    return (select g.groupid from pg_catalog.pg_dist_local_group as g);
     alter function membank.retrieve_memories(
         jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
         text, double precision, double precision, integer, text, integer, integer, text, text[], real[]

@@ -702,7 +702,7 @@ def db_distribute() -> None:
         done = distribute.distribute()
     except RuntimeError as err:
         raise click.ClickException(str(err)) from None
-    _echo_json(asdict(done))
+    _emit(asdict(done))
 
 
 @db.command("downgrade")
