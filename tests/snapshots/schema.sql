@@ -428,8 +428,10 @@ CREATE FUNCTION membank.bind_role_to_scope(role name, scope jsonb) RETURNS boole
 declare
     _scope jsonb;
     _oid oid;
+    _workers jsonb;
 begin
     perform membank_private.refuse_bound_caller('bind_role_to_scope');
+    perform membank_private.refuse_off_coordinator('bind_role_to_scope');
     _scope := membank_private.validate_scope(scope);
     _oid := membank_private.resolve_role(role);
     if role in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')
@@ -437,11 +439,11 @@ begin
         perform membank_private._raise_invalid('role', format('%s cannot be bound', role),
             'bind a tenant role of its own, and grant membank_reader (or membank_writer) to it');
     end if;
+    _workers := membank_private.worker_role_oids(role);
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-    -- Rows of dropped roles restrict nobody; pruned so that a later role given the same OID starts clean.
-    delete from membank_private.bound_roles as b
-    where not exists (select from pg_catalog.pg_roles as r where r.oid = b.role_oid);
-    insert into membank_private.bound_roles as b (role_oid) values (_oid) on conflict do nothing;
+    perform membank_private.prune_dropped_roles();
+    insert into membank_private.bound_roles as b (role_oid, role_name, worker_oids) values (_oid, role, _workers)
+    on conflict (role_oid) do update set role_name = excluded.role_name, worker_oids = excluded.worker_oids;
     insert into membank_private.scope_bindings as b (role_oid, scope_id, scope)
     values (_oid, md5(_scope::text)::uuid, _scope) on conflict do nothing;
     return found;
@@ -455,10 +457,11 @@ restricted: it reads and writes only its bound scopes (bindings add up) through 
 raises 42501; a memory or operation of another scope is not found) and through the scoped views (which show nothing
 for another scope, even when set_scope or the membank.scope setting names one). The restriction belongs to the role
 (its OID) and outlives its last binding: a restricted role whose bindings were all removed (unbind_role_from_scope,
-erase_scope) reaches no scope; only unrestrict_role lifts it. Returns true when the binding is new. Only a role
-without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), 22023 naming the
-argument (a bad scope; membank''s own roles or a superuser cannot be bound), MB040 after waiting
-membank.lock_timeout for another binding change (retryable).';
+erase_scope) reaches no scope; only unrestrict_role lifts it. On Citus the binding holds on every node a login can
+connect to: it records each worker''s OID of the role (see refresh_role_bindings). Returns true when the binding is
+new. Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role),
+22023 naming the argument (a bad scope; membank''s own roles or a superuser cannot be bound), 0A000 (called on a Citus
+worker), MB040 after waiting membank.lock_timeout for another binding change (retryable).';
 CREATE FUNCTION membank.build_context(scopes jsonb, session_id text DEFAULT NULL::text, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], budget_tokens integer DEFAULT 2000, top_k integer DEFAULT 5, min_similarity double precision DEFAULT NULL::double precision, expected text[] DEFAULT NULL::text[], generated_lookback integer DEFAULT 5, recent_events integer DEFAULT 20, include_profiles boolean DEFAULT true, embedding_model text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2717,7 +2720,7 @@ CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURN
     AS $$
     select r.rolname, b.scope, coalesce(b.create_time, w.create_time)
     from membank_private.bound_roles as w
-    inner join pg_catalog.pg_roles as r on r.oid = w.role_oid
+    inner join pg_catalog.pg_roles as r on r.oid = membank_private.local_role_oid(w.role_oid, w.role_name, w.worker_oids)
     left join membank_private.scope_bindings as b on b.role_oid = w.role_oid
     where (list_scope_bindings.role is null or r.rolname = list_scope_bindings.role)
       and (membank_private.bound_scopes() is null or w.role_oid = any(membank_private.bound_role_oids()))
@@ -3027,6 +3030,7 @@ CREATE FUNCTION membank.reembed(model_id text, dimension integer) RETURNS bigint
     AS $$
 declare
     _count bigint;
+    _scope_id uuid;
 begin
     perform membank_private.refuse_bound_caller('reembed');
     -- Every wait (the configuration row, a worker storing vectors) is bounded (MB040).
@@ -3036,7 +3040,15 @@ begin
     -- then its vector and job, so taking vectors before memories deadlocked
     -- against it), then the vectors and jobs that hang off them.
     perform from membank_private.embedding_config as c for update;
-    perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
+    if membank_private.on_citus() then
+        -- No FOR KEY SHARE over several shards: each scope's memories in name order, scope by scope.
+        for _scope_id in select distinct m.scope_id from membank_private.memories as m order by m.scope_id loop
+            perform from (select m.name from membank_private.memories as m where m.scope_id = _scope_id
+                          order by m.name for key share) as locked;
+        end loop;
+    else
+        perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
+    end if;
     delete from membank_private.memory_embeddings;
     perform membank.configure_embedding(model_id, dimension);
     update membank_private.embedding_config as c set centroid = null;
@@ -3057,6 +3069,39 @@ COMMENT ON FUNCTION membank.reembed(model_id text, dimension integer) IS 'Switch
 queues every memory for embedding; retrieval is text-only (degraded) for each memory until its new vector is stored.
 Returns the number of memories queued. Raises 22023 naming the argument, 42501 for a role bound to scopes, MB040
 after waiting membank.lock_timeout for another call holding the configuration or a vector (retryable).';
+CREATE FUNCTION membank.refresh_role_bindings() RETURNS integer
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _key oid;
+    _name name;
+    _workers jsonb;
+    _count integer := 0;
+begin
+    perform membank_private.refuse_bound_caller('refresh_role_bindings');
+    perform membank_private.refuse_off_coordinator('refresh_role_bindings');
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    perform membank_private.prune_dropped_roles();
+    for _key in select b.role_oid from membank_private.bound_roles as b order by b.role_oid loop
+        _name := (select r.rolname from pg_catalog.pg_roles as r where r.oid = _key);  -- its name now
+        _workers := membank_private.worker_role_oids(_name);
+        update membank_private.bound_roles as b set role_name = _name, worker_oids = _workers
+        where b.role_oid = _key;
+        _count := _count + 1;
+    end loop;
+    return _count;
+exception
+    when lock_not_available then
+        perform membank_private.raise_bank_row_busy('role', 'the scope bindings');
+end
+$$;
+COMMENT ON FUNCTION membank.refresh_role_bindings() IS 'Record again, for every restricted role (bind_role_to_scope), its current name and each Citus worker''s OID of it;
+rows of dropped roles are removed. Run it on the coordinator after citus_add_node (and after renaming a restricted
+role): until then a new worker matches a restricted role by the name recorded at binding time, so a role renamed
+in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
+restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
+waiting membank.lock_timeout for another binding change (retryable).';
 CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -3579,13 +3624,19 @@ CREATE FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) RETURNS b
     AS $$
 declare
     _scope jsonb;
+    _oid oid;
 begin
     perform membank_private.refuse_bound_caller('unbind_role_from_scope');
+    perform membank_private.refuse_off_coordinator('unbind_role_from_scope');
     _scope := membank_private.validate_scope(scope);
+    -- Resolved first: the DELETE on the reference table then names a constant (Citus cannot join pg_authid).
+    _oid := (select r.oid from pg_catalog.pg_roles as r where r.rolname = unbind_role_from_scope.role);
+    if _oid is null then
+        return false;
+    end if;
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.scope_bindings as b
-    where b.role_oid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = unbind_role_from_scope.role)
-      and b.scope_id = md5(_scope::text)::uuid and b.scope = _scope;
+    where b.role_oid = _oid and b.scope_id = md5(_scope::text)::uuid and b.scope = _scope;
     return found;
 exception
     when lock_not_available then
@@ -3595,7 +3646,8 @@ $$;
 COMMENT ON FUNCTION membank.unbind_role_from_scope(role name, scope jsonb) IS 'Remove the binding of role to scope; returns true when there was one (false for no such binding or role). The
 role stays restricted: with no binding left it reaches no scope at all (unrestrict_role lifts the restriction).
 Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 22023 naming the argument,
-MB040 after waiting membank.lock_timeout for another binding change (retryable).';
+0A000 (called on a Citus worker), MB040 after waiting membank.lock_timeout for another binding change
+(retryable).';
 CREATE FUNCTION membank.unrestrict_role(role name) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3604,6 +3656,7 @@ declare
     _oid oid;
 begin
     perform membank_private.refuse_bound_caller('unrestrict_role');
+    perform membank_private.refuse_off_coordinator('unrestrict_role');
     _oid := membank_private.resolve_role(role);
     perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
     delete from membank_private.bound_roles as b where b.role_oid = _oid;  -- its bindings cascade
@@ -3616,8 +3669,8 @@ $$;
 COMMENT ON FUNCTION membank.unrestrict_role(role name) IS 'Lift the restriction of role (bind_role_to_scope) and remove all of its scope bindings: the role, and its members
 that no other restricted role holds, then reach every scope their membank grants allow. The only call that widens a
 role; removing its last binding does not. Returns true when the role was restricted. Only a role without bindings
-may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), MB040 after waiting
-membank.lock_timeout for another binding change (retryable).';
+may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role), 0A000 (called on a Citus worker),
+MB040 after waiting membank.lock_timeout for another binding change (retryable).';
 CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, topics text[] DEFAULT NULL::text[], metadata jsonb DEFAULT NULL::jsonb, ttl interval DEFAULT NULL::interval, expire_time timestamp with time zone DEFAULT NULL::timestamp with time zone, structured_content jsonb DEFAULT NULL::jsonb, scope jsonb DEFAULT NULL::jsonb, labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], expected_revision integer DEFAULT NULL::integer) RETURNS membank.memory
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4482,7 +4535,7 @@ CREATE FUNCTION membank_private.bound_role_oids() RETURNS oid[]
     )
     select coalesce(array_agg(b.role_oid order by b.role_oid), '{}')
     from membank_private.bound_roles as b
-    where b.role_oid in (select c.oid from caller as c);
+    where membank_private.local_role_oid(b.role_oid, b.role_name, b.worker_oids) in (select c.oid from caller as c);
 $$;
 CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
     LANGUAGE plpgsql STABLE
@@ -5722,13 +5775,15 @@ begin
         from membank_private.memory_revisions as l
         where l.scope_id = forget_deleted_memories.scope_id and l.scope = forget_deleted_memories.scope
           and l.action = 'DELETED'
+          -- Every correlation names scope_id too: on Citus the subqueries then run on the scope's shard.
           and not exists (select from membank_private.memory_revisions as x
-                          where x.memory_name = l.memory_name and x.revision > l.revision)
-          and not exists (select from membank_private.memories as m where m.name = l.memory_name)
+                          where x.scope_id = l.scope_id and x.memory_name = l.memory_name and x.revision > l.revision)
+          and not exists (select from membank_private.memories as m
+                          where m.scope_id = l.scope_id and m.name = l.memory_name)
           and (metadata_filter is null or l.metadata @> metadata_filter)
           and (forget_deleted_memories.topics is null or l.topics && forget_deleted_memories.topics)
           and exists (select from membank_private.memory_revisions as t
-                      where t.memory_name = l.memory_name
+                      where t.scope_id = l.scope_id and t.memory_name = l.memory_name
                         and (t.fact is not null or t.previous_fact is not null or t.structured_content is not null
                              or t.previous_structured_content is not null or t.extracted_memories is not null))
         order by l.memory_name
@@ -6149,6 +6204,16 @@ CREATE FUNCTION membank_private.kept_labels(labels jsonb) RETURNS jsonb
        or (l.key = 'action'
            and l.value in ('"COMPACT"', '"CREATED"', '"UPDATED"', '"DELETED"', '"CREATE"', '"UPDATE"', '"DELETE"'));
 $_$;
+CREATE FUNCTION membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb) RETURNS oid
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case
+        when membank_private.node_group() = 0 then local_role_oid.role_oid
+        else coalesce((local_role_oid.worker_oids ->> membank_private.node_group()::text)::oid,
+                      (select r.oid from pg_catalog.pg_roles as r where r.rolname = local_role_oid.role_name))
+    end;
+$$;
 CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6753,6 +6818,12 @@ begin
     end loop;
 end
 $$;
+CREATE FUNCTION membank_private.node_group() RETURNS integer
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    RETURN 0;
+COMMENT ON FUNCTION membank_private.node_group() IS 'The Citus group id of the node the call runs on: 0 on one server and on a Citus coordinator, the worker''s group
+(pg_dist_local_group) on a Citus worker once the tables are distributed (990_citus.sql). Raises nothing.';
 CREATE FUNCTION membank_private.on_citus() RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7028,6 +7099,21 @@ CREATE FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) RETU
                                   'source_event_ids', '{"type": "array", "items": {"type": "string"}}'::jsonb)))
                    from membank_private.profile_fields(s.value) as f))), '{}'))
     from jsonb_each(profile_schemas) as s;
+$$;
+CREATE FUNCTION membank_private.prune_dropped_roles() RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _keys oid [];
+begin
+    _keys := array(select b.role_oid from membank_private.bound_roles as b);
+    _keys := array(select k from unnest(_keys) as k
+                   where not exists (select from pg_catalog.pg_roles as r where r.oid = k));
+    if cardinality(_keys) > 0 then
+        delete from membank_private.bound_roles as b where b.role_oid = any(_keys);
+    end if;
+end
 $$;
 CREATE FUNCTION membank_private.purge_expired_batch(batch_size integer) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
@@ -7416,6 +7502,18 @@ begin
                  else format('a session''s own, a user''s and an app''s state are at most %s, %s and %s bytes as JSON '
                              || 'text', membank_private.size_limit('session_state'),
                              membank_private.size_limit('user_state'), membank_private.size_limit('app_state')) end);
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.refuse_off_coordinator(function_name text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if membank_private.node_group() <> 0 then
+        raise exception '%: scope bindings are changed on the Citus coordinator, not on a worker', function_name
+            using errcode = 'feature_not_supported',
+                  hint = 'connect to the coordinator; it records every node''s OID of the role';
     end if;
 end
 $$;
@@ -8411,6 +8509,75 @@ begin
     order by a.step, a.memories desc nulls last, a.index_name;
 end
 $_$;
+CREATE FUNCTION membank_private.scoped_memory_rows() RETURNS TABLE(name uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, revision integer, create_time timestamp with time zone, update_time timestamp with time zone, expire_time timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.active_scope();
+begin
+    if _scope is null then
+        return;
+    end if;
+    return query
+    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata, m.revision,
+           m.create_time, m.update_time, m.expire_time
+    from membank_private.memories as m
+    where m.scope_id = md5(_scope::text)::uuid and m.scope = _scope
+      and (m.expire_time is null or m.expire_time > statement_timestamp());
+end
+$$;
+CREATE FUNCTION membank_private.scoped_profile_rows() RETURNS TABLE(schema_id text, field text, value jsonb, memory_name uuid, revision integer, update_time timestamp with time zone, expire_time timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.active_scope();
+begin
+    if _scope is null then
+        return;
+    end if;
+    return query
+    select m.structured_content ->> 'schema_id', m.structured_content ->> 'field', m.structured_content -> 'value',
+           m.name, m.revision, m.update_time, m.expire_time
+    from membank_private.memories as m
+    where m.scope_id = md5(_scope::text)::uuid and m.memory_type = 'STRUCTURED_PROFILE' and m.scope = _scope
+      and m.structured_content ? 'schema_id'
+      and (m.expire_time is null or m.expire_time > statement_timestamp());
+end
+$$;
+CREATE FUNCTION membank_private.scoped_revision_rows() RETURNS TABLE(memory_name uuid, revision integer, scope jsonb, action text, memory_type text, fact text, previous_fact text, structured_content jsonb, previous_structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, labels jsonb, source_event_ids text[], extracted_memories jsonb, create_time timestamp with time zone)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _scope jsonb := membank_private.active_scope();
+    _scope_id uuid;
+begin
+    if _scope is null then
+        return;
+    end if;
+    _scope_id := md5(_scope::text)::uuid;
+    -- The revisions of an expired memory are redacted as list_revisions
+    -- redacts them (redact_revision): no fact, structured content, metadata
+    -- or extraction context until the memory is purged or its expiry lifted.
+    return query
+    select r.memory_name, r.revision, r.scope, r.action, r.memory_type,
+           case when x.name is null then r.fact end,
+           case when x.name is null then r.previous_fact end,
+           case when x.name is null then r.structured_content end,
+           case when x.name is null then r.previous_structured_content end,
+           r.topics,
+           case when x.name is null then r.metadata else '{}'::jsonb end,
+           r.expire_time, r.labels, r.source_event_ids,
+           case when x.name is null then r.extracted_memories end,
+           r.create_time
+    from membank_private.memory_revisions as r
+    left join membank_private.memories as x
+        on x.scope_id = _scope_id and r.memory_name = x.name and x.expire_time <= statement_timestamp()
+    where r.scope_id = _scope_id and r.scope = _scope;
+end
+$$;
 CREATE TABLE membank_private.sessions (
     scope_id uuid NOT NULL,
     session_id text NOT NULL,
@@ -10182,6 +10349,28 @@ begin
             from jsonb_each(candidates) as x);
 end
 $$;
+CREATE FUNCTION membank_private.worker_role_oids(role name) RETURNS jsonb
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _oids jsonb;
+begin
+    if not membank_private.distributed() then
+        return '{}';
+    end if;
+    -- run_command_on_workers and pg_dist_node exist only with Citus: dynamic SQL.
+    execute $sql$
+        select coalesce(jsonb_object_agg(n.groupid::text, w.result::bigint), '{}')
+        from pg_catalog.run_command_on_workers(
+            pg_catalog.format('select r.oid from pg_catalog.pg_roles as r where r.rolname = %L', $1)
+        ) as w
+        inner join pg_catalog.pg_dist_node as n on n.nodename = w.nodename and n.nodeport = w.nodeport
+        where w.success and w.result <> '' and n.groupid <> 0
+    $sql$ into _oids using role;
+    return _oids;
+end
+$_$;
 CREATE VIEW membank.scoped_memories WITH (security_barrier='true') AS
  SELECT name,
     scope,
@@ -10194,58 +10383,36 @@ CREATE VIEW membank.scoped_memories WITH (security_barrier='true') AS
     create_time,
     update_time,
     expire_time
-   FROM membank_private.memories m
-  WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (scope = membank_private.active_scope()) AND ((expire_time IS NULL) OR (expire_time > statement_timestamp())));
+   FROM membank_private.scoped_memory_rows() scoped_memory_rows(name, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time, update_time, expire_time);
 COMMENT ON VIEW membank.scoped_memories IS 'The live memories (both types) of the scope set with membank.set_scope; empty while none is set.';
 CREATE VIEW membank.scoped_profiles WITH (security_barrier='true') AS
- SELECT (structured_content ->> 'schema_id'::text) AS schema_id,
-    (structured_content ->> 'field'::text) AS field,
-    (structured_content -> 'value'::text) AS value,
-    name AS memory_name,
+ SELECT schema_id,
+    field,
+    value,
+    memory_name,
     revision,
     update_time,
     expire_time
-   FROM membank_private.memories m
-  WHERE ((scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (memory_type = 'STRUCTURED_PROFILE'::text) AND (scope = membank_private.active_scope()) AND (structured_content ? 'schema_id'::text) AND ((expire_time IS NULL) OR (expire_time > statement_timestamp())));
+   FROM membank_private.scoped_profile_rows() scoped_profile_rows(schema_id, field, value, memory_name, revision, update_time, expire_time);
 COMMENT ON VIEW membank.scoped_profiles IS 'One row per live profile field (schema_id, field, value) of the scope set with membank.set_scope; empty while none.';
 CREATE VIEW membank.scoped_revisions WITH (security_barrier='true') AS
- SELECT r.memory_name,
-    r.revision,
-    r.scope,
-    r.action,
-    r.memory_type,
-        CASE
-            WHEN (x.name IS NULL) THEN r.fact
-            ELSE NULL::text
-        END AS fact,
-        CASE
-            WHEN (x.name IS NULL) THEN r.previous_fact
-            ELSE NULL::text
-        END AS previous_fact,
-        CASE
-            WHEN (x.name IS NULL) THEN r.structured_content
-            ELSE NULL::jsonb
-        END AS structured_content,
-        CASE
-            WHEN (x.name IS NULL) THEN r.previous_structured_content
-            ELSE NULL::jsonb
-        END AS previous_structured_content,
-    r.topics,
-        CASE
-            WHEN (x.name IS NULL) THEN r.metadata
-            ELSE '{}'::jsonb
-        END AS metadata,
-    r.expire_time,
-    r.labels,
-    r.source_event_ids,
-        CASE
-            WHEN (x.name IS NULL) THEN r.extracted_memories
-            ELSE NULL::jsonb
-        END AS extracted_memories,
-    r.create_time
-   FROM (membank_private.memory_revisions r
-     LEFT JOIN membank_private.memories x ON (((r.scope_id = x.scope_id) AND (r.memory_name = x.name) AND (x.expire_time <= statement_timestamp()))))
-  WHERE ((r.scope_id = (md5((membank_private.active_scope())::text))::uuid) AND (r.scope = membank_private.active_scope()));
+ SELECT memory_name,
+    revision,
+    scope,
+    action,
+    memory_type,
+    fact,
+    previous_fact,
+    structured_content,
+    previous_structured_content,
+    topics,
+    metadata,
+    expire_time,
+    labels,
+    source_event_ids,
+    extracted_memories,
+    create_time
+   FROM membank_private.scoped_revision_rows() scoped_revision_rows(memory_name, revision, scope, action, memory_type, fact, previous_fact, structured_content, previous_structured_content, topics, metadata, expire_time, labels, source_event_ids, extracted_memories, create_time);
 COMMENT ON VIEW membank.scoped_revisions IS 'Every revision of every memory of the scope set with membank.set_scope (deleted ones too); empty while none is set.
 Those of an expired memory show no fact, structured content, metadata or extraction context (as list_revisions).';
 CREATE TABLE membank_private.app_state_entries (
@@ -10267,7 +10434,10 @@ ALTER TABLE membank_private.app_state_entries ALTER COLUMN seq ADD GENERATED ALW
 );
 CREATE TABLE membank_private.bound_roles (
     role_oid oid NOT NULL,
-    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL
+    create_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    role_name name NOT NULL,
+    worker_oids jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT bound_roles_worker_oids_check CHECK ((jsonb_typeof(worker_oids) = 'object'::text))
 );
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
@@ -10367,6 +10537,7 @@ CREATE TABLE membank_private.scope_lexicon_delta (
     lexeme text NOT NULL,
     doc_count integer NOT NULL
 );
+ALTER TABLE ONLY membank_private.scope_lexicon_delta REPLICA IDENTITY FULL;
 CREATE TABLE membank_private.scope_stats_base (
     scope_id uuid CONSTRAINT scope_stats_scope_id_not_null NOT NULL,
     doc_count integer CONSTRAINT scope_stats_doc_count_not_null NOT NULL,
@@ -10404,6 +10575,7 @@ CREATE TABLE membank_private.scope_stats_delta (
     n integer NOT NULL,
     doc_count integer NOT NULL
 );
+ALTER TABLE ONLY membank_private.scope_stats_delta REPLICA IDENTITY FULL;
 CREATE VIEW membank_private.scope_stats AS
  SELECT scope_id,
     last_write,
@@ -10715,6 +10887,8 @@ REVOKE ALL ON PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN met
 GRANT ALL ON PROCEDURE membank.purge_memories_in_batches(IN scope jsonb, IN metadata_filter jsonb, IN topics text[], IN batch_size integer, INOUT purged bigint) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.refresh_role_bindings() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.refresh_role_bindings() TO membank_admin;
 REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
@@ -10830,6 +11004,7 @@ REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time z
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.kept_labels(labels jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
@@ -10849,6 +11024,7 @@ REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, ne
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.node_group() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.on_citus() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.operation_scope(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
@@ -10868,6 +11044,7 @@ REVOKE ALL ON FUNCTION membank_private.profile_plan(o membank_private.operations
 REVOKE ALL ON FUNCTION membank_private.profile_plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_prompt(profile_schemas jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.prune_dropped_roles() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_by_scope(batch_size integer) FROM PUBLIC;
@@ -10886,6 +11063,7 @@ REVOKE ALL ON FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id t
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_caller(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_far_over(value jsonb, what text, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refuse_off_coordinator(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;
@@ -10916,6 +11094,12 @@ REVOKE ALL ON FUNCTION membank_private.scope_memory_candidates(o membank_private
 REVOKE ALL ON FUNCTION membank_private.scope_stats_fold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_text_hits(scope_id uuid, texts text[], first integer, documents bigint, rare_only boolean, OUT facts integer[], OUT names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scoped_memory_rows() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.scoped_memory_rows() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.scoped_profile_rows() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.scoped_profile_rows() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.scoped_revision_rows() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.scoped_revision_rows() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
@@ -10975,6 +11159,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_topics(topics text[], argument t
 REVOKE ALL ON FUNCTION membank_private.validate_trigger_config(config jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.with_event_times(o membank_private.operations, candidates jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.worker_role_oids(role name) FROM PUBLIC;
 GRANT SELECT ON TABLE membank.scoped_memories TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_profiles TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_revisions TO membank_reader;
