@@ -93,8 +93,9 @@ def _failed_operation(bank: Any, op: Any) -> None:
     model = worker.provider.model_id if worker is not None else "the provider"
     hint = getattr(failure, "hint", None)
     if error.get("code") == "INVALID_MODEL_OUTPUT":
-        hint = (f"{model} answered something else than the asked JSON; with an openai:MODEL local server try "
-                f"{settings.ENV_RESPONSE_FORMAT}=json_object (or none), or a larger model")
+        hint = (f"{model} answered something other than the JSON asked for; with an openai:MODEL local server try "
+                f"{settings.ENV_RESPONSE_FORMAT}=json_object or none (json_schema falls back to json_object by itself),"
+                " or a larger model")
     attempts = f", {error['attempts']} attempts" if error.get("attempts") else ""
     stage = f" at {error['stage']}" if error.get("stage") else ""
     message = " ".join(str(error.get("message", "")).split())

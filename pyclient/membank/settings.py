@@ -126,7 +126,7 @@ def seconds(value: object, argument: str) -> float:
         except ValueError:
             result = float("nan")
     if not result > 0 or result == float("inf"):
-        raise _invalid(argument, f"{value!r} is not a positive duration", "write e.g. 45s, 90m, 12h, 500ms or seconds")
+        raise _invalid(argument, f"{value!r} is not a positive duration", "write e.g. 500ms, 45s, 90m, 12h, 30d or seconds")
     return result
 
 
