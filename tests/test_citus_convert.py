@@ -92,7 +92,7 @@ def retrievals(url: str) -> list:
     out = []
     with psycopg.connect(url, autocommit=True) as c:
         for scope in SCOPES:
-            for query, embedding in (("tea violin", None), (None, [1.0, 2.0, 1.0]), ("chess", [3.0, 0.0, 2.0])):
+            for query, embedding in (("tea coffee", None), (None, [1.0, 2.0, 1.0]), ("chess rain", [3.0, 0.0, 2.0])):
                 out.append(c.execute(
                     "select name::text, fact, distance, text_match_rank, matched_signals from"
                     " membank.retrieve_memories(scope => %s, query_text => %s, query_embedding => %s::real[],"

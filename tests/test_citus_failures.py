@@ -53,6 +53,14 @@ def failing(citus_cluster):
             with psycopg.connect(node.url(name), autocommit=True) as c:
                 c.execute("create extension citus")
         url = citus_cluster.coordinator.url(name)
+        # membank's roles, when another test's database made them on the coordinator: Citus propagated them to
+        # the workers it had then, and a role that exists is not created (nor propagated) again.
+        with psycopg.connect(url, autocommit=True) as c:
+            roles = [r[0] for r in c.execute("select rolname from pg_roles where rolname like 'membank\\_%'"
+                                             " order by 1").fetchall()]
+        with psycopg.connect(own.url(name), autocommit=True) as c:
+            for role in roles:
+                c.execute(sql.SQL("create role {}").format(sql.Identifier(role)))
         with psycopg.connect(url, autocommit=True) as c:
             c.execute("select citus_set_coordinator_host('127.0.0.1', %s)", (citus_cluster.coordinator.port,))
             for worker in (live, own):
