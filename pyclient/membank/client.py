@@ -298,7 +298,7 @@ class MemoryBank:
         """
         cut = silent is None
         silent = deadline.silent_nodes(self.url) if silent is None else silent
-        where = f"node {', '.join(silent)} does not answer" if silent else "every node answers now"
+        where = f"node {', '.join(silent)} does not answer" if silent else "no node found silent"
         within = f"statement_timeout {self._statement_timeout}" + (f" + {deadline.GRACE_S:g} s" if cut else "")
         return errors.DatabaseUnavailableError(
             f"no answer from {database.describe(self.url)} within {within}: {where}",
