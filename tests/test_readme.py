@@ -58,6 +58,9 @@ NO_RUN.update({
                   "under"): "points membank at a local model server the tests do not have",
     ("testing.md", ".venv/bin/python bench/soak.py"): "a benchmark of 3 minutes plus the drain; bench/ is run by hand,"
                                                      " tests/test_soak.py runs its --smoke",
+    ("scale-out.md", "# 1. a database on every node (create database membank; create extension citus), and on the "
+                     "coordinator"): "needs a Citus cluster and a source bank; tests/test_citus_convert.py runs the "
+                                     "same steps",
 })
 # Command lines not run here (prefix -> why, and where they are covered).
 SKIPPED = {

@@ -25,9 +25,11 @@ from typing import Any, TypeVar
 from uuid import UUID
 
 import greenlet
+import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
+from membank import deadline
 from membank.client import MemoryBank, PendingOperation
 
 T = TypeVar("T")
@@ -117,9 +119,26 @@ class AsyncMemoryBank:
 
     async def _arun(self, query: Any, params: list[Any]) -> list[dict]:
         await self._pool.open()  # a no-op once open
+        seconds = self._watchdog.seconds  # MemoryBank's deadline (deadline.py), kept by the event loop
+        expired = []
         async with self._pool.connection() as conn:
-            cursor = await conn.execute(query, params)
-            return await cursor.fetchall()
+            fd = conn.pgconn.socket
+
+            def end() -> None:
+                expired.append(True)
+                deadline.shutdown_socket(fd)
+
+            timer = asyncio.get_running_loop().call_later(seconds, end) if seconds is not None else None
+            try:
+                cursor = await conn.execute(query, params)
+                return await cursor.fetchall()
+            except psycopg.OperationalError:
+                if not expired:
+                    raise
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        raise await asyncio.to_thread(self._view._no_answer)
 
     async def run_sync(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``fn(bank, *args, **kwargs)``, code written against a sync MemoryBank, on this bank's async pool.

@@ -706,6 +706,26 @@ def db_distribute() -> None:
     _emit(asdict(done))
 
 
+@db.command("convert")
+@click.option("--from", "source", required=True, metavar="SOURCE_URL",
+              help="The single-node bank to copy (a libpq URL), at the head revision.")
+def db_convert(source: str) -> None:
+    """Copy a single-node bank onto a new Citus cluster (the database URL: its coordinator) and distribute it.
+
+    Every row, revision and vector is copied from one snapshot of SOURCE_URL;
+    scope bindings are re-keyed to the cluster's roles of the same names (a
+    bound role missing there refuses the conversion, naming it). Prints
+    the rows per table, the roles re-keyed and the tables distributed.
+    """
+    from membank import convert
+
+    try:
+        done = convert.convert(source, _database_url())
+    except RuntimeError as err:
+        raise click.ClickException(str(err)) from None
+    _emit(asdict(done))
+
+
 @db.command("downgrade")
 @click.argument("revision")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")

@@ -21,7 +21,7 @@ from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from membank import database, errors, settings
+from membank import database, deadline, errors, settings
 from membank.models import (
     DueStream, EmbeddingBacklog, Event, GenerationBacklog, Ingestion, Memory, MemoryPage, MemoryRevision, Operation,
     ProfileSchema, RetrievedMemory, ToolDecision, ToolRule,
@@ -215,6 +215,9 @@ class MemoryBank:
         ``MEMBANK_STATEMENT_TIMEOUT`` or 30s; "0" is no limit) and waits at most
         ``lock_timeout`` for a scope's write lock (``membank.lock_timeout``;
         default ``MEMBANK_LOCK_TIMEOUT`` or 5s), then raises LockTimeoutError.
+        A call that has no answer ``statement_timeout`` + 5 s after it began
+        (a hung Citus node, which the server cannot cut) is ended by the client:
+        DatabaseUnavailableError naming the node that does not answer.
 
         ``provider`` carries in-process generation jobs (``process_pending``):
         a ``membank.generation.Provider``, a spec such as ``"rules"`` or
@@ -247,6 +250,7 @@ class MemoryBank:
         self._model_attempts = settings.model_attempts(model_attempts)
         self._statement_timeout = statement_timeout or settings.statement_timeout()
         self._lock_timeout = lock_timeout or settings.lock_timeout()
+        self._watchdog = deadline.Watchdog(deadline.call_deadline(self._statement_timeout))
         self._pool = self._open_pool(min_size, max_size)
 
     def _open_pool(self, min_size: int, max_size: int) -> Any:
@@ -266,6 +270,7 @@ class MemoryBank:
             self._worker.close()
         if self._generation_worker is not None:
             self._generation_worker.close()
+        self._watchdog.close()
         self._pool.close()
 
     @property
@@ -301,19 +306,50 @@ class MemoryBank:
                 return self._run(query, list(given.values()))
             except psycopg.Error as err:
                 if err.sqlstate is None:
+                    if isinstance(err, psycopg.OperationalError):  # the server went away mid-call
+                        raise errors.DatabaseUnavailableError(
+                            f"lost the connection to {database.describe(self.url)}: {' '.join(str(err).split())}",
+                            node=database.describe(self.url).rsplit(" on ", 1)[-1],
+                            hint="the server stopped or restarted: retry when it is up") from None
                     raise
                 if err.sqlstate in errors.RETRIED_SQLSTATES and attempt + 1 < _RETRY_ATTEMPTS:
                     # The server rolled the call's transaction back (each call is one): run it again
                     # after a short, jittered pause so that the other party finishes first.
                     self._sleep(_RETRY_PAUSE_S * (2 ** attempt) * (1 + random.random()))
                     continue
+                if err.sqlstate == "57014" and (silent := deadline.silent_nodes(self.url)):
+                    # statement_timeout ran out while a node does not answer (a hung Citus worker): name it
+                    raise self._no_answer(silent) from None
                 raise errors.from_psycopg(err) from None
         raise AssertionError("unreachable")
 
     def _run(self, query: sql.Composable, params: list[Any]) -> list[dict]:
-        # One statement on a pooled connection (AsyncMemoryBank runs it on its async pool instead).
+        # One statement on a pooled connection (AsyncMemoryBank runs it on its async pool instead),
+        # ended by the watchdog at its deadline (deadline.py); the pool then drops the connection.
         with self._pool.connection() as conn:
-            return conn.execute(query, params).fetchall()
+            with self._watchdog.watch(conn.pgconn.socket) as call:
+                try:
+                    return conn.execute(query, params).fetchall()
+                except psycopg.OperationalError:
+                    if not call.expired:
+                        raise
+        raise self._no_answer()
+
+    def _no_answer(self, silent: list[str] | None = None) -> errors.DatabaseUnavailableError:
+        """The error of a call ended at its deadline (or by statement_timeout), naming the nodes that do not answer.
+
+        ``silent``: deadline.silent_nodes() already read; None: read it now. Without it the call was ended by
+        the client at its deadline.
+        """
+        cut = silent is None
+        silent = deadline.silent_nodes(self.url) if silent is None else silent
+        where = f"node {', '.join(silent)} does not answer" if silent else "no node found silent"
+        within = f"statement_timeout {self._statement_timeout}" + (f" + {deadline.GRACE_S:g} s" if cut else "")
+        return errors.DatabaseUnavailableError(
+            f"no answer from {database.describe(self.url)} within {within}: {where}",
+            node=silent[0] if silent else None, sqlstate=None if cut else "57014",
+            hint=("the client ended the call; it may have committed (read before writing again): " if cut else
+                  "nothing was written: ") + "restart or fail over the node, then retry")
 
     def _pending(self, name: UUID) -> PendingOperation:
         return PendingOperation(self, name)

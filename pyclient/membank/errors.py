@@ -10,11 +10,15 @@
 | 23505 (profile schema exists), 2BP01 (schema still has field memories) | ConflictError |
 | 42501 (role may not call this, or is bound to other scopes) | PermissionDeniedError |
 | 3F000/42883 on membank objects | NotInstalledError |
+| class 08 (08006 a Citus node is unavailable, ...), 57P01-57P03 | DatabaseUnavailableError (``node``: "host:port") |
 | anything else       | MembankError         |
 
 Raised before any SQL runs: SetupError (an optional extra is missing) and
 its subclass DatabaseUnavailableError (the database URL cannot be parsed or
-reached); both carry a hint and no SQLSTATE.
+reached); both carry a hint and no SQLSTATE. DatabaseUnavailableError is
+also raised by a call that loses its database: a Citus node that cannot be
+reached (the SQLSTATEs above), or no answer within the call's deadline
+(deadline.py: ``statement_timeout`` + 5 s), naming the node in ``node``.
 
 Each carries ``sqlstate``, the server's ``message`` (which names the
 argument), ``hint`` and ``argument``.
@@ -22,6 +26,7 @@ argument), ``hint`` and ``argument``.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # psycopg is imported by whoever raises; the CLI starts faster without it
@@ -82,6 +87,11 @@ class PermissionDeniedError(MembankError, PermissionError):
 
 # The server aborted the whole transaction, so the same call can run again (the client does, a few times).
 RETRIED_SQLSTATES = ("40P01", "40001")
+# A server going away: shut down by its administrator, crashed, starting up or shutting down (besides class 08).
+UNAVAILABLE_SQLSTATES = ("57P01", "57P02", "57P03")
+# Where Citus names the node it could not reach: "remote node user@host:port", "to the node host:port",
+# "for node host:port" (errmsg), "while executing command on host:port" (errcontext).
+_NODE = re.compile(r"(?:\bnode|command on) (?:[^@\s]+@)?([^\s@]+):(\d+)\b")
 
 
 def _class_for(sqlstate: str | None) -> type[MembankError]:
@@ -99,6 +109,8 @@ def _class_for(sqlstate: str | None) -> type[MembankError]:
         return ConflictError
     if sqlstate == "42501":
         return PermissionDeniedError
+    if sqlstate.startswith("08") or sqlstate in UNAVAILABLE_SQLSTATES:
+        return DatabaseUnavailableError
     return MembankError
 
 
@@ -110,10 +122,19 @@ class SetupError(MembankError):
 
 
 class DatabaseUnavailableError(SetupError, ConnectionError):
-    """The database URL cannot be parsed, or no connection to it opened within a few seconds.
+    """The database URL cannot be parsed, or no connection to it opened within a few seconds; or a call lost it.
 
     The message names host and database (never the password); the hint says what to check.
+    Raised by a call: a node of a Citus cluster cannot be reached (SQLSTATE class 08, e.g. 08006
+    "connection to the remote node ... failed", or 57P01-57P03: shut down, starting up), or the
+    call had no answer within its deadline (``statement_timeout`` + 5 s, a hung node). ``node`` is
+    the unavailable node as "host:port" when known. A call cut at its deadline may have committed
+    (Citus commits on the workers after the statement): read before you write again.
     """
+
+    def __init__(self, message: str, *, node: str | None = None, **kwargs: str | None) -> None:
+        super().__init__(message, **kwargs)
+        self.node = node
 
 
 class NotInstalledError(MembankError):
@@ -132,8 +153,17 @@ def from_psycopg(err: psycopg.Error) -> MembankError:
     detail = diag.message_detail or ""
     argument = detail.removeprefix("argument: ") if detail.startswith("argument: ") else None
     message = diag.message_primary or str(err)
-    return _class_for(err.sqlstate)(message, sqlstate=err.sqlstate, hint=diag.message_hint,
-                                    argument=argument)
+    kind = _class_for(err.sqlstate)
+    if kind is DatabaseUnavailableError:
+        found = _NODE.search(message) or _NODE.search(diag.context or "")
+        node = f"{found.group(1)}:{found.group(2)}" if found else None
+        if node and node not in message:
+            message = f"{message} (node {node})"
+        return DatabaseUnavailableError(
+            " ".join(message.split()), sqlstate=err.sqlstate, node=node,
+            hint=diag.message_hint or (f"the database node {node} is down or unreachable: start it (or fail over), "
+                                       "then retry" if node else "the database is down or restarting: retry"))
+    return kind(message, sqlstate=err.sqlstate, hint=diag.message_hint, argument=argument)
 
 
 def invalid(argument: str, message: str, hint: str) -> InvalidArgumentError:
