@@ -260,7 +260,7 @@ def test_503_twice_then_200_is_retried_with_backoff_and_done(httpserver, db_url,
     httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(
         counting_handler([503, 503], calls))
     provider = OpenAICompatProvider("local-model", base_url=httpserver.url_for("/v1"), max_retries=0)
-    with MemoryBank(db_url, provider=provider) as bank:
+    with MemoryBank(db_url, provider=provider, model_attempts=3) as bank:  # the default is 2 attempts
         pending = bank.generate_memories(SCOPE, events=EVENTS)
         for _ in range(2):
             assert bank.process_pending() == 1

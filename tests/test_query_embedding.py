@@ -158,7 +158,7 @@ def test_embed_queries_equals_one_query_at_a_time(embedder):
     assert [v[:8] for v in batched] == [embedder.embed_query(t)[:8] for t in texts]
     assert embed_queries(embedder, []) == []
     with pytest.raises(ValueError, match=r"texts\[1\]"):
-        embed_queries(embedder, ["ok", "  "])
+        embed_queries(embedder, ["ok", ""])  # blank but non-empty text is SQL's to refuse (is_blank)
 
 
 def test_query_cache_skips_the_embedder_for_a_repeated_query_and_stays_bounded(stocked, login, counting):
