@@ -128,8 +128,9 @@ def classify(err: BaseException) -> str:
     from membank import errors
     from membank.buffer.server import BufferUnavailableError
 
-    if isinstance(err, (BufferUnavailableError, psycopg_pool.PoolTimeout, redis.ConnectionError)):
-        return "unavailable"
+    if isinstance(err, (BufferUnavailableError, psycopg_pool.PoolTimeout, redis.ConnectionError,
+                        errors.DatabaseUnavailableError)):
+        return "unavailable"  # DatabaseUnavailableError: the client's named class for a lost or cut connection
     if isinstance(err, psycopg.OperationalError) and getattr(err, "sqlstate", None) in (None, "57P01", "57P02",
                                                                                        "57P03", "08006"):
         return "unavailable"
