@@ -238,8 +238,20 @@ def citus_cluster(pytestconfig):
     folder = Path(tempfile.mkdtemp(prefix="membank-citus-", dir="/tmp"))
     folder.chmod(0o755)
     terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+
+    def report(line: str) -> None:
+        """Say on the terminal (past pytest's capture of the session's output) whether Citus was built."""
+        if terminal is None:
+            return
+        if capture is None:
+            terminal.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            terminal.write_line(line)
+
     try:
-        cluster = start_cluster(folder, report=lambda line: terminal.write_line(line) if terminal else None)
+        cluster = start_cluster(folder, report=report)
     except CitusUnavailable as err:
         shutil.rmtree(folder, ignore_errors=True)
         pytest.skip(f"no Citus cluster: {err}")
