@@ -157,6 +157,7 @@ membank.apply_retention(integer, integer, jsonb)
 to membank_admin;
 grant execute on function
 membank.erase_scope(jsonb, boolean),
+membank.import_memory(jsonb, text, text, jsonb, timestamptz, timestamptz, jsonb),
 membank.configure_retention(interval, interval, interval, text[])
 to membank_admin;
 

@@ -38,6 +38,7 @@ ARGUMENTS = {
     "messages": '[{"role": "user", "content": "hi"}]',
     "generation_trigger_config": '{"generation_rule": {"event_count": 3}}',
     "create_memory.fact": "f",
+    "import_memory.fact": "f",
     "get_operation.name": "{operation}",
     "purge_memories_in_batches.scope": '{"u": "nobody"}',
 }

@@ -23,6 +23,8 @@ SAMPLE_CALLS = {
     "get_revision": "select membank.get_revision(name => %(name)s, revision => 1)",
     "rollback_memory": "select membank.rollback_memory(name => %(name)s, revision => 1)",
     "delete_memory": "select membank.delete_memory(name => %(name)s)",
+    "import_memory": "select membank.import_memory(scope => '{\"u\":\"1\"}', fact => 'f', "
+                     "name => '00000000-0000-4000-8000-000000000001')",
     "purge_memories": "select membank.purge_memories(scope => '{\"u\":\"1\"}', force => true)",
     "purge_expired_memories": "call membank.purge_expired_memories()",
     "purge_memories_in_batches": "call membank.purge_memories_in_batches(scope => '{\"u\":\"1\"}', batch_size => 10)",
@@ -182,7 +184,7 @@ def test_every_public_function_is_called(conn):
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "evidence_verdicts",
              "decompose_query", "decomposition_prompt", "scope_vector_index_plan", "reembed",
-             "append_events", "list_events",
+             "append_events", "list_events", "import_memory",
              "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",
              "erase_scope", "configure_retention", "apply_retention"]
     assert set(order) | {"create_memory"} | set(GENERATION_CALLS) | set(PERMISSION_CALLS) | set(PROFILE_CALLS) | set(

@@ -57,7 +57,7 @@ _ARG_TYPES = {
     "after_timestamp": "double precision",
     "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
     "stream_id": "text", "generation_trigger_config": "jsonb", "force_flush": "boolean", "now": "timestamptz",
-    "max_streams": "integer", "messages": "jsonb", "extract_roles": "text[]", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
+    "max_streams": "integer", "messages": "jsonb", "create_time": "timestamptz", "update_time": "timestamptz", "extract_roles": "text[]", "budget_tokens": "integer", "recent_events": "integer", "include_profiles": "boolean",
 }
 # jsonb arguments that are lists (a str there is a mistake, as for the text[] ones).
 _JSON_LISTS = {"topics", "facts", "examples", "profile_schemas"}
@@ -470,6 +470,22 @@ class MemoryBank:
         rows = self._call("purge_expired_memories", dict(batch_size=batch_size, max_batches=max_batches),
                           kind="call")
         return rows[0]["purged"]
+
+    def import_memory(self, scope: Scope, fact: str, name: str | UUID, *, metadata: Mapping[str, Any] | None = None,
+                      create_time: datetime | str | None = None, update_time: datetime | str | None = None,
+                      labels: Mapping[str, Any] | None = None) -> Memory | None:
+        """Import one memory from another store under its old id ``name`` (a UUID), once (admin role).
+
+        ``create_time``/``update_time`` are the old store's (aware datetimes or
+        ISO 8601; None: now, and create_time); ``labels`` go on revision 1.
+        Returns the Memory, or None when ``name`` is already held (imported
+        before, or deleted since: nothing is revived). The fact is queued
+        for this bank's embedder. Raises InvalidArgumentError naming the
+        argument, PermissionDeniedError for a role other than admin.
+        """
+        row = self._call("import_memory", dict(scope=scope, fact=fact, name=name, metadata=metadata,
+                                               create_time=create_time, update_time=update_time, labels=labels))[0]
+        return None if row["name"] is None else Memory.from_row(row)
 
     # -- erasure and retention ----------------------------------------------
     def erase_scope(self, scope: Scope, *, force: bool = False, buffer: Any = None) -> dict[str, Any]:

@@ -1,0 +1,79 @@
+-- Imports: memories moved in from another memory store (`membank import mem0`).
+--
+-- An imported memory keeps what it was in its old store: its id (as the
+-- memory's name), its scope, its metadata and its create/update times. The
+-- name is the import's idempotency key: a name membank already holds (live,
+-- deleted or expired: its revisions stay) is skipped, so running an import
+-- again stores nothing twice and never revives a memory deleted since.
+-- The old store's vector is not kept: it was made by another embedding model,
+-- and a bank holds one model's vectors (050_embeddings.sql), so the fact is
+-- queued for the bank's embedder like any new memory. Revision 1 (CREATED)
+-- carries the labels given (e.g. {"imported_from": "mem0"}) and is dated when
+-- membank recorded it; the memory's create_time and update_time are the old
+-- store's.
+
+-- name: import_memory: store one memory moved in from another store, under its old id, once.
+create or replace function membank.import_memory(
+    scope jsonb,
+    fact text,
+    name text,
+    metadata jsonb default '{}',
+    create_time timestamptz default null,
+    update_time timestamptz default null,
+    labels jsonb default '{}'
+) returns membank.memory
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _fact text := membank_private.validate_fact(fact);
+    _metadata jsonb := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
+    _labels jsonb := membank_private.validate_object(coalesce(labels, '{}'), 'labels');
+    _now timestamptz := statement_timestamp();
+    _created timestamptz := coalesce(create_time, update_time, statement_timestamp());
+    _updated timestamptz;
+    _row membank_private.memories;
+begin
+    if _created > _now then
+        perform membank_private._raise_invalid('create_time',
+            format('must not be in the future, got %s', _created),
+            'give the time the memory was created in its old store, or null for now');
+    end if;
+    _updated := coalesce(update_time, _created);
+    if _updated < _created or _updated > _now then
+        perform membank_private._raise_invalid('update_time',
+            format('must be between create_time (%s) and now, got %s', _created, _updated),
+            'give the time the memory was last changed in its old store, or null for its create_time');
+    end if;
+    perform membank_private.lock_scope(_scope_id);
+    -- A name held in any scope (as a memory or by revisions a deletion left)
+    -- was imported before, or is another memory's: nothing is written.
+    if exists (select from membank_private.memories as m where m.name = _name)
+       or exists (select from membank_private.memory_revisions as r where r.memory_name = _name) then
+        return null;
+    end if;
+    perform membank_private.set_revision_context(_labels, '{}');
+    insert into membank_private.memories as m (
+        name, scope_id, scope, memory_type, fact, metadata, create_time, update_time
+    ) values (
+        _name, _scope_id, _scope, 'NATURAL_LANGUAGE', _fact, _metadata, _created, _updated
+    ) returning * into _row;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+
+comment on function membank.import_memory(jsonb, text, text, jsonb, timestamptz, timestamptz, jsonb) is
+$$Import one memory from another memory store (membank import mem0) under its old id, once (admin).
+Arguments: scope jsonb (as create_memory); fact text 1..32768 chars; name text: the memory's old id, a UUID, kept as its
+membank name; metadata jsonb object; create_time and update_time timestamptz (the old store's; null: now, and
+create_time) with create_time <= update_time <= now; labels jsonb object kept on revision 1 (CREATED).
+Returns membank.memory, or null when the name is already held (a memory or the revisions of a deleted one, in any
+scope): an import run again writes nothing twice and revives nothing deleted. The fact is queued for embedding by
+the bank's model (the old store's vector is not kept: another model made it). Raises 22023 (invalid_parameter_value)
+naming the argument, with a hint; nothing is written on error.$$;
