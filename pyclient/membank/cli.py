@@ -200,6 +200,8 @@ def cli_hint(hint: str) -> str:
 _LAZY_COMMANDS = {
     "audit": ("membank.audit", "audit", "Check the evidence verdicts with eight synthetic cases on a canary scope; "
                                         "exit 1 on an unexpected verdict."),
+    "import": ("membank.importers", "import_group",
+               "Move memories from another memory store into membank (mem0's pgvector collections)."),
     "mcp": ("membank.mcp_server", "mcp", "Serve membank to agents over the Model Context Protocol (stdio or HTTP)."),
     "valkey": ("membank.buffer.cli", "valkey",
                "The session buffer's Valkey: MEMBANK_VALKEY_URL, else the embedded server in <data dir>/valkey."),
