@@ -62,6 +62,11 @@ NO_RUN.update({
                      "coordinator"): "needs a Citus cluster and a source bank; tests/test_citus_convert.py runs the "
                                      "same steps",
 })
+NO_RUN.update({
+    ("migrating.md", "membank import mem0 --url postgresql://mem0@db.example/mem0 --dry-run         # counts only, "
+                     "writes nothing"): "needs a database holding a mem0 collection; tests/test_import_mem0.py "
+                                        "creates one as mem0 does and runs the command",
+})
 # Command lines not run here (prefix -> why, and where they are covered).
 SKIPPED = {
     "membank worker": "runs until Ctrl-C (the `--once` form is run)",
