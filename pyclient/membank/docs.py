@@ -176,10 +176,11 @@ def python_classes() -> list[Any]:
     """The public classes and functions the Python reference documents."""
     from membank.buffer import SessionBuffer
     from membank.client import MemoryBank, PendingOperation
+    from membank.compat import AsyncMemory, Memory
     from membank.context import build_context
     from membank.permissions import PermissionGuard
 
-    objects = [MemoryBank, PendingOperation, SessionBuffer, build_context, PermissionGuard]
+    objects = [MemoryBank, PendingOperation, SessionBuffer, build_context, PermissionGuard, Memory, AsyncMemory]
     try:
         from membank.adk import MembankMemoryService, MembankSessionService
 
