@@ -197,6 +197,16 @@ def test_missing_ids_and_unsupported_arguments_are_named_errors(m):
     with pytest.raises(InvalidArgumentError, match="user_id") as err:
         m.search("x", user_id="u", filters={"user_id": "v"})
     assert m.get_all(user_id="u")["results"] == []  # nothing was written
+    # MemoryBank's checks, named as the caller named the argument
+    for call, argument in [(lambda: m.search("x", user_id="u", limit=1000), "limit"),
+                           (lambda: m.search("x", user_id="u", threshold=2), "threshold"),
+                           (lambda: m.get_all(user_id="u", limit=0), "limit"),
+                           (lambda: m.get("not-a-uuid"), "memory_id"),
+                           (lambda: m.update("not-a-uuid", "x"), "memory_id"),
+                           (lambda: m.history("not-a-uuid"), "memory_id")]:
+        with pytest.raises(InvalidArgumentError) as err:
+            call()
+        assert err.value.argument == argument and str(err.value).startswith(argument), str(err.value)
 
 
 def test_reset_erases_one_scope_and_only_as_admin(m, login, embedder):

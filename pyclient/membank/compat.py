@@ -24,9 +24,10 @@ are refused with InvalidArgumentError naming ``filters``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -71,6 +72,19 @@ def _scope(user_id: str | None, agent_id: str | None, run_id: str | None,
         raise errors.invalid("user_id", "at least one of 'user_id', 'agent_id' or 'run_id' must be provided",
                              "the ids form the memory's exact scope, e.g. user_id=\"alice\"")
     return scope, rest
+
+
+@contextlib.contextmanager
+def _named(**renamed: str) -> Iterator[None]:
+    """Re-raise an InvalidArgumentError about a MemoryBank argument under the mem0 name the caller used."""
+    try:
+        yield
+    except errors.InvalidArgumentError as err:
+        if err.argument not in renamed:
+            raise
+        ours, theirs = err.argument, renamed[err.argument]
+        message = theirs + err.message[len(ours):] if err.message.startswith(ours) else err.message
+        raise errors.InvalidArgumentError(message, sqlstate=err.sqlstate, hint=err.hint, argument=theirs) from None
 
 
 def _time(value: datetime | None) -> str | None:
@@ -173,13 +187,15 @@ class _Verbs:
                threshold: float | None = None, **unsupported: Any) -> dict[str, Any]:
         _refuse(unsupported, "search")
         scope, metadata_filter = _scope(user_id, agent_id, run_id, filters)
-        found = self.bank.retrieve_memories(scope, query, top_k=limit, min_similarity=threshold,
-                                            metadata_filter=metadata_filter)
+        with _named(top_k="limit", min_similarity="threshold", metadata_filter="filters"):
+            found = self.bank.retrieve_memories(scope, query, top_k=limit, min_similarity=threshold,
+                                                metadata_filter=metadata_filter)
         return {"results": [_item(r.memory, r.similarity, with_score=True) for r in found]}
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         try:
-            return _item(self.bank.get_memory(memory_id))
+            with _named(name="memory_id"):
+                return _item(self.bank.get_memory(memory_id))
         except errors.NotFoundError:
             return None
 
@@ -187,16 +203,19 @@ class _Verbs:
                 filters: Mapping[str, Any] | None = None, limit: int = 100, **unsupported: Any) -> dict[str, Any]:
         _refuse(unsupported, "get_all")
         scope, metadata_filter = _scope(user_id, agent_id, run_id, filters)
-        page = self.bank.list_memories(scope, page_size=limit, metadata_filter=metadata_filter)
+        with _named(page_size="limit", metadata_filter="filters"):
+            page = self.bank.list_memories(scope, page_size=limit, metadata_filter=metadata_filter)
         return {"results": [_item(m) for m in page.memories]}
 
     def update(self, memory_id: str, data: str, metadata: Mapping[str, Any] | None = None) -> dict[str, str]:
-        self.bank.update_memory(memory_id, fact=data, metadata=metadata)
+        with _named(name="memory_id", fact="data"):
+            self.bank.update_memory(memory_id, fact=data, metadata=metadata)
         self._embed()
         return {"message": "Memory updated successfully!"}
 
     def delete(self, memory_id: str) -> dict[str, str]:
-        self.bank.delete_memory(memory_id)
+        with _named(name="memory_id"):
+            self.bank.delete_memory(memory_id)
         return {"message": "Memory deleted successfully!"}
 
     def delete_all(self, *, user_id: str | None = None, agent_id: str | None = None,
@@ -214,7 +233,9 @@ class _Verbs:
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         entries = []
-        for r in self.bank.list_revisions(memory_id):
+        with _named(name="memory_id"):
+            revisions = self.bank.list_revisions(memory_id)
+        for r in revisions:
             if r.labels == ADD_METADATA:
                 continue  # add's metadata, set right after the memory was created: part of its ADD in mem0
             metadata = r.metadata or {}
