@@ -12,11 +12,14 @@ import asyncio
 import contextlib
 import hashlib
 import io
+import json
 
 import pytest
+from werkzeug import Request, Response
 
 from membank import InvalidArgumentError, MemoryBank, NotFoundError, PermissionDeniedError
 from membank.compat import AsyncMemory, Memory
+from test_generation_providers import chat_completion
 
 MESSAGES = [
     {"role": "user", "content": "I'm planning to watch a movie tonight. Any recommendations?"},
@@ -271,3 +274,56 @@ def test_async_memory_is_the_same_api(app_url, embedder):
                 await am.reset()
 
     asyncio.run(scenario())
+
+
+README_CHAT = '''
+from openai import OpenAI
+from membank.compat import Memory
+
+openai_client = OpenAI()
+memory = Memory()
+
+def chat_with_memories(message: str, user_id: str = "default_user") -> str:
+    # Retrieve relevant memories
+    relevant_memories = memory.search(query=message, user_id=user_id, limit=3)
+    memories_str = "\\n".join(f"- {entry['memory']}" for entry in relevant_memories["results"])
+
+    # Generate Assistant response
+    system_prompt = f"You are a helpful AI. Answer the question based on query and memories.\\nUser Memories:\\n{memories_str}"
+    messages = [{"role": "system", "content": system_prompt}, {"role": "user", "content": message}]
+    response = openai_client.chat.completions.create(model="gpt-4.1-nano-2025-04-14", messages=messages)
+    assistant_response = response.choices[0].message.content
+
+    # Create new memories from the conversation
+    messages.append({"role": "assistant", "content": assistant_response})
+    memory.add(messages, user_id=user_id)
+
+    return assistant_response
+'''
+
+
+def test_mem0_readme_chat_loop_runs_with_only_the_import_changed(app_url, monkeypatch, httpserver):
+    """mem0's README example (chat_with_memories; its input() loop replaced by two calls), the chat model a local
+    server speaking OpenAI's protocol; memories are extracted by the bank (rules provider)."""
+    bodies = []
+
+    def handle(request: Request) -> Response:
+        bodies.append(request.get_json())
+        reply = "Noted!" if len(bodies) == 1 else "You like sci-fi movies."
+        return Response(json.dumps(chat_completion(reply)), content_type="application/json")
+
+    httpserver.expect_request("/v1/chat/completions", method="POST").respond_with_handler(handle)
+    monkeypatch.setenv("OPENAI_BASE_URL", httpserver.url_for("/v1"))
+    monkeypatch.setenv("OPENAI_API_KEY", "test")
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", app_url)
+    monkeypatch.setenv("MEMBANK_PROVIDER", "rules")
+    namespace: dict = {}
+    exec(compile(README_CHAT, "mem0-readme", "exec"), namespace)  # noqa: S102 - the README's code as written
+    chat = namespace["chat_with_memories"]
+    assert chat("I love sci-fi movies.", user_id="alice") == "Noted!"
+    assert chat("Which movies do I like?", user_id="alice") == "You like sci-fi movies."
+    namespace["memory"].bank.close()
+    assert bodies[0]["messages"][0]["content"].endswith("User Memories:\n")  # nothing known yet
+    assert "- The user loves sci-fi movies." in bodies[1]["messages"][0]["content"].splitlines()
+    with Memory(app_url) as m:
+        assert [r["memory"] for r in m.get_all(user_id="alice")["results"]] == ["The user loves sci-fi movies."]
