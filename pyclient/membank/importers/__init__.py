@@ -25,15 +25,15 @@ def import_group() -> None:
 @click.option("--embed", is_flag=True,
               help="embed the imported facts now, in this process (else `membank worker` does)")
 def mem0_command(url: str, collection: str, schema_name: str, dry_run: bool, embed: bool) -> None:
-    """Import every memory of a mem0 pgvector collection, with its scope, metadata and times, once.
+    """Import a mem0 pgvector collection: every memory with its scope, metadata and times, once.
 
-    Each row's ``payload`` gives the fact (``data``), the exact scope
-    (``user_id``, ``agent_id``, ``run_id``), the metadata (every other key)
-    and ``created_at``/``updated_at``; its id becomes the memory's name, so a
-    second run imports nothing twice. mem0's vectors are not kept (another
-    model made them): the facts are embedded by the bank's embedder. Needs
-    the admin role on the bank (``membank.import_memory``). Prints the counts;
-    exit 1 when a row was refused (each on stderr, with its id).
+    Each row's payload gives the fact (data), the exact scope (user_id,
+    agent_id, run_id), the metadata (every other key) and created_at /
+    updated_at; its id becomes the memory's name, so a second run imports
+    nothing twice. mem0's vectors are not kept (another model made them):
+    the bank's embedder embeds the facts. Needs the admin role on the bank
+    (membank.import_memory). Prints the counts; exits 1 when a row was
+    refused (each on stderr, with its id).
     """
     from membank.importers import mem0
 
