@@ -2470,6 +2470,58 @@ end
 $$;
 COMMENT ON FUNCTION membank.get_user_state(app_name text, user_id text) IS 'The state shared by every session of application app_name for user user_id (the "user:" keys, without the
 prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb DEFAULT '{}'::jsonb, create_time timestamp with time zone DEFAULT NULL::timestamp with time zone, update_time timestamp with time zone DEFAULT NULL::timestamp with time zone, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _fact text := membank_private.validate_fact(fact);
+    _metadata jsonb := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
+    _labels jsonb := membank_private.validate_object(coalesce(labels, '{}'), 'labels');
+    _now timestamptz := statement_timestamp();
+    _created timestamptz := coalesce(create_time, update_time, statement_timestamp());
+    _updated timestamptz;
+    _row membank_private.memories;
+begin
+    if _created > _now then
+        perform membank_private._raise_invalid('create_time',
+            format('must not be in the future, got %s', _created),
+            'give the time the memory was created in its old store, or null for now');
+    end if;
+    _updated := coalesce(update_time, _created);
+    if _updated < _created or _updated > _now then
+        perform membank_private._raise_invalid('update_time',
+            format('must be between create_time (%s) and now, got %s', _created, _updated),
+            'give the time the memory was last changed in its old store, or null for its create_time');
+    end if;
+    perform membank_private.lock_scope(_scope_id);
+    -- A name held in any scope (as a memory or by revisions a deletion left)
+    -- was imported before, or is another memory's: nothing is written.
+    if exists (select from membank_private.memories as m where m.name = _name)
+       or exists (select from membank_private.memory_revisions as r where r.memory_name = _name) then
+        return null;
+    end if;
+    perform membank_private.set_revision_context(_labels, '{}');
+    insert into membank_private.memories as m (
+        name, scope_id, scope, memory_type, fact, metadata, create_time, update_time
+    ) values (
+        _name, _scope_id, _scope, 'NATURAL_LANGUAGE', _fact, _metadata, _created, _updated
+    ) returning * into _row;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) IS 'Import one memory from another memory store (membank import mem0) under its old id, once (admin).
+Arguments: scope jsonb (as create_memory); fact text 1..32768 chars; name text: the memory''s old id, a UUID, kept as its
+membank name; metadata jsonb object; create_time and update_time timestamptz (the old store''s; null: now, and
+create_time) with create_time <= update_time <= now; labels jsonb object kept on revision 1 (CREATED).
+Returns membank.memory, or null when the name is already held (a memory or the revisions of a deleted one, in any
+scope): an import run again writes nothing twice and revives nothing deleted. The fact is queued for embedding by
+the bank''s model (the old store''s vector is not kept: another model made it). Raises 22023 (invalid_parameter_value)
+naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.ingest_events(scope jsonb, stream_id text DEFAULT 'default'::text, events jsonb DEFAULT '[]'::jsonb, generation_trigger_config jsonb DEFAULT NULL::jsonb, force_flush boolean DEFAULT false) RETURNS membank.ingestion
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -10853,6 +10905,8 @@ REVOKE ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_
 GRANT ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
