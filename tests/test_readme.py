@@ -58,6 +58,8 @@ NO_RUN.update({
                   "under"): "points membank at a local model server the tests do not have",
     ("testing.md", ".venv/bin/python bench/soak.py"): "a benchmark of 3 minutes plus the drain; bench/ is run by hand,"
                                                      " tests/test_soak.py runs its --smoke",
+    ("operations.md", "membank db sql > membank.sql                        # an empty database: everything up to "
+                      "head"): "psql on a database of the DBA's; tests/test_sql_install.py runs the same commands",
     ("scale-out.md", "# 1. a database on every node (create database membank; create extension citus), and on the "
                      "coordinator"): "needs a Citus cluster and a source bank; tests/test_citus_convert.py runs the "
                                      "same steps",

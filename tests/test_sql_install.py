@@ -98,3 +98,45 @@ def test_a_revision_it_does_not_ship_is_one_line_and_exit_2(options, message):
     result = CliRunner().invoke(main, ["db", "sql", *options])
     assert result.exit_code == 2 and result.stdout == ""
     assert result.stderr.startswith(message) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_worker_is_the_documented_sql_calls_alone(db_url, login):
+    """docs/operations.md, "A worker in another language": an operation run and its memory embedded by plain SQL
+    as a login holding membank_worker (no membank Python worker), the model's reply written by the test."""
+    _, app = login("membank_writer")
+    _, worker = login("membank_worker")
+    with psycopg.connect(app, autocommit=True) as conn:
+        operation = conn.execute("select membank.generate_memories(scope => '{\"user_id\": \"w1\"}',"
+                                 " facts => '[\"The user keeps bees\"]')").fetchone()[0]
+        conn.execute("select membank.create_memory(scope => '{\"user_id\": \"w1\"}', fact => 'The user sells honey')")
+    vector = "[0.5,0.5,0.5,-0.5]"
+    with psycopg.connect(worker) as conn:  # one transaction per job, as the page says
+        conn.execute("select membank.configure_embedding(model_id => 'node/m', dimension => 4)")
+        conn.commit()
+        job = conn.execute("select job_id, stage, embed_texts from membank.claim_generation_jobs(batch_size => 1)"
+                           ).fetchone()
+        assert job[1] == "CONSOLIDATE" and job[2] == ["The user keeps bees"]
+        prepared = conn.execute("select prompt, response_schema from membank.prepare_consolidation(job_id => %s,"
+                                " embeddings => %s::real[], embedding_model => 'node/m')",
+                                (job[0], [[0.5] * 4])).fetchone()
+        assert "The user keeps bees" in prepared[0] and prepared[1]["type"] == "object"
+        reply = 'Sure! ```json\n{"actions": [{"fact_index": 0, "action": "CREATE", "fact": "The user keeps bees"}]}```'
+        assert conn.execute("select membank.complete_generation_job(job_id => %s, reply => %s)",
+                            (job[0], reply)).fetchone()[0] == "done"
+        conn.commit()
+        claimed = conn.execute("select memory_name, memory_fact, fact_md5 from membank.claim_embedding_jobs()"
+                               ).fetchall()
+        conn.commit()
+        assert [c[1] for c in claimed] == ["The user sells honey"]  # the operation's memory has its fact's vector
+        stored = conn.execute("select membank.store_embeddings(model_id => 'node/m', dimension => 4,"
+                              " memory_names => %s::text[], fact_md5s => %s::text[], embeddings => %s::text[])",
+                              ([str(c[0]) for c in claimed], [str(c[2]) for c in claimed], [vector])).fetchone()[0]
+        conn.commit()
+        assert stored == 1
+    with psycopg.connect(app, autocommit=True) as conn:
+        done = conn.execute("select done, error, generated_memories from membank.get_operation(name => %s)",
+                            (operation,)).fetchone()
+        found = conn.execute("select fact, degraded from membank.retrieve_memories(scope => '{\"user_id\": \"w1\"}',"
+                             " query_text => 'bees', query_embedding => %s::real[])", ([0.5] * 4,)).fetchall()
+    assert done[0] is True and done[1] is None and [g["action"] for g in done[2]] == ["CREATED"]
+    assert found == [("The user keeps bees", False), ("The user sells honey", False)]
