@@ -263,7 +263,7 @@ claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scope
 Columns:
 - memory_name: the memory whose text to embed (pass it back to store_embeddings or fail_embedding_jobs).
 - memory_fact: the text to embed in passage mode: the fact, after the memory's context and a newline when it has one.
-- fact_md5: md5 of that text as a uuid, identifying this version of it (pass it back as fact_md5s).$$;
+- fact_md5: md5 of the fact as a uuid, identifying this version of it (pass it back as fact_md5s).$$;
 
 -- name: store_embeddings: write vectors for claimed jobs; skips any whose fact changed meanwhile.
 create or replace function membank.store_embeddings(
