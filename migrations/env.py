@@ -5,6 +5,13 @@ head, re-applies the idempotent files of db/ (functions, procedures,
 privileges) in the same transaction. The files are sent with the driver
 directly and parameters off, so `%` and `:name` inside function bodies reach
 the server untouched.
+
+Offline (``membank db sql``, ``alembic upgrade --sql``) the same revisions and
+db/ files are written out as one psql script instead: no BEGIN/COMMIT of its
+own (it is applied with ``psql -1``, in one transaction, and refuses to run
+outside one), a guard that the database is at the script's starting revision,
+the revisions' SQL files as they are, the version table's rows, and the db/
+files when the script ends at head.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from sqlalchemy import create_engine, pool
 from membank import database, paths, settings
 
 config = context.config
+VERSION_TABLE = config.get_main_option("version_table", "membank_alembic_version")
 
 
 def _url() -> str:
@@ -40,7 +48,7 @@ def run_migrations_online() -> None:
     heads = set(ScriptDirectory.from_config(config).get_heads())
     with engine.connect() as connection:
         context.configure(connection=connection, transaction_per_migration=False,
-                          version_table=config.get_main_option("version_table", "membank_alembic_version"))
+                          version_table=VERSION_TABLE)
         with context.begin_transaction():
             context.run_migrations()
             if set(context.get_context().get_current_heads()) == heads:
@@ -48,6 +56,69 @@ def run_migrations_online() -> None:
     engine.dispose()
 
 
+# The script's first statement: refuse to run outside one transaction (a failed statement would leave a
+# half-installed schema) or on a database at another revision (its DDL would meet objects it does not expect).
+# Autocommit runs each statement in a transaction of its own, which starts with the statement; under psql -1 (or any
+# BEGIN) the transaction began with an earlier statement.
+GUARD = """\
+do $guard$
+declare
+    _current text;
+begin
+    if pg_catalog.transaction_timestamp() = pg_catalog.statement_timestamp() then
+        raise exception 'this membank script must run in one transaction'
+            using errcode = 'no_active_sql_transaction',
+                  hint = 'apply it with psql -v ON_ERROR_STOP=1 -1 -f FILE (or inside BEGIN ... COMMIT)';
+    end if;
+    if pg_catalog.to_regclass('{table}') is not null then
+        execute 'select max(version_num) from {table}' into _current;
+    end if;
+    if _current is distinct from {expected} then
+        raise exception 'the database is at membank revision %, this script upgrades from revision %',
+            coalesce(_current, 'base (not installed)'), {shown}
+            using errcode = 'object_not_in_prerequisite_state',
+                  hint = pg_catalog.format('generate the script from the database''s revision: membank db sql%s',
+                                           coalesce(' --from ' || _current, ''));
+    end if;
+end
+$guard$;"""
+
+# Online, env.py sets this for the db/ files' transaction on a Citus coordinator; the script does it when it finds
+# the citus extension.
+CITUS = """\
+do $citus$
+begin
+    if exists (select from pg_catalog.pg_extension where extname = 'citus') then
+        perform pg_catalog.set_config('citus.enable_unsafe_triggers', 'on', true);
+    end if;
+end
+$citus$;"""
+
+
+def _literal(value: str | None) -> str:
+    return "null" if value is None else "'" + value.replace("'", "''") + "'"
+
+
+def run_migrations_offline() -> None:
+    script = ScriptDirectory.from_config(config)
+    start = context.get_starting_revision_argument()
+    start = script.get_revision(start).revision if start not in (None, "base") else None
+    destination = script.get_revision(context.get_revision_argument())
+    context.configure(dialect_name="postgresql", literal_binds=True, transactional_ddl=False,
+                      transaction_per_migration=False, version_table=VERSION_TABLE)
+    impl = context.get_context().impl
+    impl.static_output(GUARD.format(table=VERSION_TABLE, expected=_literal(start),
+                                    shown=_literal(start or "base (not installed)")))
+    with context.begin_transaction():
+        context.run_migrations()
+    if destination is not None and destination.revision in script.get_heads():
+        impl.static_output("-- The idempotent db/ files, re-applied at head.")
+        impl.static_output(CITUS)
+        for path in paths.db_files():
+            impl.static_output(f"-- {path.relative_to(paths.sql_root())}\n{path.read_text().rstrip()}")
+
+
 if context.is_offline_mode():
-    raise SystemExit("membank migrations run online only: the db/ files are applied against the live database")
-run_migrations_online()
+    run_migrations_offline()
+else:
+    run_migrations_online()

@@ -626,3 +626,28 @@ def test_ingest_events_of_nothing_still_rechecks_the_trigger(bank):
     assert first.pending_events == 1 and first.operation_name is None
     again = bank.ingest_events(U1, [], stream_id="s", force_flush=True)
     assert (again.appended, again.trigger_reason) == (0, "force_flush") and again.operation_name is not None
+
+
+def test_a_query_vector_the_bank_cannot_check_yet_is_refused_unless_its_model_is_named(conn):
+    """A fresh bank has no model (no worker declared one, no vector stored), so no dimension to check a query vector
+    against: an unnamed vector is refused (22023 naming query_embedding, with a hint), one whose embedding_model is
+    named is kept out of the ranking (text only, degraded); once a model is declared, the dimension check answers in
+    the same shape."""
+    assert conn.execute("select count(*) as n from membank_private.embedding_config").fetchone()["n"] == 0
+    conn.execute(f"select membank.create_memory(scope => '{U}', fact => 'User keeps bees')")
+    sql = (f"select fact, degraded from membank.retrieve_memories(scope => '{U}', query_text => 'bees',"
+           " query_embedding => %s::real[]")
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        conn.execute(sql + ")", ([0.1, 0.2, 0.3],))
+    assert err.value.diag.message_primary == (
+        "query_embedding: cannot be checked: this bank has no embedding model yet, so a vector of 3 dimensions from"
+        " an unnamed model has nothing to be compared with")
+    assert err.value.diag.message_hint.startswith("pass embedding_model => the model that made it")
+    assert conn.execute(sql + ", embedding_model => 'test/m')", ([0.1, 0.2, 0.3],)).fetchall() == [
+        {"fact": "User keeps bees", "degraded": True}]
+    conn.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 4)")
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        conn.execute(sql + ")", ([0.1, 0.2, 0.3],))
+    assert err.value.diag.message_primary == (
+        "query_embedding: has 3 dimensions; this bank stores 4-dimensional vectors of test/m")
+    assert err.value.diag.message_hint == "embed the query with test/m (query mode)"

@@ -47,6 +47,34 @@ def test_every_public_sql_function_is_documented(conn):
     assert missing == []
 
 
+def test_every_result_column_has_a_meaning(db_url, conn):
+    """Every column of what a function returns (rows or a composite) is listed in the SQL reference with a meaning
+    from the catalog: COMMENT ON COLUMN of the composite type, or the function comment's Columns: block, which names
+    exactly the function's columns (none missing, none stale)."""
+    columns = docs.result_columns(db_url)
+    assert {"retrieve_memories", "list_memories", "get_operation", "evidence_verdicts", "claim_embedding_jobs",
+            "claim_generation_jobs", "embedding_backlog"} <= set(columns)
+    assert [f"{name}.{c['name']}" for name, cs in columns.items() for c in cs if not c["meaning"]] == []
+    assert next(c for c in columns["retrieve_memories"] if c["name"] == "similarity") == {
+        "name": "similarity", "type": "double precision",
+        "meaning": "1 - distance (cosine similarity, -1..1); null when distance is."}
+    rows = conn.execute("select p.proname, obj_description(p.oid, 'pg_proc') as comment from pg_proc as p"
+                        " where p.pronamespace = 'membank'::regnamespace").fetchall()
+    blocks = {r["proname"]: docs.split_columns(r["comment"] or "")[1] for r in rows}
+    for name, block in blocks.items():
+        if block:
+            assert list(block) == [c["name"] for c in columns[name]], name
+    assert sum(1 for b in blocks.values() if b) >= 9
+
+
+def test_erase_scopes_documented_counts_are_the_ones_it_returns(conn):
+    comment = conn.execute("select obj_description('membank.erase_scope(jsonb, boolean)'::regprocedure, 'pg_proc')"
+                           ).fetchone()["obj_description"]
+    documented = re.findall(r'"(\w+)"', comment.split('"counts": {', 1)[1].split("}", 1)[0])
+    counts = conn.execute("select membank.erase_scope(scope => '{\"user_id\": \"nobody\"}') as e").fetchone()["e"]
+    assert "user_states" in documented and sorted(documented) == sorted(counts["counts"])
+
+
 def _command_paths(group: click.Group, prefix: str) -> list[str]:
     out = []
     names = set(group.commands) | (set(_LAZY_COMMANDS) if group is main else set())

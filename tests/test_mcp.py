@@ -16,6 +16,7 @@ from mcp.client.stdio import StdioServerParameters
 
 from membank import MemoryBank
 from membank.mcp_server import TOOLS, build_server
+from test_readme import README, fences
 
 U1 = {"user_id": "u1", "app_name": "mcp-test"}
 OTHER = {"user_id": "u2", "app_name": "mcp-test"}
@@ -124,17 +125,24 @@ def test_a_fixed_scope_is_never_left(db_url, embedder):
                     "operation": await client.call_tool("get_operation", {"name": str(op.name), "scope": OTHER}),
                     "create": await client.call_tool("create_memory", {"fact": "mine", "scope": OTHER}),
                 }
-                return calls
+                by_name = {
+                    "update": await client.call_tool("update_memory", {"name": str(theirs.name), "fact": "hacked"}),
+                    "delete": await client.call_tool("delete_memory", {"name": str(theirs.name)}),
+                    "operation": await client.call_tool("get_operation", {"name": str(op.name)}),
+                }
+                return calls, by_name
 
-        calls = anyio.run(main)
-        assert calls["retrieve"].structured_content == {"results": []}
-        assert calls["list"].structured_content == {"memories": [], "next_page_token": None}
-        for name in ("update", "delete", "operation"):
-            assert calls[name].is_error and "[P0002]" in calls[name].content[0].text, name
-        assert calls["create"].structured_content["scope"] == U1  # the argument never reached SQL
+        calls, by_name = anyio.run(main)
+        for name, result in calls.items():  # a scope argument is refused by name: it never reaches SQL
+            text = result.content[0].text
+            assert result.is_error and "argument scope: not an argument of" in text, (name, text)
+            assert "this server's scope is fixed" in text and "\n" not in text
+        for name, result in by_name.items():  # the fixed scope: another scope's name is not found
+            assert result.is_error and "[P0002]" in result.content[0].text, name
         assert bank.get_memory(theirs.name).fact == "Other user is allergic to peanuts"
         assert [m.fact for m in bank.list_memories(OTHER).memories] == [
             "Other user is allergic to peanuts", "Other user lives in Oslo"]
+        assert bank.list_memories(U1).memories == []
 
 
 def test_generate_memories_and_get_operation(db_url, embedder):
@@ -195,3 +203,47 @@ def test_an_empty_query_lists_the_scope_as_everywhere(bank):
     assert [r["fact"] for r in omitted.structured_content["results"]] == facts
     assert [r["fact"] for r in one.structured_content["results"]] == facts[:1]
     assert [r.memory.fact for r in bank.retrieve_memories(U1, "")] == facts  # the Python client: the same
+
+
+def test_the_readme_config_starts_a_strict_server_that_refuses_stale_writes(db_url):
+    """The README's MCP client configuration, as a client runs it: its command (the checkout's path put in), its args
+    and only its env (the SDK passes no other MEMBANK_* variable); over stdio, every tool's schema is closed, an
+    unknown argument is named, and a stale expected_revision is MB003 with nothing written."""
+    block = next(body for language, _, body in fences(README) if language == "json" and "mcpServers" in body)
+    config = json.loads(block)["mcpServers"]["membank"]
+    assert os.path.isabs(config["command"]) and set(config["env"]) >= {"MEMBANK_DATABASE_URL"}
+    assert all(k.startswith("MEMBANK_") for k in config["env"])
+    command = config["command"].replace("/path/to/membank/.venv", sys.prefix)
+    assert command != config["command"]
+    env = {**config["env"], "MEMBANK_DATABASE_URL": db_url}
+    scope = json.loads(config["args"][config["args"].index("--scope") + 1])
+    params = StdioServerParameters(command=command, args=config["args"], env=env)
+
+    async def main():
+        async with Client(params, read_timeout_seconds=120) as client:
+            tools = (await client.list_tools()).tools
+            created = (await client.call_tool("create_memory", {"fact": "Alan takes his coffee black"})
+                       ).structured_content
+            first = await client.call_tool("update_memory", {"name": created["name"], "fact": "Alan takes milk",
+                                                             "expected_revision": 1})
+            stale = await client.call_tool("update_memory", {"name": created["name"], "fact": "Alan takes sugar",
+                                                             "expected_revision": 1})
+            stale_delete = await client.call_tool("delete_memory", {"name": created["name"],
+                                                                    "expected_revision": 1})
+            misspelt = await client.call_tool("update_memory", {"name": created["name"], "fact": "Alan takes tea",
+                                                                "expected_revison": 2})
+            return tools, created, first, stale, stale_delete, misspelt
+
+    tools, created, first, stale, stale_delete, misspelt = anyio.run(main)
+    assert {t.name for t in tools} == set(TOOLS)
+    assert all(t.input_schema.get("additionalProperties") is False for t in tools)
+    assert created["scope"] == scope
+    assert not first.is_error and first.structured_content["revision"] == 2
+    for result in (stale, stale_delete):
+        assert result.is_error and "[MB003]" in result.content[0].text, result.content[0].text
+    text = misspelt.content[0].text
+    assert misspelt.is_error and "argument expected_revison: not an argument of update_memory" in text, text
+    assert "expected_revision" in text.split("takes", 1)[1]
+    with MemoryBank(db_url, max_size=1) as bank:  # the env's URL reached the server: the memory is in this database
+        memory = bank.get_memory(created["name"])
+    assert (memory.fact, memory.revision) == ("Alan takes milk", 2)

@@ -35,6 +35,7 @@ README = ROOT / "README.md"
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 RUNNABLE = {"sql", "python", "bash", "json"}
 NOT_CODE = {"text"}
+FOREIGN = {"javascript"}  # another language's client: shown, never run here (always no-run, listed in NO_RUN)
 
 # Blocks marked no-run: (page, first line) -> why it cannot run in a test.
 NO_RUN = {
@@ -58,6 +59,10 @@ NO_RUN.update({
                   "under"): "points membank at a local model server the tests do not have",
     ("testing.md", ".venv/bin/python bench/soak.py"): "a benchmark of 3 minutes plus the drain; bench/ is run by hand,"
                                                      " tests/test_soak.py runs its --smoke",
+    ("memories.md", 'const { Client } = require("pg");'): "node-postgres: the suite has no Node.js; the same "
+                                                             "call with psycopg runs above it",
+    ("operations.md", "membank db sql > membank.sql                        # an empty database: everything up to "
+                      "head"): "psql on a database of the DBA's; tests/test_sql_install.py runs the same commands",
     ("scale-out.md", "# 1. a database on every node (create database membank; create extension citus), and on the "
                      "coordinator"): "needs a Citus cluster and a source bank; tests/test_citus_convert.py runs the "
                                      "same steps",
@@ -93,7 +98,9 @@ def test_every_block_is_code_we_run_or_marked():
     no_run = {}
     for page in PAGES:
         for language, skip, body in fences(page):
-            assert language in RUNNABLE | NOT_CODE, f"{page.name}: a ```{language} block (use {RUNNABLE | NOT_CODE})"
+            assert language in RUNNABLE | NOT_CODE | FOREIGN, (
+                f"{page.name}: a ```{language} block (use {RUNNABLE | NOT_CODE | FOREIGN})")
+            assert language not in FOREIGN or skip, f"{page.name}: a ```{language} block must be no-run"
             if skip:
                 no_run[(page.name, body.splitlines()[0])] = True
     assert set(no_run) == set(NO_RUN), "a no-run block must be listed in NO_RUN with the reason (keep them few)"

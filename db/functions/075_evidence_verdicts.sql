@@ -253,4 +253,23 @@ degrade, wait), its current memory_type, fact, structured_content, topics and me
 deleted, expired, or not fetchable in the requested scopes (a memory of another scope is never read). wait: an
 operation of this session is still running in its scope. degrade: expected but missed by similarity; revision changed
 since retrieval (the current one enters); text-only match. allow: otherwise. Raises 22023 naming scopes, retrieved,
-expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.$$;
+expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.
+Columns:
+- memory_name: the memory considered.
+- verdict: allow, degrade, wait or block.
+- reason: why, in words.
+- source: retrieval (it was in retrieved) or expected (expected and not retrieved).
+- rank: its 1-based position in retrieved (null for expected).
+- scope: the memory's exact scope.
+- retrieved_revision: the revision that retrieval saw.
+- revision: the evidence revision (the current one, or the last one when the memory is gone).
+- create_time: the memory's create_time.
+- update_time: its update_time.
+- expire_time: its expire_time (of its last revision when it is gone).
+- operation: for wait, the newest running operation of the session in its scope.
+- checked_time: when the verdict was made (statement time).
+- memory_type: for allow, degrade and wait: its current memory_type (else null, as the four below).
+- fact: its current fact.
+- structured_content: its current structured_content.
+- topics: its current topics.
+- metadata: its current metadata.$$;

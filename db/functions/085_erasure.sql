@@ -585,7 +585,7 @@ digests of deleted memories' source events (retired_sources) and role bindings t
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "ingest_streams",
-"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"user_states" (rows of ADK user: state: one per app the scope's user has state in), "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
 wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope's session ids]}: the client deletes those sessions'

@@ -363,4 +363,8 @@ $$Start compact_memories(scope, older_than, max_memories) in every scope that co
 scopes per call. Returns each scope with the operation started there (skipped null), and each scope whose write lock
 another transaction held with operation_name null and skipped 'LOCKED' (nothing started there, not waited for: call
 again later); scopes with nothing to compact are left out. A role bound to scopes compacts only those.
-For the worker's schedule (membank worker --compact). Raises 22023 naming the argument.$$;
+For the worker's schedule (membank worker --compact). Raises 22023 naming the argument.
+Columns:
+- scope: a scope that had memories to compact.
+- operation_name: the compaction operation started there (null when skipped).
+- skipped: null, or LOCKED when another transaction held the scope's write lock (nothing started).$$;

@@ -279,7 +279,13 @@ $$;
 comment on function membank.list_tool_rule_changes(jsonb, bigint, integer) is
 $$The audit log of the tool rules of an exact scope, newest first, at most max_changes (1..10000, default 100); only
 those of the rule id when given. Each change: rule_id, action (CREATED, UPDATED, DELETED), the rule after the change (before it,
-for DELETED), the database role that made it, and when. Raises 22023 naming the argument.$$;
+for DELETED), the database role that made it, and when. Raises 22023 naming the argument.
+Columns:
+- rule_id: the rule changed.
+- action: CREATED, UPDATED or DELETED.
+- rule: the rule after the change as JSON (before it, for DELETED).
+- changed_by: the database role that made the change.
+- change_time: when.$$;
 
 -- name: list_tool_decisions: the permission decisions logged for a scope, newest first.
 create or replace function membank.list_tool_decisions(scope jsonb, max_decisions integer default 100)
@@ -311,4 +317,15 @@ $$;
 comment on function membank.list_tool_decisions(jsonb, integer) is
 $$The tool-permission decisions of an exact scope, newest first, at most max_decisions (1..10000, default 100): project,
 session, tool, command (first 2000 characters), decision, reason, deciding rule and tier, the database role that asked,
-and when. Raises 22023 naming the argument.$$;
+and when. Raises 22023 naming the argument.
+Columns:
+- project_id: the project the call was checked for (null: none).
+- session_id: the session (null: none).
+- tool_name: the tool.
+- command: the command checked (its first 2000 characters).
+- decision: ALLOW, BLOCK or PROMPT_USER.
+- reason: why, in words.
+- rule_id: the deciding rule (null: none).
+- tier: 0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule (null: no rule decided).
+- asked_by: the database role that asked.
+- decide_time: when.$$;

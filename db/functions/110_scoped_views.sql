@@ -519,7 +519,11 @@ $$;
 comment on function membank.list_scope_bindings(name) is
 $$The restricted roles (bind_role_to_scope) and their bindings, of role when given: one row (role_name, scope,
 create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
-scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.$$;
+scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.
+Columns:
+- role_name: the restricted role.
+- scope: a scope it is bound to (null for a restricted role with no binding left: it reaches nothing).
+- create_time: when the binding was made.$$;
 
 -- The views read through security definer functions that fix the scope
 -- first (active_scope, once) and then read that one scope's rows: on Citus

@@ -696,6 +696,26 @@ def db_upgrade(revision: str) -> None:
     click.echo(f"at revision {migrate.current(url)}")
 
 
+@db.command("sql")
+@click.option("--from", "from_revision", metavar="REV",
+              help="The revision the database is at (membank db current); default: an empty database.")
+@click.option("--to", "to_revision", default="head", show_default=True, metavar="REV",
+              help="The revision to upgrade to.")
+def db_sql(from_revision: str | None, to_revision: str) -> None:
+    """Print the SQL script of an install or upgrade, for psql alone: psql -v ON_ERROR_STOP=1 -1 -f FILE.
+
+    \b
+    membank db sql > membank.sql                # install into an empty database
+    membank db sql --from 0021 > upgrade.sql    # upgrade a database at revision 0021
+
+    The same migrations as `membank db upgrade`, with the roles and the version
+    table, so either continues where the other stopped. Reads no database.
+    """
+    from membank import migrate
+
+    click.echo(migrate.sql_script(from_revision, to_revision), nl=False)
+
+
 @db.command("distribute")
 def db_distribute() -> None:
     """On a Citus coordinator, after db upgrade: shard the scoped tables by scope_id (rows kept), reference the rest."""

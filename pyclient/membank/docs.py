@@ -4,8 +4,9 @@
 
 - ``docs/sql-reference.md``: every function, procedure and view of schema
   ``membank`` as a freshly migrated database's catalog has it (signature,
-  result, roles that may call it, ``COMMENT ON``), grouped by the
-  ``db/`` file that defines it;
+  result, roles that may call it, ``COMMENT ON``, the columns of a result
+  of rows or a composite with their meanings), grouped by the ``db/`` file
+  that defines it;
 - the generated part of ``docs/cli.md``: every command's ``--help``;
 - the generated part of ``docs/python-client.md``: every public method of
   the client classes, with its signature and docstring.
@@ -75,6 +76,65 @@ where n.nspname = 'membank' and c.relkind = 'v' order by c.relname
 """
 
 
+# The columns of what each function returns, when it returns rows or a composite: the OUT/TABLE arguments (their
+# meaning is the "Columns:" block of the function's comment, PostgreSQL has no comment per argument), or the
+# attributes of the composite type it returns (their meaning is the column's COMMENT ON COLUMN).
+RESULT_COLUMNS = """
+select p.proname as name, a.name as column_name, pg_catalog.format_type(a.type, null) as type, null as meaning,
+       a.position
+from pg_proc as p join pg_namespace as n on n.oid = p.pronamespace,
+     unnest(p.proargnames, p.proallargtypes, p.proargmodes::text[]) with ordinality as a (name, type, mode, position)
+where n.nspname = 'membank' and a.mode in ('t', 'o')
+union all
+select distinct p.proname, att.attname, pg_catalog.format_type(att.atttypid, att.atttypmod),
+       pg_catalog.col_description(t.typrelid, att.attnum), att.attnum
+from pg_proc as p join pg_namespace as n on n.oid = p.pronamespace
+join pg_type as t on t.oid = p.prorettype and t.typtype = 'c'
+join pg_attribute as att on att.attrelid = t.typrelid and att.attnum > 0 and not att.attisdropped
+where n.nspname = 'membank' and p.proallargtypes is null
+order by 1, 5
+"""
+COLUMNS_HEADING = "\nColumns:\n"
+
+
+def split_columns(comment: str) -> tuple[str, dict[str, str]]:
+    """A function comment's prose, and the meanings of its ``Columns:`` block (``- name: meaning`` lines, indented
+    continuation lines) by column name."""
+    if COLUMNS_HEADING not in comment:
+        return comment, {}
+    prose, block = comment.split(COLUMNS_HEADING, 1)
+    meanings: dict[str, str] = {}
+    current = None
+    for line in block.splitlines():
+        found = re.match(r"- (\w+): (.*)$", line)
+        if found:
+            current = found.group(1)
+            meanings[current] = found.group(2).strip()
+        elif current is not None and line.strip():
+            meanings[current] += " " + line.strip()
+    return prose.rstrip(), meanings
+
+
+def result_columns(url: str) -> dict[str, list[dict]]:
+    """Function name -> the columns of its result rows (name, type, meaning), for every function of schema
+    ``membank`` that returns rows or a composite; a meaning missing from the catalog is None."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        rows = conn.execute(RESULT_COLUMNS).fetchall()
+        comments = {r["name"]: r["comment"] or "" for r in conn.execute(CATALOG, (list(ROLES),)).fetchall()}
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        columns = out.setdefault(r["name"], [])
+        if any(c["name"] == r["column_name"] for c in columns):
+            continue  # an overload (uuid name) returns the same columns
+        meaning = r["meaning"] if r["meaning"] is not None else split_columns(comments[r["name"]])[1].get(
+            r["column_name"])
+        columns.append({"name": r["column_name"], "type": r["type"], "meaning": meaning})
+    return out
+
+
 def sql_catalog(url: str) -> tuple[list[dict], list[dict]]:
     """The functions/procedures and the views of schema ``membank`` in the database at ``url``."""
     import psycopg
@@ -84,9 +144,18 @@ def sql_catalog(url: str) -> tuple[list[dict], list[dict]]:
         return conn.execute(CATALOG, (list(ROLES),)).fetchall(), conn.execute(VIEWS, (list(ROLES),)).fetchall()
 
 
+def _columns_table(columns: list[dict]) -> list[str]:
+    lines = ["", "| column | type | meaning |", "|---|---|---|"]
+    for c in columns:
+        meaning = (c["meaning"] or "(undocumented)").replace("|", "\\|")
+        lines.append(f"| `{c['name']}` | {c['type']} | {meaning} |")
+    return lines
+
+
 def sql_reference(url: str) -> str:
     """The text of ``docs/sql-reference.md`` for the database at ``url``."""
     functions, views = sql_catalog(url)
+    columns = result_columns(url)
     areas = _areas()
     by_area: dict[str, list[dict]] = {}
     for f in functions:
@@ -95,9 +164,11 @@ def sql_reference(url: str) -> str:
     lines = ["# SQL reference", "",
              "Every function, procedure and view of schema `membank`, as the catalog of a freshly migrated",
              "database describes it: signature, result, the roles that may call it and its `COMMENT ON`",
-             "(arguments and units, what it returns, the SQLSTATEs it raises). Generated by",
-             "`python -m membank.docs`; a test fails when this page differs from the code. Grouped by the",
-             "`db/` file that defines each function.", "", "## Contents", ""]
+             "(arguments and units, what it returns, the SQLSTATEs it raises), and, for a function that returns",
+             "rows or a composite, the columns of its result (name, type, meaning: the `COMMENT ON COLUMN` of the",
+             "composite type, or the `Columns:` block of the function's comment). Generated by",
+             "`python -m membank.docs`; a test fails when this page differs from the code or a result column has no",
+             "meaning. Grouped by the `db/` file that defines each function.", "", "## Contents", ""]
     for area in order:
         if area in by_area:
             names = list(dict.fromkeys(f["name"] for f in by_area[area]))
@@ -110,7 +181,8 @@ def sql_reference(url: str) -> str:
         lines += ["", f"## {area}"]
         seen: set[str] = set()
         for f in by_area[area]:
-            if f["name"] not in seen:
+            first = f["name"] not in seen
+            if first:
                 lines += ["", f"### {f['name']}"]
                 seen.add(f["name"])
             kind = "procedure" if f["kind"] == "p" else "function"
@@ -119,7 +191,9 @@ def sql_reference(url: str) -> str:
                 head += f"\n  returns {f['result']}"
             lines += ["", "```text", head, "```", "",
                       _roles_line(f["roles"]) + ("; security definer" if f["definer"] else ""), "",
-                      (f["comment"] or "(no comment)").strip()]
+                      split_columns((f["comment"] or "(no comment)").strip())[0]]
+            if first and f["name"] in columns:
+                lines += _columns_table(columns[f["name"]])
     if views:
         lines += ["", "## Views"]
         for v in views:

@@ -7,8 +7,8 @@ call of the SQL function of the same name; its JSON schema carries the SQL API's
 Limits table), so a client sees them before it calls.
 
 **Scope.** With ``--scope`` the scope is fixed for the server: no tool takes
-a ``scope`` argument (it is in no schema; a ``scope`` sent anyway is
-dropped by the SDK's argument model, and the fixed one is set last), and every call passes the fixed scope to SQL, including
+a ``scope`` argument (it is in no schema; a ``scope`` sent anyway is refused
+as an unknown argument, and the fixed one is set last), and every call passes the fixed scope to SQL, including
 ``get``/``update``/``delete`` by name, so a name from another scope is "not
 found". This is the mode for an agent acting for one user: the model chooses
 the arguments, so nothing it says can reach another user's memories.
@@ -20,8 +20,12 @@ call): for a trusted client that serves several scopes itself.
 by full text only (``degraded: true``).
 
 **Errors.** A refused argument is one line naming it (``argument top_k:
-Input should be less than or equal to 100``); an error of the SQL API is
-``[SQLSTATE] message (hint: ...)``.
+Input should be less than or equal to 100``); every tool's input schema has
+``additionalProperties: false`` and an argument it does not list is refused
+the same way (``argument expected_revison: not an argument of update_memory
+...``), never dropped; an error of the SQL API is ``[SQLSTATE] message
+(hint: ...)``, e.g. ``[MB003]`` for an update or delete whose
+``expected_revision`` is stale.
 """
 
 import json
@@ -55,6 +59,9 @@ TopicsArg = Annotated[list[Annotated[str, Field(min_length=1, max_length=TOPIC_L
                                        "e.g. USER_PERSONAL_INFO, USER_PREFERENCES.")]
 MetadataArg = Annotated[dict[str, Any] | None, Field(description="Metadata: a JSON object of at most 64 KiB.")]
 TtlArg = Annotated[float | None, Field(gt=0, description="Seconds until the memory expires (default: never).")]
+ExpectedRevisionArg = Annotated[int | None, Field(
+    ge=1, description="Compare-and-set: change the memory only while it is still at this revision (as read); "
+                      "otherwise the call fails with [MB003] and nothing is written.")]
 ContextArg = Annotated[str | None, Field(
     min_length=1, max_length=FACT_MAX,
     description="Optional: the conversation text around the fact where it was said (e.g. the turn before it). "
@@ -122,14 +129,23 @@ class MembankTools:
     def update_memory(self, name: NameArg, fact: Annotated[str | None, Field(
                           min_length=1, max_length=FACT_MAX, description="New fact (1-32768 characters).")] = None,
                       topics: TopicsArg = None, metadata: MetadataArg = None, ttl_seconds: TtlArg = None,
-                      *, scope: ScopeArg) -> dict[str, Any]:
-        """Change only the given fields of a memory of the scope; writes one revision; returns the memory."""
-        return _jsonable(self.bank.update_memory(name, fact=fact, topics=topics, metadata=metadata,
-                                                 ttl=_ttl(ttl_seconds), scope=scope))
+                      expected_revision: ExpectedRevisionArg = None, *, scope: ScopeArg) -> dict[str, Any]:
+        """Change only the given fields of a memory of the scope; writes one revision; returns the memory.
 
-    def delete_memory(self, name: NameArg, *, scope: ScopeArg) -> dict[str, Any]:
-        """Delete a memory of the scope (its revisions stay readable); returns it as it was, with deleted: true."""
-        return {"deleted": True, **_jsonable(self.bank.delete_memory(name, scope=scope))}
+        With expected_revision, only while the memory is still at that revision (else [MB003], nothing written).
+        """
+        return _jsonable(self.bank.update_memory(name, fact=fact, topics=topics, metadata=metadata,
+                                                 ttl=_ttl(ttl_seconds), scope=scope,
+                                                 expected_revision=expected_revision))
+
+    def delete_memory(self, name: NameArg, expected_revision: ExpectedRevisionArg = None, *,
+                      scope: ScopeArg) -> dict[str, Any]:
+        """Delete a memory of the scope (its revisions stay readable); returns it as it was, with deleted: true.
+
+        With expected_revision, only while the memory is still at that revision (else [MB003], nothing deleted).
+        """
+        return {"deleted": True, **_jsonable(self.bank.delete_memory(name, scope=scope,
+                                                                     expected_revision=expected_revision))}
 
     def generate_memories(self, events: Annotated[list[dict[str, Any]] | None, Field(
                               max_length=EVENTS_MAX,
@@ -252,14 +268,40 @@ def validation_message(err: Any) -> str:
     return "; ".join(parts)
 
 
+def unknown_arguments_message(tool: str, unknown: list[str], known: list[str], fixed_scope: bool) -> str:
+    """One line naming each argument ``tool`` does not take, and the ones it does."""
+    parts = []
+    for name in unknown:
+        why = ("this server's scope is fixed (membank mcp --scope)" if name == "scope" and fixed_scope
+               else f"{tool} takes {', '.join(known) if known else 'no arguments'}")
+        parts.append(f"argument {name}: not an argument of {tool}: {why}")
+    return "; ".join(parts)
+
+
 def _server_class(base: Any) -> Any:
     from mcp.server.mcpserver.exceptions import ToolError
     from pydantic import ValidationError
 
     class MembankServer(base):
-        """The SDK's server, with argument errors as one line naming the argument (no pydantic text or URL)."""
+        """The SDK's server, strict about arguments: every input schema has ``additionalProperties: false``, an
+        argument a tool does not take is refused naming it, and argument errors are one line naming the argument
+        (no pydantic text or URL)."""
+
+        tool_arguments: dict[str, list[str]] = {}
+        fixed_scope = False
+
+        async def list_tools(self) -> Any:
+            tools = await super().list_tools()
+            for tool in tools:
+                tool.input_schema["additionalProperties"] = False
+            return tools
 
         async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+            known = self.tool_arguments.get(name)
+            unknown = sorted(set(arguments or {}) - set(known)) if known is not None else []
+            if unknown:
+                raise ToolError(f"Error executing tool {name}: "
+                                + unknown_arguments_message(name, unknown, known, self.fixed_scope))
             try:
                 return await super().call_tool(name, arguments, context)
             except ToolError as err:
@@ -281,6 +323,8 @@ def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: s
     The server reports membank's version. Raises SetupError naming the extra
     when the ``mcp`` SDK (v2) is not installed.
     """
+    import inspect
+
     from membank import package_version
 
     server_class = _server_class(_sdk())
@@ -293,9 +337,13 @@ def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: s
                      "them again (retrieve_memories), turn conversations into memories (generate_memories). "
                      + where)
     tools = MembankTools(bank, decompose=decompose)
+    server.fixed_scope = scope is not None
+    server.tool_arguments = {}
     for name in TOOLS:
         method = getattr(tools, name)
-        server.add_tool(_bind(method, scope), name=name, description=method.__doc__.strip())
+        bound = _bind(method, scope)
+        server.tool_arguments[name] = list(inspect.signature(bound).parameters)
+        server.add_tool(bound, name=name, description=method.__doc__.strip())
     return server
 
 

@@ -1,4 +1,4 @@
-"""Schema migrations through alembic: upgrade, downgrade, current."""
+"""Schema migrations through alembic: upgrade, downgrade, current, and the SQL script of an upgrade."""
 
 from __future__ import annotations
 
@@ -66,6 +66,53 @@ def _known_revisions(url: str, revision: str):
         raise SetupError(f"revision {revision!r} is not one this membank ships ({shipped[-1]} to {head()})",
                          hint="see `membank db current`; give a revision id such as "
                               f"{head()}, 'head' or 'base'") from None
+
+
+def sql_script(from_revision: str | None = None, to_revision: str = "head") -> str:
+    """Return the psql script that upgrades a database from ``from_revision`` (None: an empty one) to ``to_revision``.
+
+    The script is what ``upgrade`` runs (alembic's offline mode over the same migration files, then the db/ files
+    when it ends at head), for ``psql -v ON_ERROR_STOP=1 -1 -f``: it records each revision in the version table, so
+    ``upgrade`` or a later script continues from it, and its first statement refuses to run outside one transaction
+    (25P01) or on a database at another revision than ``from_revision`` (55000). No database is read.
+
+    Raises membank.errors.SetupError naming the revision when either is not one this membank ships, or when
+    ``to_revision`` is older than ``from_revision`` (the script only upgrades).
+    """
+    import io
+
+    cfg = alembic_config("postgresql://unused")
+    script = ScriptDirectory.from_config(cfg)
+    start = None if from_revision in (None, "base") else _shipped(script, from_revision, "--from")
+    end = _shipped(script, to_revision, "--to")
+    if start is not None and start != end and start not in {r.revision for r in script.iterate_revisions(end, "base")}:
+        raise SetupError(f"--to {to_revision} is older than --from {from_revision}: the script only upgrades",
+                         hint="give a --to at or after --from (default head); `membank db downgrade` goes back")
+    cfg.output_buffer = io.StringIO()
+    command.upgrade(cfg, f"{start}:{end}" if start else end, sql=True)
+    header = (f"-- membank {_package_version()}: schema upgrade from revision {start or 'base (empty database)'} "
+              f"to {end}.\n-- Apply in one transaction: psql -v ON_ERROR_STOP=1 -1 -f membank.sql\n\n")
+    return header + cfg.output_buffer.getvalue()
+
+
+def _shipped(script: ScriptDirectory, revision: str, option: str) -> str:
+    """The id of ``revision`` (an id, 'head'), or SetupError naming it and ``option``."""
+    from alembic.util import CommandError as AlembicError
+
+    try:
+        found = script.get_revision(revision)
+    except AlembicError:
+        found = None
+    if found is None:
+        raise SetupError(f"{option} {revision!r} is not a revision this membank ships ({head()} is the newest)",
+                         hint=f"see `membank db current`; give a revision id such as {head()}, or 'head'")
+    return found.revision
+
+
+def _package_version() -> str:
+    from membank import package_version
+
+    return package_version()
 
 
 def current(url: str) -> str | None:

