@@ -94,14 +94,20 @@ class _CountingWorker(EmbeddingWorker):
         super().__init__(*args, **kwargs)
         self.wakes = 0
         self.claimed = []
-        self.woke = threading.Event()
+        self.passed = threading.Condition()
 
     def process_pending(self, **kwargs):
         n = super().process_pending(**kwargs)
         self.wakes += 1
         self.claimed.append(n)
-        self.woke.set()
+        with self.passed:
+            self.passed.notify_all()
         return n
+
+    def wait_for_passes(self, n: int, timeout: float = 60) -> bool:
+        """Wait until the worker has finished ``n`` passes; False if it has not within ``timeout`` seconds."""
+        with self.passed:
+            return self.passed.wait_for(lambda: len(self.claimed) >= n, timeout)
 
 
 def test_spoofed_notify_only_wakes_a_worker_that_claims_through_sql(conn, login, embedder):
@@ -113,14 +119,16 @@ def test_spoofed_notify_only_wakes_a_worker_that_claims_through_sql(conn, login,
     thread = threading.Thread(target=worker.run, kwargs={"poll_interval": 60, "stop": stop})
     thread.start()
     try:
-        assert worker.woke.wait(30)
-        assert worker.claimed == [1]  # the real job, claimed through SQL at start
-        worker.woke.clear()
+        # The real job, claimed through SQL at start; having done work, the
+        # worker passes once more, finds nothing and only then waits for a
+        # notification (a busy worker does not sleep).
+        assert worker.wait_for_passes(2)
+        assert worker.claimed == [1, 0]
         with connect(nobody_url) as spoofer:
             # A payload that names a scope and a job: the worker never reads it.
             spoofer.execute("select pg_notify(%s, %s)", (CHANNEL, '{"scope": {"user_id": "v"}, "memory_name": "x"}'))
-        assert worker.woke.wait(30)
-        assert worker.claimed == [1, 0]  # woke, claimed through SQL, found nothing due
+        assert worker.wait_for_passes(3)
+        assert worker.claimed == [1, 0, 0]  # woke, claimed through SQL, found nothing due
     finally:
         stop.set()
         with connect(nobody_url) as waker:
