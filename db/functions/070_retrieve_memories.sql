@@ -32,6 +32,9 @@
 -- or a convex combination of min-max-normalised scores (weights 0.7 / 0.3),
 -- Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid
 -- Retrieval", TOIS 2023.
+-- Second pass: session neighbours (069_session_neighbours.sql) lift each
+-- candidate by the fused scores of the memories said just before and after
+-- it in its session (neighbour_weight, default 1; 0 = off).
 -- Several queries (query_texts, e.g. the sub-queries of a compound question,
 -- see decompose_query): each gets its own hybrid list as above, and the
 -- lists are fused by RRF again (k = rrf_k), each sub-query's list counted
@@ -508,7 +511,11 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
+could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate's
+score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
+the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
+expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
+are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
@@ -518,5 +525,6 @@ page_token are validated as list_memories validates them with a query too (where
 finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
 carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+neighbour_weight,
 query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
 query_embeddings, filters, memory_type).$$;

@@ -1,6 +1,7 @@
 drop function if exists membank_private.session_neighbours(
-    uuid[], bigint[], uuid[], double precision[], double precision
+    uuid[], bigint[], uuid[], double precision[], double precision, boolean
 );
+drop function if exists membank_private.first_source_event(uuid, text[]);
 drop function if exists membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
