@@ -104,3 +104,15 @@ def test_neighbour_weight_is_checked(role_url):
             with pytest.raises(InvalidArgumentError, match="neighbour_weight: must be between 0 and 10") as err:
                 bank.retrieve_memories(A, QUERY, use_embedding=False, neighbour_weight=bad)
             assert "0 turns session neighbours off" in str(err.value)
+
+
+def test_memories_generated_from_a_session_are_placed_where_it_said_them(bank, superuser):
+    bank.append_events(A, "s9", [
+        {"event_id": "e1", "author": "user", "text": "My name is Coco.", "timestamp": "2023-05-01T09:00:00Z"},
+        {"event_id": "e2", "author": "user", "text": "I went to Paris last week.", "timestamp": "2023-05-24T18:30:00Z"}])
+    op = bank.generate_memories(A, session_id="s9").wait(120, process=True)
+    assert op.error is None and len(op.generated_memories) == 2
+    rows = superuser.execute("select fact, source_session_id, source_event_time from membank_private.memories"
+                             " order by source_event_time").fetchall()
+    assert [(r["source_session_id"], r["source_event_time"]) for r in rows] == [
+        ("s9", datetime(2023, 5, 1, 9, tzinfo=timezone.utc)), ("s9", datetime(2023, 5, 24, 18, 30, tzinfo=timezone.utc))]
