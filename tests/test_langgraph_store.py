@@ -29,7 +29,9 @@ from membank.errors import InvalidArgumentError, PermissionDeniedError
 from membank.langgraph import AsyncMembankStore, MembankStore
 
 DOCS = "docs/langgraph.md"
-TTL_MINUTES = 0.1  # six seconds; the TTL test moves past it on the database clock, it never sleeps it out
+# The store fixture's default_ttl: TTL on, as in PostgresStore's tests, but long enough that no test outlives it
+# on a slow machine (theirs is 6 s); test_store_ttl sets its own and waits out the short one on the database clock.
+TTL_MINUTES = 60
 
 
 @pytest.fixture(scope="module")
@@ -92,8 +94,9 @@ def store(bank) -> MembankStore:
 
 @pytest.fixture
 def vector_store(bank) -> MembankStore:
-    """PostgresStore's vector_store: TTL on, every field indexed; items embedded as they are put."""
-    return new_store(bank, index={"fields": None}, ttl={"default_ttl": 2, "refresh_on_read": True}, embed_on_put=True)
+    """PostgresStore's vector_store: TTL on, every field indexed; items embedded before a query search."""
+    return new_store(bank, index={"fields": None}, ttl={"default_ttl": 2, "refresh_on_read": True},
+                     embed_in_process=True)
 
 
 # -- langgraph-checkpoint-postgres tests/test_store.py, adapted ------------------------------------------------
@@ -277,7 +280,7 @@ def test_vector_insert_with_auto_embedding(vector_store) -> None:
     results = vector_store.search(("test",), query="long text")
     keys = [r.key for r in results]
     assert "doc2" in keys and "doc3" in keys
-    assert all(r.score is not None for r in results)  # embedded as they were put (embed_on_put)
+    assert all(r.score is not None for r in results)  # embedded before the search (embed_in_process)
 
 
 def test_vector_update_with_embedding(vector_store) -> None:
@@ -341,7 +344,7 @@ def test_vector_search_edge_cases(vector_store) -> None:
 @pytest.mark.xfail(strict=True, reason=f"one vector per item, of its indexed fields' text joined, not one per field "
                                        f"scored by the best: {DOCS}#vectors-one-per-item")
 def test_embed_with_path_sync(bank) -> None:
-    store = new_store(bank, index={"fields": ["key0", "key1", "key3"]}, embed_on_put=True)
+    store = new_store(bank, index={"fields": ["key0", "key1", "key3"]}, embed_in_process=True)
     store.put(("test",), "doc1", {"key1": "xxx", "key2": "yyy", "key3": "zzz"})
     store.put(("test",), "doc2", {"key0": "uuu", "key1": "vvv", "key2": "www", "key3": "xxx"})
     results = store.search(("test",), query="xxx")
@@ -353,7 +356,7 @@ def test_embed_with_path_sync(bank) -> None:
 @pytest.mark.xfail(strict=True, reason=f"one vector per item (fields joined), so a field both items share does not "
                                        f"score them alike: {DOCS}#vectors-one-per-item")
 def test_embed_with_path_operation_config(bank) -> None:
-    store = new_store(bank, index={"fields": ["key17"]}, embed_on_put=True)
+    store = new_store(bank, index={"fields": ["key17"]}, embed_in_process=True)
     store.put(("test",), "doc3", {"key0": "aaa", "key1": "bbb", "key2": "ccc", "key3": "ddd"}, index=["key0", "key1"])
     store.put(("test",), "doc4", {"key0": "eee", "key1": "bbb", "key2": "fff", "key3": "ggg"}, index=["key1", "key3"])
     results = store.search(("test",), query="aaa")
@@ -369,7 +372,7 @@ def test_embed_with_path_operation_config(bank) -> None:
 
 @pytest.mark.parametrize("query", ["aaa", "bbb", "ccc", "abcd", "poisson"])
 def test_scores(bank, embedder, query: str) -> None:
-    store = new_store(bank, index={"fields": ["key0"]}, embed_on_put=True)
+    store = new_store(bank, index={"fields": ["key0"]}, embed_in_process=True)
     store.put(("test",), "doc", {"key0": "aaa"}, index=["key0", "key1"])
     results = store.search((), query=query)
     doc, q = embedder.embed_passages(["aaa"])[0], embedder.embed_query(query)
@@ -390,10 +393,10 @@ def test_store_ttl(bank, admin_bank, database) -> None:
     url, su, _ = database
     store = new_store(bank, ttl={"default_ttl": TTL_MINUTES, "refresh_on_read": True})
     ns = ("foo",)
-    store.put(ns, key="item1", value={"foo": "bar"}, ttl=TTL_MINUTES)
+    store.put(ns, key="item1", value={"foo": "bar"}, ttl=10)
     [memory] = bank.list_memories(store.scope_of(ns)).memories
     put_expiry = memory.expire_time
-    assert put_expiry - memory.update_time == timedelta(minutes=TTL_MINUTES)
+    assert put_expiry - memory.update_time == timedelta(minutes=10)
     assert store.get(ns, key="item1", refresh_ttl=True) is not None
     refreshed = bank.get_memory(memory.name).expire_time
     assert refreshed > put_expiry  # read: expiry moved to now + ttl
@@ -402,12 +405,17 @@ def test_store_ttl(bank, admin_bank, database) -> None:
     assert searched > refreshed
     assert store.get(ns, key="item1", refresh_ttl=False) is not None
     assert bank.get_memory(memory.name).expire_time == searched  # no refresh
-    wait_for_database_clock(url, searched)  # past the expiry: gone from every read before any sweep
+    store.put(ns, key="item1", value={"foo": "bar"}, ttl=0.002)  # a short expiry set last, waited out below
+    short = bank.get_memory(memory.name).expire_time
+    wait_for_database_clock(url, short)  # past it: gone from every read before any sweep
     assert store.search(ns, query="bar", refresh_ttl=False) == []
     assert store.get(ns, key="item1") is None
     assert store.list_namespaces() == []
     admin_store = MembankStore(admin_bank, base_scope=store.base_scope)
     assert admin_store.sweep_ttl() >= 1
+    assert store.start_ttl_sweeper().done()  # no sweep_interval_minutes configured: nothing runs
+    swept = admin_store.start_ttl_sweeper(sweep_interval_minutes=0.001)
+    assert admin_store.stop_ttl_sweeper(timeout=30) and swept.result(timeout=0) is None
     assert su.execute("select count(*) as n from membank_private.memories where name = %s",
                       (memory.name,)).fetchone()["n"] == 0
 
@@ -437,7 +445,7 @@ def test_namespace_is_an_exact_scope(store, bank) -> None:
 def test_bound_login_reaches_only_its_namespaces(database, bank, embedder) -> None:
     url, su, _ = database
     base = {"store": f"t{uuid.uuid4().hex[:12]}"}
-    app = MembankStore(bank, base_scope=base, embed_on_put=True)
+    app = MembankStore(bank, base_scope=base, embed_in_process=True)
     for user in ("alice", "bob"):
         app.put(("users", user), "profile", {"text": f"{user} secret diary entry"})
     role, alice_url = make_login(database, "membank_writer")
@@ -490,7 +498,7 @@ def test_async_store(database, bank, embedder) -> None:
 
     async def case():
         async with AsyncMemoryBank(url, embedder=embedder) as abank:
-            store = AsyncMembankStore(abank, base_scope=base, embed_on_put=True)
+            store = AsyncMembankStore(abank, base_scope=base, embed_in_process=True)
             await store.aput(("docs", "a"), "k1", {"text": "the cat sat on the mat"})
             await store.aput(("docs", "b"), "k2", {"text": "quarterly revenue grew"})
             assert (await store.aget(("docs", "a"), "k1")).value == {"text": "the cat sat on the mat"}

@@ -110,7 +110,7 @@ class _StoreCore:
     supports_ttl = True
 
     def _setup(self, base_scope: Mapping[str, str] | None, index: IndexConfig | None, ttl: TTLConfig | None,
-               embed_on_put: bool) -> None:
+               embed_in_process: bool) -> None:
         base = dict(DEFAULT_BASE_SCOPE if base_scope is None else base_scope)
         if not base or any(k.startswith("ns.") for k in base):
             raise errors.invalid("base_scope", "must be a non-empty scope whose keys do not start with 'ns.'",
@@ -125,7 +125,8 @@ class _StoreCore:
         self._fields = list(fields)
         self._index = dict(index or {})
         self.ttl_config = ttl
-        self.embed_on_put = embed_on_put
+        self.embed_in_process = embed_in_process
+        self._unembedded = False  # this store put items since it last embedded
 
     # -- the mapping ------------------------------------------------------------
     def scope_of(self, namespace: tuple[str, ...]) -> dict[str, str]:
@@ -174,6 +175,23 @@ class _StoreCore:
         cls_args = dict(namespace=namespace, key=meta["key"], value=meta["value"], created_at=memory.create_time,
                         updated_at=memory.update_time)
         return SearchItem(**cls_args, score=score) if search else Item(**cls_args)
+
+    @staticmethod
+    def _segments(ops: list[Op]) -> list[list[Op]]:
+        """``ops`` split before each search with a query (where the store's pending puts may need embedding)."""
+        segments: list[list[Op]] = []
+        current: list[Op] = []
+        for op in ops:
+            if current and isinstance(op, SearchOp) and op.query:
+                segments.append(current)
+                current = []
+            current.append(op)
+        return segments + [current] if current else segments
+
+    def _embed_first(self, segment: list[Op]) -> bool:
+        """Whether the pending puts of this store must be embedded before ``segment`` runs."""
+        first = segment[0] if segment else None
+        return self.embed_in_process and self._unembedded and isinstance(first, SearchOp) and bool(first.query)
 
     # -- operations (on a sync bank: a MemoryBank, or an AsyncMemoryBank's view inside run_sync) --------
     def _run(self, bank: MemoryBank, ops: Iterable[Op]) -> tuple[list[Result], bool]:
@@ -326,7 +344,7 @@ class MembankStore(_StoreCore, BaseStore):
     """
 
     def __init__(self, bank: MemoryBank, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
-                 base_scope: Mapping[str, str] | None = None, embed_on_put: bool = False) -> None:
+                 base_scope: Mapping[str, str] | None = None, embed_in_process: bool = False) -> None:
         """A store on ``bank`` (which the caller keeps open and closes).
 
         ``index``: ``{"fields": [JSON paths]}`` whose text is embedded and
@@ -335,14 +353,16 @@ class MembankStore(_StoreCore, BaseStore):
         ``ttl``: LangGraph's TTLConfig (``default_ttl`` minutes,
         ``refresh_on_read``, ``sweep_interval_minutes``). ``base_scope``: the
         scope keys every namespace carries (default ``{"store": "langgraph"}``).
-        ``embed_on_put``: after a batch that wrote items, embed the bank's
-        queue in this process (``bank.process_pending(generation=False)``,
-        which needs the ``membank_worker`` role); otherwise a ``membank
-        worker`` embeds them and until then they are found by full text only.
+        ``embed_in_process``: before a search with a query that follows puts
+        of this store, embed the bank's queue in this process
+        (``bank.process_pending(generation=False)``, which needs the
+        ``membank_worker`` role), so the search ranks them by vector too;
+        otherwise a ``membank worker`` embeds them and until then they are
+        found by full text only.
         Raises InvalidArgumentError naming ``base_scope`` or ``index``.
         """
         self.bank = bank
-        self._setup(base_scope, index, ttl, embed_on_put)
+        self._setup(base_scope, index, ttl, embed_in_process)
         self._sweeper: threading.Thread | None = None
         self._sweep_stop = threading.Event()
 
@@ -376,9 +396,14 @@ class MembankStore(_StoreCore, BaseStore):
         Raises the bank's errors: PermissionDeniedError for a namespace the
         login is not bound to, InvalidArgumentError naming the argument.
         """
-        results, wrote = self._run(self.bank, ops)
-        if wrote and self.embed_on_put:
-            self.bank.process_pending(generation=False)
+        results: list[Result] = []
+        for segment in self._segments(list(ops)):
+            if self._embed_first(segment):
+                self.bank.process_pending(generation=False)
+                self._unembedded = False
+            done, wrote = self._run(self.bank, segment)
+            results += done
+            self._unembedded = self._unembedded or wrote
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
@@ -437,10 +462,10 @@ class AsyncMembankStore(_StoreCore, BaseStore):
     """
 
     def __init__(self, bank: AsyncMemoryBank, *, index: IndexConfig | None = None, ttl: TTLConfig | None = None,
-                 base_scope: Mapping[str, str] | None = None, embed_on_put: bool = False) -> None:
+                 base_scope: Mapping[str, str] | None = None, embed_in_process: bool = False) -> None:
         """A store on ``bank``; the arguments are ``MembankStore``'s."""
         self.bank = bank
-        self._setup(base_scope, index, ttl, embed_on_put)
+        self._setup(base_scope, index, ttl, embed_in_process)
         try:
             self.loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -456,9 +481,14 @@ class AsyncMembankStore(_StoreCore, BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order on the bank's async pool; one result per op (errors as ``MembankStore.batch``)."""
         self.loop = self.loop or asyncio.get_running_loop()
-        results, wrote = await self.bank.run_sync(self._run, list(ops))
-        if wrote and self.embed_on_put:
-            await self.bank.process_pending(generation=False)
+        results: list[Result] = []
+        for segment in self._segments(list(ops)):
+            if self._embed_first(segment):
+                await self.bank.process_pending(generation=False)
+                self._unembedded = False
+            done, wrote = await self.bank.run_sync(self._run, segment)
+            results += done
+            self._unembedded = self._unembedded or wrote
         return results
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
