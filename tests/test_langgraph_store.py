@@ -442,6 +442,24 @@ def test_namespace_is_an_exact_scope(store, bank) -> None:
         store.put(tuple(f"l{i}" for i in range(16)), "k", {"x": 1})
 
 
+def test_bad_input_names_the_argument(store, bank) -> None:
+    for kwargs, message in [(dict(base_scope={"ns.0": "x"}), "base_scope: must be a non-empty scope"),
+                            (dict(base_scope={}), "base_scope: must be a non-empty scope"),
+                            (dict(base_scope={"store": 1}), "base_scope: value of key 'store' must be a string"),
+                            (dict(index={"fields": "text"}), "index: fields must be a list of JSON paths")]:
+        with pytest.raises(InvalidArgumentError, match=message) as raised:
+            MembankStore(bank, **kwargs)
+        assert raised.value.hint
+    store.put(("a",), "k", {"n": 1})
+    with pytest.raises(InvalidArgumentError, match=r"filter: unknown operator '\$in' on 'n'"):
+        store.search(("a",), filter={"n": {"$in": [1]}})
+    with pytest.raises(InvalidArgumentError, match="value: must be a dict, got list"):
+        store.batch([PutOp(("a",), "k", [1])])
+    with pytest.raises(InvalidArgumentError, match="metadata: "):  # a value over 64 KiB: named by SQL
+        store.put(("a",), "big", {"text": "x" * 70000})
+    assert [i.key for i in store.search(("a",))] == ["k"]  # nothing half-written
+
+
 def test_bound_login_reaches_only_its_namespaces(database, bank, embedder) -> None:
     url, su, _ = database
     base = {"store": f"t{uuid.uuid4().hex[:12]}"}
