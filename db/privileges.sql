@@ -65,7 +65,8 @@ membank.evidence_verdicts(jsonb, text, jsonb, text[], integer),
 membank.build_context(
     jsonb, text, text, real[], integer, integer, double precision, text[], integer, integer, boolean, text, text[],
     real[]
-)
+),
+membank.list_scopes(jsonb, integer, jsonb)
 to membank_reader;
 
 -- The scoped views: a reader sets its scope and selects. The views read

@@ -668,6 +668,10 @@ def test_a_bound_role_reads_only_its_scope_on_the_cluster(cl):
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         tenant.execute("select * from membank.retrieve_memories(scope => %s, query_text => 'figs')",
                        (json.dumps(b),))
+    # list_scopes (LangGraph's prefix search) names only the bound scope; an unrestricted login names both
+    listed = "select scope from membank.list_scopes(scope_pattern => '{}')"
+    assert [r[0] for r in tenant.execute(listed).fetchall()] == [a]
+    assert {json.dumps(a), json.dumps(b)} <= {json.dumps(r[0]) for r in writer.execute(listed).fetchall()}
 
 
 def scope_fingerprint(admin: psycopg.Connection, scope: dict) -> list[tuple]:
@@ -758,6 +762,7 @@ def test_a_bound_login_is_bound_on_every_node(cl):
 
 # Calls that name scope B yet answer a tenant bound to A without refusing: they show the caller's own scopes only.
 FILTERED_NOT_REFUSED = [
+    "membank.list_scopes(jsonb,integer,jsonb)",  # lists the caller's bound scopes only: none that contain B
     "membank.list_sessions(text,text)",  # ADK's list_sessions: an empty list for a user the caller is not bound to
 ]
 

@@ -92,6 +92,7 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.bind_role_to_scope(name,jsonb)":
         "select membank.bind_role_to_scope(role => 'membank_reader', scope => %(scope)s)",
     "membank.list_scope_bindings(name)": "select * from membank.list_scope_bindings()",
+    "membank.list_scopes(jsonb,integer,jsonb)": "select * from membank.list_scopes(scope_pattern => %(scope)s)",
     "membank.unbind_role_from_scope(name,jsonb)":
         "select membank.unbind_role_from_scope(role => 'membank_reader', scope => %(scope)s)",
     "membank.unrestrict_role(name)": "select membank.unrestrict_role(role => 'membank_reader')",

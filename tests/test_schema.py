@@ -18,6 +18,7 @@ SAMPLE_CALLS = {
     "create_memory": "select membank.create_memory(scope => '{\"u\":\"1\"}', fact => 'f', topics => '{T}')",
     "get_memory": "select membank.get_memory(name => %(name)s)",
     "list_memories": "select * from membank.list_memories(scope => '{\"u\":\"1\"}', page_size => 1)",
+    "list_scopes": "select * from membank.list_scopes(scope_pattern => '{\"u\":\"1\"}')",
     "update_memory": "select membank.update_memory(name => %(name)s, fact => 'g', expected_revision => 1)",
     "list_revisions": "select * from membank.list_revisions(name => %(name)s)",
     "get_revision": "select membank.get_revision(name => %(name)s, revision => 1)",
@@ -180,7 +181,7 @@ def test_functions_pin_search_path(conn):
 def test_every_public_function_is_called(conn):
     conn.execute("set check_function_bodies = on")
     name = conn.execute(SAMPLE_CALLS["create_memory"]).fetchone()["create_memory"][1:37]
-    order = ["get_memory", "list_memories", "update_memory", "list_revisions", "get_revision",
+    order = ["get_memory", "list_memories", "list_scopes", "update_memory", "list_revisions", "get_revision",
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
              "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "evidence_verdicts",
              "decompose_query", "decomposition_prompt", "scope_vector_index_plan", "reembed",

@@ -53,7 +53,7 @@ _ARG_TYPES = {
     "project_id": "text", "tool_name": "text", "command": "text", "allow_once": "boolean", "grant_error": "text",
     "pattern": "text", "decision": "text", "allow_operators": "text[]", "description": "text", "id": "bigint",
     "tools": "text[]", "max_decisions": "integer", "max_changes": "integer", "scope_pattern": "jsonb",
-    "max_scopes": "integer",
+    "max_scopes": "integer", "after_scope": "jsonb",
     "app_name": "text", "user_id": "text", "state": "jsonb", "event": "jsonb", "num_recent_events": "integer",
     "after_timestamp": "double precision",
     "scopes": "jsonb", "retrieved": "jsonb", "expected": "text[]", "generated_lookback": "integer",
@@ -414,6 +414,20 @@ class MemoryBank:
             token = page.next_page_token
             if token is None:
                 return
+
+    def list_scopes(self, scope_pattern: Mapping[str, str] | None = None, *, max_scopes: int | None = None,
+                    after_scope: Scope | None = None) -> list[dict[str, Any]]:
+        """Return the exact scopes holding live memories that contain ``scope_pattern`` (``membank.list_scopes``).
+
+        ``scope_pattern``: a dict of str to str (None or ``{}``: every scope);
+        each row is ``{"scope": dict, "memories": int}``, ordered by the
+        scope's jsonb text, at most ``max_scopes`` (1..10000, default 1000);
+        ``after_scope`` (the last row's scope) gives the next page. A login
+        bound to scopes (``bind_role_to_scope``) gets only its own. Raises
+        InvalidArgumentError naming the argument.
+        """
+        return self._call("list_scopes", dict(scope_pattern=scope_pattern, max_scopes=max_scopes,
+                                              after_scope=after_scope))
 
     def update_memory(self, name: str | UUID, *, fact: str | None = None, topics: list[str] | None = None,
                       metadata: Mapping[str, Any] | None = None, ttl: timedelta | float | None = None,

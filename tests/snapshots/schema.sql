@@ -2957,6 +2957,63 @@ Columns:
 - role_name: the restricted role.
 - scope: a scope it is bound to (null for a restricted role with no binding left: it reaches nothing).
 - create_time: when the binding was made.';
+CREATE FUNCTION membank.list_scopes(scope_pattern jsonb DEFAULT '{}'::jsonb, max_scopes integer DEFAULT 1000, after_scope jsonb DEFAULT NULL::jsonb) RETURNS TABLE(scope jsonb, memories bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _bound jsonb [];
+begin
+    if jsonb_typeof(scope_pattern) is distinct from 'object' then
+        perform membank_private._raise_invalid('scope_pattern', format('must be a JSON object, got %s',
+            coalesce(jsonb_typeof(scope_pattern), 'null')),
+            'every scope that contains it is listed, e.g. {"store": "langgraph", "ns.0": "users"}; {} lists all');
+    end if;
+    if exists (select from jsonb_each(scope_pattern) as e where jsonb_typeof(e.value) <> 'string') then
+        perform membank_private._raise_invalid('scope_pattern', 'values must be strings',
+            'a scope maps string keys to string values; a pattern names some of them, e.g. {"ns.0": "users"}');
+    end if;
+    if max_scopes is null or max_scopes not between 1 and 10000 then
+        perform membank_private._raise_invalid('max_scopes', 'must be between 1 and 10000', 'the default is 1000');
+    end if;
+    if after_scope is not null and jsonb_typeof(after_scope) is distinct from 'object' then
+        perform membank_private._raise_invalid('after_scope', 'must be a JSON object or null',
+            'pass the scope of the last row of the previous page');
+    end if;
+    _bound := membank_private.bound_scopes();
+    if _bound is not null then
+        -- A restricted role: only its own bindings can be listed ({} when none is left: nothing).
+        return query
+        select b.scope, count(m.name)
+        from unnest(_bound) as b (scope)
+        join membank_private.memories as m
+            on m.scope_id = md5(b.scope::text)::uuid and m.scope = b.scope
+        where b.scope @> scope_pattern and membank_private.is_live(m.expire_time)
+          and (after_scope is null or b.scope::text collate "C" > after_scope::text collate "C")
+        group by b.scope
+        order by b.scope::text collate "C"
+        limit max_scopes;
+        return;
+    end if;
+    return query
+    select m.scope, count(*)
+    from membank_private.memories as m
+    where m.scope @> scope_pattern and membank_private.is_live(m.expire_time)
+      and (after_scope is null or m.scope::text collate "C" > after_scope::text collate "C")
+    group by m.scope
+    order by m.scope::text collate "C"
+    limit max_scopes;
+end
+$$;
+COMMENT ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) IS 'The exact scopes that hold live memories and contain scope_pattern (a JSON object of string values, containment
+@>: each key of the pattern has that value; {} is every scope), with how many live memories each holds, ordered by
+the scope''s jsonb text (C collation), at most max_scopes (1..10000, default 1000) rows; after_scope (the scope of the
+last row of the previous page) continues after it. Only scopes the caller may reach are listed: a role bound with
+bind_role_to_scope gets only its bound scopes (none when its bindings are gone), never another''s. It names scopes
+and reads nothing else: the memories are read with the exact-scope functions. For path-shaped scopes, such as
+LangGraph namespaces stored as {"ns.0": "users", "ns.1": "alice"}, a pattern of the first positions is a prefix
+search (membank.langgraph.MembankStore). Scans the memories of the matching scopes (every memory for an unrestricted
+role). Raises 22023 naming the argument (scope_pattern, max_scopes, after_scope).';
 CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -11242,6 +11299,8 @@ REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLI
 GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_scope_bindings(role name) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_scope_bindings(role name) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) FROM PUBLIC;
