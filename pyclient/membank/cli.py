@@ -211,14 +211,17 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
+            if self is main:
+                settings.check_environment()  # a bad MEMBANK_* value: one line naming it, before anything runs
             return super().invoke(ctx)
-        except errors.SetupError as err:
-            click.echo(f"error: {err}", err=True)  # one line: the message and its hint
-            sys.exit(2)
         except errors.MembankError as err:
-            click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}", err=True)
-            if err.hint:
-                click.echo(f"hint: {cli_hint(err.hint)}", err=True)
+            if isinstance(err, errors.SetupError) or (err.argument or "").startswith("MEMBANK_"):
+                click.echo(f"error: {err}", err=True)  # one line: the message and its hint
+            else:
+                click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}",
+                           err=True)
+                if err.hint:
+                    click.echo(f"hint: {cli_hint(err.hint)}", err=True)
             sys.exit(2)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:

@@ -234,6 +234,9 @@ class MemoryBank:
         share. ``erase_scope`` clears it.
         """
         self._query_cache = _query_cache(query_cache)
+        # Settings first: a bad value names its argument (or variable) at once, before any connection.
+        self._statement_timeout = settings.statement_timeout(statement_timeout)
+        self._lock_timeout = settings.lock_timeout(lock_timeout)
         self.url = url or database.database_url()
         # One quick connection first: a wrong URL fails in seconds with one line
         # (DatabaseUnavailableError), not after the pool's 30 s of retries.
@@ -248,8 +251,6 @@ class MemoryBank:
                                  retries=settings.model_retries(model_retries),
                                  response_format=settings.response_format(response_format))
         self._model_attempts = settings.model_attempts(model_attempts)
-        self._statement_timeout = statement_timeout or settings.statement_timeout()
-        self._lock_timeout = lock_timeout or settings.lock_timeout()
         self._watchdog = deadline.Watchdog(deadline.call_deadline(self._statement_timeout))
         self._pool = self._open_pool(min_size, max_size)
 
