@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -199,8 +200,11 @@ class MemoryBank:
     naive one is refused with InvalidArgumentError naming the argument.
     List arguments (``topics``, ``source_event_ids``, ...) take lists: a str
     there is refused with InvalidArgumentError naming the argument. A wrong
-    URL raises DatabaseUnavailableError within a few seconds. Use as a
-    context manager, or call ``close()``.
+    URL raises DatabaseUnavailableError within a few seconds. On the
+    embedded server (no URL anywhere), a call that finds it stopped starts it
+    again, as the CLI does, or raises DatabaseUnavailableError naming
+    ``membank db start`` when it does not start. Use as a context manager,
+    or call ``close()``.
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
@@ -252,6 +256,11 @@ class MemoryBank:
                                  response_format=settings.response_format(response_format))
         self._model_attempts = settings.model_attempts(model_attempts)
         self._watchdog = deadline.Watchdog(deadline.call_deadline(self._statement_timeout))
+        # On the embedded server (no URL given, none in MEMBANK_DATABASE_URL), a call finds it stopped and
+        # starts it again, as every CLI command does, instead of waiting out the pool's 30 s.
+        self._embedded = url is None and not os.environ.get(settings.ENV_DATABASE_URL)
+        self._pool_size = (min_size, max_size)
+        self._restart_lock = threading.Lock()
         self._pool = self._open_pool(min_size, max_size)
 
     def _open_pool(self, min_size: int, max_size: int) -> Any:
@@ -324,9 +333,37 @@ class MemoryBank:
                 raise errors.from_psycopg(err) from None
         raise AssertionError("unreachable")
 
+    def _restart_embedded(self) -> None:
+        """On the embedded server: when it no longer runs, start it again and open a new pool on it.
+
+        The old pool's connections died with the server (and its reconnection
+        attempts may be backing off): it is closed, not reused. Raises
+        DatabaseUnavailableError naming ``membank db start`` when the server
+        does not start.
+        """
+        from membank import embedded
+
+        if embedded.is_running():  # reads postmaster.pid: tens of microseconds
+            return
+        with self._restart_lock:
+            if embedded.is_running():
+                return
+            try:
+                self.url = embedded.ensure_running()
+            except Exception as err:
+                raise errors.DatabaseUnavailableError(
+                    f"the embedded server in {embedded.pgdata()} stopped and does not start again: "
+                    f"{' '.join(str(err).split()) or type(err).__name__}",
+                    hint="run `membank db start` (its log is in that folder) and retry, or set "
+                         f"{settings.ENV_DATABASE_URL}") from None
+            old, self._pool = self._pool, self._open_pool(*self._pool_size)
+            old.close(timeout=1.0)
+
     def _run(self, query: sql.Composable, params: list[Any]) -> list[dict]:
         # One statement on a pooled connection (AsyncMemoryBank runs it on its async pool instead),
         # ended by the watchdog at its deadline (deadline.py); the pool then drops the connection.
+        if self._embedded:
+            self._restart_embedded()
         with self._pool.connection() as conn:
             with self._watchdog.watch(conn.pgconn.socket) as call:
                 try:
