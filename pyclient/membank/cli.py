@@ -206,6 +206,30 @@ _LAZY_COMMANDS = {
 }
 
 
+def _refuse_undecodable(args: list[str]) -> None:
+    """Exit 2 with one line naming the option when an argument is not UTF-8 (e.g. Latin-1 bytes from a script).
+
+    Python hands such bytes over as lone surrogates (PEP 383), which no text
+    column can store: said here, before anything connects.
+    """
+    for index, arg in enumerate(args):
+        bad = next((i for i, c in enumerate(arg) if "\udc80" <= c <= "\udcff"), None)
+        if bad is None:
+            continue
+        byte = ord(arg[bad]) - 0xDC00  # the undecodable byte itself
+        option, _, _ = arg.partition("=")
+        if option.startswith("-") and "=" in arg:
+            bad -= len(option) + 1
+        elif index > 0 and args[index - 1].startswith("-"):
+            option = args[index - 1]
+        else:
+            option = f"argument {index + 1}"
+        click.echo(f"error: {option}: not UTF-8 (byte 0x{byte:02x} at character {bad + 1}); membank reads its "
+                   "arguments as UTF-8 (hint: convert the text first, e.g. iconv -f latin1 -t utf-8, or set a UTF-8 "
+                   "locale)", err=True)
+        sys.exit(2)
+
+
 class _Group(click.Group):
     """Turns membank errors into one readable line and exit code 2; lists full one-line helps."""
 
@@ -223,6 +247,11 @@ class _Group(click.Group):
                 if err.hint:
                     click.echo(f"hint: {cli_hint(err.hint)}", err=True)
             sys.exit(2)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if self is main:
+            _refuse_undecodable(args)
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # click cuts each help at ~45 characters with "..."; show the whole
@@ -894,6 +923,9 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
     only and flagged degraded (said on stderr). Run `membank worker`, or
     pass --embed-now to embed the pending facts here first.
     """
+    from membank.client import _check_retrieval
+
+    _check_retrieval(scope, top_k, min_similarity)  # before any connection or embedder load
     with _bank(max_size=1) as bank:
         if embed_now and not text_only:
             bank.process_pending(generation=False)
