@@ -200,3 +200,22 @@ def test_permissions_check_with_an_empty_tool_exits_2(db_url):
                   env={"MEMBANK_DATABASE_URL": db_url})
     assert result.exit_code == 2 and result.stderr.startswith("error [22023]: tool_name: "), result.output
     assert "Traceback" not in result.output and result.stdout == ""
+
+
+def test_a_dry_run_erase_does_not_start_valkey(db_url, bank, tmp_path, monkeypatch):
+    from membank.buffer import server
+
+    bank.create_memory(SCOPE, "User likes tea")
+    monkeypatch.delenv("MEMBANK_VALKEY_URL", raising=False)
+    monkeypatch.setenv("MEMBANK_DATA_DIR", str(tmp_path / "data"))
+    try:
+        result = _run("erase", "--scope", json.dumps(SCOPE), "--output", "json",
+                      env={"MEMBANK_DATABASE_URL": db_url})
+        assert result.exit_code == 0, result.output
+        counts = json.loads(result.stdout)["counts"]
+        assert counts["memories"] == 1 and counts["buffer_keys"] == 0  # it never ran: nothing is buffered
+        assert not server.valkey_dir().exists() and not server.is_running()
+    finally:
+        if server.is_running():
+            server.stop()
+    assert len(bank.list_memories(SCOPE).memories) == 1  # a dry run

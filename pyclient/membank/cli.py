@@ -962,18 +962,34 @@ def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
     lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
 
     Without --force only the counts are printed (buffer keys included, unless
-    --keep-buffer). Other scopes, even ones that extend this one with more
-    keys, are never touched.
+    --keep-buffer), and a stopped embedded Valkey is not started for them:
+    buffer_keys is 0 when it never ran, else null (not counted). Other
+    scopes, even ones that extend this one with more keys, are never touched.
     """
     with _bank(max_size=1) as bank:
         if keep_buffer:
             result = bank.erase_scope(scope, force=force)
+        elif not force and not os.environ.get("MEMBANK_VALKEY_URL") and not _embedded_valkey_runs():
+            from membank.buffer import server
+
+            result = bank.erase_scope(scope, force=False)
+            ran = (server.valkey_dir() / "appendonlydir").is_dir()  # its append-only file: what it kept
+            result["counts"]["buffer_keys"] = None if ran else 0
+            if ran:
+                click.echo("note: the embedded Valkey is stopped: its buffer keys were not counted (buffer_keys "
+                           "null); `membank erase --force` starts it and deletes them", err=True)
         else:
             from membank.buffer import SessionBuffer
 
             with SessionBuffer() as buffer:
                 result = bank.erase_scope(scope, force=force, buffer=buffer)
     _emit(result)
+
+
+def _embedded_valkey_runs() -> bool:
+    from membank.buffer import server
+
+    return server.is_running()
 
 
 # -- sessions and events -----------------------------------------------------------
