@@ -219,3 +219,20 @@ def test_a_dry_run_erase_does_not_start_valkey(db_url, bank, tmp_path, monkeypat
         if server.is_running():
             server.stop()
     assert len(bank.list_memories(SCOPE).memories) == 1  # a dry run
+
+
+def test_mcp_http_on_a_busy_port_is_one_line(db_url):
+    import socket
+
+    pytest.importorskip("mcp")
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "membank.cli", "mcp", "--http", str(port)],
+                              env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
+                              timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: --http {port}: cannot listen on 127.0.0.1:{port} (Address already in use) (hint: choose another "
+        f"port, or stop what listens there (ss -ltnp 'sport = :{port}'))"]
