@@ -236,3 +236,21 @@ def test_mcp_http_on_a_busy_port_is_one_line(db_url):
     assert done.stderr.strip().splitlines() == [
         f"error: --http {port}: cannot listen on 127.0.0.1:{port} (Address already in use) (hint: choose another "
         f"port, or stop what listens there (ss -ltnp 'sport = :{port}'))"]
+
+
+def test_psql_shows_membank_errors_without_internal_context(db_url):
+    from membank import embedded
+
+    if not os.path.exists(embedded.psql_path()):
+        pytest.skip("no bundled psql")
+    sql = "select * from membank.create_memory(scope => '{}', fact => 'x')"
+    done = subprocess.run([sys.executable, "-m", "membank.cli", "db", "psql", "-c", sql],
+                          env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
+                          timeout=60)
+    assert done.stderr.splitlines()[:3] == ["ERROR:  scope: must not be empty", "DETAIL:  argument: scope",
+                                            'HINT:  a scope names whose memory this is, e.g. {"user_id": "u1"}']
+    assert "CONTEXT" not in done.stderr and "membank_private" not in done.stderr, done.stderr
+    shown = subprocess.run([sys.executable, "-m", "membank.cli", "db", "psql", "-v", "SHOW_CONTEXT=errors", "-c", sql],
+                           env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
+                           timeout=60)
+    assert "CONTEXT:" in shown.stderr  # the caller's own setting wins

@@ -681,11 +681,17 @@ def db_psql(psql_args: tuple[str, ...]) -> None:
     \b
     membank db psql
     membank db psql -c '\\df membank.*'
+
+    Errors show their message, DETAIL and HINT without the CONTEXT trace of
+    membank's internal frames (SHOW_CONTEXT never; -v SHOW_CONTEXT=errors shows it).
     """
     from membank import embedded
 
     url = _database_url()
     psql = embedded.psql_path()
+    # Errors without PostgreSQL's CONTEXT trace of membank's private PL/pgSQL frames (message, DETAIL and HINT
+    # are the API); a later -v SHOW_CONTEXT=errors of the caller's wins.
+    psql_args = ("-v", "SHOW_CONTEXT=never", *psql_args)
     # The connection goes in PG* variables, not as psql's dbname argument:
     # a URL there overrides -U/-h/-d (libpq expands it after the options),
     # so `membank db psql -U tenant_u1` connected as the URL's user.
