@@ -141,8 +141,8 @@ def test_latin_1_bytes_from_a_real_command_line(db_url):
 def test_none_for_a_required_argument_names_it(bank):
     from membank import errors
 
-    for call, argument in [(lambda: bank.list_memories(None), "scope"), (lambda: bank.create_memory(None, "x"), "scope"),
-                           (lambda: bank.get_memory(None), "name")]:
+    for call, argument in [(lambda: bank.list_memories(None), "scope"),
+                           (lambda: bank.create_memory(None, "x"), "scope"), (lambda: bank.get_memory(None), "name")]:
         with pytest.raises(errors.InvalidArgumentError) as info:
             call()
         assert info.value.argument == argument and info.value.message.startswith(f"{argument}: is required by ")
