@@ -4,11 +4,12 @@ Each command is run as a fresh process, interleaved round by round so that
 drift of a shared machine hits all of them alike; the figures are wall
 times and CPU times (user + system, from wait4) of the whole process
 (start-up, imports, the database round trip), p50/p95, and the ratios are
-to the bare interpreter (`python -c pass`) of the same round. Issue 36's
-goal is `memories list` within 4x the interpreter's CPU; the floor row
-shows what importing the driver and click alone costs (no command can go
-below it while it talks to PostgreSQL through psycopg). A reference row imports what the CLI used to import at start-up
-(alembic/SQLAlchemy, psycopg, numpy, the embedder module). The database is
+to the bare interpreter (`python -c pass`) of the same round. The goal is
+`memories list` within 4x the interpreter's CPU; the floor row shows what
+importing the driver and click alone costs (no command can go below it
+while it talks to PostgreSQL through psycopg). A reference row imports
+what the CLI used to import at start-up (alembic/SQLAlchemy, psycopg,
+numpy, the embedder module). The database is
 MEMBANK_DATABASE_URL, else the embedded server in a temporary data dir
 (started once, before the runs, and stopped after).
 

@@ -45,8 +45,8 @@ def test_start_reuse_stop_restart(data_dir):
     assert embedded.stop() is False
     with MemoryBank(max_size=1) as bank:  # starts it again, same data
         assert bank.get_memory(name).fact == "kept across restarts"
-        # A long-lived bank whose server stops: its next call starts it again (as the CLI does), where it
-        # used to wait out the pool's 30 s and raise PoolTimeout.
+        # A long-lived bank whose server stops: its next call starts it again (as the CLI does) instead of
+        # waiting out the pool's 30 s for a PoolTimeout.
         assert embedded.stop() is True
         assert bank.get_memory(name).fact == "kept across restarts" and embedded.is_running()
         # ... and when the server cannot start, the call says so at once, naming `membank db start`.

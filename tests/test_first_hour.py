@@ -1,4 +1,4 @@
-"""The first hour's frictions (issue 36): each a one-line error (exit 2 from the CLI) or the fixed behaviour,
+"""A new user's first-hour frictions: each a one-line error (exit 2 from the CLI) or the fixed behaviour,
 and the CLI's start-up: a command imports what it uses when it runs."""
 
 from __future__ import annotations

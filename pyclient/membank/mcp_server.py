@@ -319,8 +319,8 @@ def run(*, scope: dict[str, str] | None, http_port: int | None, decompose: str |
     """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped.
 
     Raises SetupError before connecting when the [mcp] extra is missing, or
-    when ``http_port`` is taken (one line, where uvicorn would log eight
-    after the bank had opened).
+    when ``http_port`` is taken (one line, before the bank opens and before
+    uvicorn logs anything).
     """
     from membank.client import MemoryBank
 
