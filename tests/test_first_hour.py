@@ -149,6 +149,13 @@ def test_none_for_a_required_argument_names_it(bank):
         assert not isinstance(info.value, errors.NotInstalledError)
 
 
+def test_none_on_a_database_without_membank_still_says_not_installed(empty_db_url):
+    from membank import MemoryBank, errors
+
+    with MemoryBank(empty_db_url, max_size=1) as bank, pytest.raises(errors.NotInstalledError):
+        bank.list_memories(None)
+
+
 @pytest.mark.role("membank_writer")
 def test_metadata_that_is_not_json_names_the_argument_and_the_place(bank, conn):
     from datetime import datetime, timezone

@@ -379,11 +379,13 @@ class MemoryBank:
                     self._sleep(_RETRY_PAUSE_S * (2 ** attempt) * (1 + random.random()))
                     continue
                 if err.sqlstate == "42883" and (missing := [k for k, v in args.items() if v is None
-                                                            and k not in nulls]) and self._has_function(function):
-                    # No form of the function takes the arguments given: one the caller set to None is
-                    # required (None leaves an argument out). Not "membank is not installed".
-                    raise errors.invalid(missing[0], f"is required by {function}, got None",
-                                         f"pass {missing[0]}; None leaves an argument out") from None
+                                                            and k not in nulls]):
+                    # No form of the function takes the arguments given: when one the caller set to None is
+                    # required by every form (None leaves an argument out), say so; not "membank is not installed".
+                    required = self._required_arguments(function)
+                    if blamed := next((k for k in missing if k in required), None):
+                        raise errors.invalid(blamed, f"is required by {function}, got None",
+                                             f"pass {blamed}; None leaves an argument out") from None
                 if err.sqlstate == "57014" and (silent := deadline.silent_nodes(self.url)):
                     # statement_timeout ran out while a node does not answer (a hung Citus worker): name it
                     raise self._no_answer(silent) from None
@@ -430,12 +432,19 @@ class MemoryBank:
                         raise
         raise self._no_answer()
 
-    def _has_function(self, function: str) -> bool:
-        """Whether membank.<function> exists in the database (any arguments)."""
-        rows = self._run(sql.SQL("select exists (select from pg_catalog.pg_proc as p join pg_catalog.pg_namespace as n"
-                                 " on n.oid = p.pronamespace where n.nspname = 'membank' and p.proname = {})"
-                                 " as found").format(sql.Literal(function)), [])
-        return bool(rows and rows[0]["found"])
+    def _required_arguments(self, function: str) -> set[str]:
+        """The arguments every form of membank.<function> requires (no default); empty when there is none."""
+        rows = self._run(sql.SQL(
+            "select p.proargnames as names, p.proargmodes::text[] as modes, p.pronargs as n,"
+            " p.pronargdefaults as defaults from pg_catalog.pg_proc as p join pg_catalog.pg_namespace as n"
+            " on n.oid = p.pronamespace where n.nspname = 'membank' and p.proname = {}").format(
+                sql.Literal(function)), [])
+        forms = []
+        for row in rows:
+            names, modes = row["names"] or [], row["modes"]
+            inputs = [name for i, name in enumerate(names) if modes is None or modes[i] in ("i", "b", "v")]
+            forms.append(set(inputs[:row["n"] - row["defaults"]]))
+        return set.intersection(*forms) if forms else set()
 
     def _no_answer(self, silent: list[str] | None = None) -> errors.DatabaseUnavailableError:
         """The error of a call ended at its deadline (or by statement_timeout), naming the nodes that do not answer.
