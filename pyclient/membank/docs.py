@@ -102,8 +102,10 @@ def sql_reference(url: str) -> str:
              "pass; branch on the SQLSTATE. The `CONTEXT` lines under them are PostgreSQL's trace of the",
              "PL/pgSQL frames that raised (membank's private helpers), not part of the API: psql hides them",
              "with `\\set SHOW_CONTEXT never` (`membank db psql` sets it; `-v SHOW_CONTEXT=errors` shows",
-             "them again), and a driver keeps them in a field of their own (psycopg: `err.diag.context`;",
-             "node-postgres: `err.where`), to leave out when showing the error.", "", "## Contents", ""]
+             "them again). Drivers give each part as a field (psycopg: `err.diag.message_primary`,",
+             "`message_detail`, `message_hint`, `context`; node-postgres: `message`, `detail`, `hint`,",
+             "`where`): show the first three, not the whole text (psycopg's `str(err)` includes the trace).",
+             "", "## Contents", ""]
     for area in order:
         if area in by_area:
             names = list(dict.fromkeys(f["name"] for f in by_area[area]))
