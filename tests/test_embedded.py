@@ -8,7 +8,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from membank import MemoryBank, database, embedded, migrate, settings
+from membank import MemoryBank, database, embedded, errors, migrate, settings
 
 
 @pytest.fixture
@@ -44,6 +44,22 @@ def test_start_reuse_stop_restart(data_dir):
     assert embedded.stop() is True
     assert embedded.stop() is False
     with MemoryBank(max_size=1) as bank:  # starts it again, same data
+        assert bank.get_memory(name).fact == "kept across restarts"
+        # A long-lived bank whose server stops: its next call starts it again (as the CLI does) instead of
+        # waiting out the pool's 30 s for a PoolTimeout.
+        assert embedded.stop() is True
+        assert bank.get_memory(name).fact == "kept across restarts" and embedded.is_running()
+        # ... and when the server cannot start, the call says so at once, naming `membank db start`.
+        conf = data_dir / "pg" / "postgresql.conf"
+        kept = conf.read_text()
+        embedded.stop()
+        conf.write_text(kept + "\nnot a setting\n")
+        try:
+            with pytest.raises(errors.DatabaseUnavailableError, match="stopped and does not start again") as info:
+                bank.get_memory(name)
+            assert "`membank db start`" in info.value.hint
+        finally:
+            conf.write_text(kept)
         assert bank.get_memory(name).fact == "kept across restarts"
     with psycopg.connect(url) as conn:
         assert conn.execute("show listen_addresses").fetchone()[0] == ""

@@ -208,20 +208,52 @@ _LAZY_COMMANDS = {
 }
 
 
+def _refuse_undecodable(args: list[str]) -> None:
+    """Exit 2 with one line naming the option when an argument is not UTF-8 (e.g. Latin-1 bytes from a script).
+
+    Python hands such bytes over as lone surrogates (PEP 383), which no text
+    column can store: said here, before anything connects.
+    """
+    for index, arg in enumerate(args):
+        bad = next((i for i, c in enumerate(arg) if "\udc80" <= c <= "\udcff"), None)
+        if bad is None:
+            continue
+        byte = ord(arg[bad]) - 0xDC00  # the undecodable byte itself
+        option, _, _ = arg.partition("=")
+        if option.startswith("-") and "=" in arg:
+            bad -= len(option) + 1
+        elif index > 0 and args[index - 1].startswith("-"):
+            option = args[index - 1]
+        else:
+            option = f"argument {index + 1}"
+        click.echo(f"error: {option}: not UTF-8 (byte 0x{byte:02x} at character {bad + 1}); membank reads its "
+                   "arguments as UTF-8 (hint: convert the text first, e.g. iconv -f latin1 -t utf-8, or set a UTF-8 "
+                   "locale)", err=True)
+        sys.exit(2)
+
+
 class _Group(click.Group):
     """Turns membank errors into one readable line and exit code 2; lists full one-line helps."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
+            if self is main:
+                settings.check_environment()  # a bad MEMBANK_* value: one line naming it, before anything runs
             return super().invoke(ctx)
-        except errors.SetupError as err:
-            click.echo(f"error: {err}", err=True)  # one line: the message and its hint
-            sys.exit(2)
         except errors.MembankError as err:
-            click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}", err=True)
-            if err.hint:
-                click.echo(f"hint: {cli_hint(err.hint)}", err=True)
+            if isinstance(err, errors.SetupError) or (err.argument or "").startswith("MEMBANK_"):
+                click.echo(f"error: {err}", err=True)  # one line: the message and its hint
+            else:
+                click.echo(f"error [{err.sqlstate}]: {err.message}" if err.sqlstate else f"error: {err.message}",
+                           err=True)
+                if err.hint:
+                    click.echo(f"hint: {cli_hint(err.hint)}", err=True)
             sys.exit(2)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if self is main:
+            _refuse_undecodable(args)
+        return super().parse_args(ctx, args)
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         # click cuts each help at ~45 characters with "..."; show the whole
@@ -651,11 +683,17 @@ def db_psql(psql_args: tuple[str, ...]) -> None:
     \b
     membank db psql
     membank db psql -c '\\df membank.*'
+
+    Errors show their message, DETAIL and HINT without the CONTEXT trace of
+    membank's internal frames (SHOW_CONTEXT never; -v SHOW_CONTEXT=errors shows it).
     """
     from membank import embedded
 
     url = _database_url()
     psql = embedded.psql_path()
+    # Errors without PostgreSQL's CONTEXT trace of membank's private PL/pgSQL frames (message, DETAIL and HINT
+    # are the API); a later -v SHOW_CONTEXT=errors of the caller's wins.
+    psql_args = ("-v", "SHOW_CONTEXT=never", *psql_args)
     # The connection goes in PG* variables, not as psql's dbname argument:
     # a URL there overrides -U/-h/-d (libpq expands it after the options),
     # so `membank db psql -U tenant_u1` connected as the URL's user.
@@ -913,6 +951,9 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
     only and flagged degraded (said on stderr). Run `membank worker`, or
     pass --embed-now to embed the pending facts here first.
     """
+    from membank.client import _check_retrieval
+
+    _check_retrieval(scope, top_k, min_similarity)  # before any connection or embedder load
     with _bank(max_size=1) as bank:
         if embed_now and not text_only:
             bank.process_pending(generation=False)
@@ -949,18 +990,34 @@ def erase(scope: Any, force: bool, keep_buffer: bool) -> None:
     lexicon, sessions, events, operations, jobs) and its sessions' buffer keys in Valkey.
 
     Without --force only the counts are printed (buffer keys included, unless
-    --keep-buffer). Other scopes, even ones that extend this one with more
-    keys, are never touched.
+    --keep-buffer), and a stopped embedded Valkey is not started for them:
+    buffer_keys is 0 when it never ran, else null (not counted). Other
+    scopes, even ones that extend this one with more keys, are never touched.
     """
     with _bank(max_size=1) as bank:
         if keep_buffer:
             result = bank.erase_scope(scope, force=force)
+        elif not force and not os.environ.get("MEMBANK_VALKEY_URL") and not _embedded_valkey_runs():
+            from membank.buffer import server
+
+            result = bank.erase_scope(scope, force=False)
+            ran = (server.valkey_dir() / "appendonlydir").is_dir()  # its append-only file: what it kept
+            result["counts"]["buffer_keys"] = None if ran else 0
+            if ran:
+                click.echo("note: the embedded Valkey is stopped: its buffer keys were not counted (buffer_keys "
+                           "null); `membank erase --force` starts it and deletes them", err=True)
         else:
             from membank.buffer import SessionBuffer
 
             with SessionBuffer() as buffer:
                 result = bank.erase_scope(scope, force=force, buffer=buffer)
     _emit(result)
+
+
+def _embedded_valkey_runs() -> bool:
+    from membank.buffer import server
+
+    return server.is_running()
 
 
 # -- sessions and events -----------------------------------------------------------

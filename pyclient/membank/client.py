@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import threading
 import time
 from collections.abc import Iterator, Mapping
 from datetime import datetime, timedelta
@@ -77,6 +78,8 @@ BLANK = ("".join(map(chr, range(0x01, 0x21))) + "".join(map(chr, range(0x7f, 0xa
          + "\u1680\u180e\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
          "\u2009\u200a\u200b\u200c\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff")
 MAX_QUERY_CHARS = 4000  # retrieve_memories' limit on query_text
+MAX_TOP_K = 100  # retrieve_memories' limit on top_k
+MAX_SCOPES = 16  # the most scopes one call takes
 # A call aborted by a deadlock or serialization failure (errors.RETRIED_SQLSTATES) runs again, at most this
 # often in all, after 0.05, 0.1, 0.2 ... s (doubled, with up to as much again of jitter).
 _RETRY_ATTEMPTS = 5
@@ -128,6 +131,30 @@ def _has_non_finite(value: Any) -> bool:
     return False
 
 
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _not_json(value: Any, path: str = "") -> tuple[str, str] | None:
+    """(path, type name) of the first value inside ``value`` that JSON cannot hold, else None."""
+    if isinstance(value, _JSON_SCALARS):
+        return None
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, _JSON_SCALARS):
+                return f"{path}[{key!r}] (a key)", type(key).__name__
+            found = _not_json(item, f"{path}[{key!r}]")
+            if found:
+                return found
+        return None
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            found = _not_json(item, f"{path}[{index}]")
+            if found:
+                return found
+        return None
+    return path, type(value).__name__
+
+
 def _adapt(name: str, value: Any, type_: str) -> Any:
     # PostgreSQL text and jsonb cannot hold U+0000, UTF-8 cannot hold a lone
     # surrogate (U+D800..U+DFFF) and JSON has no NaN or Infinity; the driver
@@ -147,6 +174,12 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
         # A str is iterable, and the server would say "malformed array literal" without naming it.
         raise errors.invalid(name, f"must be a list, got the string {value!r}", f"e.g. {name}=[{value!r}]")
     if type_ == "jsonb":
+        found = _not_json(value)
+        if found:  # json.dumps would say "Object of type datetime is not JSON serializable", naming nothing
+            where, kind = found
+            raise errors.invalid(name, f"holds a {kind} at {name}{where}, which JSON cannot hold",
+                                 "store JSON values only (str, int, float, bool, None, dict, list); a datetime as "
+                                 "ISO 8601 text (value.isoformat()), a UUID or Decimal as str(value)")
         return Jsonb(value)
     if type_ == "timestamptz" and not isinstance(value, datetime) and value not in ("infinity", "-infinity"):
         # The server would reject bad text without naming the argument.
@@ -165,6 +198,25 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     if name == "ttl" and isinstance(value, (int, float)):
         return timedelta(seconds=value)
     return value
+
+
+def _check_retrieval(scope: Any, top_k: Any, min_similarity: Any) -> None:
+    """retrieve_memories' cheap checks, made before a query is embedded (loading the embedder takes seconds).
+
+    Worded as the SQL function words them (membank_private.validate_scopes and
+    check_retrieval_options), which checks them again; tests/test_first_hour.py
+    compares the two.
+    """
+    if isinstance(scope, (list, tuple)) and not 1 <= len(scope) <= MAX_SCOPES:
+        raise errors.invalid("scope", f"lists {len(scope)} scopes",
+                             f"pass one scope object, or an array of 1 to {MAX_SCOPES} scope objects")
+    if isinstance(top_k, int) and not isinstance(top_k, bool) and not 1 <= top_k <= MAX_TOP_K:
+        raise errors.invalid("top_k", f"must be between 1 and {MAX_TOP_K}, got {top_k}",
+                             "the default top_k is 3 (with a query)")
+    if isinstance(min_similarity, (int, float)) and not isinstance(min_similarity, bool) \
+            and not -1 <= min_similarity <= 1 and not math.isnan(min_similarity):
+        raise errors.invalid("min_similarity", f"must be between -1 and 1, got {min_similarity:g}",
+                             "similarity is 1 - cosine distance; e.g. 0.8")
 
 
 def _events_json(events: Any) -> Any:
@@ -200,8 +252,11 @@ class MemoryBank:
     naive one is refused with InvalidArgumentError naming the argument.
     List arguments (``topics``, ``source_event_ids``, ...) take lists: a str
     there is refused with InvalidArgumentError naming the argument. A wrong
-    URL raises DatabaseUnavailableError within a few seconds. Use as a
-    context manager, or call ``close()``.
+    URL raises DatabaseUnavailableError within a few seconds. On the
+    embedded server (no URL anywhere), a call that finds it stopped starts it
+    again, as the CLI does, or raises DatabaseUnavailableError naming
+    ``membank db start`` when it does not start. Use as a context manager,
+    or call ``close()``.
     """
 
     def __init__(self, url: str | None = None, *, embedder: Embedder | str | None = None,
@@ -235,6 +290,9 @@ class MemoryBank:
         share. ``erase_scope`` clears it.
         """
         self._query_cache = _query_cache(query_cache)
+        # Settings first: a bad value names its argument (or variable) at once, before any connection.
+        self._statement_timeout = settings.statement_timeout(statement_timeout)
+        self._lock_timeout = settings.lock_timeout(lock_timeout)
         self.url = url or database.database_url()
         # One quick connection first: a wrong URL fails in seconds with one line
         # (DatabaseUnavailableError), not after the pool's 30 s of retries.
@@ -249,9 +307,12 @@ class MemoryBank:
                                  retries=settings.model_retries(model_retries),
                                  response_format=settings.response_format(response_format))
         self._model_attempts = settings.model_attempts(model_attempts)
-        self._statement_timeout = statement_timeout or settings.statement_timeout()
-        self._lock_timeout = lock_timeout or settings.lock_timeout()
         self._watchdog = deadline.Watchdog(deadline.call_deadline(self._statement_timeout))
+        # On the embedded server (no URL given, none in MEMBANK_DATABASE_URL), a call finds it stopped and
+        # starts it again, as every CLI command does, instead of waiting out the pool's 30 s.
+        self._embedded = url is None and not os.environ.get(settings.ENV_DATABASE_URL)
+        self._pool_size = (min_size, max_size)
+        self._restart_lock = threading.Lock()
         self._pool = self._open_pool(min_size, max_size)
 
     def _open_pool(self, min_size: int, max_size: int) -> Any:
@@ -318,15 +379,51 @@ class MemoryBank:
                     # after a short, jittered pause so that the other party finishes first.
                     self._sleep(_RETRY_PAUSE_S * (2 ** attempt) * (1 + random.random()))
                     continue
+                if err.sqlstate == "42883" and (missing := [k for k, v in args.items() if v is None
+                                                            and k not in nulls]):
+                    # No form of the function takes the arguments given: when one the caller set to None is
+                    # required by every form (None leaves an argument out), say so; not "membank is not installed".
+                    required = self._required_arguments(function)
+                    if blamed := next((k for k in missing if k in required), None):
+                        raise errors.invalid(blamed, f"is required by {function}, got None",
+                                             f"pass {blamed}; None leaves an argument out") from None
                 if err.sqlstate == "57014" and (silent := deadline.silent_nodes(self.url)):
                     # statement_timeout ran out while a node does not answer (a hung Citus worker): name it
                     raise self._no_answer(silent) from None
                 raise errors.from_psycopg(err) from None
         raise AssertionError("unreachable")
 
+    def _restart_embedded(self) -> None:
+        """On the embedded server: when it no longer runs, start it again and open a new pool on it.
+
+        The old pool's connections died with the server (and its reconnection
+        attempts may be backing off): it is closed, not reused. Raises
+        DatabaseUnavailableError naming ``membank db start`` when the server
+        does not start.
+        """
+        from membank import embedded
+
+        if embedded.is_running():  # reads postmaster.pid: tens of microseconds
+            return
+        with self._restart_lock:
+            if embedded.is_running():
+                return
+            try:
+                self.url = embedded.ensure_running()
+            except Exception as err:
+                raise errors.DatabaseUnavailableError(
+                    f"the embedded server in {embedded.pgdata()} stopped and does not start again: "
+                    f"{' '.join(str(err).split()) or type(err).__name__}",
+                    hint="run `membank db start` (its log is in that folder) and retry, or set "
+                         f"{settings.ENV_DATABASE_URL}") from None
+            old, self._pool = self._pool, self._open_pool(*self._pool_size)
+            old.close(timeout=1.0)
+
     def _run(self, query: sql.Composable, params: list[Any]) -> list[dict]:
         # One statement on a pooled connection (AsyncMemoryBank runs it on its async pool instead),
         # ended by the watchdog at its deadline (deadline.py); the pool then drops the connection.
+        if self._embedded:
+            self._restart_embedded()
         with self._pool.connection() as conn:
             with self._watchdog.watch(conn.pgconn.socket) as call:
                 try:
@@ -335,6 +432,20 @@ class MemoryBank:
                     if not call.expired:
                         raise
         raise self._no_answer()
+
+    def _required_arguments(self, function: str) -> set[str]:
+        """The arguments every form of membank.<function> requires (no default); empty when there is none."""
+        rows = self._run(sql.SQL(
+            "select p.proargnames as names, p.proargmodes::text[] as modes, p.pronargs as n,"
+            " p.pronargdefaults as defaults from pg_catalog.pg_proc as p join pg_catalog.pg_namespace as n"
+            " on n.oid = p.pronamespace where n.nspname = 'membank' and p.proname = {}").format(
+                sql.Literal(function)), [])
+        forms = []
+        for row in rows:
+            names, modes = row["names"] or [], row["modes"]
+            inputs = [name for i, name in enumerate(names) if modes is None or modes[i] in ("i", "b", "v")]
+            forms.append(set(inputs[:row["n"] - row["defaults"]]))
+        return set.intersection(*forms) if forms else set()
 
     def _no_answer(self, silent: list[str] | None = None) -> errors.DatabaseUnavailableError:
         """The error of a call ended at its deadline (or by statement_timeout), naming the nodes that do not answer.
@@ -599,6 +710,7 @@ class MemoryBank:
             memory_type=memory_type, created_after=created_after, created_before=created_before,
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
             rerank_depth=rerank_depth)
+        _check_retrieval(scope, top_k, min_similarity)  # before the query is embedded
         rows = self._call("retrieve_memories", dict(options, **self._query_args(query, decompose, use_embedding)))
         return [RetrievedMemory.from_row(r) for r in rows]
 

