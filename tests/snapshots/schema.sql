@@ -3013,7 +3013,10 @@ bind_role_to_scope gets only its bound scopes (none when its bindings are gone),
 and reads nothing else: the memories are read with the exact-scope functions. For path-shaped scopes, such as
 LangGraph namespaces stored as {"ns.0": "users", "ns.1": "alice"}, a pattern of the first positions is a prefix
 search (membank.langgraph.MembankStore). Scans the memories of the matching scopes (every memory for an unrestricted
-role). Raises 22023 naming the argument (scope_pattern, max_scopes, after_scope).';
+role). Raises 22023 naming the argument (scope_pattern, max_scopes, after_scope).
+Columns:
+- scope: the exact scope (a JSON object), as create_memory stored it; pass it to the exact-scope functions.
+- memories: how many live (not deleted, not expired) memories the scope holds.';
 CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
