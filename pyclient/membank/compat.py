@@ -190,7 +190,10 @@ class _Verbs:
         with _named(top_k="limit", min_similarity="threshold", metadata_filter="filters"):
             found = self.bank.retrieve_memories(scope, query, top_k=limit, min_similarity=threshold,
                                                 metadata_filter=metadata_filter)
-        return {"results": [_item(r.memory, r.similarity, with_score=True) for r in found]}
+        # membank's hybrid ranking picks the top `limit`; mem0's callers read the
+        # list as ordered by its score (cut at a score, take [0]), so it is.
+        ranked = sorted(found, key=lambda r: -1.0 if r.similarity is None else r.similarity, reverse=True)
+        return {"results": [_item(r.memory, r.similarity, with_score=True) for r in ranked]}
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         try:
@@ -378,7 +381,11 @@ class Memory:
     def search(self, query: str, *, user_id: str | None = None, agent_id: str | None = None,
                run_id: str | None = None, limit: int = 100, filters: Mapping[str, Any] | None = None,
                threshold: float | None = None, **unsupported: Any) -> dict[str, Any]:
-        """RetrieveMemories in the exact scope: ``{"results": [item + "score"]}``, best first.
+        """RetrieveMemories in the exact scope: ``{"results": [item + "score"]}``, highest score first.
+
+        The ``limit`` memories are those membank's hybrid retrieval ranks best
+        (vector + full text, RRF, session neighbours); they are listed by
+        ``score``, as mem0 lists them.
 
         ``limit``: 1..100 (``top_k``); ``threshold``: minimum cosine
         similarity (``min_similarity``, 0..1); ``filters``: metadata
