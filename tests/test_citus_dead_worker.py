@@ -51,6 +51,14 @@ def kill_9(node) -> None:
             pass
 
 
+def start_if_dead(node) -> None:
+    """Start node again if its postmaster is gone (a failure before the kill leaves it running)."""
+    try:
+        os.kill(int((node.data / "postmaster.pid").read_text().split()[0]), 0)
+    except (ProcessLookupError, FileNotFoundError):
+        node.start()
+
+
 def generate(url: str, scope: dict, text: str) -> str:
     event = {"event_id": uuid.uuid4().hex, "author": "user", "text": text, "timestamp": "2023-05-24T10:00:00Z"}
     with psycopg.connect(url, autocommit=True) as c:
@@ -116,29 +124,29 @@ def test_a_killed_worker_stops_only_its_own_scopes_and_nothing_is_lost(failing, 
         # A batch of embedding jobs claimed in every scope (a lease, committed), before the kill.
         embedding = EmbeddingWorker(worker, embedder, batch_size=1000)
         embedding.configure()  # the bank's model, a reference table's row: written while every node is up
-        with psycopg.connect(worker, autocommit=True) as claimer:
-            claimed = claimer.execute("select memory_name::text, memory_fact, fact_md5::text"
-                                      " from membank.claim_embedding_jobs(1000)").fetchall()
-            assert len(claimed) == 14
-            # The worker dies while a generation job of its scope is in flight (the model is being asked).
-            generation = GenerationWorker(worker, KillingProvider(own), embedder)
-            try:
-                with pytest.raises(psycopg.Error):
-                    generation.process_job(ops[dead[0]["user_id"]])
-            finally:
-                generation.close()
-            # The claimed batch is stored: the live worker's scopes' vectors, the dead one's skipped (WARNING).
-            warnings = []
-            claimer.add_notice_handler(lambda d: warnings.append(d.message_primary))
-            vectors = embedder.embed_passages([r[1] for r in claimed])
-            stored = claimer.execute(
-                "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
-                " fact_md5s => %s, embeddings => %s)",
-                (embedder.model_id, embedder.dimension, [r[0] for r in claimed], [r[2] for r in claimed],
-                 ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in vectors])).fetchone()[0]
-            assert stored == 8
-            assert any(node in w for w in warnings), warnings
         try:
+            with psycopg.connect(worker, autocommit=True) as claimer:
+                claimed = claimer.execute("select memory_name::text, memory_fact, fact_md5::text"
+                                          " from membank.claim_embedding_jobs(1000)").fetchall()
+                assert len(claimed) == 14
+                # The worker dies while a generation job of its scope is in flight (the model is being asked).
+                generation = GenerationWorker(worker, KillingProvider(own), embedder)
+                try:
+                    with pytest.raises(psycopg.Error):
+                        generation.process_job(ops[dead[0]["user_id"]])
+                finally:
+                    generation.close()
+                # The claimed batch is stored: the live worker's scopes' vectors, the dead one's skipped (WARNING).
+                warnings = []
+                claimer.add_notice_handler(lambda d: warnings.append(d.message_primary))
+                vectors = embedder.embed_passages([r[1] for r in claimed])
+                stored = claimer.execute(
+                    "select membank.store_embeddings(model_id => %s, dimension => %s, memory_names => %s,"
+                    " fact_md5s => %s, embeddings => %s)",
+                    (embedder.model_id, embedder.dimension, [r[0] for r in claimed], [r[2] for r in claimed],
+                     ["[" + ",".join(repr(float(x)) for x in v) + "]" for v in vectors])).fetchone()[0]
+                assert stored == 8
+                assert any(node in w for w in warnings), warnings
             # Dead: the live worker's scopes work, calls and jobs; the dead one's calls name the node.
             for s in live:
                 acked[s["user_id"]].append(bank.create_memory(s, f"{s['user_id']} learnt while {node} was dead").fact)
@@ -170,7 +178,7 @@ def test_a_killed_worker_stops_only_its_own_scopes_and_nothing_is_lost(failing, 
             for s in live:  # 3 + 1 memories and the extracted fact, every one embedded, nothing left
                 assert during[s["user_id"]] == (5, 5, 5, 0, 0, 0), during
         finally:
-            own.start()
+            start_if_dead(own)
         # Back: the dead scopes' leases end (time moved, not waited for) and every job gets done.
         with psycopg.connect(url, autocommit=True) as c:
             c.execute("update membank_private.embedding_jobs set retry_time = statement_timestamp() - interval '1 s'"
@@ -239,3 +247,14 @@ def test_claims_and_completions_touch_only_the_workers_of_their_scopes(failing, 
         c.autocommit = True
         rows, ports = log.during("select * from membank.claim_generation_jobs(1)")
         assert rows == [] and ports == set(), log.commands
+    # A backlog of a role bound to one scope: that scope's worker only.
+    tenant = login(url, "membank_writer")
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("select membank.bind_role_to_scope(%s, %s)",
+                  (psycopg.conninfo.conninfo_to_dict(tenant)["user"], json.dumps(scope)))
+    with psycopg.connect(tenant, autocommit=True) as c:
+        log = RemoteCommands(c)
+        rows, ports = log.during("select pending, failed, embedded from membank.embedding_backlog()")
+        assert rows == [(1, 0, 1)] and ports == {live_port}, log.commands  # the fact extracted, the one stored
+        rows, ports = log.during("select pending_operations from membank.generation_backlog()")
+        assert rows == [(0,)] and ports == {live_port}, log.commands

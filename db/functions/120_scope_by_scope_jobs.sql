@@ -234,6 +234,7 @@ declare
     _scope_id uuid;
     _job record;
     _count integer := 0;
+    _n integer;
     _node record;
     _down integer [] := '{}';
     _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
@@ -244,6 +245,7 @@ begin
         if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
             continue;
         end if;
+        _n := 0;  -- counted once the scope's updates stand (a subtransaction rolled back counts none)
         begin
             for _job in
                 select j.name, j.fact_md5, j.attempts from membank_private.embedding_jobs as j
@@ -255,7 +257,7 @@ begin
                     last_error = left(error, 2000),
                     retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
                 where j.scope_id = _scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
-                _count := _count + 1;
+                _n := _n + 1;
             end loop;
         exception
             when others then
@@ -266,7 +268,9 @@ begin
                 _down := _down || _node.group_id;
                 raise warning 'fail_embedding_jobs: node % does not answer; its scopes'' jobs were not updated',
                     _node.node using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
         end;
+        _count := _count + _n;
     end loop;
     return _count;
 end
