@@ -419,7 +419,8 @@ COMMENT ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batch
 ago than deleted_revisions, GenerateMemories operations finished longer ago than finished_operations, events appended
 longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
-(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
+(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only. On Citus, the
+scopes of a worker node that does not answer are skipped with a WARNING naming the node (call again once it is back).
 Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.bind_role_to_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -775,7 +776,7 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
         return query select * from membank_private.claim_embedding_jobs_by_scope(batch_size);
         return;
@@ -831,7 +832,8 @@ and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
 (membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
 not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
-claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).';
+claimed as usual. On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node
+(docs/scale-out.md). Raises 22023 naming the argument, 42501 (a role bound to scopes).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -904,6 +906,7 @@ embed in passage mode before calling prepare_consolidation (null for a later bat
 prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
 "max_tokens"} (compact_memories). Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
+On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node.
 Raises 22023 naming the argument.';
 CREATE FUNCTION membank.compact_memories(scope jsonb, older_than interval, max_memories integer DEFAULT 50, topics text[] DEFAULT NULL::text[], model_id text DEFAULT NULL::text, in_database boolean DEFAULT NULL::boolean) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
@@ -994,6 +997,7 @@ begin
             _candidates, 'COMPACT')
     returning * into _op;
     if not _use_db then
+        perform membank_private.mark_due(_scope_id, 'generation');  -- Citus: 121_due_work.sql
         insert into membank_private.generation_jobs (operation_name, scope_id) values (_op.name, _scope_id);
         perform pg_notify('membank_generation_jobs', _op.name::text);
         return _op.name;
@@ -2178,6 +2182,9 @@ begin
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
     where o.scope_id = _job.scope_id and o.name = _job.operation_name;
+    if membank_private.distributed() then
+        perform membank_private.refresh_due(_scope_id, 'generation');  -- due again at its retry (121_due_work.sql)
+    end if;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
@@ -2949,7 +2956,8 @@ max_batches batches (null: until none is left). Each deletion writes a DELETED r
 and destroys the memory''s text in its revisions, events and operations. A memory deleted before its expire_time is
 forgotten the same way once that time passes (its text and the caller''s labels leave its revisions, events and
 operations; no new revision). Call it outside an explicit transaction block (it commits):
-CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
+CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. On Citus, the scopes
+of a worker node that does not answer are skipped with a WARNING naming the node (call again once it is back). Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3058,6 +3066,7 @@ begin
     from membank_private.memories as m
     where m.fact is not null;
     get diagnostics _count = row_count;
+    perform membank_private.rebuild_due_scopes();  -- Citus: every scope's jobs in the coordinator's index
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
 exception
@@ -3613,7 +3622,8 @@ $$;
 COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) IS 'Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
 pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
-binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
+binary quantization used for candidate ranking. Returns the number stored; the jobs are removed. On Citus, the
+vectors of a scope whose worker node does not answer are not stored (WARNING naming the node; the jobs stay leased).
 Raises 22023 naming the argument (length mismatch, more than 1000, a name twice, a name or md5 that is not a uuid,
 wrong dimension, embeddings[i] malformed, with NaN or infinite entries, of zero norm or over 16000 dimensions: nothing
 stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
@@ -5011,46 +5021,96 @@ declare
     _now timestamptz := statement_timestamp();
     _lease timestamptz := statement_timestamp() + membank_private.embedding_lease();
     _scope_id uuid;
-    _names uuid [];
     _left integer := batch_size;
-    _claimed integer;
+    _down integer [] := '{}';
+    _node record;
+    _n uuid [];
+    _f text [];
+    _m uuid [];
+    _names uuid [] := '{}';
+    _facts text [] := '{}';
+    _md5s uuid [] := '{}';
+    _scopes uuid [] := '{}';
 begin
-    for _scope_id, _names in select c.scope_id, c.names from membank_private.embedding_candidates(batch_size, _now) as c
+    for _scope_id in
+        select d.scope_id from membank_private.due_scopes as d
+        where d.kind = 'embedding' and d.due_time <= _now
+        order by d.due_time, d.scope_id
+        limit least(batch_size * 4, 1000)
     loop
         exit when _left <= 0;
-        -- One shard: every table reference names the scope.
-        return query
-        with due as (
-            select j.name, j.fact_md5,
-                   case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
-                   membank_private.is_blank(m.fact) as blank
-            from membank_private.embedding_jobs as j
-            inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
-            where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
-              and j.retry_time <= _now and j.attempts < 5
-            order by j.retry_time
-            limit _left
-            for update of j skip locked
-        ), leased as (
-            update membank_private.embedding_jobs as j
-            set retry_time = _lease
-            from due as d
-            where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
-        ), blank as (
-            update membank_private.embedding_jobs as j
-            set attempts = 5, last_error = membank_private.blank_fact_error()
-            from due as d
-            where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
-        ), stale as (
-            delete from membank_private.embedding_jobs as j
-            using due as d
-            where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
-        )
-        select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
-        get diagnostics _claimed = row_count;
-        _left := _left - _claimed;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;  -- its node did not answer for another scope of this call
+        end if;
+        begin
+            -- One shard: every table reference names the scope.
+            with due as (
+                select j.name, j.fact_md5,
+                       case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+                       m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+                       membank_private.is_blank(m.fact) as blank
+                from membank_private.embedding_jobs as j
+                inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
+                where j.scope_id = _scope_id and m.scope_id = _scope_id
+                  and j.retry_time <= _now and j.attempts < 5
+                order by j.retry_time
+                limit _left
+                for update of j skip locked
+            ), leased as (
+                update membank_private.embedding_jobs as j
+                set retry_time = _lease
+                from due as d
+                where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+            ), blank as (
+                update membank_private.embedding_jobs as j
+                set attempts = 5, last_error = membank_private.blank_fact_error()
+                from due as d
+                where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+            ), stale as (
+                delete from membank_private.embedding_jobs as j
+                using due as d
+                where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+            )
+            select coalesce(array_agg(c.name), '{}'), coalesce(array_agg(c.fact), '{}'),
+                   coalesce(array_agg(c.fact_md5), '{}')
+            into _n, _f, _m
+            from due as c where c.fresh and not c.blank;
+            perform membank_private.refresh_due(_scope_id, 'embedding');
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'claim_embedding_jobs: node % does not answer; its scopes were skipped', _node.node
+                    using detail = sqlerrm, hint = 'the other nodes'' jobs were claimed; claim again once it is back';
+                continue;
+        end;
+        _names := _names || _n;
+        _facts := _facts || _f;
+        _md5s := _md5s || _m;
+        _scopes := _scopes || array_fill(_scope_id, array[cardinality(_n)]);
+        _left := _left - cardinality(_n);
     end loop;
+    perform membank_private.remember_claimed(_names::text [], _scopes, false);
+    return query select g.name, g.fact, g.md5 from unnest(_names, _facts, _md5s) as g (name, fact, md5);
+end
+$$;
+CREATE FUNCTION membank_private.claimed_scope(key text) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _hint text := nullif(current_setting('membank.claimed_scopes', true), '');
+begin
+    if _hint is null or not membank_private.distributed() then
+        return null;
+    end if;
+    return (_hint::jsonb ->> key)::uuid;
+exception
+    when data_exception then
+        return null;  -- a hint that is not ours (set by the caller): no hint
 end
 $$;
 CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
@@ -5369,18 +5429,6 @@ CREATE FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operati
                      where y.rank <= 3), '[]') as candidates
           from generate_series(first, last) as f (i)) as x;
 $$;
-CREATE FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) RETURNS TABLE(scope_id uuid, names uuid[])
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select c.scope_id, array_agg(c.name order by c.retry_time, c.name)
-    from (select j.scope_id, j.name, j.retry_time from membank_private.embedding_jobs as j
-          where j.retry_time <= now and j.attempts < 5
-          order by j.retry_time
-          limit least(batch_size * 4, 4000)) as c
-    group by c.scope_id
-    order by min(c.retry_time), c.scope_id;
-$$;
 CREATE FUNCTION membank_private.embedding_lease() RETURNS interval
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5578,22 +5626,46 @@ CREATE FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[]
     AS $$
 declare
     _now timestamptz := statement_timestamp();
+    _scope_id uuid;
     _job record;
     _count integer := 0;
+    _n integer;
+    _node record;
+    _down integer [] := '{}';
+    _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
+                            from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
-    for _job in
-        select j.scope_id, j.name, j.fact_md5, j.attempts
-        from membank_private.embedding_jobs as j
-        inner join unnest(memory_names, fact_md5s) as g (name, fact_md5)
-            on g.name = j.name and g.fact_md5 = j.fact_md5
-        order by j.scope_id, j.name
-    loop
-        update membank_private.embedding_jobs as j
-        set attempts = _job.attempts + 1,
-            last_error = left(error, 2000),
-            retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
-        where j.scope_id = _job.scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
-        _count := _count + 1;
+    -- Scope by scope (the claim's hint, 121_due_work.sql); a scope whose worker does not answer is skipped.
+    for _scope_id in select distinct s.scope_id from membank_private.job_scopes(memory_names) as s order by 1 loop
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        _n := 0;  -- counted once the scope's updates stand (a subtransaction rolled back counts none)
+        begin
+            for _job in
+                select j.name, j.fact_md5, j.attempts from membank_private.embedding_jobs as j
+                where j.scope_id = _scope_id and (j.name::text || ':' || j.fact_md5::text) = any(_pairs)
+                order by j.name
+            loop
+                update membank_private.embedding_jobs as j
+                set attempts = _job.attempts + 1,
+                    last_error = left(error, 2000),
+                    retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
+                where j.scope_id = _scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
+                _n := _n + 1;
+            end loop;
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'fail_embedding_jobs: node % does not answer; its scopes'' jobs were not updated',
+                    _node.node using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
+        end;
+        _count := _count + _n;
     end loop;
     return _count;
 end
@@ -5661,6 +5733,9 @@ declare
 begin
     delete from membank_private.generation_jobs as j
     where j.scope_id = _scope_id and j.operation_name = finish_operation.operation_name;
+    if found and membank_private.distributed() then
+        perform membank_private.refresh_due(_scope_id, 'generation');  -- the coordinator's index (121_due_work.sql)
+    end if;
     -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
     -- Computed, then written: Citus refuses a function over columns in an UPDATE.
     select s.* into _stripped
@@ -5794,6 +5869,35 @@ begin
     return _count;
 end
 $$;
+CREATE FUNCTION membank_private.forget_expired_deletion(scope_id uuid, name uuid) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform from membank_private.scope_locks as l where l.scope_id = forget_expired_deletion.scope_id
+    for update skip locked;
+    if not found
+       or exists (select from membank_private.memories as m
+                  where m.scope_id = forget_expired_deletion.scope_id and m.name = forget_expired_deletion.name)
+       or not membank_private.is_expired(name, scope_id) then
+        return 0;
+    end if;
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    perform membank_private.forget_memory(name, scope_id);
+    return 1;
+exception
+    when lock_not_available then
+        raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy', name
+            using hint = 'call purge_expired_memories again';
+        return 0;
+    when others then
+        if not membank_private.node_unreachable(sqlstate) then
+            raise;
+        end if;
+        perform membank_private.skip_unreachable('purge_expired_memories', scope_id, sqlerrm);
+        return 0;
+end
+$$;
 CREATE FUNCTION membank_private.forget_expired_deletions(batch_size integer) RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5803,7 +5907,52 @@ declare
     _scope_id uuid;
     _name uuid;
     _count bigint := 0;
+    _candidates text [] := '{}';
+    _down integer [] := '{}';
 begin
+    if membank_private.distributed() then
+        -- Citus: the scopes shard by shard (a node that does not answer is
+        -- reported and skipped, 121_due_work.sql), then each scope's
+        -- candidates by a router read.
+        for _scope_id in
+            select s.scope_id from membank_private.scopes_where('membank_private.memory_revisions',
+                format('x.action = ''DELETED'' and x.expire_time is not null and x.expire_time <= %L::timestamptz'
+                       ' and (x.fact is not null or x.structured_content is not null)', _now),
+                batch_size) as s (scope_id)
+            order by s.scope_id
+        loop
+            begin
+                _candidates := _candidates || array(
+                    select r.scope_id::text || ' ' || r.memory_name::text
+                    from membank_private.memory_revisions as r
+                    where r.scope_id = _scope_id and r.action = 'DELETED' and r.expire_time is not null
+                      and r.expire_time <= _now and (r.fact is not null or r.structured_content is not null)
+                      and not exists (select from membank_private.memory_revisions as l
+                                      where l.scope_id = _scope_id and l.memory_name = r.memory_name
+                                        and l.revision > r.revision)
+                      and not exists (select from membank_private.memories as m
+                                      where m.scope_id = _scope_id and m.name = r.memory_name)
+                    order by r.expire_time
+                    limit batch_size);
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    _down := _down || membank_private.skip_unreachable('purge_expired_memories', _scope_id, sqlerrm);
+            end;
+        end loop;
+    end if;
+    for _scope_id, _name in
+        select split_part(c.c, ' ', 1)::uuid, split_part(c.c, ' ', 2)::uuid
+        from unnest(_candidates) as c (c)
+        limit batch_size
+    loop
+        _count := _count + membank_private.forget_expired_deletion(_scope_id, _name);
+    end loop;
+    if membank_private.distributed() then
+        return _count;
+    end if;
     for _scope_id, _name in
         select r.scope_id, r.memory_name
         from membank_private.memory_revisions as r
@@ -5816,24 +5965,7 @@ begin
         order by r.expire_time
         limit batch_size
     loop
-        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
-        continue when not found;
-        continue when exists (select from membank_private.memories as m
-                              where m.scope_id = _scope_id and m.name = _name)
-                      or not membank_private.is_expired(_name, _scope_id);
-        -- One memory per subtransaction, each wait bounded: an operation row
-        -- another transaction holds (a worker applying a reply in that scope)
-        -- leaves this memory to a later batch, never the others.
-        begin
-            perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-            perform membank_private.forget_memory(_name, _scope_id);
-            _count := _count + 1;
-        exception
-            when lock_not_available then
-                raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy',
-                    _name
-                    using hint = 'call purge_expired_memories again';
-        end;
+        _count := _count + membank_private.forget_expired_deletion(_scope_id, _name);
     end loop;
     return _count;
 end
@@ -5937,10 +6069,18 @@ CREATE FUNCTION membank_private.generated_entry(m membank_private.memories, acti
     select jsonb_build_object('memory', to_jsonb(membank_private.to_memory(m)), 'action', action);
 $$;
 CREATE FUNCTION membank_private.generation_job_scope(job_id bigint) RETURNS uuid
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
+declare
+    _hint uuid := membank_private.claimed_scope(job_id::text);
+begin
+    if _hint is not null
+       and exists (select 1 from membank_private.generation_jobs as j where j.scope_id = _hint and j.id = job_id) then
+        return _hint;
+    end if;
+    return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
+end
 $$;
 CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
@@ -6150,6 +6290,31 @@ CREATE FUNCTION membank_private.is_redacted_update(o membank_private.memory_revi
                (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
                 o.source_event_ids, o.create_time);
 $$;
+CREATE FUNCTION membank_private.job_scopes(memory_names uuid[]) RETURNS TABLE(scope_id uuid, name uuid)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _known uuid [] := '{}';
+    _scope_id uuid;
+    _name uuid;
+begin
+    foreach _name in array coalesce(memory_names, '{}') loop
+        _scope_id := membank_private.claimed_scope(_name::text);
+        continue when _scope_id is null;
+        scope_id := _scope_id;
+        name := _name;
+        _known := _known || _name;
+        return next;
+    end loop;
+    if cardinality(_known) < cardinality(memory_names) then
+        -- Not claimed on this connection: the jobs' scopes, read without locks over every shard.
+        return query
+        select distinct j.scope_id, j.name from membank_private.embedding_jobs as j
+        where j.name = any(memory_names) and not j.name = any(_known);
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.json_segments(t text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6229,11 +6394,19 @@ CREATE FUNCTION membank_private.lock_generation_jobs(batch_size integer, operati
     AS $$
 declare
     _now timestamptz := statement_timestamp();
-    _candidate record;
-    _locked bigint;
     _left integer := batch_size;
+    _one uuid;
+    _scope_id uuid;
+    _ids bigint [];
+    _ops uuid [];
+    _i integer;
+    _down integer [] := '{}';
+    _node record;
+    _empty uuid [] := '{}';
+    _keys text [] := '{}';
+    _scopes uuid [] := '{}';
 begin
-    if not membank_private.on_citus() then
+    if not membank_private.distributed() then
         return query
         select j.scope_id, j.id from membank_private.generation_jobs as j
         where j.retry_time <= _now
@@ -6243,24 +6416,73 @@ begin
         for update skip locked;
         return;
     end if;
-    for _candidate in
-        select j.scope_id, j.id from membank_private.generation_jobs as j
-        where j.retry_time <= _now
-          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
-        order by j.retry_time, j.id
-        limit least(batch_size * 4, 400)
+    -- The due scopes from the coordinator's index (121_due_work.sql); each
+    -- scope's jobs locked by a router query that re-checks they are due. A
+    -- scope whose worker does not answer is skipped (WARNING), with the rest
+    -- of its node's scopes. With operation_name: that operation's scope only.
+    if lock_generation_jobs.operation_name is not null then
+        _one := membank_private.claimed_scope(lock_generation_jobs.operation_name::text);
+        if _one is null then
+            _one := membank_private.operation_scope(lock_generation_jobs.operation_name);
+        end if;
+    end if;
+    for _scope_id in
+        select _one where _one is not null
+        union all
+        (select d.scope_id from membank_private.due_scopes as d
+         where _one is null and d.kind = 'generation' and d.due_time <= _now
+         order by d.due_time, d.scope_id
+         limit least(batch_size * 4, 400))
     loop
         exit when _left <= 0;
-        _locked := null;
-        select j.id into _locked from membank_private.generation_jobs as j
-        where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
-        for update skip locked;
-        continue when _locked is null;
-        _left := _left - 1;
-        scope_id := _candidate.scope_id;
-        id := _locked;
-        return next;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        begin
+            _ids := array(
+                select j.id from membank_private.generation_jobs as j
+                where j.scope_id = _scope_id and j.retry_time <= _now
+                  and (lock_generation_jobs.operation_name is null
+                       or j.operation_name = lock_generation_jobs.operation_name)
+                order by j.retry_time, j.id
+                limit _left
+                for update skip locked);
+            _ops := array(
+                select j.operation_name from membank_private.generation_jobs as j
+                where j.scope_id = _scope_id and j.id = any(_ids) order by j.id);
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'claim_generation_jobs: node % does not answer; its scopes were skipped', _node.node
+                    using detail = sqlerrm, hint = 'the other nodes'' jobs were claimed; claim again once it is back';
+                continue;
+        end;
+        if cardinality(_ids) = 0 then
+            _empty := _empty || _scope_id;
+            continue;
+        end if;
+        _left := _left - cardinality(_ids);
+        _keys := _keys || _ids::text [] || _ops::text [];
+        _scopes := _scopes || array_fill(_scope_id, array[cardinality(_ids) * 2]);
+        for _i in 1 .. cardinality(_ids) loop
+            scope_id := _scope_id;
+            id := _ids[_i];
+            return next;
+        end loop;
     end loop;
+    -- The jobs' scopes for completing them in this transaction (generation_job_scope, operation_scope).
+    perform membank_private.remember_claimed(_keys, _scopes, true);
+    if _left = batch_size then
+        -- Nothing claimed: the transaction ends now, so correcting the index
+        -- rows visited holds them for no model call (121_due_work.sql).
+        foreach _scope_id in array _empty loop
+            perform membank_private.refresh_due(_scope_id, 'generation');
+        end loop;
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
@@ -6279,6 +6501,12 @@ begin
     for update skip locked;
     if _found is null then  -- held by another transaction, or the scope's first write
         perform membank_private.lock_scope_waiting(scope_id, _timeout);
+    end if;
+    if membank_private.distributed() then
+        -- A write to the scope's memories may queue an embedding job (on the
+        -- shard, by trigger): the coordinator's index of due work hears of it
+        -- here, before the job is written (121_due_work.sql).
+        perform membank_private.mark_due(scope_id, 'embedding');
     end if;
 end
 $$;
@@ -6324,6 +6552,22 @@ CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
         jsonb_build_object('label', 'EXPLICIT_INSTRUCTIONS', 'managed', true, 'description',
             'What the user explicitly asks the agent to remember, to forget, or to always or never do.')
     );
+$$;
+CREATE FUNCTION membank_private.mark_due(scope_id uuid, kind text, due timestamp with time zone DEFAULT statement_timestamp()) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- Only the coordinator holds the index (a write through a worker's own
+    -- connection is found by rebuild_due_scopes, run by membank db distribute).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
+        return;
+    end if;
+    insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+    values (mark_due.kind, mark_due.scope_id, mark_due.due)
+    on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+    where d.due_time > excluded.due_time;
+end
 $$;
 CREATE FUNCTION membank_private.matrix_rows(m real[]) RETURNS TABLE(i integer, value real[])
     LANGUAGE sql IMMUTABLE
@@ -6824,6 +7068,12 @@ CREATE FUNCTION membank_private.node_group() RETURNS integer
     RETURN 0;
 COMMENT ON FUNCTION membank_private.node_group() IS 'The Citus group id of the node the call runs on: 0 on one server and on a Citus coordinator, the worker''s group
 (pg_dist_local_group) on a Citus worker once the tables are distributed (990_citus.sql). Raises nothing.';
+CREATE FUNCTION membank_private.node_unreachable(sqlstate text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select left(sqlstate, 2) = '08' or sqlstate in ('57P01', '57P02', '57P03');
+$$;
 CREATE FUNCTION membank_private.on_citus() RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6831,10 +7081,18 @@ CREATE FUNCTION membank_private.on_citus() RETURNS boolean
     select exists (select from pg_catalog.pg_extension as x where x.extname = 'citus');
 $$;
 CREATE FUNCTION membank_private.operation_scope(operation_name uuid) RETURNS uuid
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select o.scope_id from membank_private.operations as o where o.name = operation_name;
+declare
+    _hint uuid := membank_private.claimed_scope(operation_name::text);
+begin
+    if _hint is not null
+       and exists (select 1 from membank_private.operations as o where o.scope_id = _hint and o.name = operation_name) then
+        return _hint;
+    end if;
+    return (select o.scope_id from membank_private.operations as o where o.name = operation_name);
+end
 $$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -7125,7 +7383,7 @@ declare
 begin
     perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
         _count := membank_private.purge_expired_by_scope(batch_size)
                   + membank_private.forget_expired_deletions(batch_size);
@@ -7171,32 +7429,45 @@ CREATE FUNCTION membank_private.purge_expired_by_scope(batch_size integer) RETUR
     AS $$
 declare
     _now timestamptz := statement_timestamp();
+    _down integer [] := '{}';
     _scope_id uuid;
     _deleted bigint;
     _count bigint := 0;
 begin
+    -- The scopes with expired memories, shard by shard: a node that does not
+    -- answer is reported and its scopes skipped (121_due_work.sql).
     for _scope_id in
-        select distinct m.scope_id from membank_private.memories as m
-        where m.expire_time <= _now
-        order by m.scope_id
-        limit batch_size
+        select s.scope_id
+        from membank_private.scopes_where('membank_private.memories',
+                                          format('x.expire_time <= %L::timestamptz', _now), batch_size) as s (scope_id)
+        order by s.scope_id
     loop
         exit when _count >= batch_size;
-        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
-        continue when not found;
-        with batch as (
-            select m.name from membank_private.memories as m
-            where m.scope_id = _scope_id and m.expire_time <= _now
-            order by m.expire_time
-            limit batch_size - _count
-            for update skip locked
-        ), deleted as (
-            delete from membank_private.memories as m
-            using batch as b
-            where m.scope_id = _scope_id and m.name = b.name
-            returning 1
-        )
-        select count(*) into _deleted from deleted;
+        continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
+        begin
+            perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+            continue when not found;
+            with batch as (
+                select m.name from membank_private.memories as m
+                where m.scope_id = _scope_id and m.expire_time <= _now
+                order by m.expire_time
+                limit batch_size - _count
+                for update skip locked
+            ), deleted as (
+                delete from membank_private.memories as m
+                using batch as b
+                where m.scope_id = _scope_id and m.name = b.name
+                returning 1
+            )
+            select count(*) into _deleted from deleted;
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _down := _down || membank_private.skip_unreachable('purge_expired_memories', _scope_id, sqlerrm);
+                continue;
+        end;
         _count := _count + _deleted;
     end loop;
     return _count;
@@ -7346,6 +7617,36 @@ begin
               hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
+CREATE FUNCTION membank_private.rebuild_due_scopes() RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _due jsonb;
+    _count bigint;
+begin
+    if not membank_private.distributed() then
+        return 0;
+    end if;
+    -- Read over the shards into a value first: no statement joins the
+    -- coordinator's table with a distributed one.
+    _due := (select coalesce(jsonb_agg(jsonb_build_array('embedding', g.scope_id, g.due)), '[]')
+             from (select j.scope_id, min(j.retry_time) as due from membank_private.embedding_jobs as j
+                   where j.attempts < 5 group by j.scope_id) as g)
+            || (select coalesce(jsonb_agg(jsonb_build_array('generation', g.scope_id, g.due)), '[]')
+                from (select j.scope_id, min(j.retry_time) as due from membank_private.generation_jobs as j
+                      group by j.scope_id) as g);
+    with marked as (
+        insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+        select e ->> 0, (e ->> 1)::uuid, (e ->> 2)::timestamptz from jsonb_array_elements(_due) as e
+        on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+        where d.due_time > excluded.due_time
+        returning 1
+    )
+    select count(*) into _count from marked;
+    return _count;
+end
+$$;
 CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7450,6 +7751,35 @@ begin
     return r;
 end
 $$;
+CREATE FUNCTION membank_private.refresh_due(scope_id uuid, kind text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _next timestamptz;
+begin
+    perform from membank_private.due_scopes as d
+    where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id
+    for update skip locked;
+    if not found then
+        return;
+    end if;
+    if kind = 'embedding' then
+        _next := (select min(j.retry_time) from membank_private.embedding_jobs as j
+                  where j.scope_id = refresh_due.scope_id and j.attempts < 5);
+    else
+        _next := (select min(j.retry_time) from membank_private.generation_jobs as j
+                  where j.scope_id = refresh_due.scope_id);
+    end if;
+    if _next is null then
+        delete from membank_private.due_scopes as d
+        where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id;
+    else
+        update membank_private.due_scopes as d set due_time = _next
+        where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id;
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) RETURNS membank_private.ingest_streams
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7529,6 +7859,17 @@ begin
             'stage', reject_item.stage, 'item', reject_item.item, 'reason', reject_item.reason)),
         update_time = statement_timestamp()
     where o.scope_id = _scope_id and o.name = reject_item.operation_name;
+end
+$$;
+CREATE FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform set_config('membank.claimed_scopes',
+                       coalesce((select jsonb_object_agg(k.key, k.scope_id)
+                                 from unnest(keys, scope_ids) as k (key, scope_id)), '{}')::text,
+                       is_local);
 end
 $$;
 CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jsonb
@@ -7848,111 +8189,123 @@ CREATE FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_r
 declare
     _now timestamptz := statement_timestamp();
     _scope_id uuid;
-    _keys text [];
     _n bigint;
-    _revisions bigint := 0;
-    _operations bigint := 0;
-    _events bigint := 0;
-    _sessions bigint := 0;
+    _counts bigint [] := array[0, 0, 0, 0];  -- revisions, operations, events, sessions
+    _kind integer;
+    _down integer [] := '{}';
 begin
-    if retention_by_scope.deleted_revisions is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(distinct g.memory_name::text) from (
-                select r.scope_id, r.memory_name from membank_private.memory_revisions as r
-                where r.action = 'DELETED' and r.create_time < _now - retention_by_scope.deleted_revisions
-                  and not exists (select 1 from membank_private.memories as m
-                                  where m.scope_id = r.scope_id and m.name = r.memory_name)
-                  and not exists (select 1 from membank_private.memory_revisions as l
-                                  where l.scope_id = r.scope_id and l.memory_name = r.memory_name
-                                    and l.revision > r.revision)
-                order by r.create_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
+    for _kind in 1 .. 4 loop
+        continue when (_kind = 1 and retention_by_scope.deleted_revisions is null)
+                      or (_kind = 2 and retention_by_scope.finished_operations is null)
+                      or (_kind in (3, 4) and retention_by_scope.events is null);
+        for _scope_id in
+            select s.scope_id
+            from membank_private.scopes_where(
+                case _kind when 1 then 'membank_private.memory_revisions' when 2 then 'membank_private.operations'
+                           when 3 then 'membank_private.events' else 'membank_private.sessions' end,
+                case _kind
+                    when 1 then format('x.action = ''DELETED'' and x.create_time < %L::timestamptz',
+                                       _now - retention_by_scope.deleted_revisions)
+                    when 2 then format('x.done and x.update_time < %L::timestamptz',
+                                       _now - retention_by_scope.finished_operations)
+                    when 3 then format('x.append_time < %L::timestamptz', _now - retention_by_scope.events)
+                    else format('x.update_time < %L::timestamptz', _now - retention_by_scope.events)
+                end,
+                batch_size) as s (scope_id)
+            order by s.scope_id
         loop
-            with gone as (
-                select r.memory_name, r.revision from membank_private.memory_revisions as r
-                where r.scope_id = _scope_id and r.memory_name = any(_keys::uuid [])
-                  and not exists (select 1 from membank_private.memories as m
-                                  where m.scope_id = _scope_id and m.name = r.memory_name)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.memory_revisions as r using gone as g
-                where r.scope_id = _scope_id and r.memory_name = g.memory_name and r.revision = g.revision
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _revisions := _revisions + _n;
+            exit when _counts[_kind] >= batch_size;
+            continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
+            begin
+                _n := membank_private.retention_in_scope(_kind, _scope_id, batch_size - _counts[_kind], _now,
+                    retention_by_scope.deleted_revisions, retention_by_scope.finished_operations,
+                    retention_by_scope.events);
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    _down := _down || membank_private.skip_unreachable('apply_retention', _scope_id, sqlerrm);
+                    continue;
+            end;
+            _counts[_kind] := _counts[_kind] + _n;
         end loop;
+    end loop;
+    return jsonb_build_object('revisions', _counts[1], 'operations', _counts[2], 'events', _counts[3],
+                              'sessions', _counts[4]);
+end
+$$;
+CREATE FUNCTION membank_private.retention_in_scope(kind integer, scope_id uuid, max_rows bigint, now timestamp with time zone, deleted_revisions interval, finished_operations interval, events interval) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _sid uuid := scope_id;
+    _n bigint;
+begin
+    if kind = 1 then
+        with gone as (
+            select r.memory_name, r.revision from membank_private.memory_revisions as r
+            where r.scope_id = _sid and r.memory_name in (
+                    select c.memory_name from membank_private.memory_revisions as c
+                    where c.scope_id = _sid and c.action = 'DELETED'
+                      and c.create_time < now - retention_in_scope.deleted_revisions
+                      and not exists (select 1 from membank_private.memory_revisions as l
+                                      where l.scope_id = _sid and l.memory_name = c.memory_name
+                                        and l.revision > c.revision)
+                    order by c.create_time
+                    limit max_rows)
+              and not exists (select 1 from membank_private.memories as m
+                              where m.scope_id = _sid and m.name = r.memory_name)
+            for update skip locked
+        ), removed as (
+            delete from membank_private.memory_revisions as r using gone as g
+            where r.scope_id = _sid and r.memory_name = g.memory_name and r.revision = g.revision
+            returning 1
+        )
+        select count(*) into _n from removed;
+    elsif kind = 2 then
+        with old as (
+            select o.name from membank_private.operations as o
+            where o.scope_id = _sid and o.done and o.update_time < now - retention_in_scope.finished_operations
+            order by o.update_time
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.operations as o using old
+            where o.scope_id = _sid and o.name = old.name
+            returning 1
+        )
+        select count(*) into _n from removed;
+    elsif kind = 3 then
+        with old as (
+            select e.session_id, e.event_id from membank_private.events as e
+            where e.scope_id = _sid and e.append_time < now - retention_in_scope.events
+            order by e.append_time
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.events as e using old
+            where e.scope_id = _sid and e.session_id = old.session_id and e.event_id = old.event_id
+            returning 1
+        )
+        select count(*) into _n from removed;
+    else
+        with empty as (
+            select x.session_id from membank_private.sessions as x
+            where x.scope_id = _sid and x.update_time < now - retention_in_scope.events
+              and not exists (select 1 from membank_private.events as e
+                              where e.scope_id = _sid and e.session_id = x.session_id)
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.sessions as x using empty
+            where x.scope_id = _sid and x.session_id = empty.session_id
+            returning 1
+        )
+        select count(*) into _n from removed;
     end if;
-    if retention_by_scope.finished_operations is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.name::text) from (
-                select o.scope_id, o.name from membank_private.operations as o
-                where o.done and o.update_time < _now - retention_by_scope.finished_operations
-                order by o.update_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with old as (
-                select o.name from membank_private.operations as o
-                where o.scope_id = _scope_id and o.name = any(_keys::uuid []) and o.done
-                for update skip locked
-            ), removed as (
-                delete from membank_private.operations as o using old
-                where o.scope_id = _scope_id and o.name = old.name
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _operations := _operations + _n;
-        end loop;
-    end if;
-    if retention_by_scope.events is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
-                select e.scope_id, e.session_id, e.event_id from membank_private.events as e
-                where e.append_time < _now - retention_by_scope.events
-                order by e.append_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with old as (
-                select e.session_id, e.event_id from membank_private.events as e
-                where e.scope_id = _scope_id and e.session_id || E'\n' || e.event_id = any(_keys)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.events as e using old
-                where e.scope_id = _scope_id and e.session_id = old.session_id and e.event_id = old.event_id
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _events := _events + _n;
-        end loop;
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.session_id) from (
-                select x.scope_id, x.session_id from membank_private.sessions as x
-                where x.update_time < _now - retention_by_scope.events
-                  and not exists (select 1 from membank_private.events as e
-                                  where e.scope_id = x.scope_id and e.session_id = x.session_id)
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with empty as (
-                select x.session_id from membank_private.sessions as x
-                where x.scope_id = _scope_id and x.session_id = any(_keys)
-                  and not exists (select 1 from membank_private.events as e
-                                  where e.scope_id = _scope_id and e.session_id = x.session_id)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.sessions as x using empty
-                where x.scope_id = _scope_id and x.session_id = empty.session_id
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _sessions := _sessions + _n;
-        end loop;
-    end if;
-    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
-                              'sessions', _sessions);
+    return _n;
 end
 $$;
 CREATE FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) RETURNS jsonb
@@ -8357,6 +8710,20 @@ begin
     return membank_private.with_event_times(o, _found);
 end
 $$;
+CREATE FUNCTION membank_private.scope_node(scope_id uuid, OUT group_id integer, OUT node text) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    execute 'select p.groupid, n.nodename || '':'' || n.nodeport'
+            ' from pg_catalog.pg_dist_placement as p'
+            ' inner join pg_catalog.pg_dist_node as n on n.groupid = p.groupid and n.noderole = ''primary'''
+            ' where p.shardid = pg_catalog.get_shard_id_for_distribution_column('
+            '''membank_private.memories''::regclass, $1)'
+            ' limit 1'
+    into group_id, node using scope_id;
+end
+$_$;
 CREATE FUNCTION membank_private.scope_stats_fold() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8578,6 +8945,31 @@ begin
     where r.scope_id = _scope_id and r.scope = _scope;
 end
 $$;
+CREATE FUNCTION membank_private.scopes_where(table_name text, condition text, max_scopes integer) RETURNS SETOF uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _placement record;
+    _down text [] := '{}';
+begin
+    for _placement in
+        execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+        using table_name,
+              format('select coalesce(json_agg(s.scope_id)::text, ''[]'') from (select distinct x.scope_id'
+                     ' from %%s as x where %s limit %s) as s', condition, max_scopes)
+    loop
+        if _placement.success then
+            return query select (e #>> '{}')::uuid from json_array_elements(_placement.result::json) as e;
+        elsif not _placement.node = any(_down) then
+            _down := _down || _placement.node;
+            raise warning 'node % does not answer; its scopes were skipped', _placement.node
+                using detail = _placement.result, hint = 'run the maintenance again once the node is back';
+        end if;
+    end loop;
+end
+$_$;
 CREATE TABLE membank_private.sessions (
     scope_id uuid NOT NULL,
     session_id text NOT NULL,
@@ -8705,6 +9097,18 @@ CREATE FUNCTION membank_private.size_limit(what text) RETURNS integer
         when 'app_state' then 65536         -- bytes of an app's "app:" state (every user of the app reads it)
         when 'state_keys' then 1000         -- keys of a session's own, a user's or an app's state
     end;
+$$;
+CREATE FUNCTION membank_private.skip_unreachable(what text, scope_id uuid, error text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _node record := membank_private.scope_node(scope_id);
+begin
+    raise warning '%: node % does not answer; scope % was skipped', what, _node.node, scope_id
+        using detail = error, hint = 'run it again once the node is back';
+    return _node.group_id;
+end
 $$;
 CREATE FUNCTION membank_private.split_question(query_text text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
@@ -8888,6 +9292,7 @@ begin
         perform membank_private.apply_creates(_name);
         perform membank_private.finish_operation(_name);
     else
+        perform membank_private.mark_due(md5(_scope::text)::uuid, 'generation');  -- Citus: 121_due_work.sql
         insert into membank_private.generation_jobs (operation_name, scope_id)
         values (_name, md5(_scope::text)::uuid);
         -- The payload stays empty: any role may LISTEN, so a notification
@@ -8916,38 +9321,52 @@ declare
     _locked uuid [];
     _stored integer;
     _count integer := 0;
+    _down integer [] := '{}';
+    _node record;
     _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
-    -- The scopes of the names (their jobs), read without locks.
     for _scope_id, _names in
-        select j.scope_id, array_agg(distinct j.name order by j.name)
-        from membank_private.embedding_jobs as j
-        where j.name = any(memory_names)
-        group by j.scope_id
-        order by j.scope_id
+        select s.scope_id, array_agg(distinct s.name order by s.name) from membank_private.job_scopes(memory_names) as s
+        group by s.scope_id order by s.scope_id
     loop
-        -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
-        _locked := array(select m.name from membank_private.memories as m
-                         where m.scope_id = _scope_id and m.name = any(_names)
-                         order by m.name for key share skip locked);
-        insert into membank_private.memory_embeddings as e (
-            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
-        )
-        select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-               g.embedding, membank_private.quantize(g.embedding, _centroid)
-        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-        inner join membank_private.memories as m
-            on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        where g.name = any(_locked)
-        on conflict (name, scope_id) do update
-        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
-            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
-        get diagnostics _stored = row_count;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        begin
+            -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
+            _locked := array(select m.name from membank_private.memories as m
+                             where m.scope_id = _scope_id and m.name = any(_names)
+                             order by m.name for key share skip locked);
+            insert into membank_private.memory_embeddings as e (
+                name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+            )
+            select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
+                   g.embedding, membank_private.quantize(g.embedding, _centroid)
+            from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+            inner join membank_private.memories as m
+                on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+            where g.name = any(_locked)
+            on conflict (name, scope_id) do update
+            set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+                embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+            get diagnostics _stored = row_count;
+            delete from membank_private.embedding_jobs as j
+            where j.scope_id = _scope_id and j.name = any(_locked)
+              and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
+            perform membank_private.refresh_due(_scope_id, 'embedding');  -- its jobs done: out of the index
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'store_embeddings: node % does not answer; its scopes'' vectors were not stored', _node.node
+                    using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
+        end;
         _count := _count + _stored;
-        delete from membank_private.embedding_jobs as j
-        where j.scope_id = _scope_id and j.name = any(_locked)
-          and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
     end loop;
     return _count;
 end
@@ -9081,10 +9500,28 @@ begin
     else
         _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
     end if;
-    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
-    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
-       and exists (select 1 from membank_private.memory_embeddings offset 199) then
-        perform membank_private.set_embedding_centroid();
+    -- select 1, not select (no column): Citus cannot plan a column-less subquery here.
+    -- Two statements: Citus would run the count over every shard first even with the centroid set.
+    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null) then
+        if not membank_private.distributed() then
+            if exists (select 1 from membank_private.memory_embeddings offset 199) then
+                perform membank_private.set_embedding_centroid();
+            end if;
+        else
+            -- Citus: every shard, and every node for the reference table; with a node
+            -- down the centroid waits for a later call, and the vectors are stored.
+            begin
+                if exists (select 1 from membank_private.memory_embeddings offset 199) then
+                    perform membank_private.set_embedding_centroid();
+                end if;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'store_embeddings: the centroid is left for a later call: %', sqlerrm;
+            end;
+        end if;
     end if;
     return _count;
 exception
@@ -10439,6 +10876,12 @@ CREATE TABLE membank_private.bound_roles (
     worker_oids jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT bound_roles_worker_oids_check CHECK ((jsonb_typeof(worker_oids) = 'object'::text))
 );
+CREATE TABLE membank_private.due_scopes (
+    kind text NOT NULL,
+    scope_id uuid NOT NULL,
+    due_time timestamp with time zone NOT NULL,
+    CONSTRAINT due_scopes_kind_check CHECK ((kind = ANY (ARRAY['embedding'::text, 'generation'::text])))
+);
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
@@ -10649,6 +11092,8 @@ ALTER TABLE ONLY membank_private.app_state_entries
     ADD CONSTRAINT app_state_entries_pkey PRIMARY KEY (app_name, key, seq);
 ALTER TABLE ONLY membank_private.bound_roles
     ADD CONSTRAINT bound_roles_pkey PRIMARY KEY (role_oid);
+ALTER TABLE ONLY membank_private.due_scopes
+    ADD CONSTRAINT due_scopes_pkey PRIMARY KEY (kind, scope_id);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -10698,6 +11143,7 @@ ALTER TABLE ONLY membank_private.tool_rule_changes
 ALTER TABLE ONLY membank_private.tool_rules
     ADD CONSTRAINT tool_rules_pkey PRIMARY KEY (id, scope_id);
 CREATE INDEX app_state_entries_scope_idx ON membank_private.app_state_entries USING btree (scope_id) WHERE (scope_id IS NOT NULL);
+CREATE INDEX due_scopes_due_time ON membank_private.due_scopes USING btree (kind, due_time);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX embedding_jobs_scope_idx ON membank_private.embedding_jobs USING btree (scope_id);
 CREATE INDEX events_append_time_idx ON membank_private.events USING btree (append_time);
@@ -10954,6 +11400,7 @@ REVOKE ALL ON FUNCTION membank_private.check_vector_norm(v membank_extensions.ve
 REVOKE ALL ON FUNCTION membank_private.check_vectors(m real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.claimed_scope(key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_schema() FROM PUBLIC;
@@ -10973,7 +11420,6 @@ REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_digest(event_id text, event_text text) FROM PUBLIC;
@@ -10990,6 +11436,7 @@ REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, err
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.forget_expired_deletion(scope_id uuid, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_expired_deletions(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
@@ -11002,6 +11449,7 @@ REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.job_scopes(memory_names uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.kept_labels(labels jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb) FROM PUBLIC;
@@ -11010,6 +11458,7 @@ REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, 
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.mark_due(scope_id uuid, kind text, due timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.matrix_rows(m real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
@@ -11025,6 +11474,7 @@ REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.node_group() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.node_unreachable(sqlstate text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.on_citus() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.operation_scope(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
@@ -11054,17 +11504,20 @@ REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vec
 REVOKE ALL ON FUNCTION membank_private.quantized_scope_candidates(o membank_private.operations, texts text[], queries membank_extensions.vector[], first integer, documents bigint, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated_entries(operation_name uuid, scope_id uuid, entries jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid, facts text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refresh_due(scope_id uuid, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_caller(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_far_over(value jsonb, what text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_off_coordinator(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
@@ -11076,6 +11529,7 @@ GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO mem
 REVOKE ALL ON FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_revisions interval, finished_operations interval, events interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retention_in_scope(kind integer, scope_id uuid, max_rows bigint, now timestamp with time zone, deleted_revisions interval, finished_operations interval, events interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
@@ -11091,6 +11545,7 @@ REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_memory_candidates(o membank_private.operations, vectors membank_extensions.vector[], embedding_model text, first integer, last integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_node(scope_id uuid, OUT group_id integer, OUT node text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_stats_fold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_text_hits(scope_id uuid, texts text[], first integer, documents bigint, rare_only boolean, OUT facts integer[], OUT names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
@@ -11100,6 +11555,7 @@ REVOKE ALL ON FUNCTION membank_private.scoped_profile_rows() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.scoped_profile_rows() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.scoped_revision_rows() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.scoped_revision_rows() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.scopes_where(table_name text, condition text, max_scopes integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
@@ -11107,6 +11563,7 @@ REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.size_limit(what text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.skip_unreachable(what text, scope_id uuid, error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
