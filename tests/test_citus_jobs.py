@@ -48,6 +48,7 @@ def empty(db) -> None:
     with db.connect() as c:
         c.execute(sql.SQL("truncate {} cascade").format(sql.SQL(", ").join(
             sql.Identifier("membank_private", t) for t in (*DISTRIBUTED, "embedding_config", "scope_bindings"))))
+        c.execute("truncate membank_private.due_scopes")  # the coordinator's own table (121_due_work.sql)
         c.execute("update membank_private.retention_settings set deleted_revisions = default,"
                   " finished_operations = default, events = default")
 
@@ -118,6 +119,13 @@ def create(url: str, scopes: list[dict], facts: int = 2, ttl: str | None = None)
     return names
 
 
+def move_due_time(c: psycopg.Connection) -> None:
+    """Every embedding job due now (a lease or a backoff ran out): the jobs' time moved, and the coordinator's index
+    of due work with it (121_due_work.sql), not the clock."""
+    c.execute("update membank_private.embedding_jobs set retry_time = statement_timestamp() - interval '1s'")
+    c.execute("update membank_private.due_scopes set due_time = statement_timestamp() - interval '1s'")
+
+
 def claim(c: psycopg.Connection, batch: int) -> list[tuple]:
     return c.execute("select memory_name::text, memory_fact, fact_md5::text from membank.claim_embedding_jobs(%s)",
                      (batch,)).fetchall()
@@ -152,7 +160,7 @@ def test_a_lease_hands_unfinished_embedding_jobs_out_again(cluster):
         assert {r[0] for r in claim(w, 100)} == set(names)
         assert claim(w, 100) == []
         with db.connect() as c:  # the lease runs out: move the jobs' time, not the clock
-            c.execute("update membank_private.embedding_jobs set retry_time = statement_timestamp() - interval '1s'")
+            move_due_time(c)
         again = claim(w, 100)
         assert {r[0] for r in again} == set(names)
         assert {r[1] for r in again} == {f"{s['user_id']} fact {n}" for s in scopes for n in range(2)}
@@ -196,7 +204,7 @@ def test_failed_embedding_jobs_back_off_and_a_changed_fact_drops_its_stale_job(c
             assert c.execute("select array_agg(distinct attempts), array_agg(distinct last_error),"
                              " bool_and(retry_time > statement_timestamp() + interval '1s')"
                              " from membank_private.embedding_jobs").fetchone() == ([1], ["model timed out"], True)
-            c.execute("update membank_private.embedding_jobs set retry_time = statement_timestamp() - interval '1s'")
+            move_due_time(c)
         changed, kept = sorted(names)
         with connect(writer) as c:  # a new fact queues a new job: the old one is stale
             c.execute("select membank.update_memory(name => %s, fact => 'changed', scope => %s)",

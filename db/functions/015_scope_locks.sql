@@ -161,6 +161,12 @@ begin
     if _found is null then  -- held by another transaction, or the scope's first write
         perform membank_private.lock_scope_waiting(scope_id, _timeout);
     end if;
+    if membank_private.distributed() then
+        -- A write to the scope's memories may queue an embedding job (on the
+        -- shard, by trigger): the coordinator's index of due work hears of it
+        -- here, before the job is written (121_due_work.sql).
+        perform membank_private.mark_due(scope_id, 'embedding');
+    end if;
 end
 $$;
 

@@ -148,6 +148,7 @@ begin
     from membank_private.memories as m
     where m.fact is not null;
     get diagnostics _count = row_count;
+    perform membank_private.rebuild_due_scopes();  -- Citus: every scope's jobs in the coordinator's index
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
 exception
@@ -201,7 +202,7 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
         return query select * from membank_private.claim_embedding_jobs_by_scope(batch_size);
         return;
@@ -259,7 +260,8 @@ and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
 (membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
 not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
-claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).
+claimed as usual. On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node
+(docs/scale-out.md). Raises 22023 naming the argument, 42501 (a role bound to scopes).
 Columns:
 - memory_name: the memory whose text to embed (pass it back to store_embeddings or fail_embedding_jobs).
 - memory_fact: the text to embed in passage mode: the fact, after the memory's context and a newline when it has one.
@@ -391,10 +393,28 @@ begin
     else
         _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
     end if;
-    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
-    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
-       and exists (select 1 from membank_private.memory_embeddings offset 199) then
-        perform membank_private.set_embedding_centroid();
+    -- select 1, not select (no column): Citus cannot plan a column-less subquery here.
+    -- Two statements: Citus would run the count over every shard first even with the centroid set.
+    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null) then
+        if not membank_private.distributed() then
+            if exists (select 1 from membank_private.memory_embeddings offset 199) then
+                perform membank_private.set_embedding_centroid();
+            end if;
+        else
+            -- Citus: every shard, and every node for the reference table; with a node
+            -- down the centroid waits for a later call, and the vectors are stored.
+            begin
+                if exists (select 1 from membank_private.memory_embeddings offset 199) then
+                    perform membank_private.set_embedding_centroid();
+                end if;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'store_embeddings: the centroid is left for a later call: %', sqlerrm;
+            end;
+        end if;
     end if;
     return _count;
 exception
@@ -455,7 +475,8 @@ comment on function membank.store_embeddings(text, integer, text[], text[], text
 $$Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
 pgvector text ('[0.1,0.2,...]', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory's fact changed since the claim is dropped (the change queued a new job). Also stores the
-binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
+binary quantization used for candidate ranking. Returns the number stored; the jobs are removed. On Citus, the
+vectors of a scope whose worker node does not answer are not stored (WARNING naming the node; the jobs stay leased).
 Raises 22023 naming the argument (length mismatch, more than 1000, a name twice, a name or md5 that is not a uuid,
 wrong dimension, embeddings[i] malformed, with NaN or infinite entries, of zero norm or over 16000 dimensions: nothing
 stored), MB010 (another model), MB040 after waiting membank.lock_timeout for

@@ -209,6 +209,9 @@ declare
 begin
     delete from membank_private.generation_jobs as j
     where j.scope_id = _scope_id and j.operation_name = finish_operation.operation_name;
+    if found and membank_private.distributed() then
+        perform membank_private.refresh_due(_scope_id, 'generation');  -- the coordinator's index (121_due_work.sql)
+    end if;
     -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
     -- Computed, then written: Citus refuses a function over columns in an UPDATE.
     select s.* into _stripped
@@ -223,14 +226,24 @@ end
 $$;
 
 -- name: operation_scope: the scope_id of an operation, by name (on Citus a read of every shard, no lock).
+-- An operation whose job this transaction claimed: its scope from the
+-- claim's hint (121_due_work.sql), checked on that scope's shard alone.
 create or replace function membank_private.operation_scope(operation_name uuid)
 returns uuid
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select o.scope_id from membank_private.operations as o where o.name = operation_name;
+declare
+    _hint uuid := membank_private.claimed_scope(operation_name::text);
+begin
+    if _hint is not null
+       and exists (select 1 from membank_private.operations as o where o.scope_id = _hint and o.name = operation_name) then
+        return _hint;
+    end if;
+    return (select o.scope_id from membank_private.operations as o where o.name = operation_name);
+end
 $$;
 
 -- name: reject_item: keep the reason a model's item was not applied on the operation.

@@ -203,6 +203,7 @@ begin
         perform membank_private.apply_creates(_name);
         perform membank_private.finish_operation(_name);
     else
+        perform membank_private.mark_due(md5(_scope::text)::uuid, 'generation');  -- Citus: 121_due_work.sql
         insert into membank_private.generation_jobs (operation_name, scope_id)
         values (_name, md5(_scope::text)::uuid);
         -- The payload stays empty: any role may LISTEN, so a notification

@@ -84,6 +84,7 @@ embed in passage mode before calling prepare_consolidation (null for a later bat
 prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
 "max_tokens"} (compact_memories). Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
+On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node.
 Raises 22023 naming the argument.$$;
 
 -- name: prepare_consolidation: find each fact's candidates and assemble the consolidation prompt.
@@ -350,6 +351,9 @@ begin
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
     where o.scope_id = _job.scope_id and o.name = _job.operation_name;
+    if membank_private.distributed() then
+        perform membank_private.refresh_due(_scope_id, 'generation');  -- due again at its retry (121_due_work.sql)
+    end if;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));

@@ -268,6 +268,7 @@ begin
             _candidates, 'COMPACT')
     returning * into _op;
     if not _use_db then
+        perform membank_private.mark_due(_scope_id, 'generation');  -- Citus: 121_due_work.sql
         insert into membank_private.generation_jobs (operation_name, scope_id) values (_op.name, _scope_id);
         perform pg_notify('membank_generation_jobs', _op.name::text);
         return _op.name;

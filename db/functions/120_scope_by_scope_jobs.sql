@@ -15,24 +15,16 @@
 -- empty. Each function here is what its public counterpart runs when
 -- membank_private.on_citus(); one server keeps the one-statement path.
 
--- name: embedding_candidates: due embedding jobs by scope, read without locks (Citus: over every shard).
-create or replace function membank_private.embedding_candidates(batch_size integer, now timestamptz)
-returns table (scope_id uuid, names uuid[])
-language sql
-stable
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-    select c.scope_id, array_agg(c.name order by c.retry_time, c.name)
-    from (select j.scope_id, j.name, j.retry_time from membank_private.embedding_jobs as j
-          where j.retry_time <= now and j.attempts < 5
-          order by j.retry_time
-          limit least(batch_size * 4, 4000)) as c
-    group by c.scope_id
-    order by min(c.retry_time), c.scope_id;
-$$;
+-- (embedding_candidates, the read of every shard the claims began with, is replaced by 121_due_work.sql's index.)
+drop function if exists membank_private.embedding_candidates(integer, timestamptz);
 
--- name: claim_embedding_jobs_by_scope: claim_embedding_jobs on Citus: candidates, then a router claim per scope.
+-- name: claim_embedding_jobs_by_scope: claim_embedding_jobs on Citus: the due scopes, then a router claim per scope.
+-- The due scopes come from the coordinator's index (121_due_work.sql), not
+-- from the shards: each scope costs its own worker's statements only, and a
+-- scope whose worker does not answer is skipped (a WARNING names the node),
+-- with the rest of that node's scopes. The scopes visited get their index
+-- row corrected. The claimed names' scopes are kept in the session's hint
+-- for store_embeddings.
 create or replace function membank_private.claim_embedding_jobs_by_scope(batch_size integer)
 returns table (memory_name uuid, memory_fact text, fact_md5 uuid)
 language plpgsql
@@ -44,51 +36,89 @@ declare
     _now timestamptz := statement_timestamp();
     _lease timestamptz := statement_timestamp() + membank_private.embedding_lease();
     _scope_id uuid;
-    _names uuid [];
     _left integer := batch_size;
-    _claimed integer;
+    _down integer [] := '{}';
+    _node record;
+    _n uuid [];
+    _f text [];
+    _m uuid [];
+    _names uuid [] := '{}';
+    _facts text [] := '{}';
+    _md5s uuid [] := '{}';
+    _scopes uuid [] := '{}';
 begin
-    for _scope_id, _names in select c.scope_id, c.names from membank_private.embedding_candidates(batch_size, _now) as c
+    for _scope_id in
+        select d.scope_id from membank_private.due_scopes as d
+        where d.kind = 'embedding' and d.due_time <= _now
+        order by d.due_time, d.scope_id
+        limit least(batch_size * 4, 1000)
     loop
         exit when _left <= 0;
-        -- One shard: every table reference names the scope.
-        return query
-        with due as (
-            select j.name, j.fact_md5,
-                   case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
-                   membank_private.is_blank(m.fact) as blank
-            from membank_private.embedding_jobs as j
-            inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
-            where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
-              and j.retry_time <= _now and j.attempts < 5
-            order by j.retry_time
-            limit _left
-            for update of j skip locked
-        ), leased as (
-            update membank_private.embedding_jobs as j
-            set retry_time = _lease
-            from due as d
-            where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
-        ), blank as (
-            update membank_private.embedding_jobs as j
-            set attempts = 5, last_error = membank_private.blank_fact_error()
-            from due as d
-            where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
-        ), stale as (
-            delete from membank_private.embedding_jobs as j
-            using due as d
-            where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
-        )
-        select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
-        get diagnostics _claimed = row_count;
-        _left := _left - _claimed;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;  -- its node did not answer for another scope of this call
+        end if;
+        begin
+            -- One shard: every table reference names the scope.
+            with due as (
+                select j.name, j.fact_md5,
+                       case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+                       m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+                       membank_private.is_blank(m.fact) as blank
+                from membank_private.embedding_jobs as j
+                inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
+                where j.scope_id = _scope_id and m.scope_id = _scope_id
+                  and j.retry_time <= _now and j.attempts < 5
+                order by j.retry_time
+                limit _left
+                for update of j skip locked
+            ), leased as (
+                update membank_private.embedding_jobs as j
+                set retry_time = _lease
+                from due as d
+                where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+            ), blank as (
+                update membank_private.embedding_jobs as j
+                set attempts = 5, last_error = membank_private.blank_fact_error()
+                from due as d
+                where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+            ), stale as (
+                delete from membank_private.embedding_jobs as j
+                using due as d
+                where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+            )
+            select coalesce(array_agg(c.name), '{}'), coalesce(array_agg(c.fact), '{}'),
+                   coalesce(array_agg(c.fact_md5), '{}')
+            into _n, _f, _m
+            from due as c where c.fresh and not c.blank;
+            perform membank_private.refresh_due(_scope_id, 'embedding');
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'claim_embedding_jobs: node % does not answer; its scopes were skipped', _node.node
+                    using detail = sqlerrm, hint = 'the other nodes'' jobs were claimed; claim again once it is back';
+                continue;
+        end;
+        _names := _names || _n;
+        _facts := _facts || _f;
+        _md5s := _md5s || _m;
+        _scopes := _scopes || array_fill(_scope_id, array[cardinality(_n)]);
+        _left := _left - cardinality(_n);
     end loop;
+    perform membank_private.remember_claimed(_names::text [], _scopes, false);
+    return query select g.name, g.fact, g.md5 from unnest(_names, _facts, _md5s) as g (name, fact, md5);
 end
 $$;
 
 -- name: store_embeddings_by_scope: store_embeddings' writes on Citus, one router statement set per scope.
--- The arguments are checked by store_vectors. Returns the number of vectors stored.
+-- The arguments are checked by store_vectors. Returns the number of vectors
+-- stored. The names' scopes come from the claim's hint (claimed_scope), and
+-- only those it does not know are looked up over every shard. A scope whose
+-- worker does not answer is skipped with a WARNING (its jobs stay leased
+-- and are handed out again once the lease ends); the others are stored.
 drop function if exists membank_private.store_embeddings_by_scope(text, uuid[], uuid[], text[]);
 create or replace function membank_private.store_embeddings_by_scope(
     model_id text, memory_names uuid[], fact_md5s uuid[], embeddings vector[]
@@ -106,40 +136,84 @@ declare
     _locked uuid [];
     _stored integer;
     _count integer := 0;
+    _down integer [] := '{}';
+    _node record;
     _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
-    -- The scopes of the names (their jobs), read without locks.
     for _scope_id, _names in
-        select j.scope_id, array_agg(distinct j.name order by j.name)
-        from membank_private.embedding_jobs as j
-        where j.name = any(memory_names)
-        group by j.scope_id
-        order by j.scope_id
+        select s.scope_id, array_agg(distinct s.name order by s.name) from membank_private.job_scopes(memory_names) as s
+        group by s.scope_id order by s.scope_id
     loop
-        -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
-        _locked := array(select m.name from membank_private.memories as m
-                         where m.scope_id = _scope_id and m.name = any(_names)
-                         order by m.name for key share skip locked);
-        insert into membank_private.memory_embeddings as e (
-            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
-        )
-        select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-               g.embedding, membank_private.quantize(g.embedding, _centroid)
-        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-        inner join membank_private.memories as m
-            on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        where g.name = any(_locked)
-        on conflict (name, scope_id) do update
-        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
-            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
-        get diagnostics _stored = row_count;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        begin
+            -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
+            _locked := array(select m.name from membank_private.memories as m
+                             where m.scope_id = _scope_id and m.name = any(_names)
+                             order by m.name for key share skip locked);
+            insert into membank_private.memory_embeddings as e (
+                name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+            )
+            select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
+                   g.embedding, membank_private.quantize(g.embedding, _centroid)
+            from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+            inner join membank_private.memories as m
+                on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+            where g.name = any(_locked)
+            on conflict (name, scope_id) do update
+            set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+                embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+            get diagnostics _stored = row_count;
+            delete from membank_private.embedding_jobs as j
+            where j.scope_id = _scope_id and j.name = any(_locked)
+              and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
+            perform membank_private.refresh_due(_scope_id, 'embedding');  -- its jobs done: out of the index
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'store_embeddings: node % does not answer; its scopes'' vectors were not stored', _node.node
+                    using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
+        end;
         _count := _count + _stored;
-        delete from membank_private.embedding_jobs as j
-        where j.scope_id = _scope_id and j.name = any(_locked)
-          and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
     end loop;
     return _count;
+end
+$$;
+
+-- name: job_scopes: the scope of each embedding job by memory name: the claim's hint, else a read of every shard.
+create or replace function membank_private.job_scopes(memory_names uuid[])
+returns table (scope_id uuid, name uuid)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _known uuid [] := '{}';
+    _scope_id uuid;
+    _name uuid;
+begin
+    foreach _name in array coalesce(memory_names, '{}') loop
+        _scope_id := membank_private.claimed_scope(_name::text);
+        continue when _scope_id is null;
+        scope_id := _scope_id;
+        name := _name;
+        _known := _known || _name;
+        return next;
+    end loop;
+    if cardinality(_known) < cardinality(memory_names) then
+        -- Not claimed on this connection: the jobs' scopes, read without locks over every shard.
+        return query
+        select distinct j.scope_id, j.name from membank_private.embedding_jobs as j
+        where j.name = any(memory_names) and not j.name = any(_known);
+    end if;
 end
 $$;
 
@@ -157,22 +231,46 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _now timestamptz := statement_timestamp();
+    _scope_id uuid;
     _job record;
     _count integer := 0;
+    _n integer;
+    _node record;
+    _down integer [] := '{}';
+    _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
+                            from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
-    for _job in
-        select j.scope_id, j.name, j.fact_md5, j.attempts
-        from membank_private.embedding_jobs as j
-        inner join unnest(memory_names, fact_md5s) as g (name, fact_md5)
-            on g.name = j.name and g.fact_md5 = j.fact_md5
-        order by j.scope_id, j.name
-    loop
-        update membank_private.embedding_jobs as j
-        set attempts = _job.attempts + 1,
-            last_error = left(error, 2000),
-            retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
-        where j.scope_id = _job.scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
-        _count := _count + 1;
+    -- Scope by scope (the claim's hint, 121_due_work.sql); a scope whose worker does not answer is skipped.
+    for _scope_id in select distinct s.scope_id from membank_private.job_scopes(memory_names) as s order by 1 loop
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        _n := 0;  -- counted once the scope's updates stand (a subtransaction rolled back counts none)
+        begin
+            for _job in
+                select j.name, j.fact_md5, j.attempts from membank_private.embedding_jobs as j
+                where j.scope_id = _scope_id and (j.name::text || ':' || j.fact_md5::text) = any(_pairs)
+                order by j.name
+            loop
+                update membank_private.embedding_jobs as j
+                set attempts = _job.attempts + 1,
+                    last_error = left(error, 2000),
+                    retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
+                where j.scope_id = _scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
+                _n := _n + 1;
+            end loop;
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'fail_embedding_jobs: node % does not answer; its scopes'' jobs were not updated',
+                    _node.node using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
+        end;
+        _count := _count + _n;
     end loop;
     return _count;
 end
@@ -192,11 +290,19 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _now timestamptz := statement_timestamp();
-    _candidate record;
-    _locked bigint;
     _left integer := batch_size;
+    _one uuid;
+    _scope_id uuid;
+    _ids bigint [];
+    _ops uuid [];
+    _i integer;
+    _down integer [] := '{}';
+    _node record;
+    _empty uuid [] := '{}';
+    _keys text [] := '{}';
+    _scopes uuid [] := '{}';
 begin
-    if not membank_private.on_citus() then
+    if not membank_private.distributed() then
         return query
         select j.scope_id, j.id from membank_private.generation_jobs as j
         where j.retry_time <= _now
@@ -206,36 +312,95 @@ begin
         for update skip locked;
         return;
     end if;
-    for _candidate in
-        select j.scope_id, j.id from membank_private.generation_jobs as j
-        where j.retry_time <= _now
-          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
-        order by j.retry_time, j.id
-        limit least(batch_size * 4, 400)
+    -- The due scopes from the coordinator's index (121_due_work.sql); each
+    -- scope's jobs locked by a router query that re-checks they are due. A
+    -- scope whose worker does not answer is skipped (WARNING), with the rest
+    -- of its node's scopes. With operation_name: that operation's scope only.
+    if lock_generation_jobs.operation_name is not null then
+        _one := membank_private.claimed_scope(lock_generation_jobs.operation_name::text);
+        if _one is null then
+            _one := membank_private.operation_scope(lock_generation_jobs.operation_name);
+        end if;
+    end if;
+    for _scope_id in
+        select _one where _one is not null
+        union all
+        (select d.scope_id from membank_private.due_scopes as d
+         where _one is null and d.kind = 'generation' and d.due_time <= _now
+         order by d.due_time, d.scope_id
+         limit least(batch_size * 4, 400))
     loop
         exit when _left <= 0;
-        _locked := null;
-        select j.id into _locked from membank_private.generation_jobs as j
-        where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
-        for update skip locked;
-        continue when _locked is null;
-        _left := _left - 1;
-        scope_id := _candidate.scope_id;
-        id := _locked;
-        return next;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        begin
+            _ids := array(
+                select j.id from membank_private.generation_jobs as j
+                where j.scope_id = _scope_id and j.retry_time <= _now
+                  and (lock_generation_jobs.operation_name is null
+                       or j.operation_name = lock_generation_jobs.operation_name)
+                order by j.retry_time, j.id
+                limit _left
+                for update skip locked);
+            _ops := array(
+                select j.operation_name from membank_private.generation_jobs as j
+                where j.scope_id = _scope_id and j.id = any(_ids) order by j.id);
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'claim_generation_jobs: node % does not answer; its scopes were skipped', _node.node
+                    using detail = sqlerrm, hint = 'the other nodes'' jobs were claimed; claim again once it is back';
+                continue;
+        end;
+        if cardinality(_ids) = 0 then
+            _empty := _empty || _scope_id;
+            continue;
+        end if;
+        _left := _left - cardinality(_ids);
+        _keys := _keys || _ids::text [] || _ops::text [];
+        _scopes := _scopes || array_fill(_scope_id, array[cardinality(_ids) * 2]);
+        for _i in 1 .. cardinality(_ids) loop
+            scope_id := _scope_id;
+            id := _ids[_i];
+            return next;
+        end loop;
     end loop;
+    -- The jobs' scopes for completing them in this transaction (generation_job_scope, operation_scope).
+    perform membank_private.remember_claimed(_keys, _scopes, true);
+    if _left = batch_size then
+        -- Nothing claimed: the transaction ends now, so correcting the index
+        -- rows visited holds them for no model call (121_due_work.sql).
+        foreach _scope_id in array _empty loop
+            perform membank_private.refresh_due(_scope_id, 'generation');
+        end loop;
+    end if;
 end
 $$;
 
--- name: generation_job_scope: the scope_id of a generation job (by id; on Citus a read of every shard, no lock).
+-- name: generation_job_scope: the scope_id of a generation job (by id, no lock).
+-- A job this transaction claimed: its scope from the claim's hint, checked on
+-- that scope's shard alone. Else (on Citus) a read of every shard.
 create or replace function membank_private.generation_job_scope(job_id bigint)
 returns uuid
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
+declare
+    _hint uuid := membank_private.claimed_scope(job_id::text);
+begin
+    if _hint is not null
+       and exists (select 1 from membank_private.generation_jobs as j where j.scope_id = _hint and j.id = job_id) then
+        return _hint;
+    end if;
+    return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
+end
 $$;
 
 -- name: purge_expired_by_scope: purge_expired_batch on Citus: expired memories deleted one scope at a time.
@@ -253,42 +418,58 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _now timestamptz := statement_timestamp();
+    _down integer [] := '{}';
     _scope_id uuid;
     _deleted bigint;
     _count bigint := 0;
 begin
+    -- The scopes with expired memories, shard by shard: a node that does not
+    -- answer is reported and its scopes skipped (121_due_work.sql).
     for _scope_id in
-        select distinct m.scope_id from membank_private.memories as m
-        where m.expire_time <= _now
-        order by m.scope_id
-        limit batch_size
+        select s.scope_id
+        from membank_private.scopes_where('membank_private.memories',
+                                          format('x.expire_time <= %L::timestamptz', _now), batch_size) as s (scope_id)
+        order by s.scope_id
     loop
         exit when _count >= batch_size;
-        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
-        continue when not found;
-        with batch as (
-            select m.name from membank_private.memories as m
-            where m.scope_id = _scope_id and m.expire_time <= _now
-            order by m.expire_time
-            limit batch_size - _count
-            for update skip locked
-        ), deleted as (
-            delete from membank_private.memories as m
-            using batch as b
-            where m.scope_id = _scope_id and m.name = b.name
-            returning 1
-        )
-        select count(*) into _deleted from deleted;
+        continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
+        begin
+            perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+            continue when not found;
+            with batch as (
+                select m.name from membank_private.memories as m
+                where m.scope_id = _scope_id and m.expire_time <= _now
+                order by m.expire_time
+                limit batch_size - _count
+                for update skip locked
+            ), deleted as (
+                delete from membank_private.memories as m
+                using batch as b
+                where m.scope_id = _scope_id and m.name = b.name
+                returning 1
+            )
+            select count(*) into _deleted from deleted;
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _down := _down || membank_private.skip_unreachable('purge_expired_memories', _scope_id, sqlerrm);
+                continue;
+        end;
         _count := _count + _deleted;
     end loop;
     return _count;
 end
 $$;
 
--- name: retention_by_scope: retention_batch on Citus: candidates read without locks, removed one scope at a time.
--- Each removal is a router statement that re-checks its row under FOR
--- UPDATE SKIP LOCKED (revisions: that the memory is still gone), so a row
--- another transaction holds is left to a later batch, as on one server.
+-- name: retention_by_scope: retention_batch on Citus: scopes found shard by shard, then removed scope by scope.
+-- The scopes holding something past its window come from scopes_where
+-- (121_due_work.sql: a node that does not answer is reported and its scopes
+-- skipped). Each removal is a router statement that re-checks its rows
+-- under FOR UPDATE SKIP LOCKED (revisions: that the memory is still gone),
+-- so a row another transaction holds is left to a later batch, as on one
+-- server; a scope whose node stops answering is skipped with a WARNING.
 -- The windows are passed in (not the settings row: a function taking a
 -- table's row type would hold up dropping the table in a downgrade).
 create or replace function membank_private.retention_by_scope(
@@ -303,111 +484,132 @@ as $$
 declare
     _now timestamptz := statement_timestamp();
     _scope_id uuid;
-    _keys text [];
     _n bigint;
-    _revisions bigint := 0;
-    _operations bigint := 0;
-    _events bigint := 0;
-    _sessions bigint := 0;
+    _counts bigint [] := array[0, 0, 0, 0];  -- revisions, operations, events, sessions
+    _kind integer;
+    _down integer [] := '{}';
 begin
-    if retention_by_scope.deleted_revisions is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(distinct g.memory_name::text) from (
-                select r.scope_id, r.memory_name from membank_private.memory_revisions as r
-                where r.action = 'DELETED' and r.create_time < _now - retention_by_scope.deleted_revisions
-                  and not exists (select 1 from membank_private.memories as m
-                                  where m.scope_id = r.scope_id and m.name = r.memory_name)
-                  and not exists (select 1 from membank_private.memory_revisions as l
-                                  where l.scope_id = r.scope_id and l.memory_name = r.memory_name
-                                    and l.revision > r.revision)
-                order by r.create_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
+    for _kind in 1 .. 4 loop
+        continue when (_kind = 1 and retention_by_scope.deleted_revisions is null)
+                      or (_kind = 2 and retention_by_scope.finished_operations is null)
+                      or (_kind in (3, 4) and retention_by_scope.events is null);
+        for _scope_id in
+            select s.scope_id
+            from membank_private.scopes_where(
+                case _kind when 1 then 'membank_private.memory_revisions' when 2 then 'membank_private.operations'
+                           when 3 then 'membank_private.events' else 'membank_private.sessions' end,
+                case _kind
+                    when 1 then format('x.action = ''DELETED'' and x.create_time < %L::timestamptz',
+                                       _now - retention_by_scope.deleted_revisions)
+                    when 2 then format('x.done and x.update_time < %L::timestamptz',
+                                       _now - retention_by_scope.finished_operations)
+                    when 3 then format('x.append_time < %L::timestamptz', _now - retention_by_scope.events)
+                    else format('x.update_time < %L::timestamptz', _now - retention_by_scope.events)
+                end,
+                batch_size) as s (scope_id)
+            order by s.scope_id
         loop
-            with gone as (
-                select r.memory_name, r.revision from membank_private.memory_revisions as r
-                where r.scope_id = _scope_id and r.memory_name = any(_keys::uuid [])
-                  and not exists (select 1 from membank_private.memories as m
-                                  where m.scope_id = _scope_id and m.name = r.memory_name)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.memory_revisions as r using gone as g
-                where r.scope_id = _scope_id and r.memory_name = g.memory_name and r.revision = g.revision
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _revisions := _revisions + _n;
+            exit when _counts[_kind] >= batch_size;
+            continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
+            begin
+                _n := membank_private.retention_in_scope(_kind, _scope_id, batch_size - _counts[_kind], _now,
+                    retention_by_scope.deleted_revisions, retention_by_scope.finished_operations,
+                    retention_by_scope.events);
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    _down := _down || membank_private.skip_unreachable('apply_retention', _scope_id, sqlerrm);
+                    continue;
+            end;
+            _counts[_kind] := _counts[_kind] + _n;
         end loop;
+    end loop;
+    return jsonb_build_object('revisions', _counts[1], 'operations', _counts[2], 'events', _counts[3],
+                              'sessions', _counts[4]);
+end
+$$;
+
+-- name: retention_in_scope: remove up to max_rows of one kind past its window in one scope (router statements).
+-- kind: 1 revisions of deleted memories, 2 finished operations, 3 events, 4 sessions left empty.
+create or replace function membank_private.retention_in_scope(
+    kind integer, scope_id uuid, max_rows bigint, now timestamptz,
+    deleted_revisions interval, finished_operations interval, events interval
+)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _sid uuid := scope_id;
+    _n bigint;
+begin
+    if kind = 1 then
+        with gone as (
+            select r.memory_name, r.revision from membank_private.memory_revisions as r
+            where r.scope_id = _sid and r.memory_name in (
+                    select c.memory_name from membank_private.memory_revisions as c
+                    where c.scope_id = _sid and c.action = 'DELETED'
+                      and c.create_time < now - retention_in_scope.deleted_revisions
+                      and not exists (select 1 from membank_private.memory_revisions as l
+                                      where l.scope_id = _sid and l.memory_name = c.memory_name
+                                        and l.revision > c.revision)
+                    order by c.create_time
+                    limit max_rows)
+              and not exists (select 1 from membank_private.memories as m
+                              where m.scope_id = _sid and m.name = r.memory_name)
+            for update skip locked
+        ), removed as (
+            delete from membank_private.memory_revisions as r using gone as g
+            where r.scope_id = _sid and r.memory_name = g.memory_name and r.revision = g.revision
+            returning 1
+        )
+        select count(*) into _n from removed;
+    elsif kind = 2 then
+        with old as (
+            select o.name from membank_private.operations as o
+            where o.scope_id = _sid and o.done and o.update_time < now - retention_in_scope.finished_operations
+            order by o.update_time
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.operations as o using old
+            where o.scope_id = _sid and o.name = old.name
+            returning 1
+        )
+        select count(*) into _n from removed;
+    elsif kind = 3 then
+        with old as (
+            select e.session_id, e.event_id from membank_private.events as e
+            where e.scope_id = _sid and e.append_time < now - retention_in_scope.events
+            order by e.append_time
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.events as e using old
+            where e.scope_id = _sid and e.session_id = old.session_id and e.event_id = old.event_id
+            returning 1
+        )
+        select count(*) into _n from removed;
+    else
+        with empty as (
+            select x.session_id from membank_private.sessions as x
+            where x.scope_id = _sid and x.update_time < now - retention_in_scope.events
+              and not exists (select 1 from membank_private.events as e
+                              where e.scope_id = _sid and e.session_id = x.session_id)
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.sessions as x using empty
+            where x.scope_id = _sid and x.session_id = empty.session_id
+            returning 1
+        )
+        select count(*) into _n from removed;
     end if;
-    if retention_by_scope.finished_operations is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.name::text) from (
-                select o.scope_id, o.name from membank_private.operations as o
-                where o.done and o.update_time < _now - retention_by_scope.finished_operations
-                order by o.update_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with old as (
-                select o.name from membank_private.operations as o
-                where o.scope_id = _scope_id and o.name = any(_keys::uuid []) and o.done
-                for update skip locked
-            ), removed as (
-                delete from membank_private.operations as o using old
-                where o.scope_id = _scope_id and o.name = old.name
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _operations := _operations + _n;
-        end loop;
-    end if;
-    if retention_by_scope.events is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
-                select e.scope_id, e.session_id, e.event_id from membank_private.events as e
-                where e.append_time < _now - retention_by_scope.events
-                order by e.append_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with old as (
-                select e.session_id, e.event_id from membank_private.events as e
-                where e.scope_id = _scope_id and e.session_id || E'\n' || e.event_id = any(_keys)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.events as e using old
-                where e.scope_id = _scope_id and e.session_id = old.session_id and e.event_id = old.event_id
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _events := _events + _n;
-        end loop;
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.session_id) from (
-                select x.scope_id, x.session_id from membank_private.sessions as x
-                where x.update_time < _now - retention_by_scope.events
-                  and not exists (select 1 from membank_private.events as e
-                                  where e.scope_id = x.scope_id and e.session_id = x.session_id)
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with empty as (
-                select x.session_id from membank_private.sessions as x
-                where x.scope_id = _scope_id and x.session_id = any(_keys)
-                  and not exists (select 1 from membank_private.events as e
-                                  where e.scope_id = _scope_id and e.session_id = x.session_id)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.sessions as x using empty
-                where x.scope_id = _scope_id and x.session_id = empty.session_id
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _sessions := _sessions + _n;
-        end loop;
-    end if;
-    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
-                              'sessions', _sessions);
+    return _n;
 end
 $$;
 

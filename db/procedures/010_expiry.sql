@@ -15,6 +15,45 @@
 -- nothing, so no expression runs before the pin. tests/test_search_path.py
 -- checks this of every procedure.
 
+-- name: forget_expired_deletion: forget one memory deleted before its expire_time, now passed; 1 if it was.
+-- Under the scope's write lock (FOR UPDATE SKIP LOCKED: 0 when another write
+-- holds it), the memory must still be gone and expired. One memory per
+-- subtransaction, each wait bounded: an operation row another transaction
+-- holds (a worker applying a reply in that scope) leaves this memory to a
+-- later batch, never the others; on Citus, so does a node that stopped answering.
+create or replace function membank_private.forget_expired_deletion(scope_id uuid, name uuid)
+returns integer
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform from membank_private.scope_locks as l where l.scope_id = forget_expired_deletion.scope_id
+    for update skip locked;
+    if not found
+       or exists (select from membank_private.memories as m
+                  where m.scope_id = forget_expired_deletion.scope_id and m.name = forget_expired_deletion.name)
+       or not membank_private.is_expired(name, scope_id) then
+        return 0;
+    end if;
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    perform membank_private.forget_memory(name, scope_id);
+    return 1;
+exception
+    when lock_not_available then
+        raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy', name
+            using hint = 'call purge_expired_memories again';
+        return 0;
+    when others then
+        if not membank_private.node_unreachable(sqlstate) then
+            raise;
+        end if;
+        perform membank_private.skip_unreachable('purge_expired_memories', scope_id, sqlerrm);
+        return 0;
+end
+$$;
+
 -- name: forget_expired_deletions: forget up to batch_size memories deleted before their expire_time, now passed.
 -- A memory deleted before its TTL is gone from memories, so the delete
 -- below never sees it; its DELETED revision (the last) still holds its text
@@ -39,7 +78,52 @@ declare
     _scope_id uuid;
     _name uuid;
     _count bigint := 0;
+    _candidates text [] := '{}';
+    _down integer [] := '{}';
 begin
+    if membank_private.distributed() then
+        -- Citus: the scopes shard by shard (a node that does not answer is
+        -- reported and skipped, 121_due_work.sql), then each scope's
+        -- candidates by a router read.
+        for _scope_id in
+            select s.scope_id from membank_private.scopes_where('membank_private.memory_revisions',
+                format('x.action = ''DELETED'' and x.expire_time is not null and x.expire_time <= %L::timestamptz'
+                       ' and (x.fact is not null or x.structured_content is not null)', _now),
+                batch_size) as s (scope_id)
+            order by s.scope_id
+        loop
+            begin
+                _candidates := _candidates || array(
+                    select r.scope_id::text || ' ' || r.memory_name::text
+                    from membank_private.memory_revisions as r
+                    where r.scope_id = _scope_id and r.action = 'DELETED' and r.expire_time is not null
+                      and r.expire_time <= _now and (r.fact is not null or r.structured_content is not null)
+                      and not exists (select from membank_private.memory_revisions as l
+                                      where l.scope_id = _scope_id and l.memory_name = r.memory_name
+                                        and l.revision > r.revision)
+                      and not exists (select from membank_private.memories as m
+                                      where m.scope_id = _scope_id and m.name = r.memory_name)
+                    order by r.expire_time
+                    limit batch_size);
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    _down := _down || membank_private.skip_unreachable('purge_expired_memories', _scope_id, sqlerrm);
+            end;
+        end loop;
+    end if;
+    for _scope_id, _name in
+        select split_part(c.c, ' ', 1)::uuid, split_part(c.c, ' ', 2)::uuid
+        from unnest(_candidates) as c (c)
+        limit batch_size
+    loop
+        _count := _count + membank_private.forget_expired_deletion(_scope_id, _name);
+    end loop;
+    if membank_private.distributed() then
+        return _count;
+    end if;
     for _scope_id, _name in
         select r.scope_id, r.memory_name
         from membank_private.memory_revisions as r
@@ -52,24 +136,7 @@ begin
         order by r.expire_time
         limit batch_size
     loop
-        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
-        continue when not found;
-        continue when exists (select from membank_private.memories as m
-                              where m.scope_id = _scope_id and m.name = _name)
-                      or not membank_private.is_expired(_name, _scope_id);
-        -- One memory per subtransaction, each wait bounded: an operation row
-        -- another transaction holds (a worker applying a reply in that scope)
-        -- leaves this memory to a later batch, never the others.
-        begin
-            perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-            perform membank_private.forget_memory(_name, _scope_id);
-            _count := _count + 1;
-        exception
-            when lock_not_available then
-                raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy',
-                    _name
-                    using hint = 'call purge_expired_memories again';
-        end;
+        _count := _count + membank_private.forget_expired_deletion(_scope_id, _name);
     end loop;
     return _count;
 end
@@ -89,7 +156,7 @@ declare
 begin
     perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
         _count := membank_private.purge_expired_by_scope(batch_size)
                   + membank_private.forget_expired_deletions(batch_size);
@@ -170,7 +237,8 @@ max_batches batches (null: until none is left). Each deletion writes a DELETED r
 and destroys the memory's text in its revisions, events and operations. A memory deleted before its expire_time is
 forgotten the same way once that time passes (its text and the caller's labels leave its revisions, events and
 operations; no new revision). Call it outside an explicit transaction block (it commits):
-CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;
+CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. On Citus, the scopes
+of a worker node that does not answer are skipped with a WARNING naming the node (call again once it is back). Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;
 
 -- A purge of one scope by the API function membank.purge_memories(force =>
 -- true) deletes in one statement and holds the scope's write lock until it

@@ -73,5 +73,6 @@ $$Remove what is past its retention window (membank.configure_retention): the re
 ago than deleted_revisions, GenerateMemories operations finished longer ago than finished_operations, events appended
 longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
-(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
+(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only. On Citus, the
+scopes of a worker node that does not answer are skipped with a WARNING naming the node (call again once it is back).
 Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope's maintenance).$$;

@@ -46,6 +46,9 @@ from dataclasses import dataclass, field
 UPGRADE_ROWS = ("retention_settings", "ingestion_settings")
 # Tables keyed by a role's OID; the role's own name and each worker's OID of it are in bound_roles.
 ROLE_TABLES = ("bound_roles", "scope_bindings")
+# The coordinator's index of due work (db/functions/121_due_work.sql): not copied (empty on one server), rebuilt from
+# the shards by distribute.
+DERIVED = ("due_scopes",)
 
 
 class ConvertError(RuntimeError):
@@ -141,7 +144,7 @@ def _tables(conn) -> list[str]:
     """membank_private's tables, by name."""
     return [r[0] for r in conn.execute(
         "select c.relname::text from pg_class as c where c.relnamespace = 'membank_private'::regnamespace"
-        " and c.relkind in ('r', 'p') and not c.relispartition order by 1").fetchall()]
+        " and c.relkind in ('r', 'p') and not c.relispartition order by 1").fetchall() if r[0] not in DERIVED]
 
 
 def _columns(conn, table: str) -> list[str]:

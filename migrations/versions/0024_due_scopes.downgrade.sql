@@ -1,0 +1,1 @@
+drop table membank_private.due_scopes;
