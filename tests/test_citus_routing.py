@@ -11,9 +11,9 @@ sees the same scope.
 The scopes hold 20, 200 and 2,001 memories with vectors and text: up to ``least(200, rerank_depth)`` memories
 retrieval reads the scope once (scan_candidates), above it the vector list comes from the Hamming step and the text
 list from text_candidates, and above 2,000 from MaxScore (text_candidates_maxscore); ``rerank_depth => 100`` on the
-200-memory scope takes it through the non-scan path too. The big scopes are loaded in one ``INSERT ... SELECT`` each
-(the memories' own triggers write revisions, queue and word counts), their vectors likewise, then the bank's own
-maintenance folds the appended word counts (``fold_appended_counts``), as a bulk load would.
+200-memory scope takes it through the non-scan path too. Each scope is loaded in bulk (``bulk_fill`` in
+tests/citus_cluster.py: one ``INSERT ... SELECT``, the memories' own triggers writing revisions, queue and word
+counts, then the vectors and the bank's own fold of the appended word counts).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pytest
 from psycopg.rows import dict_row
 
 import test_role_matrix as rm
+from citus_cluster import bulk_fill
 from test_citus import RemoteCommands
 from test_citus_api import Cluster, bank  # noqa: F401 (the module's distributed bank)
 
@@ -32,8 +33,6 @@ pytestmark = pytest.mark.citus
 
 SIZES = (20, 200, 2001)
 DIM = 8
-WORDS = ("tea coffee rain hiking violin peanuts berlin sister nurse marathon cat chess garden bicycle jazz"
-         " cooking pasta lisbon dog stamps").split()
 
 # Functions that do not act on one scope, by design, and why (every name must be a membank function).
 NOT_ONE_SCOPE = {
@@ -101,29 +100,6 @@ def query_vector() -> list[float]:
     return [((k * 37) % 11 - 5) / 5 for k in range(DIM)]
 
 
-def fill(admin: psycopg.Connection, scope: dict, size: int) -> None:
-    """``size`` memories with text and vectors in ``scope``, loaded in bulk as the admin, counts folded."""
-    s = json.dumps(scope)
-    with admin.transaction():
-        admin.execute(
-            "insert into membank_private.memories (scope, scope_id, fact, topics, metadata)"
-            " select %(s)s::jsonb, md5(%(s)s::jsonb::text)::uuid,"
-            " 'User note ' || i || ': ' || array_to_string(array(select (%(w)s::text[])[1 + (i * k * 7 + k) %% 20]"
-            "                                                   from generate_series(1, 5) as k), ' '),"
-            " case when i %% 2 = 0 then '{USER_PREFERENCES}'::text[] else '{}'::text[] end,"
-            " jsonb_build_object('k', case when i %% 3 = 0 then 'x' else 'y' end)"
-            " from generate_series(1, %(n)s) as i", {"s": s, "w": WORDS, "n": size})
-        admin.execute("select membank_private.fold_appended_counts(md5(%s::jsonb::text)::uuid)", (s,))
-    admin.execute(
-        "insert into membank_private.memory_embeddings (name, scope_id, model_id, fact_md5, embedding, embedding_bq)"
-        " select m.name, m.scope_id, 'test/m', md5(m.fact)::uuid, v.v, membank_private.quantize(v.v, null)"
-        " from membank_private.memories as m"
-        " cross join lateral (select array(select sin(k * (1 + length(m.fact)) + ascii(m.name::text))"
-        "                                  from generate_series(1, %(d)s) as k)::membank_extensions.vector as v) as v"
-        " where m.scope_id = md5(%(s)s::jsonb::text)::uuid", {"s": s, "d": DIM})
-    admin.execute("delete from membank_private.embedding_jobs where scope_id = md5(%s::jsonb::text)::uuid", (s,))
-
-
 @pytest.fixture(scope="module")
 def census(bank):  # noqa: F811 (the imported fixture)
     """The module's cluster with scopes of each size (on alternating workers) and the objects calls name."""
@@ -139,7 +115,7 @@ def census(bank):  # noqa: F811 (the imported fixture)
                 scope = {"app_name": "census", "user_id": f"u{size}-{n}"}
                 if cl.worker_of(scope) == port:
                     break
-            fill(cl.admin, scope, size)
+            bulk_fill(cl.admin, scope, size, "test/m", DIM)
             s = json.dumps(scope)
             objects = {"port": port, "scope": scope, "s": s, "a": json.dumps([scope]), "v": query_vector()}
             objects["memory"] = str(cl.admin.execute(
@@ -235,3 +211,31 @@ def test_every_single_scope_call_sends_its_shard_commands_to_one_worker(census, 
             wrong[call] = got if isinstance(got, str) else sorted(got)
     assert wrong == {}
     assert seen >= 40  # the census called the catalog's functions, not an empty list
+
+
+def test_retrieval_over_scopes_of_one_worker_touches_only_that_worker(census):
+    """Several scopes in one call (a JSON array): only the workers holding them get shard commands: the 20- and
+    2,001-memory scopes (one worker) from that worker alone, with results from both; with the 200-memory scope of
+    the other worker added, from both workers."""
+    cl, scopes, _ = census
+    same, other = (scopes[20], scopes[2001]), scopes[200]
+    assert same[0]["port"] == same[1]["port"] != other["port"]
+    reader = cl.login("membank_reader")
+    log = RemoteCommands(reader)
+    v = query_vector()
+    retrieve = ("select scope from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
+                " query_embedding => %s::real[], top_k => 30)")
+    rows, ports = log.during(retrieve, (json.dumps([o["scope"] for o in same]), v))
+    assert ports == {same[0]["port"]}
+    # every memory of the 20 has a vector, so 30 rows hold both scopes'
+    assert len(rows) == 30
+    assert {json.dumps(r[0], sort_keys=True) for r in rows} == {json.dumps(o["scope"], sort_keys=True) for o in same}
+    _, ports = log.during("select * from membank.retrieve_memories(scope => %s, query_texts => array['tea', 'chess'],"
+                          " query_embeddings => array[%s::real[], %s::real[]], topics => '{USER_PREFERENCES}')",
+                          (json.dumps([o["scope"] for o in same]), v, v))
+    assert ports == {same[0]["port"]}
+    rows, ports = log.during("select membank.build_context(scopes => %s, query_text => 'tea rain',"
+                             " query_embedding => %s::real[])", (json.dumps([o["scope"] for o in same]), v))
+    assert ports == {same[0]["port"]} and "User note" in rows[0][0]["text"]
+    _, ports = log.during(retrieve, (json.dumps([o["scope"] for o in (*same, other)]), v))
+    assert ports == {same[0]["port"], other["port"]}
