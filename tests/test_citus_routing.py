@@ -54,7 +54,7 @@ NOT_ONE_SCOPE = {
     "reembed": "queues every scope's memories again",
     "compact_scopes": "compacts many scopes, one at a time",
     "generate_due_streams": "sweeps every scope's due IngestEvents streams",
-    # the job queue and maintenance across scopes (issue 34 item 4: per-node claims, backlogs, purges)
+    # the job queue and maintenance across scopes (docs/scale-out.md, Job queues and maintenance)
     "claim_embedding_jobs": "claims due jobs of any scope",
     "claim_generation_jobs": "claims due jobs of any scope",
     "store_embeddings": "stores vectors of any scope's memories (by name)",
