@@ -25,6 +25,15 @@ wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
   three scope sizes, the two databases interleaved call by call, and the
   ratio ours / base (must stay within 1.1).
 
+--mode route: a coordinator and two workers, scopes of 20, 200, 2,000 and
+  20,000 memories with text and vectors (loaded in bulk, bulk_fill in
+  tests/citus_cluster.py). Per call kind and scope size: how many workers
+  its shard commands went to ("1 (its)": only the scope's own worker), how
+  many shard commands it sent (citus.log_remote_commands, one call), and its
+  p50/p95 (ms) over --calls calls; then a retrieval over two scopes of one
+  worker (20 and 2,000 memories). tests/test_citus_routing.py checks the
+  same at 20, 200 and 2,001 memories for every public function.
+
 What this 2-core machine can show: the per-call cost Citus adds (planning
 and the coordinator hop, every node on the same two cores) and that calls
 of scopes on two workers do not wait on each other's locks. What it cannot
@@ -32,12 +41,13 @@ show: scale-out throughput. Three servers share two cores, so two workers
 cannot run faster than one; calls/s with 2 workers measures contention,
 not capacity. Real gains need workers on their own machines.
 
-Not run in CI (tests/test_benches.py has no mode of it): the cluster mode
-needs the Citus build and three servers, the regression mode installs two
+Not run in CI (tests/test_benches.py has no mode of it): the cluster and route modes
+need the Citus build and three servers, the regression mode installs two
 banks; each takes minutes on this machine.
 
 Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
      .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--generate]
+     .venv/bin/python bench/citus.py --mode route [--calls 50]
 """
 
 from __future__ import annotations
@@ -331,9 +341,95 @@ def cluster(args) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+ROUTE_SIZES = (20, 200, 2000, 20000)
+ROUTE_CALLS = {
+    "create_memory": "select membank.create_memory(scope => %(s)s, fact => 'likes tea in the rain')",
+    "get_memory": "select membank.get_memory(name => %(n)s, scope => %(s)s)",
+    "list_memories": "select * from membank.list_memories(scope => %(s)s)",
+    "retrieve (text + vector)": "select * from membank.retrieve_memories(scope => %(s)s, query_text => 'tea rain',"
+                                " query_embedding => %(v)s::real[], top_k => 5)",
+    "retrieve (filters)": "select * from membank.retrieve_memories(scope => %(s)s, query_text => 'tea rain',"
+                          " query_embedding => %(v)s::real[], top_k => 5, topics => '{USER_PREFERENCES}')",
+    "build_context": "select membank.build_context(scopes => %(s)s, query_text => 'tea rain',"
+                     " query_embedding => %(v)s::real[])",
+}
+
+
+def route(args) -> None:
+    """Per call and scope size: the workers its shard commands went to, how many, and p50/p95 ms."""
+    import re
+
+    import citus_cluster as cc
+    from membank import distribute, migrate
+
+    work = Path(tempfile.mkdtemp(prefix="membank-bench-citus-", dir="/tmp"))
+    work.chmod(0o755)
+    citus = cc.start_cluster(work / "cluster")
+    try:
+        url = citus.create_database("bench")
+        migrate.upgrade(url)
+        distribute.distribute(url)
+        ports = sorted(w.port for w in citus.workers)
+        rng = random.Random(11)
+        with psycopg.connect(url, autocommit=True) as admin:
+            admin.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
+            scopes = {}
+            for i, size in enumerate(ROUTE_SIZES):
+                port = ports[i % 2]
+                for n in range(1000):
+                    scope = {"user_id": f"route-{size}-{n}"}
+                    if admin.execute("select nodeport from citus_shards where table_name ="
+                                     " 'membank_private.memories'::regclass and shardid ="
+                                     " get_shard_id_for_distribution_column('membank_private.memories',"
+                                     " md5(%s::jsonb::text)::uuid)", (json.dumps(scope),)).fetchone()[0] == port:
+                        break
+                started = time.perf_counter()
+                cc.bulk_fill(admin, scope, size, "bench/m", DIM)
+                name = str(admin.execute("select name from membank_private.memories where scope_id ="
+                                         " md5(%s::jsonb::text)::uuid limit 1", (json.dumps(scope),)).fetchone()[0])
+                scopes[size] = (scope, port, name)
+                print(f"scope of {size} memories on worker {port} loaded in {time.perf_counter() - started:.1f} s")
+        c = psycopg.connect(url, autocommit=True)
+        seen: list[int] = []
+
+        def notice(diag) -> None:
+            found = re.search(r"@[^:\s]+:(\d+)", diag.message_detail or "")
+            if (diag.message_primary or "").startswith("issuing") and found:
+                seen.append(int(found.group(1)))
+
+        c.add_notice_handler(notice)
+        print(f"{'call':<26} {'memories':>8} {'workers':>8} {'commands':>9} {'p50 ms':>8} {'p95 ms':>8}")
+        groups = [(call, size) for size in ROUTE_SIZES for call in ROUTE_CALLS]
+        groups.append(("retrieve, 2 scopes 1 worker", 0))
+        for call, size in groups:
+            if size:
+                scope, port, name = scopes[size]
+                params = {"s": json.dumps(scope), "n": name, "v": vector(rng)}
+                query = ROUTE_CALLS[call]
+            else:  # the 20- and 2,000-memory scopes, both on the first worker
+                port = scopes[20][1]
+                params = {"s": json.dumps([scopes[20][0], scopes[2000][0]]), "v": vector(rng)}
+                query = ROUTE_CALLS["retrieve (text + vector)"]
+            for _ in range(3):  # warm the session's plans and caches
+                c.execute(query, params).fetchall()
+            seen.clear()
+            c.execute("set citus.log_remote_commands to on")
+            c.execute(query, params).fetchall()
+            c.execute("reset citus.log_remote_commands")
+            workers = "1 (its)" if set(seen) == {port} else str(len(set(seen)))
+            commands = len(seen)
+            times = [timed(c, query, params) for _ in range(args.calls)]
+            print(f"{call:<26} {size or 2020:>8} {workers:>8} {commands:>9} {pct(times, .5):>8.2f}"
+                  f" {pct(times, .95):>8.2f}")
+        c.close()
+    finally:
+        citus.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=("cluster", "regression"), required=True)
+    parser.add_argument("--mode", choices=("cluster", "regression", "route"), required=True)
     parser.add_argument("--calls", type=int, default=200, help="calls per kind and database")
     parser.add_argument("--base", default="a9211bc", help="git ref of the code to compare with (regression)")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput run (cluster)")
@@ -341,7 +437,7 @@ def main() -> None:
                         help="also GenerateMemories per operation, coordinator vs plain (cluster)")
     parser.add_argument("--generate-calls", type=int, default=40, help="operations per database (--generate)")
     args = parser.parse_args()
-    regression(args) if args.mode == "regression" else cluster(args)
+    {"regression": regression, "cluster": cluster, "route": route}[args.mode](args)
 
 
 if __name__ == "__main__":

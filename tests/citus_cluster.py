@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -157,6 +158,41 @@ def install_citus(target: Path | None = None) -> tuple[Path, bool]:
                 shutil.copy2(path, dest)
                 dest.chmod(0o755 if os.access(path, os.X_OK) else 0o644)
     return stage, built
+
+
+WORDS = ("tea coffee rain hiking violin peanuts berlin sister nurse marathon cat chess garden bicycle jazz"
+         " cooking pasta lisbon dog stamps").split()
+
+
+def bulk_fill(admin: psycopg.Connection, scope: dict, size: int, model_id: str, dimension: int) -> None:
+    """Load ``size`` memories with text and vectors into ``scope`` in bulk, as the admin (a superuser connection).
+
+    One ``INSERT ... SELECT`` of facts "User note <i>: <five words>" (every other one with topic
+    USER_PREFERENCES, metadata {"k": "x"} on every third), the memories' own triggers writing their revisions,
+    embedding jobs and word counts; the appended word counts folded (``fold_appended_counts``, as the scope's next
+    write would); then one vector per memory (``model_id``, deterministic, ``dimension`` floats) as
+    store_embeddings stores it, and the scope's embedding jobs removed. On Citus every statement names the scope:
+    each runs on its worker.
+    """
+    s = json.dumps(scope)
+    with admin.transaction():
+        admin.execute(
+            "insert into membank_private.memories (scope, scope_id, fact, topics, metadata)"
+            " select %(s)s::jsonb, md5(%(s)s::jsonb::text)::uuid,"
+            " 'User note ' || i || ': ' || array_to_string(array(select (%(w)s::text[])[1 + (i * k * 7 + k) %% 20]"
+            "                                                   from generate_series(1, 5) as k), ' '),"
+            " case when i %% 2 = 0 then '{USER_PREFERENCES}'::text[] else '{}'::text[] end,"
+            " jsonb_build_object('k', case when i %% 3 = 0 then 'x' else 'y' end)"
+            " from generate_series(1, %(n)s) as i", {"s": s, "w": WORDS, "n": size})
+        admin.execute("select membank_private.fold_appended_counts(md5(%s::jsonb::text)::uuid)", (s,))
+    admin.execute(
+        "insert into membank_private.memory_embeddings (name, scope_id, model_id, fact_md5, embedding, embedding_bq)"
+        " select m.name, m.scope_id, %(m)s, md5(m.fact)::uuid, v.v, membank_private.quantize(v.v, null)"
+        " from membank_private.memories as m"
+        " cross join lateral (select array(select sin(k * (1 + length(m.fact)) + ascii(m.name::text))"
+        "                                  from generate_series(1, %(d)s) as k)::membank_extensions.vector as v) as v"
+        " where m.scope_id = md5(%(s)s::jsonb::text)::uuid", {"s": s, "d": dimension, "m": model_id})
+    admin.execute("delete from membank_private.embedding_jobs where scope_id = md5(%s::jsonb::text)::uuid", (s,))
 
 
 @dataclass

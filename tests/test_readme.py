@@ -47,6 +47,8 @@ NO_RUN = {
 NO_RUN.update({
     ("testing.md", ".ci/pg15.sh ../shared/vendor ~/.cache/membank-ci"): "installs PostgreSQL 15 with apt; CI runs it",
     ("testing.md", ".venv/bin/pytest -m citus"): "the suite itself, on a Citus cluster; CI runs it",
+    ("scale-out.md", "set citus.log_remote_commands = on;"):
+        "needs a Citus coordinator; tests/test_citus_routing.py makes the same check on the test cluster",
     ("scale-out.md", "select citus_add_node('10.0.0.3', 5432);"):
         "needs a Citus coordinator and a new worker; tests/test_citus.py runs these calls on the test cluster",
     ("testing.md", "MEMBANK_FUZZ_EXAMPLES=300 .venv/bin/pytest -q -s tests/test_invariants.py"):

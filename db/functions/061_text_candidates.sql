@@ -193,6 +193,11 @@ begin
     from unnest(scope_ids) as s (scope_id)
     inner join membank_private.memories as m on m.scope_id = s.scope_id
     where m.fts @@ _tsquery
+      -- Citus: the scopes named on memories itself, so the statement goes to
+      -- their shard alone (a join to unnest's keys went to all 32). On one
+      -- server distributed() is a constant false: the planner drops this
+      -- test, and the plan is the join above.
+      and (not membank_private.distributed() or m.scope_id = any(scope_ids))
       and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (metadata_filter is null or m.metadata @> metadata_filter)
       and (text_candidates.topics is null or m.topics && text_candidates.topics)

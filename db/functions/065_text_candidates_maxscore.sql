@@ -89,6 +89,8 @@ begin
             from unnest(scope_ids) as s (scope_id)
             inner join membank_private.memories as m on m.scope_id = s.scope_id
             where m.fts @@ _tsquery
+              -- Citus: routed to the scopes' shard alone (as in text_candidates, 061)
+              and (not membank_private.distributed() or m.scope_id = any(scope_ids))
               and (m.expire_time is null or m.expire_time > statement_timestamp())
               and (metadata_filter is null or m.metadata @> metadata_filter)
               and (text_candidates_maxscore.topics is null or m.topics && text_candidates_maxscore.topics)

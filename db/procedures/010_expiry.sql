@@ -285,7 +285,8 @@ begin
     ), purged as (
         delete from membank_private.memories as m
         using target as t
-        where m.name = t.name
+        -- scope_id named: on Citus the delete then runs on the scope's shard alone
+        where m.scope_id = md5(_scope::text)::uuid and m.name = t.name
         returning 1
     )
     select count(*) into _count from purged;

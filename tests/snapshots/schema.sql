@@ -7506,7 +7506,8 @@ begin
     ), purged as (
         delete from membank_private.memories as m
         using target as t
-        where m.name = t.name
+        -- scope_id named: on Citus the delete then runs on the scope's shard alone
+        where m.scope_id = md5(_scope::text)::uuid and m.name = t.name
         returning 1
     )
     select count(*) into _count from purged;
@@ -9622,6 +9623,11 @@ begin
     from unnest(scope_ids) as s (scope_id)
     inner join membank_private.memories as m on m.scope_id = s.scope_id
     where m.fts @@ _tsquery
+      -- Citus: the scopes named on memories itself, so the statement goes to
+      -- their shard alone (a join to unnest's keys went to all 32). On one
+      -- server distributed() is a constant false: the planner drops this
+      -- test, and the plan is the join above.
+      and (not membank_private.distributed() or m.scope_id = any(scope_ids))
       and (m.expire_time is null or m.expire_time > statement_timestamp())
       and (metadata_filter is null or m.metadata @> metadata_filter)
       and (text_candidates.topics is null or m.topics && text_candidates.topics)
@@ -9697,6 +9703,8 @@ begin
             from unnest(scope_ids) as s (scope_id)
             inner join membank_private.memories as m on m.scope_id = s.scope_id
             where m.fts @@ _tsquery
+              -- Citus: routed to the scopes' shard alone (as in text_candidates, 061)
+              and (not membank_private.distributed() or m.scope_id = any(scope_ids))
               and (m.expire_time is null or m.expire_time > statement_timestamp())
               and (metadata_filter is null or m.metadata @> metadata_filter)
               and (text_candidates_maxscore.topics is null or m.topics && text_candidates_maxscore.topics)

@@ -1,0 +1,245 @@
+"""One scope, one worker, at every size: a census of every public function's shard commands on a real Citus cluster.
+
+Every function and procedure of schema ``membank`` is enumerated from ``pg_proc`` (every overload, as the role
+matrix does), so a new function cannot escape the census: it is either called here with one scope's arguments
+(scope, scopes, a memory's name with that scope, the ADK app and user whose scope it is) and must send every shard
+command to the one worker holding that scope, or it is named in ``NOT_ONE_SCOPE`` with the reason it spans scopes or
+reads no scope by design. The shard commands are those ``citus.log_remote_commands`` reports as NOTICEs, caught by
+psycopg's notice handler (``RemoteCommands``); each call runs in a transaction rolled back afterwards, so every call
+sees the same scope.
+
+The scopes hold 20, 200 and 2,001 memories with vectors and text: up to ``least(200, rerank_depth)`` memories
+retrieval reads the scope once (scan_candidates), above it the vector list comes from the Hamming step and the text
+list from text_candidates, and above 2,000 from MaxScore (text_candidates_maxscore); ``rerank_depth => 100`` on the
+200-memory scope takes it through the non-scan path too. Each scope is loaded in bulk (``bulk_fill`` in
+tests/citus_cluster.py: one ``INSERT ... SELECT``, the memories' own triggers writing revisions, queue and word
+counts, then the vectors and the bank's own fold of the appended word counts).
+"""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+import test_role_matrix as rm
+from citus_cluster import bulk_fill
+from test_citus import RemoteCommands
+from test_citus_api import Cluster, bank  # noqa: F401 (the module's distributed bank)
+
+pytestmark = pytest.mark.citus
+
+SIZES = (20, 200, 2001)
+DIM = 8
+
+# Functions that do not act on one scope, by design, and why (every name must be a membank function).
+NOT_ONE_SCOPE = {
+    # bank-wide settings and reference tables (written on every node)
+    "configure_embedding": "bank-wide setting (reference table)",
+    "configure_ingestion": "bank-wide setting (reference table)",
+    "configure_retention": "bank-wide setting (reference table)",
+    "create_profile_schema": "profile schemas are bank-wide (reference table)",
+    "update_profile_schema": "profile schemas are bank-wide (reference table)",
+    "delete_profile_schema": "profile schemas are bank-wide (reference table)",
+    "get_profile_schema": "profile schemas are bank-wide (reference table)",
+    "list_profile_schemas": "profile schemas are bank-wide (reference table)",
+    "bind_role_to_scope": "role bindings are reference tables, kept on every node",
+    "unbind_role_from_scope": "role bindings are reference tables, kept on every node",
+    "unrestrict_role": "role bindings are reference tables, kept on every node",
+    "refresh_role_bindings": "reads every worker's role OIDs",
+    "list_scope_bindings": "role bindings are reference tables",
+    "scope_vector_index_plan": "plans every big scope's index, on every worker",
+    "reembed": "queues every scope's memories again",
+    "compact_scopes": "compacts many scopes, one at a time",
+    "generate_due_streams": "sweeps every scope's due IngestEvents streams",
+    # the job queue and maintenance across scopes (docs/scale-out.md, Job queues and maintenance)
+    "claim_embedding_jobs": "claims due jobs of any scope",
+    "claim_generation_jobs": "claims due jobs of any scope",
+    "store_embeddings": "stores vectors of any scope's memories (by name)",
+    "fail_embedding_jobs": "fails jobs of any scope (by name)",
+    "complete_generation_job": "a job by id, of any scope",
+    "fail_generation_job": "a job by id, of any scope",
+    "prepare_consolidation": "a job by id, of any scope",
+    "embedding_backlog": "the queue of every scope",
+    "generation_backlog": "the queue of every scope",
+    "purge_expired_memories": "expired memories of every scope",
+    "apply_retention": "revisions, operations and events past their window, of every scope",
+}
+# Functions that read no distributed table at all (no shard command, whatever the scope).
+NO_SHARD = {"scope_id", "current_scope", "set_scope", "decompose_query", "decomposition_prompt"}
+
+# Extra calls beyond the one per signature: retrieval's other paths (vectors, filters, several queries, the
+# non-scan path of a scope above rerank_depth) and build_context with a query.
+EXTRA_CALLS = {
+    "retrieve_memories (text + vector)": "select * from membank.retrieve_memories(scope => %(s)s,"
+                                         " query_text => 'tea rain', query_embedding => %(v)s::real[], top_k => 5)",
+    "retrieve_memories (vector only)": "select * from membank.retrieve_memories(scope => %(s)s,"
+                                       " query_embedding => %(v)s::real[], top_k => 5)",
+    "retrieve_memories (rerank_depth 100)": "select * from membank.retrieve_memories(scope => %(s)s,"
+                                            " query_text => 'tea rain', query_embedding => %(v)s::real[],"
+                                            " top_k => 5, rerank_depth => 100)",
+    "retrieve_memories (filters)": "select * from membank.retrieve_memories(scope => %(s)s, query_text => 'tea rain',"
+                                   " query_embedding => %(v)s::real[], topics => '{USER_PREFERENCES}',"
+                                   " memory_type => 'NATURAL_LANGUAGE', metadata_filter => '{\"k\": \"x\"}',"
+                                   " created_after => '2000-01-01Z', min_similarity => -1)",
+    "retrieve_memories (several queries)": "select * from membank.retrieve_memories(scope => %(s)s,"
+                                           " query_texts => array['tea', 'chess garden'],"
+                                           " query_embeddings => array[%(v)s::real[], %(v)s::real[]])",
+    "retrieve_memories (one scope in an array)": "select * from membank.retrieve_memories(scope => %(a)s,"
+                                                 " query_text => 'tea rain', query_embedding => %(v)s::real[])",
+    "build_context (query, session)": "select membank.build_context(scopes => %(s)s, session_id => 's',"
+                                      " query_text => 'tea rain', query_embedding => %(v)s::real[])",
+}
+
+
+def query_vector() -> list[float]:
+    return [((k * 37) % 11 - 5) / 5 for k in range(DIM)]
+
+
+@pytest.fixture(scope="module")
+def census(bank):  # noqa: F811 (the imported fixture)
+    """The module's cluster with scopes of each size (on alternating workers) and the objects calls name."""
+    url, name, cluster = bank
+    cl = Cluster(url, name, cluster)
+    try:
+        cl.admin.execute("select membank.configure_embedding(model_id => 'test/m', dimension => %s)", (DIM,))
+        ports = sorted(w.port for w in cluster.workers)
+        scopes = {}
+        for i, size in enumerate(SIZES):
+            port = ports[i % 2]
+            for n in range(500):
+                scope = {"app_name": "census", "user_id": f"u{size}-{n}"}
+                if cl.worker_of(scope) == port:
+                    break
+            bulk_fill(cl.admin, scope, size, "test/m", DIM)
+            s = json.dumps(scope)
+            objects = {"port": port, "scope": scope, "s": s, "a": json.dumps([scope]), "v": query_vector()}
+            objects["memory"] = str(cl.admin.execute(
+                "select name from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid"
+                " order by name limit 1", (s,)).fetchone()[0])
+            objects["operation"] = str(cl.admin.execute(
+                "select membank.generate_memories(scope => %s, facts => '[\"likes tea\"]')", (s,)).fetchone()[0])
+            objects["rule"] = str(cl.admin.execute(
+                "select (membank.create_tool_rule(scope => %s, tool_name => 'sh', pattern => 'ls .*',"
+                " decision => 'ALLOW')).id", (s,)).fetchone()[0])
+            cl.admin.execute("select membank.create_session(app_name => 'census', user_id => %s, session_id => 's')",
+                             (scope["user_id"],))
+            cl.admin.execute("select membank.append_events(scope => %s, session_id => 's', events =>"
+                             " '[{\"event_id\": \"e0\", \"author\": \"user\", \"text\": \"tea in the rain\","
+                             " \"timestamp\": \"2023-05-24T10:00:00Z\"}]')", (s,))
+            scopes[size] = objects
+        cl.admin.execute("select membank.create_profile_schema('p', %s::jsonb)", (rm.ARGUMENTS["memory_schema"],))
+        counts = {size: cl.admin.execute("select count(*) from membank_private.memories where scope_id ="
+                                         " md5(%s::jsonb::text)::uuid", (o["s"],)).fetchone()[0]
+                  for size, o in scopes.items()}
+        yield cl, scopes, counts
+    finally:
+        cl.close()
+
+
+def one_scope_call(routine: dict, objects: dict) -> tuple[str, dict]:
+    """The statement calling ``routine`` on the scope of ``objects``: every scope-naming argument given (scope,
+    scopes, the ADK app and user), a memory's name with its scope, other arguments as the role matrix gives them."""
+    scope = objects["scope"]
+    values = {"scope": objects["s"], "scopes": objects["s"], "app_name": scope["app_name"],
+              "user_id": scope["user_id"], "name": objects["memory"], "revision": "1",
+              "get_operation.name": objects["operation"], "id": objects["rule"], "session_id": "s",
+              "create_memory.fact": "likes tea", "update_memory.fact": "likes tea a lot",
+              "create_session.session_id": "s2",
+              # a procedure commits its batches (no rollback): a filter no memory matches keeps the scope whole
+              "purge_memories_in_batches.metadata_filter": '{"census": "matches nothing"}'}
+    parts, params = [], {}
+    for arg, typ, has_default in routine["args"]:
+        key = f"{routine['name']}.{arg}"
+        if key in values:
+            value = values[key]
+        elif arg in values:
+            value = values[arg]
+        elif has_default:
+            continue
+        else:
+            value = rm.ARGUMENTS[key] if key in rm.ARGUMENTS else rm.ARGUMENTS[arg]
+        parts.append(f"{arg} => %({arg})s::{typ}")
+        params[arg] = value
+    verb = "call" if routine["kind"] == "p" else "select * from"
+    return f"{verb} membank.{routine['name']}({', '.join(parts)})", params
+
+
+def ports_of(log: RemoteCommands, c: psycopg.Connection, statement: str, params,
+             procedure: bool = False) -> set[int] | str:
+    """The worker ports the call sent shard commands to, its effects rolled back (a procedure, which commits,
+    runs on its own); its SQLSTATE if it failed."""
+    try:
+        if procedure:
+            return log.during(statement, params)[1]
+        with c.transaction(force_rollback=True):
+            c.execute("set local citus.log_remote_commands to on")
+            log.ports, log.commands = [], []
+            c.execute(statement, params).fetchall()
+    except psycopg.Error as err:
+        return f"failed {err.sqlstate}: {str(err).splitlines()[0]}"
+    return set(log.ports)
+
+
+def test_the_census_covers_every_public_function(census):
+    cl, _, _ = census
+    names = {r["name"] for r in rm.routines(cl.admin.cursor(row_factory=dict_row))}
+    assert set(NOT_ONE_SCOPE) - names == set() and NO_SHARD - names == set()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_every_single_scope_call_sends_its_shard_commands_to_one_worker(census, size):
+    """At 20, 200 and 2,001 memories, every public function called on one scope (and retrieval's other paths)
+    sends shard commands only to the worker holding the scope; the functions that read no table send none."""
+    cl, scopes, counts = census
+    objects = scopes[size]
+    assert counts[size] == size  # the load is the size it says
+    caller = cl.login("membank_admin", "membank_worker")
+    caller.execute("set membank.lock_timeout = '5s'")
+    log = RemoteCommands(caller)
+    wrong, seen = {}, 0
+    for routine in rm.routines(cl.admin.cursor(row_factory=dict_row)):
+        if routine["name"] in NOT_ONE_SCOPE:
+            continue
+        statement, params = one_scope_call(routine, objects)
+        got = ports_of(log, caller, statement, params, procedure=routine["kind"] == "p")
+        expected = set() if routine["name"] in NO_SHARD else {objects["port"]}
+        seen += 1
+        if got != expected:
+            wrong[routine["signature"]] = got if isinstance(got, str) else sorted(got)
+    for call, statement in EXTRA_CALLS.items():
+        got = ports_of(log, caller, statement, objects)
+        if got != {objects["port"]}:
+            wrong[call] = got if isinstance(got, str) else sorted(got)
+    assert wrong == {}
+    assert seen >= 40  # the census called the catalog's functions, not an empty list
+
+
+def test_retrieval_over_scopes_of_one_worker_touches_only_that_worker(census):
+    """Several scopes in one call (a JSON array): only the workers holding them get shard commands: the 20- and
+    2,001-memory scopes (one worker) from that worker alone, with results from both; with the 200-memory scope of
+    the other worker added, from both workers."""
+    cl, scopes, _ = census
+    same, other = (scopes[20], scopes[2001]), scopes[200]
+    assert same[0]["port"] == same[1]["port"] != other["port"]
+    reader = cl.login("membank_reader")
+    log = RemoteCommands(reader)
+    v = query_vector()
+    retrieve = ("select scope from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
+                " query_embedding => %s::real[], top_k => 30)")
+    rows, ports = log.during(retrieve, (json.dumps([o["scope"] for o in same]), v))
+    assert ports == {same[0]["port"]}
+    # every memory of the 20 has a vector, so 30 rows hold both scopes'
+    assert len(rows) == 30
+    assert {json.dumps(r[0], sort_keys=True) for r in rows} == {json.dumps(o["scope"], sort_keys=True) for o in same}
+    _, ports = log.during("select * from membank.retrieve_memories(scope => %s, query_texts => array['tea', 'chess'],"
+                          " query_embeddings => array[%s::real[], %s::real[]], topics => '{USER_PREFERENCES}')",
+                          (json.dumps([o["scope"] for o in same]), v, v))
+    assert ports == {same[0]["port"]}
+    rows, ports = log.during("select membank.build_context(scopes => %s, query_text => 'tea rain',"
+                             " query_embedding => %s::real[])", (json.dumps([o["scope"] for o in same]), v))
+    assert ports == {same[0]["port"]} and "User note" in rows[0][0]["text"]
+    _, ports = log.during(retrieve, (json.dumps([o["scope"] for o in (*same, other)]), v))
+    assert ports == {same[0]["port"], other["port"]}
