@@ -54,6 +54,8 @@ NOT_ONE_SCOPE = {
     "reembed": "queues every scope's memories again",
     "compact_scopes": "compacts many scopes, one at a time",
     "generate_due_streams": "sweeps every scope's due IngestEvents streams",
+    "list_scopes": "names the scopes under a pattern, across every scope the caller may reach",
+    "import_memory": "checks the old id in every scope, so that an import run again writes nothing twice",
     # the job queue and maintenance across scopes (docs/scale-out.md, Job queues and maintenance)
     "claim_embedding_jobs": "claims due jobs of any scope",
     "claim_generation_jobs": "claims due jobs of any scope",

@@ -6,9 +6,11 @@ test_generation_providers.py): llama-cpp-python's server refusing
 structured output as their docs describe it. A *black hole* is a local
 server that accepts each connection and never answers.
 
-Deadlines are asserted as upper bounds only, with slack for a loaded
-machine: a CLI run may take its computed bound times 1.5 plus
-``CLI_SLACK_S`` (process start-up, imports, the database and the embedder).
+No assertion depends on how fast the machine is: a black hole never
+answers, so a call that ends at all was ended by its own timeout or
+deadline; where the configured timeout must have reached the request, the
+black hole reports how long the client held each connection, which must be
+far below the 30 s default.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from membank.generation.gemini import GeminiProvider
 from membank.generation.openai_compat import OpenAICompatProvider
 from test_generation_providers import EVENTS, EXTRACTED, SCOPE, Script, chat_completion
 
-CLI_SLACK_S = 20.0
-"""Fixed slack on top of 1.5 x a CLI run's computed bound: start-up, imports, database and embedder."""
+DEFAULT_TIMEOUT_S = settings.DEFAULT_MODEL_TIMEOUT_S
+"""A model request's default timeout: a configured 2 s one must end a black-hole request long before it."""
 
 MODEL_ENV = ("MEMBANK_PROVIDER", "MEMBANK_OPENAI_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY",
              settings.ENV_MODEL_TIMEOUT, settings.ENV_MODEL_RETRIES, settings.ENV_MODEL_ATTEMPTS,
@@ -54,27 +56,56 @@ def clean_model_env(monkeypatch):
 
 @pytest.fixture
 def black_hole():
-    """A local server that accepts every connection and never answers; yields its /v1 URL and the connections."""
+    """A local server that accepts every connection and never answers.
+
+    Yields its /v1 URL, the accepted connections and ``held``: for each
+    connection the client has closed, how many seconds it stayed open after
+    it was accepted (read on the server's side, so the client's start-up,
+    imports and embedder do not count).
+    """
     server = socket.create_server(("127.0.0.1", 0))
     accepted: list[socket.socket] = []
+    held: list[float] = []
     stop = threading.Event()
+
+    def drain(conn: socket.socket, since: float) -> None:
+        conn.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                if not conn.recv(65536):  # the client closed it
+                    held.append(time.monotonic() - since)
+                    return
+            except TimeoutError:
+                continue
+            except OSError:
+                return
 
     def accept() -> None:
         server.settimeout(0.2)
         while not stop.is_set():
             try:
-                accepted.append(server.accept()[0])
+                conn = server.accept()[0]
             except (TimeoutError, OSError):
                 continue
+            accepted.append(conn)
+            threading.Thread(target=drain, args=(conn, time.monotonic()), daemon=True).start()
 
     thread = threading.Thread(target=accept, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}/v1", accepted
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/v1", accepted, held
     stop.set()
     thread.join(5)
     for conn in accepted:
         conn.close()
     server.close()
+
+
+def _closed(held: list[float], n: int) -> list[float]:
+    """Wait (up to a minute, a hang guard) until the client has closed ``n`` connections; their held times."""
+    deadline = time.monotonic() + 60
+    while len(held) < n and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return list(held)
 
 
 def _cli_env(db_url: str, **extra: str) -> dict[str, str]:
@@ -125,16 +156,17 @@ def test_settings_share_one_syntax_and_name_what_is_wrong(monkeypatch):
 
 
 def test_generate_on_a_black_hole_exits_2_within_its_configured_bound(black_hole, db_url):
-    url, accepted = black_hole
-    bound = settings.model_call_bound(2, 0, 2)  # 2 x 2 s + a 2 s pause = 6 s
-    done, elapsed = _membank(
+    url, accepted, held = black_hole
+    done, _ = _membank(
         "generate", "--scope", json.dumps(SCOPE), "--events", EVENTS_ARG, "--output", "json",
         env=_cli_env(db_url, MEMBANK_PROVIDER="openai:local-model", MEMBANK_OPENAI_BASE_URL=url,
                      MEMBANK_MODEL_TIMEOUT="2s", MEMBANK_MODEL_ATTEMPTS="2"),
         timeout=120)
     assert done.returncode == 2, done.stderr
-    assert elapsed <= 1.5 * bound + CLI_SLACK_S
     assert len(accepted) == 2  # one request per attempt, no retries by the SDK
+    # The black hole never answers: only the client's own 2 s timeout ends each
+    # attempt. Held far below the 30 s default, so the setting reached the call.
+    assert all(seconds < DEFAULT_TIMEOUT_S / 2 for seconds in _closed(held, 2))
     [line, hint] = done.stderr.strip().splitlines()
     assert line.startswith("error: operation ") and "failed (MODEL_CALL_FAILED, 2 attempts)" in line
     assert f"openai/local-model at {url}: no answer within the timeout" in line
@@ -144,15 +176,16 @@ def test_generate_on_a_black_hole_exits_2_within_its_configured_bound(black_hole
 
 
 def test_wait_returns_by_its_deadline_while_a_provider_call_runs(black_hole, db_url, conn):
-    url, accepted = black_hole
+    url, accepted, _ = black_hole
     provider = OpenAICompatProvider("local-model", base_url=url, timeout=60)
     with MemoryBank(db_url, provider=provider) as bank:
         bank.generation_worker  # the embedder is loaded first: the deadline is about the provider call
         pending = bank.generate_memories(SCOPE, events=EVENTS)
-        started = time.monotonic()
+        # The provider would wait 60 s on a server that never answers: only
+        # wait()'s own deadline raises TimeoutError (the provider's would be a
+        # GenerationError), so the type alone shows the deadline ended it.
         with pytest.raises(TimeoutError) as info:
             pending.wait(5, process=True)
-        assert time.monotonic() - started <= 6
         assert "abandoned" in str(info.value) and url in str(info.value)
         assert len(accepted) == 1
         # The claim was rolled back: the job is due again and the abandoned call was no attempt.
@@ -162,18 +195,17 @@ def test_wait_returns_by_its_deadline_while_a_provider_call_runs(black_hole, db_
 
 
 def test_a_gemini_black_hole_fails_within_the_timeout(black_hole):
-    url, _ = black_hole
+    url, _, _ = black_hole
     provider = GeminiProvider(api_key="test-key", base_url=url.removesuffix("/v1"), timeout=2)
-    started = time.monotonic()
+    # The black hole never answers: only the provider's own 2 s timeout ends the call.
     with pytest.raises(GenerationError) as info:
         provider.complete("hello", {"type": "object"})
-    assert time.monotonic() - started <= 1.5 * 2 + 5
     assert f"gemini/gemini-2.5-flash at {url.removesuffix('/v1')}: no answer within the timeout" in info.value.message
     assert info.value.retryable
 
 
 def test_ctrl_c_ends_generate_promptly_while_a_call_runs(black_hole, db_url):
-    url, accepted = black_hole
+    url, accepted, _ = black_hole
     process = subprocess.Popen(
         [sys.executable, "-m", "membank.cli", "generate", "--scope", json.dumps(SCOPE), "--events", EVENTS_ARG],
         env=_cli_env(db_url, MEMBANK_PROVIDER="openai:local-model", MEMBANK_OPENAI_BASE_URL=url,
@@ -184,9 +216,9 @@ def test_ctrl_c_ends_generate_promptly_while_a_call_runs(black_hole, db_url):
             time.sleep(0.1)
         assert accepted, "the request never reached the black hole"
         process.send_signal(signal.SIGINT)
-        sent = time.monotonic()
+        # The model call may take 120 s; ending a quarter of that after Ctrl-C
+        # (a hang guard, not a speed limit) shows SIGINT, not the timeout, ended it.
         process.wait(timeout=30)
-        assert time.monotonic() - sent <= 10
         assert process.returncode != 0
     finally:
         if process.poll() is None:

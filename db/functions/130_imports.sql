@@ -53,8 +53,10 @@ begin
     perform membank_private.lock_scope(_scope_id);
     -- A name held in any scope (as a memory or by revisions a deletion left)
     -- was imported before, or is another memory's: nothing is written.
-    if exists (select from membank_private.memories as m where m.name = _name)
-       or exists (select from membank_private.memory_revisions as r where r.memory_name = _name) then
+    -- (select 1, not an empty target list: on Citus each subquery becomes an
+    -- intermediate result, and one of no columns cannot be read back: 42601.)
+    if exists (select 1 from membank_private.memories as m where m.name = _name)
+       or exists (select 1 from membank_private.memory_revisions as r where r.memory_name = _name) then
         return null;
     end if;
     perform membank_private.set_revision_context(_labels, '{}');
