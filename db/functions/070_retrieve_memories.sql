@@ -292,7 +292,8 @@ create or replace function membank.retrieve_memories(
     page_size integer default 100,
     page_token text default null,
     query_texts text[] default null,
-    query_embeddings real[] default null
+    query_embeddings real[] default null,
+    min_relevance double precision default null
 ) returns setof membank.retrieved_memory
 language plpgsql
 stable
@@ -326,8 +327,11 @@ declare
     _c_text_match_rank integer [];
     _c_text_tiebreak real [];
     _c_score double precision [];
+    _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
+    _unknown_share double precision;
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
+    perform membank_private.check_min_relevance(min_relevance);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -349,7 +353,7 @@ begin
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
                l.revision, l.create_time, l.update_time, l.expire_time,
                null::double precision, null::double precision, null::real, null::integer, null::integer,
-               null::double precision, '{}'::text [], false, l.next_page_token
+               null::double precision, '{}'::text [], false, l.next_page_token, null::double precision
         from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
                                    metadata_filter, topics, memory_type,
                                    created_after, created_before) as l;
@@ -369,7 +373,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings) as r
+            page_token, query_texts, query_embeddings, min_relevance) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -382,6 +386,8 @@ begin
     cross join lateral membank_private.hybrid_candidates(
         _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
         created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    select q.idf_total, q.unknown_share into _idf_total, _unknown_share
+    from membank_private.query_signals(_texts, _scope_ids) as q;
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -456,11 +462,18 @@ begin
            array_remove(array[case when s.vector_rank is not null then 'vector' end,
                               case when s.text_match_rank is not null then 'text' end], null),
            s.distance is null,
-           null::text
+           null::text, r.relevance
     from top as s
+    -- relevance (073_relevance.sql) from this row's signals; min_relevance
+    -- is the last filter, after the ranking
+    cross join lateral (
+        select membank_private.relevance(1 - s.distance, least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
+                                         s.vector_rank, s.text_match_rank) as relevance
+    ) as r
     inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
     where m.scope = any(_scopes)
       and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and (min_relevance is null or r.relevance >= min_relevance)
     order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
              m.fact collate "C", m.name
     limit _k;
@@ -469,7 +482,8 @@ $$;
 
 comment on function membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
-    text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
+    text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
+    double precision
 ) is
 $$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query

@@ -36,7 +36,8 @@ begin
     return (select g.groupid from pg_catalog.pg_dist_local_group as g);
     alter function membank.retrieve_memories(
         jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
-        text, double precision, double precision, integer, text, integer, integer, text, text[], real[]
+        text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
+        double precision
     ) set plan_cache_mode to force_custom_plan;
 end
 $$;
