@@ -24,7 +24,7 @@ from psycopg_pool import ConnectionPool
 from membank import database, deadline, errors, settings
 from membank.models import (
     DueStream, EmbeddingBacklog, Event, GenerationBacklog, Ingestion, Memory, MemoryPage, MemoryRevision, Operation,
-    ProfileSchema, RetrievedMemory, ToolDecision, ToolRule,
+    ProfileSchema, RetrievedMemories, RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -39,7 +39,7 @@ _ARG_TYPES = {
     "updated_before": "timestamptz", "revision": "integer", "force": "boolean",
     "batch_size": "integer", "max_batches": "integer", "model_id": "text", "dimension": "integer",
     "query_text": "text", "query_embedding": "real[]", "top_k": "integer",
-    "min_similarity": "double precision", "fusion": "text", "vector_weight": "double precision",
+    "min_similarity": "double precision", "min_relevance": "double precision", "fusion": "text", "vector_weight": "double precision",
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
@@ -234,6 +234,7 @@ class MemoryBank:
         share. ``erase_scope`` clears it.
         """
         self._query_cache = _query_cache(query_cache)
+        self._default_min_relevance: float | None = None
         self.url = url or database.database_url()
         # One quick connection first: a wrong URL fails in seconds with one line
         # (DatabaseUnavailableError), not after the pool's 30 s of retries.
@@ -537,7 +538,7 @@ class MemoryBank:
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
                           rerank_depth: int | None = None, use_embedding: bool = True,
-                          decompose: str | None = None) -> list[RetrievedMemory]:
+                          decompose: str | None = None, min_relevance: float | None = None) -> RetrievedMemories:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
         Without a query (None, empty or blank; the same in the CLI, the MCP
@@ -555,8 +556,24 @@ class MemoryBank:
         ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
         (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
-        ``ai.generate``). Raises InvalidArgumentError naming the argument.
+        ``ai.generate``).
+
+        Each result carries ``relevance``, the estimated probability (0..1)
+        that it is evidence for the query (docs/retrieval.md).
+        ``min_relevance`` (0..1; default None: every row, Vertex's top-k
+        semantics; ``default_min_relevance()`` is the bank's fitted floor)
+        drops the rows below it; the list's ``below_threshold`` says how many
+        of the top ``top_k`` it dropped, so an empty list with
+        ``below_threshold > 0`` means "nothing relevant". Returns a
+        ``RetrievedMemories`` (a list). Raises InvalidArgumentError naming the
+        argument (``min_relevance`` outside 0..1 or NaN too).
         """
+        if min_relevance is not None and not 0 <= min_relevance <= 1:  # NaN fails both comparisons
+            # Checked here as membank_private.check_min_relevance checks it (same message): the rows below the
+            # floor are counted, so the call asks SQL for all of the top_k and keeps those at or above it.
+            raise errors.invalid("min_relevance", f"must be between 0 and 1, got {min_relevance}",
+                                 "relevance is the estimated probability that a memory is evidence for the query;"
+                                 " default_min_relevance() is the bank's fitted floor, None keeps every row")
         options = dict(
             scope=scope, top_k=top_k,
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
@@ -564,7 +581,21 @@ class MemoryBank:
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
             rerank_depth=rerank_depth)
         rows = self._call("retrieve_memories", dict(options, **self._query_args(query, decompose, use_embedding)))
-        return [RetrievedMemory.from_row(r) for r in rows]
+        found = [RetrievedMemory.from_row(r) for r in rows]
+        if min_relevance is None:
+            return RetrievedMemories(found)
+        kept = [r for r in found if r.relevance is not None and r.relevance >= min_relevance]
+        return RetrievedMemories(kept, below_threshold=len(found) - len(kept), min_relevance=min_relevance)
+
+    def default_min_relevance(self) -> float:
+        """``membank.default_min_relevance()``: the fitted relevance floor build_context and the ADK service apply.
+
+        Read from the bank once and kept (it changes only with an upgrade
+        that refits the model). Returns a float in 0..1.
+        """
+        if self._default_min_relevance is None:
+            self._default_min_relevance = float(self._call("default_min_relevance", {})[0]["default_min_relevance"])
+        return self._default_min_relevance
 
     def _query_args(self, query: str | None, decompose: str | None, use_embedding: bool) -> dict[str, Any]:
         # The query's SQL arguments: its text (or sub-queries) and, in query mode, its embedding(s) and model.
@@ -593,7 +624,8 @@ class MemoryBank:
                       budget_tokens: int = 2000, top_k: int | None = None, min_similarity: float | None = None,
                       expected: list[str | UUID] = (), generated_lookback: int | None = None,
                       recent_events: int | None = None, include_profiles: bool = True,
-                      decompose: str | None = None, use_embedding: bool = True) -> dict[str, Any]:
+                      decompose: str | None = None, use_embedding: bool = True,
+                      min_relevance: float | None | str = "default") -> dict[str, Any]:
         """The prompt context assembled in SQL (``membank.build_context``), in one round trip.
 
         Profiles, the memories retrieved for ``query`` with their evidence
@@ -602,7 +634,11 @@ class MemoryBank:
         within ``budget_tokens`` tokens estimated as ceil(UTF-8 bytes / 3).
         Returns the SQL function's JSON: ``text``, ``tokens``, ``sections``,
         ``profiles``, ``memories`` (``{"name", "line"}`` in rank order),
-        ``event_ids``, ``dropped``, ``verdicts``, ``pending_operations``.
+        ``event_ids``, ``dropped``, ``below_threshold``, ``verdicts``, ``pending_operations``.
+        ``min_relevance``: ``"default"`` (the bank's fitted floor,
+        ``membank.default_min_relevance()``), a float in 0..1, or None (every
+        retrieved memory may enter); memories below it never enter and are
+        counted in ``below_threshold``.
         ``membank.context.build_context`` uses it for the long-term part and
         adds the Valkey buffer's live window. Raises InvalidArgumentError
         naming the argument.
@@ -611,7 +647,9 @@ class MemoryBank:
             scopes=scopes, session_id=session_id, budget_tokens=budget_tokens, top_k=top_k,
             min_similarity=min_similarity, expected=[str(n) for n in expected] or None,
             generated_lookback=generated_lookback, recent_events=recent_events, include_profiles=include_profiles,
-            **self._query_args(query, decompose, use_embedding)))
+            min_relevance=None if min_relevance == "default" else min_relevance,
+            **self._query_args(query, decompose, use_embedding)),
+            nulls=() if min_relevance == "default" else ("min_relevance",))
         return rows[0]["build_context"]
 
     def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,
