@@ -17,10 +17,10 @@ coefficient has the sign opposite to the documented one (073_relevance.sql)
 is dropped (its coefficient 0) and the model refitted, so that relevance
 stays monotone in every signal.
 
-Default min_relevance: the largest threshold (steps of 0.01) at which the
-tuning set's hybrid recall@10 on answerable questions drops by at most
---max-recall-loss, a row being dropped when its relevance is below the
-threshold; reported with the share of other-conversation questions and of
+Default min_relevance: the largest threshold at which the tuning set's
+hybrid recall@10 on answerable questions drops by at most --max-recall-loss,
+a query's top 10 being left out when none of its rows reaches the threshold
+(the gate retrieve_memories applies); reported with the share of other-conversation questions and of
 gibberish / stop-word queries left with nothing, on the tuning and the
 confirmation conversations (never fitted on).
 
@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import pickle
 import sys
 from pathlib import Path
 
@@ -56,18 +57,22 @@ CONFIRMATION = ("41", "42", "43")
 DEPTH = 20  # rows per query the model is fitted on
 FEATURES = {
     # name: documented sign (073_relevance.sql), in relevance_features' order
-    "hybrid": {"similarity": 1, "match_share": 1, "unknown_share": -1, "ln_vector_rank": -1, "ln_text_rank": -1,
+    "hybrid": {"similarity": 1, "top_similarity": 1, "match_share": 1, "unknown_share": -1, "ln_vector_rank": -1, "ln_text_rank": -1,
                "both_lists": 1},
     "text": {"match_share": 1, "unknown_share": -1, "ln_text_rank": -1},
 }
 GIBBERISH = ("zzzz qqqq", "nonexistent", "the and or", "asdf jkl", "qwerty uiop", "xyzzy plugh", "of the a an",
-             "is it to be", "blorft znax", "lorem ipsum dolor", "???", "hmm")
+             "is it to be", "blorft znax", "lorem ipsum dolor", "???", "and then but")
 """Queries no conversation answers: made-up words and stop words only (also used by retrieval_quality.py)."""
 
+# top_similarity: the similarity of the vector list's first (vector_rank 1), as retrieve_memories takes it from
+# its candidates; that row is in the top 20 (else the best similarity among them stands in).
 ROWS_SQL = """
 select r.metadata->>'dia_id',
-       membank_private.relevance_features(r.similarity, least(r.text_rank / nullif(q.idf_total, 0), 1),
-                                          q.unknown_share, r.vector_rank, r.text_match_rank),
+       membank_private.relevance_features(
+           r.similarity, coalesce(max(r.similarity) filter (where r.vector_rank = 1) over (),
+                                  max(r.similarity) over ()),
+           least(r.text_rank / nullif(q.idf_total, 0), 1), q.unknown_share, r.vector_rank, r.text_match_rank),
        r.relevance
 from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s, query_embedding => %(emb)s::real[],
                                top_k => %(k)s) as r
@@ -169,7 +174,8 @@ def matrix(data: dict) -> tuple[np.ndarray, np.ndarray]:
 def abstention(data: dict, b: np.ndarray, threshold: float, k: int = 10) -> dict:
     """recall@k without and with the threshold, share of other / gibberish queries with nothing at or above it."""
     def kept(rows):
-        return [r for r in rows[:k] if predict(b, np.array([r[1]], dtype=float))[0] >= threshold]
+        rows = rows[:k]
+        return rows if rows and predict(b, np.array([r[1] for r in rows], dtype=float)).max() >= threshold else []
 
     def recall(qa, rows):
         top = {r[0] for r in rows}
@@ -197,6 +203,7 @@ def main() -> None:
                         help="the most hybrid recall@10 the default min_relevance may cost on the tuning set")
     parser.add_argument("--output", type=Path, default=MODEL_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
+    parser.add_argument("--save-rows", type=Path, help="also keep the collected rows in this pickle (to study them)")
     args = parser.parse_args()
     tuning = {n.strip() for n in args.tuning.split(",") if n.strip()}
     confirmation = {n.strip() for n in args.confirmation.split(",") if n.strip()}
@@ -215,6 +222,14 @@ def main() -> None:
             for name, ids in (("tuning", tuning), ("confirmation", confirmation)):
                 data[model, name] = collect(conn, conversations, scopes, ids, embedder, use_embedding)
     embedder.save()
+    if args.save_rows:
+        with open(args.save_rows, "wb") as f:
+            pickle.dump(data, f)
+    fit_and_write(args, data, conversations, embedder, tuning, confirmation)
+
+
+def fit_and_write(args, data, conversations, embedder, tuning, confirmation) -> None:
+    """Fit both models on the collected rows, choose the default floor, print and (unless --dry-run) write."""
 
     fitted, lines = {}, []
     for model, signs in FEATURES.items():
@@ -227,10 +242,14 @@ def main() -> None:
         lines.append(f"  log loss {log_loss(predict(b, x), y):.4f} tuning, {log_loss(predict(b, xc), yc):.4f} "
                      f"confirmation; AUC {auc(predict(b, x), y):.4f} tuning, {auc(predict(b, xc), yc):.4f} confirmation")
     # The default threshold: on the tuning set, hybrid.
+    # Candidates: each tuning question's best relevance in its top 10 (3 significant digits), tried from the
+    # lowest up; the last one within the allowed loss is kept.
     threshold = 0.0
-    for t in np.arange(0.01, 1.0, 0.01):
+    best = [predict(fitted["hybrid"], np.array([r[1] for r in rows[:10]], dtype=float)).max()
+            for _, rows in data["hybrid", "tuning"]["own"] if rows]
+    for t in sorted({float(f"{v:.3g}") for v in best}):
         if abstention(data["hybrid", "tuning"], fitted["hybrid"], t)["loss"] <= args.max_recall_loss:
-            threshold = round(float(t), 2)
+            threshold = t
         else:
             break
     lines.append(f"default min_relevance {threshold} (largest at which tuning hybrid recall@10 loses at most "
@@ -238,9 +257,10 @@ def main() -> None:
     for model in FEATURES:
         for name in ("tuning", "confirmation"):
             a = abstention(data[model, name], fitted[model], threshold)
-            lines.append(f"  {model:6s} {name:12s} recall@10 {a['recall']:.3f} -> {a['recall_cut']:.3f} "
-                         f"(loss {a['loss']:.3f}); nothing returned: other conversations' questions "
-                         f"{a['other_empty']:.1%}, gibberish {a['gibberish_empty']:.1%}, own {a['own_empty']:.1%}")
+            lines.append(f"  {model} {name}: recall@10 {a['recall']:.3f} -> {a['recall_cut']:.3f} "
+                         f"(loss {a['loss']:.3f}); nothing returned for: other conversations' questions "
+                         f"{a['other_empty']:.1%},")
+            lines.append(f"    gibberish {a['gibberish_empty']:.1%}, own questions {a['own_empty']:.1%}")
     print("\n".join(lines))
     if args.dry_run:
         return

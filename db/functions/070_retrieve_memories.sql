@@ -329,6 +329,7 @@ declare
     _c_score double precision [];
     _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
     _unknown_share double precision;
+    _top_similarity double precision;
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.check_min_relevance(min_relevance);
@@ -388,6 +389,7 @@ begin
         created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
     select q.idf_total, q.unknown_share into _idf_total, _unknown_share
     from membank_private.query_signals(_texts, _scope_ids) as q;
+    _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -455,6 +457,14 @@ begin
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
+    ), judged as (
+        -- relevance (073_relevance.sql) from each row's signals; min_relevance
+        -- is a last gate, after the ranking: when no row of the top k reaches
+        -- it, the answer is "nothing relevant" (no rows)
+        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
+                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
+                                              s.vector_rank, s.text_match_rank) as relevance
+        from top as s
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
            m.revision, m.create_time, m.update_time, m.expire_time,
@@ -462,18 +472,12 @@ begin
            array_remove(array[case when s.vector_rank is not null then 'vector' end,
                               case when s.text_match_rank is not null then 'text' end], null),
            s.distance is null,
-           null::text, r.relevance
-    from top as s
-    -- relevance (073_relevance.sql) from this row's signals; min_relevance
-    -- is the last filter, after the ranking
-    cross join lateral (
-        select membank_private.relevance(1 - s.distance, least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
-                                         s.vector_rank, s.text_match_rank) as relevance
-    ) as r
+           null::text, s.relevance
+    from judged as s
     inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
     where m.scope = any(_scopes)
       and (m.expire_time is null or m.expire_time > statement_timestamp())
-      and (min_relevance is null or r.relevance >= min_relevance)
+      and (min_relevance is null or (select max(j.relevance) from judged as j) >= min_relevance)
     order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
              m.fact collate "C", m.name
     limit _k;
@@ -498,7 +502,12 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
+could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
+model over the similarity, the query's best similarity, the share of the query's IDF matched, the share of its content
+words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
+min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
+fitted floor): when no row of the top_k reaches it, no row is returned ("nothing relevant"); otherwise the top_k are
+returned unchanged, so an answerable query keeps its lower-ranked evidence. Ties are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
 memory_type, created_after/before. Vector candidates: Hamming distance over binary quantization, the best
@@ -507,6 +516,6 @@ memories, paged (page_size, page_token) like list_memories, at most top_k per pa
 page_token are validated as list_memories validates them with a query too (where they do not apply). Weights must be
 finite (NaN and Infinity are refused). A query text
 is at most 4000 characters; rrf_k 1..1000000; query embeddings must be finite and of non-zero norm (no result ever
-carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity,
+carries a NaN score). Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, min_relevance,
 query_text length, query_embedding dimension, NaN/infinite entries or zero norm, model, query_texts,
 query_embeddings, filters, memory_type).$$;

@@ -7,8 +7,9 @@
 -- answer 0.886), and RRF's score is rank-based, so the top of any list looks
 -- alike whatever the query asked. A query about something the scope never
 -- heard of differs in what the scope's vocabulary knows of it: its content
--- words are unknown there (a name, a topic), and the memories match little of
--- its IDF. The relevance combines those signals with the similarity and the
+-- words are unknown there (a name, a topic), the memories match little of
+-- its IDF, and its best similarity in the scope is lower. The relevance
+-- combines those signals with the memory's similarity and its
 -- ranks in a logistic model (Cox 1958; the usual calibration of retrieval
 -- scores, e.g. Nottelmann & Fuhr, "From Retrieval Status Values to
 -- Probabilities of Relevance", ECIR 2003):
@@ -19,9 +20,10 @@
 -- model without similarity scores memories with no vector (or queries
 -- without an embedding). Each coefficient's sign is fixed by the fit (a
 -- feature whose fitted sign contradicts the one below is dropped), so the
--- relevance is monotone in each signal: it rises with similarity and with
--- the share of the query's IDF the memory matches, and falls with the share
--- of the query's content words the scopes do not know and with the ranks.
+-- relevance is monotone in each signal: it rises with similarity (the
+-- memory's and the query's best in the scopes) and with the share of the
+-- query's IDF the memory matches, and falls with the share of the query's
+-- content words the scopes do not know and with the ranks.
 
 -- name: query_signals: what the scopes know of the query: the IDF its known lexemes can score, the unknown share.
 create or replace function membank_private.query_signals(
@@ -91,8 +93,8 @@ $$;
 
 -- name: relevance_features: the features of the relevance model, in the order of its coefficients.
 create or replace function membank_private.relevance_features(
-    similarity double precision, match_share double precision, unknown_share double precision,
-    vector_rank integer, text_match_rank integer
+    similarity double precision, top_similarity double precision, match_share double precision,
+    unknown_share double precision, vector_rank integer, text_match_rank integer
 ) returns double precision[]
 language sql
 immutable
@@ -101,12 +103,14 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     -- With a similarity (model 'hybrid'):
-    --   similarity (1 - cosine distance), match_share (0..1), unknown_share (0..1),
+    --   similarity (1 - cosine distance), top_similarity (the query's best
+    --   similarity in the scopes: the vector list's first), match_share (0..1), unknown_share (0..1),
     --   ln(vector rank) and ln(text rank), each capped at 100 (a list it is
     --   not in counts as rank 100), both (1 when both lists hold it).
     -- Without (model 'text'): match_share, unknown_share, ln(text rank).
     select case when similarity is not null
-                then array[similarity, coalesce(match_share, 0), coalesce(unknown_share, 1),
+                then array[similarity, coalesce(top_similarity, similarity), coalesce(match_share, 0),
+                           coalesce(unknown_share, 1),
                            ln(least(coalesce(vector_rank, 100), 100)), ln(least(coalesce(text_match_rank, 100), 100)),
                            case when vector_rank is not null and text_match_rank is not null then 1 else 0 end]
                 else array[coalesce(match_share, 0), coalesce(unknown_share, 1),
@@ -116,8 +120,8 @@ $$;
 
 -- name: relevance: the fitted logistic model's probability that a memory is evidence for the query.
 create or replace function membank_private.relevance(
-    similarity double precision, match_share double precision, unknown_share double precision,
-    vector_rank integer, text_match_rank integer
+    similarity double precision, top_similarity double precision, match_share double precision,
+    unknown_share double precision, vector_rank integer, text_match_rank integer
 ) returns double precision
 language sql
 immutable
@@ -129,8 +133,8 @@ as $$
                    select sum(c * x)
                    from unnest(b.coefficients[2:], f.features) as z (c, x)
                ), -500), 500)))
-    from (select membank_private.relevance_features(similarity, match_share, unknown_share, vector_rank,
-                                                    text_match_rank) as features) as f
+    from (select membank_private.relevance_features(similarity, top_similarity, match_share, unknown_share,
+                                                    vector_rank, text_match_rank) as features) as f
     cross join lateral (select membank_private.relevance_coefficients(
                             case when similarity is not null then 'hybrid' else 'text' end) as coefficients) as b;
 $$;

@@ -11,10 +11,10 @@ drop function if exists membank.retrieve_memories(
 drop function if exists membank.default_min_relevance();
 drop function if exists membank_private.check_min_relevance(double precision);
 drop function if exists membank_private.relevance(
-    double precision, double precision, double precision, integer, integer
+    double precision, double precision, double precision, double precision, integer, integer
 );
 drop function if exists membank_private.relevance_features(
-    double precision, double precision, double precision, integer, integer
+    double precision, double precision, double precision, double precision, integer, integer
 );
 drop function if exists membank_private.relevance_coefficients(text);
 drop function if exists membank_private.query_signals(text[], uuid[]);

@@ -875,8 +875,8 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
 @click.option("--top-k", type=int, default=None, help="Results to return (1..100; default 3 with --query, else all).")
 @click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
 @click.option("--min-relevance", type=float,
-              help="Keep results whose relevance (estimated probability of being evidence for the query, 0..1) is "
-                   ">= this; with nothing left, says so on stderr. See `membank.default_min_relevance()`.")
+              help="Return nothing when no result's relevance (estimated probability of being evidence for the "
+                   "query, 0..1) reaches this, and say so on stderr. See `membank.default_min_relevance()`.")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
@@ -902,8 +902,8 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
                                          use_embedding=not text_only, decompose=decompose,
                                          min_relevance=min_relevance)
         if results.below_threshold and not results:
-            click.echo(f"note: nothing relevant: the {results.below_threshold} best matches have relevance below "
-                       f"{min_relevance}", err=True)
+            click.echo(f"note: nothing relevant: none of the {results.below_threshold} best matches reaches "
+                       f"relevance {min_relevance}", err=True)
         unembedded = [r for r in results if r.degraded and r.similarity is None]
         if unembedded and not text_only and query:
             # Only this scope's results are counted: the queue itself holds every scope's work.

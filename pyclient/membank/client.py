@@ -560,17 +560,17 @@ class MemoryBank:
 
         Each result carries ``relevance``, the estimated probability (0..1)
         that it is evidence for the query (docs/retrieval.md).
-        ``min_relevance`` (0..1; default None: every row, Vertex's top-k
-        semantics; ``default_min_relevance()`` is the bank's fitted floor)
-        drops the rows below it; the list's ``below_threshold`` says how many
-        of the top ``top_k`` it dropped, so an empty list with
-        ``below_threshold > 0`` means "nothing relevant". Returns a
+        ``min_relevance`` (0..1; default None: the top_k whatever they are,
+        Vertex's semantics; ``default_min_relevance()`` is the bank's fitted
+        floor): when no row of the top_k reaches it, the list is empty and its
+        ``below_threshold`` says how many rows were left out ("nothing
+        relevant"); otherwise the top_k come back unchanged. Returns a
         ``RetrievedMemories`` (a list). Raises InvalidArgumentError naming the
         argument (``min_relevance`` outside 0..1 or NaN too).
         """
         if min_relevance is not None and not 0 <= min_relevance <= 1:  # NaN fails both comparisons
-            # Checked here as membank_private.check_min_relevance checks it (same message): the rows below the
-            # floor are counted, so the call asks SQL for all of the top_k and keeps those at or above it.
+            # Checked here as membank_private.check_min_relevance checks it (same message): the rows left out are
+            # counted, so the call asks SQL for the top_k and applies the same gate as retrieve_memories' SQL.
             raise errors.invalid("min_relevance", f"must be between 0 and 1, got {min_relevance}",
                                  "relevance is the estimated probability that a memory is evidence for the query;"
                                  " default_min_relevance() is the bank's fitted floor, None keeps every row")
@@ -584,8 +584,9 @@ class MemoryBank:
         found = [RetrievedMemory.from_row(r) for r in rows]
         if min_relevance is None:
             return RetrievedMemories(found)
-        kept = [r for r in found if r.relevance is not None and r.relevance >= min_relevance]
-        return RetrievedMemories(kept, below_threshold=len(found) - len(kept), min_relevance=min_relevance)
+        if any(r.relevance is not None and r.relevance >= min_relevance for r in found):
+            return RetrievedMemories(found, min_relevance=min_relevance)
+        return RetrievedMemories([], below_threshold=len(found), min_relevance=min_relevance)
 
     def default_min_relevance(self) -> float:
         """``membank.default_min_relevance()``: the fitted relevance floor build_context and the ADK service apply.
@@ -637,8 +638,8 @@ class MemoryBank:
         ``event_ids``, ``dropped``, ``below_threshold``, ``verdicts``, ``pending_operations``.
         ``min_relevance``: ``"default"`` (the bank's fitted floor,
         ``membank.default_min_relevance()``), a float in 0..1, or None (every
-        retrieved memory may enter); memories below it never enter and are
-        counted in ``below_threshold``.
+        retrieved memory may enter); when no retrieved memory reaches it, none
+        enters and ``below_threshold`` counts them.
         ``membank.context.build_context`` uses it for the long-term part and
         adds the Valkey buffer's live window. Raises InvalidArgumentError
         naming the argument.

@@ -101,16 +101,16 @@ class MembankTools:
                                                        "(similarities of the default model are compressed: "
                                                        "prefer min_relevance).")] = None,
                           min_relevance: Annotated[float | None, Field(
-                              ge=0, le=1, description="Keep results whose relevance (estimated probability, 0-1, "
-                                                      "that the memory answers the query) is at least this; "
-                                                      "below_threshold counts the results dropped. Omitted: every "
-                                                      "result.")] = None,
+                              ge=0, le=1, description="Return no result when none has a relevance (estimated "
+                                                      "probability, 0-1, that the memory answers the query) of at "
+                                                      "least this; below_threshold then counts them. Omitted: the "
+                                                      "top_k whatever they are.")] = None,
                           *, scope: ScopeArg) -> dict[str, Any]:
         """RetrieveMemories: the scope's memories closest to the query (vectors and full text, fused by RRF).
 
         Without a query (empty or omitted): the scope's memories, at most top_k, oldest first. Each result has the memory, its score, similarity (null and degraded
         true while it has no vector yet), relevance and matched signals. With min_relevance, "below_threshold"
-        says how many results it dropped: no results and below_threshold > 0 means nothing relevant is stored.
+        says how many results it left out: no results and below_threshold > 0 means nothing relevant is stored.
         """
         results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
                                               min_relevance=min_relevance,

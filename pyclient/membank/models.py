@@ -98,8 +98,8 @@ class RetrievedMemory(_Row):
 class RetrievedMemories(list):
     """The result of ``retrieve_memories``: a list of ``RetrievedMemory`` in rank order.
 
-    ``below_threshold``: how many of the top ``top_k`` were dropped because
-    their relevance was under ``min_relevance`` (0 without one);
+    ``below_threshold``: how many of the top ``top_k`` were left out because
+    none reached ``min_relevance`` (0 when one did, or without a floor);
     ``min_relevance`` the floor asked for (None: none). An empty list with
     ``below_threshold > 0`` means the scope holds nothing relevant to the query.
     """

@@ -77,9 +77,9 @@ class MembankMemoryService(BaseMemoryService):
         MemoryBank (called in threads), or None for a new ``MemoryBank(url)``.
 
         ``top_k`` (1..100) results per search, keeping those with cosine
-        similarity >= ``min_similarity`` when given and relevance >=
-        ``min_relevance`` (the estimated probability, 0..1, that a memory is
-        evidence for the query; ``"default"``: the bank's fitted floor,
+        similarity >= ``min_similarity`` when given, and none when no result's
+        relevance reaches ``min_relevance`` (the estimated probability, 0..1,
+        that a memory is evidence for the query; ``"default"``: the bank's fitted floor,
         ``membank.default_min_relevance()``, so that a query about nothing the
         user said puts no memory into the prompt; None keeps the top_k,
         whatever they are). ``scope_keys``: the
@@ -219,9 +219,9 @@ class MembankMemoryService(BaseMemoryService):
         (ISO 8601) as timestamp, its name as id, and in ``custom_metadata``
         the memory's metadata plus ``topics``, ``revision``, ``score``,
         ``similarity``, ``relevance``, ``matched_signals`` and ``degraded``
-        (true while a fact has no vector yet: matched by text only). Memories
-        below ``min_relevance`` are left out: a query about nothing the user
-        said returns no memory.
+        (true while a fact has no vector yet: matched by text only). When no
+        memory reaches ``min_relevance`` none is returned: a query about
+        nothing the user said returns no memory.
         """
         query = query if query and query.strip() else None
         min_relevance = self.min_relevance
