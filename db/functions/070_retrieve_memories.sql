@@ -330,6 +330,7 @@ declare
     _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
     _unknown_share double precision;
     _top_similarity double precision;
+    _absent_rank integer;  -- the rank relevance gives a row a list did not hold
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth);
     perform membank_private.check_min_relevance(min_relevance);
@@ -390,6 +391,9 @@ begin
     select q.idf_total, q.unknown_share into _idf_total, _unknown_share
     from membank_private.query_signals(_texts, _scope_ids) as q;
     _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
+    -- just past the scopes' last memory, at most 100 (relevance_features' cap):
+    -- in a scope of 2 memories, missing from a list is not rank 100
+    _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -463,7 +467,8 @@ begin
         -- it, the answer is "nothing relevant" (no rows)
         select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
                                               least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
-                                              s.vector_rank, s.text_match_rank) as relevance
+                                              coalesce(s.vector_rank, _absent_rank),
+                                              coalesce(s.text_match_rank, _absent_rank)) as relevance
         from top as s
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,

@@ -106,7 +106,8 @@ as $$
     --   similarity (1 - cosine distance), top_similarity (the query's best
     --   similarity in the scopes: the vector list's first), match_share (0..1), unknown_share (0..1),
     --   ln(vector rank) and ln(text rank), each capped at 100 (a list it is
-    --   not in counts as rank 100), both (1 when both lists hold it).
+    --   not in counts as rank 100; retrieve_memories passes the scopes'
+    --   size + 1 when that is less), both (1 when both lists hold it).
     -- Without (model 'text'): match_share, unknown_share, ln(text rank).
     select case when similarity is not null
                 then array[similarity, coalesce(top_similarity, similarity), coalesce(match_share, 0),
