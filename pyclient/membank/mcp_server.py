@@ -115,8 +115,9 @@ class MembankTools:
         results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
                                               min_relevance=min_relevance,
                                               **({"decompose": self.decompose} if self.decompose else {}))
-        return {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
-                            for r in results], "below_threshold": results.below_threshold}
+        found = {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
+                             for r in results]}
+        return found if min_relevance is None else {**found, "below_threshold": results.below_threshold}
 
     def list_memories(self, page_size: Annotated[int, Field(ge=1, le=PAGE_SIZE_MAX,
                                                             description="Memories per page (1-1000).")] = 100,
