@@ -314,7 +314,8 @@ comment on function membank.default_min_relevance() is
 $$The min_relevance (0..1) that build_context and the ADK memory service apply by default: the largest threshold at
 which hybrid recall@10 on the tuning LoCoMo conversations ({', '.join(sorted(tuning))}) dropped by at most
 {args.max_recall_loss}, fitted with the relevance coefficients by bench/fit_relevance.py (see
-db/functions/072_relevance_model.sql for the figures). retrieve_memories applies none unless asked.$$;
+db/functions/072_relevance_model.sql for the figures). retrieve_memories applies none unless asked. Raises nothing
+(a constant of the fitted model).$$;
 """)
     print(f"wrote {args.output}")
 
