@@ -258,7 +258,7 @@ def fit_and_write(args, data, conversations, embedder, tuning, confirmation) -> 
         for name in ("tuning", "confirmation"):
             a = abstention(data[model, name], fitted[model], threshold)
             lines.append(f"  {model} {name}: recall@10 {a['recall']:.3f} -> {a['recall_cut']:.3f} "
-                         f"(loss {a['loss']:.3f}); nothing returned for: other conversations' questions "
+                         f"(loss {a['loss']:.3f}); empty for: other conversations' questions "
                          f"{a['other_empty']:.1%},")
             lines.append(f"    gibberish {a['gibberish_empty']:.1%}, own questions {a['own_empty']:.1%}")
     print("\n".join(lines))

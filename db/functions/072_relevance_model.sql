@@ -14,13 +14,13 @@
 --   text: 7260 tuning rows (215 positive); dropped for their sign: none
 --     log loss 0.0955 tuning, 0.0654 confirmation; AUC 0.8687 tuning, 0.8941 confirmation
 --   default min_relevance 0.0491 (largest at which tuning hybrid recall@10 loses at most 0.02)
---     hybrid tuning: recall@10 0.777 -> 0.760 (loss 0.017); nothing returned for: other conversations' questions 80.1%,
+--     hybrid tuning: recall@10 0.777 -> 0.760 (loss 0.017); empty for: other conversations' questions 80.1%,
 --       gibberish 100.0%, own questions 3.5%
---     hybrid confirmation: recall@10 0.721 -> 0.698 (loss 0.024); nothing returned for: other conversations' questions 69.5%,
+--     hybrid confirmation: recall@10 0.721 -> 0.698 (loss 0.024); empty for: other conversations' questions 69.5%,
 --       gibberish 100.0%, own questions 7.0%
---     text tuning: recall@10 0.725 -> 0.720 (loss 0.004); nothing returned for: other conversations' questions 29.4%,
+--     text tuning: recall@10 0.725 -> 0.720 (loss 0.004); empty for: other conversations' questions 29.4%,
 --       gibberish 100.0%, own questions 1.3%
---     text confirmation: recall@10 0.692 -> 0.676 (loss 0.016); nothing returned for: other conversations' questions 34.4%,
+--     text confirmation: recall@10 0.692 -> 0.676 (loss 0.016); empty for: other conversations' questions 34.4%,
 --       gibberish 100.0%, own questions 3.8%
 
 -- name: relevance_coefficients: the fitted logistic model's intercept and coefficients (relevance_features order).
