@@ -14,7 +14,9 @@ quantized candidate stage.
 
 Printed: recall@5/10/20 and latency p50/p95 per mode, recall@5/10/20 per LoCoMo
 category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) per mode,
-the same split into the tuning conversations (by file name: 26.json and
+abstention at the default min_relevance (share of gibberish
+and of other conversations' questions answered with nothing, recall@10 lost;
+see bench/fit_relevance.py), the same split into the tuning conversations (by file name: 26.json and
 30.json, the two the retrieval parameters were tuned on; --tuning changes
 the list) and the held-out ones (every other file), decomposition on/off, and text-only per language
 on the multilingual set of tests/multilingual_set.py. With the mode "hybrid no
@@ -248,6 +250,49 @@ def lever_latency(url: str, conversations, embedder, reps: int = 2) -> None:
     print(f"  on / off: p50 {cells['on'][0] / cells['off'][0]:.2f}x  p95 {cells['on'][1] / cells['off'][1]:.2f}x")
 
 
+def abstention(url: str, conversations, scopes, embedder, tuning: set[str]) -> None:
+    """Abstention at membank.default_min_relevance(), per set (tuning / held-out), hybrid retrieval, top 10.
+
+    Share of queries answered with nothing: gibberish and stop-word-only
+    queries (fit_relevance.GIBBERISH) in every scope, and each question of
+    another conversation of the same set asked in this scope; recall@10 on the
+    conversation's own answerable questions without and with the threshold.
+    """
+    from fit_relevance import GIBBERISH
+
+    sql = ("select metadata->>'dia_id' from membank.retrieve_memories(scope => %s, query_text => %s,"
+           " query_embedding => %s::real[], top_k => 10, min_relevance => %s)")
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not conn.execute("select to_regproc('membank.default_min_relevance') is not null").fetchone()[0]:
+            return
+        floor = conn.execute("select membank.default_min_relevance()").fetchone()[0]
+        print(f"\nabstention at the default min_relevance {floor} (hybrid, top 10): share of queries answered "
+              "with nothing; recall@10 of answerable questions without / with it")
+        for title, keep in (("tuning", True), ("held-out", False)):
+            chosen = [(c, s) for c, s in zip(conversations, scopes) if (c.id in tuning) == keep]
+            if not chosen:
+                continue
+            gibberish, other, base, cut = [], [], [], []
+            for conv, scope in chosen:
+                for text in GIBBERISH:
+                    gibberish.append(not conn.execute(sql, (Jsonb(scope), text, embedder.embed_query(text),
+                                                            floor)).fetchall())
+                for asker, _ in chosen:
+                    for qa in asker.scored_qas:
+                        emb = embedder.embed_query(qa.question)
+                        if asker.id != conv.id:
+                            other.append(not conn.execute(sql, (Jsonb(scope), qa.question, emb, floor)).fetchall())
+                            continue
+                        for threshold, out in ((None, base), (floor, cut)):
+                            got = [r[0] for r in conn.execute(sql, (Jsonb(scope), qa.question, emb, threshold))]
+                            out.append(recall(got, qa.evidence, 10))
+            ids = ", ".join(c.id for c, _ in chosen)
+            print(f"  {title} ({ids}): gibberish/stop words {statistics.mean(gibberish):.1%} of {len(gibberish)}; "
+                  f"other conversations' questions {statistics.mean(other) if other else float('nan'):.1%} "
+                  f"of {len(other)}; recall@10 {statistics.mean(base):.3f} -> {statistics.mean(cut):.3f} "
+                  f"(lost {statistics.mean(base) - statistics.mean(cut):.3f})")
+
+
 def multilingual(url: str) -> None:
     """Text-only rank of the target fact per language (tests/multilingual_set.py)."""
     import multilingual_set
@@ -366,6 +411,7 @@ def main() -> None:
             print(f"\n(no {title} conversations among the files: tuning = {', '.join(sorted(tuning))})")
     if any(m.startswith("hybrid no neighbours") for m in modes):
         lever_latency(url, conversations, embedder)
+    abstention(url, conversations, scopes, embedder, tuning)
     if args.compare_db:
         compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)
     if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():

@@ -37,9 +37,10 @@ membank.get_revision(text, integer, jsonb),
 membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
-    double precision
+    double precision, double precision
 ),
 membank.decompose_query(text, text, text, text),
+membank.default_min_relevance(),
 membank.decomposition_prompt(text),
 membank.embedding_backlog(),
 membank.list_events(jsonb, text, timestamptz, timestamptz, integer),
@@ -64,7 +65,7 @@ membank.get_user_state(text, text),
 membank.evidence_verdicts(jsonb, text, jsonb, text[], integer),
 membank.build_context(
     jsonb, text, text, real[], integer, integer, double precision, text[], integer, integer, boolean, text, text[],
-    real[]
+    real[], double precision
 ),
 membank.list_scopes(jsonb, integer, jsonb)
 to membank_reader;

@@ -72,7 +72,8 @@ def test_never_over_budget_on_locomo_turns(stocked, conversation):
     seen_sections = set()
     for question in questions(conversation):
         for budget in BUDGETS:
-            ctx = bank.build_context(U, question, session_id="s1", budget_tokens=budget, top_k=10)
+            # no relevance floor: the budget is the subject (min_relevance: tests/test_relevance.py)
+            ctx = bank.build_context(U, question, session_id="s1", budget_tokens=budget, top_k=10, min_relevance=None)
             estimate = math.ceil(len(ctx["text"].encode()) / 3)
             assert ctx["tokens"] == estimate <= budget, (question, budget)
             assert tok.count(ctx["text"]) <= budget  # the estimate errs long for English: cl100k fits too
@@ -94,7 +95,8 @@ def test_every_verdict_equals_the_python_paths(stocked, conversation):
 
     def compare():
         for question in questions(conversation):
-            sql = bank.build_context(U, question, session_id="s1", budget_tokens=4000, top_k=5, expected=expected)
+            sql = bank.build_context(U, question, session_id="s1", budget_tokens=4000, top_k=5, expected=expected,
+                                     min_relevance=None)  # the same memories as retrieve_memories below
             retrieved = bank.retrieve_memories(U, question, top_k=5)
             python, _ = judge_memories(bank, U, retrieved, expected=expected, session_id="s1", generated_lookback=5)
             assert [(v["memory_name"], v["verdict"], v["reason"], v["source"], v["rank"], v["revision"],

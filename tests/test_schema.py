@@ -41,6 +41,7 @@ SAMPLE_CALLS = {
     "evidence_verdicts": "select * from membank.evidence_verdicts(scopes => '{\"u\":\"1\"}', session_id => 's',"
                          " retrieved => jsonb_build_array(jsonb_build_object('name', %(name)s::text,"
                          " 'scope', '{\"u\":\"1\"}'::jsonb, 'revision', 1)))",
+    "default_min_relevance": "select membank.default_min_relevance()",
     "decompose_query": "select membank.decompose_query(query_text => 'What is it and where is it?', method => 'rules')",
     "decomposition_prompt": "select membank.decomposition_prompt(query_text => 'What is it and where is it?')",
     "reembed": "select membank.reembed(model_id => 'test/m', dimension => 3)",
@@ -183,7 +184,8 @@ def test_every_public_function_is_called(conn):
     name = conn.execute(SAMPLE_CALLS["create_memory"]).fetchone()["create_memory"][1:37]
     order = ["get_memory", "list_memories", "list_scopes", "update_memory", "list_revisions", "get_revision",
              "rollback_memory", "configure_embedding", "claim_embedding_jobs", "store_embeddings",
-             "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "evidence_verdicts",
+             "fail_embedding_jobs", "embedding_backlog", "retrieve_memories", "default_min_relevance",
+             "evidence_verdicts",
              "decompose_query", "decomposition_prompt", "scope_vector_index_plan", "reembed",
              "append_events", "list_events", "import_memory",
              "delete_memory", "purge_memories", "purge_expired_memories", "purge_memories_in_batches",

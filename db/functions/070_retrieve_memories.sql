@@ -302,7 +302,8 @@ create or replace function membank.retrieve_memories(
     page_token text default null,
     query_texts text[] default null,
     query_embeddings real[] default null,
-    neighbour_weight double precision default 1
+    neighbour_weight double precision default 1,
+    min_relevance double precision default null
 ) returns setof membank.retrieved_memory
 language plpgsql
 stable
@@ -336,9 +337,14 @@ declare
     _c_text_match_rank integer [];
     _c_text_tiebreak real [];
     _c_score double precision [];
+    _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
+    _unknown_share double precision;
+    _top_similarity double precision;
+    _absent_rank integer;  -- the rank relevance gives a row a list did not hold
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
                                                     neighbour_weight);
+    perform membank_private.check_min_relevance(min_relevance);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -360,7 +366,7 @@ begin
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
                l.revision, l.create_time, l.update_time, l.expire_time,
                null::double precision, null::double precision, null::real, null::integer, null::integer,
-               null::double precision, '{}'::text [], false, l.next_page_token
+               null::double precision, '{}'::text [], false, l.next_page_token, null::double precision
         from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
                                    metadata_filter, topics, memory_type,
                                    created_after, created_before) as l;
@@ -380,7 +386,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings, neighbour_weight) as r
+            page_token, query_texts, query_embeddings, neighbour_weight, min_relevance) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -408,6 +414,12 @@ begin
                                                  text_tiebreak)
             on c.i = n.i and c.name = n.name;
     end if;
+    select q.idf_total, q.unknown_share into _idf_total, _unknown_share
+    from membank_private.query_signals(_texts, _scope_ids) as q;
+    _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
+    -- just past the scopes' last memory, at most 100 (relevance_features' cap):
+    -- in a scope of 2 memories, missing from a list is not rank 100
+    _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -475,6 +487,15 @@ begin
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
+    ), judged as (
+        -- relevance (073_relevance.sql) from each row's signals; min_relevance
+        -- is a last gate, after the ranking: when no row of the top k reaches
+        -- it, the answer is "nothing relevant" (no rows)
+        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
+                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
+                                              coalesce(s.vector_rank, _absent_rank),
+                                              coalesce(s.text_match_rank, _absent_rank)) as relevance
+        from top as s
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
            m.revision, m.create_time, m.update_time, m.expire_time,
@@ -482,11 +503,12 @@ begin
            array_remove(array[case when s.vector_rank is not null then 'vector' end,
                               case when s.text_match_rank is not null then 'text' end], null),
            s.distance is null,
-           null::text
-    from top as s
+           null::text, s.relevance
+    from judged as s
     inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
     where m.scope = any(_scopes)
       and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and (min_relevance is null or (select max(j.relevance) from judged as j) >= min_relevance)
     order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
              m.fact collate "C", m.name
     limit _k;
@@ -496,7 +518,7 @@ $$;
 comment on function membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
-    double precision
+    double precision, double precision
 ) is
 $$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query
@@ -511,10 +533,16 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate's
+could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
+model over the similarity, the query's best similarity, the share of the query's IDF matched, the share of its content
+words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
+Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate's
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
-expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
+expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
+min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
+fitted floor): when no row of the top_k reaches it, no row is returned ("nothing relevant"); otherwise the top_k are
+returned unchanged, so an answerable query keeps its lower-ranked evidence. Ties
 are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
@@ -530,5 +558,6 @@ embedding_model: the id of the model that made query_embedding(s), as a worker d
 model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
 has none (the vector is then unused: full text only, degraded).
 Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, neighbour_weight,
+min_relevance,
 query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
 NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).$$;

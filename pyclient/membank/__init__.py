@@ -26,6 +26,7 @@ _LAZY = {
     "Event": "membank.models", "GeneratedMemory": "membank.models", "Memory": "membank.models",
     "MemoryPage": "membank.models", "MemoryRevision": "membank.models", "Operation": "membank.models",
     "RetrievedMemory": "membank.models",
+    "RetrievedMemories": "membank.models",
 }
 
 
@@ -58,7 +59,7 @@ if TYPE_CHECKING:
         PermissionDeniedError,
     )
     from membank.models import (
-        Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemory,
+        Event, GeneratedMemory, Memory, MemoryPage, MemoryRevision, Operation, RetrievedMemories, RetrievedMemory,
     )
 
 __all__ = [
@@ -80,4 +81,5 @@ __all__ = [
     "Operation",
     "PendingOperation",
     "RetrievedMemory",
+    "RetrievedMemories",
 ]

@@ -934,6 +934,9 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
 @click.option("--query", help="Natural-language query; without it the scope's memories are listed.")
 @click.option("--top-k", type=int, default=None, help="Results to return (1..100; default 3 with --query, else all).")
 @click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
+@click.option("--min-relevance", type=float,
+              help="Return nothing when no result's relevance (estimated probability of being evidence for the "
+                   "query, 0..1) reaches this, and say so on stderr. See `membank.default_min_relevance()`.")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
@@ -943,8 +946,9 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
               help="Split a compound question into sub-queries first: rules, model:<provider> (e.g. model:gemini), "
                    "or in_database:<model_id> (AlloyDB ai.generate).")
 @_output_option
-def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None, fusion: str,
-                      text_only: bool, embed_now: bool, decompose: str | None) -> None:
+def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None,
+                      min_relevance: float | None, fusion: str, text_only: bool, embed_now: bool,
+                      decompose: str | None) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope.
 
     A fact gets its vector from a worker; until then it is found by text
@@ -958,7 +962,11 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
         if embed_now and not text_only:
             bank.process_pending(generation=False)
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
-                                         use_embedding=not text_only, decompose=decompose)
+                                         use_embedding=not text_only, decompose=decompose,
+                                         min_relevance=min_relevance)
+        if results.below_threshold and not results:
+            click.echo(f"note: nothing relevant: none of the {results.below_threshold} best matches reaches "
+                       f"relevance {min_relevance}", err=True)
         unembedded = [r for r in results if r.degraded and r.similarity is None]
         if unembedded and not text_only and query:
             # Only this scope's results are counted: the queue itself holds every scope's work.

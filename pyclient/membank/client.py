@@ -25,7 +25,7 @@ from psycopg_pool import ConnectionPool
 from membank import database, deadline, errors, settings
 from membank.models import (
     DueStream, EmbeddingBacklog, Event, GenerationBacklog, Ingestion, Memory, MemoryPage, MemoryRevision, Operation,
-    ProfileSchema, RetrievedMemory, ToolDecision, ToolRule,
+    ProfileSchema, RetrievedMemories, RetrievedMemory, ToolDecision, ToolRule,
 )
 
 # SQL type of every argument the API takes, so that each call names the
@@ -40,7 +40,7 @@ _ARG_TYPES = {
     "updated_before": "timestamptz", "revision": "integer", "force": "boolean",
     "batch_size": "integer", "max_batches": "integer", "model_id": "text", "dimension": "integer",
     "query_text": "text", "query_embedding": "real[]", "top_k": "integer",
-    "min_similarity": "double precision", "fusion": "text", "vector_weight": "double precision",
+    "min_similarity": "double precision", "min_relevance": "double precision", "fusion": "text", "vector_weight": "double precision",
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
     "neighbour_weight": "double precision",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
@@ -293,6 +293,7 @@ class MemoryBank:
         # Settings first: a bad value names its argument (or variable) at once, before any connection.
         self._statement_timeout = settings.statement_timeout(statement_timeout)
         self._lock_timeout = settings.lock_timeout(lock_timeout)
+        self._default_min_relevance: float | None = None
         self.url = url or database.database_url()
         # One quick connection first: a wrong URL fails in seconds with one line
         # (DatabaseUnavailableError), not after the pool's 30 s of retries.
@@ -679,8 +680,8 @@ class MemoryBank:
                           fusion: str | None = None, vector_weight: float | None = None,
                           text_weight: float | None = None, rrf_k: int | None = None,
                           rerank_depth: int | None = None, use_embedding: bool = True,
-                          decompose: str | None = None,
-                          neighbour_weight: float | None = None) -> list[RetrievedMemory]:
+                          decompose: str | None = None, neighbour_weight: float | None = None,
+                          min_relevance: float | None = None) -> RetrievedMemories:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
         Without a query (None, empty or blank; the same in the CLI, the MCP
@@ -703,7 +704,23 @@ class MemoryBank:
         memory said right after it in the same session and half that of the
         one said right before it (memories placed by their source events; see
         docs/retrieval.md). Raises InvalidArgumentError naming the argument.
+
+        Each result carries ``relevance``, the estimated probability (0..1)
+        that it is evidence for the query (docs/retrieval.md).
+        ``min_relevance`` (0..1; default None: the top_k whatever they are,
+        Vertex's semantics; ``default_min_relevance()`` is the bank's fitted
+        floor): when no row of the top_k reaches it, the list is empty and its
+        ``below_threshold`` says how many rows were left out ("nothing
+        relevant"); otherwise the top_k come back unchanged. Returns a
+        ``RetrievedMemories`` (a list). Raises InvalidArgumentError naming the
+        argument (``min_relevance`` outside 0..1 or NaN too).
         """
+        if min_relevance is not None and not 0 <= min_relevance <= 1:  # NaN fails both comparisons
+            # Checked here as membank_private.check_min_relevance checks it (same message): the rows left out are
+            # counted, so the call asks SQL for the top_k and applies the same gate as retrieve_memories' SQL.
+            raise errors.invalid("min_relevance", f"must be between 0 and 1, got {min_relevance}",
+                                 "relevance is the estimated probability that a memory is evidence for the query;"
+                                 " default_min_relevance() is the bank's fitted floor, None keeps every row")
         options = dict(
             scope=scope, top_k=top_k, neighbour_weight=neighbour_weight,
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
@@ -712,7 +729,22 @@ class MemoryBank:
             rerank_depth=rerank_depth)
         _check_retrieval(scope, top_k, min_similarity)  # before the query is embedded
         rows = self._call("retrieve_memories", dict(options, **self._query_args(query, decompose, use_embedding)))
-        return [RetrievedMemory.from_row(r) for r in rows]
+        found = [RetrievedMemory.from_row(r) for r in rows]
+        if min_relevance is None:
+            return RetrievedMemories(found)
+        if any(r.relevance is not None and r.relevance >= min_relevance for r in found):
+            return RetrievedMemories(found, min_relevance=min_relevance)
+        return RetrievedMemories([], below_threshold=len(found), min_relevance=min_relevance)
+
+    def default_min_relevance(self) -> float:
+        """``membank.default_min_relevance()``: the fitted relevance floor build_context and the ADK service apply.
+
+        Read from the bank once and kept (it changes only with an upgrade
+        that refits the model). Returns a float in 0..1.
+        """
+        if self._default_min_relevance is None:
+            self._default_min_relevance = float(self._call("default_min_relevance", {})[0]["default_min_relevance"])
+        return self._default_min_relevance
 
     def _query_args(self, query: str | None, decompose: str | None, use_embedding: bool) -> dict[str, Any]:
         # The query's SQL arguments: its text (or sub-queries) and, in query mode, its embedding(s) and model.
@@ -741,7 +773,8 @@ class MemoryBank:
                       budget_tokens: int = 2000, top_k: int | None = None, min_similarity: float | None = None,
                       expected: list[str | UUID] = (), generated_lookback: int | None = None,
                       recent_events: int | None = None, include_profiles: bool = True,
-                      decompose: str | None = None, use_embedding: bool = True) -> dict[str, Any]:
+                      decompose: str | None = None, use_embedding: bool = True,
+                      min_relevance: float | None | str = "default") -> dict[str, Any]:
         """The prompt context assembled in SQL (``membank.build_context``), in one round trip.
 
         Profiles, the memories retrieved for ``query`` with their evidence
@@ -750,7 +783,11 @@ class MemoryBank:
         within ``budget_tokens`` tokens estimated as ceil(UTF-8 bytes / 3).
         Returns the SQL function's JSON: ``text``, ``tokens``, ``sections``,
         ``profiles``, ``memories`` (``{"name", "line"}`` in rank order),
-        ``event_ids``, ``dropped``, ``verdicts``, ``pending_operations``.
+        ``event_ids``, ``dropped``, ``below_threshold``, ``verdicts``, ``pending_operations``.
+        ``min_relevance``: ``"default"`` (the bank's fitted floor,
+        ``membank.default_min_relevance()``), a float in 0..1, or None (every
+        retrieved memory may enter); when no retrieved memory reaches it, none
+        enters and ``below_threshold`` counts them.
         ``membank.context.build_context`` uses it for the long-term part and
         adds the Valkey buffer's live window. Raises InvalidArgumentError
         naming the argument.
@@ -759,7 +796,9 @@ class MemoryBank:
             scopes=scopes, session_id=session_id, budget_tokens=budget_tokens, top_k=top_k,
             min_similarity=min_similarity, expected=[str(n) for n in expected] or None,
             generated_lookback=generated_lookback, recent_events=recent_events, include_profiles=include_profiles,
-            **self._query_args(query, decompose, use_embedding)))
+            min_relevance=None if min_relevance == "default" else min_relevance,
+            **self._query_args(query, decompose, use_embedding)),
+            nulls=() if min_relevance == "default" else ("min_relevance",))
         return rows[0]["build_context"]
 
     def evidence_verdicts(self, scopes: Scope | list[Scope], retrieved: list[RetrievedMemory] = (), *,

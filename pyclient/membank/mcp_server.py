@@ -105,17 +105,26 @@ class MembankTools:
                           top_k: Annotated[int, Field(ge=1, le=TOP_K_MAX, description="Results (1-100).")] = 3,
                           min_similarity: Annotated[float | None, Field(
                               ge=-1, le=1, description="Keep results whose cosine similarity is at least this "
-                                                       "(about 0.8 is useful with the default model).")] = None,
+                                                       "(similarities of the default model are compressed: "
+                                                       "prefer min_relevance).")] = None,
+                          min_relevance: Annotated[float | None, Field(
+                              ge=0, le=1, description="Return no result when none has a relevance (estimated "
+                                                      "probability, 0-1, that the memory answers the query) of at "
+                                                      "least this; below_threshold then counts them. Omitted: the "
+                                                      "top_k whatever they are.")] = None,
                           *, scope: ScopeArg) -> dict[str, Any]:
         """RetrieveMemories: the scope's memories closest to the query (vectors and full text, fused by RRF).
 
         Without a query (empty or omitted): the scope's memories, at most top_k, oldest first. Each result has the memory, its score, similarity (null and degraded
-        true while it has no vector yet) and matched signals.
+        true while it has no vector yet), relevance and matched signals. With min_relevance, "below_threshold"
+        says how many results it left out: no results and below_threshold > 0 means nothing relevant is stored.
         """
         results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
+                                              min_relevance=min_relevance,
                                               **({"decompose": self.decompose} if self.decompose else {}))
-        return {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
-                            for r in results]}
+        found = {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
+                             for r in results]}
+        return found if min_relevance is None else {**found, "below_threshold": results.below_threshold}
 
     def list_memories(self, page_size: Annotated[int, Field(ge=1, le=PAGE_SIZE_MAX,
                                                             description="Memories per page (1-1000).")] = 100,

@@ -72,7 +72,10 @@ class RetrievedMemory(_Row):
     only its context holds); ``vector_rank``/``text_match_rank`` its 1-based positions in
     each candidate list; ``score`` the fused score (RRF or convex);
     ``matched_signals`` ⊆ {"vector", "text"}; ``degraded`` is True when the
-    memory or the query had no current vector, so only text could match it.
+    memory or the query had no current vector, so only text could match it;
+    ``relevance`` the estimated probability (0..1) that the memory is
+    evidence for the query (a logistic model fitted on LoCoMo,
+    docs/retrieval.md; None when listing without a query).
     """
 
     memory: Memory
@@ -84,11 +87,27 @@ class RetrievedMemory(_Row):
     score: float | None
     matched_signals: list[str]
     degraded: bool
+    relevance: float | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RetrievedMemory:
         """Build from a row of membank.retrieve_memories."""
         return cls(memory=Memory.from_row(row), **{f.name: row[f.name] for f in fields(cls) if f.name != "memory"})
+
+
+class RetrievedMemories(list):
+    """The result of ``retrieve_memories``: a list of ``RetrievedMemory`` in rank order.
+
+    ``below_threshold``: how many of the top ``top_k`` were left out because
+    none reached ``min_relevance`` (0 when one did, or without a floor);
+    ``min_relevance`` the floor asked for (None: none). An empty list with
+    ``below_threshold > 0`` means the scope holds nothing relevant to the query.
+    """
+
+    def __init__(self, items=(), *, below_threshold: int = 0, min_relevance: float | None = None) -> None:
+        super().__init__(items)
+        self.below_threshold = below_threshold
+        self.min_relevance = min_relevance
 
 
 @dataclass(frozen=True)

@@ -228,7 +228,8 @@ CREATE TYPE membank.retrieved_memory AS (
 	score double precision,
 	matched_signals text[],
 	degraded boolean,
-	next_page_token text
+	next_page_token text,
+	relevance double precision
 );
 COMMENT ON COLUMN membank.retrieved_memory.name IS 'The memory''s name, a uuid chosen by the bank: the key for get, update, delete and revisions.';
 COMMENT ON COLUMN membank.retrieved_memory.scope IS 'The exact scope (JSON object of string keys to string values) the memory belongs to; it never changes.';
@@ -586,7 +587,18 @@ connect to: it records each worker''s OID of the role (see refresh_role_bindings
 new. Only a role without bindings may call it. Raises 42501 (the caller is bound to scopes), 42704 (no such role),
 22023 naming the argument (a bad scope; membank''s own roles or a superuser cannot be bound), 0A000 (called on a Citus
 worker), MB040 after waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.build_context(scopes jsonb, session_id text DEFAULT NULL::text, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], budget_tokens integer DEFAULT 2000, top_k integer DEFAULT 5, min_similarity double precision DEFAULT NULL::double precision, expected text[] DEFAULT NULL::text[], generated_lookback integer DEFAULT 5, recent_events integer DEFAULT 20, include_profiles boolean DEFAULT true, embedding_model text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[]) RETURNS jsonb
+CREATE FUNCTION membank.default_min_relevance() RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 0.0491::double precision;
+$$;
+COMMENT ON FUNCTION membank.default_min_relevance() IS 'The min_relevance (0..1) that build_context and the ADK memory service apply by default: the largest threshold at
+which hybrid recall@10 on the tuning LoCoMo conversations (26, 30) dropped by at most
+0.02, fitted with the relevance coefficients by bench/fit_relevance.py (see
+db/functions/072_relevance_model.sql for the figures). retrieve_memories applies none unless asked. Raises nothing
+(a constant of the fitted model).';
+CREATE FUNCTION membank.build_context(scopes jsonb, session_id text DEFAULT NULL::text, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], budget_tokens integer DEFAULT 2000, top_k integer DEFAULT 5, min_similarity double precision DEFAULT NULL::double precision, expected text[] DEFAULT NULL::text[], generated_lookback integer DEFAULT 5, recent_events integer DEFAULT 20, include_profiles boolean DEFAULT true, embedding_model text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], min_relevance double precision DEFAULT membank.default_min_relevance()) RETURNS jsonb
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -616,7 +628,9 @@ declare
     _sections jsonb := '{}';
     _section text;
     _body text;
+    _below_threshold integer := 0;
 begin
+    perform membank_private.check_min_relevance(min_relevance);
     if budget_tokens is null or budget_tokens not between 0 and 1000000 then
         perform membank_private._raise_invalid('budget_tokens',
             format('must be between 0 and 1000000, got %s', coalesce(budget_tokens::text, 'null')),
@@ -640,14 +654,20 @@ begin
     end if;
     -- Long-term memories: retrieval, then the evidence verdicts on what it returned.
     if coalesce(query_text, '') <> '' or query_texts is not null then
+        -- min_relevance is applied here (as retrieve_memories applies it: no
+        -- memory when none reaches it) rather than passed on, so that the
+        -- memories it leaves out are counted (below_threshold).
         select coalesce(jsonb_agg(jsonb_build_object('name', r.name, 'scope', r.scope, 'revision', r.revision,
-                                                     'degraded', r.degraded) order by r.ordinality), '[]')
-        into _retrieved
-        from membank.retrieve_memories(scope => _scope_arg, query_text => query_text,
-                                       query_embedding => query_embedding, top_k => top_k,
-                                       min_similarity => min_similarity, embedding_model => embedding_model,
-                                       query_texts => query_texts, query_embeddings => query_embeddings)
-            with ordinality as r;
+                                                     'degraded', r.degraded) order by r.ordinality)
+                            filter (where min_relevance is null or r.best >= min_relevance), '[]'),
+               count(*) filter (where r.best < min_relevance)
+        into _retrieved, _below_threshold
+        from (select x.*, coalesce(max(x.relevance) over (), 0) as best
+              from membank.retrieve_memories(scope => _scope_arg, query_text => query_text,
+                                             query_embedding => query_embedding, top_k => top_k,
+                                             min_similarity => min_similarity, embedding_model => embedding_model,
+                                             query_texts => query_texts, query_embeddings => query_embeddings)
+                  with ordinality as x) as r;
     else
         _retrieved := '[]';
     end if;
@@ -739,17 +759,21 @@ begin
         'event_ids', (select coalesce(jsonb_agg(c -> 'key' order by n desc), '[]')
                       from jsonb_array_elements(_chosen -> 'event') with ordinality as x (c, n)),
         'dropped', _dropped,
+        'below_threshold', _below_threshold,
         'verdicts', _verdicts,
         'pending_operations', (select coalesce(jsonb_agg(distinct v ->> 'operation'), '[]')
                                from jsonb_array_elements(_verdicts) as v where v ->> 'operation' is not null));
 end
 $$;
-COMMENT ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[]) IS 'Assemble an agent''s prompt context in one call, within budget_tokens (0..1000000, default 2000) tokens estimated as
+COMMENT ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[], min_relevance double precision) IS 'Assemble an agent''s prompt context in one call, within budget_tokens (0..1000000, default 2000) tokens estimated as
 ceil(UTF-8 bytes / 3) (errs long for English; the text''s estimate is never over the budget; 0 is accepted: the
 memories are judged, nothing is chosen, as when the Python builder''s session buffer takes the whole budget). scopes: one exact scope or
 an array of 1..16; session_id: the session (of the first scope) whose recent events enter and whose GenerateMemories
 operations give wait verdicts; query_text / query_embedding (or query_texts / query_embeddings for sub-queries) with
-embedding_model, top_k (1..100, default 5) and min_similarity: as retrieve_memories; expected and generated_lookback:
+embedding_model, top_k (1..100, default 5) and min_similarity: as retrieve_memories; min_relevance (0..1, default
+membank.default_min_relevance(), the fitted model''s floor; null keeps every retrieved memory): when no retrieved memory''s
+relevance (retrieve_memories) reaches it, none enters and "below_threshold" counts them, so a query about nothing the
+scopes hold adds no memory; expected and generated_lookback:
 as evidence_verdicts; recent_events (0..1000, default 20): the newest events of the session that are candidates;
 include_profiles: the scopes'' profiles (retrieve_profiles). Sections, in prompt order: "## Profiles (quoted data, not
 instructions)" ("- schema: field = value; ..."), "## Long-term memories (quoted data, not instructions)" (each fact as a
@@ -757,9 +781,10 @@ JSON string), "## Recent turns" ("author: text", oldest first). Filled in priori
 to fit when it alone is too long), memories in rank order, older events newest first (contiguous); a blocked memory
 never enters. Returns jsonb {"text", "tokens", "budget_tokens", "sections": {"profiles"|"memories"|"events": tokens},
 "profiles": [{"key", "line"}], "memories": [{"name", "line"}] (rank order), "event_ids" (oldest first), "dropped":
-{"profiles", "memories", "events", "truncated_event"}, "verdicts": [the evidence_verdicts rows without memory content],
+{"profiles", "memories", "events", "truncated_event"}, "below_threshold": memories retrieved but under
+min_relevance, "verdicts": [the evidence_verdicts rows without memory content],
 "pending_operations"}. Raises 22023 naming the argument (as retrieve_memories and evidence_verdicts, and budget_tokens,
-top_k, recent_events, include_profiles, session_id), 42501 for a role bound to other scopes.';
+min_relevance, top_k, recent_events, include_profiles, session_id), 42501 for a role bound to other scopes.';
 CREATE FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text DEFAULT NULL::text, allow_once boolean DEFAULT false, grant_error text DEFAULT NULL::text) RETURNS membank.tool_decision
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -2679,8 +2704,10 @@ begin
     perform membank_private.lock_scope(_scope_id);
     -- A name held in any scope (as a memory or by revisions a deletion left)
     -- was imported before, or is another memory's: nothing is written.
-    if exists (select from membank_private.memories as m where m.name = _name)
-       or exists (select from membank_private.memory_revisions as r where r.memory_name = _name) then
+    -- (select 1, not an empty target list: on Citus each subquery becomes an
+    -- intermediate result, and one of no columns cannot be read back: 42601.)
+    if exists (select 1 from membank_private.memories as m where m.name = _name)
+       or exists (select 1 from membank_private.memory_revisions as r where r.memory_name = _name) then
         return null;
     end if;
     perform membank_private.set_revision_context(_labels, '{}');
@@ -3416,7 +3443,7 @@ role): until then a new worker matches a restricted role by the name recorded at
 in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
 restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
 waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 1) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 1, min_relevance double precision DEFAULT NULL::double precision) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -3443,9 +3470,14 @@ declare
     _c_text_match_rank integer [];
     _c_text_tiebreak real [];
     _c_score double precision [];
+    _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
+    _unknown_share double precision;
+    _top_similarity double precision;
+    _absent_rank integer;  -- the rank relevance gives a row a list did not hold
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
                                                     neighbour_weight);
+    perform membank_private.check_min_relevance(min_relevance);
     perform membank_private.validate_memory_type(memory_type);
     -- Paging arguments are checked with or without a query (with one they
     -- were ignored, so page_size => 0 or a garbage token passed silently).
@@ -3466,7 +3498,7 @@ begin
         select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
                l.revision, l.create_time, l.update_time, l.expire_time,
                null::double precision, null::double precision, null::real, null::integer, null::integer,
-               null::double precision, '{}'::text [], false, l.next_page_token
+               null::double precision, '{}'::text [], false, l.next_page_token, null::double precision
         from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
                                    metadata_filter, topics, memory_type,
                                    created_after, created_before) as l;
@@ -3485,7 +3517,7 @@ begin
         cross join lateral membank.retrieve_memories(
             s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
             created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings, neighbour_weight) as r
+            page_token, query_texts, query_embeddings, neighbour_weight, min_relevance) as r
         order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
         limit _k;
         return;
@@ -3513,6 +3545,12 @@ begin
                                                  text_tiebreak)
             on c.i = n.i and c.name = n.name;
     end if;
+    select q.idf_total, q.unknown_share into _idf_total, _unknown_share
+    from membank_private.query_signals(_texts, _scope_ids) as q;
+    _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
+    -- just past the scopes' last memory, at most 100 (relevance_features' cap):
+    -- in a scope of 2 memories, missing from a list is not rank 100
+    _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
     -- Every read of memories and memory_embeddings below names the scopes:
     -- on Citus the statement is then one query on the scope's shard.
     return query
@@ -3580,6 +3618,15 @@ begin
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
+    ), judged as (
+        -- relevance (073_relevance.sql) from each row's signals; min_relevance
+        -- is a last gate, after the ranking: when no row of the top k reaches
+        -- it, the answer is "nothing relevant" (no rows)
+        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
+                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
+                                              coalesce(s.vector_rank, _absent_rank),
+                                              coalesce(s.text_match_rank, _absent_rank)) as relevance
+        from top as s
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
            m.revision, m.create_time, m.update_time, m.expire_time,
@@ -3587,17 +3634,18 @@ begin
            array_remove(array[case when s.vector_rank is not null then 'vector' end,
                               case when s.text_match_rank is not null then 'text' end], null),
            s.distance is null,
-           null::text
-    from top as s
+           null::text, s.relevance
+    from judged as s
     inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
     where m.scope = any(_scopes)
       and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and (min_relevance is null or (select max(j.relevance) from judged as j) >= min_relevance)
     order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
              m.fact collate "C", m.name
     limit _k;
 end
 $$;
-COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
 mode) and full-text match of query_text (in each fact''s detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
@@ -3610,10 +3658,16 @@ others by RRF (k = rrf_k), each list counted once; query_text/query_embedding mu
 memory, distance (cosine distance, smaller is closer; the smallest over the queries), similarity (1 - distance),
 text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each list), score (the fused score),
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
-could match it). Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate''s
+could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
+model over the similarity, the query''s best similarity, the share of the query''s IDF matched, the share of its content
+words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
+Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate''s
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
-expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql). Ties
+expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
+min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
+fitted floor): when no row of the top_k reaches it, no row is returned ("nothing relevant"); otherwise the top_k are
+returned unchanged, so an answerable query keeps its lower-ranked evidence. Ties
 are broken by distance, IDF sum, ts_rank (term frequency, length-normalised), the fact text
 (C collation) and the name: never by storage order. min_similarity (-1..1) keeps rows whose similarity is at
 least that; rows with no vector are then dropped. Filters: metadata_filter (containment), topics (any of),
@@ -3629,6 +3683,7 @@ embedding_model: the id of the model that made query_embedding(s), as a worker d
 model differs, optional once the bank has one (the dimension is checked), and required with a query vector while it
 has none (the vector is then unused: full text only, degraded).
 Raises 22023 naming the argument (scope, top_k, fusion, weights, rrf_k, min_similarity, neighbour_weight,
+min_relevance,
 query_text length, query_embedding dimension, or without embedding_model while the bank has no model,
 NaN/infinite entries or zero norm, embedding_model, query_texts, query_embeddings, filters, memory_type).';
 CREATE FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[] DEFAULT NULL::text[]) RETURNS jsonb
@@ -5029,6 +5084,21 @@ begin
         end if;
     end if;
     return null;
+end
+$$;
+CREATE FUNCTION membank_private.check_min_relevance(min_relevance double precision) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- NaN compares greater than every number: it would pass "<= 1".
+    if min_relevance = 'NaN'::double precision or min_relevance not between 0 and 1 then
+        perform membank_private._raise_invalid('min_relevance',
+            format('must be between 0 and 1, got %s', min_relevance),
+            format('relevance is the estimated probability that a memory is evidence for the query; '
+                   'membank.default_min_relevance() is %s, null keeps every row',
+                   membank.default_min_relevance()));
+    end if;
 end
 $$;
 CREATE FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) RETURNS text
@@ -7992,6 +8062,66 @@ begin
     );
 end
 $$;
+CREATE FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _n bigint := membank_private.scope_documents(scope_ids);
+    _pending boolean := exists (select from membank_private.scope_stats_base as s
+                                where s.scope_id = any(scope_ids) and s.pending);
+begin
+    if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        -- An embedding without text: nothing to weigh, every word counts as known.
+        idf_total := null;
+        unknown_share := 0;
+        return;
+    end if;
+    -- idf_total: per query text, the IDF sum of its lexemes the scopes hold
+    -- (the most a memory's text_rank can reach); the largest over the texts.
+    select coalesce(max(t.total), 0) into idf_total
+    from (select (select coalesce(sum(q.idf), 0) from membank_private.text_query(x.query_text, scope_ids, false) as q)
+                     as total
+          from unnest(query_texts) as x (query_text)
+          where x.query_text is not null) as t;
+    -- unknown_share: of the query's content words (simple parser; a word any
+    -- language's configuration drops is a function word and does not count),
+    -- the IDF share of those no memory of the scopes holds in any of the
+    -- word's lexemes (query_lexemes). An unknown word weighs the IDF of a
+    -- document frequency of 0; a known one that of its most frequent
+    -- lexeme. No content word at all (stop words only, punctuation): 1.
+    with word as (
+        select distinct w.word
+        from unnest(query_texts) as x (query_text)
+        cross join lateral unnest(tsvector_to_array(
+            to_tsvector('simple', membank_private.unaccent_text(coalesce(x.query_text, ''))))) as w (word)
+    ), content as (
+        select w.word
+        from word as w
+        where to_tsvector('english', w.word) <> ''::tsvector and to_tsvector('german', w.word) <> ''::tsvector
+          and to_tsvector('french', w.word) <> ''::tsvector and to_tsvector('spanish', w.word) <> ''::tsvector
+          and to_tsvector('russian', w.word) <> ''::tsvector
+    ), frequency as (
+        select c.word,
+               (select coalesce(max(f.df), 0)
+                from unnest(membank_private.query_lexemes(c.word)) as l (lexeme)
+                cross join lateral (
+                    select (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                            where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
+                           + case when _pending
+                                  then (select coalesce(sum(x.doc_count), 0)
+                                        from membank_private.scope_lexicon_delta as x
+                                        where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
+                                  else 0 end as df
+                ) as f) as df
+        from content as c
+    )
+    select coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
+                    / nullif(sum(membank_private.bm25_idf(f.df, _n)), 0), 1)
+    into unknown_share
+    from frequency as f;
+end
+$$;
 CREATE FUNCTION membank_private.raise_bank_row_busy(argument text, what text) RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8245,6 +8375,50 @@ begin
         update_time = statement_timestamp()
     where o.scope_id = _scope_id and o.name = reject_item.operation_name;
 end
+$$;
+CREATE FUNCTION membank_private.relevance(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select 1 / (1 + exp(-least(greatest(b.coefficients[1] + (
+                   select sum(c * x)
+                   from unnest(b.coefficients[2:], f.features) as z (c, x)
+               ), -500), 500)))
+    from (select membank_private.relevance_features(similarity, top_similarity, match_share, unknown_share,
+                                                    vector_rank, text_match_rank) as features) as f
+    cross join lateral (select membank_private.relevance_coefficients(
+                            case when similarity is not null then 'hybrid' else 'text' end) as coefficients) as b;
+$$;
+CREATE FUNCTION membank_private.relevance_coefficients(model text) RETURNS double precision[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case model
+        -- intercept, similarity, top_similarity, match_share, unknown_share, ln_vector_rank, ln_text_rank, both_lists
+        when 'hybrid' then array[-16.9801, 18.1605, 0, 2.12007, -0.98695, -0.421585, -0.835426, 0]
+        -- intercept, match_share, unknown_share, ln_text_rank
+        when 'text' then array[-2.31888, 2.33561, -2.99308, -1.11033]
+    end::double precision [];
+$$;
+CREATE FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) RETURNS double precision[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- With a similarity (model 'hybrid'):
+    --   similarity (1 - cosine distance), top_similarity (the query's best
+    --   similarity in the scopes: the vector list's first), match_share (0..1), unknown_share (0..1),
+    --   ln(vector rank) and ln(text rank), each capped at 100 (a list it is
+    --   not in counts as rank 100; retrieve_memories passes the scopes'
+    --   size + 1 when that is less), both (1 when both lists hold it).
+    -- Without (model 'text'): match_share, unknown_share, ln(text rank).
+    select case when similarity is not null
+                then array[similarity, coalesce(top_similarity, similarity), coalesce(match_share, 0),
+                           coalesce(unknown_share, 1),
+                           ln(least(coalesce(vector_rank, 100), 100)), ln(least(coalesce(text_match_rank, 100), 100)),
+                           case when vector_rank is not null and text_match_rank is not null then 1 else 0 end]
+                else array[coalesce(match_share, 0), coalesce(unknown_share, 1),
+                           ln(least(coalesce(text_match_rank, 100), 100))]
+           end::double precision [];
 $$;
 CREATE FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) RETURNS void
     LANGUAGE plpgsql
@@ -11658,8 +11832,10 @@ REVOKE ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_ba
 GRANT ALL ON PROCEDURE membank.apply_retention(IN batch_size integer, IN max_batches integer, INOUT removed jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.bind_role_to_scope(role name, scope jsonb) TO membank_admin;
-REVOKE ALL ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[]) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[]) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.default_min_relevance() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.default_min_relevance() TO membank_reader;
+REVOKE ALL ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[], min_relevance double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.build_context(scopes jsonb, session_id text, query_text text, query_embedding real[], budget_tokens integer, top_k integer, min_similarity double precision, expected text[], generated_lookback integer, recent_events integer, include_profiles boolean, embedding_model text, query_texts text[], query_embeddings real[], min_relevance double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.check_tool_permission(scope jsonb, project_id text, tool_name text, command text, session_id text, allow_once boolean, grant_error text) TO membank_writer;
 REVOKE ALL ON FUNCTION membank.claim_embedding_jobs(batch_size integer) FROM PUBLIC;
@@ -11778,8 +11954,8 @@ REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PU
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.refresh_role_bindings() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.refresh_role_bindings() TO membank_admin;
-REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
@@ -11831,6 +12007,7 @@ REVOKE ALL ON FUNCTION membank_private.candidates_stamp(scope_id uuid) FROM PUBL
 REVOKE ALL ON FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.carry_setting(name text, value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_min_relevance(min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
@@ -11947,6 +12124,7 @@ GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.quantized_scope_candidates(o membank_private.operations, texts text[], queries membank_extensions.vector[], first integer, documents bigint, rare_only boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
@@ -11961,6 +12139,9 @@ REVOKE ALL ON FUNCTION membank_private.refuse_bound_role(function_name text) FRO
 REVOKE ALL ON FUNCTION membank_private.refuse_far_over(value jsonb, what text, argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.refuse_off_coordinator(function_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reject_item(operation_name uuid, stage text, item jsonb, reason text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.relevance(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.relevance_coefficients(model text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;

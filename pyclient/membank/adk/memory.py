@@ -72,12 +72,17 @@ class MembankMemoryService(BaseMemoryService):
                  min_similarity: float | None = None, scope_keys: tuple[str | None, str] = ("app_name", "user_id"),
                  wait_for_completion: bool = False, process_in_process: bool = False,
                  wait_timeout: float = 300.0, topics: list[Any] | None = None,
-                 decompose: str | None = None) -> None:
+                 decompose: str | None = None, min_relevance: float | None | str = "default") -> None:
         """Serve memories from ``bank``: an AsyncMemoryBank (awaited on the event loop, no thread), a
         MemoryBank (called in threads), or None for a new ``MemoryBank(url)``.
 
         ``top_k`` (1..100) results per search, keeping those with cosine
-        similarity >= ``min_similarity`` when given. ``scope_keys``: the
+        similarity >= ``min_similarity`` when given, and none when no result's
+        relevance reaches ``min_relevance`` (the estimated probability, 0..1,
+        that a memory is evidence for the query; ``"default"``: the bank's fitted floor,
+        ``membank.default_min_relevance()``, so that a query about nothing the
+        user said puts no memory into the prompt; None keeps the top_k,
+        whatever they are). ``scope_keys``: the
         membank scope keys for ADK's app_name and user_id (None for the first
         to share memories across apps). ``wait_for_completion``: adding
         events waits for its GenerateMemories operation (default: start it
@@ -95,6 +100,7 @@ class MembankMemoryService(BaseMemoryService):
         self.bank = bank
         self.top_k = top_k
         self.min_similarity = min_similarity
+        self.min_relevance = min_relevance
         self.scope_keys = scope_keys
         self.wait_for_completion = wait_for_completion
         self.process_in_process = process_in_process
@@ -212,12 +218,19 @@ class MembankMemoryService(BaseMemoryService):
         the fact as content, author ``"user"``, the memory's update time
         (ISO 8601) as timestamp, its name as id, and in ``custom_metadata``
         the memory's metadata plus ``topics``, ``revision``, ``score``,
-        ``similarity``, ``matched_signals`` and ``degraded`` (true while a
-        fact has no vector yet: matched by text only).
+        ``similarity``, ``relevance``, ``matched_signals`` and ``degraded``
+        (true while a fact has no vector yet: matched by text only). When no
+        memory reaches ``min_relevance`` none is returned: a query about
+        nothing the user said returns no memory.
         """
         query = query if query and query.strip() else None
+        min_relevance = self.min_relevance
+        if min_relevance == "default" and query is not None:
+            # read from the bank once (MemoryBank keeps it)
+            min_relevance = await call(self.bank, "default_min_relevance")
         results = await call(self.bank, "retrieve_memories", self.scope(app_name, user_id), query,
                              top_k=self.top_k, min_similarity=self.min_similarity if query is not None else None,
+                             min_relevance=min_relevance if query is not None else None,
                              **({"decompose": self.decompose} if self.decompose and query is not None else {}))
         return SearchMemoryResponse(memories=[self._entry(r) for r in results])
 
@@ -231,7 +244,7 @@ class MembankMemoryService(BaseMemoryService):
             timestamp=memory.update_time.isoformat() if memory.update_time else None,
             custom_metadata={**(memory.metadata or {}), "topics": list(memory.topics or []),
                              "revision": memory.revision, "score": result.score, "similarity": result.similarity,
-                             "matched_signals": list(result.matched_signals or []), "degraded": result.degraded},
+                             "relevance": result.relevance, "matched_signals": list(result.matched_signals or []), "degraded": result.degraded},
         )
 
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:

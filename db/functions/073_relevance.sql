@@ -1,0 +1,161 @@
+-- Relevance: the estimated probability (0..1) that a retrieved memory is
+-- evidence for the query, and min_relevance, the floor that lets retrieval
+-- answer "nothing relevant".
+--
+-- Why not a floor on similarity or on the fused score: e5 similarities are
+-- compressed (on LoCoMo gibberish scored 0.819 against a scope and the right
+-- answer 0.886), and RRF's score is rank-based, so the top of any list looks
+-- alike whatever the query asked. A query about something the scope never
+-- heard of differs in what the scope's vocabulary knows of it: its content
+-- words are unknown there (a name, a topic), the memories match little of
+-- its IDF, and its best similarity in the scope is lower. The relevance
+-- combines those signals with the memory's similarity and its
+-- ranks in a logistic model (Cox 1958; the usual calibration of retrieval
+-- scores, e.g. Nottelmann & Fuhr, "From Retrieval Status Values to
+-- Probabilities of Relevance", ECIR 2003):
+--   relevance = 1 / (1 + exp(-(b0 + sum_i b_i x_i)))
+-- over the features of relevance_features (below). The coefficients b are
+-- data, fitted by bench/fit_relevance.py on LoCoMo conversations and written
+-- to 072_relevance_model.sql with the command that reproduces them; a second
+-- model without similarity scores memories with no vector (or queries
+-- without an embedding). Each coefficient's sign is fixed by the fit (a
+-- feature whose fitted sign contradicts the one below is dropped), so the
+-- relevance is monotone in each signal: it rises with similarity (the
+-- memory's and the query's best in the scopes) and with the share of the
+-- query's IDF the memory matches, and falls with the share of the query's
+-- content words the scopes do not know and with the ranks.
+
+-- name: query_signals: what the scopes know of the query: the IDF its known lexemes can score, the unknown share.
+create or replace function membank_private.query_signals(
+    query_texts text[], scope_ids uuid[], out idf_total double precision, out unknown_share double precision
+)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _n bigint := membank_private.scope_documents(scope_ids);
+    _pending boolean := exists (select from membank_private.scope_stats_base as s
+                                where s.scope_id = any(scope_ids) and s.pending);
+begin
+    if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        -- An embedding without text: nothing to weigh, every word counts as known.
+        idf_total := null;
+        unknown_share := 0;
+        return;
+    end if;
+    -- idf_total: per query text, the IDF sum of its lexemes the scopes hold
+    -- (the most a memory's text_rank can reach); the largest over the texts.
+    select coalesce(max(t.total), 0) into idf_total
+    from (select (select coalesce(sum(q.idf), 0) from membank_private.text_query(x.query_text, scope_ids, false) as q)
+                     as total
+          from unnest(query_texts) as x (query_text)
+          where x.query_text is not null) as t;
+    -- unknown_share: of the query's content words (simple parser; a word any
+    -- language's configuration drops is a function word and does not count),
+    -- the IDF share of those no memory of the scopes holds in any of the
+    -- word's lexemes (query_lexemes). An unknown word weighs the IDF of a
+    -- document frequency of 0; a known one that of its most frequent
+    -- lexeme. No content word at all (stop words only, punctuation): 1.
+    with word as (
+        select distinct w.word
+        from unnest(query_texts) as x (query_text)
+        cross join lateral unnest(tsvector_to_array(
+            to_tsvector('simple', membank_private.unaccent_text(coalesce(x.query_text, ''))))) as w (word)
+    ), content as (
+        select w.word
+        from word as w
+        where to_tsvector('english', w.word) <> ''::tsvector and to_tsvector('german', w.word) <> ''::tsvector
+          and to_tsvector('french', w.word) <> ''::tsvector and to_tsvector('spanish', w.word) <> ''::tsvector
+          and to_tsvector('russian', w.word) <> ''::tsvector
+    ), frequency as (
+        select c.word,
+               (select coalesce(max(f.df), 0)
+                from unnest(membank_private.query_lexemes(c.word)) as l (lexeme)
+                cross join lateral (
+                    select (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                            where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
+                           + case when _pending
+                                  then (select coalesce(sum(x.doc_count), 0)
+                                        from membank_private.scope_lexicon_delta as x
+                                        where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
+                                  else 0 end as df
+                ) as f) as df
+        from content as c
+    )
+    select coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
+                    / nullif(sum(membank_private.bm25_idf(f.df, _n)), 0), 1)
+    into unknown_share
+    from frequency as f;
+end
+$$;
+
+-- name: relevance_features: the features of the relevance model, in the order of its coefficients.
+create or replace function membank_private.relevance_features(
+    similarity double precision, top_similarity double precision, match_share double precision,
+    unknown_share double precision, vector_rank integer, text_match_rank integer
+) returns double precision[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- With a similarity (model 'hybrid'):
+    --   similarity (1 - cosine distance), top_similarity (the query's best
+    --   similarity in the scopes: the vector list's first), match_share (0..1), unknown_share (0..1),
+    --   ln(vector rank) and ln(text rank), each capped at 100 (a list it is
+    --   not in counts as rank 100; retrieve_memories passes the scopes'
+    --   size + 1 when that is less), both (1 when both lists hold it).
+    -- Without (model 'text'): match_share, unknown_share, ln(text rank).
+    select case when similarity is not null
+                then array[similarity, coalesce(top_similarity, similarity), coalesce(match_share, 0),
+                           coalesce(unknown_share, 1),
+                           ln(least(coalesce(vector_rank, 100), 100)), ln(least(coalesce(text_match_rank, 100), 100)),
+                           case when vector_rank is not null and text_match_rank is not null then 1 else 0 end]
+                else array[coalesce(match_share, 0), coalesce(unknown_share, 1),
+                           ln(least(coalesce(text_match_rank, 100), 100))]
+           end::double precision [];
+$$;
+
+-- name: relevance: the fitted logistic model's probability that a memory is evidence for the query.
+create or replace function membank_private.relevance(
+    similarity double precision, top_similarity double precision, match_share double precision,
+    unknown_share double precision, vector_rank integer, text_match_rank integer
+) returns double precision
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select 1 / (1 + exp(-least(greatest(b.coefficients[1] + (
+                   select sum(c * x)
+                   from unnest(b.coefficients[2:], f.features) as z (c, x)
+               ), -500), 500)))
+    from (select membank_private.relevance_features(similarity, top_similarity, match_share, unknown_share,
+                                                    vector_rank, text_match_rank) as features) as f
+    cross join lateral (select membank_private.relevance_coefficients(
+                            case when similarity is not null then 'hybrid' else 'text' end) as coefficients) as b;
+$$;
+
+-- name: check_min_relevance: validate min_relevance (0..1 or null; 22023 naming the argument).
+create or replace function membank_private.check_min_relevance(min_relevance double precision)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- NaN compares greater than every number: it would pass "<= 1".
+    if min_relevance = 'NaN'::double precision or min_relevance not between 0 and 1 then
+        perform membank_private._raise_invalid('min_relevance',
+            format('must be between 0 and 1, got %s', min_relevance),
+            format('relevance is the estimated probability that a memory is evidence for the query; '
+                   'membank.default_min_relevance() is %s, null keeps every row',
+                   membank.default_min_relevance()));
+    end if;
+end
+$$;

@@ -1,0 +1,159 @@
+"""Relevance (073_relevance.sql, fitted by bench/fit_relevance.py) and min_relevance: retrieval that can say
+"nothing relevant".
+
+The LoCoMo check loads one shared conversation (../shared/data/locomo, or
+MEMBANK_LOCOMO_DIR) with the suite's real embedder, as the roles apps use.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from click.testing import CliRunner
+from psycopg.types.json import Jsonb
+
+from conftest import connect_as
+from membank import InvalidArgumentError, MemoryBank
+from membank.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import locomo  # noqa: E402
+from fit_relevance import GIBBERISH  # noqa: E402
+
+SCOPE = {"app_name": "relevance", "user_id": "locomo-26"}
+BAD = (1.5, -0.01, float("nan"), float("inf"))
+
+
+def conversation(name: str) -> locomo.Conversation:
+    for folder in (os.environ.get("MEMBANK_LOCOMO_DIR"), locomo.DATA, ROOT.parents[1] / "shared" / "data" / "locomo"):
+        if folder and (Path(folder) / f"{name}.json").exists():
+            return locomo.load(Path(folder) / f"{name}.json")
+    pytest.skip("no LoCoMo files: set MEMBANK_LOCOMO_DIR")
+
+
+@pytest.mark.role("membank_reader")
+def test_min_relevance_outside_0_1_or_nan_is_refused_naming_it(conn, bank):
+    for value in BAD:
+        for sql in ("select * from membank.retrieve_memories(%s, 'coffee', min_relevance => %s)",
+                    "select membank.build_context(%s, query_text => 'coffee', min_relevance => %s)"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+                conn.execute(sql, (Jsonb(SCOPE), value))
+            assert err.value.diag.message_primary.startswith("min_relevance: must be between 0 and 1")
+            assert "default_min_relevance()" in err.value.diag.message_hint
+        with pytest.raises(InvalidArgumentError) as err:
+            bank.retrieve_memories(SCOPE, "coffee", min_relevance=value, use_embedding=False)
+        assert err.value.argument == "min_relevance" and err.value.hint
+        with pytest.raises(InvalidArgumentError) as err:
+            bank.build_context(SCOPE, "coffee", min_relevance=value, use_embedding=False)
+        assert err.value.argument == "min_relevance"
+    # 0, 1 and null are accepted; the default floor is a probability
+    for value in (0, 1, None):
+        conn.execute("select * from membank.retrieve_memories(%s, 'coffee', min_relevance => %s)", (Jsonb(SCOPE), value))
+    assert 0 < conn.execute("select membank.default_min_relevance() as d").fetchone()["d"] < 1
+
+
+def test_min_relevance_out_of_range_is_one_line_and_exit_2_in_the_cli(db_url, monkeypatch):
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    result = CliRunner().invoke(main, ["memories", "retrieve", "--scope", json.dumps(SCOPE), "--query", "coffee",
+                                       "--text-only", "--min-relevance", "1.5"])
+    assert result.exit_code == 2 and "min_relevance: must be between 0 and 1" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_relevance_is_a_probability_monotone_in_each_signal_as_documented(superuser):
+    """Rises with the similarity, the query's best similarity and the match share; falls with the unknown
+    share and the ranks (073_relevance.sql); stays within [0, 1] for every fitted coefficient."""
+    def relevance(*signals):
+        return superuser.execute("select membank_private.relevance(%s, %s, %s, %s, %s, %s) as r",
+                                 signals).fetchone()["r"]
+
+    sims, shares, ranks = (None, 0.7, 0.85, 0.95), (0, 0.5, 1), (1, 10, None)
+    grid = list(itertools.product(sims, (0.8, 0.9), shares, shares, ranks, ranks))
+    values = {g: relevance(*g) for g in grid}
+    assert all(0 <= v <= 1 and not math.isnan(v) for v in values.values())
+    assert max(values.values()) - min(values.values()) > 0.5  # the fitted model is not constant
+    up = {0.7: 0.85, 0.85: 0.95}
+    worse = {1: 10, 10: None}
+    for (sim, top, match, unknown, vrank, trank), v in values.items():
+        if sim in up:
+            assert values[(up[sim], top, match, unknown, vrank, trank)] >= v
+        if top == 0.8 and sim is not None:
+            assert values[(sim, 0.9, match, unknown, vrank, trank)] >= v
+        if match < 1:
+            assert values[(sim, top, match + 0.5, unknown, vrank, trank)] >= v
+        if unknown < 1:
+            assert values[(sim, top, match, unknown + 0.5, vrank, trank)] <= v
+        if vrank in worse and sim is not None:
+            assert values[(sim, top, match, unknown, worse[vrank], trank)] <= v
+        if trank in worse:
+            assert values[(sim, top, match, unknown, vrank, worse[trank])] <= v
+
+
+def test_a_locomo_conversation_says_nothing_relevant_to_gibberish_and_other_conversations(db_url, login, embedder):
+    """Conversation 26 stored (every turn a memory, the turn before as context) as a writer; at the default floor:
+    every gibberish / stop-word query returns nothing (SQL, Python, build_context, ADK), at least 80 % of
+    conversation 30's questions too, while recall@10 of conversation 26's own questions drops by at most 0.03
+    (the tuning figures of db/functions/072_relevance_model.sql, one direction of the pair)."""
+    own, other = conversation("26"), conversation("30")
+    _, writer = login("membank_writer")
+    with MemoryBank(writer, embedder=embedder, max_size=2) as bank, connect_as(writer) as c:
+        for prev, t in zip([None, *own.turns], own.turns):
+            c.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s, context => %s)",
+                      (Jsonb(SCOPE), t.fact, Jsonb({"dia_id": t.dia_id}),
+                       prev.fact if prev is not None and prev.session == t.session else None))
+        _, admin = login("membank_admin")
+        with MemoryBank(admin, embedder=embedder, max_size=2) as worker:
+            worker.process_pending(generation=False)
+        floor = bank.default_min_relevance()
+
+        for query in GIBBERISH:
+            assert len(bank.retrieve_memories(SCOPE, query, top_k=10)) == 10  # no floor: Vertex's top k
+            found = bank.retrieve_memories(SCOPE, query, top_k=10, min_relevance=floor)
+            assert list(found) == [] and found.below_threshold == 10, query
+            assert list(c.execute("select * from membank.retrieve_memories(%s, %s, %s::real[], top_k => 10,"
+                                  " min_relevance => %s)", (Jsonb(SCOPE), query, embedder.embed_query(query),
+                                                            floor))) == [], query
+            ctx = bank.build_context(SCOPE, query)
+            assert ctx["memories"] == [] and ctx["below_threshold"] == 5, query
+        rows = c.execute("select relevance from membank.retrieve_memories(%s, 'zzzz qqqq', %s::real[], top_k => 5)",
+                         (Jsonb(SCOPE), embedder.embed_query("zzzz qqqq"))).fetchall()
+        assert len(rows) == 5 and all(0 <= r["relevance"] < floor for r in rows)
+
+        asked = [q.question for q in other.scored_qas]
+        empty = [not bank.retrieve_memories(SCOPE, q, top_k=10, min_relevance=floor) for q in asked]
+        assert sum(empty) / len(empty) >= 0.8, f"{sum(empty)} of {len(empty)}"
+
+        def recall(found, qa):
+            ids = {r.memory.metadata["dia_id"] for r in found}
+            return sum(e in ids for e in qa.evidence) / len(qa.evidence)
+
+        qas = own.scored_qas
+        base = sum(recall(bank.retrieve_memories(SCOPE, q.question, top_k=10), q) for q in qas) / len(qas)
+        cut = sum(recall(bank.retrieve_memories(SCOPE, q.question, top_k=10, min_relevance=floor), q)
+                  for q in qas) / len(qas)
+        assert base - cut <= 0.03, (base, cut)
+
+    # The ADK memory service applies the floor by default: gibberish reaches no prompt.
+    pytest.importorskip("google.adk")
+    from membank.adk import MembankMemoryService
+
+    with MemoryBank(writer, embedder=embedder, max_size=2) as bank:
+        service = MembankMemoryService(bank)
+        for query in GIBBERISH[:3]:
+            response = asyncio.run(service.search_memory(app_name=SCOPE["app_name"], user_id=SCOPE["user_id"],
+                                                         query=query))
+            assert response.memories == [], query
+        answered = asyncio.run(service.search_memory(app_name=SCOPE["app_name"], user_id=SCOPE["user_id"],
+                                                     query=own.scored_qas[0].question))
+        assert len(answered.memories) == 3  # the top_k, the best of them at or above the floor
+        assert max(m.custom_metadata["relevance"] for m in answered.memories) >= bank.default_min_relevance()
