@@ -155,6 +155,7 @@ MODES = {
     # name: (use text, use embedding, extra SQL arguments, decompose)
     "hybrid rrf (default)": (True, True, "", None),
     "hybrid no neighbours": (True, True, ", neighbour_weight => 0", None),
+    "hybrid neighbours": (True, True, ", neighbour_weight => 1", None),
     "convex 0.7/0.3": (True, True, ", fusion => 'convex'", None),
     "vector-only": (False, True, "", None),
     "text-only": (True, False, "", None),
@@ -222,7 +223,7 @@ def compare_latency(url: str, other_url: str, conversations, embedder, reps: int
 
 
 def lever_latency(url: str, conversations, embedder, reps: int = 2) -> None:
-    """Interleaved latency of hybrid retrieval with the session neighbours on (default) and off (neighbour_weight 0).
+    """Interleaved latency of hybrid retrieval with the session neighbours on (neighbour_weight 1) and off (0, the default).
 
     Each question runs both ways back to back on one connection, alternating
     which goes first, so a shared machine's changing load falls on both alike.

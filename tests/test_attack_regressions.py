@@ -366,3 +366,16 @@ def test_decompose_query_bounds_its_input_like_retrieve_memories(login):
         assert answers[0][0] == f"query_text: has {len(long_question)} characters"
         at_limit = ("where do I live? when did I move? " * 200)[:4000]
         assert len(r.execute("select membank.decompose_query(%s) as q", (at_limit,)).fetchone()["q"]) >= 1
+
+
+def test_a_bound_admin_cannot_probe_other_scopes_names_through_import(superuser, login):
+    """import_memory checks an old id in every scope (a re-run imports nothing twice); an admin bound to A that
+    could call it learned whether a name existed in B (null) or not (a row). Imports are the unrestricted admin's."""
+    name_b = superuser.execute("select (membank.create_memory(%s, 'B''s fact')).name", (B,)).fetchone()["name"]
+    with _bound(superuser, login, "membank_admin", A) as admin:
+        for probe in (str(name_b), "99999999-9999-4999-8999-999999999999"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="import_memory: a role bound to scopes"):
+                admin.execute("select membank.import_memory(%s, 'probe', %s)", (A, probe))
+            admin.rollback()
+    probes = superuser.execute("select count(*) from membank_private.memories where fact = 'probe'").fetchone()
+    assert probes["count"] == 0

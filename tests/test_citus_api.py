@@ -156,7 +156,8 @@ def test_session_neighbours_on_the_cluster_stay_on_the_scopes_worker(cl):
                            (json.dumps(scope), t, [f"e{i}"]))
     reader = cl.login("membank_reader")
     log = calls_on(reader)
-    sql = "select fact from membank.retrieve_memories(scope => %s, query_text => 'instrument market', top_k => 5)"
+    sql = ("select fact from membank.retrieve_memories(scope => %s, query_text => 'instrument market', top_k => 5,"
+           " neighbour_weight => 1)")
     rows, ports = log.during(sql, (json.dumps(a),))
     assert ports == {w1}
     assert fact_list(rows) == ["I bought an instrument at the market", "A violin, handmade"]

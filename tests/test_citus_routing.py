@@ -70,11 +70,14 @@ NOT_ONE_SCOPE = {
     "apply_retention": "revisions, operations and events past their window, of every scope",
 }
 # Functions that read no distributed table at all (no shard command, whatever the scope).
-NO_SHARD = {"scope_id", "current_scope", "set_scope", "decompose_query", "decomposition_prompt"}
+NO_SHARD = {"scope_id", "current_scope", "set_scope", "decompose_query", "decomposition_prompt",
+            "default_min_relevance"}
 
 # Extra calls beyond the one per signature: retrieval's other paths (vectors, filters, several queries, the
 # non-scan path of a scope above rerank_depth) and build_context with a query.
 EXTRA_CALLS = {
+    "retrieve_memories (session neighbours)": "select * from membank.retrieve_memories(scope => %(s)s,"
+                                              " query_text => 'tea rain', top_k => 5, neighbour_weight => 1)",
     "retrieve_memories (text + vector)": "select * from membank.retrieve_memories(scope => %(s)s,"
                                          " query_text => 'tea rain', query_embedding => %(v)s::real[], top_k => 5)",
     "retrieve_memories (vector only)": "select * from membank.retrieve_memories(scope => %(s)s,"

@@ -66,6 +66,36 @@ def test_start_reuse_stop_restart(data_dir):
     assert not (os.stat(data_dir / "pg").st_mode & stat.S_IRWXO)
 
 
+def test_a_long_lived_async_bank_starts_a_stopped_embedded_server_again(data_dir):
+    """AsyncMemoryBank (and so the ADK services, AsyncMemory, AsyncMembankStore) as MemoryBank: a call that finds
+    the embedded server stopped starts it again, or says at once that it does not start, naming `membank db start`."""
+    import asyncio
+
+    from membank import AsyncMemoryBank
+
+    migrate.upgrade(database.database_url())
+
+    async def main() -> None:
+        async with AsyncMemoryBank(max_size=1) as bank:
+            name = (await bank.create_memory({"u": "1"}, "kept across restarts")).name
+            assert embedded.stop() is True
+            assert (await bank.get_memory(name)).fact == "kept across restarts" and embedded.is_running()
+            conf = data_dir / "pg" / "postgresql.conf"
+            kept = conf.read_text()
+            embedded.stop()
+            conf.write_text(kept + "\nnot a setting\n")
+            try:
+                with pytest.raises(errors.DatabaseUnavailableError, match="stopped and does not start again") as info:
+                    await bank.get_memory(name)
+                assert "`membank db start`" in info.value.hint
+            finally:
+                conf.write_text(kept)
+            assert (await bank.get_memory(name)).fact == "kept across restarts"
+
+    asyncio.run(main())
+    embedded.stop()
+
+
 def test_first_use_installs_the_schema(data_dir):
     """The embedded database is membank's own: the first command works without `membank db upgrade`."""
     with MemoryBank(max_size=1) as bank:

@@ -45,6 +45,8 @@ NO_RUN = {
                       "multilingual set"): "benchmarks take minutes to hours; bench/ is run by hand",
 }
 NO_RUN.update({
+    ("operations.md", "revoke connect on database bank_b from public;"):
+        "names a second membank database and its logins, which the test server does not have",
     ("testing.md", ".ci/pg15.sh ../shared/vendor ~/.cache/membank-ci"): "installs PostgreSQL 15 with apt; CI runs it",
     ("testing.md", ".venv/bin/pytest -m citus"): "the suite itself, on a Citus cluster; CI runs it",
     ("scale-out.md", "set citus.log_remote_commands = on;"):

@@ -29,6 +29,8 @@ def said(conn, scope, session, turns, start=T0):
 
 
 def retrieve(conn, scope, **extra):
+    """Fact -> score of a text query in ``scope``; the lever at its tuned weight 1 unless ``extra`` names one."""
+    extra = {"neighbour_weight": 1.0, **extra}
     args = "".join(f", {k} => %({k})s" for k in extra)
     return {r["fact"]: r["score"] for r in conn.execute(
         "select fact, score from membank.retrieve_memories(scope => %(scope)s, query_text => %(q)s, top_k => 10"
@@ -71,6 +73,10 @@ def test_the_answer_said_after_a_hit_is_reached_only_through_its_session(conn, t
     })
     # off: only the text hit (the answer shares no word with the question)
     assert retrieve(conn, A, neighbour_weight=0.0) == pytest.approx({"I bought an instrument at the market": hit})
+    # and off is the default (it suits turns, not facts generated from a session: docs/retrieval.md)
+    assert {r["fact"] for r in conn.execute(
+        "select fact from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 10)", (Jsonb(A), QUERY))
+    } == {"I bought an instrument at the market"}
     assert retrieve(conn, A, neighbour_weight=2.0) == pytest.approx({
         "I bought an instrument at the market": hit, "Guess what happened today": 2 * hit,
         "A violin, handmade in Cremona": hit})

@@ -51,6 +51,9 @@ comment on column membank.retrieved_memory.degraded is
 'True when the memory or the query has no current vector, so only the text could match it.';
 comment on column membank.retrieved_memory.next_page_token is
 'Without a query (listing), the page_token of the next page on the last row of a full page; else null.';
+comment on column membank.retrieved_memory.relevance is
+'0..1: the estimated probability that the memory is evidence for the query (073_relevance.sql, fitted by '
+'bench/fit_relevance.py); null without a query. min_relevance gates the top_k on it.';
 
 do $$
 declare

@@ -34,7 +34,10 @@
 -- Retrieval", TOIS 2023.
 -- Second pass: session neighbours (069_session_neighbours.sql) lift each
 -- candidate by the fused scores of the memories said just before and after
--- it in its session (neighbour_weight, default 1; 0 = off).
+-- it in its session (neighbour_weight, default 0 = off; opt-in: it lifts
+-- recall@10 on LoCoMo, where each turn is a memory, but among facts
+-- generated from one session it lets the fact said beside the answer
+-- outrank it: "What is the name of Maya's dog?" ranked the hiking fact first).
 -- Several queries (query_texts, e.g. the sub-queries of a compound question,
 -- see decompose_query): each gets its own hybrid list as above, and the
 -- lists are fused by RRF again (k = rrf_k), each sub-query's list counted
@@ -302,7 +305,7 @@ create or replace function membank.retrieve_memories(
     page_token text default null,
     query_texts text[] default null,
     query_embeddings real[] default null,
-    neighbour_weight double precision default 1,
+    neighbour_weight double precision default 0,
     min_relevance double precision default null
 ) returns setof membank.retrieved_memory
 language plpgsql
@@ -536,7 +539,7 @@ matched_signals ({vector,text}), degraded (true when the memory or the query has
 could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
 model over the similarity, the query's best similarity, the share of the query's IDF matched, the share of its content
 words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
-Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate's
+Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned weight): after fusion each candidate's
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).

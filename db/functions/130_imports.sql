@@ -4,7 +4,9 @@
 -- memory's name), its scope, its metadata and its create/update times. The
 -- name is the import's idempotency key: a name membank already holds (live,
 -- deleted or expired: its revisions stay) is skipped, so running an import
--- again stores nothing twice and never revives a memory deleted since.
+-- again stores nothing twice and does not revive a memory deleted since,
+-- while membank keeps that memory's revisions (retention and erasure remove
+-- them; the old store still holds the row, and a re-run imports it again).
 -- The old store's vector is not kept: it was made by another embedding model,
 -- and a bank holds one model's vectors (050_embeddings.sql), so the fact is
 -- queued for the bank's embedder like any new memory. Revision 1 (CREATED)
@@ -39,6 +41,10 @@ declare
     _updated timestamptz;
     _row membank_private.memories;
 begin
+    -- The old id is checked in every scope (so a re-run imports nothing
+    -- twice): a role bound to scopes would learn whether an id exists in
+    -- another tenant's scope, so imports are for unbound admins only.
+    perform membank_private.refuse_bound_caller('import_memory');
     if _created > _now then
         perform membank_private._raise_invalid('create_time',
             format('must not be in the future, got %s', _created),
@@ -76,6 +82,8 @@ Arguments: scope jsonb (as create_memory); fact text 1..32768 chars; name text: 
 membank name; metadata jsonb object; create_time and update_time timestamptz (the old store's; null: now, and
 create_time) with create_time <= update_time <= now; labels jsonb object kept on revision 1 (CREATED).
 Returns membank.memory, or null when the name is already held (a memory or the revisions of a deleted one, in any
-scope): an import run again writes nothing twice and revives nothing deleted. The fact is queued for embedding by
+scope): an import run again writes nothing twice and revives nothing deleted while membank keeps its revisions (until
+apply_retention removes a deleted memory's revisions, or erase_scope its scope: after that a re-run imports the old
+store's row again, so delete or erase in the old store too). The fact is queued for embedding by
 the bank's model (the old store's vector is not kept: another model made it). Raises 22023 (invalid_parameter_value)
-naming the argument, with a hint; nothing is written on error.$$;
+naming the argument, with a hint, and 42501 for a role bound to scopes; nothing is written on error.$$;

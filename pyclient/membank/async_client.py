@@ -30,7 +30,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from membank import deadline
-from membank.client import MemoryBank, PendingOperation
+from membank.client import MemoryBank, PendingOperation, _not_restarted
 
 T = TypeVar("T")
 # Methods that are not one SQL round trip each: their async form is written below.
@@ -117,7 +117,30 @@ class AsyncMemoryBank:
     async def _configure_connection(self, conn: Any) -> None:
         await conn.execute(MemoryBank._SESSION_SETTINGS, (self._statement_timeout, self._lock_timeout))
 
+    async def _arestart_embedded(self) -> None:
+        """MemoryBank._restart_embedded on the event loop: start the stopped embedded server, open a new pool.
+
+        Raises DatabaseUnavailableError naming ``membank db start`` when the
+        server does not start.
+        """
+        from membank import embedded
+
+        if embedded.is_running():  # reads postmaster.pid
+            return
+        lock = self.__dict__.setdefault("_arestart_lock", asyncio.Lock())
+        async with lock:
+            if embedded.is_running():
+                return
+            try:
+                self.url = await asyncio.to_thread(embedded.ensure_running)
+            except Exception as err:
+                raise _not_restarted(err) from None
+            old, self._pool = self._pool, self._open_pool(*self._pool_size)
+            await old.close(timeout=1.0)
+
     async def _arun(self, query: Any, params: list[Any]) -> list[dict]:
+        if self._embedded:  # as MemoryBank: a stopped embedded server is started again, as the CLI does
+            await self._arestart_embedded()
         await self._pool.open()  # a no-op once open
         seconds = self._watchdog.seconds  # MemoryBank's deadline (deadline.py), kept by the event loop
         expired = []

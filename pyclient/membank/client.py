@@ -241,6 +241,16 @@ def _query_cache(setting: QueryCache | int | None) -> QueryCache | None:
     return None if setting == 0 and not isinstance(setting, bool) else QueryCache(setting)
 
 
+
+def _not_restarted(err: Exception) -> errors.DatabaseUnavailableError:
+    """The error of a call that found the embedded server stopped and could not start it again."""
+    from membank import embedded
+
+    return errors.DatabaseUnavailableError(
+        f"the embedded server in {embedded.pgdata()} stopped and does not start again: "
+        f"{' '.join(str(err).split()) or type(err).__name__}",
+        hint=f"run `membank db start` (its log is in that folder) and retry, or set {settings.ENV_DATABASE_URL}")
+
 class MemoryBank:
     """Client of a membank database.
 
@@ -412,11 +422,7 @@ class MemoryBank:
             try:
                 self.url = embedded.ensure_running()
             except Exception as err:
-                raise errors.DatabaseUnavailableError(
-                    f"the embedded server in {embedded.pgdata()} stopped and does not start again: "
-                    f"{' '.join(str(err).split()) or type(err).__name__}",
-                    hint="run `membank db start` (its log is in that folder) and retry, or set "
-                         f"{settings.ENV_DATABASE_URL}") from None
+                raise _not_restarted(err) from None
             old, self._pool = self._pool, self._open_pool(*self._pool_size)
             old.close(timeout=1.0)
 
@@ -699,8 +705,8 @@ class MemoryBank:
         ``decompose_query``): ``"rules"`` (offline), ``"model:<provider spec>"``
         (e.g. ``"model:gemini"``, ``"model:openai:<model>"``; any failure falls
         back to the question) or ``"in_database:<model_id>"`` (AlloyDB's
-        ``ai.generate``). ``neighbour_weight`` (0..10, default 1; 0 turns it
-        off): each memory's fused score gains that times the score of the
+        ``ai.generate``). ``neighbour_weight`` (0..10; default None: the
+        bank's default, 0 = off; 1 is the tuned weight): each memory's fused score gains that times the score of the
         memory said right after it in the same session and half that of the
         one said right before it (memories placed by their source events; see
         docs/retrieval.md). Raises InvalidArgumentError naming the argument.

@@ -251,6 +251,7 @@ COMMENT ON COLUMN membank.retrieved_memory.score IS 'The fused score results are
 COMMENT ON COLUMN membank.retrieved_memory.matched_signals IS 'Which lists found the memory: {vector}, {text} or {vector,text} (empty when listing without a query).';
 COMMENT ON COLUMN membank.retrieved_memory.degraded IS 'True when the memory or the query has no current vector, so only the text could match it.';
 COMMENT ON COLUMN membank.retrieved_memory.next_page_token IS 'Without a query (listing), the page_token of the next page on the last row of a full page; else null.';
+COMMENT ON COLUMN membank.retrieved_memory.relevance IS '0..1: the estimated probability that the memory is evidence for the query (073_relevance.sql, fitted by bench/fit_relevance.py); null without a query. min_relevance gates the top_k on it.';
 CREATE TYPE membank.tool_decision AS (
 	decision text,
 	reason text,
@@ -2690,6 +2691,10 @@ declare
     _updated timestamptz;
     _row membank_private.memories;
 begin
+    -- The old id is checked in every scope (so a re-run imports nothing
+    -- twice): a role bound to scopes would learn whether an id exists in
+    -- another tenant's scope, so imports are for unbound admins only.
+    perform membank_private.refuse_bound_caller('import_memory');
     if _created > _now then
         perform membank_private._raise_invalid('create_time',
             format('must not be in the future, got %s', _created),
@@ -2725,9 +2730,11 @@ Arguments: scope jsonb (as create_memory); fact text 1..32768 chars; name text: 
 membank name; metadata jsonb object; create_time and update_time timestamptz (the old store''s; null: now, and
 create_time) with create_time <= update_time <= now; labels jsonb object kept on revision 1 (CREATED).
 Returns membank.memory, or null when the name is already held (a memory or the revisions of a deleted one, in any
-scope): an import run again writes nothing twice and revives nothing deleted. The fact is queued for embedding by
+scope): an import run again writes nothing twice and revives nothing deleted while membank keeps its revisions (until
+apply_retention removes a deleted memory''s revisions, or erase_scope its scope: after that a re-run imports the old
+store''s row again, so delete or erase in the old store too). The fact is queued for embedding by
 the bank''s model (the old store''s vector is not kept: another model made it). Raises 22023 (invalid_parameter_value)
-naming the argument, with a hint; nothing is written on error.';
+naming the argument, with a hint, and 42501 for a role bound to scopes; nothing is written on error.';
 CREATE FUNCTION membank.ingest_events(scope jsonb, stream_id text DEFAULT 'default'::text, events jsonb DEFAULT '[]'::jsonb, generation_trigger_config jsonb DEFAULT NULL::jsonb, force_flush boolean DEFAULT false) RETURNS membank.ingestion
     LANGUAGE plpgsql SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -3443,7 +3450,7 @@ role): until then a new worker matches a restricted role by the name recorded at
 in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
 restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
 waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 1, min_relevance double precision DEFAULT NULL::double precision) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 0, min_relevance double precision DEFAULT NULL::double precision) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -3661,7 +3668,7 @@ matched_signals ({vector,text}), degraded (true when the memory or the query has
 could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
 model over the similarity, the query''s best similarity, the share of the query''s IDF matched, the share of its content
 words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
-Session neighbours (neighbour_weight, 0..10, default 1, 0 = off): after fusion each candidate''s
+Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned weight): after fusion each candidate''s
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
