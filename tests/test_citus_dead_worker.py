@@ -16,6 +16,7 @@ import json
 import os
 import signal
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -51,11 +52,26 @@ def kill_9(node) -> None:
             pass
 
 
-def start_if_dead(node) -> None:
-    """Start node again if its postmaster is gone (a failure before the kill leaves it running)."""
+def postmaster_runs(node) -> bool:
+    """Whether node's postmaster is alive: a killed one may linger as a zombie until init reaps it, and a
+    signal 0 still reaches a zombie, so its state is read from /proc."""
     try:
-        os.kill(int((node.data / "postmaster.pid").read_text().split()[0]), 0)
-    except (ProcessLookupError, FileNotFoundError):
+        pid = int((node.data / "postmaster.pid").read_text().split()[0])
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ValueError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def start_if_dead(node) -> None:
+    """Start node again if its postmaster is gone (a failure before the kill leaves it running).
+
+    A zombie postmaster's pid still answers signal 0, so PostgreSQL would take its postmaster.pid for a running
+    server's and refuse to start: its lock files go first, the data folder's and the socket's (the process is
+    dead; kill_9 killed its children too)."""
+    if not postmaster_runs(node):
+        (node.data / "postmaster.pid").unlink(missing_ok=True)
+        (Path(node.socket_dir) / f".s.PGSQL.{node.port}.lock").unlink(missing_ok=True)
         node.start()
 
 
