@@ -62,8 +62,10 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.reembed(text,integer)": None,
     "membank.scope_vector_index_plan(integer)": "select * from membank.scope_vector_index_plan(min_memories => 1)",
     "membank.retrieve_memories(jsonb,text,real[],integer,double precision,jsonb,text[],text,timestamp with time zone,"
-    "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[])":
-        "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s)",
+    "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[],"
+    "double precision,double precision)":
+        "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s, neighbour_weight => 1)",
+    "membank.default_min_relevance()": "select membank.default_min_relevance()",
     "membank.evidence_verdicts(jsonb,text,jsonb,text[],integer)":
         "select * from membank.evidence_verdicts(scopes => %(scope)s, session_id => %(session)s,"
         " retrieved => jsonb_build_array(jsonb_build_object('name', %(name)s::text, 'scope', %(scope)s::jsonb,"
@@ -93,6 +95,8 @@ CANARY_CALLS: dict[str, str | None] = {
         "select membank.bind_role_to_scope(role => 'membank_reader', scope => %(scope)s)",
     "membank.list_scope_bindings(name)": "select * from membank.list_scope_bindings()",
     "membank.list_scopes(jsonb,integer,jsonb)": "select * from membank.list_scopes(scope_pattern => %(scope)s)",
+    "membank.import_memory(jsonb,text,text,jsonb,timestamp with time zone,timestamp with time zone,jsonb)":
+        "select membank.import_memory(scope => %(scope)s, fact => 'unrelated', name => gen_random_uuid()::text)",
     "membank.unbind_role_from_scope(name,jsonb)":
         "select membank.unbind_role_from_scope(role => 'membank_reader', scope => %(scope)s)",
     "membank.unrestrict_role(name)": "select membank.unrestrict_role(role => 'membank_reader')",
@@ -146,7 +150,7 @@ CANARY_CALLS: dict[str, str | None] = {
         "select * from membank.add_messages(scope => %(scope)s, session_id => %(session)s,"
         " messages => '[{\"role\": \"user\", \"content\": \"probe\"}]')",
     "membank.build_context(jsonb,text,text,real[],integer,integer,double precision,text[],integer,integer,boolean,"
-    "text,text[],real[])":
+    "text,text[],real[],double precision)":
         "select membank.build_context(scopes => %(scope)s, session_id => %(session)s, query_text => %(canary)s,"
         " expected => array[%(name)s::text])",
 }

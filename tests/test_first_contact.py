@@ -193,7 +193,7 @@ def test_the_demo_shows_that_tennis_was_deleted(cli):
 def test_the_distribution_name_is_ours_and_the_import_name_is_membank():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["name"] == "membank-pg"  # `pip index versions membank-pg`: no such project on PyPI
-    assert "membank-pg[adk,mcp]" in project["optional-dependencies"]["test"]
+    assert "membank-pg[adk,mcp,langgraph]" in project["optional-dependencies"]["test"]
     assert project["scripts"] == {"membank": "membank.cli:main"}
     from membank import package_version
 

@@ -68,6 +68,8 @@ PROFILE_SCHEMA = {"properties": {"city": {"type": "string"}}}
 # (WORKER_CALLS, checked against the workers' source).
 NOT_FUZZED = {
     "decompose_query": "volatile only because method 'in_database' may call ai.generate; it stores nothing",
+    "import_memory": "an unbound admin's one-off move of another store's rows (membank import mem0), not an app's"
+                     " call; its isolation is tested in test_import_mem0.py and test_attack_regressions.py",
 }
 WORKER_CALLS = {
     "membank.generation.worker": {"claim_generation_jobs", "prepare_consolidation", "complete_generation_job"},

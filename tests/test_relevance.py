@@ -99,6 +99,8 @@ def test_relevance_is_a_probability_monotone_in_each_signal_as_documented(superu
             assert values[(sim, top, match, unknown, vrank, worse[trank])] <= v
 
 
+@pytest.mark.embedded_only("run once per CI: minutes of embedding a LoCoMo conversation to check the fitted floor on"
+                            " data; the relevance SQL itself runs on every server in this file's other tests")
 def test_a_locomo_conversation_says_nothing_relevant_to_gibberish_and_other_conversations(db_url, login, embedder):
     """Conversation 26 stored (every turn a memory, the turn before as context) as a writer; at the default floor:
     every gibberish / stop-word query returns nothing (SQL, Python, build_context, ADK), at least 80 % of
