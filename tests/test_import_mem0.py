@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
+import threading
 from datetime import datetime, timedelta, timezone
 
 import psycopg
@@ -158,3 +159,27 @@ def test_import_memory_checks_its_times_and_writes_nothing_on_error(login):
         assert bank.list_memories({"user_id": "v"}).memories == []
     with MemoryBank(login("membank_writer")[1]) as writer, pytest.raises(PermissionDeniedError):
         writer.import_memory(scope, "f", BOB)
+
+
+def test_two_imports_of_one_id_into_two_scopes_write_it_once(login, superuser):
+    """Each import locks only its own scope: the old id itself must be locked too, or two imports of one id
+    into two scopes both see it free and both write it (a name held twice)."""
+    _, url = login("membank_admin")
+    with psycopg.connect(url, autocommit=True) as first, psycopg.connect(url, autocommit=True) as second:
+        first.execute("begin")
+        assert first.execute("select (membank.import_memory('{\"user_id\": \"v\"}', 'f', %s)).name",
+                             (BOB,)).fetchone()[0] is not None
+        pid = second.info.backend_pid
+        result: list = []
+        racer = threading.Thread(target=lambda: result.append(second.execute(
+            "select membank.import_memory('{\"user_id\": \"w\"}', 'g', %s) is null", (BOB,)).fetchone()[0]))
+        racer.start()
+        # the second import is either done (no lock on the id: the defect) or waits on the first one's lock
+        while racer.is_alive() and not superuser.execute(
+                "select exists (select from pg_locks where pid = %s and not granted) as waits", (pid,)).fetchone()["waits"]:
+            racer.join(0.05)
+        first.execute("commit")
+        racer.join()
+        assert result == [True]
+    rows = superuser.execute("select scope from membank_private.memories where name = %s", (BOB,)).fetchall()
+    assert rows == [{"scope": {"user_id": "v"}}]

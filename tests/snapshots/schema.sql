@@ -2707,6 +2707,11 @@ begin
             'give the time the memory was last changed in its old store, or null for its create_time');
     end if;
     perform membank_private.lock_scope(_scope_id);
+    -- Two imports of one old id into two scopes hold different scope locks:
+    -- without a lock on the name both would see it free and both write it.
+    -- (Imports run where they are called, the coordinator on Citus, so a
+    -- node-local advisory lock serialises them.)
+    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('membank.import_memory:' || _name::text, 0));
     -- A name held in any scope (as a memory or by revisions a deletion left)
     -- was imported before, or is another memory's: nothing is written.
     -- (select 1, not an empty target list: on Citus each subquery becomes an
