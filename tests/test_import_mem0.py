@@ -183,3 +183,20 @@ def test_two_imports_of_one_id_into_two_scopes_write_it_once(login, superuser):
         assert result == [True]
     rows = superuser.execute("select scope from membank_private.memories where name = %s", (BOB,)).fetchall()
     assert rows == [{"scope": {"user_id": "v"}}]
+
+
+def test_a_dry_run_refuses_what_the_import_refuses(empty_db_url, admin_url):
+    """A row mem0 kept with empty data: the dry run counts it refused, as the import does, not as would-import."""
+    with psycopg.connect(empty_db_url, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+        conn.execute("CREATE TABLE mem0 (id UUID PRIMARY KEY, vector vector(3), payload JSONB)")
+        conn.execute("INSERT INTO mem0 VALUES (%s, '[1,0,0]', %s), (%s, '[0,1,0]', %s)",
+                     (ALICE_TEA, json.dumps(payload("", datetime(2024, 6, 1, tzinfo=timezone.utc), user_id="alice")),
+                      BOB, json.dumps(payload("Lives in Lisbon", datetime(2024, 6, 1, tzinfo=timezone.utc),
+                                              user_id="bob"))))
+    dry, real = run("--url", empty_db_url, "--dry-run"), run("--url", empty_db_url)
+    assert dry.stdout.strip() == ("read 2, would import 1, already imported 0, without user_id/agent_id/run_id 0, "
+                                  "refused 1 (dry run: nothing written)")
+    assert real.stdout.strip().startswith("read 2, imported 1, already imported 0, without user_id/agent_id/run_id 0,"
+                                          " refused 1")
+    assert dry.stderr == real.stderr and dry.stderr.startswith(f"refused {ALICE_TEA}: fact:")

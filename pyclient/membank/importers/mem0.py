@@ -19,6 +19,7 @@ as UTC). A row without any id has no scope and is counted, not imported.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import nullcontext
 from datetime import datetime, timezone
 from typing import Any
 
@@ -107,31 +108,54 @@ def import_collection(bank: Any, url: str, collection: str, schema_name: str = "
     Counts: ``read``, ``imported`` (with ``dry_run``: would be), ``already``
     (its id is held: imported before), ``unscoped`` (no user_id, agent_id
     or run_id), ``refused`` (bad data: ``on_refused(id, error)`` is called).
-    With ``dry_run`` nothing is written (each id is looked up with
-    ``list_revisions``). Raises what ``read_collection`` raises, and
+    With ``dry_run`` nothing is written: each row's import runs in a
+    transaction that is rolled back, so the counts are the import's own. Raises what ``read_collection`` raises, and
     PermissionDeniedError when the bank's login is not an admin.
     """
     counts = dict(read=0, imported=0, already=0, unscoped=0, refused=0)
-    for row_id, payload in read_collection(url, collection, schema_name):
-        counts["read"] += 1
-        try:
-            args = to_import(row_id, payload)
-            if args is None:
-                counts["unscoped"] += 1
-                continue
-            if dry_run:
-                try:
-                    bank.list_revisions(row_id)
-                    counts["already"] += 1
-                except errors.NotFoundError:
-                    counts["imported"] += 1
-                continue
-            counts["imported" if bank.import_memory(**args) is not None else "already"] += 1
-        except errors.InvalidArgumentError as err:
-            counts["refused"] += 1
-            if on_refused is not None:
-                on_refused(row_id, err)
+    with _dry_run_connection(bank.url) if dry_run else nullcontext() as dry:
+        for row_id, payload in read_collection(url, collection, schema_name):
+            counts["read"] += 1
+            try:
+                args = to_import(row_id, payload)
+                if args is None:
+                    counts["unscoped"] += 1
+                    continue
+                imported = _import_rolled_back(dry, args) if dry else bank.import_memory(**args) is not None
+                counts["imported" if imported else "already"] += 1
+            except errors.InvalidArgumentError as err:
+                counts["refused"] += 1
+                if on_refused is not None:
+                    on_refused(row_id, err)
     return counts
+
+
+def _dry_run_connection(url: str) -> Any:
+    import psycopg
+
+    return psycopg.connect(url)
+
+
+def _import_rolled_back(conn: Any, args: Mapping[str, Any]) -> bool:
+    """Run ``membank.import_memory`` on ``args`` in a transaction that is rolled back: True when it would import.
+
+    The dry run makes the very call the import makes, so it refuses what the
+    import would refuse (an empty fact, a bad time) rather than a guess of it.
+    """
+    import psycopg
+    from psycopg.types.json import Jsonb
+
+    try:
+        with conn.transaction(force_rollback=True):
+            return conn.execute(
+                "select (membank.import_memory(scope => %s, fact => %s, name => %s, metadata => %s,"
+                " create_time => %s, update_time => %s, labels => %s)).name is not null",
+                (Jsonb(args["scope"]), args["fact"], args["name"], Jsonb(args["metadata"]), args["create_time"],
+                 args["update_time"], Jsonb(args["labels"]))).fetchone()[0]
+    except psycopg.Error as err:
+        if err.sqlstate is None:
+            raise
+        raise errors.from_psycopg(err) from None
 
 
 def summary(counts: Mapping[str, int], dry_run: bool) -> str:
