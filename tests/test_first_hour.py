@@ -102,6 +102,14 @@ def test_the_client_checks_its_timeouts_before_connecting(monkeypatch):
     with pytest.raises(errors.InvalidArgumentError) as info:
         MemoryBank(_closed_port_url())
     assert info.value.argument == "MEMBANK_LOCK_TIMEOUT"
+    monkeypatch.setenv("MEMBANK_LOCK_TIMEOUT", "0.1ms")  # PostgreSQL would round it to 0: no limit at all
+    with pytest.raises(errors.InvalidArgumentError) as info:
+        MemoryBank(_closed_port_url())
+    assert (info.value.argument, info.value.message) == (
+        "MEMBANK_LOCK_TIMEOUT", "MEMBANK_LOCK_TIMEOUT: '0.1ms' is less than 1 ms, which PostgreSQL would round to 0 (no limit)")
+    monkeypatch.setenv("MEMBANK_LOCK_TIMEOUT", "0.001s")  # 1 ms passes
+    with pytest.raises(errors.DatabaseUnavailableError):
+        MemoryBank(_closed_port_url())
 
 
 def test_a_data_dir_that_is_a_file_is_one_line(tmp_path, monkeypatch):
