@@ -199,3 +199,14 @@ def test_the_distribution_name_is_ours_and_the_import_name_is_membank():
 
     assert package_version() == project["version"]
     assert CliRunner().invoke(main, ["--version"]).output == f"membank {project['version']}\n"
+
+
+def test_a_page_token_in_the_table_is_whole_and_takes_the_next_page(cli):
+    scope = json.dumps({"user_id": "pages"})
+    for i in range(3):
+        cli("memories", "create", "--scope", scope, "--fact", f"fact number {i}")
+    first = cli("memories", "list", "--scope", scope, "--page-size", "2", "--output", "table").stdout
+    token = next(line.split(None, 1)[1] for line in first.splitlines() if line.startswith("next_page_token"))
+    assert "…" not in token and len(token) > 100
+    rest = json.loads(cli("memories", "list", "--scope", scope, "--page-size", "2", "--page-token", token).stdout)
+    assert [m["fact"] for m in rest["memories"]] == ["fact number 2"] and rest["next_page_token"] is None

@@ -3,7 +3,8 @@
 Lists of objects become one row per object with the columns a person reads
 first (name, action, revision, score, fact, ...); a memory nested under
 ``memory`` is shown in its row. One object becomes ``key: value`` lines.
-Long cells are cut with an ellipsis; scripts should use ``--output json``.
+Long cells are cut with an ellipsis (never a page token, which the next
+command takes); scripts should use ``--output json``.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def render(value: Any) -> str:
         return cell(value, 200)
     lists = [k for k, v in value.items() if _is_rows(v)]
     width = max((len(k) for k in value), default=0)
-    lines = [f"{k:{width}}  {cell(v, 100) if v != [] else '(none)'}" for k, v in value.items()
-             if k not in lists and v is not None]
+    # A page token is copied into the next command, so it is never cut.
+    lines = [f"{k:{width}}  {cell(v, 100 if not k.endswith('_token') else len(str(v))) if v != [] else '(none)'}"
+             for k, v in value.items() if k not in lists and v is not None]
     for k in lists:
         lines += ["", f"{k}:", rows_table(value[k])]
     return "\n".join(lines).strip("\n")
