@@ -269,3 +269,21 @@ def test_psql_shows_membank_errors_without_internal_context(db_url):
                            env={**os.environ, "MEMBANK_DATABASE_URL": db_url}, capture_output=True, text=True,
                            timeout=60)
     assert "CONTEXT:" in shown.stderr  # the caller's own setting wins
+
+
+def test_the_embedded_url_of_a_stopped_server_says_membank_db_start(tmp_path, monkeypatch):
+    """An MCP client's configuration keeps the URL `membank db url` printed; after a reboot that server is
+    stopped, and the hint must name the one command that starts it."""
+    from membank import MemoryBank, errors
+
+    monkeypatch.setenv("MEMBANK_DATA_DIR", str(tmp_path))
+    (tmp_path / "pg").mkdir()
+    url = f"postgresql://postgres:@/membank?host={tmp_path}/pg"
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", url)
+    with pytest.raises(errors.DatabaseUnavailableError) as info:
+        MemoryBank()
+    assert info.value.hint == ("the embedded server is stopped (after a reboot, or membank db stop): "
+                               "start it with membank db start")
+    with pytest.raises(errors.DatabaseUnavailableError) as info:  # another server's socket: the general hint
+        MemoryBank(f"postgresql://postgres:@/membank?host={tmp_path}")
+    assert "is the server running there?" in info.value.hint

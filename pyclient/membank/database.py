@@ -11,6 +11,7 @@ every attempt.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from membank import errors, settings
 
@@ -72,8 +73,24 @@ def _hint(reason: str, url: str) -> str:
         return f"create it (createdb), or fix the database name in {env}"
     if "password" in reason or "authentication" in reason or ("role" in reason and "does not exist" in reason):
         return f"check the user and password in {env}"
+    if _is_embedded_socket(url):
+        return "the embedded server is stopped (after a reboot, or membank db stop): start it with membank db start"
     return (f"is the server running there? check {env} ({URL_SHAPE}), or unset "
             f"{settings.ENV_DATABASE_URL} to use the embedded server")
+
+
+def _is_embedded_socket(url: str) -> bool:
+    # The URL `membank db url` printed (an MCP client's configuration keeps it) names the embedded
+    # server's socket folder, its data directory: nothing starts that server but `membank db start`.
+    from psycopg.conninfo import conninfo_to_dict
+
+    from membank import embedded
+
+    try:
+        host = conninfo_to_dict(url).get("host") or ""
+        return host.startswith("/") and Path(host).resolve() == embedded.pgdata().resolve()
+    except Exception:  # a URL libpq cannot read, or a data dir setting that is not a folder: not the embedded one
+        return False
 
 
 def check_connection(url: str, *, timeout: float = CONNECT_TIMEOUT) -> None:
