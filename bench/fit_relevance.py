@@ -17,6 +17,14 @@ coefficient has the sign opposite to the documented one (073_relevance.sql)
 is dropped (its coefficient 0) and the model refitted, so that relevance
 stays monotone in every signal.
 
+Then the query-level model (membank_private.answerability, 'query'), fitted
+the same way on one row per query: the logit of the best hybrid relevance in
+its top 10, the query's best similarity (top_similarity) and unknown_share;
+positive for a conversation's own questions, negative for other
+conversations' questions and gibberish asked in its scope. A row's relevance
+with a query vector is then its row relevance times the query's
+answerability; the floor below is chosen on that product.
+
 Default min_relevance: the largest threshold at which the tuning set's
 hybrid recall@10 on answerable questions drops by at most --max-recall-loss,
 a query's top 10 being left out when none of its rows reaches the threshold
@@ -61,6 +69,8 @@ FEATURES = {
                "both_lists": 1},
     "text": {"match_share": 1, "unknown_share": -1, "ln_text_rank": -1},
 }
+QUERY_FEATURES = {"logit_best_relevance": 1, "top_similarity": 1, "unknown_share": -1}
+"""The query-level model (membank_private.answerability), over one row per query; documented signs."""
 GIBBERISH = ("zzzz qqqq", "nonexistent", "the and or", "asdf jkl", "qwerty uiop", "xyzzy plugh", "of the a an",
              "is it to be", "blorft znax", "lorem ipsum dolor", "???", "and then but")
 """Queries no conversation answers: made-up words and stop words only (also used by retrieval_quality.py)."""
@@ -104,12 +114,12 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, ridge: float = 1e-3, iterations: 
     return np.concatenate([[beta[0] - np.sum(coef * mean)], coef])
 
 
-def fit_signed(x: np.ndarray, y: np.ndarray, signs: list[int]) -> tuple[np.ndarray, list[int]]:
+def fit_signed(x: np.ndarray, y: np.ndarray, signs: list[int], ridge: float = 1e-3) -> tuple[np.ndarray, list[int]]:
     """Fit; drop (zero) the feature whose sign contradicts its documented one most, refit, until none does."""
     keep = list(range(x.shape[1]))
     dropped = []
     while True:
-        b = fit_logistic(x[:, keep], y)
+        b = fit_logistic(x[:, keep], y, ridge)
         full = np.zeros(x.shape[1] + 1)
         full[0] = b[0]
         full[[i + 1 for i in keep]] = b[1:]
@@ -123,6 +133,67 @@ def fit_signed(x: np.ndarray, y: np.ndarray, signs: list[int]) -> tuple[np.ndarr
 
 def predict(b: np.ndarray, x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-(b[0] + x @ b[1:])))
+
+
+def query_features(b_row: np.ndarray, rows, k: int = 10) -> list[float]:
+    """answerability's features of one query (hybrid rows): logit of the best row relevance of its top k,
+    top_similarity, unknown_share; the clamps are the SQL's."""
+    best = float(np.clip(predict(b_row, np.array([r[1] for r in rows[:k]], dtype=float)).max(), 1e-9, 1 - 1e-9))
+    return [np.log(best / (1 - best)), rows[0][1][1], rows[0][1][3]]
+
+
+def scored(model: str, b: dict, rows, k: int = 10) -> np.ndarray:
+    """The relevance retrieve_memories gives the top k rows: row relevance, times answerability with a vector."""
+    p = predict(b[model], np.array([r[1] for r in rows[:k]], dtype=float))
+    if model == "hybrid" and "query" in b:
+        p = p * predict(b["query"], np.array(query_features(b[model], rows, k)))
+    return p
+
+
+def query_matrix(data: dict, b_row: np.ndarray, sizes: list[tuple[int, int]] | None = None,
+                 scope: int | None = None, leave_out: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """One row per query with rows: own questions 1, other conversations' questions and gibberish 0.
+
+    With sizes (per scope, in collect's order: its own questions, the other
+    conversations' questions asked in it), only the queries asked in scope
+    number `scope` (or, with leave_out, in every other scope).
+    """
+    where = {"own": [], "other": [], "gibberish": []}
+    for i, (n_own, n_other) in enumerate(sizes or []):
+        where["own"] += [i] * n_own
+        where["other"] += [i] * n_other
+        where["gibberish"] += [i] * len(GIBBERISH)
+
+    def chosen(kind, j):
+        return sizes is None or (where[kind][j] != scope) == leave_out
+
+    queries = ([(rs, 1.0) for j, (_, rs) in enumerate(data["own"]) if rs and chosen("own", j)]
+               + [(rs, 0.0) for j, rs in enumerate(data["other"]) if rs and chosen("other", j)]
+               + [(rs, 0.0) for j, rs in enumerate(data["gibberish"]) if rs and chosen("gibberish", j)])
+    return (np.array([query_features(b_row, rs) for rs, _ in queries]), np.array([y for _, y in queries]))
+
+
+RIDGES = (1e-3, 1e-2, 0.1, 1.0, 10.0, 100.0)
+
+
+def choose_ridge(data: dict, b_row: np.ndarray, sizes: list[tuple[int, int]]) -> tuple[float, list[str]]:
+    """The query model's ridge: the least mean log loss over leave-one-scope-out folds of the tuning set.
+
+    The tuning queries are nearly separable (a scope's own questions against
+    the others'), so a small ridge gives huge coefficients and overconfident
+    probabilities elsewhere; the folds say how much to shrink them.
+    """
+    losses = {}
+    for ridge in RIDGES:
+        fold = []
+        for i in range(len(sizes)):
+            x, y = query_matrix(data, b_row, sizes, i, leave_out=True)
+            xv, yv = query_matrix(data, b_row, sizes, i)
+            fold.append(log_loss(predict(fit_logistic(x, y, ridge=ridge), xv), yv))
+        losses[ridge] = float(np.mean(fold))
+    best = min(losses, key=losses.get)
+    return best, [f"  ridge {best}: the least leave-one-scope-out log loss over the tuning scopes of",
+                  "    " + ", ".join(f"{r:g}: {v:.3f}" for r, v in losses.items())]
 
 
 def auc(p: np.ndarray, y: np.ndarray) -> float:
@@ -171,11 +242,11 @@ def matrix(data: dict) -> tuple[np.ndarray, np.ndarray]:
     return (np.array([r[1] for r in rows], dtype=float), np.array([1.0 if r[3] else 0.0 for r in rows]))
 
 
-def abstention(data: dict, b: np.ndarray, threshold: float, k: int = 10) -> dict:
+def abstention(data: dict, model: str, b: dict, threshold: float, k: int = 10) -> dict:
     """recall@k without and with the threshold, share of other / gibberish queries with nothing at or above it."""
     def kept(rows):
         rows = rows[:k]
-        return rows if rows and predict(b, np.array([r[1] for r in rows], dtype=float)).max() >= threshold else []
+        return rows if rows and scored(model, b, rows, k).max() >= threshold else []
 
     def recall(qa, rows):
         top = {r[0] for r in rows}
@@ -204,9 +275,16 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=MODEL_FILE)
     parser.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
     parser.add_argument("--save-rows", type=Path, help="also keep the collected rows in this pickle (to study them)")
+    parser.add_argument("--load-rows", type=Path, help="fit on rows saved by --save-rows (no database)")
     args = parser.parse_args()
     tuning = {n.strip() for n in args.tuning.split(",") if n.strip()}
     confirmation = {n.strip() for n in args.confirmation.split(",") if n.strip()}
+    if args.load_rows:
+        with open(args.load_rows, "rb") as f:
+            data = pickle.load(f)
+        conversations = [c for c in locomo.conversations() if c.id in tuning | confirmation]
+        fit_and_write(args, data, conversations, CachedEmbedder(get_embedder(None), args.cache), tuning, confirmation)
+        return
 
     conversations = [c for c in locomo.conversations() if c.id in tuning | confirmation]
     url = fresh_database(database_name(args.db, "fit_relevance"))
@@ -241,14 +319,26 @@ def fit_and_write(args, data, conversations, embedder, tuning, confirmation) -> 
                      f"{', '.join(list(signs)[i] for i in dropped) or 'none'}")
         lines.append(f"  log loss {log_loss(predict(b, x), y):.4f} tuning, {log_loss(predict(b, xc), yc):.4f} "
                      f"confirmation; AUC {auc(predict(b, x), y):.4f} tuning, {auc(predict(b, xc), yc):.4f} confirmation")
+    xq, yq = query_matrix(data["hybrid", "tuning"], fitted["hybrid"])
+    sizes = [(len(c.scored_qas), sum(len(o.scored_qas) for o in conversations if o.id in tuning and o.id != c.id))
+             for c in conversations if c.id in tuning]
+    ridge, ridge_lines = choose_ridge(data["hybrid", "tuning"], fitted["hybrid"], sizes)
+    b, dropped = fit_signed(xq, yq, list(QUERY_FEATURES.values()), ridge)
+    fitted["query"] = b
+    xqc, yqc = query_matrix(data["hybrid", "confirmation"], fitted["hybrid"])
+    lines.append(f"query (answerability): {len(yq)} tuning queries ({int(yq.sum())} own); dropped for their sign: "
+                 f"{', '.join(list(QUERY_FEATURES)[i] for i in dropped) or 'none'}")
+    lines.append(f"  log loss {log_loss(predict(b, xq), yq):.4f} tuning, {log_loss(predict(b, xqc), yqc):.4f} "
+                 f"confirmation; AUC {auc(predict(b, xq), yq):.4f} tuning, {auc(predict(b, xqc), yqc):.4f} "
+                 "confirmation")
+    lines += ridge_lines
     # The default threshold: on the tuning set, hybrid.
     # Candidates: each tuning question's best relevance in its top 10 (3 significant digits), tried from the
     # lowest up; the last one within the allowed loss is kept.
     threshold = 0.0
-    best = [predict(fitted["hybrid"], np.array([r[1] for r in rows[:10]], dtype=float)).max()
-            for _, rows in data["hybrid", "tuning"]["own"] if rows]
+    best = [scored("hybrid", fitted, rows).max() for _, rows in data["hybrid", "tuning"]["own"] if rows]
     for t in sorted({float(f"{v:.3g}") for v in best}):
-        if abstention(data["hybrid", "tuning"], fitted["hybrid"], t)["loss"] <= args.max_recall_loss:
+        if abstention(data["hybrid", "tuning"], "hybrid", fitted, t)["loss"] <= args.max_recall_loss:
             threshold = t
         else:
             break
@@ -256,7 +346,7 @@ def fit_and_write(args, data, conversations, embedder, tuning, confirmation) -> 
                  f"{args.max_recall_loss})")
     for model in FEATURES:
         for name in ("tuning", "confirmation"):
-            a = abstention(data[model, name], fitted[model], threshold)
+            a = abstention(data[model, name], model, fitted, threshold)
             lines.append(f"  {model} {name}: recall@10 {a['recall']:.3f} -> {a['recall_cut']:.3f} "
                          f"(loss {a['loss']:.3f}); empty for: other conversations' questions "
                          f"{a['other_empty']:.1%},")
@@ -295,6 +385,8 @@ as $$
         when 'hybrid' then {sql_array(fitted['hybrid'])}
         -- intercept, {', '.join(FEATURES['text'])}
         when 'text' then {sql_array(fitted['text'])}
+        -- answerability: intercept, {', '.join(QUERY_FEATURES)}
+        when 'query' then {sql_array(fitted['query'])}
     end::double precision [];
 $$;
 

@@ -16,7 +16,9 @@ Printed: recall@5/10/20 and latency p50/p95 per mode, recall@5/10/20 per LoCoMo
 category (1 multi-hop, 2 temporal, 3 open-domain, 4 single-hop) per mode,
 abstention at the default min_relevance (share of gibberish
 and of other conversations' questions answered with nothing, recall@10 lost;
-see bench/fit_relevance.py), the same split into the tuning conversations (by file name: 26.json and
+see bench/fit_relevance.py), on the turn scopes and again on scopes of
+extracted facts (each LoCoMo observation a memory, as generation stores
+facts; recall against the turns they cite), the same split into the tuning conversations (by file name: 26.json and
 30.json, the two the retrieval parameters were tuned on; --tuning changes
 the list) and the held-out ones (every other file), decomposition on/off, and text-only per language
 on the multilingual set of tests/multilingual_set.py. With the mode "hybrid no
@@ -251,7 +253,18 @@ def lever_latency(url: str, conversations, embedder, reps: int = 2) -> None:
     print(f"  on / off: p50 {cells['on'][0] / cells['off'][0]:.2f}x  p95 {cells['on'][1] / cells['off'][1]:.2f}x")
 
 
-def abstention(url: str, conversations, scopes, embedder, tuning: set[str]) -> None:
+def load_facts(bank: MemoryBank, conv: locomo.Conversation) -> dict:
+    """An extracted-fact scope: each of the conversation's annotated observations (LoCoMo's per-session facts,
+    "Caroline attended an LGBTQ support group.") one memory, its dia_id the turn it cites."""
+    scope = {"locomo_facts": conv.id}
+    with bank._pool.connection() as conn, conn.transaction():
+        for fact, dia_id in locomo.observations(locomo.DATA / f"{conv.id}.json"):
+            conn.execute("select membank.create_memory(scope => %s, fact => %s, metadata => %s)",
+                         (Jsonb(scope), fact, Jsonb({"dia_id": dia_id})))
+    return scope
+
+
+def abstention(url: str, conversations, scopes, embedder, tuning: set[str], kind: str = "turns") -> None:
     """Abstention at membank.default_min_relevance(), per set (tuning / held-out), hybrid retrieval, top 10.
 
     Share of queries answered with nothing: gibberish and stop-word-only
@@ -267,8 +280,8 @@ def abstention(url: str, conversations, scopes, embedder, tuning: set[str]) -> N
         if not conn.execute("select to_regproc('membank.default_min_relevance') is not null").fetchone()[0]:
             return
         floor = conn.execute("select membank.default_min_relevance()").fetchone()[0]
-        print(f"\nabstention at the default min_relevance {floor} (hybrid, top 10): share of queries answered "
-              "with nothing; recall@10 of answerable questions without / with it")
+        print(f"\nabstention at the default min_relevance {floor} (hybrid, top 10, scopes of {kind}): share of "
+              "queries answered with nothing; recall@10 of answerable questions without / with it")
         for title, keep in (("tuning", True), ("held-out", False)):
             chosen = [(c, s) for c, s in zip(conversations, scopes) if (c.id in tuning) == keep]
             if not chosen:
@@ -323,6 +336,8 @@ def main() -> None:
                         help="comma-separated file names (without .json) of the tuning conversations")
     parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
     parser.add_argument("--no-multilingual", action="store_true")
+    parser.add_argument("--no-facts", action="store_true",
+                        help="skip the extracted-fact scopes (LoCoMo observations) of the abstention check")
     parser.add_argument("--compare-db", metavar="NAME",
                         help="a database on the same server already loaded by this script from another checkout"
                              " (run there with --no-context --db NAME): print interleaved latency ratios against it")
@@ -350,6 +365,8 @@ def main() -> None:
     with MemoryBank(url, embedder=embedder) as bank:
         t0 = time.perf_counter()
         scopes = [load(bank, c, not args.no_context) for c in conversations]
+        # facts, as generation would store them: the abstention check also runs on these scopes
+        fact_scopes = [load_facts(bank, c) for c in conversations] if not args.no_facts else []
         t1 = time.perf_counter()
         embedded = bank.process_pending()
         t2 = time.perf_counter()
@@ -413,6 +430,8 @@ def main() -> None:
     if any(m.startswith("hybrid no neighbours") for m in modes):
         lever_latency(url, conversations, embedder)
     abstention(url, conversations, scopes, embedder, tuning)
+    if fact_scopes:
+        abstention(url, conversations, fact_scopes, embedder, tuning, "extracted facts (LoCoMo observations)")
     if args.compare_db:
         compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)
     if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():

@@ -222,9 +222,11 @@ def test_search_memory_returns_at_most_top_k(bank):
     service = MembankMemoryService(bank, wait_for_completion=True, process_in_process=True)
     run(service.add_session_to_memory(session("s", [event(f"n{i}", f"I visited city number {i} for work.",
                                                           timestamp=1684922400.0 + i) for i in range(6)])))
-    assert len(search(service, "work trips").memories) == 3
+    # A question these six near-identical facts answer: "work trips" (best similarity 0.822, "trips" unknown
+    # to the scope) scores like gibberish against them, and the default floor gates it (docs/retrieval.md).
+    assert len(search(service, "Which cities did I visit for work?").memories) == 3
     service.top_k = 5
-    assert len(search(service, "work trips").memories) == 5
+    assert len(search(service, "Which cities did I visit for work?").memories) == 5
 
 
 def test_search_memory_is_thread_safe_against_concurrent_writes(service):

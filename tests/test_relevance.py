@@ -99,6 +99,27 @@ def test_relevance_is_a_probability_monotone_in_each_signal_as_documented(superu
             assert values[(sim, top, match, unknown, vrank, worse[trank])] <= v
 
 
+def test_answerability_is_a_probability_monotone_in_each_signal_and_1_without_a_query_vector(superuser):
+    """The query-level factor of relevance (073_relevance.sql): rises with the top k's best row relevance and the
+    query's best similarity, falls with its unknown share; 1 when the query has no vector (text model alone) or
+    there is no row; within [0, 1] at the extremes (the logit is clamped, the sum too)."""
+    def answerability(*signals):
+        return superuser.execute("select membank_private.answerability(%s, %s, %s) as a", signals).fetchone()["a"]
+
+    best, tops, unknowns = (0.0, 0.01, 0.3, 1.0), (0.7, 0.8, 0.85, 0.95), (0, 0.5, 1)
+    values = {g: answerability(*g) for g in itertools.product(best, tops, unknowns)}
+    assert all(0 <= v <= 1 and not math.isnan(v) for v in values.values())
+    assert min(values.values()) < 0.01 and max(values.values()) > 0.99  # it separates, it is not constant
+    for (b, top, unknown), v in values.items():
+        if b != best[-1]:
+            assert values[(best[best.index(b) + 1], top, unknown)] >= v
+        if top != tops[-1]:
+            assert values[(b, tops[tops.index(top) + 1], unknown)] >= v
+        if unknown != unknowns[-1]:
+            assert values[(b, top, unknowns[unknowns.index(unknown) + 1])] <= v
+    assert answerability(0.3, None, 0.5) == 1 and answerability(None, 0.9, 0) == 1
+
+
 @pytest.mark.embedded_only("run once per CI: minutes of embedding a LoCoMo conversation to check the fitted floor on"
                             " data; the relevance SQL itself runs on every server in this file's other tests")
 def test_a_locomo_conversation_says_nothing_relevant_to_gibberish_and_other_conversations(db_url, login, embedder):

@@ -490,15 +490,23 @@ begin
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
-    ), judged as (
-        -- relevance (073_relevance.sql) from each row's signals; min_relevance
-        -- is a last gate, after the ranking: when no row of the top k reaches
-        -- it, the answer is "nothing relevant" (no rows)
+    ), row_judged as (
+        -- each row's relevance given that the scopes answer the query
+        -- (073_relevance.sql), from the row's signals
         select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
                                               least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
                                               coalesce(s.vector_rank, _absent_rank),
-                                              coalesce(s.text_match_rank, _absent_rank)) as relevance
+                                              coalesce(s.text_match_rank, _absent_rank)) as row_relevance
         from top as s
+    ), judged as (
+        -- times the query's answerability (073: the top k's best row
+        -- relevance, the query's best similarity, its unknown share; with a
+        -- query vector only). min_relevance is a last gate, after the
+        -- ranking: when no row of the top k reaches it, the answer is
+        -- "nothing relevant" (no rows)
+        select s.*, s.row_relevance * membank_private.answerability(
+                   (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
+        from row_judged as s
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
            m.revision, m.create_time, m.update_time, m.expire_time,
@@ -538,7 +546,9 @@ text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each 
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
 could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
 model over the similarity, the query's best similarity, the share of the query's IDF matched, the share of its content
-words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
+words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; with a query vector, times
+the query's answerability: a second fitted model, over the top_k's best row relevance, the query's best similarity
+and its unknown share, of the chance that the scopes answer the query at all; null without a query).
 Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned weight): after fusion each candidate's
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,

@@ -10,18 +10,22 @@
 -- Date: 2026-12-02
 -- Fit:
 --   hybrid: 9240 tuning rows (229 positive); dropped for their sign: both_lists, top_similarity
---     log loss 0.0749 tuning, 0.0569 confirmation; AUC 0.9251 tuning, 0.9199 confirmation
+--     log loss 0.0749 tuning, 0.0569 confirmation; AUC 0.9251 tuning, 0.9204 confirmation
 --   text: 7260 tuning rows (215 positive); dropped for their sign: none
 --     log loss 0.0955 tuning, 0.0654 confirmation; AUC 0.8687 tuning, 0.8941 confirmation
---   default min_relevance 0.0491 (largest at which tuning hybrid recall@10 loses at most 0.02)
---     hybrid tuning: recall@10 0.777 -> 0.760 (loss 0.017); empty for: other conversations' questions 80.1%,
---       gibberish 100.0%, own questions 3.5%
---     hybrid confirmation: recall@10 0.721 -> 0.698 (loss 0.024); empty for: other conversations' questions 69.5%,
---       gibberish 100.0%, own questions 7.0%
---     text tuning: recall@10 0.725 -> 0.720 (loss 0.004); empty for: other conversations' questions 29.4%,
---       gibberish 100.0%, own questions 1.3%
---     text confirmation: recall@10 0.692 -> 0.676 (loss 0.016); empty for: other conversations' questions 34.4%,
---       gibberish 100.0%, own questions 3.8%
+--   query (answerability): 486 tuning queries (231 own); dropped for their sign: none
+--     log loss 0.0334 tuning, 0.5901 confirmation; AUC 0.9993 tuning, 0.9716 confirmation
+--     ridge 0.001: the least leave-one-scope-out log loss over the tuning scopes of
+--       0.001: 0.041, 0.01: 0.041, 0.1: 0.046, 1: 0.070, 10: 0.144, 100: 0.363
+--   default min_relevance 0.0349 (largest at which tuning hybrid recall@10 loses at most 0.02)
+--     hybrid tuning: recall@10 0.777 -> 0.760 (loss 0.017); empty for: other conversations' questions 98.7%,
+--       gibberish 100.0%, own questions 2.6%
+--     hybrid confirmation: recall@10 0.723 -> 0.696 (loss 0.027); empty for: other conversations' questions 85.1%,
+--       gibberish 100.0%, own questions 6.2%
+--     text tuning: recall@10 0.725 -> 0.725 (loss 0.000); empty for: other conversations' questions 16.5%,
+--       gibberish 100.0%, own questions 0.0%
+--     text confirmation: recall@10 0.692 -> 0.690 (loss 0.002); empty for: other conversations' questions 13.9%,
+--       gibberish 100.0%, own questions 0.9%
 
 -- name: relevance_coefficients: the fitted logistic model's intercept and coefficients (relevance_features order).
 create or replace function membank_private.relevance_coefficients(model text)
@@ -34,9 +38,11 @@ set search_path to pg_catalog, pg_temp
 as $$
     select case model
         -- intercept, similarity, top_similarity, match_share, unknown_share, ln_vector_rank, ln_text_rank, both_lists
-        when 'hybrid' then array[-16.9801, 18.1605, 0, 2.12007, -0.98695, -0.421585, -0.835426, 0]
+        when 'hybrid' then array[-16.9803, 18.1607, 0, 2.12004, -0.986922, -0.421581, -0.835422, 0]
         -- intercept, match_share, unknown_share, ln_text_rank
         when 'text' then array[-2.31888, 2.33561, -2.99308, -1.11033]
+        -- answerability: intercept, logit_best_relevance, top_similarity, unknown_share
+        when 'query' then array[-184.643, 2.00003, 232.646, -3.42995]
     end::double precision [];
 $$;
 
@@ -49,7 +55,7 @@ parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select 0.0491::double precision;
+    select 0.0349::double precision;
 $$;
 
 comment on function membank.default_min_relevance() is

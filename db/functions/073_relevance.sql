@@ -24,6 +24,15 @@
 -- memory's and the query's best in the scopes) and with the share of the
 -- query's IDF the memory matches, and falls with the share of the query's
 -- content words the scopes do not know and with the ranks.
+--
+-- With a query vector the row's probability is multiplied by the query's
+-- answerability (below): P(evidence) = P(the scopes answer the query) x
+-- P(this row is evidence | they do). The row model separates evidence from
+-- the turns around it; whether the scopes know the subject at all is a
+-- property of the query, which a query-level model (one row per query)
+-- learns far better: on the LoCoMo confirmation conversations the gate at
+-- the default floor emptied 69 % of other conversations' questions with the
+-- row model alone and 85 % with answerability, at the same recall.
 
 -- name: query_signals: what the scopes know of the query: the IDF its known lexemes can score, the unknown share.
 create or replace function membank_private.query_signals(
@@ -138,6 +147,36 @@ as $$
                                                     vector_rank, text_match_rank) as features) as f
     cross join lateral (select membank_private.relevance_coefficients(
                             case when similarity is not null then 'hybrid' else 'text' end) as coefficients) as b;
+$$;
+
+-- name: answerability: the fitted probability that the scopes hold an answer to the query (query-level model).
+create or replace function membank_private.answerability(
+    best_row_relevance double precision, top_similarity double precision, unknown_share double precision
+) returns double precision
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- A second logistic model, over the query rather than the row (fitted
+    -- by bench/fit_relevance.py on the same LoCoMo rows: positives, a
+    -- conversation's own questions; negatives, the other conversations'
+    -- questions and gibberish asked in its scope): the logit of the top k's
+    -- best row relevance (relevance, above), the query's best similarity in
+    -- the scopes and the share of its content words they do not know. A
+    -- question about a person or topic the scopes never heard of has a best
+    -- similarity below what answerable questions reach and unknown words;
+    -- the row model alone, fitted mostly on ranking evidence against the
+    -- turns around it, underweights both. Without a query vector (no
+    -- top_similarity) it is 1: the text model's relevance stands alone.
+    select case when top_similarity is null or best_row_relevance is null then 1::double precision
+                else 1 / (1 + exp(-least(greatest(
+                         b.c[1] + b.c[2] * ln(greatest(least(best_row_relevance, 1 - 1e-9), 1e-9)
+                                              / (1 - greatest(least(best_row_relevance, 1 - 1e-9), 1e-9)))
+                         + b.c[3] * top_similarity + b.c[4] * coalesce(unknown_share, 1), -500), 500)))
+           end
+    from (select membank_private.relevance_coefficients('query') as c) as b;
 $$;
 
 -- name: check_min_relevance: validate min_relevance (0..1 or null; 22023 naming the argument).

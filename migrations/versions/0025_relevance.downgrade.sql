@@ -16,6 +16,7 @@ drop function if exists membank_private.relevance(
 drop function if exists membank_private.relevance_features(
     double precision, double precision, double precision, double precision, integer, integer
 );
+drop function if exists membank_private.answerability(double precision, double precision, double precision);
 drop function if exists membank_private.relevance_coefficients(text);
 drop function if exists membank_private.query_signals(text[], uuid[]);
 alter type membank.retrieved_memory drop attribute if exists relevance;

@@ -592,7 +592,7 @@ CREATE FUNCTION membank.default_min_relevance() RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select 0.0491::double precision;
+    select 0.0349::double precision;
 $$;
 COMMENT ON FUNCTION membank.default_min_relevance() IS 'The min_relevance (0..1) that build_context and the ADK memory service apply by default: the largest threshold at
 which hybrid recall@10 on the tuning LoCoMo conversations (26, 30) dropped by at most
@@ -3630,15 +3630,23 @@ begin
                s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
         from scored as s
         where s.score_rank <= _k
-    ), judged as (
-        -- relevance (073_relevance.sql) from each row's signals; min_relevance
-        -- is a last gate, after the ranking: when no row of the top k reaches
-        -- it, the answer is "nothing relevant" (no rows)
+    ), row_judged as (
+        -- each row's relevance given that the scopes answer the query
+        -- (073_relevance.sql), from the row's signals
         select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
                                               least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
                                               coalesce(s.vector_rank, _absent_rank),
-                                              coalesce(s.text_match_rank, _absent_rank)) as relevance
+                                              coalesce(s.text_match_rank, _absent_rank)) as row_relevance
         from top as s
+    ), judged as (
+        -- times the query's answerability (073: the top k's best row
+        -- relevance, the query's best similarity, its unknown share; with a
+        -- query vector only). min_relevance is a last gate, after the
+        -- ranking: when no row of the top k reaches it, the answer is
+        -- "nothing relevant" (no rows)
+        select s.*, s.row_relevance * membank_private.answerability(
+                   (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
+        from row_judged as s
     )
     select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
            m.revision, m.create_time, m.update_time, m.expire_time,
@@ -3672,7 +3680,9 @@ text_rank (IDF sum), vector_rank and text_match_rank (1-based positions in each 
 matched_signals ({vector,text}), degraded (true when the memory or the query has no current vector, so only text
 could match it), relevance (0..1: the estimated probability that the memory is evidence for the query, a logistic
 model over the similarity, the query''s best similarity, the share of the query''s IDF matched, the share of its content
-words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; null without a query).
+words the scopes do not know and the ranks, fitted on LoCoMo by bench/fit_relevance.py; with a query vector, times
+the query''s answerability: a second fitted model, over the top_k''s best row relevance, the query''s best similarity
+and its unknown share, of the chance that the scopes answer the query at all; null without a query).
 Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned weight): after fusion each candidate''s
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
@@ -4457,6 +4467,29 @@ begin
     end if;
     return _scope;
 end
+$$;
+CREATE FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- A second logistic model, over the query rather than the row (fitted
+    -- by bench/fit_relevance.py on the same LoCoMo rows: positives, a
+    -- conversation's own questions; negatives, the other conversations'
+    -- questions and gibberish asked in its scope): the logit of the top k's
+    -- best row relevance (relevance, above), the query's best similarity in
+    -- the scopes and the share of its content words they do not know. A
+    -- question about a person or topic the scopes never heard of has a best
+    -- similarity below what answerable questions reach and unknown words;
+    -- the row model alone, fitted mostly on ranking evidence against the
+    -- turns around it, underweights both. Without a query vector (no
+    -- top_similarity) it is 1: the text model's relevance stands alone.
+    select case when top_similarity is null or best_row_relevance is null then 1::double precision
+                else 1 / (1 + exp(-least(greatest(
+                         b.c[1] + b.c[2] * ln(greatest(least(best_row_relevance, 1 - 1e-9), 1e-9)
+                                              / (1 - greatest(least(best_row_relevance, 1 - 1e-9), 1e-9)))
+                         + b.c[3] * top_similarity + b.c[4] * coalesce(unknown_share, 1), -500), 500)))
+           end
+    from (select membank_private.relevance_coefficients('query') as c) as b;
 $$;
 CREATE FUNCTION membank_private.app_state(app_name text) RETURNS jsonb
     LANGUAGE sql STABLE
@@ -8407,9 +8440,11 @@ CREATE FUNCTION membank_private.relevance_coefficients(model text) RETURNS doubl
     AS $$
     select case model
         -- intercept, similarity, top_similarity, match_share, unknown_share, ln_vector_rank, ln_text_rank, both_lists
-        when 'hybrid' then array[-16.9801, 18.1605, 0, 2.12007, -0.98695, -0.421585, -0.835426, 0]
+        when 'hybrid' then array[-16.9803, 18.1607, 0, 2.12004, -0.986922, -0.421581, -0.835422, 0]
         -- intercept, match_share, unknown_share, ln_text_rank
         when 'text' then array[-2.31888, 2.33561, -2.99308, -1.11033]
+        -- answerability: intercept, logit_best_relevance, top_similarity, unknown_share
+        when 'query' then array[-184.643, 2.00003, 232.646, -3.42995]
     end::double precision [];
 $$;
 CREATE FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) RETURNS double precision[]
@@ -12001,6 +12036,7 @@ REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.
 REVOKE ALL ON FUNCTION membank_private.accept_profile_values(o membank_private.operations, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.active_scope() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.active_scope() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.app_state(app_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_consolidation(job membank_private.generation_jobs, reply jsonb) FROM PUBLIC;
