@@ -67,7 +67,7 @@ as $$
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 
--- name: scope_counts: how many memories the scopes hold (scope_stats' doc_count, summed) and whether appended counts are pending.
+-- name: scope_counts: the scopes' memories (scope_stats' doc_count, summed) and whether appended counts are pending.
 -- The tables under the view scope_stats, each read by scope_id in a statement
 -- of its own: on Citus each is a router query, where the view's correlated
 -- sub-query over the appended counts was sent to every worker.

@@ -48,7 +48,7 @@ as $$
                     false);
 $$;
 
--- name: scope_hnsw_ready: true when the scope's partial HNSW index for this dimension exists and is valid where its rows are.
+-- name: scope_hnsw_ready: true when the scope's partial HNSW index for this dimension is valid where its rows are.
 -- On a Citus coordinator the index lives on the scope's shard, on the
 -- worker holding it, out of the coordinator's catalog: the check runs
 -- there, inside a router read of the scope's shard (one shard command, to
