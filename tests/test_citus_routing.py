@@ -243,8 +243,57 @@ def test_retrieval_over_scopes_of_one_worker_touches_only_that_worker(census):
                           " query_embeddings => array[%s::real[], %s::real[]], topics => '{USER_PREFERENCES}')",
                           (json.dumps([o["scope"] for o in same]), v, v))
     assert ports == {same[0]["port"]}
+    # min_relevance off: bulk_fill's vectors follow the memories' random names, so the default threshold kept
+    # every memory out in some runs (an empty text), whatever the routing
     rows, ports = log.during("select membank.build_context(scopes => %s, query_text => 'tea rain',"
-                             " query_embedding => %s::real[])", (json.dumps([o["scope"] for o in same]), v))
+                             " query_embedding => %s::real[], min_relevance => null)",
+                             (json.dumps([o["scope"] for o in same]), v))
     assert ports == {same[0]["port"]} and "User note" in rows[0][0]["text"]
     _, ports = log.during(retrieve, (json.dumps([o["scope"] for o in (*same, other)]), v))
     assert ports == {same[0]["port"], other["port"]}
+
+
+def shard_commands(commands: list[str]) -> dict[str, int]:
+    """The logged commands of one call by kind: statements on shards, and the transaction control around them."""
+    kinds = {"statements": 0, "begin": 0, "commit": 0, "two-phase": 0}
+    for line in commands:
+        text = line.split(": ", 1)[1].removeprefix("issuing ").upper()
+        if text.startswith("BEGIN"):
+            kinds["begin"] += 1
+        elif text.startswith(("PREPARE TRANSACTION", "COMMIT PREPARED")):
+            kinds["two-phase"] += 1
+        elif text.startswith("COMMIT"):
+            kinds["commit"] += 1
+        else:
+            kinds["statements"] += 1
+    return kinds
+
+
+# Shard statements per call through the coordinator (bench/citus.py --mode route prints the same), by scope size.
+# A change that adds a statement to these paths adds a coordinator-to-worker round trip on the cluster: update the
+# figure here and in docs/benchmarks.md when it is meant.
+CREATE_STATEMENTS = {20: 2, 200: 2, 2001: 2}
+# The create before each retrieval adds a memory: the 200-memory scope's retrieval takes the path of a scope above
+# 200 (Hamming step, then the full-text index), the 2,001's MaxScore (and the per-scope HNSW check on its worker).
+RETRIEVE_STATEMENTS = {20: 6, 200: 8, 2001: 9}
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_shard_commands_per_call_for_create_and_retrieve(census, size):
+    """As app logins, one call each (autocommit, as clients call): create_memory sends its statements to the
+    scope's worker in one transaction committed in one phase (no PREPARE TRANSACTION: one worker written), and
+    retrieve_memories (text + vector) sends the number of statements the table above says, all to that worker."""
+    cl, scopes, _ = census
+    objects = scopes[size]
+    writer, reader = cl.login("membank_writer"), cl.login("membank_reader")
+    got = {}
+    for label, conn, statement in (
+            ("create", writer, "select membank.create_memory(scope => %(s)s, fact => 'likes tea in the rain')"),
+            ("retrieve", reader, EXTRA_CALLS["retrieve_memories (text + vector)"])):
+        log = RemoteCommands(conn)
+        conn.execute(statement, objects).fetchall()  # the session's connections to the workers are open
+        _, ports = log.during(statement, objects)
+        assert ports == {objects["port"]}, (label, log.commands)
+        got[label] = shard_commands(log.commands)
+    assert got["create"] == {"statements": CREATE_STATEMENTS[size], "begin": 1, "commit": 1, "two-phase": 0}, got
+    assert got["retrieve"]["two-phase"] == 0 and got["retrieve"]["statements"] == RETRIEVE_STATEMENTS[size], got

@@ -67,10 +67,48 @@ as $$
     select ln(1 + (n - df + 0.5) / (df + 0.5));
 $$;
 
--- name: scope_documents: how many memories the scopes hold (scope_stats' doc_count, summed).
+-- name: scope_counts: the scopes' memories (scope_stats' doc_count, summed) and whether appended counts are pending.
 -- The tables under the view scope_stats, each read by scope_id in a statement
 -- of its own: on Citus each is a router query, where the view's correlated
 -- sub-query over the appended counts was sent to every worker.
+-- On Citus each read is also a round trip to the scopes' worker, and one
+-- retrieval asks up to six times (the path, the IDFs, the relevance
+-- signals): the calls of one statement in a transaction that has written
+-- nothing share the first answer, kept in a transaction-local setting keyed
+-- by the statement's start and the scopes. A transaction that wrote reads
+-- again every time. One server reads every time (a read costs microseconds).
+create or replace function membank_private.scope_counts(scope_ids uuid[], out documents bigint, out pending boolean)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _key text;
+    _memo text;
+begin
+    if membank_private.distributed() and pg_current_xact_id_if_assigned() is null then
+        _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
+        _memo := current_setting('membank.scope_counts', true);
+        if _memo like _key || '|%' then
+            documents := split_part(_memo, '|', 2)::bigint;
+            pending := split_part(_memo, '|', 3)::boolean;
+            return;
+        end if;
+    end if;
+    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into documents, pending
+    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    if pending then
+        documents := documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
+                                  where d.scope_id = any(scope_ids));
+    end if;
+    if _key is not null then
+        perform set_config('membank.scope_counts', _key || '|' || documents || '|' || pending, true);
+    end if;
+end
+$$;
+
+-- name: scope_documents: how many memories the scopes hold (scope_counts' documents).
 create or replace function membank_private.scope_documents(scope_ids uuid[])
 returns bigint
 language plpgsql
@@ -78,17 +116,8 @@ stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-declare
-    _documents bigint;
-    _pending boolean;
 begin
-    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into _documents, _pending
-    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
-    if _pending then
-        _documents := _documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
-                                    where d.scope_id = any(scope_ids));
-    end if;
-    return _documents;
+    return (membank_private.scope_counts(scope_ids)).documents;
 end
 $$;
 
@@ -101,9 +130,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _pending boolean := exists (select from membank_private.scope_stats_base as s
-                                where s.scope_id = any(scope_ids) and s.pending);
-    _documents bigint := membank_private.scope_documents(scope_ids);
+    _counts record := membank_private.scope_counts(scope_ids);
+    _pending boolean := _counts.pending;
+    _documents bigint := _counts.documents;
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.

@@ -31,8 +31,8 @@ as $$
     select format('scope_hnsw_%s_%s', replace(scope_id::text, '-', ''), dimension);
 $$;
 
--- name: scope_hnsw_ready: true when the scope's partial HNSW index for this dimension exists and is valid.
-create or replace function membank_private.scope_hnsw_ready(scope_id uuid, dimension integer)
+-- name: scope_hnsw_ready_here: true when this server's catalog holds the scope's valid partial HNSW index.
+create or replace function membank_private.scope_hnsw_ready_here(scope_id uuid, dimension integer)
 returns boolean
 language sql
 stable
@@ -46,6 +46,26 @@ as $$
                      where i.indexrelid = pg_catalog.to_regclass(
                          format('membank_private.%I', membank_private.scope_hnsw_index_name(scope_id, dimension)))),
                     false);
+$$;
+
+-- name: scope_hnsw_ready: true when the scope's partial HNSW index for this dimension is valid where its rows are.
+-- On a Citus coordinator the index lives on the scope's shard, on the
+-- worker holding it, out of the coordinator's catalog: the check runs
+-- there, inside a router read of the scope's shard (one shard command, to
+-- the scope's worker; a scope with no vector has no index to use). On one
+-- server and on a worker, this server's catalog.
+create or replace function membank_private.scope_hnsw_ready(scope_id uuid, dimension integer)
+returns boolean
+language sql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select case when membank_private.distributed() and membank_private.node_group() = 0
+                then coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
+                               from membank_private.memory_embeddings as e
+                               where e.scope_id = scope_hnsw_ready.scope_id limit 1), false)
+                else membank_private.scope_hnsw_ready_here(scope_id, dimension) end;
 $$;
 
 -- name: hnsw_candidates: the depth nearest vectors of one scope through its partial HNSW index.
@@ -64,6 +84,12 @@ as $$
 declare
     _dimension integer := vector_dims(query);
 begin
+    if membank_private.distributed() then
+        -- The probe runs on the scope's worker, which never sees this
+        -- function's settings: carried to the transaction's connections.
+        perform membank_private.carry_setting('hnsw.ef_search', '100');
+        perform membank_private.carry_setting('hnsw.iterative_scan', 'relaxed_order');
+    end if;
     -- Dynamic SQL because the planner matches a partial index's predicate
     -- against constants only: the scope id and dimension are literals here.
     return query execute format(

@@ -44,9 +44,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _n bigint := membank_private.scope_documents(scope_ids);
-    _pending boolean := exists (select from membank_private.scope_stats_base as s
-                                where s.scope_id = any(scope_ids) and s.pending);
+    _counts record := membank_private.scope_counts(scope_ids);
+    _n bigint := _counts.documents;
+    _pending boolean := _counts.pending;
 begin
     if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
         -- An embedding without text: nothing to weigh, every word counts as known.

@@ -617,9 +617,10 @@ $$;
 -- table would be built on every shard (31 of 32 of them empty for the
 -- scope); this plan builds each one on the shard that holds its scope, on
 -- the worker that holds the shard, under the same name as on one server
--- (scope_hnsw_<scope id>_<dimension>). Retrieval running on that worker
--- (a call delegated to it) plans the scope's query on the shard and finds
--- the index there (scope_hnsw_ready reads the worker's catalog). A shard
+-- (scope_hnsw_<scope id>_<dimension>). Retrieval through the coordinator
+-- asks the scope's worker whether the index is there (scope_hnsw_ready, a
+-- router read) and sends the probe, which the worker plans on the shard
+-- with the index. A shard
 -- moved by the rebalancer arrives without it; the next plan builds it again.
 
 -- name: run_on_node: run a command on a Citus node outside a transaction (CREATE INDEX CONCURRENTLY); raise on failure.

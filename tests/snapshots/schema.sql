@@ -6584,6 +6584,12 @@ CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_ext
 declare
     _dimension integer := vector_dims(query);
 begin
+    if membank_private.distributed() then
+        -- The probe runs on the scope's worker, which never sees this
+        -- function's settings: carried to the transaction's connections.
+        perform membank_private.carry_setting('hnsw.ef_search', '100');
+        perform membank_private.carry_setting('hnsw.iterative_scan', 'relaxed_order');
+    end if;
     -- Dynamic SQL because the planner matches a partial index's predicate
     -- against constants only: the scope id and dimension are literals here.
     return query execute format(
@@ -8112,9 +8118,9 @@ CREATE FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _n bigint := membank_private.scope_documents(scope_ids);
-    _pending boolean := exists (select from membank_private.scope_stats_base as s
-                                where s.scope_id = any(scope_ids) and s.pending);
+    _counts record := membank_private.scope_counts(scope_ids);
+    _n bigint := _counts.documents;
+    _pending boolean := _counts.pending;
 begin
     if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
         -- An embedding without text: nothing to weigh, every word counts as known.
@@ -9104,21 +9110,40 @@ begin
     return _bound is null or scope = any(_bound);
 end
 $$;
-CREATE FUNCTION membank_private.scope_documents(scope_ids uuid[]) RETURNS bigint
+CREATE FUNCTION membank_private.scope_counts(scope_ids uuid[], OUT documents bigint, OUT pending boolean) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _documents bigint;
-    _pending boolean;
+    _key text;
+    _memo text;
 begin
-    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into _documents, _pending
-    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
-    if _pending then
-        _documents := _documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
-                                    where d.scope_id = any(scope_ids));
+    if membank_private.distributed() and pg_current_xact_id_if_assigned() is null then
+        _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
+        _memo := current_setting('membank.scope_counts', true);
+        if _memo like _key || '|%' then
+            documents := split_part(_memo, '|', 2)::bigint;
+            pending := split_part(_memo, '|', 3)::boolean;
+            return;
+        end if;
     end if;
-    return _documents;
+    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into documents, pending
+    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    if pending then
+        documents := documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
+                                  where d.scope_id = any(scope_ids));
+    end if;
+    if _key is not null then
+        perform set_config('membank.scope_counts', _key || '|' || documents || '|' || pending, true);
+    end if;
+end
+$$;
+CREATE FUNCTION membank_private.scope_documents(scope_ids uuid[]) RETURNS bigint
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return (membank_private.scope_counts(scope_ids)).documents;
 end
 $$;
 CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) RETURNS text
@@ -9128,6 +9153,16 @@ CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension i
     select format('scope_hnsw_%s_%s', replace(scope_id::text, '-', ''), dimension);
 $$;
 CREATE FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) RETURNS boolean
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select case when membank_private.distributed() and membank_private.node_group() = 0
+                then coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
+                               from membank_private.memory_embeddings as e
+                               where e.scope_id = scope_hnsw_ready.scope_id limit 1), false)
+                else membank_private.scope_hnsw_ready_here(scope_id, dimension) end;
+$$;
+CREATE FUNCTION membank_private.scope_hnsw_ready_here(scope_id uuid, dimension integer) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -10448,9 +10483,9 @@ CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], ra
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _pending boolean := exists (select from membank_private.scope_stats_base as s
-                                where s.scope_id = any(scope_ids) and s.pending);
-    _documents bigint := membank_private.scope_documents(scope_ids);
+    _counts record := membank_private.scope_counts(scope_ids);
+    _pending boolean := _counts.pending;
+    _documents bigint := _counts.documents;
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
@@ -12212,9 +12247,11 @@ REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port int
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_counts(scope_ids uuid[], OUT documents bigint, OUT pending boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_documents(scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready_here(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_key_text(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_lock_timeout() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_memory_candidates(o membank_private.operations, vectors membank_extensions.vector[], embedding_model text, first integer, last integer) FROM PUBLIC;
