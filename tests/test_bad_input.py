@@ -6,9 +6,11 @@ from datetime import datetime, timedelta
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
+from pytest_postgresql.janitor import DatabaseJanitor
 
-from conftest import connect_as, count_all_rows
-from membank import ConflictError, InvalidArgumentError, MembankError, NotFoundError
+from conftest import connect_as, count_all_rows, url_for
+from membank import ConflictError, InvalidArgumentError, MembankError, MemoryBank, NotFoundError
 
 U1 = {"user_id": "u1"}
 BIG_FACT = "x" * (2 * 1024 * 1024)
@@ -266,14 +268,19 @@ def existing(bank):
     return bank.create_memory(U1, "existing fact")
 
 
-@pytest.fixture
-def seeded(existing, conn):
+def seed(conn) -> None:
+    """What the refusals run against, beside the existing memory."""
     # A bank with one vector, so that query vectors are checked against its model.
     conn.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 384)")
     # A profile schema (facts feed profiles too) and an ADK session to append to.
     conn.execute("select membank.create_profile_schema(schema_id => 'diet',"
                  " memory_schema => '{\"properties\": {\"diet\": {\"type\": \"string\"}}}')")
     conn.execute("select membank.create_session(app_name => 'a', user_id => 'u', session_id => 's0')")
+
+
+@pytest.fixture
+def seeded(existing, conn):
+    seed(conn)
     return count_all_rows(conn)
 
 
@@ -285,54 +292,110 @@ def client_call(call, bank, existing):
     return call(bank, existing.name) if call.__code__.co_argcount == 2 else call(bank)
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_sql_error_names_argument_and_writes_nothing(conn, existing, seeded, case):
-    _, statement, params, _, sqlstate, argument = case
-    with pytest.raises(psycopg.Error) as err:
-        conn.execute(statement, bind(params, existing))
-    diag = err.value.diag
-    assert err.value.sqlstate == sqlstate
-    assert diag.message_primary.startswith(f"{argument}: ")
-    assert diag.message_hint
-    assert count_all_rows(conn) == seeded
+@pytest.fixture(scope="module")
+def refusals_database(membank_proc):
+    """One database for TestRefusalsOnOneDatabase (the superuser's autocommit connection, dict rows, UTC)."""
+    name = f"membank_refusals_{uuid.uuid4().hex[:8]}"
+    janitor = DatabaseJanitor(user=membank_proc.user, host=membank_proc.host, port=membank_proc.port,
+                              dbname=name, template_dbname=membank_proc.template_dbname,
+                              password=membank_proc.password)
+    janitor.init()
+    try:
+        with psycopg.connect(url_for(membank_proc.host, membank_proc.port, membank_proc.user, name,
+                                     membank_proc.password), autocommit=True, row_factory=dict_row) as c:
+            c.execute("set timezone to 'UTC'")
+            yield c
+    finally:
+        janitor.drop()
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[3] is not None], ids=[c[0] for c in CASES if c[3]])
-def test_client_maps_error_with_same_message(bank, conn, existing, seeded, case):
-    _, statement, params, call, sqlstate, argument = case
-    with pytest.raises(psycopg.Error) as sql_err:
-        conn.execute(statement, bind(params, existing))
-    with pytest.raises(CLASS_FOR[sqlstate]) as client_err:
-        client_call(call, bank, existing)
-    assert client_err.value.message == sql_err.value.diag.message_primary
-    assert (client_err.value.sqlstate, client_err.value.argument) == (sqlstate, argument)
-    assert client_err.value.hint == sql_err.value.diag.message_hint
-    assert count_all_rows(conn) == seeded
+@pytest.fixture(scope="module")
+def refusals_bank(refusals_database):
+    """A MemoryBank client on that database (as the superuser, as the conftest's ``bank`` is without a role)."""
+    info = refusals_database.info
+    with MemoryBank(url_for(info.host, info.port, info.user, info.dbname), max_size=8) as client:
+        yield client
 
 
-@pytest.mark.parametrize("call, argument", [
-    (lambda b: b.create_memory(U1, "peanut\x00allergy"), "fact"),
-    (lambda b: b.create_memory({"user_id": "u\x001"}, "fact"), "scope"),
-    (lambda b: b.list_memories({"user_id": "u\x001"}), "scope"),
-])
-def test_nul_is_rejected_by_client_naming_argument(bank, conn, seeded, call, argument):
-    with pytest.raises(InvalidArgumentError) as err:
-        call(bank)
-    assert err.value.message == f"{argument}: must not contain NUL characters"
-    assert err.value.hint and err.value.sqlstate == "22023"
-    assert count_all_rows(conn) == seeded
+@pytest.fixture(scope="module")
+def refusals_existing(refusals_bank, refusals_database):
+    """The memory the refusals name, made once with the seed that ``seeded`` makes on a fresh database."""
+    memory = refusals_bank.create_memory(U1, "existing fact")
+    seed(refusals_database)
+    return memory
 
 
-@pytest.mark.parametrize("statement, sqlstate", [
-    # PostgreSQL itself refuses U+0000 in jsonb and text before membank runs.
-    ("select membank.create_memory(scope => '{\"user_id\":\"u\\u0000\"}', fact => 'f')", "22P05"),
-    ("select membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'a' || chr(0))", "54000"),
-])
-def test_nul_is_rejected_by_sql_and_writes_nothing(conn, seeded, statement, sqlstate):
-    with pytest.raises(psycopg.Error) as err:
-        conn.execute(statement)
-    assert err.value.sqlstate == sqlstate
-    assert count_all_rows(conn) == seeded
+class TestRefusalsOnOneDatabase:
+    """The refusals case by case, all on one database (cloned from the template once).
+
+    A fresh database for each of these ~170 cases was nearly all of their time: cloning it, then cold caches in
+    each new connection cost about 15 times the refused call itself. The cases are refusals that must write
+    nothing, and each still proves it: ``seeded`` counts every table's rows anew before each case, and the case
+    compares them after its call; the database holds the same seed that ``seeded`` makes on a fresh one.
+    """
+
+    @pytest.fixture
+    def postgresql(self, refusals_database):
+        return refusals_database
+
+    @pytest.fixture
+    def bank(self, refusals_bank):
+        return refusals_bank
+
+    @pytest.fixture
+    def existing(self, refusals_existing):
+        return refusals_existing
+
+    @pytest.fixture
+    def seeded(self, existing, conn):
+        """Every table's row counts just before this case."""
+        return count_all_rows(conn)
+
+    @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+    def test_sql_error_names_argument_and_writes_nothing(self, conn, existing, seeded, case):
+        _, statement, params, _, sqlstate, argument = case
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute(statement, bind(params, existing))
+        diag = err.value.diag
+        assert err.value.sqlstate == sqlstate
+        assert diag.message_primary.startswith(f"{argument}: ")
+        assert diag.message_hint
+        assert count_all_rows(conn) == seeded
+
+    @pytest.mark.parametrize("case", [c for c in CASES if c[3] is not None], ids=[c[0] for c in CASES if c[3]])
+    def test_client_maps_error_with_same_message(self, bank, conn, existing, seeded, case):
+        _, statement, params, call, sqlstate, argument = case
+        with pytest.raises(psycopg.Error) as sql_err:
+            conn.execute(statement, bind(params, existing))
+        with pytest.raises(CLASS_FOR[sqlstate]) as client_err:
+            client_call(call, bank, existing)
+        assert client_err.value.message == sql_err.value.diag.message_primary
+        assert (client_err.value.sqlstate, client_err.value.argument) == (sqlstate, argument)
+        assert client_err.value.hint == sql_err.value.diag.message_hint
+        assert count_all_rows(conn) == seeded
+
+    @pytest.mark.parametrize("call, argument", [
+        (lambda b: b.create_memory(U1, "peanut\x00allergy"), "fact"),
+        (lambda b: b.create_memory({"user_id": "u\x001"}, "fact"), "scope"),
+        (lambda b: b.list_memories({"user_id": "u\x001"}), "scope"),
+    ])
+    def test_nul_is_rejected_by_client_naming_argument(self, bank, conn, seeded, call, argument):
+        with pytest.raises(InvalidArgumentError) as err:
+            call(bank)
+        assert err.value.message == f"{argument}: must not contain NUL characters"
+        assert err.value.hint and err.value.sqlstate == "22023"
+        assert count_all_rows(conn) == seeded
+
+    @pytest.mark.parametrize("statement, sqlstate", [
+        # PostgreSQL itself refuses U+0000 in jsonb and text before membank runs.
+        ("select membank.create_memory(scope => '{\"user_id\":\"u\\u0000\"}', fact => 'f')", "22P05"),
+        ("select membank.create_memory(scope => '{\"user_id\":\"u1\"}', fact => 'a' || chr(0))", "54000"),
+    ])
+    def test_nul_is_rejected_by_sql_and_writes_nothing(self, conn, seeded, statement, sqlstate):
+        with pytest.raises(psycopg.Error) as err:
+            conn.execute(statement)
+        assert err.value.sqlstate == sqlstate
+        assert count_all_rows(conn) == seeded
 
 
 def test_every_client_error_is_a_membank_error(bank):
