@@ -298,3 +298,16 @@ def test_the_rules_summary_keeps_personal_facts_over_small_talk(vbank, make_buff
     ctx = build_context(vbank, buf, U1, "s1", "what do you know about me?", 2000)
     assert ctx.dropped["summarized_lines"] > 0  # the small talk the summarizer dropped, counted
     assert all(f in ctx.text for f in kept)
+
+
+def test_nothing_relevant_is_said_and_the_floor_can_be_turned_off(vbank, stocked):
+    """A query nothing answers leaves the memories out and counts them in below_threshold; min_relevance=None
+    (for agents that search by single keywords, which score like gibberish) lets them in."""
+    gated = build_context(vbank, None, U1, "s1", "zzzz qqqq", 2000)
+    assert (gated.memories, gated.below_threshold, gated.text) == ([], 5, "")
+    answered = build_context(vbank, None, U1, "s1", "what is the user allergic to?", 2000)
+    assert answered.memories[0] == stocked["User is allergic to peanuts"].name and answered.below_threshold == 0
+    ungated = build_context(vbank, None, U1, "s1", "zzzz qqqq", 2000, min_relevance=None)
+    assert sorted(ungated.memories) == sorted(m.name for m in stocked.values()) and ungated.below_threshold == 0
+    strict = ContextBuilder(vbank, None, min_relevance=1.0).build(U1, "s1", "what is the user allergic to?", 2000)
+    assert (strict.memories, strict.below_threshold) == ([], 5)

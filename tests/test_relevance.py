@@ -68,6 +68,27 @@ def test_min_relevance_out_of_range_is_one_line_and_exit_2_in_the_cli(db_url, mo
                                        "--text-only", "--min-relevance", "1.5"])
     assert result.exit_code == 2 and "min_relevance: must be between 0 and 1" in result.output
     assert "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["memories", "retrieve", "--scope", json.dumps(SCOPE), "--query", "coffee",
+                                       "--text-only", "--min-relevance", "high"])
+    assert result.exit_code == 2 and "'high' is neither a number from 0 to 1 nor 'default'" in result.output
+
+
+def test_the_cli_takes_the_banks_default_floor_by_name(db_url, monkeypatch, embedder):
+    """--min-relevance default applies membank.default_min_relevance(), as build_context and ADK do."""
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    with MemoryBank(db_url, embedder=embedder) as bank:
+        for fact in ("The user drinks oat milk coffee every morning", "The user lives in Lisbon",
+                     "The user plays the cello on Sundays"):
+            bank.create_memory(SCOPE, fact)
+        bank.process_pending(generation=False)
+        floor = bank.default_min_relevance()
+    args = ["memories", "retrieve", "--scope", json.dumps(SCOPE), "--min-relevance", "default", "--query"]
+    gated = CliRunner().invoke(main, [*args, "zzzz qqqq"])
+    assert gated.exit_code == 0 and json.loads(gated.stdout) == []
+    assert f"none of the 3 best matches reaches relevance {floor}" in gated.stderr
+    answered = CliRunner().invoke(main, [*args, "What does the user drink in the morning?"])
+    assert [r["fact"] for r in json.loads(answered.stdout)][0] == (
+        "The user drinks oat milk coffee every morning")
 
 
 def test_relevance_is_a_probability_monotone_in_each_signal_as_documented(superuser):

@@ -929,14 +929,26 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
         _emit(_memory(bank.rollback_memory(name, revision, scope=scope, expected_revision=expected_revision)))
 
 
+def _min_relevance(value: str | None) -> float | str | None:
+    # --min-relevance: a float, or 'default' (the bank's floor, read once connected); the client checks 0..1.
+    if value is None or value.strip().lower() == "default":
+        return value and "default"
+    try:
+        return float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a number from 0 to 1 nor 'default'",
+                                 param_hint="'--min-relevance'") from None
+
+
 @memories.command("retrieve")
 @_scope_option
 @click.option("--query", help="Natural-language query; without it the scope's memories are listed.")
 @click.option("--top-k", type=int, default=None, help="Results to return (1..100; default 3 with --query, else all).")
 @click.option("--min-similarity", type=float, help="Keep results whose similarity (1 - cosine distance) is >= this.")
-@click.option("--min-relevance", type=float,
+@click.option("--min-relevance", metavar="FLOAT|default",
               help="Return nothing when no result's relevance (estimated probability of being evidence for the "
-                   "query, 0..1) reaches this, and say so on stderr. See `membank.default_min_relevance()`.")
+                   "query, 0..1) reaches this, and say so on stderr; 'default' is the bank's fitted floor "
+                   "(membank.default_min_relevance(), what build_context and the ADK service apply).")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
@@ -947,7 +959,7 @@ def memories_rollback(name: str, revision: int, expected_revision: int | None, s
                    "or in_database:<model_id> (AlloyDB ai.generate).")
 @_output_option
 def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None,
-                      min_relevance: float | None, fusion: str, text_only: bool, embed_now: bool,
+                      min_relevance: str | None, fusion: str, text_only: bool, embed_now: bool,
                       decompose: str | None) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope.
 
@@ -958,7 +970,9 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
     from membank.client import _check_retrieval
 
     _check_retrieval(scope, top_k, min_similarity)  # before any connection or embedder load
+    floor = _min_relevance(min_relevance)
     with _bank(max_size=1) as bank:
+        min_relevance = bank.default_min_relevance() if floor == "default" else floor
         if embed_now and not text_only:
             bank.process_pending(generation=False)
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,

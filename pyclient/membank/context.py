@@ -107,7 +107,10 @@ class Context:
     session buffer could not be read, so only long-term memories are in it.
     ``pending_operations`` are the running GenerateMemories operations of
     this session that gave ``wait`` verdicts; ``summary`` is the session's
-    RollingSummary when (some of) it is in the prompt.
+    RollingSummary when (some of) it is in the prompt. ``below_threshold``
+    counts the memories retrieval left out because none of the best matches
+    reached ``min_relevance``: no memories and ``below_threshold`` > 0 means
+    the bank holds nothing relevant to the query (0 when the gate is off).
     """
 
     text: str
@@ -122,6 +125,7 @@ class Context:
     degraded_reason: str | None = None
     summary: RollingSummary | None = None
     pending_operations: list[str] = field(default_factory=list)
+    below_threshold: int = 0
 
     def verdict_of(self, name: UUID | str) -> Verdict | None:
         """Return the verdict on memory ``name`` (None when it was not considered)."""
@@ -221,12 +225,17 @@ class ContextBuilder:
     counts tokens (default cl100k_base, the buffer's); ``decompose``
     (None, ``"rules"``, ``"model:<provider>"``, ``"in_database:<model_id>"``)
     splits a compound query into sub-queries for retrieval (see
-    ``MemoryBank.retrieve_memories``).
+    ``MemoryBank.retrieve_memories``); ``min_relevance`` gates the memories
+    as ``MemoryBank.build_context`` does: ``"default"`` (the bank's fitted
+    floor, ``membank.default_min_relevance()``), a float in 0..1, or None
+    (off: a one-word topic query such as "pets" scores like gibberish with
+    the default embedder, so an agent that searches by single keywords may
+    want it off).
     """
 
     def __init__(self, bank, buffer: SessionBuffer | None, *, top_k: int = 5, min_similarity: float | None = None,
                  generated_lookback: int = 5, tokenizer: Tokenizer | None = None,
-                 decompose: str | None = None) -> None:
+                 decompose: str | None = None, min_relevance: float | None | str = "default") -> None:
         """Keep the tiers and settings. Raises InvalidArgumentError naming ``top_k`` or ``generated_lookback``."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100:
             raise errors.invalid("top_k", f"must be an integer from 1 to 100, not {top_k!r}", "e.g. 5")
@@ -239,6 +248,7 @@ class ContextBuilder:
         self.top_k = top_k
         self.min_similarity = min_similarity
         self.decompose = decompose
+        self.min_relevance = min_relevance
         self.tokenizer = tokenizer or (buffer.tokenizer if buffer is not None else get_tokenizer())
 
     def build(self, scopes: Mapping[str, str] | Sequence[Mapping[str, str]], session_id: str, query: str,
@@ -288,7 +298,7 @@ class ContextBuilder:
             wanted if len(wanted) > 1 else wanted[0], query, session_id=session_id,
             budget_tokens=max(0, budget_tokens - reserve), top_k=self.top_k, min_similarity=self.min_similarity,
             expected=list(expected), generated_lookback=self.generated_lookback, recent_events=0,
-            decompose=self.decompose)
+            decompose=self.decompose, min_relevance=self.min_relevance)
         verdicts = [_verdict(r) for r in long_term["verdicts"]]
         for v in verdicts:
             _log(v)
@@ -300,7 +310,7 @@ class ContextBuilder:
         context.dropped["memories"] += [UUID(n) for n in long_term["dropped"]["memories"]]
         if long_term["dropped"]["profiles"]:
             context.dropped.setdefault("profiles", []).extend(long_term["dropped"]["profiles"])
-        return context
+        return replace(context, below_threshold=long_term.get("below_threshold") or 0)
 
     # -- assembly ----------------------------------------------------------------
     def _assemble(self, memories: list[tuple[UUID, str]], summary: RollingSummary, turns: list[Turn],
@@ -430,12 +440,14 @@ def render_profile(schema_id: str, profile: Mapping[str, Any], scope: Mapping[st
 def build_context(bank, buffer: SessionBuffer | None, scopes: Mapping[str, str] | Sequence[Mapping[str, str]],
                   session_id: str, query: str, budget_tokens: int, *, top_k: int = 5,
                   expected: Iterable[UUID | str] = (), min_similarity: float | None = None,
-                  generated_lookback: int = 5, decompose: str | None = None) -> Context:
+                  generated_lookback: int = 5, decompose: str | None = None,
+                  min_relevance: float | None | str = "default") -> Context:
     """Assemble the prompt context for ``query``: ``ContextBuilder(bank, buffer, top_k=...).build(...)``.
 
     ``bank`` is a MemoryBank, ``buffer`` a SessionBuffer (None: long-term
     memories only, reported degraded); the rest as ``ContextBuilder.build``.
     """
     return ContextBuilder(bank, buffer, top_k=top_k, min_similarity=min_similarity,
-                          generated_lookback=generated_lookback, decompose=decompose).build(
+                          generated_lookback=generated_lookback, decompose=decompose,
+                          min_relevance=min_relevance).build(
         scopes, session_id, query, budget_tokens, expected=expected)
