@@ -10,6 +10,7 @@ the errors of operations that learned from the purged memory's events.
 from __future__ import annotations
 
 import json
+import threading
 
 import psycopg
 import pytest
@@ -379,3 +380,77 @@ def test_a_bound_admin_cannot_probe_other_scopes_names_through_import(superuser,
             admin.rollback()
     probes = superuser.execute("select count(*) from membank_private.memories where fact = 'probe'").fetchone()
     assert probes["count"] == 0
+
+
+def test_lock_timeout_past_what_postgresql_takes_is_refused_naming_ours(login):
+    """'99999999999min' passed every check, and the first write that had to wait got PostgreSQL's own
+    'invalid value for parameter lock_timeout' instead of an error naming membank.lock_timeout."""
+    _, url = login("membank_writer")
+    with connect_as(url) as w:
+        w.execute("set membank.lock_timeout = '99999999999min'")
+        with pytest.raises(psycopg.errors.InvalidParameterValue) as caught:
+            w.execute("select membank.create_memory(%s, 'x')", (A,))
+        assert caught.value.diag.message_primary == (
+            'membank.lock_timeout: "99999999999min" is more than 2147483647 ms, the most PostgreSQL takes')
+        w.execute("set membank.lock_timeout = '2147483647ms'")
+        w.execute("select membank.create_memory(%s, 'y')", (A,))
+
+
+def _wait_until_blocked(observer, pid: int, racer: threading.Thread) -> None:
+    # until the racer's call waits on a lock (or is done, which the caller's assertions then catch)
+    while racer.is_alive() and not observer.execute(
+            "select exists (select from pg_locks where pid = %s and not granted) as waits", (pid,)).fetchone()["waits"]:
+        racer.join(0.05)
+
+
+def test_a_wait_for_a_scope_lock_leaves_the_callers_lock_timeout_as_it_was(login, superuser):
+    """lock_scope_waiting set lock_timeout to membank.lock_timeout for its wait and left it so for the rest
+    of the caller's transaction: a caller with lock_timeout = 0 (no limit) found it 5s afterwards."""
+    _, url = login("membank_writer")
+    with connect_as(url) as holder, connect_as(url) as waiter:
+        holder.execute("begin")
+        holder.execute("select membank.create_memory(%s, 'held')", (A,))
+        waiter.execute("set lock_timeout = 0")
+        waiter.execute("begin")
+        shown: list = []
+
+        def write():
+            waiter.execute("select membank.create_memory(%s, 'waited')", (A,))
+            shown.append(waiter.execute("show lock_timeout").fetchone()["lock_timeout"])
+
+        racer = threading.Thread(target=write)
+        racer.start()
+        _wait_until_blocked(superuser, waiter.info.backend_pid, racer)
+        holder.execute("commit")
+        racer.join()
+        waiter.execute("commit")
+        assert shown == ["0"]
+
+
+def test_an_import_waits_for_an_ids_lock_only_as_long_as_a_scope_lock(login, superuser):
+    """import_memory's lock on the old id is an advisory lock, which any login can take: an import waited for
+    it without limit (until statement_timeout) while holding the scope's write lock, so the scope's writes
+    failed meanwhile. The wait is bounded by membank.lock_timeout (MB040) and comes before the scope lock."""
+    _, reader = login("membank_reader")
+    _, admin = login("membank_admin")
+    _, writer = login("membank_writer")
+    name = "0b6c9a4e-3f1d-4a57-9a0e-6f2c1d7b8e91"
+    with connect_as(reader) as squatter, connect_as(admin) as importer, connect_as(writer) as w:
+        squatter.execute("select pg_advisory_lock(hashtextextended('membank.import_memory:' || %s, 0))", (name,))
+        importer.execute("set membank.lock_timeout = '200ms'")
+        importer.execute("begin")
+        with pytest.raises(psycopg.Error) as caught:
+            importer.execute("select membank.import_memory(%s, 'imported', %s)", (A, name))
+        assert caught.value.sqlstate == "MB040"
+        assert caught.value.diag.message_primary == "name: another import of this id held it for longer than 200ms"
+        importer.execute("rollback")
+        importer.execute("begin")
+        with pytest.raises(psycopg.Error):
+            importer.execute("select membank.import_memory(%s, 'imported', %s)", (A, name))
+        # the failed import holds no scope lock while its transaction is still open: the scope takes writes
+        w.execute("set membank.lock_timeout = '200ms'")
+        w.execute("select membank.create_memory(%s, 'written meanwhile')", (A,))
+        importer.execute("rollback")
+        squatter.execute("select pg_advisory_unlock_all()")
+        assert importer.execute("select (membank.import_memory(%s, 'imported', %s)).fact",
+                                (A, name)).fetchone()["fact"] == "imported"

@@ -107,6 +107,11 @@ def test_the_client_checks_its_timeouts_before_connecting(monkeypatch):
         MemoryBank(_closed_port_url())
     assert (info.value.argument, info.value.message) == (
         "MEMBANK_LOCK_TIMEOUT", "MEMBANK_LOCK_TIMEOUT: '0.1ms' is less than 1 ms, which PostgreSQL would round to 0 (no limit)")
+    for bad in ("2S", "1MIN", "2\u00a0s", "99999999999min"):  # what the SQL check would refuse at the first write
+        monkeypatch.setenv("MEMBANK_LOCK_TIMEOUT", bad)
+        with pytest.raises(errors.InvalidArgumentError) as info:
+            MemoryBank(_closed_port_url())
+        assert info.value.argument == "MEMBANK_LOCK_TIMEOUT", bad
     monkeypatch.setenv("MEMBANK_LOCK_TIMEOUT", "0.001s")  # 1 ms passes
     with pytest.raises(errors.DatabaseUnavailableError):
         MemoryBank(_closed_port_url())

@@ -65,6 +65,18 @@ begin
                   hint = 'set it to 1ms or more, e.g. set membank.lock_timeout = ''2s''',
                   detail = 'argument: membank.lock_timeout';
     end if;
+    -- Above 2147483647 ms (about 24.8 days) PostgreSQL refuses lock_timeout
+    -- at the first wait, with its own message: refused here, naming ours.
+    -- Only a value of 5 digits or more can be that long.
+    if _setting ~ '[0-9]{5}' and (substring(_setting from '^[0-9.]+')::numeric
+                                   * (case substring(_setting from '[a-z]+$') when 's' then 1000
+                                           when 'min' then 60000 else 1 end)) > 2147483647 then
+        raise exception 'membank.lock_timeout: % is more than 2147483647 ms, the most PostgreSQL takes',
+            to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to 2147483647ms or less, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
     return _setting;
 end
 $$;
@@ -118,10 +130,15 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _found boolean;
+    _callers text := current_setting('lock_timeout');
 begin
-    -- One server: a local setting made inside a function with a SET clause
-    -- ends with the call, so the bounded wait applies to this lock only; on
-    -- Citus it is carried to the workers' connections (see carry_setting).
+    -- The bounded wait applies to this lock only: the caller's lock_timeout
+    -- is put back once the lock is held (a local setting made in a function
+    -- lasts until the transaction ends unless the function's own SET clause
+    -- names it, and this one's names only search_path). On an error the
+    -- handler's subtransaction takes it back. On Citus the wait is also
+    -- carried to the workers' connections (see carry_setting), where it
+    -- stays until the transaction ends.
     perform membank_private.carry_setting('lock_timeout', timeout);
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id
@@ -131,6 +148,7 @@ begin
         on conflict do nothing;
         perform from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id for update;
     end if;
+    perform set_config('lock_timeout', _callers, true);
 exception
     when lock_not_available then
         raise exception 'scope: another write to this scope held its write lock for longer than %', timeout

@@ -14,6 +14,30 @@
 -- membank recorded it; the memory's create_time and update_time are the old
 -- store's.
 
+-- name: lock_import_name: serialise imports of one old id, waiting at most membank.lock_timeout (else MB040).
+create or replace function membank_private.lock_import_name(name uuid)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _timeout text := membank_private.scope_lock_timeout();
+    _callers text := current_setting('lock_timeout');
+begin
+    perform set_config('lock_timeout', _timeout, true);
+    perform pg_advisory_xact_lock(hashtextextended('membank.import_memory:' || name::text, 0));
+    perform set_config('lock_timeout', _callers, true);
+exception
+    when lock_not_available then
+        raise exception 'name: another import of this id held it for longer than %', _timeout
+            using errcode = 'MB040',
+                  detail = format('name: %s', name),
+                  hint = 'nothing was written; retry the import (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+
 -- name: import_memory: store one memory moved in from another store, under its old id, once.
 create or replace function membank.import_memory(
     scope jsonb,
@@ -56,12 +80,14 @@ begin
             format('must be between create_time (%s) and now, got %s', _created, _updated),
             'give the time the memory was last changed in its old store, or null for its create_time');
     end if;
-    perform membank_private.lock_scope(_scope_id);
     -- Two imports of one old id into two scopes hold different scope locks:
     -- without a lock on the name both would see it free and both write it.
     -- (Imports run where they are called, the coordinator on Citus, so a
-    -- node-local advisory lock serialises them.)
-    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('membank.import_memory:' || _name::text, 0));
+    -- node-local advisory lock serialises them.) Any login can take an
+    -- advisory lock, so the wait is bounded like a scope lock's, and taken
+    -- before the scope lock, which is never held while waiting for it.
+    perform membank_private.lock_import_name(_name);
+    perform membank_private.lock_scope(_scope_id);
     -- A name held in any scope (as a memory or by revisions a deletion left)
     -- was imported before, or is another memory's: nothing is written.
     -- (select 1, not an empty target list: on Citus each subquery becomes an

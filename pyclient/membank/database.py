@@ -73,7 +73,7 @@ def _hint(reason: str, url: str) -> str:
         return f"create it (createdb), or fix the database name in {env}"
     if "password" in reason or "authentication" in reason or ("role" in reason and "does not exist" in reason):
         return f"check the user and password in {env}"
-    if _is_embedded_socket(url):
+    if _is_embedded_socket(url) and ("No such file" in reason or "refused" in reason):  # no server on it
         return "the embedded server is stopped (after a reboot, or membank db stop): start it with membank db start"
     return (f"is the server running there? check {env} ({URL_SHAPE}), or unset "
             f"{settings.ENV_DATABASE_URL} to use the embedded server")

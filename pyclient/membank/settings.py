@@ -20,7 +20,7 @@ ENV_LOCK_TIMEOUT = "MEMBANK_LOCK_TIMEOUT"
 # PostgreSQL's syntax for a time setting (a number, then us, ms, s, min, h or d; milliseconds without a unit).
 _PG_DURATION = re.compile(r"^(\d+(\.\d*)?|\.\d+)\s*(us|ms|s|min|h|d)?$")
 # membank.lock_timeout's (membank_private.scope_lock_timeout): a positive number of ms, s or min.
-_LOCK_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?)\s*(ms|s|min)?$")
+_LOCK_DURATION = re.compile(r"^([0-9]+(\.[0-9]+)?)\s*(ms|s|min)?$", re.ASCII)
 _MS_PER_UNIT = {"ms": 1, "s": 1000, "min": 60000}
 
 
@@ -53,8 +53,8 @@ def lock_timeout(value: str | None = None) -> str:
     """
     argument = "lock_timeout" if value is not None else ENV_LOCK_TIMEOUT
     text = (value if value is not None else os.environ.get(ENV_LOCK_TIMEOUT, "")).strip() or "5s"
-    match = _LOCK_DURATION.match(text.lower())
-    if not match or re.match(r"^0+(\.0+)?\s*[a-z]*$", text.lower()):
+    match = _LOCK_DURATION.match(text)  # as the SQL check reads it (015_scope_locks.sql): units in lower case
+    if not match or re.match(r"^0+(\.0+)?\s*[a-z]*$", text, re.ASCII):
         raise _invalid(argument, f"{text!r} is not a positive duration",
                        "write milliseconds or a unit of ms, s or min, e.g. 2s")
     # PostgreSQL counts lock_timeout in whole milliseconds: less than 1 ms would round to 0, no limit at all
@@ -62,6 +62,9 @@ def lock_timeout(value: str | None = None) -> str:
     if float(match.group(1)) * _MS_PER_UNIT[match.group(3) or "ms"] < 1:
         raise _invalid(argument, f"{text!r} is less than 1 ms, which PostgreSQL would round to 0 (no limit)",
                        "write 1ms or more, e.g. 2s")
+    if float(match.group(1)) * _MS_PER_UNIT[match.group(3) or "ms"] > 2147483647:
+        raise _invalid(argument, f"{text!r} is more than 2147483647 ms, the most PostgreSQL takes",
+                       "write 2147483647ms or less, e.g. 2s")
     return text
 
 

@@ -113,7 +113,7 @@ def import_collection(bank: Any, url: str, collection: str, schema_name: str = "
     PermissionDeniedError when the bank's login is not an admin.
     """
     counts = dict(read=0, imported=0, already=0, unscoped=0, refused=0)
-    with _dry_run_connection(bank.url) if dry_run else nullcontext() as dry:
+    with _dry_run_connection(bank) if dry_run else nullcontext() as dry:
         for row_id, payload in read_collection(url, collection, schema_name):
             counts["read"] += 1
             try:
@@ -130,10 +130,13 @@ def import_collection(bank: Any, url: str, collection: str, schema_name: str = "
     return counts
 
 
-def _dry_run_connection(url: str) -> Any:
+def _dry_run_connection(bank: Any) -> Any:
+    # The bank's own session settings (statement_timeout, membank.lock_timeout): every wait stays bounded.
     import psycopg
 
-    return psycopg.connect(url)
+    conn = psycopg.connect(bank.url)
+    bank._configure_connection(conn)
+    return conn
 
 
 def _import_rolled_back(conn: Any, args: Mapping[str, Any]) -> bool:
