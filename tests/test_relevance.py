@@ -201,3 +201,34 @@ def test_a_locomo_conversation_says_nothing_relevant_to_gibberish_and_other_conv
                                                      query=own.scored_qas[0].question))
         assert len(answered.memories) == 3  # the top_k, the best of them at or above the floor
         assert max(m.custom_metadata["relevance"] for m in answered.memories) >= bank.default_min_relevance()
+
+
+def test_the_gate_judges_the_rows_returned_not_rows_tied_with_the_last(conn):
+    """Two memories tied on fused score (vector ranks 1, 2; text ranks 2, 1) with top_k => 1: the SQL gate took
+    the best relevance of both, so the row returned came back though its own relevance was under min_relevance
+    (and the Python client, judging the rows returned, said nothing relevant)."""
+    conn.execute("select membank.configure_embedding(model_id => 'test/exact', dimension => 2)")
+    # zebra in two facts of six (a word in most facts has no IDF weight)
+    sims = {"zebra one": 0.81, "quartz zebra two": 0.80, "a walk in the park": -0.5, "tea at noon": -0.6,
+            "rain on sunday": -0.7, "a red bicycle": -0.8}
+    for fact in sims:
+        conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(SCOPE), fact))
+    with conn.transaction():
+        jobs = conn.execute("select * from membank.claim_embedding_jobs(10)").fetchall()
+        conn.execute("select membank.store_embeddings('test/exact', 2, %s, %s, %s)",
+                     ([str(j["memory_name"]) for j in jobs], [str(j["fact_md5"]) for j in jobs],
+                      [f"[{sims[j['memory_fact']]},{(1 - sims[j['memory_fact']] ** 2) ** 0.5}]" for j in jobs]))
+
+    def retrieve(top_k, min_relevance=None):
+        return conn.execute("select fact, score, relevance from membank.retrieve_memories(%s, 'zebra quartz',"
+                            " '{1,0}'::real[], top_k => %s, min_relevance => %s)",
+                            (Jsonb(SCOPE), top_k, min_relevance)).fetchall()
+
+    both = retrieve(2)
+    assert [r["fact"] for r in both] == ["zebra one", "quartz zebra two"] and both[0]["score"] == both[1]["score"]
+    first, second = both[0]["relevance"], both[1]["relevance"]
+    assert first < second  # the row cut by top_k => 1 is the more relevant one
+    floor = (first + second) / 2
+    assert retrieve(1, floor) == []
+    assert [r["fact"] for r in retrieve(2, floor)] == ["zebra one", "quartz zebra two"]
+    assert [r["fact"] for r in retrieve(1, first)] == ["zebra one"]

@@ -508,21 +508,37 @@ begin
                    (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
         from row_judged as s
     )
-    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
-           m.revision, m.create_time, m.update_time, m.expire_time,
-           s.distance, 1 - s.distance, s.text_rank, s.vector_rank, s.text_match_rank, s.score,
-           array_remove(array[case when s.vector_rank is not null then 'vector' end,
-                              case when s.text_match_rank is not null then 'text' end], null),
-           s.distance is null,
-           null::text, s.relevance
-    from judged as s
-    inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
-    where m.scope = any(_scopes)
-      and (m.expire_time is null or m.expire_time > statement_timestamp())
-      and (min_relevance is null or (select max(j.relevance) from judged as j) >= min_relevance)
-    order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
-             m.fact collate "C", m.name
-    limit _k;
+    -- min_relevance gates the rows returned, the top k after every tie-break
+    -- (score_rank above counts rows tied at the k-th score, which the limit
+    -- may cut): the same rows the Python client and build_context judge.
+    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+           r.revision, r.create_time, r.update_time, r.expire_time,
+           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+           r.matched_signals, r.degraded, r.note, r.relevance
+    from (
+        select a.*, max(a.relevance) over () as best
+        from (
+            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+                   m.revision, m.create_time, m.update_time, m.expire_time,
+                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
+                   s.score,
+                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                                      case when s.text_match_rank is not null then 'text' end], null)
+                       as matched_signals,
+                   s.distance is null as degraded,
+                   null::text as note, s.relevance, s.text_tiebreak
+            from judged as s
+            inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
+            where m.scope = any(_scopes)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
+                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
+            limit _k
+        ) as a
+    ) as r
+    where min_relevance is null or r.best >= min_relevance
+    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
+             r.fact collate "C", r.name;
 end
 $$;
 
