@@ -2706,12 +2706,14 @@ begin
             format('must be between create_time (%s) and now, got %s', _created, _updated),
             'give the time the memory was last changed in its old store, or null for its create_time');
     end if;
-    perform membank_private.lock_scope(_scope_id);
     -- Two imports of one old id into two scopes hold different scope locks:
     -- without a lock on the name both would see it free and both write it.
     -- (Imports run where they are called, the coordinator on Citus, so a
-    -- node-local advisory lock serialises them.)
-    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended('membank.import_memory:' || _name::text, 0));
+    -- node-local advisory lock serialises them.) Any login can take an
+    -- advisory lock, so the wait is bounded like a scope lock's, and taken
+    -- before the scope lock, which is never held while waiting for it.
+    perform membank_private.lock_import_name(_name);
+    perform membank_private.lock_scope(_scope_id);
     -- A name held in any scope (as a memory or by revisions a deletion left)
     -- was imported before, or is another memory's: nothing is written.
     -- (select 1, not an empty target list: on Citus each subquery becomes an
@@ -3648,21 +3650,37 @@ begin
                    (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
         from row_judged as s
     )
-    select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
-           m.revision, m.create_time, m.update_time, m.expire_time,
-           s.distance, 1 - s.distance, s.text_rank, s.vector_rank, s.text_match_rank, s.score,
-           array_remove(array[case when s.vector_rank is not null then 'vector' end,
-                              case when s.text_match_rank is not null then 'text' end], null),
-           s.distance is null,
-           null::text, s.relevance
-    from judged as s
-    inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
-    where m.scope = any(_scopes)
-      and (m.expire_time is null or m.expire_time > statement_timestamp())
-      and (min_relevance is null or (select max(j.relevance) from judged as j) >= min_relevance)
-    order by s.score desc, s.distance nulls last, s.text_rank desc nulls last, s.text_tiebreak desc nulls last,
-             m.fact collate "C", m.name
-    limit _k;
+    -- min_relevance gates the rows returned, the top k after every tie-break
+    -- (score_rank above counts rows tied at the k-th score, which the limit
+    -- may cut): the same rows the Python client and build_context judge.
+    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+           r.revision, r.create_time, r.update_time, r.expire_time,
+           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+           r.matched_signals, r.degraded, r.note, r.relevance
+    from (
+        select a.*, max(a.relevance) over () as best
+        from (
+            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+                   m.revision, m.create_time, m.update_time, m.expire_time,
+                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
+                   s.score,
+                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                                      case when s.text_match_rank is not null then 'text' end], null)
+                       as matched_signals,
+                   s.distance is null as degraded,
+                   null::text as note, s.relevance, s.text_tiebreak
+            from judged as s
+            inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
+            where m.scope = any(_scopes)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
+                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
+            limit _k
+        ) as a
+    ) as r
+    where min_relevance is null or r.best >= min_relevance
+    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
+             r.fact collate "C", r.name;
 end
 $$;
 COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
@@ -6990,6 +7008,25 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.lock_import_name(name uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _timeout text := membank_private.scope_lock_timeout();
+    _callers text := current_setting('lock_timeout');
+begin
+    perform set_config('lock_timeout', _timeout, true);
+    perform pg_advisory_xact_lock(hashtextextended('membank.import_memory:' || name::text, 0));
+    perform set_config('lock_timeout', _callers, true);
+exception
+    when lock_not_available then
+        raise exception 'name: another import of this id held it for longer than %', _timeout
+            using errcode = 'MB040',
+                  detail = format('name: %s', name),
+                  hint = 'nothing was written; retry the import (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
 CREATE FUNCTION membank_private.lock_scope(scope_id uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7021,10 +7058,15 @@ CREATE FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) 
     AS $$
 declare
     _found boolean;
+    _callers text := current_setting('lock_timeout');
 begin
-    -- One server: a local setting made inside a function with a SET clause
-    -- ends with the call, so the bounded wait applies to this lock only; on
-    -- Citus it is carried to the workers' connections (see carry_setting).
+    -- The bounded wait applies to this lock only: the caller's lock_timeout
+    -- is put back once the lock is held (a local setting made in a function
+    -- lasts until the transaction ends unless the function's own SET clause
+    -- names it, and this one's names only search_path). On an error the
+    -- handler's subtransaction takes it back. On Citus the wait is also
+    -- carried to the workers' connections (see carry_setting), where it
+    -- stays until the transaction ends.
     perform membank_private.carry_setting('lock_timeout', timeout);
     select true into _found
     from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id
@@ -7034,6 +7076,7 @@ begin
         on conflict do nothing;
         perform from membank_private.scope_locks as l where l.scope_id = lock_scope_waiting.scope_id for update;
     end if;
+    perform set_config('lock_timeout', _callers, true);
 exception
     when lock_not_available then
         raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
@@ -9209,6 +9252,18 @@ begin
             to_jsonb(_setting)
             using errcode = 'invalid_parameter_value',
                   hint = 'set it to 1ms or more, e.g. set membank.lock_timeout = ''2s''',
+                  detail = 'argument: membank.lock_timeout';
+    end if;
+    -- Above 2147483647 ms (about 24.8 days) PostgreSQL refuses lock_timeout
+    -- at the first wait, with its own message: refused here, naming ours.
+    -- Only a value of 5 digits or more can be that long.
+    if _setting ~ '[0-9]{5}' and (substring(_setting from '^[0-9.]+')::numeric
+                                   * (case substring(_setting from '[a-z]+$') when 's' then 1000
+                                           when 'min' then 60000 else 1 end)) > 2147483647 then
+        raise exception 'membank.lock_timeout: % is more than 2147483647 ms, the most PostgreSQL takes',
+            to_jsonb(_setting)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'set it to 2147483647ms or less, e.g. set membank.lock_timeout = ''2s''',
                   detail = 'argument: membank.lock_timeout';
     end if;
     return _setting;
@@ -12159,6 +12214,7 @@ REVOKE ALL ON FUNCTION membank_private.kept_labels(labels jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_import_name(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
