@@ -43,6 +43,60 @@ def _apply_db_files(connection) -> None:
         paths.run_sql(connection, path.read_text())
 
 
+# membank's roles are cluster-wide objects: a database whose migration found them already on the coordinator (made
+# for another database) never created them, so Citus never recorded them in this database and a worker that lacks
+# them (a server added to the cluster after they were made) failed the first GRANT sent to it ("role membank_reader
+# does not exist"). Before the migrations, each role and membership the coordinator has is made on every worker that
+# lacks it, with DDL propagation off there (the command runs on the worker). A worker added after `membank db
+# upgrade` needs nothing: the GRANTs made the roles distributed objects of the database, which citus_add_node
+# creates on the new node (docs/scale-out.md, "Tenant roles on every node").
+ENSURE_ROLES_ON_WORKERS = r"""
+select w.nodename, w.nodeport, w.success, w.result
+from pg_catalog.run_command_on_workers(pg_catalog.format($cmd$
+do $roles$
+declare
+    _role text;
+    _pair text[];
+begin
+    perform pg_catalog.set_config('citus.enable_ddl_propagation', 'off', true);
+    foreach _role in array %L::text[] loop
+        if not exists (select from pg_catalog.pg_roles where rolname = _role) then
+            execute pg_catalog.format('create role %%I nologin', _role);
+        end if;
+    end loop;
+    foreach _pair slice 1 in array coalesce(nullif(%L::text[], '{}'), '{{"",""}}') loop
+        continue when _pair[1] = '';
+        if not exists (select from pg_catalog.pg_auth_members as m
+                       where m.roleid = pg_catalog.to_regrole(pg_catalog.quote_ident(_pair[1]))
+                         and m.member = pg_catalog.to_regrole(pg_catalog.quote_ident(_pair[2]))) then
+            execute pg_catalog.format('grant %%I to %%I', _pair[1], _pair[2]);
+        end if;
+    end loop;
+end
+$roles$
+$cmd$,
+(select coalesce(pg_catalog.array_agg(r.rolname::text), '{}') from pg_catalog.pg_roles as r
+ where r.rolname in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')),
+(select coalesce(pg_catalog.array_agg(array[g.rolname::text, u.rolname::text]), '{}')
+ from pg_catalog.pg_auth_members as m
+ join pg_catalog.pg_roles as g on g.oid = m.roleid
+ join pg_catalog.pg_roles as u on u.oid = m.member
+ where g.rolname in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')
+   and u.rolname in ('membank_reader', 'membank_writer', 'membank_worker', 'membank_admin')))) as w
+"""
+
+
+def _ensure_roles_on_workers(connection) -> None:
+    """On a Citus coordinator: membank's roles and their memberships on every worker (see ENSURE_ROLES_ON_WORKERS)."""
+    if not paths.is_citus(connection):
+        return
+    failed = [row for row in connection.exec_driver_sql(ENSURE_ROLES_ON_WORKERS,
+                                                           execution_options={"no_parameters": True}).fetchall() if not row[2]]
+    if failed:
+        raise RuntimeError("membank's roles could not be made on worker(s) "
+                           + "; ".join(f"{host}:{port}: {result}" for host, port, _, result in failed))
+
+
 def run_migrations_online() -> None:
     engine = create_engine(_url(), poolclass=pool.NullPool)
     heads = set(ScriptDirectory.from_config(config).get_heads())
@@ -50,6 +104,7 @@ def run_migrations_online() -> None:
         context.configure(connection=connection, transaction_per_migration=False,
                           version_table=VERSION_TABLE)
         with context.begin_transaction():
+            _ensure_roles_on_workers(connection)
             context.run_migrations()
             if set(context.get_context().get_current_heads()) == heads:
                 _apply_db_files(connection)

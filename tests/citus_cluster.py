@@ -48,6 +48,11 @@ NODE_SETTINGS = {
     "shared_preload_libraries": "'citus'",
     "max_prepared_transactions": "100",  # Citus commits multi-node writes with 2PC
     "wal_level": "logical",  # shard moves (citus_rebalance_start) use logical replication
+    # pg_server's default is off (speed). Citus's logical shard move switches a shard group once the target has
+    # replayed up to the source's *written* WAL position (pg_current_wal_lsn); a commit made with
+    # synchronous_commit = off is visible and acknowledged before its record is written, so a write acknowledged
+    # just before the switch was lost (docs/scale-out.md, Rebalancing).
+    "synchronous_commit": "on",
     "max_connections": "200",
     "citus.shard_count": "32",
 }
