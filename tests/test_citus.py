@@ -13,6 +13,7 @@ import re
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from membank import migrate
 
@@ -252,7 +253,24 @@ def test_distribute_keeps_an_existing_bank_and_puts_two_scopes_on_two_workers(ci
     assert ran.exit_code == 0, ran.output
     done = json.loads(ran.output)
     assert set(done["distributed"]) == set(distribute.DISTRIBUTED) and set(done["reference"]) == set(distribute.REFERENCE)
+    assert done["warnings"] == []  # every node commits synchronously (citus_cluster.NODE_SETTINGS)
     assert distribute.distribute(db.url).already == list(distribute.REFERENCE + distribute.DISTRIBUTED)  # idempotent
+    # Nodes whose commits are asynchronous are named: a shard move would lose writes acknowledged there
+    # (ALTER DATABASE on the coordinator: Citus sets it on the workers' databases too).
+    ports = [w.port for w in db.cluster.workers]
+    with db.connect() as c:
+        c.execute(sql.SQL("alter database {} set synchronous_commit = off").format(sql.Identifier(db.name)))
+    try:
+        again = CliRunner().invoke(main, ["db", "distribute"], env={"MEMBANK_DATABASE_URL": db.url})
+        tail = (": a shard move loses writes acknowledged there just before it switches; set it to on"
+                " (ALTER SYSTEM or ALTER DATABASE) before rebalancing")
+        assert again.exit_code == 0 and json.loads(again.stdout)["warnings"] == [
+            *[f"synchronous_commit is off on 127.0.0.1:{port}{tail}" for port in ports],
+            f"synchronous_commit is off on the coordinator{tail}"]
+        assert again.stderr.startswith("warning: synchronous_commit is off on 127.0.0.1:")
+    finally:
+        with db.connect() as c:
+            c.execute(sql.SQL("alter database {} reset synchronous_commit").format(sql.Identifier(db.name)))
     with db.connect() as c:
         kinds = dict(c.execute("select logicalrelid::regclass::text, partmethod::text || ':' || coalesce("
                                "column_to_column_name(logicalrelid, partkey), '') from pg_dist_partition"

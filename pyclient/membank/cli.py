@@ -763,6 +763,8 @@ def db_distribute() -> None:
         done = distribute.distribute()
     except RuntimeError as err:
         raise click.ClickException(str(err)) from None
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
     _emit(asdict(done))
 
 

@@ -39,11 +39,16 @@ REFERENCE = (
 
 @dataclass
 class DistributeResult:
-    """What ``distribute`` did: tables newly distributed or made reference tables, and those already so."""
+    """What ``distribute`` did: tables newly distributed or made reference tables, and those already so.
+
+    ``warnings``: what the cluster must change before it is safe to run,
+    one line each (a node whose commits are asynchronous).
+    """
 
     distributed: list[str] = field(default_factory=list)
     reference: list[str] = field(default_factory=list)
     already: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def distribute(url: str | None = None) -> DistributeResult:
@@ -51,7 +56,10 @@ def distribute(url: str | None = None) -> DistributeResult:
 
     Idempotent: tables Citus already knows are left as they are. Raises
     RuntimeError when the database has no citus extension or is not at the
-    head revision (run ``membank db upgrade`` first).
+    head revision (run ``membank db upgrade`` first). Every run also reports,
+    in ``warnings``, each node where ``synchronous_commit`` is ``off``: a
+    shard move (``citus_rebalance_start()``) loses writes acknowledged there
+    just before it switches (docs/scale-out.md, Rebalancing).
     """
     import psycopg
     from psycopg import sql
@@ -68,6 +76,7 @@ def distribute(url: str | None = None) -> DistributeResult:
         known = {r[0] for r in conn.execute(
             "select logicalrelid::regclass::text from pg_dist_partition").fetchall()}
         result.already = [t for t in REFERENCE + DISTRIBUTED if f"membank_private.{t}" in known]
+        result.warnings = _asynchronous_nodes(conn)
         if len(result.already) == len(REFERENCE + DISTRIBUTED):
             return result
         with conn.transaction():
@@ -98,6 +107,21 @@ def distribute(url: str | None = None) -> DistributeResult:
         # Jobs queued before distributing: into the coordinator's index of due work (121_due_work.sql).
         conn.execute("select membank_private.rebuild_due_scopes()")
     return result
+
+
+def _asynchronous_nodes(conn) -> list[str]:
+    # What a new connection to each worker's database gets (server, database and role settings included),
+    # and the coordinator's own default for this database.
+    rows = conn.execute("select nodename || ':' || nodeport, result from run_command_on_workers("
+                        "$$select current_setting('synchronous_commit')$$) where success").fetchall()
+    local = conn.execute("select coalesce((select split_part(c, '=', 2) from pg_db_role_setting as s,"
+                         " unnest(s.setconfig) as c where s.setdatabase = (select oid from pg_database"
+                         " where datname = current_database()) and s.setrole = 0"
+                         " and c like 'synchronous_commit=%'), current_setting('synchronous_commit'))").fetchone()
+    rows.append(("the coordinator", local[0]))
+    return [f"synchronous_commit is off on {node}: a shard move loses writes acknowledged there just before it "
+            "switches; set it to on (ALTER SYSTEM or ALTER DATABASE) before rebalancing"
+            for node, value in rows if value == "off"]
 
 
 def _drop_triggers(conn) -> None:
