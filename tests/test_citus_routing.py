@@ -251,6 +251,17 @@ def test_retrieval_over_scopes_of_one_worker_touches_only_that_worker(census):
     assert ports == {same[0]["port"]} and "User note" in rows[0][0]["text"]
     _, ports = log.during(retrieve, (json.dumps([o["scope"] for o in (*same, other)]), v))
     assert ports == {same[0]["port"], other["port"]}
+    # min_relevance gates the merged top k as a whole, as on one server: at the best row's relevance every row
+    # stays (each scope gated by its own best would drop the scope whose best is lower), just above it none
+    gated = ("select scope, relevance from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
+             " query_embedding => %s::real[], top_k => 30, min_relevance => %s)")
+    both = json.dumps([o["scope"] for o in same])
+    ungated = reader.execute(gated, (both, v, None)).fetchall()
+    best = max(r[1] for r in ungated)
+    best_of = {json.dumps(o["scope"], sort_keys=True): max(r[1] for r in ungated if r[0] == o["scope"]) for o in same}
+    assert min(best_of.values()) < best  # one scope's rows are all under the other's best
+    assert reader.execute(gated, (both, v, best)).fetchall() == ungated
+    assert reader.execute(gated, (both, v, min(1.0, best * 1.000001 + 1e-12))).fetchall() == []
 
 
 def shard_commands(commands: list[str]) -> dict[str, int]:

@@ -3524,16 +3524,25 @@ begin
         -- Citus: each scope lives on its own shard. Each scope's retrieval is
         -- one call routed to its worker; the per-scope lists (ranked within
         -- their scope, fused by the same rules) are merged by fused score
-        -- once, with the documented tie-breaks.
+        -- once, with the documented tie-breaks. min_relevance gates the
+        -- merged top k as a whole, as on one server (each scope's call runs
+        -- without it: one scope's rows under the floor must not vanish while
+        -- another's pass).
         return query
-        select r.*
-        from unnest(_scopes) as s (scope)
-        cross join lateral membank.retrieve_memories(
-            s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
-            created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-            page_token, query_texts, query_embeddings, neighbour_weight, min_relevance) as r
-        order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
-        limit _k;
+        with merged as (
+            select r.*
+            from unnest(_scopes) as s (scope)
+            cross join lateral membank.retrieve_memories(
+                s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
+                created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
+                page_token, query_texts, query_embeddings, neighbour_weight, null) as r
+            order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
+            limit _k
+        )
+        select m.*
+        from merged as m
+        where min_relevance is null or (select max(b.relevance) from merged as b) >= min_relevance
+        order by m.score desc, m.distance nulls last, m.text_rank desc nulls last, m.fact collate "C", m.name;
         return;
     end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
