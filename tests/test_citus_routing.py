@@ -308,3 +308,18 @@ def test_shard_commands_per_call_for_create_and_retrieve(census, size):
         got[label] = shard_commands(log.commands)
     assert got["create"] == {"statements": CREATE_STATEMENTS[size], "begin": 1, "commit": 1, "two-phase": 0}, got
     assert got["retrieve"]["two-phase"] == 0 and got["retrieve"]["statements"] == RETRIEVE_STATEMENTS[size], got
+
+
+def test_a_forged_scope_count_memo_is_not_taken(census):
+    """The per-statement memo of a scope's document count is a setting any role can set: a malformed count (here
+    negative, which made ln() fail) set in the same statement as the retrieval is ignored, not used."""
+    cl, scopes, _ = census
+    reader = cl.login("membank_reader")
+    scope = json.dumps(scopes[20]["scope"])
+    honest = reader.execute("select name from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
+                            " top_k => 5)", (scope,)).fetchall()
+    forged = reader.execute(
+        "select set_config('membank.scope_counts', md5(statement_timestamp()::text || membank.scope_id(%s::jsonb)::text)"
+        " || '|-5|false', true) as forged, (select array_agg(r.name) from membank.retrieve_memories(scope => %s,"
+        " query_text => 'tea rain', top_k => 5) as r) as names", (scope, scope)).fetchone()
+    assert forged[0].endswith("|-5|false") and forged[1] == [r[0] for r in honest]

@@ -90,7 +90,9 @@ begin
     if membank_private.distributed() and pg_current_xact_id_if_assigned() is null then
         _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
         _memo := current_setting('membank.scope_counts', true);
-        if _memo like _key || '|%' then
+        -- Any role can set the setting itself: only a well-formed count is
+        -- taken (a forged one could only change the caller's own results).
+        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)$') then
             documents := split_part(_memo, '|', 2)::bigint;
             pending := split_part(_memo, '|', 3)::boolean;
             return;

@@ -9165,7 +9165,7 @@ $$;
 CREATE FUNCTION membank_private.scope_counts(scope_ids uuid[], OUT documents bigint, OUT pending boolean) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _key text;
     _memo text;
@@ -9173,7 +9173,9 @@ begin
     if membank_private.distributed() and pg_current_xact_id_if_assigned() is null then
         _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
         _memo := current_setting('membank.scope_counts', true);
-        if _memo like _key || '|%' then
+        -- Any role can set the setting itself: only a well-formed count is
+        -- taken (a forged one could only change the caller's own results).
+        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)$') then
             documents := split_part(_memo, '|', 2)::bigint;
             pending := split_part(_memo, '|', 3)::boolean;
             return;
@@ -9189,7 +9191,7 @@ begin
         perform set_config('membank.scope_counts', _key || '|' || documents || '|' || pending, true);
     end if;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.scope_documents(scope_ids uuid[]) RETURNS bigint
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
