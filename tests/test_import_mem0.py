@@ -200,3 +200,16 @@ def test_a_dry_run_refuses_what_the_import_refuses(empty_db_url, admin_url):
     assert real.stdout.strip().startswith("read 2, imported 1, already imported 0, without user_id/agent_id/run_id 0,"
                                           " refused 1")
     assert dry.stderr == real.stderr and dry.stderr.startswith(f"refused {ALICE_TEA}: fact:")
+
+
+def test_an_unreachable_mem0_database_hints_at_url(admin_url):
+    """The hint named MEMBANK_DATABASE_URL and the embedded server, though the URL that failed was --url."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ran = run("--url", f"postgresql://mem0@127.0.0.1:{port}/mem0", "--dry-run")  # nobody listens there
+    assert ran.exit_code != 0
+    assert ran.stderr.strip().endswith(
+        "(hint: is the server running there? check --url (postgresql://USER:PASSWORD@HOST:PORT/DBNAME))")

@@ -67,14 +67,16 @@ def _reason(err: Exception) -> str:
     return " ".join(reason.removeprefix("FATAL:").split())
 
 
-def _hint(reason: str, url: str) -> str:
-    env = _source(url)
+def _hint(reason: str, url: str, setting: str | None = None) -> str:
+    env = setting or _source(url)
     if "does not exist" in reason and "database" in reason:
         return f"create it (createdb), or fix the database name in {env}"
     if "password" in reason or "authentication" in reason or ("role" in reason and "does not exist" in reason):
         return f"check the user and password in {env}"
     if _is_embedded_socket(url) and ("No such file" in reason or "refused" in reason):  # no server on it
         return "the embedded server is stopped (after a reboot, or membank db stop): start it with membank db start"
+    if setting is not None:  # another database than the bank's (e.g. the store an import reads)
+        return f"is the server running there? check {setting} ({URL_SHAPE})"
     return (f"is the server running there? check {env} ({URL_SHAPE}), or unset "
             f"{settings.ENV_DATABASE_URL} to use the embedded server")
 
@@ -93,12 +95,14 @@ def _is_embedded_socket(url: str) -> bool:
         return False
 
 
-def check_connection(url: str, *, timeout: float = CONNECT_TIMEOUT) -> None:
+def check_connection(url: str, *, timeout: float = CONNECT_TIMEOUT, setting: str | None = None) -> None:
     """Connect to ``url`` once (at most ``timeout`` seconds per address) and close again.
 
     Raises DatabaseUnavailableError, one line naming host and database and
     with a hint, when the URL cannot be parsed, the server refuses or does
     not answer, the database does not exist or the login is refused.
+    ``setting``: where the URL came from, for the hint, when it is not the
+    bank's database (e.g. ``--url``); the hint then names it alone.
     """
     import psycopg
 
@@ -108,4 +112,4 @@ def check_connection(url: str, *, timeout: float = CONNECT_TIMEOUT) -> None:
     except psycopg.Error as err:
         reason = _reason(err)
         raise errors.DatabaseUnavailableError(f"cannot connect to {where}: {reason}",
-                                              hint=_hint(reason, url)) from None
+                                              hint=_hint(reason, url, setting)) from None

@@ -79,7 +79,7 @@ def read_collection(url: str, collection: str, schema_name: str = "public") -> I
 
     from membank import database
 
-    database.check_connection(url)
+    database.check_connection(url, setting="--url")
     with psycopg.connect(url) as conn:
         conn.read_only = True
         columns = {r[0]: r[1] for r in conn.execute(
