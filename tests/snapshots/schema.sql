@@ -1191,6 +1191,7 @@ CREATE FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval,
 declare
     _scope jsonb;
 begin
+    perform membank_private.check_node_privileges();  -- it may find no scope to check
     if jsonb_typeof(scope_pattern) is distinct from 'object' then
         perform membank_private._raise_invalid('scope_pattern', 'must be a JSON object',
             'every scope that contains it is compacted, e.g. {"app_name": "shop"}; {} means every scope');
@@ -1724,6 +1725,7 @@ CREATE FUNCTION membank.decompose_query(query_text text, method text DEFAULT 'ru
 declare
     _reply text;
 begin
+    perform membank_private.check_node_privileges();  -- it checks no scope
     if query_text is null or btrim(query_text) = '' then
         perform membank_private._raise_invalid('query_text', 'is empty', 'pass the question to decompose');
     end if;
@@ -2582,6 +2584,7 @@ CREATE FUNCTION membank.get_profile_schema(schema_id text) RETURNS membank.profi
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.check_node_privileges();  -- profile schemas belong to no scope
     select * into _row from membank_private.profile_schemas as s where s.schema_id = get_profile_schema.schema_id;
     if _row.schema_id is null then
         raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
@@ -2939,6 +2942,7 @@ CREATE FUNCTION membank.list_profile_schemas() RETURNS SETOF membank.profile_sch
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.check_node_privileges();  -- profile schemas belong to no scope
     -- Row by row: on Citus a whole row passed to a function inside the query
     -- would arrive from the reference table's shard as the shard's row type.
     for _row in select s.* from membank_private.profile_schemas as s order by s.schema_id loop
@@ -3073,6 +3077,7 @@ declare
     _scope jsonb;
     _session membank_private.sessions;
 begin
+    perform membank_private.check_node_privileges();  -- an app with no session checks no scope
     -- The rows are read first and turned into JSON one by one: on Citus a
     -- whole row passed to a function inside a query on several shards
     -- arrives as the shard's row type, and scope_allowed (a read of the
@@ -5020,6 +5025,7 @@ CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
 declare
     _roles oid [];
 begin
+    perform membank_private.check_node_privileges();
     if not exists (select from membank_private.bound_roles) then
         return null;  -- the common case: no tenant roles at all
     end if;
@@ -5173,6 +5179,30 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.check_node_privileges() RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if membank_private.node_group() = 0 then
+        return;
+    end if;
+    if coalesce(pg_catalog.has_function_privilege(
+                    'public', pg_catalog.to_regprocedure('membank_private.check_node_privileges()'), 'execute'),
+                true) then
+        raise exception 'membank''s privileges are not set up on this node (Citus group %)', membank_private.node_group()
+            using errcode = 'insufficient_privilege',
+                  detail = 'PUBLIC may execute membank''s functions here: this worker was added to the cluster after'
+                           ' membank db upgrade, and Citus copies GRANTs to a new node but not REVOKEs',
+                  hint = 'run membank db upgrade on the coordinator again (docs/scale-out.md, "A worker added later");'
+                         ' until then this node serves no membank call';
+    end if;
+end
+$$;
+COMMENT ON FUNCTION membank_private.check_node_privileges() IS 'Fail closed on a Citus worker whose membank privileges were never set up (added after membank db upgrade, so its
+membank functions kept EXECUTE for PUBLIC): raises 42501 (insufficient_privilege) with a hint to run membank db
+upgrade again. Returns nothing on one server, on the coordinator and on a worker set up by the upgrade. Called first
+by membank_private.scope_allowed and bound_scopes, which every API call passes through.';
 CREATE FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9155,6 +9185,7 @@ CREATE FUNCTION membank_private.scope_allowed(scope jsonb) RETURNS boolean
 declare
     _bound jsonb [];
 begin
+    perform membank_private.check_node_privileges();
     if not exists (select from membank_private.bound_roles) then
         return true;
     end if;
@@ -12157,6 +12188,7 @@ REVOKE ALL ON FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp
 REVOKE ALL ON FUNCTION membank_private.carry_setting(name text, value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_min_relevance(min_relevance double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_node_privileges() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
