@@ -94,6 +94,11 @@ SETS = {
                   "ln_text_rank", "relevance_logit", "prev_score", "next_score", "session_top3", "session_hits10",
                   "near_top5"],
     "all (+ entities)": FEATURES,
+    # ablations of the full set: which signal carries the gain
+    "all - neighbours": [f for f in FEATURES if f not in ("prev_score", "next_score")],
+    "all - session": [f for f in FEATURES if f not in ("session_top3", "session_hits10", "near_top5")],
+    "all - shared_proper": [f for f in FEATURES if f != "shared_proper"],
+    "all - shared_idf": [f for f in FEATURES if f != "shared_idf"],
 }
 
 
