@@ -20,7 +20,9 @@ first pass has or can cheaply compute:
   entities   proper nouns (capitalised, not sentence-initial) shared with the
              top-3 hits and absent from the question; the IDF (in the scope)
              of the content words it shares with the top-3 hits and the
-             question does not hold (second-hop signal)
+             question does not hold (second-hop signal); the same from the
+             memories' fts lexemes (fact and context, or the fact's only) with
+             BM25 IDF over the scope: what a SQL version could compute
 
 Fit: logistic regression (IRLS with a ridge on standardised features, as
 bench/fit_relevance.py) on the tuning conversations' rows (label: an
@@ -84,26 +86,36 @@ def place(dia: str) -> tuple[int, int]:
 
 FEATURES = ["fused", "ln_fused_rank", "similarity", "similarity_gap", "match_share", "ln_vector_rank",
             "ln_text_rank", "relevance_logit", "prev_score", "next_score", "session_top3", "session_hits10",
-            "near_top5", "shared_proper", "shared_idf"]
+            "near_top5", "shared_proper", "shared_idf", "shared_lexeme_idf", "shared_fact_lexeme_idf"]
+ALL = [f for f in FEATURES if f not in ("shared_lexeme_idf", "shared_fact_lexeme_idf")]
 SETS = {
-    "first-pass signals": ["fused", "ln_fused_rank", "similarity", "similarity_gap", "match_share", "ln_vector_rank",
-                           "ln_text_rank", "relevance_logit"],
-    "+ neighbours": ["fused", "ln_fused_rank", "similarity", "similarity_gap", "match_share", "ln_vector_rank",
-                     "ln_text_rank", "relevance_logit", "prev_score", "next_score"],
-    "+ session": ["fused", "ln_fused_rank", "similarity", "similarity_gap", "match_share", "ln_vector_rank",
-                  "ln_text_rank", "relevance_logit", "prev_score", "next_score", "session_top3", "session_hits10",
-                  "near_top5"],
-    "all (+ entities)": FEATURES,
+    "first-pass signals": ALL[:8],
+    "+ neighbours": ALL[:10],
+    "+ session": ALL[:13],
+    "all (+ entities)": ALL,
     # ablations of the full set: which signal carries the gain
-    "all - neighbours": [f for f in FEATURES if f not in ("prev_score", "next_score")],
-    "all - session": [f for f in FEATURES if f not in ("session_top3", "session_hits10", "near_top5")],
-    "all - shared_proper": [f for f in FEATURES if f != "shared_proper"],
-    "all - shared_idf": [f for f in FEATURES if f != "shared_idf"],
+    "all - neighbours": [f for f in ALL if f not in ("prev_score", "next_score")],
+    "all - session": [f for f in ALL if f not in ("session_top3", "session_hits10", "near_top5")],
+    "all - shared_proper": [f for f in ALL if f != "shared_proper"],
+    "all - shared_idf": [f for f in ALL if f != "shared_idf"],
+    # the shared-word signal as SQL would compute it: the memories' fts lexemes, BM25 IDF from their scope counts
+    "all, shared fts lexemes": [*ALL[:-1], "shared_lexeme_idf"],
+    "all, shared fact lexemes": [*ALL[:-1], "shared_fact_lexeme_idf"],
 }
 
 
-def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[str, float]) -> np.ndarray:
-    """One feature row per candidate (FEATURES' order), from the fused list and the scope's facts."""
+def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[str, float],
+             lexemes: dict[str, set[str]], lexeme_idf: dict[str, float], query_lexemes: set[str],
+             fact_lexemes: dict[str, set[str]], fact_lexeme_idf: dict[str, float]) -> np.ndarray:
+    """One feature row per candidate (FEATURES' order), from the fused list and the scope's facts.
+
+    shared_idf splits the facts with bench/second_hop.py's words and stop
+    list; shared_lexeme_idf is the same signal from what SQL holds: each
+    memory's fts lexemes (as stored: its fact's, and its context's), IDF ln(1 + (N - df + 0.5) / (df + 0.5))
+    over the scope (membank_private.bm25_idf), the query's lexemes
+    (membank_private.query_lexemes) left out; shared_fact_lexeme_idf the
+    same from the fact's lexemes only (fts weight A; the context is weight D).
+    """
     score = {r[0]: r[1] for r in rows}
     top_sim = max((r[2] for r in rows if r[2] is not None), default=0.0)
     places = [place(r[0]) for r in rows]
@@ -111,6 +123,8 @@ def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[
     asked_proper = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+", question)}
     top_words = [set(words(facts[r[0]])) for r in rows[:3]]
     top_proper = [proper_nouns(facts[r[0]]) for r in rows[:3]]
+    top_lexemes = [lexemes[r[0]] for r in rows[:3]]
+    top_fact_lexemes = [fact_lexemes[r[0]] for r in rows[:3]]
     out = []
     for i, (dia, fused, sim, vrank, trank, share, rel) in enumerate(rows):
         s, t = places[i]
@@ -121,6 +135,9 @@ def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[
         mine_proper = proper_nouns(facts[dia])
         shared = set().union(*[top_words[j] for j in others3]) & mine - asked if others3 else set()
         shared_p = set().union(*[top_proper[j] for j in others3]) & mine_proper - asked_proper if others3 else set()
+        shared_l = set().union(*[top_lexemes[j] for j in others3]) & lexemes[dia] - query_lexemes if others3 else set()
+        shared_f = (set().union(*[top_fact_lexemes[j] for j in others3]) & fact_lexemes[dia] - query_lexemes
+                    if others3 else set())
         out.append([
             fused, math.log(i + 1), sim if sim is not None else 0.0, top_sim - (sim if sim is not None else 0.0),
             share or 0.0, math.log(vrank or DEPTH + 1), math.log(trank or DEPTH + 1), math.log(rel / (1 - rel)),
@@ -129,6 +146,7 @@ def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[
             float(sum(1 for j in range(min(10, len(rows))) if j != i and places[j][0] == s)),
             1.0 / min(near) if near else 0.0,
             float(len(shared_p)), math.log1p(sum(idf.get(w, 0.0) for w in shared)),
+            math.log1p(sum(lexeme_idf[w] for w in shared_l)), math.log1p(sum(fact_lexeme_idf[w] for w in shared_f)),
         ])
     return np.array(out, dtype=float)
 
@@ -146,27 +164,47 @@ def collect(url: str, conversations, embedder) -> list[dict]:
                 for w in set(words(fact)):
                     df[w] = df.get(w, 0) + 1
             idf = {w: math.log(len(facts) / n) for w, n in df.items()}
+            lexemes = {d: set(ls) for d, ls in conn.execute(
+                "select metadata->>'dia_id', tsvector_to_array(fts) from membank_private.memories where scope = %s",
+                (Jsonb(scope),)).fetchall()}
+            ldf: dict[str, int] = {}
+            for ls in lexemes.values():
+                for w in ls:
+                    ldf[w] = ldf.get(w, 0) + 1
+            n = len(lexemes)
+            lexeme_idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in ldf.items()}
+            fact_lexemes = {d: set(ls) for d, ls in conn.execute(
+                "select metadata->>'dia_id', tsvector_to_array(ts_filter(fts, '{a}')) from membank_private.memories"
+                " where scope = %s", (Jsonb(scope),)).fetchall()}
+            fdf: dict[str, int] = {}
+            for ls in fact_lexemes.values():
+                for w in ls:
+                    fdf[w] = fdf.get(w, 0) + 1
+            fact_lexeme_idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in fdf.items()}
             for qa in conv.scored_qas:
                 params = {"scope": Jsonb(scope), "text": qa.question, "emb": embedder.embed_query(qa.question),
                           "k": DEPTH}
                 rows = conn.execute(ROWS_SQL, params).fetchall()
+                asked = set(conn.execute("select membank_private.query_lexemes(%s)", (qa.question,)).fetchone()[0])
                 neighbours = [r[0] for r in conn.execute(NEIGHBOURS_SQL, params)]
                 out.append({"conv": conv.id, "category": qa.category, "evidence": qa.evidence,
-                            "dias": [r[0] for r in rows], "x": features(qa.question, rows, facts, idf),
+                            "dias": [r[0] for r in rows],
+                            "x": features(qa.question, rows, facts, idf, lexemes, lexeme_idf, asked, fact_lexemes,
+                                          fact_lexeme_idf),
                             "neighbours": neighbours})
     return out
 
 
 def table(title: str, questions: list[dict], lists: dict[str, list[list[str]]]) -> list[str]:
     lines = [f"\n{title} ({len(questions)} questions; recall@5/10/20)",
-             f"  {'':26s}{'all':>18}" + "".join(f"{c:>18}" for c in CATEGORIES.values())]
+             f"  {'':32s}{'all':>18}" + "".join(f"{c:>18}" for c in CATEGORIES.values())]
     for name, ranked in lists.items():
         cells = []
         for cat in [None, *CATEGORIES]:
             chosen = [(q, r) for q, r in zip(questions, ranked) if cat is None or q["category"] == cat]
             cells.append("/".join(f"{statistics.mean(recall(r, q['evidence'], k) for q, r in chosen):.3f}"
                                   for k in KS) if chosen else "-")
-        lines.append(f"  {name:26s}" + "".join(f"{c:>18}" for c in cells))
+        lines.append(f"  {name:32s}" + "".join(f"{c:>18}" for c in cells))
     return lines
 
 
@@ -259,7 +297,7 @@ def main() -> None:
     print("\n".join(table(f"held-out ({', '.join(held_ids)})", held, lists_h)))
     print("\nheld-out recall@10 per conversation")
     for name, ranked in lists_h.items():
-        print(f"  {name:26s}" + "".join(
+        print(f"  {name:32s}" + "".join(
             f"  {c} {statistics.mean(recall(r, q['evidence'], 10) for q, r in zip(held, ranked) if q['conv'] == c):.3f}"
             for c in held_ids))
 
