@@ -68,7 +68,7 @@ ROWS_SQL = """
 select r.metadata->>'dia_id', r.score, 1 - r.distance, r.vector_rank, r.text_match_rank,
        least(r.text_rank / nullif(q.idf_total, 0), 1), r.relevance
 from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s, query_embedding => %(emb)s::real[],
-                               top_k => %(k)s) as r
+                               top_k => %(k)s, neighbour_weight => %(w)s) as r
 cross join membank_private.query_signals(array[%(text)s], array[md5(%(scope)s::text)::uuid]) as q
 """
 NEIGHBOURS_SQL = """
@@ -151,7 +151,7 @@ def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[
     return np.array(out, dtype=float)
 
 
-def collect(url: str, conversations, embedder) -> list[dict]:
+def collect(url: str, conversations, embedder, neighbour_weight: float = 0.0) -> list[dict]:
     """Every scored question's top 50 with features, labels and the neighbour-on list (one dict per question)."""
     out = []
     with psycopg.connect(url, autocommit=True) as conn:
@@ -183,7 +183,7 @@ def collect(url: str, conversations, embedder) -> list[dict]:
             fact_lexeme_idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in fdf.items()}
             for qa in conv.scored_qas:
                 params = {"scope": Jsonb(scope), "text": qa.question, "emb": embedder.embed_query(qa.question),
-                          "k": DEPTH}
+                          "k": DEPTH, "w": neighbour_weight}
                 rows = conn.execute(ROWS_SQL, params).fetchall()
                 asked = set(conn.execute("select membank_private.query_lexemes(%s)", (qa.question,)).fetchone()[0])
                 neighbours = [r[0] for r in conn.execute(NEIGHBOURS_SQL, params)]
@@ -250,6 +250,9 @@ def main() -> None:
     parser.add_argument("--ridge", type=float, default=None,
                         help="ridge on the standardised features; default: chosen by leave-one-conversation-out "
                              "recall@10 over the tuning conversations")
+    parser.add_argument("--neighbour-weight", type=float, default=0.0,
+                        help="the first pass's neighbour_weight (default 0, retrieval's default): 1 re-ranks the "
+                             "top 50 with session neighbours on")
     parser.add_argument("--save-rows", type=Path, help="keep the collected rows in this pickle")
     parser.add_argument("--load-rows", type=Path, help="fit on rows saved by --save-rows (no database)")
     args = parser.parse_args()
@@ -268,7 +271,7 @@ def main() -> None:
             bank.process_pending()
             embedder.save()
         embedder.prefetch_queries([q.question for c in conversations for q in c.scored_qas])
-        questions = collect(url, conversations, embedder)
+        questions = collect(url, conversations, embedder, args.neighbour_weight)
         if args.save_rows:
             with open(args.save_rows, "wb") as f:
                 pickle.dump(questions, f)
