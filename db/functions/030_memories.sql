@@ -73,10 +73,14 @@ begin
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
+    -- With scope, validate_scope checked it against the caller's bindings
+    -- (42501 when bound elsewhere) and the row must be of that very scope:
+    -- the row's scope is asked about only when the caller named none (on
+    -- Citus each ask is a read of the reference table bound_roles).
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
-       or not membank_private.scope_allowed(_row.scope) then
+       or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
