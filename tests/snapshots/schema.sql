@@ -1798,11 +1798,20 @@ CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb
     AS $$
 declare
     _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+    _context boolean;
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
+    -- As in create_memory: the setting only when there is something to pass
+    -- or a context to replace (on Citus each set and clear is a shard command).
+    _context := membank_private.validate_object(labels, 'labels') <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels);
+    end if;
     delete from membank_private.memories as m where m.scope_id = _row.scope_id and m.name = _row.name;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_row);
 end
 $$;
@@ -4133,6 +4142,7 @@ CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, t
 declare
     _row membank_private.memories;
     _new membank_private.memories;
+    _context boolean;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
@@ -4164,13 +4174,23 @@ begin
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
         return membank_private.to_memory(_row);  -- nothing changed: no revision
     end if;
-    perform membank_private.set_revision_context(labels, source_event_ids);
+    -- As in create_memory: with no labels or sources to pass and no context
+    -- left set, the revision trigger's defaults are the same, so the setting
+    -- is left alone (on Citus each set and clear is a SET LOCAL sent to the
+    -- scope's worker: two of this call's shard commands).
+    _context := labels <> '{}' or source_event_ids <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     update membank_private.memories as m
     set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
         structured_content = _new.structured_content, expire_time = _new.expire_time
     where m.scope_id = _row.scope_id and m.name = _row.name
     returning * into _new;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_new);
 end
 $$;
@@ -4498,6 +4518,23 @@ begin
         return null;
     end if;
     return _scope;
+end
+$$;
+CREATE FUNCTION membank_private.add_lexicon_counts(scope_id uuid, lexemes text[], counts bigint[], appended boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if coalesce(cardinality(lexemes), 0) = 0 then
+        return;
+    end if;
+    execute format('insert into membank_private.%I as x (scope_id, lexeme, doc_count) values %s%s',
+                   case when appended then 'scope_lexicon_delta' else 'scope_lexicon_base' end,
+                   (select string_agg(format('(%L::uuid, %L, %s)', add_lexicon_counts.scope_id, c.lexeme, c.n),
+                                      ', ' order by c.lexeme)
+                    from unnest(lexemes, counts) as c (lexeme, n)),
+                   case when not appended then ' on conflict (scope_id, lexeme) do update'
+                                               ' set doc_count = x.doc_count + excluded.doc_count' else '' end);
 end
 $$;
 CREATE FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) RETURNS double precision
@@ -6238,10 +6275,14 @@ begin
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
+    -- With scope, validate_scope checked it against the caller's bindings
+    -- (42501 when bound elsewhere) and the row must be of that very scope:
+    -- the row's scope is asked about only when the caller named none (on
+    -- Citus each ask is a read of the reference table bound_roles).
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
-       or not membank_private.scope_allowed(_row.scope) then
+       or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
@@ -6378,10 +6419,16 @@ begin
         returning p.doc_count
     )
     select coalesce(sum(p.doc_count), 0) into _documents from pending as p;
-    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-    select fold_appended_counts.scope_id, c.lexeme, c.n from unnest(_lexemes, _counts) as c (lexeme, n)
-    where c.n <> 0
-    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    if membank_private.distributed() then
+        select array_agg(c.lexeme order by c.lexeme), array_agg(c.n order by c.lexeme) into _lexemes, _counts
+        from unnest(_lexemes, _counts) as c (lexeme, n) where c.n <> 0;
+        perform membank_private.add_lexicon_counts(fold_appended_counts.scope_id, _lexemes, _counts, false);
+    else
+        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+        select fold_appended_counts.scope_id, c.lexeme, c.n from unnest(_lexemes, _counts) as c (lexeme, n)
+        where c.n <> 0
+        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    end if;
     update membank_private.scope_stats_base as s set doc_count = s.doc_count + _documents, pending = false
     where s.scope_id = fold_appended_counts.scope_id;
     perform set_config('membank.lexicon_appended', '', true);
@@ -7239,8 +7286,13 @@ begin
     end if;
     if _written and _appended < _cap then
         -- A tsvector's lexemes are distinct: each counts once.
-        insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-        select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+        if membank_private.distributed() then
+            perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
+                                                       array_fill(1::bigint, array[length(new.fts)]), true);
+        else
+            insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+            select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+        end if;
         insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (new.scope_id, _appended + 1, 1);
         if not _pending then  -- once per transaction: readers and the fold look at the appended rows
             update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
@@ -7251,10 +7303,15 @@ begin
     if _pending then
         perform membank_private.fold_appended_counts(new.scope_id);
     end if;
-    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-    select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
-    order by l.lexeme
-    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    if membank_private.distributed() then
+        perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
+                                                   array_fill(1::bigint, array[length(new.fts)]), false);
+    else
+        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+        select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
+        order by l.lexeme
+        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    end if;
     perform membank_private.count_scope_write(new.scope_id, 1, _write);
     return null;
 end
@@ -7275,6 +7332,7 @@ declare
     _pending boolean;
     _scopes uuid [];
     _counts bigint [];
+    _deltas bigint [];
     _i integer;
 begin
     -- Only the transition tables of this event exist, so each branch names
@@ -7310,15 +7368,26 @@ begin
         if coalesce(_pending, false) then
             perform membank_private.fold_appended_counts(_scope_id);
         end if;
-        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-        select _scope_id, l.lexeme, sum(d.sign)
-        from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-        cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-        where d.scope_id = _scope_id
-        group by l.lexeme
-        having sum(d.sign) <> 0
-        order by l.lexeme
-        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        if membank_private.distributed() then
+            select array_agg(c.lexeme order by c.lexeme), array_agg(c.n order by c.lexeme) into _lexemes, _deltas
+            from (select l.lexeme, sum(d.sign) as n
+                  from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+                  cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+                  where d.scope_id = _scope_id
+                  group by l.lexeme
+                  having sum(d.sign) <> 0) as c;
+            perform membank_private.add_lexicon_counts(_scope_id, _lexemes, _deltas, false);
+        else
+            insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+            select _scope_id, l.lexeme, sum(d.sign)
+            from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+            cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+            where d.scope_id = _scope_id
+            group by l.lexeme
+            having sum(d.sign) <> 0
+            order by l.lexeme
+            on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        end if;
         perform membank_private.count_scope_write(_scope_id, _count, _write);
     end loop;
     -- A word no memory of the scope holds any more is forgotten with it: no
@@ -12168,6 +12237,7 @@ REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.
 REVOKE ALL ON FUNCTION membank_private.accept_profile_values(o membank_private.operations, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.active_scope() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.active_scope() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.add_lexicon_counts(scope_id uuid, lexemes text[], counts bigint[], appended boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.app_state(app_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) FROM PUBLIC;
