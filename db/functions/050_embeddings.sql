@@ -638,7 +638,8 @@ comment on function membank.embedding_backlog() is
 $$The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank's model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank's. Raises no SQLSTATE of its own.
+scopes; the model_id and dimension are the bank's. On Citus, a worker node that does not answer is left out of the
+figures with a WARNING naming it. Raises no SQLSTATE of its own.
 Columns:
 - pending: embedding jobs waiting (fewer than 5 failed attempts).
 - failed: jobs that failed 5 times or more (not retried).

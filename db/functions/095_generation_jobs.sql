@@ -428,7 +428,8 @@ $$;
 comment on function membank.generation_backlog() is
 $$Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.
+the jobs of its bound scopes. On Citus, a worker node that does not answer is left out of the figures with a WARNING
+naming it. Raises nothing.
 Columns:
 - pending_operations: operations not done (one job each).
 - due_jobs: jobs a worker may claim now.

@@ -1993,7 +1993,8 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.
+scopes; the model_id and dimension are the bank''s. On Citus, a worker node that does not answer is left out of the
+figures with a WARNING naming it. Raises no SQLSTATE of its own.
 Columns:
 - pending: embedding jobs waiting (fewer than 5 failed attempts).
 - failed: jobs that failed 5 times or more (not retried).
@@ -2596,7 +2597,8 @@ end
 $$;
 COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.
+the jobs of its bound scopes. On Citus, a worker node that does not answer is left out of the figures with a WARNING
+naming it. Raises nothing.
 Columns:
 - pending_operations: operations not done (one job each).
 - due_jobs: jobs a worker may claim now.
