@@ -419,3 +419,29 @@ def test_with_a_worker_killed_purge_and_backlogs_go_on_for_the_live_workers_scop
     assert due_rows(url, "expiry", live) == due_rows(url, "expiry", dead) == []
     with MemoryBank(writer) as bank:
         assert [m.fact for m in bank.list_memories(dead).memories] == [f"{dead['user_id']} stays"]
+
+
+def test_the_job_worker_finds_work_written_through_a_worker_nodes_own_connection(failing, embedder):
+    """A write on a worker node marks nothing on the coordinator; the client's job worker rebuilds the index."""
+    url, own, live_port = failing
+    scope = scope_on(url, live_port)
+    writer = login(url, "membank_writer")
+    with MemoryBank(psycopg.conninfo.make_conninfo(writer, host="127.0.0.1", port=live_port)) as bank:  # the node
+        written = bank.create_memory(scope, "written on the worker node", ttl=7200)
+    assert due_rows(url, "expiry", scope) == due_rows(url, "embedding", scope) == []
+    # A worker role without membank_admin may not: skipped, and not tried again.
+    plain = EmbeddingWorker(login(url, "membank_worker"), embedder)
+    assert plain.due_rebuild_interval == 600.0  # the default
+    assert plain.rebuild_due_work() is None and plain.due_rebuild_interval is None
+    admin = EmbeddingWorker(login(url, "membank_admin"), embedder)
+    try:
+        admin._maybe_rebuild_due()  # the run loop's first pass: due at once
+        assert due_rows(url, "expiry", scope) == [(written.expire_time,)]
+        assert len(due_rows(url, "embedding", scope)) == 1
+        assert admin.process_pending() >= 1  # its embedding job is claimed from the index
+    finally:
+        admin.close()
+        plain.close()
+    with psycopg.connect(url, autocommit=True) as c:
+        assert c.execute("select count(*) from membank_private.memory_embeddings where scope_id = %s",
+                         (md5_uuid(scope),)).fetchone() == (1,)

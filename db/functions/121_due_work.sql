@@ -154,7 +154,8 @@ declare
     _count bigint := 0;
     _n bigint;
 begin
-    if not membank_private.distributed() then
+    -- Only the coordinator holds the index (as mark_due).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
         return 0;
     end if;
     -- Each shard's (scope_id, earliest due) pairs as JSON: no statement
@@ -202,6 +203,25 @@ begin
         end loop;
     end loop;
     return _count;
+end
+$$;
+
+-- name: rebuild_due_work: rebuild_due_scopes for the job worker (membank_admin; 0 on one server).
+-- SECURITY DEFINER so that an admin login needs no privilege on the index
+-- or on Citus's run_command_on_placements; a role bound to scopes is
+-- refused (every scope's maintenance). The client's job worker calls it
+-- every due_rebuild_interval seconds (pyclient/membank/worker.py), so that
+-- writes made through a worker's own connection are found without an operator.
+create or replace function membank_private.rebuild_due_work()
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform membank_private.refuse_bound_caller('rebuild_due_scopes');
+    return membank_private.rebuild_due_scopes();
 end
 $$;
 

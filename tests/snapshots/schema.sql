@@ -8391,7 +8391,8 @@ declare
     _count bigint := 0;
     _n bigint;
 begin
-    if not membank_private.distributed() then
+    -- Only the coordinator holds the index (as mark_due).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
         return 0;
     end if;
     -- Each shard's (scope_id, earliest due) pairs as JSON: no statement
@@ -8441,6 +8442,15 @@ begin
     return _count;
 end
 $_$;
+CREATE FUNCTION membank_private.rebuild_due_work() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform membank_private.refuse_bound_caller('rebuild_due_scopes');
+    return membank_private.rebuild_due_scopes();
+end
+$$;
 CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -12465,6 +12475,8 @@ REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rebuild_due_work() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.rebuild_due_work() TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated_entries(operation_name uuid, scope_id uuid, entries jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
