@@ -1,9 +1,11 @@
 """membank on a real Citus cluster (coordinator + 2 workers, tests/citus_cluster.py): `pytest -m citus`.
 
-What runs on Citus today: `membank db upgrade` against the coordinator installs
-membank and Citus carries the extensions, schemas, roles and functions to
-every worker. The tables are not distributed yet (they stay on the
-coordinator); that needs the schema port.
+`membank db upgrade` against the coordinator installs membank and Citus
+carries the extensions, schemas, roles and functions to every worker;
+`membank db distribute` distributes the tables by scope_id. Here: the install,
+distribution of an existing bank, routing of a call to its scope's worker,
+rebalancing onto a third worker under writes, and a worker added after the
+upgrade (its roles, and no call served until the upgrade has set its privileges).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import re
 import psycopg
 import pytest
 from psycopg import sql
+from psycopg.types.json import Jsonb
 
 from membank import migrate
 
@@ -463,6 +466,53 @@ def test_rebalance_onto_a_third_worker_under_writes(citus_cluster, citus_databas
         shutil.rmtree(folder, ignore_errors=True)
 
 
+# Functions that read no table and return a constant (the fitted floor, a prompt, the caller's own setting).
+CONSTANTS = {"default_min_relevance", "decomposition_prompt", "current_scope"}
+ROWS_OF_SCOPE = ("select count(*), md5(string_agg(coalesce(fact, '') || revision, ',' order by name))"
+                 " from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid")
+
+
+def unprepared_node_serves_nothing(db, worker_url: str, logins: dict, nobody: str, memory: str, scope: str) -> None:
+    """On a worker added after `membank db upgrade`, before the upgrade is run again: Citus made membank's functions
+    there with EXECUTE for PUBLIC (the premise), and every public function, called as each membank role and as a
+    login with none, is refused with 42501 naming the unset privileges (check_node_privileges) unless its
+    arguments fail first, and none succeeds but three constants; the scope's rows are as they were."""
+    import test_role_matrix as rm
+    from psycopg.rows import dict_row
+
+    with db.connect() as c:
+        operation = c.execute("select membank.generate_memories(scope => %s::jsonb, facts => %s)::text",
+                              (scope, Jsonb(["the user likes tea"]))).fetchone()[0]
+        rule = c.execute("select (membank.create_tool_rule(scope => %s::jsonb, tool_name => 'sh',"
+                         " pattern => 'ls .*', decision => 'ALLOW')).id::text", (scope,)).fetchone()[0]
+        before = c.execute(ROWS_OF_SCOPE, (scope,)).fetchone()
+    with psycopg.connect(worker_url, autocommit=True, row_factory=dict_row) as su:
+        assert su.execute("select has_function_privilege('public', 'membank.scope_id(jsonb)', 'execute') as p"
+                          ).fetchone()["p"] is True, "the premise: Citus gave PUBLIC EXECUTE on the new worker"
+        found = rm.routines(su)
+    objects = {"memory": memory, "operation": operation, "rule": rule, "tenant": nobody}
+    served = {}
+    for who in [*ROLES, None]:
+        with psycopg.connect(worker_url, user=logins[who] if who else nobody, autocommit=True) as c:
+            c.execute("set membank.lock_timeout = '2s'")
+            for routine in found:
+                statement, params = rm.call_for(routine, objects)
+                got = rm.exact_outcome(c, routine, statement, params)
+                if got not in ("42501", "22023", "P0002", "0A000") and not (got == "ok"
+                                                                            and routine["name"] in CONSTANTS):
+                    served[f"{who}: {routine['signature']}"] = got
+    # No call succeeds. A call may fail on its arguments before the check (22023; P0002 for an id that names
+    # nothing; 0A000 for what only the coordinator does), the errors a set-up node gives, telling nothing of the
+    # bank; none reads or writes a scope.
+    assert served == {}
+    with psycopg.connect(worker_url, user=logins["membank_reader"], autocommit=True) as c, \
+            pytest.raises(psycopg.errors.InsufficientPrivilege, match="not set up on this node") as refused:
+        c.execute("select membank.create_memory(scope => %s, fact => 'a reader writing')", (scope,))
+    assert "membank db upgrade" in refused.value.diag.message_hint
+    with db.connect() as c:
+        assert c.execute(ROWS_OF_SCOPE, (scope,)).fetchone() == before
+
+
 def test_app_roles_on_a_worker_added_after_upgrade(citus_cluster, citus_database):
     """A worker added after `membank db upgrade` (a fresh server that never held membank's roles): citus_add_node
     creates membank's roles, their memberships and the application's logins on it (the GRANTs made them
@@ -511,6 +561,7 @@ def test_app_roles_on_a_worker_added_after_upgrade(citus_cluster, citus_database
             c.execute("select citus_move_shard_placement(%s, %s, %s)", (shard, source, node))
             assert c.execute("select nodeport from citus_shards where shardid = %s", (shard,)).fetchone()[0] \
                 == third.port
+        unprepared_node_serves_nothing(db, third.url(db.name), logins, nobody, name, scope)
         migrate.upgrade(db.url)  # docs/scale-out.md: after citus_add_node, membank db upgrade
         with psycopg.connect(third.url(db.name), autocommit=True) as c:
             members = dict(c.execute(

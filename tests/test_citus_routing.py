@@ -323,3 +323,90 @@ def test_a_forged_scope_count_memo_is_not_taken(census):
         " || '|-5|false', true) as forged, (select array_agg(r.name) from membank.retrieve_memories(scope => %s,"
         " query_text => 'tea rain', top_k => 5) as r) as names", (scope, scope)).fetchone()
     assert forged[0].endswith("|-5|false") and forged[1] == [r[0] for r in honest]
+
+
+def test_update_and_delete_send_no_revision_context_when_there_is_none(census):
+    """update_memory and delete_memory with a scope and no labels or sources send the scope's worker its lock, the
+    row's read and the write, and no SET LOCAL of the revision context (each was a shard command of its own); with
+    labels the context is still carried to the worker, and the revision written there holds them."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    writer = cl.login("membank_writer")
+    names = [str(writer.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                (objects["s"], f"context test {n} likes tea")).fetchone()[0]) for n in range(3)]
+    log = RemoteCommands(writer)
+    got = {}
+    for label, statement, params in (
+            ("update", "select membank.update_memory(%s, fact => 'context test likes coffee', scope => %s)",
+             (names[0], objects["s"])),
+            ("delete", "select membank.delete_memory(%s, scope => %s)", (names[1], objects["s"]))):
+        _, ports = log.during(statement, params)
+        assert ports == {objects["port"]}, (label, log.commands)
+        assert not [c for c in log.commands if "SET LOCAL" in c.upper()], (label, log.commands)
+        got[label] = shard_commands(log.commands)
+    assert got == {"update": {"statements": 3, "begin": 1, "commit": 1, "two-phase": 0},
+                   "delete": {"statements": 3, "begin": 1, "commit": 1, "two-phase": 0}}, got
+    log.during("select membank.update_memory(%s, fact => 'context test likes jazz', scope => %s,"
+               " labels => '{\"why\": \"test\"}')", (names[2], objects["s"]))
+    assert any("revision_context" in c for c in log.commands), log.commands
+    revisions = cl.admin.execute(
+        "select revision, labels from membank_private.memory_revisions where scope_id = md5(%s::jsonb::text)::uuid"
+        " and memory_name = any(%s::uuid[]) order by memory_name, revision", (objects["s"], names)).fetchall()
+    by_name = {}
+    for name in names:
+        by_name[name] = cl.admin.execute(
+            "select array_agg(labels order by revision) from membank_private.memory_revisions"
+            " where scope_id = md5(%s::jsonb::text)::uuid and memory_name = %s::uuid",
+            (objects["s"], name)).fetchone()[0]
+    assert by_name == {names[0]: [{}, {}], names[1]: [{}, {}], names[2]: [{}, {"why": "test"}]}, revisions
+
+
+def test_get_memory_with_scope_reads_the_bindings_once(census):
+    """get_memory with a scope asks whether any role is bound (a read of the reference table bound_roles, on the
+    coordinator) once, for the scope named; the row found must be of that scope, so it is not asked again."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    reader = cl.login("membank_reader")
+    local: list[str] = []
+    reader.add_notice_handler(lambda d: local.append(d.message_primary or ""))
+    reader.execute("set citus.log_remote_commands to on")
+    try:
+        row = reader.execute("select (membank.get_memory(%s, %s)).name", (objects["memory"], objects["s"])).fetchone()
+    finally:
+        reader.execute("reset citus.log_remote_commands")
+    assert str(row[0]) == objects["memory"]
+    assert len([m for m in local if "executing the command locally" in m and "bound_roles" in m]) == 1, local
+
+
+def test_word_counts_are_written_on_the_worker_without_an_intermediate_result(census):
+    """On the scope's worker (a direct connection, where the memories triggers' statements run as local
+    commands), create, update and delete count their words with routed INSERT ... VALUES statements, none through
+    an intermediate result (an INSERT ... SELECT of rows from no distributed table, two steps and 3 ms of a
+    create), and the scope's word counts then match its live memories' words."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    cl.login("membank_writer")
+    role = cl.roles[-1]
+    worker = next(w for w in cl.cluster.workers if w.port == objects["port"])
+    local: list[str] = []
+    with psycopg.connect(worker.url(cl.name).replace("postgresql://postgres@", f"postgresql://{role}@"),
+                         autocommit=True) as direct:
+        direct.add_notice_handler(lambda d: local.append(d.message_primary or ""))
+        direct.execute("set citus.log_local_commands to on")
+        name = direct.execute("select (membank.create_memory(scope => %s, fact => 'counts violin marathon'))"
+                              ".name", (objects["s"],)).fetchone()[0]
+        direct.execute("select membank.update_memory(%s, fact => 'counts cello marathon', scope => %s)",
+                       (str(name), objects["s"]))
+        gone = direct.execute("select (membank.create_memory(scope => %s, fact => 'counts harp'))"
+                              ".name", (objects["s"],)).fetchone()[0]
+        direct.execute("select membank.delete_memory(%s, scope => %s)", (str(gone), objects["s"]))
+    lexicon_writes = [m for m in local if "scope_lexicon_base" in m and "INSERT" in m.upper()]
+    assert lexicon_writes and not [m for m in local if "intermediate_result" in m], local
+    counted = dict(cl.admin.execute(
+        "select lexeme, doc_count from membank_private.scope_lexicon where scope_id = md5(%s::jsonb::text)::uuid"
+        " and doc_count <> 0", (objects["s"],)).fetchall())
+    expected = dict(cl.admin.execute(
+        "select l.lexeme, count(*) from membank_private.memories as m"
+        " cross join lateral unnest(tsvector_to_array(m.fts)) as l (lexeme)"
+        " where m.scope_id = md5(%s::jsonb::text)::uuid group by l.lexeme", (objects["s"],)).fetchall())
+    assert counted == expected and counted.get("cello") == 1 and "harp" not in counted

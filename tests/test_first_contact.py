@@ -160,6 +160,12 @@ def test_output_is_a_table_for_people_and_json_for_scripts(cli):
     assert json.loads(cli("memories", "list", "--scope", scope).stdout) == json.loads(listed)  # not a terminal
     one = cli("memories", "get", made["name"], "--output", "table").stdout
     assert one.splitlines()[0].split() == ["name", made["name"]] and len(one.splitlines()) < 15
+    # a retrieval's table shows how each result was judged: its fused score and its relevance (0..1)
+    found = json.loads(cli("memories", "retrieve", "--scope", scope, "--query", "jasmine tea").stdout)
+    table = cli("memories", "retrieve", "--scope", scope, "--query", "jasmine tea", "--output", "table").stdout
+    header, row = table.splitlines()[-2:]
+    assert header.split()[:4] == ["name", "revision", "score", "relevance"] and row.startswith(made["name"])
+    assert row.split()[3] == f"{found[0]['relevance']:.4f}"
 
 
 def test_output_defaults_to_a_table_on_a_terminal(db_url):

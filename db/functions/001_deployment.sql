@@ -34,3 +34,47 @@ return 0;
 comment on function membank_private.node_group() is
 $$The Citus group id of the node the call runs on: 0 on one server and on a Citus coordinator, the worker's group
 (pg_dist_local_group) on a Citus worker once the tables are distributed (990_citus.sql). Raises nothing.$$;
+
+-- name: check_node_privileges: raise 42501 on a Citus worker whose membank privileges were never set up.
+-- A worker added to the cluster after `membank db upgrade` gets membank's
+-- functions from Citus (citus_add_node copies distributed objects with their
+-- GRANTs) but not db/privileges.sql's REVOKEs: a function Citus creates there
+-- keeps PostgreSQL's default EXECUTE for PUBLIC, so any login reaching that
+-- worker could call every membank function, a reader's role could write, and
+-- a login with no membank role would count as unrestricted. Until the
+-- upgrade is run again (it revokes on every node), such a node serves no
+-- call: the scope checks every API call passes through (scope_allowed,
+-- bound_scopes, 110_scoped_views.sql) call this first. The sign is this very
+-- function: db/privileges.sql revokes EXECUTE on every membank_private
+-- function from PUBLIC, so a node where PUBLIC still holds it, or where it is
+-- missing, was not set up by membank. Only workers are checked: one server
+-- and the coordinator are the nodes the upgrade itself runs on.
+create or replace function membank_private.check_node_privileges()
+returns void
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    if membank_private.node_group() = 0 then
+        return;
+    end if;
+    if coalesce(pg_catalog.has_function_privilege(
+                    'public', pg_catalog.to_regprocedure('membank_private.check_node_privileges()'), 'execute'),
+                true) then
+        raise exception 'membank''s privileges are not set up on this node (Citus group %)', membank_private.node_group()
+            using errcode = 'insufficient_privilege',
+                  detail = 'PUBLIC may execute membank''s functions here: this worker was added to the cluster after'
+                           ' membank db upgrade, and Citus copies GRANTs to a new node but not REVOKEs',
+                  hint = 'run membank db upgrade on the coordinator again (docs/scale-out.md, "A worker added later");'
+                         ' until then this node serves no membank call';
+    end if;
+end
+$$;
+
+comment on function membank_private.check_node_privileges() is
+$$Fail closed on a Citus worker whose membank privileges were never set up (added after membank db upgrade, so its
+membank functions kept EXECUTE for PUBLIC): raises 42501 (insufficient_privilege) with a hint to run membank db
+upgrade again. Returns nothing on one server, on the coordinator and on a worker set up by the upgrade. Called first
+by membank_private.scope_allowed and bound_scopes, which every API call passes through.$$;

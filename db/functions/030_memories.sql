@@ -73,10 +73,14 @@ begin
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
+    -- With scope, validate_scope checked it against the caller's bindings
+    -- (42501 when bound elsewhere) and the row must be of that very scope:
+    -- the row's scope is asked about only when the caller named none (on
+    -- Citus each ask is a read of the reference table bound_roles).
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
-       or not membank_private.scope_allowed(_row.scope) then
+       or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
@@ -391,6 +395,7 @@ as $$
 declare
     _row membank_private.memories;
     _new membank_private.memories;
+    _context boolean;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
@@ -425,13 +430,23 @@ begin
     if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
         perform membank_private.mark_due(_row.scope_id, 'expiry', _new.expire_time);  -- Citus: 121_due_work.sql
     end if;
-    perform membank_private.set_revision_context(labels, source_event_ids);
+    -- As in create_memory: with no labels or sources to pass and no context
+    -- left set, the revision trigger's defaults are the same, so the setting
+    -- is left alone (on Citus each set and clear is a SET LOCAL sent to the
+    -- scope's worker: two of this call's shard commands).
+    _context := labels <> '{}' or source_event_ids <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     update membank_private.memories as m
     set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
         structured_content = _new.structured_content, expire_time = _new.expire_time
     where m.scope_id = _row.scope_id and m.name = _row.name
     returning * into _new;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_new);
 end
 $$;
@@ -457,11 +472,20 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+    _context boolean;
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
+    -- As in create_memory: the setting only when there is something to pass
+    -- or a context to replace (on Citus each set and clear is a shard command).
+    _context := membank_private.validate_object(labels, 'labels') <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels);
+    end if;
     delete from membank_private.memories as m where m.scope_id = _row.scope_id and m.name = _row.name;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_row);
 end
 $$;

@@ -131,6 +131,7 @@ as $$
 declare
     _reply text;
 begin
+    perform membank_private.check_node_privileges();  -- it checks no scope
     if query_text is null or btrim(query_text) = '' then
         perform membank_private._raise_invalid('query_text', 'is empty', 'pass the question to decompose');
     end if;

@@ -254,6 +254,7 @@ as $$
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.check_node_privileges();  -- profile schemas belong to no scope
     select * into _row from membank_private.profile_schemas as s where s.schema_id = get_profile_schema.schema_id;
     if _row.schema_id is null then
         raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
@@ -279,6 +280,7 @@ as $$
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.check_node_privileges();  -- profile schemas belong to no scope
     -- Row by row: on Citus a whole row passed to a function inside the query
     -- would arrive from the reference table's shard as the shard's row type.
     for _row in select s.* from membank_private.profile_schemas as s order by s.schema_id loop

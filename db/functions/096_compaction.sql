@@ -323,6 +323,7 @@ as $$
 declare
     _scope jsonb;
 begin
+    perform membank_private.check_node_privileges();  -- it may find no scope to check
     if jsonb_typeof(scope_pattern) is distinct from 'object' then
         perform membank_private._raise_invalid('scope_pattern', 'must be a JSON object',
             'every scope that contains it is compacted, e.g. {"app_name": "shop"}; {} means every scope');

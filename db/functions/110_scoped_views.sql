@@ -92,6 +92,7 @@ as $$
 declare
     _roles oid [];
 begin
+    perform membank_private.check_node_privileges();
     if not exists (select from membank_private.bound_roles) then
         return null;  -- the common case: no tenant roles at all
     end if;
@@ -119,6 +120,7 @@ as $$
 declare
     _bound jsonb [];
 begin
+    perform membank_private.check_node_privileges();
     if not exists (select from membank_private.bound_roles) then
         return true;
     end if;

@@ -477,6 +477,7 @@ declare
     _scope jsonb;
     _session membank_private.sessions;
 begin
+    perform membank_private.check_node_privileges();  -- an app with no session checks no scope
     -- The rows are read first and turned into JSON one by one: on Citus a
     -- whole row passed to a function inside a query on several shards
     -- arrives as the shard's row type, and scope_allowed (a read of the

@@ -1,7 +1,7 @@
 """The CLI's table view (``--output table``): a compact text table of a command's JSON result, for people.
 
 Lists of objects become one row per object with the columns a person reads
-first (name, action, revision, score, fact, ...); a memory nested under
+first (name, action, revision, score, relevance, fact, ...); a memory nested under
 ``memory`` is shown in its row. One object becomes ``key: value`` lines.
 Long cells are cut with an ellipsis (never a page token, which the next
 command takes); scripts should use ``--output json``.
@@ -15,8 +15,8 @@ from typing import Any
 
 # Columns shown for a list of objects, in this order, when the rows have them.
 # A row's time is shown where it has no name (a revision's create_time is when it was written).
-COLUMNS = ("name", "action", "revision", "score", "similarity", "matched_signals", "done", "stage", "fact",
-           "topics", "expire_time")
+COLUMNS = ("name", "action", "revision", "score", "similarity", "relevance", "matched_signals", "done", "stage",
+           "fact", "topics", "expire_time")
 MAX_CELL = 60
 MAX_FALLBACK_COLUMNS = 7
 

@@ -1191,6 +1191,7 @@ CREATE FUNCTION membank.compact_scopes(scope_pattern jsonb, older_than interval,
 declare
     _scope jsonb;
 begin
+    perform membank_private.check_node_privileges();  -- it may find no scope to check
     if jsonb_typeof(scope_pattern) is distinct from 'object' then
         perform membank_private._raise_invalid('scope_pattern', 'must be a JSON object',
             'every scope that contains it is compacted, e.g. {"app_name": "shop"}; {} means every scope');
@@ -1727,6 +1728,7 @@ CREATE FUNCTION membank.decompose_query(query_text text, method text DEFAULT 'ru
 declare
     _reply text;
 begin
+    perform membank_private.check_node_privileges();  -- it checks no scope
     if query_text is null or btrim(query_text) = '' then
         perform membank_private._raise_invalid('query_text', 'is empty', 'pass the question to decompose');
     end if;
@@ -1799,11 +1801,20 @@ CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb
     AS $$
 declare
     _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+    _context boolean;
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    perform membank_private.set_revision_context(membank_private.validate_object(labels, 'labels'));
+    -- As in create_memory: the setting only when there is something to pass
+    -- or a context to replace (on Citus each set and clear is a shard command).
+    _context := membank_private.validate_object(labels, 'labels') <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels);
+    end if;
     delete from membank_private.memories as m where m.scope_id = _row.scope_id and m.name = _row.name;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_row);
 end
 $$;
@@ -2668,6 +2679,7 @@ CREATE FUNCTION membank.get_profile_schema(schema_id text) RETURNS membank.profi
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.check_node_privileges();  -- profile schemas belong to no scope
     select * into _row from membank_private.profile_schemas as s where s.schema_id = get_profile_schema.schema_id;
     if _row.schema_id is null then
         raise exception 'schema_id: no profile schema %', to_jsonb(schema_id)
@@ -3025,6 +3037,7 @@ CREATE FUNCTION membank.list_profile_schemas() RETURNS SETOF membank.profile_sch
 declare
     _row membank_private.profile_schemas;
 begin
+    perform membank_private.check_node_privileges();  -- profile schemas belong to no scope
     -- Row by row: on Citus a whole row passed to a function inside the query
     -- would arrive from the reference table's shard as the shard's row type.
     for _row in select s.* from membank_private.profile_schemas as s order by s.schema_id loop
@@ -3159,6 +3172,7 @@ declare
     _scope jsonb;
     _session membank_private.sessions;
 begin
+    perform membank_private.check_node_privileges();  -- an app with no session checks no scope
     -- The rows are read first and turned into JSON one by one: on Citus a
     -- whole row passed to a function inside a query on several shards
     -- arrives as the shard's row type, and scope_allowed (a read of the
@@ -4218,6 +4232,7 @@ CREATE FUNCTION membank.update_memory(name text, fact text DEFAULT NULL::text, t
 declare
     _row membank_private.memories;
     _new membank_private.memories;
+    _context boolean;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
@@ -4252,13 +4267,23 @@ begin
     if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
         perform membank_private.mark_due(_row.scope_id, 'expiry', _new.expire_time);  -- Citus: 121_due_work.sql
     end if;
-    perform membank_private.set_revision_context(labels, source_event_ids);
+    -- As in create_memory: with no labels or sources to pass and no context
+    -- left set, the revision trigger's defaults are the same, so the setting
+    -- is left alone (on Citus each set and clear is a SET LOCAL sent to the
+    -- scope's worker: two of this call's shard commands).
+    _context := labels <> '{}' or source_event_ids <> '{}'
+                or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     update membank_private.memories as m
     set fact = _new.fact, topics = _new.topics, metadata = _new.metadata,
         structured_content = _new.structured_content, expire_time = _new.expire_time
     where m.scope_id = _row.scope_id and m.name = _row.name
     returning * into _new;
-    perform membank_private.clear_revision_context();
+    if _context then
+        perform membank_private.clear_revision_context();
+    end if;
     return membank_private.to_memory(_new);
 end
 $$;
@@ -4586,6 +4611,23 @@ begin
         return null;
     end if;
     return _scope;
+end
+$$;
+CREATE FUNCTION membank_private.add_lexicon_counts(scope_id uuid, lexemes text[], counts bigint[], appended boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if coalesce(cardinality(lexemes), 0) = 0 then
+        return;
+    end if;
+    execute format('insert into membank_private.%I as x (scope_id, lexeme, doc_count) values %s%s',
+                   case when appended then 'scope_lexicon_delta' else 'scope_lexicon_base' end,
+                   (select string_agg(format('(%L::uuid, %L, %s)', add_lexicon_counts.scope_id, c.lexeme, c.n),
+                                      ', ' order by c.lexeme)
+                    from unnest(lexemes, counts) as c (lexeme, n)),
+                   case when not appended then ' on conflict (scope_id, lexeme) do update'
+                                               ' set doc_count = x.doc_count + excluded.doc_count' else '' end);
 end
 $$;
 CREATE FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) RETURNS double precision
@@ -5121,6 +5163,7 @@ CREATE FUNCTION membank_private.bound_scopes() RETURNS jsonb[]
 declare
     _roles oid [];
 begin
+    perform membank_private.check_node_privileges();
     if not exists (select from membank_private.bound_roles) then
         return null;  -- the common case: no tenant roles at all
     end if;
@@ -5274,6 +5317,30 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.check_node_privileges() RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if membank_private.node_group() = 0 then
+        return;
+    end if;
+    if coalesce(pg_catalog.has_function_privilege(
+                    'public', pg_catalog.to_regprocedure('membank_private.check_node_privileges()'), 'execute'),
+                true) then
+        raise exception 'membank''s privileges are not set up on this node (Citus group %)', membank_private.node_group()
+            using errcode = 'insufficient_privilege',
+                  detail = 'PUBLIC may execute membank''s functions here: this worker was added to the cluster after'
+                           ' membank db upgrade, and Citus copies GRANTs to a new node but not REVOKEs',
+                  hint = 'run membank db upgrade on the coordinator again (docs/scale-out.md, "A worker added later");'
+                         ' until then this node serves no membank call';
+    end if;
+end
+$$;
+COMMENT ON FUNCTION membank_private.check_node_privileges() IS 'Fail closed on a Citus worker whose membank privileges were never set up (added after membank db upgrade, so its
+membank functions kept EXECUTE for PUBLIC): raises 42501 (insufficient_privilege) with a hint to run membank db
+upgrade again. Returns nothing on one server, on the coordinator and on a worker set up by the upgrade. Called first
+by membank_private.scope_allowed and bound_scopes, which every API call passes through.';
 CREATE FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6348,10 +6415,14 @@ begin
     end if;
     -- An expired memory, or one of another scope, is reported exactly like a
     -- missing one: the caller learns nothing about names outside its scope.
+    -- With scope, validate_scope checked it against the caller's bindings
+    -- (42501 when bound elsewhere) and the row must be of that very scope:
+    -- the row's scope is asked about only when the caller named none (on
+    -- Citus each ask is a read of the reference table bound_roles).
     if _row.name is null
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
-       or not membank_private.scope_allowed(_row.scope) then
+       or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
         raise exception 'name: memory % not found', _name
             using errcode = 'no_data_found',
                   hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
@@ -6488,10 +6559,16 @@ begin
         returning p.doc_count
     )
     select coalesce(sum(p.doc_count), 0) into _documents from pending as p;
-    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-    select fold_appended_counts.scope_id, c.lexeme, c.n from unnest(_lexemes, _counts) as c (lexeme, n)
-    where c.n <> 0
-    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    if membank_private.distributed() then
+        select array_agg(c.lexeme order by c.lexeme), array_agg(c.n order by c.lexeme) into _lexemes, _counts
+        from unnest(_lexemes, _counts) as c (lexeme, n) where c.n <> 0;
+        perform membank_private.add_lexicon_counts(fold_appended_counts.scope_id, _lexemes, _counts, false);
+    else
+        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+        select fold_appended_counts.scope_id, c.lexeme, c.n from unnest(_lexemes, _counts) as c (lexeme, n)
+        where c.n <> 0
+        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    end if;
     update membank_private.scope_stats_base as s set doc_count = s.doc_count + _documents, pending = false
     where s.scope_id = fold_appended_counts.scope_id;
     perform set_config('membank.lexicon_appended', '', true);
@@ -7353,8 +7430,13 @@ begin
     end if;
     if _written and _appended < _cap then
         -- A tsvector's lexemes are distinct: each counts once.
-        insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-        select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+        if membank_private.distributed() then
+            perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
+                                                       array_fill(1::bigint, array[length(new.fts)]), true);
+        else
+            insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+            select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+        end if;
         insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (new.scope_id, _appended + 1, 1);
         if not _pending then  -- once per transaction: readers and the fold look at the appended rows
             update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
@@ -7365,10 +7447,15 @@ begin
     if _pending then
         perform membank_private.fold_appended_counts(new.scope_id);
     end if;
-    insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-    select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
-    order by l.lexeme
-    on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    if membank_private.distributed() then
+        perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
+                                                   array_fill(1::bigint, array[length(new.fts)]), false);
+    else
+        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+        select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
+        order by l.lexeme
+        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+    end if;
     perform membank_private.count_scope_write(new.scope_id, 1, _write);
     return null;
 end
@@ -7389,6 +7476,7 @@ declare
     _pending boolean;
     _scopes uuid [];
     _counts bigint [];
+    _deltas bigint [];
     _i integer;
 begin
     -- Only the transition tables of this event exist, so each branch names
@@ -7424,15 +7512,26 @@ begin
         if coalesce(_pending, false) then
             perform membank_private.fold_appended_counts(_scope_id);
         end if;
-        insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
-        select _scope_id, l.lexeme, sum(d.sign)
-        from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
-        cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
-        where d.scope_id = _scope_id
-        group by l.lexeme
-        having sum(d.sign) <> 0
-        order by l.lexeme
-        on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        if membank_private.distributed() then
+            select array_agg(c.lexeme order by c.lexeme), array_agg(c.n order by c.lexeme) into _lexemes, _deltas
+            from (select l.lexeme, sum(d.sign) as n
+                  from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+                  cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+                  where d.scope_id = _scope_id
+                  group by l.lexeme
+                  having sum(d.sign) <> 0) as c;
+            perform membank_private.add_lexicon_counts(_scope_id, _lexemes, _deltas, false);
+        else
+            insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
+            select _scope_id, l.lexeme, sum(d.sign)
+            from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
+            cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
+            where d.scope_id = _scope_id
+            group by l.lexeme
+            having sum(d.sign) <> 0
+            order by l.lexeme
+            on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        end if;
         perform membank_private.count_scope_write(_scope_id, _count, _write);
     end loop;
     -- A word no memory of the scope holds any more is forgotten with it: no
@@ -9351,6 +9450,7 @@ CREATE FUNCTION membank_private.scope_allowed(scope jsonb) RETURNS boolean
 declare
     _bound jsonb [];
 begin
+    perform membank_private.check_node_privileges();
     if not exists (select from membank_private.bound_roles) then
         return true;
     end if;
@@ -12333,6 +12433,7 @@ REVOKE ALL ON FUNCTION membank_private.accept_extracted_facts(o membank_private.
 REVOKE ALL ON FUNCTION membank_private.accept_profile_values(o membank_private.operations, reply jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.active_scope() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.active_scope() TO membank_reader;
+REVOKE ALL ON FUNCTION membank_private.add_lexicon_counts(scope_id uuid, lexemes text[], counts bigint[], appended boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.app_state(app_name text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.apply_compaction(o membank_private.operations, reply text) FROM PUBLIC;
@@ -12353,6 +12454,7 @@ REVOKE ALL ON FUNCTION membank_private.candidates_unchanged(scope_id uuid, stamp
 REVOKE ALL ON FUNCTION membank_private.carry_setting(name text, value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_action(item jsonb, facts jsonb, plan jsonb, current_revisions jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_min_relevance(min_relevance double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.check_node_privileges() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_queries(query_text text, query_embedding real[], query_texts text[], query_embeddings real[], embedding_model text, OUT texts text[], OUT queries membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.check_query_embedding(query_embedding real[], embedding_model text) FROM PUBLIC;
