@@ -173,7 +173,8 @@ membank_private.purge_expired_batch(integer),
 membank_private.purge_memories_batch(jsonb, jsonb, text[], integer),
 membank_private.retention_batch(integer),
 membank_private.retention_totals(jsonb, jsonb),
-membank_private.retention_batch_full(jsonb, integer)
+membank_private.retention_batch_full(jsonb, integer),
+membank_private.rebuild_due_work()
 to membank_admin;
 
 -- membank_extensions (when membank installed pgvector there) stays closed to

@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from conftest import wait_for_database_clock
 from membank import MemoryBank
 from membank.errors import DatabaseUnavailableError
 from membank.generation.rules import RulesProvider
@@ -184,6 +185,12 @@ def test_a_killed_worker_stops_only_its_own_scopes_and_nothing_is_lost(failing, 
                 c.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 s'"
                           " where scope_id = any(%s) and fact like '%% expiring'",
                           ([md5_uuid(s) for s in live],))
+                # The index of due work as the time moved: the live scopes' expiry due, and a hint that a dead
+                # scope may have some (a row with nothing due is allowed; the purge corrects it once it is back).
+                c.execute("update membank_private.due_scopes set due_time = statement_timestamp() - interval '1 s'"
+                          " where kind = 'expiry'")
+                c.execute("insert into membank_private.due_scopes values ('expiry', %s, statement_timestamp())",
+                          (md5_uuid(dead[0]),))
             with psycopg.connect(admin, autocommit=True) as c:
                 warnings = []
                 c.add_notice_handler(lambda d: warnings.append(d.message_primary))
@@ -207,6 +214,8 @@ def test_a_killed_worker_stops_only_its_own_scopes_and_nothing_is_lost(failing, 
             generation.close()
         assert embedding.process_pending() == 6 + 2  # the leased jobs again and the 2 facts extracted
         embedding.close()
+        with psycopg.connect(admin, autocommit=True) as c:  # the dead scope's hint, visited and corrected
+            assert c.execute("call membank.purge_expired_memories()").fetchone()[0] == 0
         after = counts(url, dead + live)
         assert after == {s["user_id"]: (5, 5, 5, 0, 0, 0) if s in live else (4, 4, 4, 0, 0, 0)
                          for s in dead + live}, after
@@ -274,3 +283,165 @@ def test_claims_and_completions_touch_only_the_workers_of_their_scopes(failing, 
         assert rows == [(1, 0, 1)] and ports == {live_port}, log.commands  # the fact extracted, the one stored
         rows, ports = log.during("select pending_operations from membank.generation_backlog()")
         assert rows == [(0,)] and ports == {live_port}, log.commands
+
+
+# -- expiry and backlogs from the coordinator's index of due work (121_due_work.sql, migration 0026) ----------------
+
+def due_rows(url: str, kind: str, scope: dict) -> list[tuple]:
+    """The index's due_time of ``scope`` for ``kind`` ([] when the scope has no row)."""
+    with psycopg.connect(url, autocommit=True) as c:
+        return c.execute("select due_time from membank_private.due_scopes where kind = %s and scope_id = %s",
+                         (kind, md5_uuid(scope))).fetchall()
+
+
+def test_every_write_that_sets_an_expiry_marks_the_index_and_a_purge_corrects_it(failing):
+    url, own, live_port = failing
+    scope = scope_on(url, live_port)
+    writer = login(url, "membank_writer")
+    with MemoryBank(writer) as bank:
+        plain = bank.create_memory(scope, "never expires")
+        assert due_rows(url, "expiry", scope) == []  # no expire_time, no row
+        far = bank.create_memory(scope, "expires in two hours", ttl=7200)
+        assert due_rows(url, "expiry", scope) == [(far.expire_time,)]
+        soon = bank.update_memory(plain.name, scope=scope, ttl=2).expire_time  # an earlier expiry lowers it
+        assert due_rows(url, "expiry", scope) == [(soon,)]
+        bank.update_memory(far.name, scope=scope, ttl=3600 * 24)  # a later one leaves it
+        assert due_rows(url, "expiry", scope) == [(soon,)]
+        wait_for_database_clock(url, soon)
+        with psycopg.connect(login(url, "membank_admin"), autocommit=True) as c:
+            assert c.execute("call membank.purge_expired_memories()").fetchone()[0] == 1
+        # Purged: the row moves to the scope's next expiry.
+        (later,) = [m.expire_time for m in bank.list_memories(scope).memories]
+        assert due_rows(url, "expiry", scope) == [(later,)]
+        # A memory deleted before its expiry keeps the row (its text is forgotten once that passes); brought back
+        # by a rollback, its expiry is marked again.
+        with psycopg.connect(url, autocommit=True) as c:
+            c.execute("delete from membank_private.due_scopes where kind = 'expiry'")  # as if never marked
+        bank.delete_memory(far.name, scope=scope)
+        revision = bank.list_revisions(far.name, scope=scope)[0].revision  # CREATED
+        bank.rollback_memory(far.name, revision, scope=scope)
+        assert due_rows(url, "expiry", scope) == [(later,)]
+
+
+def test_purge_and_generation_backlog_go_only_to_the_workers_of_due_scopes(failing):
+    """citus.log_remote_commands: the purge visits its due scopes' worker only; nothing due, no shard command."""
+    url, own, live_port = failing
+    scope, other = scope_on(url, live_port), scope_on(url, own.port)
+    writer, admin, worker = (login(url, r) for r in ("membank_writer", "membank_admin", "membank_worker"))
+    with MemoryBank(writer) as bank:
+        bank.create_memory(scope, "stays")
+        gone = bank.create_memory(scope, "goes", ttl=2)
+        bank.create_memory(other, "expires next week on the other worker", ttl=7 * 86400)
+    wait_for_database_clock(url, gone.expire_time)
+    with psycopg.connect(admin, autocommit=True) as c:
+        log = RemoteCommands(c)
+        rows, ports = log.during("call membank.purge_expired_memories()")
+        assert rows == [(1,)] and ports == {live_port}, log.commands
+        assert due_rows(url, "expiry", scope) == []  # nothing left to expire there
+        rows, ports = log.during("call membank.purge_expired_memories()")
+        assert rows == [(0,)] and ports == set(), log.commands
+    generate(writer, scope, "My name is Ada.")
+    with psycopg.connect(url, autocommit=True) as c:
+        others = c.execute("select count(*) from membank_private.due_scopes where kind = 'generation'"
+                           " and scope_id <> %s", (md5_uuid(scope),)).fetchone()[0]
+    assert others == 0  # the module's earlier tests did their generation jobs
+    with psycopg.connect(worker, autocommit=True) as c:
+        log = RemoteCommands(c)
+        rows, ports = log.during("select pending_operations, due_jobs from membank.generation_backlog()")
+        assert rows == [(1, 1)] and ports == {live_port}, log.commands
+
+
+def pending_on(url: str, port: int) -> int:
+    """Embedding jobs still to run (fewer than 5 attempts) in the scopes on the worker at ``port``."""
+    with psycopg.connect(url, autocommit=True) as c:
+        jobs = c.execute("select scope_id, count(*) from membank_private.embedding_jobs where attempts < 5"
+                         " group by scope_id").fetchall()
+        return sum(n for scope_id, n in jobs if c.execute(
+            "select nodeport from citus_shards where table_name = 'membank_private.embedding_jobs'::regclass"
+            " and shardid = get_shard_id_for_distribution_column('membank_private.embedding_jobs', %s::uuid)",
+            (scope_id,)).fetchone()[0] == port)
+
+
+def test_with_a_worker_killed_purge_and_backlogs_go_on_for_the_live_workers_scopes(failing):
+    url, own, live_port = failing
+    node = f"127.0.0.1:{own.port}"
+    live, dead = scope_on(url, live_port), scope_on(url, own.port)
+    writer, admin, worker = (login(url, r) for r in ("membank_writer", "membank_admin", "membank_worker"))
+    with MemoryBank(writer) as bank:
+        for s in (live, dead):
+            bank.create_memory(s, f"{s['user_id']} stays")
+            last = bank.create_memory(s, f"{s['user_id']} goes", ttl=2)
+    for s in (live, dead):
+        generate(writer, s, "My name is Coco.")
+    wait_for_database_clock(url, last.expire_time)
+    with psycopg.connect(worker, autocommit=True) as c:
+        (operations,) = c.execute("select pending_operations from membank.generation_backlog()").fetchone()
+        (pending,) = c.execute("select pending from membank.embedding_backlog()").fetchone()
+    on_dead = pending_on(url, own.port)
+    assert on_dead >= 2  # its 2 memories, and what the module's earlier tests left there
+    kill_9(own)
+    try:
+        with psycopg.connect(worker, autocommit=True) as c:
+            warnings = []
+            c.add_notice_handler(lambda d: warnings.append(d.message_primary))
+            # The dead worker's scopes are left out of the figures: its operation, its embedding jobs.
+            assert c.execute("select pending_operations from membank.generation_backlog()").fetchone() \
+                == (operations - 1,)
+            assert any(w.startswith("generation_backlog") and node in w for w in warnings), warnings
+            assert c.execute("select pending from membank.embedding_backlog()").fetchone() == (pending - on_dead,)
+            assert any(w.startswith("embedding_backlog") and node in w for w in warnings), warnings
+        with psycopg.connect(admin, autocommit=True) as c:
+            warnings = []
+            c.add_notice_handler(lambda d: warnings.append(d.message_primary))
+            assert c.execute("call membank.purge_expired_memories()").fetchone() == (1,)  # the live scope's
+            assert any(w.startswith("purge_expired_memories") and node in w for w in warnings), warnings
+        with psycopg.connect(url, autocommit=True) as c:
+            warnings = []
+            c.add_notice_handler(lambda d: warnings.append(d.message_primary))
+            c.execute("select membank_private.rebuild_due_scopes()")
+            assert any(w.startswith("rebuild_due_scopes") and node in w for w in warnings), warnings
+        with MemoryBank(writer) as bank:
+            assert [m.fact for m in bank.list_memories(live).memories] == [f"{live['user_id']} stays"]
+        assert due_rows(url, "expiry", live) == [] and due_rows(url, "expiry", dead) != []
+    finally:
+        start_if_dead(own)
+    # Back: nothing stuck; the dead scope's expired memory goes, the figures count it again, no warning.
+    with psycopg.connect(admin, autocommit=True) as c:
+        warnings = []
+        c.add_notice_handler(lambda d: warnings.append(d.message_primary))
+        assert c.execute("call membank.purge_expired_memories()").fetchone() == (1,)
+        with psycopg.connect(worker, autocommit=True) as w:
+            w.add_notice_handler(lambda d: warnings.append(d.message_primary))
+            assert w.execute("select pending_operations from membank.generation_backlog()").fetchone() \
+                == (operations,)
+            assert w.execute("select pending from membank.embedding_backlog()").fetchone() == (pending - 2,)
+        assert warnings == []
+    assert due_rows(url, "expiry", live) == due_rows(url, "expiry", dead) == []
+    with MemoryBank(writer) as bank:
+        assert [m.fact for m in bank.list_memories(dead).memories] == [f"{dead['user_id']} stays"]
+
+
+def test_the_job_worker_finds_work_written_through_a_worker_nodes_own_connection(failing, embedder):
+    """A write on a worker node marks nothing on the coordinator; the client's job worker rebuilds the index."""
+    url, own, live_port = failing
+    scope = scope_on(url, live_port)
+    writer = login(url, "membank_writer")
+    with MemoryBank(psycopg.conninfo.make_conninfo(writer, host="127.0.0.1", port=live_port)) as bank:  # the node
+        written = bank.create_memory(scope, "written on the worker node", ttl=7200)
+    assert due_rows(url, "expiry", scope) == due_rows(url, "embedding", scope) == []
+    # A worker role without membank_admin may not: skipped, and not tried again.
+    plain = EmbeddingWorker(login(url, "membank_worker"), embedder)
+    assert plain.due_rebuild_interval == 600.0  # the default
+    assert plain.rebuild_due_work() is None and plain.due_rebuild_interval is None
+    admin = EmbeddingWorker(login(url, "membank_admin"), embedder)
+    try:
+        admin._maybe_rebuild_due()  # the run loop's first pass: due at once
+        assert due_rows(url, "expiry", scope) == [(written.expire_time,)]
+        assert len(due_rows(url, "embedding", scope)) == 1
+        assert admin.process_pending() >= 1  # its embedding job is claimed from the index
+    finally:
+        admin.close()
+        plain.close()
+    with psycopg.connect(url, autocommit=True) as c:
+        assert c.execute("select count(*) from membank_private.memory_embeddings where scope_id = %s",
+                         (md5_uuid(scope),)).fetchone() == (1,)

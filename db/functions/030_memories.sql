@@ -193,6 +193,9 @@ begin
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
     perform membank_private.lock_scope(_scope_id);
+    if _expire is not null then
+        perform membank_private.mark_due(_scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+    end if;
     if source_event_ids <> '{}' then
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
         _source := membank_private.first_source_event(_scope_id, source_event_ids);
@@ -423,6 +426,9 @@ begin
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
         return membank_private.to_memory(_row);  -- nothing changed: no revision
+    end if;
+    if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
+        perform membank_private.mark_due(_row.scope_id, 'expiry', _new.expire_time);  -- Citus: 121_due_work.sql
     end if;
     -- As in create_memory: with no labels or sources to pass and no context
     -- left set, the revision trigger's defaults are the same, so the setting

@@ -217,6 +217,9 @@ begin
         -- Deleted: bring it back under the same name, with the expiry it had
         -- when deleted (not passed: is_expired refused that above), and its
         -- revision numbers continuing after the deletion.
+        if _expire_time is not null then
+            perform membank_private.mark_due(_scope_id, 'expiry', _expire_time);  -- Citus: 121_due_work.sql
+        end if;
         insert into membank_private.memories as m (
             name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time,
             expire_time

@@ -135,6 +135,8 @@ begin
         for _scope_id in select distinct m.scope_id from membank_private.memories as m order by m.scope_id loop
             perform from (select m.name from membank_private.memories as m where m.scope_id = _scope_id
                           order by m.name for key share) as locked;
+            -- Its jobs are queued below: the coordinator's index hears of them first (121_due_work.sql).
+            perform membank_private.mark_due(_scope_id, 'embedding');
         end loop;
     else
         perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
@@ -148,7 +150,6 @@ begin
     from membank_private.memories as m
     where m.fact is not null;
     get diagnostics _count = row_count;
-    perform membank_private.rebuild_due_scopes();  -- Citus: every scope's jobs in the coordinator's index
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
 exception
@@ -567,7 +568,54 @@ declare
     -- null: unrestricted, every scope (plpgsql: bound_scopes is defined in a later file, 110_scoped_views.sql)
     _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
     _all boolean := membank_private.bound_scopes() is null;
+    _node record;
+    _one record;
+    _pending bigint := 0;
+    _oldest timestamptz;
+    _error text;
+    _error_time timestamptz;
 begin
+    if _all and membank_private.distributed() then
+        -- Citus, every scope: the waiting jobs from the scopes of the index
+        -- of due work, one statement per node; failed jobs and vectors
+        -- (scopes the index does not hold) counted shard by shard. A node
+        -- that does not answer is left out with a WARNING (121_due_work.sql).
+        for _node in select * from membank_private.due_scopes_by_node('embedding') loop
+            begin
+                execute format('select count(*) filter (where j.attempts < 5) as pending,'
+                               ' min(j.enqueue_time) filter (where j.attempts < 5) as oldest,'
+                               ' (array_agg(j.last_error order by j.retry_time desc)'
+                               ' filter (where j.last_error is not null))[1] as error,'
+                               ' max(j.retry_time) filter (where j.last_error is not null) as error_time'
+                               ' from membank_private.embedding_jobs as j where j.scope_id = any(%L::uuid[])',
+                               _node.scope_ids)
+                into _one;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'embedding_backlog: node % does not answer; its scopes were left out of the figures',
+                        _node.node using detail = sqlerrm, hint = 'ask again once the node is back';
+                    continue;
+            end;
+            _pending := _pending + _one.pending;
+            _oldest := least(_oldest, _one.oldest);
+            if _one.error_time is not null and (_error_time is null or _one.error_time > _error_time) then
+                _error := _one.error;
+                _error_time := _one.error_time;
+            end if;
+        end loop;
+        return query
+        select _pending,
+               membank_private.count_on_placements('embedding_backlog', 'membank_private.embedding_jobs',
+                                                   'x.attempts >= 5'),
+               membank_private.count_on_placements('embedding_backlog', 'membank_private.memory_embeddings', 'true'),
+               _oldest, c.model_id, c.dimension, _error
+        from (select 1) as one
+        left join membank_private.embedding_config as c on true;
+        return;
+    end if;
     return query
     with jobs as (
         select j.attempts, j.enqueue_time, j.last_error, j.retry_time from membank_private.embedding_jobs as j
@@ -590,7 +638,8 @@ comment on function membank.embedding_backlog() is
 $$The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank's model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank's. Raises no SQLSTATE of its own.
+scopes; the model_id and dimension are the bank's. On Citus, a worker node that does not answer is left out of the
+figures with a WARNING naming it. Raises no SQLSTATE of its own.
 Columns:
 - pending: embedding jobs waiting (fewer than 5 failed attempts).
 - failed: jobs that failed 5 times or more (not retried).

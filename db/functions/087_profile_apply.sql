@@ -18,6 +18,7 @@ declare
     _reason text;
     _spec jsonb;
     _retired uuid;
+    _expire timestamptz;
 begin
     perform membank_private.lock_scope(o.scope_id);
     for _v in select v from jsonb_array_elements(o.profile_values) as v loop
@@ -94,11 +95,15 @@ begin
                     from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
                     where _v -> 'source_event_ids' ? (e ->> 'event_id')))));
         if _row.name is null then
+            _expire := membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null);
+            if _expire is not null then
+                perform membank_private.mark_due(o.scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+            end if;
             insert into membank_private.memories as m (scope_id, scope, memory_type, structured_content, expire_time)
             values (o.scope_id, o.scope, 'STRUCTURED_PROFILE',
                     jsonb_build_object('schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _new,
                                        'event_time', _v -> 'event_time'),
-                    membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+                    _expire)
             returning * into _row;
             perform membank_private.clear_revision_context();
             perform membank_private.record_generated(o.name, _row, 'CREATED');

@@ -764,13 +764,16 @@ declare
     -- where it was said (session neighbours, 069)
     _source membank_private.events := membank_private.first_source_event(
         o.scope_id, array(select jsonb_array_elements_text(fact -> 'source_event_ids')));
+    _expire timestamptz := membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null);
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
+    if _expire is not null then
+        perform membank_private.mark_due(o.scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+    end if;
     insert into membank_private.memories as m (
         scope_id, scope, fact, topics, expire_time, source_session_id, source_event_time, source_append_seq
     )
-    values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null),
+    values (o.scope_id, o.scope, fact_text, _topics, _expire,
             _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
     perform membank_private.clear_revision_context();

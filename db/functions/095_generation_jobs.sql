@@ -382,7 +382,41 @@ as $$
 declare
     _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
     _all boolean := membank_private.bound_scopes() is null;  -- unrestricted: every scope
+    _node record;
+    _one record;
 begin
+    if _all and membank_private.distributed() then
+        -- Citus, every scope: every generation job keeps its scope in the
+        -- index of due work, so the counts come from those scopes alone, one
+        -- statement per node; a node that does not answer is left out with
+        -- a WARNING naming it (121_due_work.sql).
+        pending_operations := 0;
+        due_jobs := 0;
+        retrying_jobs := 0;
+        for _node in select * from membank_private.due_scopes_by_node('generation') loop
+            begin
+                execute format('select count(*) as pending, count(*) filter (where j.retry_time <= %L) as due,'
+                               ' count(*) filter (where j.attempts > 0) as retrying, min(j.create_time) as oldest'
+                               ' from membank_private.generation_jobs as j where j.scope_id = any(%L::uuid[])',
+                               statement_timestamp(), _node.scope_ids)
+                into _one;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'generation_backlog: node % does not answer; its scopes were left out of the figures',
+                        _node.node using detail = sqlerrm, hint = 'ask again once the node is back';
+                    continue;
+            end;
+            pending_operations := pending_operations + _one.pending;
+            due_jobs := due_jobs + _one.due;
+            retrying_jobs := retrying_jobs + _one.retrying;
+            oldest_create_time := least(oldest_create_time, _one.oldest);
+        end loop;
+        return next;
+        return;
+    end if;
     return query
     select count(*), count(*) filter (where j.retry_time <= statement_timestamp()),
            count(*) filter (where j.attempts > 0), min(j.create_time)
@@ -394,7 +428,8 @@ $$;
 comment on function membank.generation_backlog() is
 $$Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.
+the jobs of its bound scopes. On Citus, a worker node that does not answer is left out of the figures with a WARNING
+naming it. Raises nothing.
 Columns:
 - pending_operations: operations not done (one job each).
 - due_jobs: jobs a worker may claim now.

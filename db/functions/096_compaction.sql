@@ -145,6 +145,9 @@ begin
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics := array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
                      order by t limit 32);
+    if _expire_time is not null then
+        perform membank_private.mark_due(o.scope_id, 'expiry', _expire_time);  -- Citus: 121_due_work.sql
+    end if;
     insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata, expire_time)
     values (o.scope_id, o.scope, _summary, _topics,
             jsonb_build_object('compaction', jsonb_build_object(

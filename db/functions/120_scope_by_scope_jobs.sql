@@ -404,11 +404,17 @@ end
 $$;
 
 -- name: purge_expired_by_scope: purge_expired_batch on Citus: expired memories deleted one scope at a time.
--- The scopes holding expired memories are read without locks; each scope's
--- write lock is then taken FOR UPDATE SKIP LOCKED (a scope another write
--- holds is left to a later batch, as on one server) and its expired
--- memories deleted by a router statement. The caller set the revision
--- context. Returns how many were deleted (at most batch_size).
+-- The scopes to visit come from the coordinator's index of due work (kind
+-- 'expiry', 121_due_work.sql), not from the shards: each scope costs its
+-- own worker's statements only, and a scope whose worker does not answer
+-- is skipped with a WARNING naming the node, with the rest of that node's
+-- scopes (its index row stays: a later call purges it). Each scope's write
+-- lock is taken FOR UPDATE SKIP LOCKED (a scope another write holds is
+-- left to a later batch, as on one server), its expired memories deleted
+-- by a router statement, and its index row corrected (refresh_due) once
+-- the scope is done. The caller set the revision context and forgot the
+-- expired deletions first (forget_expired_deletions), so the correction
+-- sees them gone. Returns how many were deleted (at most batch_size).
 create or replace function membank_private.purge_expired_by_scope(batch_size integer)
 returns bigint
 language plpgsql
@@ -423,13 +429,11 @@ declare
     _deleted bigint;
     _count bigint := 0;
 begin
-    -- The scopes with expired memories, shard by shard: a node that does not
-    -- answer is reported and its scopes skipped (121_due_work.sql).
     for _scope_id in
-        select s.scope_id
-        from membank_private.scopes_where('membank_private.memories',
-                                          format('x.expire_time <= %L::timestamptz', _now), batch_size) as s (scope_id)
-        order by s.scope_id
+        select d.scope_id from membank_private.due_scopes as d
+        where d.kind = 'expiry' and d.due_time <= _now
+        order by d.due_time, d.scope_id
+        limit least(batch_size * 4, 1000)
     loop
         exit when _count >= batch_size;
         continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
@@ -449,6 +453,7 @@ begin
                 returning 1
             )
             select count(*) into _deleted from deleted;
+            perform membank_private.refresh_due(_scope_id, 'expiry');  -- its next expiry, or out of the index
         exception
             when others then
                 if not membank_private.node_unreachable(sqlstate) then

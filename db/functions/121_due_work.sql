@@ -21,6 +21,10 @@
 --     write lock first (lock_scope marks 'embedding': the memories trigger
 --     queues on the shard, where the coordinator's table is out of reach),
 --     and every insert of a generation job marks 'generation';
+--   * likewise every write that gives a memory an expire_time marks 'expiry'
+--     with that time (create_memory, update_memory, rollback_memory bringing
+--     a deleted memory back, profiles, extracted facts and compaction
+--     summaries with a ttl), after the scope's write lock and before the row;
 --   * correcting (refresh_due) only under the row's lock, taken FOR UPDATE
 --     SKIP LOCKED: a writer that marks meanwhile waits for the correction to
 --     commit and then marks again (ON CONFLICT after a delete inserts anew),
@@ -44,11 +48,24 @@
 -- another connection than the one that claimed it) is looked up over every
 -- shard, as before.
 --
+-- Expiry ('expiry', migration 0026): due_time is never later than the
+-- scope's earliest expire_time, of its memories and of the deletions that
+-- still hold text (a memory deleted before its expire_time is forgotten once
+-- that passes). purge_expired_memories reads the index for the scopes to
+-- visit, goes to each one's worker alone, and corrects its row once the
+-- scope is done (refresh_due, in the purge's transaction). A scope of a node
+-- that does not answer keeps its row and is purged by a later call.
+--
+-- Writes through a worker's own connection do not mark the index (the
+-- coordinator's table is out of its reach): rebuild_due_scopes finds them,
+-- and the client's job workers run it every membank.worker rebuild interval
+-- (MEMBANK_DUE_REBUILD_INTERVAL, pyclient/membank/worker.py).
+--
 -- One server: none of this runs; the claims are the one-statement paths of
 -- 050_embeddings.sql and 120_scope_by_scope_jobs.sql (distributed() is a
 -- constant false there).
 
--- name: mark_due: note that a scope may have jobs of kind ('embedding', 'generation') due from due (Citus).
+-- name: mark_due: note that a scope may have work of kind ('embedding', 'generation', 'expiry') due from due (Citus).
 create or replace function membank_private.mark_due(
     scope_id uuid, kind text, due timestamptz default statement_timestamp()
 ) returns void
@@ -92,6 +109,16 @@ begin
     if kind = 'embedding' then
         _next := (select min(j.retry_time) from membank_private.embedding_jobs as j
                   where j.scope_id = refresh_due.scope_id and j.attempts < 5);
+    elsif kind = 'expiry' then
+        -- The memories' earliest expiry, and the deletions still holding
+        -- text (forget_expired_deletions; any DELETED revision, not only a
+        -- last one: earlier is on the safe side).
+        _next := least(
+            (select min(m.expire_time) from membank_private.memories as m
+             where m.scope_id = refresh_due.scope_id and m.expire_time is not null),
+            (select min(r.expire_time) from membank_private.memory_revisions as r
+             where r.scope_id = refresh_due.scope_id and r.action = 'DELETED' and r.expire_time is not null
+               and (r.fact is not null or r.structured_content is not null)));
     else
         _next := (select min(j.retry_time) from membank_private.generation_jobs as j
                   where j.scope_id = refresh_due.scope_id);
@@ -106,9 +133,13 @@ begin
 end
 $$;
 
--- name: rebuild_due_scopes: mark every scope with queued jobs (reads every shard); returns the rows marked.
+-- name: rebuild_due_scopes: mark every scope with queued jobs or expiring memories (reads every shard); rows marked.
 -- For membank db distribute (rows moved into the shards queued work the
--- index never saw) and for writes made through a worker's own connection.
+-- index never saw) and for writes made through a worker's own connection
+-- (the client's job workers run it on an interval). Shard by shard with
+-- run_command_on_placements: a node that does not answer is reported (a
+-- WARNING naming it, once) and its scopes left as they are in the index;
+-- the other nodes' scopes are marked.
 create or replace function membank_private.rebuild_due_scopes()
 returns bigint
 language plpgsql
@@ -117,29 +148,80 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _due jsonb;
-    _count bigint;
+    _read record;
+    _placement record;
+    _down text [] := '{}';
+    _count bigint := 0;
+    _n bigint;
 begin
-    if not membank_private.distributed() then
+    -- Only the coordinator holds the index (as mark_due).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
         return 0;
     end if;
-    -- Read over the shards into a value first: no statement joins the
-    -- coordinator's table with a distributed one.
-    _due := (select coalesce(jsonb_agg(jsonb_build_array('embedding', g.scope_id, g.due)), '[]')
-             from (select j.scope_id, min(j.retry_time) as due from membank_private.embedding_jobs as j
-                   where j.attempts < 5 group by j.scope_id) as g)
-            || (select coalesce(jsonb_agg(jsonb_build_array('generation', g.scope_id, g.due)), '[]')
-                from (select j.scope_id, min(j.retry_time) as due from membank_private.generation_jobs as j
-                      group by j.scope_id) as g);
-    with marked as (
-        insert into membank_private.due_scopes as d (kind, scope_id, due_time)
-        select e ->> 0, (e ->> 1)::uuid, (e ->> 2)::timestamptz from jsonb_array_elements(_due) as e
-        on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
-        where d.due_time > excluded.due_time
-        returning 1
-    )
-    select count(*) into _count from marked;
+    -- Each shard's (scope_id, earliest due) pairs as JSON: no statement
+    -- joins the coordinator's table with a distributed one.
+    for _read in
+        select * from (values
+            ('embedding', 'membank_private.embedding_jobs',
+             'select j.scope_id, min(j.retry_time) as due from %s as j where j.attempts < 5 group by j.scope_id'),
+            ('generation', 'membank_private.generation_jobs',
+             'select j.scope_id, min(j.retry_time) as due from %s as j group by j.scope_id'),
+            ('expiry', 'membank_private.memories',
+             'select m.scope_id, min(m.expire_time) as due from %s as m'
+             ' where m.expire_time is not null group by m.scope_id'),
+            ('expiry', 'membank_private.memory_revisions',
+             'select r.scope_id, min(r.expire_time) as due from %s as r where r.action = ''DELETED'''
+             ' and r.expire_time is not null and (r.fact is not null or r.structured_content is not null)'
+             ' group by r.scope_id')) as v (kind, table_name, query)
+    loop
+        for _placement in
+            execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                    ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+            using _read.table_name,
+                  'select coalesce(json_agg(json_build_array(g.scope_id, g.due))::text, ''[]'') from ('
+                  || _read.query || ') as g'
+        loop
+            if not _placement.success then
+                if not _placement.node = any(_down) then
+                    _down := _down || _placement.node;
+                    raise warning 'rebuild_due_scopes: node % does not answer; its scopes were left as they are',
+                        _placement.node
+                        using detail = _placement.result, hint = 'run it again once the node is back';
+                end if;
+                continue;
+            end if;
+            with marked as (
+                insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+                select _read.kind, (e ->> 0)::uuid, (e ->> 1)::timestamptz
+                from json_array_elements(_placement.result::json) as e
+                on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+                where d.due_time > excluded.due_time
+                returning 1
+            )
+            select count(*) into _n from marked;
+            _count := _count + _n;
+        end loop;
+    end loop;
     return _count;
+end
+$$;
+
+-- name: rebuild_due_work: rebuild_due_scopes for the job worker (membank_admin; 0 on one server).
+-- SECURITY DEFINER so that an admin login needs no privilege on the index
+-- or on Citus's run_command_on_placements; a role bound to scopes is
+-- refused (every scope's maintenance). The client's job worker calls it
+-- every due_rebuild_interval seconds (pyclient/membank/worker.py), so that
+-- writes made through a worker's own connection are found without an operator.
+create or replace function membank_private.rebuild_due_work()
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform membank_private.refuse_bound_caller('rebuild_due_scopes');
+    return membank_private.rebuild_due_scopes();
 end
 $$;
 
@@ -268,5 +350,65 @@ begin
     raise warning '%: node % does not answer; scope % was skipped', what, _node.node, scope_id
         using detail = error, hint = 'run it again once the node is back';
     return _node.group_id;
+end
+$$;
+
+-- Whole-bank backlogs on Citus (embedding_backlog, generation_backlog for a
+-- role bound to no scope): the jobs waiting are in the scopes of the index
+-- (every job that can still run keeps its scope there), so the counts are
+-- read from those scopes only, one statement per node naming its scopes
+-- (scope_id = any(...): the shards of those scopes alone), each in a
+-- subtransaction: a node that does not answer is left out of the figures
+-- with a WARNING naming it.
+
+-- name: due_scopes_by_node: the index's scopes of kind, grouped by the node that holds them (Citus).
+create or replace function membank_private.due_scopes_by_node(kind text)
+returns table (group_id integer, node text, scope_ids uuid[])
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    return query
+    select n.group_id, n.node, array_agg(d.scope_id order by d.scope_id)
+    from membank_private.due_scopes as d
+    cross join lateral membank_private.scope_node(d.scope_id) as n
+    where d.kind = due_scopes_by_node.kind
+    group by n.group_id, n.node
+    order by n.group_id;
+end
+$$;
+
+-- name: count_on_placements: count a distributed table's rows matching condition, shard by shard, skipping dead nodes.
+-- condition: an SQL boolean over the table's columns as alias x, made by
+-- membank's own functions. A node that does not answer is left out of the
+-- count with a WARNING naming it (what: the caller's name).
+create or replace function membank_private.count_on_placements(what text, table_name text, condition text)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _placement record;
+    _down text [] := '{}';
+    _count bigint := 0;
+begin
+    for _placement in
+        execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+        using table_name, format('select count(*) from %%s as x where %s', condition)
+    loop
+        if _placement.success then
+            _count := _count + _placement.result::bigint;
+        elsif not _placement.node = any(_down) then
+            _down := _down || _placement.node;
+            raise warning '%: node % does not answer; its scopes were left out of the figures', what, _placement.node
+                using detail = _placement.result, hint = 'ask again once the node is back';
+        end if;
+    end loop;
+    return _count;
 end
 $$;

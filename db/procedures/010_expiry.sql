@@ -82,16 +82,17 @@ declare
     _down integer [] := '{}';
 begin
     if membank_private.distributed() then
-        -- Citus: the scopes shard by shard (a node that does not answer is
-        -- reported and skipped, 121_due_work.sql), then each scope's
-        -- candidates by a router read.
+        -- Citus: the scopes from the coordinator's index of due work (kind
+        -- 'expiry': a deletion still holding text keeps its scope there,
+        -- 121_due_work.sql), then each scope's candidates by a router read;
+        -- a node that does not answer is reported and its scopes skipped.
         for _scope_id in
-            select s.scope_id from membank_private.scopes_where('membank_private.memory_revisions',
-                format('x.action = ''DELETED'' and x.expire_time is not null and x.expire_time <= %L::timestamptz'
-                       ' and (x.fact is not null or x.structured_content is not null)', _now),
-                batch_size) as s (scope_id)
-            order by s.scope_id
+            select d.scope_id from membank_private.due_scopes as d
+            where d.kind = 'expiry' and d.due_time <= _now
+            order by d.due_time, d.scope_id
+            limit least(batch_size * 4, 1000)
         loop
+            continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
             begin
                 _candidates := _candidates || array(
                     select r.scope_id::text || ' ' || r.memory_name::text
@@ -158,8 +159,10 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
-        _count := membank_private.purge_expired_by_scope(batch_size)
-                  + membank_private.forget_expired_deletions(batch_size);
+        -- The deletions forgotten first: the purge then corrects each scope's
+        -- index row with them gone (121_due_work.sql).
+        _count := membank_private.forget_expired_deletions(batch_size);
+        _count := _count + membank_private.purge_expired_by_scope(batch_size);
         perform membank_private.clear_revision_context();
         return _count;
     end if;

@@ -451,6 +451,10 @@ def _where() -> str:
 @click.option("--retention-interval", type=float, default=3600.0, show_default=True,
               help="Seconds between runs of purge_expired_memories and apply_retention (needs membank_admin; "
                    "0 turns them off).")
+@click.option("--due-rebuild-interval", type=float, default=None, envvar="MEMBANK_DUE_REBUILD_INTERVAL",
+              help="Citus: seconds between rebuilds of the coordinator's index of due work from the shards, which "
+                   "finds jobs and expiries written through a worker node's own connection (needs membank_admin; "
+                   "0 turns it off) [default: 600; env MEMBANK_DUE_REBUILD_INTERVAL].")
 @click.option("--compact-scope", "compact_scopes", multiple=True, callback=_json_object_list, metavar="PATTERN",
               help='Compact every scope containing this JSON object (repeatable), e.g. \'{"app_name":"shop"}\'.')
 @click.option("--compact-older-than", type=DURATION, default="30d", show_default=True,
@@ -459,7 +463,8 @@ def _where() -> str:
               help="With --compact-scope: how often to look for memories to compact.")
 @_model_call_options
 def worker(batch_size: int, poll_interval: float, provider: str | None, once: bool, retention_interval: float,
-           compact_scopes: list[Any], compact_older_than: timedelta, compact_every: timedelta, model_timeout: Any,
+           due_rebuild_interval: float | None, compact_scopes: list[Any], compact_older_than: timedelta,
+           compact_every: timedelta, model_timeout: Any,
            model_retries: int | None, model_attempts: int | None, response_format: str | None) -> None:
     """Carry the bank's model calls until stopped (Ctrl-C): GenerateMemories jobs and embeddings.
 
@@ -488,7 +493,7 @@ def worker(batch_size: int, poll_interval: float, provider: str | None, once: bo
                                                     response_format=response_format),
                                   embedder, max_attempts=model_attempts)
     w = EmbeddingWorker(url, embedder, batch_size=batch_size, generation=generation,
-                        retention_interval=retention_interval or None)
+                        retention_interval=retention_interval or None, due_rebuild_interval=due_rebuild_interval)
     w.configure()
     called = generation.provider
     bounds = (f" at {called.endpoint} (timeout {called.timeout:g} s, {called.max_retries} SDK retries, "

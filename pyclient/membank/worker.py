@@ -18,6 +18,7 @@ queued (decided in SQL; due and queued commit together).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -42,7 +43,7 @@ class EmbeddingWorker:
 
     def __init__(self, url: str, embedder: Embedder, *, batch_size: int = 64, generation: Any = None,
                  retention_interval: float | None = None, pass_limit: int = 256,
-                 generations_per_pass: int = 4) -> None:
+                 generations_per_pass: int = 4, due_rebuild_interval: float | None = None) -> None:
         """Connect to ``url``; ``batch_size`` (1..1000) facts are embedded per model call.
 
         ``run()`` works in passes of at most ``pass_limit`` embedding jobs
@@ -54,9 +55,20 @@ class EmbeddingWorker:
         jobs ``run()`` also carries (woken by its own channel), or None.
         ``retention_interval``: every so many seconds ``run()`` also calls
         ``purge_expired_memories`` and ``apply_retention`` (None: never).
+        ``due_rebuild_interval``: every so many seconds ``run()`` also
+        rebuilds a Citus coordinator's index of due work from the shards
+        (``membank_private.rebuild_due_work()``), so that jobs and expiries
+        written through a worker node's own connection are found (None: the
+        ``MEMBANK_DUE_REBUILD_INTERVAL`` environment variable, else 600 s;
+        0 or less: never). It reads every shard; on one server it is a no-op.
+        It needs membank_admin: without it, it is skipped (logged once).
         """
         self.retention_interval = retention_interval
         self._next_retention = 0.0
+        if due_rebuild_interval is None:
+            due_rebuild_interval = float(os.environ.get("MEMBANK_DUE_REBUILD_INTERVAL") or 600)
+        self.due_rebuild_interval = due_rebuild_interval if due_rebuild_interval > 0 else None
+        self._next_due_rebuild = 0.0
         self.url = url
         self.embedder = embedder
         self.batch_size = batch_size
@@ -228,6 +240,31 @@ class EmbeddingWorker:
             return {"skipped": str(err)}
         return {"expired": purged, "removed": removed}
 
+    def rebuild_due_work(self) -> int | None:
+        """Rebuild the Citus coordinator's index of due work now; rows marked (0 on one server).
+
+        Returns None, and stops trying on later intervals, when this
+        worker's role may not (it needs membank_admin). A worker node that
+        does not answer is skipped by the server with a WARNING (logged).
+        """
+        try:
+            with psycopg.connect(self.url, autocommit=True) as conn:
+                conn.add_notice_handler(lambda d: log.warning("due-work rebuild: %s", d.message_primary))
+                return conn.execute("select membank_private.rebuild_due_work()").fetchone()[0]
+        except psycopg.errors.InsufficientPrivilege as err:
+            log.info("due-work index rebuild skipped: %s (it needs membank_admin; on a Citus cluster, run"
+                     " membank_private.rebuild_due_scopes() otherwise)", err)
+            self.due_rebuild_interval = None
+            return None
+
+    def _maybe_rebuild_due(self) -> None:
+        if self.due_rebuild_interval is None or time.monotonic() < self._next_due_rebuild:
+            return
+        self._next_due_rebuild = time.monotonic() + self.due_rebuild_interval
+        marked = self.rebuild_due_work()
+        if marked:
+            log.info("due-work index: %d scopes marked from the shards", marked)
+
     def run_pass(self) -> tuple[int, int]:
         """Run one fair pass; return ``(embedding jobs, generation jobs)`` it processed.
 
@@ -284,6 +321,7 @@ class EmbeddingWorker:
             listener.execute(f"listen {CHANNEL}")
             listener.execute("listen membank_generation_jobs")
             while not stop.is_set():
+                self._maybe_rebuild_due()  # before the purge: expiries written on a worker node get purged too
                 self._maybe_retention()
                 if self.sweep_streams:
                     self.generate_due_streams()

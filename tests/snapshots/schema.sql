@@ -1553,6 +1553,9 @@ begin
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
     perform membank_private.lock_scope(_scope_id);
+    if _expire is not null then
+        perform membank_private.mark_due(_scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+    end if;
     if source_event_ids <> '{}' then
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
         _source := membank_private.first_source_event(_scope_id, source_event_ids);
@@ -1933,7 +1936,54 @@ declare
     -- null: unrestricted, every scope (plpgsql: bound_scopes is defined in a later file, 110_scoped_views.sql)
     _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
     _all boolean := membank_private.bound_scopes() is null;
+    _node record;
+    _one record;
+    _pending bigint := 0;
+    _oldest timestamptz;
+    _error text;
+    _error_time timestamptz;
 begin
+    if _all and membank_private.distributed() then
+        -- Citus, every scope: the waiting jobs from the scopes of the index
+        -- of due work, one statement per node; failed jobs and vectors
+        -- (scopes the index does not hold) counted shard by shard. A node
+        -- that does not answer is left out with a WARNING (121_due_work.sql).
+        for _node in select * from membank_private.due_scopes_by_node('embedding') loop
+            begin
+                execute format('select count(*) filter (where j.attempts < 5) as pending,'
+                               ' min(j.enqueue_time) filter (where j.attempts < 5) as oldest,'
+                               ' (array_agg(j.last_error order by j.retry_time desc)'
+                               ' filter (where j.last_error is not null))[1] as error,'
+                               ' max(j.retry_time) filter (where j.last_error is not null) as error_time'
+                               ' from membank_private.embedding_jobs as j where j.scope_id = any(%L::uuid[])',
+                               _node.scope_ids)
+                into _one;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'embedding_backlog: node % does not answer; its scopes were left out of the figures',
+                        _node.node using detail = sqlerrm, hint = 'ask again once the node is back';
+                    continue;
+            end;
+            _pending := _pending + _one.pending;
+            _oldest := least(_oldest, _one.oldest);
+            if _one.error_time is not null and (_error_time is null or _one.error_time > _error_time) then
+                _error := _one.error;
+                _error_time := _one.error_time;
+            end if;
+        end loop;
+        return query
+        select _pending,
+               membank_private.count_on_placements('embedding_backlog', 'membank_private.embedding_jobs',
+                                                   'x.attempts >= 5'),
+               membank_private.count_on_placements('embedding_backlog', 'membank_private.memory_embeddings', 'true'),
+               _oldest, c.model_id, c.dimension, _error
+        from (select 1) as one
+        left join membank_private.embedding_config as c on true;
+        return;
+    end if;
     return query
     with jobs as (
         select j.attempts, j.enqueue_time, j.last_error, j.retry_time from membank_private.embedding_jobs as j
@@ -1954,7 +2004,8 @@ $$;
 COMMENT ON FUNCTION membank.embedding_backlog() IS 'The embedding queue at a glance: pending jobs (fewer than 5 failed attempts), failed jobs (5 or more; not retried),
 vectors embedded, oldest enqueue_time, the bank''s model_id and dimension (null before the first vector), and the most
 recent error. A role bound to scopes (bind_role_to_scope) counts only the jobs, vectors and errors of its bound
-scopes; the model_id and dimension are the bank''s. Raises no SQLSTATE of its own.
+scopes; the model_id and dimension are the bank''s. On Citus, a worker node that does not answer is left out of the
+figures with a WARNING naming it. Raises no SQLSTATE of its own.
 Columns:
 - pending: embedding jobs waiting (fewer than 5 failed attempts).
 - failed: jobs that failed 5 times or more (not retried).
@@ -2513,7 +2564,41 @@ CREATE FUNCTION membank.generation_backlog() RETURNS TABLE(pending_operations bi
 declare
     _ids uuid [] := array(select md5(s::text)::uuid from unnest(membank_private.bound_scopes()) as s);
     _all boolean := membank_private.bound_scopes() is null;  -- unrestricted: every scope
+    _node record;
+    _one record;
 begin
+    if _all and membank_private.distributed() then
+        -- Citus, every scope: every generation job keeps its scope in the
+        -- index of due work, so the counts come from those scopes alone, one
+        -- statement per node; a node that does not answer is left out with
+        -- a WARNING naming it (121_due_work.sql).
+        pending_operations := 0;
+        due_jobs := 0;
+        retrying_jobs := 0;
+        for _node in select * from membank_private.due_scopes_by_node('generation') loop
+            begin
+                execute format('select count(*) as pending, count(*) filter (where j.retry_time <= %L) as due,'
+                               ' count(*) filter (where j.attempts > 0) as retrying, min(j.create_time) as oldest'
+                               ' from membank_private.generation_jobs as j where j.scope_id = any(%L::uuid[])',
+                               statement_timestamp(), _node.scope_ids)
+                into _one;
+            exception
+                when others then
+                    if not membank_private.node_unreachable(sqlstate) then
+                        raise;
+                    end if;
+                    raise warning 'generation_backlog: node % does not answer; its scopes were left out of the figures',
+                        _node.node using detail = sqlerrm, hint = 'ask again once the node is back';
+                    continue;
+            end;
+            pending_operations := pending_operations + _one.pending;
+            due_jobs := due_jobs + _one.due;
+            retrying_jobs := retrying_jobs + _one.retrying;
+            oldest_create_time := least(oldest_create_time, _one.oldest);
+        end loop;
+        return next;
+        return;
+    end if;
     return query
     select count(*), count(*) filter (where j.retry_time <= statement_timestamp()),
            count(*) filter (where j.attempts > 0), min(j.create_time)
@@ -2523,7 +2608,8 @@ end
 $$;
 COMMENT ON FUNCTION membank.generation_backlog() IS 'Generation work waiting for a worker: pending operations (one job each), jobs due now, jobs retrying after a failed
 model call (attempts > 0), and when the oldest was queued. A role bound to scopes (bind_role_to_scope) counts only
-the jobs of its bound scopes. Raises nothing.
+the jobs of its bound scopes. On Citus, a worker node that does not answer is left out of the figures with a WARNING
+naming it. Raises nothing.
 Columns:
 - pending_operations: operations not done (one job each).
 - due_jobs: jobs a worker may claim now.
@@ -3413,6 +3499,8 @@ begin
         for _scope_id in select distinct m.scope_id from membank_private.memories as m order by m.scope_id loop
             perform from (select m.name from membank_private.memories as m where m.scope_id = _scope_id
                           order by m.name for key share) as locked;
+            -- Its jobs are queued below: the coordinator's index hears of them first (121_due_work.sql).
+            perform membank_private.mark_due(_scope_id, 'embedding');
         end loop;
     else
         perform from (select m.name from membank_private.memories as m order by m.name for key share) as locked;
@@ -3426,7 +3514,6 @@ begin
     from membank_private.memories as m
     where m.fact is not null;
     get diagnostics _count = row_count;
-    perform membank_private.rebuild_due_scopes();  -- Citus: every scope's jobs in the coordinator's index
     perform pg_notify('membank_embedding_jobs', '');
     return _count;
 exception
@@ -3829,6 +3916,9 @@ begin
         -- Deleted: bring it back under the same name, with the expiry it had
         -- when deleted (not passed: is_expired refused that above), and its
         -- revision numbers continuing after the deletion.
+        if _expire_time is not null then
+            perform membank_private.mark_due(_scope_id, 'expiry', _expire_time);  -- Citus: 121_due_work.sql
+        end if;
         insert into membank_private.memories as m (
             name, scope_id, scope, memory_type, fact, structured_content, topics, metadata, revision, create_time,
             expire_time
@@ -4173,6 +4263,9 @@ begin
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
         return membank_private.to_memory(_row);  -- nothing changed: no revision
+    end if;
+    if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
+        perform membank_private.mark_due(_row.scope_id, 'expiry', _new.expire_time);  -- Citus: 121_due_work.sql
     end if;
     -- As in create_memory: with no labels or sources to pass and no context
     -- left set, the revision trigger's defaults are the same, so the setting
@@ -4632,6 +4725,9 @@ begin
     -- The values first: Citus runs no subquery inside an INSERT's VALUES.
     _topics := array(select distinct t from jsonb_array_elements(o.facts) as c, jsonb_array_elements_text(c -> 'topics') as t
                      order by t limit 32);
+    if _expire_time is not null then
+        perform membank_private.mark_due(o.scope_id, 'expiry', _expire_time);  -- Citus: 121_due_work.sql
+    end if;
     insert into membank_private.memories as m (scope_id, scope, fact, topics, metadata, expire_time)
     values (o.scope_id, o.scope, _summary, _topics,
             jsonb_build_object('compaction', jsonb_build_object(
@@ -4914,6 +5010,7 @@ declare
     _reason text;
     _spec jsonb;
     _retired uuid;
+    _expire timestamptz;
 begin
     perform membank_private.lock_scope(o.scope_id);
     for _v in select v from jsonb_array_elements(o.profile_values) as v loop
@@ -4990,11 +5087,15 @@ begin
                     from jsonb_array_elements(o.source_events) with ordinality as x (e, n)
                     where _v -> 'source_event_ids' ? (e ->> 'event_id')))));
         if _row.name is null then
+            _expire := membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null);
+            if _expire is not null then
+                perform membank_private.mark_due(o.scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+            end if;
             insert into membank_private.memories as m (scope_id, scope, memory_type, structured_content, expire_time)
             values (o.scope_id, o.scope, 'STRUCTURED_PROFILE',
                     jsonb_build_object('schema_id', _v ->> 'schema_id', 'field', _v ->> 'field', 'value', _new,
                                        'event_time', _v -> 'event_time'),
-                    membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null))
+                    _expire)
             returning * into _row;
             perform membank_private.clear_revision_context();
             perform membank_private.record_generated(o.name, _row, 'CREATED');
@@ -5852,6 +5953,31 @@ CREATE FUNCTION membank_private.context_profile_lines(scopes jsonb[]) RETURNS js
         cross join lateral jsonb_each(membank.retrieve_profiles(s.scope)) as pr
     ) as p;
 $$;
+CREATE FUNCTION membank_private.count_on_placements(what text, table_name text, condition text) RETURNS bigint
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _placement record;
+    _down text [] := '{}';
+    _count bigint := 0;
+begin
+    for _placement in
+        execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+        using table_name, format('select count(*) from %%s as x where %s', condition)
+    loop
+        if _placement.success then
+            _count := _count + _placement.result::bigint;
+        elsif not _placement.node = any(_down) then
+            _down := _down || _placement.node;
+            raise warning '%: node % does not answer; its scopes were left out of the figures', what, _placement.node
+                using detail = _placement.result, hint = 'ask again once the node is back';
+        end if;
+    end loop;
+    return _count;
+end
+$_$;
 CREATE FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -5962,6 +6088,20 @@ CREATE FUNCTION membank_private.distributed() RETURNS boolean
     RETURN false;
 COMMENT ON FUNCTION membank_private.distributed() IS 'Whether membank''s tables are distributed by scope_id on a Citus cluster: false on one server; membank db
 distribute (990_citus.sql) makes it true. A constant: no catalog read.';
+CREATE FUNCTION membank_private.due_scopes_by_node(kind text) RETURNS TABLE(group_id integer, node text, scope_ids uuid[])
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return query
+    select n.group_id, n.node, array_agg(d.scope_id order by d.scope_id)
+    from membank_private.due_scopes as d
+    cross join lateral membank_private.scope_node(d.scope_id) as n
+    where d.kind = due_scopes_by_node.kind
+    group by n.group_id, n.node
+    order by n.group_id;
+end
+$$;
 CREATE FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) RETURNS jsonb
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -6508,16 +6648,17 @@ declare
     _down integer [] := '{}';
 begin
     if membank_private.distributed() then
-        -- Citus: the scopes shard by shard (a node that does not answer is
-        -- reported and skipped, 121_due_work.sql), then each scope's
-        -- candidates by a router read.
+        -- Citus: the scopes from the coordinator's index of due work (kind
+        -- 'expiry': a deletion still holding text keeps its scope there,
+        -- 121_due_work.sql), then each scope's candidates by a router read;
+        -- a node that does not answer is reported and its scopes skipped.
         for _scope_id in
-            select s.scope_id from membank_private.scopes_where('membank_private.memory_revisions',
-                format('x.action = ''DELETED'' and x.expire_time is not null and x.expire_time <= %L::timestamptz'
-                       ' and (x.fact is not null or x.structured_content is not null)', _now),
-                batch_size) as s (scope_id)
-            order by s.scope_id
+            select d.scope_id from membank_private.due_scopes as d
+            where d.kind = 'expiry' and d.due_time <= _now
+            order by d.due_time, d.scope_id
+            limit least(batch_size * 4, 1000)
         loop
+            continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
             begin
                 _candidates := _candidates || array(
                     select r.scope_id::text || ' ' || r.memory_name::text
@@ -6824,13 +6965,16 @@ declare
     -- where it was said (session neighbours, 069)
     _source membank_private.events := membank_private.first_source_event(
         o.scope_id, array(select jsonb_array_elements_text(fact -> 'source_event_ids')));
+    _expire timestamptz := membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null);
 begin
     perform membank_private.set_fact_context(o, fact, 'CREATE');
+    if _expire is not null then
+        perform membank_private.mark_due(o.scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+    end if;
     insert into membank_private.memories as m (
         scope_id, scope, fact, topics, expire_time, source_session_id, source_event_time, source_append_seq
     )
-    values (o.scope_id, o.scope, fact_text, _topics,
-            membank_private.resolve_expire_time((o.options ->> 'ttl')::interval, null),
+    values (o.scope_id, o.scope, fact_text, _topics, _expire,
             _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
     perform membank_private.clear_revision_context();
@@ -8041,8 +8185,10 @@ begin
     perform membank_private.set_revision_context(jsonb_build_object('reason', 'expired'));
     if membank_private.distributed() then
         -- No FOR UPDATE over several shards: scope by scope (120_scope_by_scope_jobs.sql).
-        _count := membank_private.purge_expired_by_scope(batch_size)
-                  + membank_private.forget_expired_deletions(batch_size);
+        -- The deletions forgotten first: the purge then corrects each scope's
+        -- index row with them gone (121_due_work.sql).
+        _count := membank_private.forget_expired_deletions(batch_size);
+        _count := _count + membank_private.purge_expired_by_scope(batch_size);
         perform membank_private.clear_revision_context();
         return _count;
     end if;
@@ -8090,13 +8236,11 @@ declare
     _deleted bigint;
     _count bigint := 0;
 begin
-    -- The scopes with expired memories, shard by shard: a node that does not
-    -- answer is reported and its scopes skipped (121_due_work.sql).
     for _scope_id in
-        select s.scope_id
-        from membank_private.scopes_where('membank_private.memories',
-                                          format('x.expire_time <= %L::timestamptz', _now), batch_size) as s (scope_id)
-        order by s.scope_id
+        select d.scope_id from membank_private.due_scopes as d
+        where d.kind = 'expiry' and d.due_time <= _now
+        order by d.due_time, d.scope_id
+        limit least(batch_size * 4, 1000)
     loop
         exit when _count >= batch_size;
         continue when cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down);
@@ -8116,6 +8260,7 @@ begin
                 returning 1
             )
             select count(*) into _deleted from deleted;
+            perform membank_private.refresh_due(_scope_id, 'expiry');  -- its next expiry, or out of the index
         exception
             when others then
                 if not membank_private.node_unreachable(sqlstate) then
@@ -8337,31 +8482,72 @@ $$;
 CREATE FUNCTION membank_private.rebuild_due_scopes() RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
-    _due jsonb;
-    _count bigint;
+    _read record;
+    _placement record;
+    _down text [] := '{}';
+    _count bigint := 0;
+    _n bigint;
 begin
-    if not membank_private.distributed() then
+    -- Only the coordinator holds the index (as mark_due).
+    if not membank_private.distributed() or membank_private.node_group() <> 0 then
         return 0;
     end if;
-    -- Read over the shards into a value first: no statement joins the
-    -- coordinator's table with a distributed one.
-    _due := (select coalesce(jsonb_agg(jsonb_build_array('embedding', g.scope_id, g.due)), '[]')
-             from (select j.scope_id, min(j.retry_time) as due from membank_private.embedding_jobs as j
-                   where j.attempts < 5 group by j.scope_id) as g)
-            || (select coalesce(jsonb_agg(jsonb_build_array('generation', g.scope_id, g.due)), '[]')
-                from (select j.scope_id, min(j.retry_time) as due from membank_private.generation_jobs as j
-                      group by j.scope_id) as g);
-    with marked as (
-        insert into membank_private.due_scopes as d (kind, scope_id, due_time)
-        select e ->> 0, (e ->> 1)::uuid, (e ->> 2)::timestamptz from jsonb_array_elements(_due) as e
-        on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
-        where d.due_time > excluded.due_time
-        returning 1
-    )
-    select count(*) into _count from marked;
+    -- Each shard's (scope_id, earliest due) pairs as JSON: no statement
+    -- joins the coordinator's table with a distributed one.
+    for _read in
+        select * from (values
+            ('embedding', 'membank_private.embedding_jobs',
+             'select j.scope_id, min(j.retry_time) as due from %s as j where j.attempts < 5 group by j.scope_id'),
+            ('generation', 'membank_private.generation_jobs',
+             'select j.scope_id, min(j.retry_time) as due from %s as j group by j.scope_id'),
+            ('expiry', 'membank_private.memories',
+             'select m.scope_id, min(m.expire_time) as due from %s as m'
+             ' where m.expire_time is not null group by m.scope_id'),
+            ('expiry', 'membank_private.memory_revisions',
+             'select r.scope_id, min(r.expire_time) as due from %s as r where r.action = ''DELETED'''
+             ' and r.expire_time is not null and (r.fact is not null or r.structured_content is not null)'
+             ' group by r.scope_id')) as v (kind, table_name, query)
+    loop
+        for _placement in
+            execute 'select p.nodename || '':'' || p.nodeport as node, p.success, p.result'
+                    ' from pg_catalog.run_command_on_placements($1::regclass, $2) as p order by p.shardid'
+            using _read.table_name,
+                  'select coalesce(json_agg(json_build_array(g.scope_id, g.due))::text, ''[]'') from ('
+                  || _read.query || ') as g'
+        loop
+            if not _placement.success then
+                if not _placement.node = any(_down) then
+                    _down := _down || _placement.node;
+                    raise warning 'rebuild_due_scopes: node % does not answer; its scopes were left as they are',
+                        _placement.node
+                        using detail = _placement.result, hint = 'run it again once the node is back';
+                end if;
+                continue;
+            end if;
+            with marked as (
+                insert into membank_private.due_scopes as d (kind, scope_id, due_time)
+                select _read.kind, (e ->> 0)::uuid, (e ->> 1)::timestamptz
+                from json_array_elements(_placement.result::json) as e
+                on conflict on constraint due_scopes_pkey do update set due_time = excluded.due_time
+                where d.due_time > excluded.due_time
+                returning 1
+            )
+            select count(*) into _n from marked;
+            _count := _count + _n;
+        end loop;
+    end loop;
     return _count;
+end
+$_$;
+CREATE FUNCTION membank_private.rebuild_due_work() RETURNS bigint
+    LANGUAGE plpgsql SECURITY DEFINER
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform membank_private.refuse_bound_caller('rebuild_due_scopes');
+    return membank_private.rebuild_due_scopes();
 end
 $$;
 CREATE FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) RETURNS void
@@ -8484,6 +8670,16 @@ begin
     if kind = 'embedding' then
         _next := (select min(j.retry_time) from membank_private.embedding_jobs as j
                   where j.scope_id = refresh_due.scope_id and j.attempts < 5);
+    elsif kind = 'expiry' then
+        -- The memories' earliest expiry, and the deletions still holding
+        -- text (forget_expired_deletions; any DELETED revision, not only a
+        -- last one: earlier is on the safe side).
+        _next := least(
+            (select min(m.expire_time) from membank_private.memories as m
+             where m.scope_id = refresh_due.scope_id and m.expire_time is not null),
+            (select min(r.expire_time) from membank_private.memory_revisions as r
+             where r.scope_id = refresh_due.scope_id and r.action = 'DELETED' and r.expire_time is not null
+               and (r.fact is not null or r.structured_content is not null)));
     else
         _next := (select min(j.retry_time) from membank_private.generation_jobs as j
                   where j.scope_id = refresh_due.scope_id);
@@ -11752,7 +11948,7 @@ CREATE TABLE membank_private.due_scopes (
     kind text NOT NULL,
     scope_id uuid NOT NULL,
     due_time timestamp with time zone NOT NULL,
-    CONSTRAINT due_scopes_kind_check CHECK ((kind = ANY (ARRAY['embedding'::text, 'generation'::text])))
+    CONSTRAINT due_scopes_kind_check CHECK ((kind = ANY (ARRAY['embedding'::text, 'generation'::text, 'expiry'::text])))
 );
 CREATE TABLE membank_private.embedding_config (
     singleton boolean DEFAULT true NOT NULL,
@@ -12282,6 +12478,7 @@ REVOKE ALL ON FUNCTION membank_private.consolidation_prompt(fact_blocks text) FR
 REVOKE ALL ON FUNCTION membank_private.consolidation_reply_schema(merges jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.count_on_placements(what text, table_name text, condition text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
@@ -12289,6 +12486,7 @@ REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_ru
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.due_scopes_by_node(kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_fact_candidates(o membank_private.operations, i integer, vectors membank_extensions.vector[], first integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.earlier_facts_of_batch(o membank_private.operations, vectors membank_extensions.vector[], first integer, last integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.embedding_lease() FROM PUBLIC;
@@ -12379,6 +12577,8 @@ REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rebuild_due_work() FROM PUBLIC;
+GRANT ALL ON FUNCTION membank_private.rebuild_due_work() TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.record_generated(operation_name uuid, m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.record_generated_entries(operation_name uuid, scope_id uuid, entries jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.redact_generated(generated jsonb, only_name uuid) FROM PUBLIC;
