@@ -260,7 +260,7 @@ def test_distribute_keeps_an_existing_bank_and_puts_two_scopes_on_two_workers(ci
     assert distribute.distribute(db.url).already == list(distribute.REFERENCE + distribute.DISTRIBUTED)  # idempotent
     # Nodes whose commits are asynchronous are named: a shard move would lose writes acknowledged there
     # (ALTER DATABASE on the coordinator: Citus sets it on the workers' databases too).
-    ports = [w.port for w in db.cluster.workers]
+    ports = sorted(w.port for w in db.cluster.workers)  # named by host, then port
     with db.connect() as c:
         c.execute(sql.SQL("alter database {} set synchronous_commit = off").format(sql.Identifier(db.name)))
     try:

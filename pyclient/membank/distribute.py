@@ -57,9 +57,10 @@ def distribute(url: str | None = None) -> DistributeResult:
     Idempotent: tables Citus already knows are left as they are. Raises
     RuntimeError when the database has no citus extension or is not at the
     head revision (run ``membank db upgrade`` first). Every run also reports,
-    in ``warnings``, each node where ``synchronous_commit`` is ``off``: a
-    shard move (``citus_rebalance_start()``) loses writes acknowledged there
-    just before it switches (docs/scale-out.md, Rebalancing).
+    in ``warnings``, each node where ``synchronous_commit`` is ``off`` (the
+    workers by host and port, then the coordinator): a shard move
+    (``citus_rebalance_start()``) loses writes acknowledged there just before
+    it switches (docs/scale-out.md, Rebalancing).
     """
     import psycopg
     from psycopg import sql
@@ -113,7 +114,8 @@ def _asynchronous_nodes(conn) -> list[str]:
     # What a new connection to each worker's database gets (server, database and role settings included),
     # and the coordinator's own default for this database.
     rows = conn.execute("select nodename || ':' || nodeport, result from run_command_on_workers("
-                        "$$select current_setting('synchronous_commit')$$) where success").fetchall()
+                        "$$select current_setting('synchronous_commit')$$) where success"
+                        " order by nodename, nodeport").fetchall()  # one order, whatever Citus's
     local = conn.execute("select coalesce((select split_part(c, '=', 2) from pg_db_role_setting as s,"
                          " unnest(s.setconfig) as c where s.setdatabase = (select oid from pg_database"
                          " where datname = current_database()) and s.setrole = 0"
