@@ -427,3 +427,16 @@ def test_schema_commands_as_an_app_login_say_which_role_runs_them(login, monkeyp
     assert "the role that installed membank (the database's owner) or a superuser" in result.output
     assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
 
+
+def test_the_due_work_rebuild_is_silent_for_a_worker_login_on_one_server(login, embedder, caplog):
+    """On one server there is no due-work index: a membank_worker login (the documented setup) is not told to fix it."""
+    from membank.worker import EmbeddingWorker
+
+    worker = EmbeddingWorker(login("membank_worker")[1], embedder)
+    try:
+        with caplog.at_level("DEBUG", logger="membank.worker"):
+            assert worker.rebuild_due_work() == 0
+        assert worker.due_rebuild_interval is None  # not tried again
+        assert [r.getMessage() for r in caplog.records if "due-work" in r.getMessage()] == []
+    finally:
+        worker.close()
