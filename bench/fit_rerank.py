@@ -245,8 +245,11 @@ def design(questions: list[dict], cols: list[int]) -> tuple[np.ndarray, np.ndarr
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_db_argument(parser, "fit_rerank")
-    parser.add_argument("--tuning", default=",".join(TUNING), metavar="NAMES")
-    parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path)
+    parser.add_argument("--tuning", default=",".join(TUNING), metavar="NAMES",
+                        help="comma-separated LoCoMo conversations to fit on (the others are held out); "
+                             "default: %(default)s")
+    parser.add_argument("--cache", default="/tmp/membank_bench_embeddings.npz", type=Path,
+                        help="file that keeps the embeddings between runs (computed once); default: %(default)s")
     parser.add_argument("--ridge", type=float, default=None,
                         help="ridge on the standardised features; default: chosen by leave-one-conversation-out "
                              "recall@10 over the tuning conversations")

@@ -413,3 +413,30 @@ def test_db_distribute_refuses_a_server_without_citus(cli):
     """`membank db distribute` runs on a Citus coordinator only; elsewhere it says so and changes nothing."""
     out = cli("db", "distribute", code=1).output
     assert "no citus extension in this database" in out
+
+
+@pytest.mark.parametrize("command", [("db", "upgrade"), ("db", "current"), ("db", "distribute")])
+def test_schema_commands_as_an_app_login_say_which_role_runs_them(login, monkeypatch, command):
+    """An admin login may call the API, not migrate: one line naming the cause and who may, exit 2, no traceback."""
+    _, admin_url = login("membank_admin")
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", admin_url)
+    result = CliRunner().invoke(main, list(command), catch_exceptions=False)
+    assert result.exit_code == 2, result.output
+    assert result.output.startswith("error: this login may not read or migrate membank's schema (permission denied "
+                                    "for table membank_alembic_version); nothing was changed"), result.output
+    assert "the role that installed membank (the database's owner) or a superuser" in result.output
+    assert len(result.output.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_due_work_rebuild_is_silent_for_a_worker_login_on_one_server(login, embedder, caplog):
+    """On one server there is no due-work index: a membank_worker login (the documented setup) is not told to fix it."""
+    from membank.worker import EmbeddingWorker
+
+    worker = EmbeddingWorker(login("membank_worker")[1], embedder)
+    try:
+        with caplog.at_level("DEBUG", logger="membank.worker"):
+            assert worker.rebuild_due_work() == 0
+        assert worker.due_rebuild_interval is None  # not tried again
+        assert [r.getMessage() for r in caplog.records if "due-work" in r.getMessage()] == []
+    finally:
+        worker.close()

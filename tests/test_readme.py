@@ -328,6 +328,19 @@ def test_every_page_has_a_contents_list():
         assert "## Contents" in page.read_text() or "## Reference" in page.read_text(), page.name
 
 
+def test_every_contents_list_links_every_section():
+    """A section added to a page also goes into its Contents list (GitHub's anchors: lower case, punctuation dropped)."""
+    for page in sorted((ROOT / "docs").glob("*.md")):
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        if "## Contents" not in text:
+            continue
+        contents = text.split("## Contents", 1)[1].split("\n## ", 1)[0]
+        linked = set(re.findall(r"\]\(#([^)]+)\)", contents))
+        sections = [h for h in re.findall(r"^## (.+)$", text, flags=re.M) if h != "Contents"]
+        missing = [h for h in sections if re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") not in linked]
+        assert missing == [], f"{page.name}: not in its Contents list: {missing}"
+
+
 def test_no_python_block_shows_a_value_it_does_not_print():
     """A bare expression shows its value in a REPL only; run as a script (as the pages say), it prints nothing."""
     import ast

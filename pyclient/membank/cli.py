@@ -453,8 +453,9 @@ def _where() -> str:
                    "0 turns them off).")
 @click.option("--due-rebuild-interval", type=float, default=None, envvar="MEMBANK_DUE_REBUILD_INTERVAL",
               help="Citus: seconds between rebuilds of the coordinator's index of due work from the shards, which "
-                   "finds jobs and expiries written through a worker node's own connection (needs membank_admin; "
-                   "0 turns it off) [default: 600; env MEMBANK_DUE_REBUILD_INTERVAL].")
+                   "finds jobs and expiries written through a worker node's own connection (needs membank_admin: "
+                   "without it the rebuild is skipped, with one warning; 0 turns it off; nothing to do on one "
+                   "server) [default: 600; env MEMBANK_DUE_REBUILD_INTERVAL].")
 @click.option("--compact-scope", "compact_scopes", multiple=True, callback=_json_object_list, metavar="PATTERN",
               help='Compact every scope containing this JSON object (repeatable), e.g. \'{"app_name":"shop"}\'.')
 @click.option("--compact-older-than", type=DURATION, default="30d", show_default=True,
@@ -761,7 +762,23 @@ def db_sql(from_revision: str | None, to_revision: str) -> None:
 
 @db.command("distribute")
 def db_distribute() -> None:
-    """On a Citus coordinator, after db upgrade: shard the scoped tables by scope_id (rows kept), reference the rest."""
+    """On a Citus coordinator, after db upgrade: shard the scoped tables by scope_id (rows kept), reference the rest.
+
+    Run it against the coordinator (MEMBANK_DATABASE_URL) as the role that
+    ran `membank db upgrade` (the database's owner, or a superuser), with
+    the workers added (citus_add_node). Each scope's rows go to one shard;
+    the bank-wide tables become reference tables; rows already there move
+    into the shards, none lost; the coordinator's index of due work is
+    rebuilt from them. Safe to run again: tables Citus already knows are
+    left as they are. Prints the tables distributed, made reference tables
+    and already so; a node whose synchronous_commit is off is named as a
+    warning on stderr (rebalancing could lose writes there). On a server
+    without citus it refuses and changes nothing.
+
+    A bank on another server: `membank db convert --from SOURCE_URL`. A
+    worker added later: run `membank db upgrade` again, not this
+    (docs/scale-out.md).
+    """
     from membank import distribute
 
     try:

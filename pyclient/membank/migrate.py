@@ -10,6 +10,7 @@ from alembic.util import CommandError
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, pool
+from sqlalchemy.exc import DBAPIError
 
 from membank import paths, settings
 from membank.errors import SetupError
@@ -35,7 +36,7 @@ def upgrade(url: str, revision: str = "head") -> None:
     Raises membank.errors.SetupError, with nothing changed, when ``revision`` or the database's recorded
     revision is not one this version ships (a newer membank migrated the database).
     """
-    with _known_revisions(url, revision):
+    with _owner_only(), _known_revisions(url, revision):
         command.upgrade(alembic_config(url), revision)
 
 
@@ -44,8 +45,30 @@ def downgrade(revision: str, url: str) -> None:
 
     Raises membank.errors.SetupError, as upgrade does, for a revision this version does not ship.
     """
-    with _known_revisions(url, revision):
+    with _owner_only(), _known_revisions(url, revision):
         command.downgrade(alembic_config(url), revision)
+
+
+@contextmanager
+def _owner_only():
+    """Turn a 42501 from the version table or the DDL into a SetupError that says which role migrates.
+
+    An application login (membank_admin's too) may call the API but not read
+    ``membank_alembic_version`` nor change the schema; without this, ``membank
+    db upgrade``, ``current``, ``distribute`` and ``convert`` run as such a
+    login ended in a SQLAlchemy traceback.
+    """
+    try:
+        yield
+    except DBAPIError as err:
+        if getattr(err.orig, "sqlstate", None) != "42501":
+            raise
+        diag = getattr(err.orig, "diag", None)
+        reason = (diag.message_primary if diag is not None else None) or str(err.orig).splitlines()[0]
+        raise SetupError(
+            f"this login may not read or migrate membank's schema ({reason}); nothing was changed",
+            hint="run membank db upgrade, current, distribute and convert as the role that installed membank "
+                 "(the database's owner) or a superuser; the membank_* roles only call the API") from None
 
 
 @contextmanager
@@ -120,7 +143,7 @@ def current(url: str) -> str | None:
     cfg = alembic_config(url)
     engine = create_engine(settings.sqlalchemy_url(cfg.attributes["url"]), poolclass=pool.NullPool)
     try:
-        with engine.connect() as conn:
+        with _owner_only(), engine.connect() as conn:
             context = MigrationContext.configure(
                 conn, opts={"version_table": cfg.get_main_option("version_table")})
             return context.get_current_revision()

@@ -61,7 +61,7 @@ class EmbeddingWorker:
         written through a worker node's own connection are found (None: the
         ``MEMBANK_DUE_REBUILD_INTERVAL`` environment variable, else 600 s;
         0 or less: never). It reads every shard; on one server it is a no-op.
-        It needs membank_admin: without it, it is skipped (logged once).
+        It needs membank_admin: without it, it is skipped (see ``rebuild_due_work``).
         """
         self.retention_interval = retention_interval
         self._next_retention = 0.0
@@ -244,18 +244,28 @@ class EmbeddingWorker:
         """Rebuild the Citus coordinator's index of due work now; rows marked (0 on one server).
 
         Returns None, and stops trying on later intervals, when this
-        worker's role may not (it needs membank_admin). A worker node that
-        does not answer is skipped by the server with a WARNING (logged).
+        worker's role may not on a Citus coordinator (it needs
+        membank_admin), logged once as one WARNING line; on one server,
+        where there is no index to rebuild, it returns 0 and logs nothing
+        (a worker holding only membank_worker is the documented setup there).
+        A worker node that does not answer is skipped by the server with a
+        WARNING (logged).
         """
-        try:
-            with psycopg.connect(self.url, autocommit=True) as conn:
-                conn.add_notice_handler(lambda d: log.warning("due-work rebuild: %s", d.message_primary))
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.add_notice_handler(lambda d: log.warning("due-work rebuild: %s", d.message_primary))
+            try:
                 return conn.execute("select membank_private.rebuild_due_work()").fetchone()[0]
-        except psycopg.errors.InsufficientPrivilege as err:
-            log.info("due-work index rebuild skipped: %s (it needs membank_admin; on a Citus cluster, run"
-                     " membank_private.rebuild_due_scopes() otherwise)", err)
-            self.due_rebuild_interval = None
-            return None
+            except psycopg.errors.InsufficientPrivilege as err:
+                self.due_rebuild_interval = None
+                citus = conn.execute("select exists (select from pg_catalog.pg_extension"
+                                     " where extname = 'citus')").fetchone()[0]
+                if not citus:
+                    return 0
+                log.warning("due-work index rebuild skipped: this role lacks membank_admin (%s); jobs and"
+                            " expiries written through a worker node's own connection are found only when an"
+                            " admin login runs `select membank_private.rebuild_due_work()` on the coordinator",
+                            err.diag.message_primary)
+                return None
 
     def _maybe_rebuild_due(self) -> None:
         if self.due_rebuild_interval is None or time.monotonic() < self._next_due_rebuild:
