@@ -517,9 +517,11 @@ def test_app_roles_on_a_worker_added_after_upgrade(citus_cluster, citus_database
     """A worker added after `membank db upgrade` (a fresh server that never held membank's roles): citus_add_node
     creates membank's roles, their memberships and the application's logins on it (the GRANTs made them
     distributed objects of the database), but Citus creates the functions there with PostgreSQL's default EXECUTE
-    for PUBLIC; `membank db upgrade` run again (the documented step after citus_add_node) revokes it there too. A
-    scope moved onto the new worker then serves each app role's calls through it and through the coordinator, with
-    the same results, and a login holding no membank role gets 42501 on both."""
+    for PUBLIC, so until `membank db upgrade` is run again (the documented step after citus_add_node; it revokes it
+    there too) the worker serves no call. Then, until the reference tables are copied there (the rebalance does it
+    first), it says so (55000, hinting at the rebalance). A scope moved onto the new worker then serves each app role's
+    calls through it and through the coordinator, with the same results, and a login holding no membank role gets
+    42501 on both."""
     import shutil
     import tempfile
     from pathlib import Path
@@ -554,15 +556,24 @@ def test_app_roles_on_a_worker_added_after_upgrade(citus_cluster, citus_database
             name = c.execute("select (membank.create_memory(scope => %s, fact => 'likes tea')).name::text",
                              (scope,)).fetchone()[0]
             node = c.execute("select citus_add_node('127.0.0.1', %s)", (third.port,)).fetchone()[0]
+        unprepared_node_serves_nothing(db, third.url(db.name), logins, nobody, name, scope)
+        migrate.upgrade(db.url)  # docs/scale-out.md: after citus_add_node, membank db upgrade
+        # Privileges set, but no shard has moved there: the new worker holds no copy of the reference tables (the
+        # bindings among them), and says what to do rather than fail in Citus's planner once a role is bound.
+        with psycopg.connect(third.url(db.name), user=logins["membank_reader"], autocommit=True) as c, \
+                pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="no copy on this node") as waiting:
+            c.execute("select membank.get_memory(name => %s, scope => %s)", (name, scope))
+        assert "replicate_reference_tables" in waiting.value.diag.message_hint
+        with db.connect() as c:
             shard = c.execute("select get_shard_id_for_distribution_column('membank_private.memories',"
                               " md5(%s::jsonb::text)::uuid)", (scope,)).fetchone()[0]
             source = c.execute("select nodeid from pg_dist_placement join pg_dist_node using (groupid)"
                                " where shardid = %s", (shard,)).fetchone()[0]
+            # What citus_rebalance_start() does before it moves anything (a lone shard move does not)
+            c.execute("select replicate_reference_tables()")
             c.execute("select citus_move_shard_placement(%s, %s, %s)", (shard, source, node))
             assert c.execute("select nodeport from citus_shards where shardid = %s", (shard,)).fetchone()[0] \
                 == third.port
-        unprepared_node_serves_nothing(db, third.url(db.name), logins, nobody, name, scope)
-        migrate.upgrade(db.url)  # docs/scale-out.md: after citus_add_node, membank db upgrade
         with psycopg.connect(third.url(db.name), autocommit=True) as c:
             members = dict(c.execute(
                 "select r.rolname::text, array(select g.rolname::text from pg_auth_members as m"

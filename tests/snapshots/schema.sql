@@ -5335,12 +5335,33 @@ begin
                   hint = 'run membank db upgrade on the coordinator again (docs/scale-out.md, "A worker added later");'
                          ' until then this node serves no membank call';
     end if;
+    -- A worker added to the cluster gets copies of the reference tables only
+    -- when the rebalancer runs (citus_rebalance_start copies them before it
+    -- moves a shard; a lone citus_move_shard_placement does not) or
+    -- replicate_reference_tables() does. Until then Citus sends its reads of them to another node, and the
+    -- binding check's query (bound_role_oids: the bindings joined to this
+    -- node's role catalogs) fails there with a Citus error as soon as one role
+    -- is bound; this says what to do instead, whether or not a role is bound.
+    if not exists (select from pg_catalog.pg_dist_placement as p
+                   inner join pg_catalog.pg_dist_shard as s on s.shardid = p.shardid
+                   where s.logicalrelid = 'membank_private.bound_roles'::regclass
+                     and p.groupid = membank_private.node_group()) then
+        raise exception 'membank''s reference tables have no copy on this node yet (Citus group %)',
+            membank_private.node_group()
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = 'a worker added to the cluster gets the reference tables (the tenant bindings among them)'
+                           ' when the rebalancer or replicate_reference_tables() runs',
+                  hint = 'on the coordinator: select citus_rebalance_start(); or select replicate_reference_tables();'
+                         ' (docs/scale-out.md, "A worker added later")';
+    end if;
 end
 $$;
 COMMENT ON FUNCTION membank_private.check_node_privileges() IS 'Fail closed on a Citus worker whose membank privileges were never set up (added after membank db upgrade, so its
 membank functions kept EXECUTE for PUBLIC): raises 42501 (insufficient_privilege) with a hint to run membank db
-upgrade again. Returns nothing on one server, on the coordinator and on a worker set up by the upgrade. Called first
-by membank_private.scope_allowed and bound_scopes, which every API call passes through.';
+upgrade again; and on a worker that holds no copy of membank''s reference tables yet (added, not yet rebalanced):
+raises 55000 (object_not_in_prerequisite_state) with a hint to rebalance or run replicate_reference_tables().
+Returns nothing on one server, on the coordinator and on a worker set up by both. Called first by
+membank_private.scope_allowed and bound_scopes, which every API call passes through.';
 CREATE FUNCTION membank_private.check_profile_value(spec jsonb, value jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
