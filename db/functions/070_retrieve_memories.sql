@@ -430,13 +430,14 @@ begin
             from (
                 select c.name, c.scope, c.memory_type, c.fact, c.structured_content, c.topics, c.metadata,
                        c.revision, c.create_time, c.update_time, c.expire_time,
-                       c.distance, c.similarity, c.text_rank, c.vector_rank, c.text_match_rank,
-                       membank_private.rerank_probability(f.features) as score,
+                       c.distance, c.similarity, c.text_rank, c.vector_rank, c.text_match_rank, f.probability as score,
                        c.matched_signals, c.degraded, c.next_page_token as note, c.relevance, c.ordinality as position
                 from unnest(_first) with ordinality as c
-                inner join membank_private.rerank_features(_scope_ids, _texts, _first) with ordinality as f
-                    on f.ordinality = c.ordinality
-                order by membank_private.rerank_probability(f.features) desc, c.ordinality
+                inner join (
+                    select x.ordinality, membank_private.rerank_probability(x.features) as probability
+                    from membank_private.rerank_features(_scope_ids, _texts, _first) with ordinality as x
+                ) as f on f.ordinality = c.ordinality
+                order by f.probability desc, c.ordinality
                 limit _k
             ) as a
         ) as r

@@ -41,21 +41,27 @@ $$;
 -- name: proper_nouns: the capitalised words of a text that do not open a sentence (lower-cased, each once).
 create or replace function membank_private.proper_nouns(fact text)
 returns text[]
-language sql
+language plpgsql
 immutable
 parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
+begin
     -- A word opens a sentence when it is the text's first or follows a
     -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
-    select coalesce(array_agg(distinct w.noun order by w.noun) filter (where w.noun is not null), '{}')
-    from (
-        select lower(substring(x.word from '^\W*([A-Z][a-z]+)')) as noun,
-               lag(x.word) over (order by x.position) as before
-        from regexp_split_to_table(coalesce(fact, ''), '\s+') with ordinality as x (word, position)
-    ) as w
-    where w.before is not null and w.before !~ '[.!?:]\W*$';
+    -- PL/pgSQL: its plan is cached for the session (a SQL function with a
+    -- SET clause is planned on every call, 50 per re-ranking).
+    return (
+        select coalesce(array_agg(distinct w.noun order by w.noun) filter (where w.noun is not null), '{}')
+        from (
+            select lower(substring(x.word from '^\W*([A-Z][a-z]+)')) as noun,
+                   lag(x.word) over (order by x.position) as before
+            from regexp_split_to_table(coalesce(fact, ''), '\s+') with ordinality as x (word, position)
+        ) as w
+        where w.before is not null and w.before !~ '[.!?:]\W*$'
+    );
+end
 $$;
 
 -- name: rerank_features: each first-pass candidate's features for the re-ranker (rerank_feature_names' order).
@@ -75,7 +81,8 @@ declare
     _asked_proper text [];
 begin
     -- candidates: retrieve_memories' rows in their fused order (position 1 first).
-    select q.idf_total into _idf_total from membank_private.query_signals(query_texts, scope_ids) as q;
+    -- match_share's denominator, as query_signals (073) computes it for the first pass
+    _idf_total := membank_private.query_idf_total(query_texts, scope_ids);
     _asked := array(select distinct l.lexeme
                     from unnest(query_texts) as t (query_text)
                     cross join lateral unnest(membank_private.query_lexemes(t.query_text)) as l (lexeme)
@@ -115,7 +122,7 @@ begin
             except
             select unnest(_asked)
         ) as l (lexeme)
-    ), weighed as (
+    ), weighed as materialized (
         -- BM25 IDF over the scopes (as text_query weighs query lexemes)
         select s.lexeme, membank_private.bm25_idf(
                    ((select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
@@ -125,6 +132,22 @@ begin
                                  where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
                            else 0 end)::bigint, _counts.documents) as idf
         from (select distinct h.lexeme from shared as h) as s
+    ), idf_shared as (
+        select h.position, sum(w.idf) as idf
+        from shared as h
+        inner join weighed as w on w.lexeme = h.lexeme
+        group by h.position
+    ), session_pairs as (
+        -- each candidate against the others of its session, in one pass
+        select p.position,
+               max(o.score) filter (where o.turn = p.turn - 1) as prev_score,
+               max(o.score) filter (where o.turn = p.turn + 1) as next_score,
+               bool_or(o.position <= 3) as session_top3,
+               count(*) filter (where o.position <= 10) as session_hits10,
+               min(abs(o.turn - p.turn)) filter (where o.position <= 5) as near_top5
+        from placed as p
+        inner join placed as o on o.session = p.session and o.position <> p.position
+        group by p.position
     ), best as (
         select coalesce(max(p.similarity), 0) as similarity from placed as p
     )
@@ -139,26 +162,24 @@ begin
         ln(least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6)
            / (1 - least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6))),
         -- the fused scores of the turns said right before and right after it (0: not among the candidates)
-        coalesce((select max(o.score) from placed as o where o.session = p.session and o.turn = p.turn - 1), 0),
-        coalesce((select max(o.score) from placed as o where o.session = p.session and o.turn = p.turn + 1), 0),
+        coalesce(s.prev_score, 0),
+        coalesce(s.next_score, 0),
         -- shares a session with another top-3 hit; other top-10 hits in its session; 1 / turns to the nearest top-5 hit
-        (exists (select from placed as o where o.position <= 3 and o.position <> p.position
-                                          and o.session = p.session))::integer,
-        (select count(*) from placed as o where o.position <= 10 and o.position <> p.position
-                                            and o.session = p.session),
-        coalesce((select 1.0 / greatest(min(abs(o.turn - p.turn)), 1) from placed as o
-                  where o.position <= 5 and o.position <> p.position and o.session = p.session), 0),
+        coalesce(s.session_top3, false)::integer,
+        coalesce(s.session_hits10, 0),
+        coalesce(1.0 / greatest(s.near_top5, 1), 0),
         -- names it shares with the other top-3 hits, the question's left out
         cardinality(array(select unnest(p.nouns)
                           intersect
                           select unnest(o.nouns) from placed as o where o.position <= 3 and o.position <> p.position
                           except
                           select unnest(_asked_proper))),
-        ln(1 + coalesce((select sum(w.idf) from shared as h inner join weighed as w on w.lexeme = h.lexeme
-                         where h.position = p.position), 0))
+        ln(1 + coalesce(i.idf, 0))
     ]::double precision []
     from placed as p
     cross join best as b
+    left join session_pairs as s on s.position = p.position
+    left join idf_shared as i on i.position = p.position
     order by p.position;
 end
 $$;
@@ -166,15 +187,20 @@ $$;
 -- name: rerank_probability: the fitted re-ranker's probability that a candidate is evidence (074's coefficients).
 create or replace function membank_private.rerank_probability(features double precision[])
 returns double precision
-language sql
+language plpgsql
 immutable
 parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select 1 / (1 + exp(-least(greatest(c.b[1] + (
-               select sum(z.coefficient * z.feature)
-               from unnest(c.b[2:], features) as z (coefficient, feature)
-           ), -500), 500)))
-    from (select membank_private.rerank_coefficients() as b) as c;
+declare
+    _b double precision [] := membank_private.rerank_coefficients();
+    _z double precision := _b[1];
+begin
+    -- PL/pgSQL: no statement to plan per call (50 calls per re-ranking)
+    for _i in 1 .. cardinality(features) loop
+        _z := _z + _b[_i + 1] * features[_i];
+    end loop;
+    return 1 / (1 + exp(-least(greatest(_z, -500), 500)));
+end
 $$;
