@@ -202,8 +202,9 @@ def main() -> None:
              f"({how})"]
     for name, qs, ls in (("tuning " + ", ".join(sorted(tuning)), tune, lists_t),
                          ("held out " + ", ".join(held_ids), held, lists_h)):
-        lines.append(f"{name}: recall@10 {recall10(qs, ls['first pass']):.3f} -> {recall10(qs, ls['re-ranked']):.3f}; "
-                     + ", ".join(f"{c} {recall10(qs, ls['first pass'], k):.3f} -> {recall10(qs, ls['re-ranked'], k):.3f}"
+        first, reranked = ls["first pass"], ls["re-ranked"]
+        lines.append(f"{name}: recall@10 {recall10(qs, first):.3f} -> {recall10(qs, reranked):.3f}; "
+                     + ", ".join(f"{c} {recall10(qs, first, k):.3f} -> {recall10(qs, reranked, k):.3f}"
                                  for k, c in CATEGORIES.items() if any(q["category"] == k for q in qs)))
     print("\n".join(lines))
     print("coefficients (unstandardised): " + ", ".join(f"{f} {v:+.4g}" for f, v in zip(["intercept", *names], b)))
