@@ -172,3 +172,20 @@ def test_the_coefficients_file_is_what_fit_rerank_writes(superuser):
             lines.append(line[len("--   "):])
     assert fit_rerank.model_file_text(names, coefficients, lines, set(tuning.split(",")), conversations.split(", "),
                                       digest, model_id, int(dimension), date) == text
+
+
+@pytest.mark.role("membank_reader")
+def test_rerank_with_several_queries_a_large_top_k_and_without_a_query(conn, stored):
+    """Sub-queries: their fused list re-ranked; top_k above 50: all of them; no query: the listing, unchanged."""
+    rows = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, query_texts => %s,"
+                        " top_k => 10, rerank => true)", (Jsonb(SCOPE), ["violin", "market"])).fetchall()
+    assert len(rows) == 10 and all(0 < r["score"] < 1 for r in rows)
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    everything = conn.execute("select fact from membank.retrieve_memories(scope => %s, query_text => %s,"
+                              " top_k => 100, rerank => true)", (Jsonb(SCOPE), QUERY)).fetchall()
+    first = conn.execute("select fact from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 100)",
+                         (Jsonb(SCOPE), QUERY)).fetchall()
+    assert sorted(r["fact"] for r in everything) == sorted(r["fact"] for r in first)
+    listed = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, rerank => true)",
+                          (Jsonb(SCOPE),)).fetchall()
+    assert len(listed) == 2 + len(DISTRACTORS) + len(FILLERS) and all(r["score"] is None for r in listed)
