@@ -189,3 +189,21 @@ def test_rerank_with_several_queries_a_large_top_k_and_without_a_query(conn, sto
     listed = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, rerank => true)",
                           (Jsonb(SCOPE),)).fetchall()
     assert len(listed) == 2 + len(DISTRACTORS) + len(FILLERS) and all(r["score"] is None for r in listed)
+
+
+def test_the_cli_reranks_with_its_flag(db_url, monkeypatch, stored):
+    import json
+
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    args = ["memories", "retrieve", "--scope", json.dumps(SCOPE), "--query", QUERY, "--text-only", "--top-k", "3",
+            "--output", "json"]
+    plain = CliRunner().invoke(main, args)
+    reranked = CliRunner().invoke(main, [*args, "--rerank"])
+    assert plain.exit_code == 0 and reranked.exit_code == 0, (plain.output, reranked.output)
+
+    assert EVIDENCE not in [r["fact"] for r in json.loads(plain.stdout)]
+    assert EVIDENCE in [r["fact"] for r in json.loads(reranked.stdout)]
