@@ -1,48 +1,51 @@
-"""A learned re-ranker over retrieval's fused top 50, on LoCoMo (an offline experiment; not in the product).
+"""Fit the re-ranker of retrieve_memories (rerank => true) on LoCoMo, and write its coefficients.
 
 Data: every turn of the LoCoMo conversations stored as a memory, one scope
 per conversation, as bench/retrieval_quality.py stores them. For each scored
 question (evidence, not category 5) in its own conversation's scope: the
-fused top 50 of membank.retrieve_memories (hybrid, defaults: the real SQL
-function on the configured server), one row per candidate with signals the
-first pass has or can cheaply compute:
+fused top 50 of membank.retrieve_memories (hybrid, defaults, top_k => 50:
+the first pass that rerank => true re-ranks) and, for each candidate, the
+features membank_private.rerank_features computes in SQL
+(db/functions/076_rerank.sql; their names from rerank_feature_names()): the
+product's own numbers, so the fit and the product cannot drift.
 
-  fused      the fused (RRF) score and ln of the fused rank
-  similarity cosine similarity, and its gap to the list's best similarity
-  match      share of the query's IDF the memory matches (query_signals)
-  ranks      ln of the rank in the vector list and in the text list (absent: 51)
-  relevance  logit of the relevance retrieve_memories returns (073)
-  neighbours the fused scores of the turns said right before and right after
-             it in its session (0 when not among the 50)
-  session    whether it shares a session with a top-3 hit (not itself); the
-             number of top-10 hits in its session; 1 / its distance in turns
-             to the nearest top-5 hit of its session (0: none)
-  entities   proper nouns (capitalised, not sentence-initial) shared with the
-             top-3 hits and absent from the question; the IDF (in the scope)
-             of the content words it shares with the top-3 hits and the
-             question does not hold (second-hop signal); the same from the
-             memories' fts lexemes (fact and context, or the fact's only) with
-             BM25 IDF over the scope: what a SQL version could compute
+  fused, ln_fused_rank       the fused (RRF) score and ln of the fused rank
+  similarity, similarity_gap cosine similarity and its gap to the list's best
+  match_share                share of the query's IDF the memory matches
+  ln_vector_rank/_text_rank  ln of the rank in each list (absent: 51)
+  relevance_logit            logit of the relevance retrieve_memories returns (073)
+  prev_score, next_score     fused scores of the memories said right before and after it in its session
+                             (0 when not among the 50)
+  session_top3, session_hits10, near_top5
+                             shares a session with a top-3 hit; other top-10 hits in its session;
+                             1 / turns to the nearest top-5 hit of its session
+  shared_proper              names (capitalised, not sentence-initial) shared with the top-3 hits, the question's
+                             left out
+  shared_lexeme_idf          ln(1 + BM25 IDF of the fts lexemes shared with the top-3 hits, the query's left out)
 
 Fit: logistic regression (IRLS with a ridge on standardised features, as
 bench/fit_relevance.py) on the tuning conversations' rows (label: an
-evidence turn); the top 50 re-ranked by the model's probability. Printed in
-one run: recall@5/10/20 overall and per category, first pass and re-ranked
-(and each feature set tried), on the tuning (26, 30) and the held-out (41,
-42, 43) conversations, and for reference the first pass with session
-neighbours on (neighbour_weight => 1). The held-out rows are never fitted on.
+evidence turn), the ridge chosen by leave-one-tuning-conversation-out
+recall@10; the top 50 re-ranked by the model's probability. Printed in one
+run: recall@5/10/20 overall and per category, first pass and re-ranked, on
+the tuning (26, 30) and the held-out (41, 42, 43) conversations. The
+held-out rows are never fitted on. Unless --dry-run, the coefficients go to
+db/functions/074_rerank_model.sql with this command and the figures.
 
 Run: MEMBANK_LOCOMO_DIR=../shared/data/locomo .venv/bin/python bench/fit_rerank.py [--save-rows F | --load-rows F]
+Another embedder: MEMBANK_EMBEDDER=... (and a --cache file of its own), then the same command; the file records
+the embedder it was fitted with.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import datetime
+import hashlib
 import pickle
-import re
 import statistics
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +58,6 @@ import locomo  # noqa: E402
 from _db import add_db_argument, database_name, fresh_database  # noqa: E402
 from fit_relevance import fit_logistic  # noqa: E402
 from retrieval_quality import CATEGORIES, CachedEmbedder, load, recall  # noqa: E402
-from second_hop import proper_nouns, words  # noqa: E402
 
 from membank import MemoryBank  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
@@ -63,156 +65,58 @@ from membank.embedding import get_embedder  # noqa: E402
 TUNING = ("26", "30")
 DEPTH = 50
 KS = (5, 10, 20)
+MODEL_FILE = Path(__file__).resolve().parents[1] / "db" / "functions" / "074_rerank_model.sql"
 
+# The first pass that rerank => true re-ranks (top_k => 50), and the features SQL computes over it.
 ROWS_SQL = """
-select r.metadata->>'dia_id', r.score, 1 - r.distance, r.vector_rank, r.text_match_rank,
-       least(r.text_rank / nullif(q.idf_total, 0), 1), r.relevance
-from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s, query_embedding => %(emb)s::real[],
-                               top_k => %(k)s, neighbour_weight => %(w)s) as r
-cross join membank_private.query_signals(array[%(text)s], array[md5(%(scope)s::text)::uuid]) as q
+with first as (
+    select array(select r from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s,
+                                                         query_embedding => %(emb)s::real[], top_k => %(k)s) as r)
+           as rows
+)
+select c.metadata->>'dia_id', f.features
+from first
+cross join unnest(first.rows) with ordinality as c
+inner join membank_private.rerank_features(array[md5(%(scope)s::text)::uuid], array[%(text)s], first.rows)
+    with ordinality as f on f.ordinality = c.ordinality
+order by c.ordinality
 """
-NEIGHBOURS_SQL = """
-select r.metadata->>'dia_id'
-from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s, query_embedding => %(emb)s::real[],
-                               top_k => %(k)s, neighbour_weight => 1) as r
-"""
 
 
-def place(dia: str) -> tuple[int, int]:
-    """(session, turn) of a dia_id D<session>:<turn>."""
-    m = re.fullmatch(r"D(\d+):(\d+)", dia)
-    return int(m[1]), int(m[2])
-
-
-FEATURES = ["fused", "ln_fused_rank", "similarity", "similarity_gap", "match_share", "ln_vector_rank",
-            "ln_text_rank", "relevance_logit", "prev_score", "next_score", "session_top3", "session_hits10",
-            "near_top5", "shared_proper", "shared_idf", "shared_lexeme_idf", "shared_fact_lexeme_idf"]
-ALL = [f for f in FEATURES if f not in ("shared_lexeme_idf", "shared_fact_lexeme_idf")]
-SETS = {
-    "first-pass signals": ALL[:8],
-    "+ neighbours": ALL[:10],
-    "+ session": ALL[:13],
-    "all (+ entities)": ALL,
-    # ablations of the full set: which signal carries the gain
-    "all - neighbours": [f for f in ALL if f not in ("prev_score", "next_score")],
-    "all - session": [f for f in ALL if f not in ("session_top3", "session_hits10", "near_top5")],
-    "all - shared_proper": [f for f in ALL if f != "shared_proper"],
-    "all - shared_idf": [f for f in ALL if f != "shared_idf"],
-    # the shared-word signal as SQL would compute it: the memories' fts lexemes, BM25 IDF from their scope counts
-    "all, shared fts lexemes": [*ALL[:-1], "shared_lexeme_idf"],
-    "all, shared fact lexemes": [*ALL[:-1], "shared_fact_lexeme_idf"],
-}
-
-
-def features(question: str, rows: list[tuple], facts: dict[str, str], idf: dict[str, float],
-             lexemes: dict[str, set[str]], lexeme_idf: dict[str, float], query_lexemes: set[str],
-             fact_lexemes: dict[str, set[str]], fact_lexeme_idf: dict[str, float]) -> np.ndarray:
-    """One feature row per candidate (FEATURES' order), from the fused list and the scope's facts.
-
-    shared_idf splits the facts with bench/second_hop.py's words and stop
-    list; shared_lexeme_idf is the same signal from what SQL holds: each
-    memory's fts lexemes (as stored: its fact's, and its context's), IDF ln(1 + (N - df + 0.5) / (df + 0.5))
-    over the scope (membank_private.bm25_idf), the query's lexemes
-    (membank_private.query_lexemes) left out; shared_fact_lexeme_idf the
-    same from the fact's lexemes only (fts weight A; the context is weight D).
-    """
-    score = {r[0]: r[1] for r in rows}
-    top_sim = max((r[2] for r in rows if r[2] is not None), default=0.0)
-    places = [place(r[0]) for r in rows]
-    asked = set(words(question))
-    asked_proper = {w.lower() for w in re.findall(r"\b[A-Z][a-z]+", question)}
-    top_words = [set(words(facts[r[0]])) for r in rows[:3]]
-    top_proper = [proper_nouns(facts[r[0]]) for r in rows[:3]]
-    top_lexemes = [lexemes[r[0]] for r in rows[:3]]
-    top_fact_lexemes = [fact_lexemes[r[0]] for r in rows[:3]]
-    out = []
-    for i, (dia, fused, sim, vrank, trank, share, rel) in enumerate(rows):
-        s, t = places[i]
-        rel = min(max(rel or 1e-6, 1e-6), 1 - 1e-6)
-        others3 = [j for j in range(min(3, len(rows))) if j != i]
-        near = [abs(places[j][1] - t) for j in range(min(5, len(rows))) if j != i and places[j][0] == s]
-        mine = set(words(facts[dia]))
-        mine_proper = proper_nouns(facts[dia])
-        shared = set().union(*[top_words[j] for j in others3]) & mine - asked if others3 else set()
-        shared_p = set().union(*[top_proper[j] for j in others3]) & mine_proper - asked_proper if others3 else set()
-        shared_l = set().union(*[top_lexemes[j] for j in others3]) & lexemes[dia] - query_lexemes if others3 else set()
-        shared_f = (set().union(*[top_fact_lexemes[j] for j in others3]) & fact_lexemes[dia] - query_lexemes
-                    if others3 else set())
-        out.append([
-            fused, math.log(i + 1), sim if sim is not None else 0.0, top_sim - (sim if sim is not None else 0.0),
-            share or 0.0, math.log(vrank or DEPTH + 1), math.log(trank or DEPTH + 1), math.log(rel / (1 - rel)),
-            score.get(f"D{s}:{t - 1}", 0.0), score.get(f"D{s}:{t + 1}", 0.0),
-            float(any(places[j][0] == s for j in others3)),
-            float(sum(1 for j in range(min(10, len(rows))) if j != i and places[j][0] == s)),
-            1.0 / min(near) if near else 0.0,
-            float(len(shared_p)), math.log1p(sum(idf.get(w, 0.0) for w in shared)),
-            math.log1p(sum(lexeme_idf[w] for w in shared_l)), math.log1p(sum(fact_lexeme_idf[w] for w in shared_f)),
-        ])
-    return np.array(out, dtype=float)
-
-
-def collect(url: str, conversations, embedder, neighbour_weight: float = 0.0) -> list[dict]:
-    """Every scored question's top 50 with features, labels and the neighbour-on list (one dict per question)."""
+def collect(url: str, conversations, embedder) -> tuple[list[str], list[dict]]:
+    """The SQL feature names, and every scored question's top 50 with its features and labels (a dict each)."""
     out = []
     with psycopg.connect(url, autocommit=True) as conn:
+        names = conn.execute("select membank_private.rerank_feature_names()").fetchone()[0]
         for conv in conversations:
             scope = {"locomo": conv.id}
-            facts = dict(conn.execute("select metadata->>'dia_id', fact from membank_private.memories"
-                                      " where scope = %s", (Jsonb(scope),)).fetchall())
-            df: dict[str, int] = {}
-            for fact in facts.values():
-                for w in set(words(fact)):
-                    df[w] = df.get(w, 0) + 1
-            idf = {w: math.log(len(facts) / n) for w, n in df.items()}
-            lexemes = {d: set(ls) for d, ls in conn.execute(
-                "select metadata->>'dia_id', tsvector_to_array(fts) from membank_private.memories where scope = %s",
-                (Jsonb(scope),)).fetchall()}
-            ldf: dict[str, int] = {}
-            for ls in lexemes.values():
-                for w in ls:
-                    ldf[w] = ldf.get(w, 0) + 1
-            n = len(lexemes)
-            lexeme_idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in ldf.items()}
-            fact_lexemes = {d: set(ls) for d, ls in conn.execute(
-                "select metadata->>'dia_id', tsvector_to_array(ts_filter(fts, '{a}')) from membank_private.memories"
-                " where scope = %s", (Jsonb(scope),)).fetchall()}
-            fdf: dict[str, int] = {}
-            for ls in fact_lexemes.values():
-                for w in ls:
-                    fdf[w] = fdf.get(w, 0) + 1
-            fact_lexeme_idf = {w: math.log(1 + (n - c + 0.5) / (c + 0.5)) for w, c in fdf.items()}
             for qa in conv.scored_qas:
-                params = {"scope": Jsonb(scope), "text": qa.question, "emb": embedder.embed_query(qa.question),
-                          "k": DEPTH, "w": neighbour_weight}
-                rows = conn.execute(ROWS_SQL, params).fetchall()
-                asked = set(conn.execute("select membank_private.query_lexemes(%s)", (qa.question,)).fetchone()[0])
-                neighbours = [r[0] for r in conn.execute(NEIGHBOURS_SQL, params)]
+                rows = conn.execute(ROWS_SQL, {"scope": Jsonb(scope), "text": qa.question,
+                                               "emb": embedder.embed_query(qa.question), "k": DEPTH}).fetchall()
                 out.append({"conv": conv.id, "category": qa.category, "evidence": qa.evidence,
-                            "dias": [r[0] for r in rows],
-                            "x": features(qa.question, rows, facts, idf, lexemes, lexeme_idf, asked, fact_lexemes,
-                                          fact_lexeme_idf),
-                            "neighbours": neighbours})
-    return out
+                            "dias": [r[0] for r in rows], "x": np.array([r[1] for r in rows], dtype=float)})
+    return names, out
 
 
 def table(title: str, questions: list[dict], lists: dict[str, list[list[str]]]) -> list[str]:
     lines = [f"\n{title} ({len(questions)} questions; recall@5/10/20)",
-             f"  {'':32s}{'all':>18}" + "".join(f"{c:>18}" for c in CATEGORIES.values())]
+             f"  {'':24s}{'all':>18}" + "".join(f"{c:>18}" for c in CATEGORIES.values())]
     for name, ranked in lists.items():
         cells = []
         for cat in [None, *CATEGORIES]:
             chosen = [(q, r) for q, r in zip(questions, ranked) if cat is None or q["category"] == cat]
             cells.append("/".join(f"{statistics.mean(recall(r, q['evidence'], k) for q, r in chosen):.3f}"
                                   for k in KS) if chosen else "-")
-        lines.append(f"  {name:32s}" + "".join(f"{c:>18}" for c in cells))
+        lines.append(f"  {name:24s}" + "".join(f"{c:>18}" for c in cells))
     return lines
 
 
-def rerank(questions: list[dict], b: np.ndarray, cols: list[int]) -> list[list[str]]:
+def rerank(questions: list[dict], b: np.ndarray) -> list[list[str]]:
+    """Each question's top 50 ordered as retrieve_memories(rerank => true) orders it: probability, then position."""
     out = []
     for q in questions:
-        z = b[0] + q["x"][:, cols] @ b[1:]
-        order = sorted(range(len(q["dias"])), key=lambda i: (-z[i], i))  # ties: the first pass's order
+        z = b[0] + q["x"] @ b[1:] if len(q["dias"]) else np.zeros(0)
+        order = sorted(range(len(q["dias"])), key=lambda i: (-z[i], i))
         out.append([q["dias"][i] for i in order])
     return out
 
@@ -220,26 +124,30 @@ def rerank(questions: list[dict], b: np.ndarray, cols: list[int]) -> list[list[s
 RIDGES = (0.01, 0.1, 1.0, 10.0, 100.0)
 
 
-def choose_ridge(tune: list[dict], cols: list[int]) -> tuple[float, dict[float, float]]:
+def design(questions: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """Feature matrix and evidence labels of every candidate of the questions."""
+    x = np.vstack([q["x"] for q in questions if len(q["dias"])])
+    y = np.concatenate([[1.0 if d in q["evidence"] else 0.0 for d in q["dias"]] for q in questions])
+    return x, y
+
+
+def choose_ridge(tune: list[dict]) -> tuple[float, dict[float, float]]:
     """The ridge with the best mean recall@10 over leave-one-tuning-conversation-out folds (first on ties)."""
     convs = sorted({q["conv"] for q in tune})
     scores = {}
     for ridge in RIDGES:
         fold = []
         for held in convs:
-            fit = [q for q in tune if q["conv"] != held]
+            b = fit_logistic(*design([q for q in tune if q["conv"] != held]), ridge=ridge)
             test = [q for q in tune if q["conv"] == held]
-            b = fit_logistic(*design(fit, cols), ridge=ridge)
-            fold.append(statistics.mean(recall(r, q["evidence"], 10) for q, r in zip(test, rerank(test, b, cols))))
+            fold.append(statistics.mean(recall(r, q["evidence"], 10) for q, r in zip(test, rerank(test, b))))
         scores[ridge] = statistics.mean(fold)
     return max(scores, key=lambda r: (scores[r], -RIDGES.index(r))), scores
 
 
-def design(questions: list[dict], cols: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Feature matrix (the columns chosen) and evidence labels of every candidate of the questions."""
-    x = np.vstack([q["x"][:, cols] for q in questions])
-    y = np.concatenate([[1.0 if d in q["evidence"] else 0.0 for d in q["dias"]] for q in questions])
-    return x, y
+def recall10(questions: list[dict], ranked: list[list[str]], category: int | None = None) -> float:
+    return statistics.mean(recall(r, q["evidence"], 10) for q, r in zip(questions, ranked)
+                           if category is None or q["category"] == category)
 
 
 def main() -> None:
@@ -253,59 +161,112 @@ def main() -> None:
     parser.add_argument("--ridge", type=float, default=None,
                         help="ridge on the standardised features; default: chosen by leave-one-conversation-out "
                              "recall@10 over the tuning conversations")
-    parser.add_argument("--neighbour-weight", type=float, default=0.0,
-                        help="the first pass's neighbour_weight (default 0, retrieval's default): 1 re-ranks the "
-                             "top 50 with session neighbours on")
+    parser.add_argument("--output", type=Path, default=MODEL_FILE, help="the coefficients file; default: %(default)s")
+    parser.add_argument("--dry-run", action="store_true", help="print the fit, write nothing")
     parser.add_argument("--save-rows", type=Path, help="keep the collected rows in this pickle")
     parser.add_argument("--load-rows", type=Path, help="fit on rows saved by --save-rows (no database)")
     args = parser.parse_args()
     tuning = {n.strip() for n in args.tuning.split(",") if n.strip()}
+    conversations = locomo.conversations()
+    embedder = CachedEmbedder(get_embedder(None), args.cache)
     if args.load_rows:
         with open(args.load_rows, "rb") as f:
-            questions = pickle.load(f)
+            names, questions = pickle.load(f)
     else:
-        conversations = locomo.conversations()
         print(locomo.evidence_report(conversations))
         url = fresh_database(database_name(args.db, "fit_rerank"))
-        embedder = CachedEmbedder(get_embedder(None), args.cache)
         with MemoryBank(url, embedder=embedder) as bank:
             for c in conversations:
                 load(bank, c)
             bank.process_pending()
             embedder.save()
         embedder.prefetch_queries([q.question for c in conversations for q in c.scored_qas])
-        questions = collect(url, conversations, embedder, args.neighbour_weight)
+        names, questions = collect(url, conversations, embedder)
         if args.save_rows:
             with open(args.save_rows, "wb") as f:
-                pickle.dump(questions, f)
+                pickle.dump((names, questions), f)
     tune = [q for q in questions if q["conv"] in tuning]
     held = [q for q in questions if q["conv"] not in tuning]
-    lines = []
-    lists_t = {"first pass": [q["dias"] for q in tune], "neighbours on (w 1)": [q["neighbours"] for q in tune]}
-    lists_h = {"first pass": [q["dias"] for q in held], "neighbours on (w 1)": [q["neighbours"] for q in held]}
-    for name, chosen in SETS.items():
-        cols = [FEATURES.index(f) for f in chosen]
-        if args.ridge is None:
-            ridge, folds = choose_ridge(tune, cols)
-            lines.append(f"{name}: ridge {ridge:g} (leave-one-conversation-out recall@10 "
-                         + ", ".join(f"{r:g}: {v:.3f}" for r, v in folds.items()) + ")")
-        else:
-            ridge = args.ridge
-            lines.append(f"{name}: ridge {ridge:g}")
-        b = fit_logistic(*design(tune, cols), ridge=ridge)
-        lines.append("  " + ", ".join(f"{f} {v:+.3g}" for f, v in zip(["intercept", *chosen], b)))
-        lists_t["rerank " + name] = rerank(tune, b, cols)
-        lists_h["rerank " + name] = rerank(held, b, cols)
-    print(f"{len(tune)} tuning questions x top {DEPTH}; coefficients (unstandardised):")
-    print("\n".join("  " + line for line in lines))
-    print("\n".join(table(f"tuning ({', '.join(sorted(tuning))})", tune, lists_t)))
+    if args.ridge is None:
+        ridge, folds = choose_ridge(tune)
+        how = ("leave-one-conversation-out recall@10 "
+               + ", ".join(f"{r:g}: {v:.3f}" for r, v in folds.items()))
+    else:
+        ridge, how = args.ridge, "given"
+    b = fit_logistic(*design(tune), ridge=ridge)
+    lists_t = {"first pass": [q["dias"] for q in tune], "re-ranked": rerank(tune, b)}
+    lists_h = {"first pass": [q["dias"] for q in held], "re-ranked": rerank(held, b)}
     held_ids = sorted({q["conv"] for q in held})
+    x, y = design(tune)
+    lines = [f"{len(tune)} tuning questions x top {DEPTH}: {len(y)} rows ({int(y.sum())} evidence); ridge {ridge:g} "
+             f"({how})"]
+    for name, qs, ls in (("tuning " + ", ".join(sorted(tuning)), tune, lists_t),
+                         ("held out " + ", ".join(held_ids), held, lists_h)):
+        first, reranked = ls["first pass"], ls["re-ranked"]
+        lines.append(f"{name}: recall@10 {recall10(qs, first):.3f} -> {recall10(qs, reranked):.3f}; "
+                     + ", ".join(f"{c} {recall10(qs, first, k):.3f} -> {recall10(qs, reranked, k):.3f}"
+                                 for k, c in CATEGORIES.items() if any(q["category"] == k for q in qs)))
+    print("\n".join(lines))
+    print("coefficients (unstandardised): " + ", ".join(f"{f} {v:+.4g}" for f, v in zip(["intercept", *names], b)))
+    print("\n".join(table(f"tuning ({', '.join(sorted(tuning))})", tune, lists_t)))
     print("\n".join(table(f"held-out ({', '.join(held_ids)})", held, lists_h)))
     print("\nheld-out recall@10 per conversation")
     for name, ranked in lists_h.items():
-        print(f"  {name:32s}" + "".join(
+        print(f"  {name:24s}" + "".join(
             f"  {c} {statistics.mean(recall(r, q['evidence'], 10) for q, r in zip(held, ranked) if q['conv'] == c):.3f}"
             for c in held_ids))
+    if args.dry_run:
+        return
+    write_model(args.output, names, b, lines, tuning, conversations, embedder)
+    print(f"wrote {args.output}")
+
+
+def write_model(output: Path, names: list[str], b, lines: list[str], tuning: set[str], conversations,
+                embedder) -> None:
+    """Write the coefficients file (074_rerank_model.sql) for the fit just made."""
+    digest = hashlib.sha256(b"".join((locomo.DATA / f"{c.id}.json").read_bytes() for c in conversations)).hexdigest()
+    output.write_text(model_file_text(names, b, lines, tuning, [c.id for c in conversations], digest[:16],
+                                      embedder.model_id, embedder.dimension, datetime.date.today().isoformat()))
+
+
+def model_file_text(names: list[str], b, lines: list[str], tuning: set[str], conversations: list[str], digest: str,
+                    model_id: str, dimension: int, date: str) -> str:
+    """The coefficients file's text: the command, embedder, data, date and fit figures, then the function."""
+    header = "\n".join("\n".join(textwrap.wrap(line, 116, initial_indent="--   ", subsequent_indent="--     "))
+                       for line in lines)
+    names_comment = "\n".join(textwrap.wrap("intercept, " + ", ".join(names), 112, initial_indent="    -- ",
+                                             subsequent_indent="    --   "))
+    values = "\n".join(textwrap.wrap(", ".join(f"{v:.6g}" for v in b), 108, initial_indent="        ",
+                                      subsequent_indent="        "))
+    return f"""\
+-- Re-ranker model: coefficients of the logistic model of 076_rerank.sql (retrieve_memories' rerank).
+-- GENERATED by bench/fit_rerank.py; do not edit: refit instead.
+-- Command: MEMBANK_LOCOMO_DIR=../shared/data/locomo .venv/bin/python bench/fit_rerank.py \\
+--   --tuning {','.join(sorted(tuning))}
+-- Embedder: {model_id} ({dimension}-d), passages stored with context as in
+--   bench/retrieval_quality.py; rows: top {DEPTH} of retrieve_memories (defaults, top_k => {DEPTH}) per question,
+--   features from membank_private.rerank_features.
+-- Data: LoCoMo (Maharana et al., ACL 2024) conversations {', '.join(conversations)}, sha256 of the
+--   files {digest}; fitted on {', '.join(sorted(tuning))} only.
+-- Date: {date}
+-- Fit:
+{header}
+
+-- name: rerank_coefficients: the fitted re-ranker's intercept and coefficients (rerank_feature_names order).
+create or replace function membank_private.rerank_coefficients()
+returns double precision[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+{names_comment}
+    select array[
+{values}
+    ]::double precision [];
+$$;
+"""
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ facts; recall against the turns they cite), the same split into the tuning conve
 the list) and the held-out ones (every other file), decomposition on/off, and text-only per language
 on the multilingual set of tests/multilingual_set.py. With the mode "hybrid no
 neighbours" (neighbour_weight => 0) also the latency of session neighbours on
-and off, interleaved per question in the same run.
+and off, interleaved per question in the same run; with "hybrid rerank" (rerank =>
+true, 076_rerank.sql) the latency of the re-ranker on and off the same way,
+and the abstention figures again with it on.
 
 Embeddings are cached by (mode, model, text) in --cache (default
 /tmp/membank_bench_embeddings.npz), so a second run does not embed again.
@@ -158,6 +160,7 @@ MODES = {
     "hybrid rrf (default)": (True, True, "", None),
     "hybrid no neighbours": (True, True, ", neighbour_weight => 0", None),
     "hybrid neighbours": (True, True, ", neighbour_weight => 1", None),
+    "hybrid rerank": (True, True, ", rerank => true", None),
     "convex 0.7/0.3": (True, True, ", fusion => 'convex'", None),
     "vector-only": (False, True, "", None),
     "text-only": (True, False, "", None),
@@ -224,32 +227,33 @@ def compare_latency(url: str, other_url: str, conversations, embedder, reps: int
                   f"  p95 {cells['ours'][1] / cells['baseline'][1]:.2f}x")
 
 
-def lever_latency(url: str, conversations, embedder, reps: int = 2) -> None:
-    """Interleaved latency of hybrid retrieval with the session neighbours on (neighbour_weight 1) and off (0, the default).
+def lever_latency(url: str, conversations, embedder, reps: int = 2, lever: str = "neighbour_weight",
+                  values: tuple = (0.0, 1.0), title: str = "session neighbours") -> None:
+    """Interleaved latency of hybrid retrieval with a lever on and off (default: neighbour_weight 1 against 0).
 
     Each question runs both ways back to back on one connection, alternating
     which goes first, so a shared machine's changing load falls on both alike.
-    Off is today's path (the lever is skipped, nothing else changes).
+    Off is today's default path (the lever is skipped, nothing else changes).
     """
     sql = ("select * from membank.retrieve_memories(scope => %s, query_text => %s, query_embedding => %s::real[],"
-           " top_k => 10, neighbour_weight => %s)")
+           f" top_k => 10, {lever} => %s)")
     qas = [(c.id, q.question) for c in conversations for q in c.scored_qas]
     lat: dict[str, list[float]] = {"off": [], "on": []}
     with psycopg.connect(url, autocommit=True) as conn:
         for rep in range(reps):
             for cid, question in qas:
                 vec = embedder.embed_query(question)
-                pair = [("off", 0.0), ("on", 1.0)]
-                for name, weight in (pair if rep % 2 == 0 else pair[::-1]):
+                pair = [("off", values[0]), ("on", values[1])]
+                for name, value in (pair if rep % 2 == 0 else pair[::-1]):
                     start = time.perf_counter()
-                    conn.execute(sql, (Jsonb({"locomo": cid}), question, vec, weight)).fetchall()
+                    conn.execute(sql, (Jsonb({"locomo": cid}), question, vec, value)).fetchall()
                     lat[name].append(time.perf_counter() - start)
-    print(f"\nsession neighbours, latency (interleaved, {reps} x {len(qas)} hybrid queries, top_k 10)")
+    print(f"\n{title}, latency (interleaved, {reps} x {len(qas)} hybrid queries, top_k 10)")
     cells = {}
-    for name, values in lat.items():
-        values.sort()
-        cells[name] = (values[len(values) // 2] * 1000, values[int(len(values) * 0.95)] * 1000)
-        print(f"  neighbours {name:3s} p50 {cells[name][0]:6.2f} ms  p95 {cells[name][1]:6.2f} ms")
+    for name, values_ in lat.items():
+        values_.sort()
+        cells[name] = (values_[len(values_) // 2] * 1000, values_[int(len(values_) * 0.95)] * 1000)
+        print(f"  {title} {name:3s} p50 {cells[name][0]:6.2f} ms  p95 {cells[name][1]:6.2f} ms")
     print(f"  on / off: p50 {cells['on'][0] / cells['off'][0]:.2f}x  p95 {cells['on'][1] / cells['off'][1]:.2f}x")
 
 
@@ -264,23 +268,25 @@ def load_facts(bank: MemoryBank, conv: locomo.Conversation) -> dict:
     return scope
 
 
-def abstention(url: str, conversations, scopes, embedder, tuning: set[str], kind: str = "turns") -> None:
+def abstention(url: str, conversations, scopes, embedder, tuning: set[str], kind: str = "turns",
+               extra: str = "") -> None:
     """Abstention at membank.default_min_relevance(), per set (tuning / held-out), hybrid retrieval, top 10.
 
     Share of queries answered with nothing: gibberish and stop-word-only
     queries (fit_relevance.GIBBERISH) in every scope, and each question of
     another conversation of the same set asked in this scope; recall@10 on the
     conversation's own answerable questions without and with the threshold.
+    ``extra``: more retrieve_memories arguments (e.g. ", rerank => true").
     """
     from fit_relevance import GIBBERISH
 
     sql = ("select metadata->>'dia_id' from membank.retrieve_memories(scope => %s, query_text => %s,"
-           " query_embedding => %s::real[], top_k => 10, min_relevance => %s)")
+           " query_embedding => %s::real[], top_k => 10, min_relevance => %s" + extra + ")")
     with psycopg.connect(url, autocommit=True) as conn:
         if not conn.execute("select to_regproc('membank.default_min_relevance') is not null").fetchone()[0]:
             return
         floor = conn.execute("select membank.default_min_relevance()").fetchone()[0]
-        print(f"\nabstention at the default min_relevance {floor} (hybrid, top 10, scopes of {kind}): share of "
+        print(f"\nabstention at the default min_relevance {floor} (hybrid{extra}, top 10, scopes of {kind}): share of "
               "queries answered with nothing; recall@10 of answerable questions without / with it")
         for title, keep in (("tuning", True), ("held-out", False)):
             chosen = [(c, s) for c, s in zip(conversations, scopes) if (c.id in tuning) == keep]
@@ -429,9 +435,13 @@ def main() -> None:
             print(f"\n(no {title} conversations among the files: tuning = {', '.join(sorted(tuning))})")
     if any(m.startswith("hybrid no neighbours") for m in modes):
         lever_latency(url, conversations, embedder)
-    abstention(url, conversations, scopes, embedder, tuning)
-    if fact_scopes:
-        abstention(url, conversations, fact_scopes, embedder, tuning, "extracted facts (LoCoMo observations)")
+    if any(m.startswith("hybrid rerank") for m in modes):
+        lever_latency(url, conversations, embedder, lever="rerank", values=(False, True), title="rerank")
+    for extra in ("", *((", rerank => true",) if any(m.startswith("hybrid rerank") for m in modes) else ())):
+        abstention(url, conversations, scopes, embedder, tuning, extra=extra)
+        if fact_scopes:
+            abstention(url, conversations, fact_scopes, embedder, tuning, "extracted facts (LoCoMo observations)",
+                       extra)
     if args.compare_db:
         compare_latency(url, make_conninfo(url, dbname=args.compare_db), conversations, embedder)
     if not args.no_multilingual and (Path(__file__).resolve().parents[1] / "tests" / "multilingual_set.py").exists():

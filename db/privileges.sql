@@ -37,7 +37,7 @@ membank.get_revision(text, integer, jsonb),
 membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
-    double precision, double precision
+    double precision, double precision, boolean
 ),
 membank.decompose_query(text, text, text, text),
 membank.default_min_relevance(),

@@ -166,6 +166,39 @@ def test_session_neighbours_on_the_cluster_stay_on_the_scopes_worker(cl):
     assert fact_list(rows) == ["I bought an instrument at the market", "A violin, handmade"]
 
 
+def test_rerank_on_the_cluster_stays_on_the_scopes_worker(cl):
+    """The second pass (rerank => true) reads one scope's shard: its worker alone; two scopes, both, merged by the
+    re-ranker's probability. The turn said right after the hit, sharing its names, comes second."""
+    a, b, w1, w2 = cl.two_scopes("rrk")
+    writer = cl.login("membank_writer")
+    for scope, turns in ((a, ["Yesterday Melanie bought a violin at the market in Cremona",
+                              "The Cremona workshop where Melanie found it keeps a stall at the market",
+                              "The market on Monday sold fish",
+                              # so that "market" is in at most half the scope (else only rarer words seek)
+                              "Melanie likes tea", "Melanie plays chess", "Melanie owns a kayak"]),
+                         (b, ["B: a drum from the market"])):
+        writer.execute("select membank.append_events(%s, 's1', %s)", (json.dumps(scope), json.dumps([
+            {"event_id": f"e{i}", "author": "user", "text": t, "timestamp": f"2023-05-08T13:56:0{i}Z"}
+            for i, t in enumerate(turns)])))
+        for i, t in enumerate(turns):
+            writer.execute("select membank.create_memory(scope => %s, fact => %s, source_event_ids => %s)",
+                           (json.dumps(scope), t, [f"e{i}"]))
+    reader = cl.login("membank_reader")
+    log = calls_on(reader)
+    sql = "select fact, score from membank.retrieve_memories(scope => %s, query_text => 'violin market', top_k => 5"
+    plain, _ = log.during(sql + ")", (json.dumps(a),))
+    rows, ports = log.during(sql + ", rerank => true)", (json.dumps(a),))
+    assert ports == {w1}
+    assert sorted(r[0] for r in rows) == sorted(r[0] for r in plain)  # the same candidates, re-ordered
+    assert [r[0] for r in rows[:2]] == ["Yesterday Melanie bought a violin at the market in Cremona",
+                                        "The Cremona workshop where Melanie found it keeps a stall at the market"]
+    assert all(0 < r[1] < 1 for r in rows) and [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+    rows, ports = log.during(sql + ", rerank => true)", (json.dumps([a, b]),))
+    assert ports == {w1, w2}
+    assert "B: a drum from the market" in [r[0] for r in rows]
+    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+
+
 def cosine_distance(u: list[float], v: list[float]) -> float:
     dot = sum(x * y for x, y in zip(u, v))
     return 1 - dot / (math.sqrt(sum(x * x for x in u)) * math.sqrt(sum(y * y for y in v)))

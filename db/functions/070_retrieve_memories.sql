@@ -38,6 +38,9 @@
 -- recall@10 on LoCoMo, where each turn is a memory, but among facts
 -- generated from one session it lets the fact said beside the answer
 -- outrank it: "What is the name of Maya's dog?" ranked the hiking fact first).
+-- Re-ranking (rerank => true, default off; 076_rerank.sql): a learned
+-- second pass over the fused top 50, whatever top_k, by signals of the list
+-- as a whole (session placement, words shared with the top hits).
 -- Several queries (query_texts, e.g. the sub-queries of a compound question,
 -- see decompose_query): each gets its own hybrid list as above, and the
 -- lists are fused by RRF again (k = rrf_k), each sub-query's list counted
@@ -306,7 +309,8 @@ create or replace function membank.retrieve_memories(
     query_texts text[] default null,
     query_embeddings real[] default null,
     neighbour_weight double precision default 0,
-    min_relevance double precision default null
+    min_relevance double precision default null,
+    rerank boolean default false
 ) returns setof membank.retrieved_memory
 language plpgsql
 stable
@@ -344,6 +348,7 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
+    _first membank.retrieved_memory [];  -- rerank: the first pass's top 50 (or top_k), in its order
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
                                                     neighbour_weight);
@@ -393,7 +398,7 @@ begin
             cross join lateral membank.retrieve_memories(
                 s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
                 created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-                page_token, query_texts, query_embeddings, neighbour_weight, null) as r
+                page_token, query_texts, query_embeddings, neighbour_weight, null, rerank) as r
             order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
             limit _k
         )
@@ -401,6 +406,43 @@ begin
         from merged as m
         where min_relevance is null or (select max(b.relevance) from merged as b) >= min_relevance
         order by m.score desc, m.distance nulls last, m.text_rank desc nulls last, m.fact collate "C", m.name;
+        return;
+    end if;
+    if rerank then
+        -- Second pass (076_rerank.sql): the first pass's top 50 (whatever
+        -- top_k; top_k when larger), exactly as a call with top_k => 50
+        -- returns them (bench/fit_rerank.py fits on those rows), ordered by
+        -- the re-ranker's probability; ties keep the first pass's order.
+        _first := array(
+            select r
+            from membank.retrieve_memories(
+                scope, query_text, query_embedding, greatest(_k, 50), min_similarity, metadata_filter, topics,
+                memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth,
+                page_size, page_token, query_texts, query_embeddings, neighbour_weight, null, false) as r
+        );
+        return query
+        select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+               r.revision, r.create_time, r.update_time, r.expire_time,
+               r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+               r.matched_signals, r.degraded, r.note, r.relevance
+        from (
+            select a.*, max(a.relevance) over () as best
+            from (
+                select c.name, c.scope, c.memory_type, c.fact, c.structured_content, c.topics, c.metadata,
+                       c.revision, c.create_time, c.update_time, c.expire_time,
+                       c.distance, c.similarity, c.text_rank, c.vector_rank, c.text_match_rank, f.probability as score,
+                       c.matched_signals, c.degraded, c.next_page_token as note, c.relevance, c.ordinality as position
+                from unnest(_first) with ordinality as c
+                inner join (
+                    select x.ordinality, membank_private.rerank_probability(x.features) as probability
+                    from membank_private.rerank_features(_scope_ids, _texts, _first) with ordinality as x
+                ) as f on f.ordinality = c.ordinality
+                order by f.probability desc, c.ordinality
+                limit _k
+            ) as a
+        ) as r
+        where min_relevance is null or r.best >= min_relevance
+        order by r.score desc, r.position;
         return;
     end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
@@ -554,7 +596,7 @@ $$;
 comment on function membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
-    double precision, double precision
+    double precision, double precision, boolean
 ) is
 $$RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank's model in query
@@ -578,6 +620,12 @@ Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned wei
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
+rerank (boolean, default false): a second pass takes the top 50 (top_k when larger) exactly as top_k => 50 returns
+them and orders them by a fitted logistic model's probability that each is evidence for the query (features: the
+first pass's signals, the fused scores of the memories said right before and after it, whether it shares a session
+with the top hits and how many turns from them, names and rare words it shares with the top 3 that the query lacks;
+076_rerank.sql, coefficients fitted on LoCoMo by bench/fit_rerank.py in 074_rerank_model.sql); score is then that
+probability (0..1; ties keep the first pass's order) and relevance the first pass's over its top 50.
 min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
 fitted floor): when no row of the top_k reaches it, no row is returned ("nothing relevant"); otherwise the top_k are
 returned unchanged, so an answerable query keeps its lower-ranked evidence. Ties

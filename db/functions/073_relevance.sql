@@ -34,6 +34,25 @@
 -- the default floor emptied 69 % of other conversations' questions with the
 -- row model alone and 85 % with answerability, at the same recall.
 
+-- name: query_idf_total: the most IDF a memory's text_rank can reach for the queries (the largest over the texts).
+create or replace function membank_private.query_idf_total(query_texts text[], scope_ids uuid[])
+returns double precision
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- per query text, the IDF sum of its lexemes the scopes hold; the
+    -- largest over the texts (0 when none is known)
+    return (select coalesce(max(t.total), 0)
+            from (select (select coalesce(sum(q.idf), 0)
+                          from membank_private.text_query(x.query_text, scope_ids, false) as q) as total
+                  from unnest(query_texts) as x (query_text)
+                  where x.query_text is not null) as t);
+end
+$$;
+
 -- name: query_signals: what the scopes know of the query: the IDF its known lexemes can score, the unknown share.
 create or replace function membank_private.query_signals(
     query_texts text[], scope_ids uuid[], out idf_total double precision, out unknown_share double precision
@@ -54,13 +73,7 @@ begin
         unknown_share := 0;
         return;
     end if;
-    -- idf_total: per query text, the IDF sum of its lexemes the scopes hold
-    -- (the most a memory's text_rank can reach); the largest over the texts.
-    select coalesce(max(t.total), 0) into idf_total
-    from (select (select coalesce(sum(q.idf), 0) from membank_private.text_query(x.query_text, scope_ids, false) as q)
-                     as total
-          from unnest(query_texts) as x (query_text)
-          where x.query_text is not null) as t;
+    idf_total := membank_private.query_idf_total(query_texts, scope_ids);
     -- unknown_share: of the query's content words (simple parser; a word any
     -- language's configuration drops is a function word and does not count),
     -- the IDF share of those no memory of the scopes holds in any of the

@@ -37,7 +37,7 @@ begin
     alter function membank.retrieve_memories(
         jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
         text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
-        double precision, double precision
+        double precision, double precision, boolean
     ) set plan_cache_mode to force_custom_plan;
     -- The setting holds for every function retrieval calls, also those that
     -- read no table, whose statements were then planned again on every call:

@@ -975,6 +975,10 @@ def _min_relevance(value: str | None) -> float | str | None:
                    "(membank.default_min_relevance(), what build_context and the ADK service apply).")
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
+@click.option("--rerank", is_flag=True,
+              help="Re-rank the first pass's top 50 by the fitted re-ranker (session placement, names and rare "
+                   "words shared with the top hits); about twice the latency. The score shown is then its "
+                   "probability. See docs/retrieval.md.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
 @click.option("--embed-now", is_flag=True,
               help="First embed the facts still waiting for a vector, in this process (as `membank worker --once`).")
@@ -983,7 +987,7 @@ def _min_relevance(value: str | None) -> float | str | None:
                    "or in_database:<model_id> (AlloyDB ai.generate).")
 @_output_option
 def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_similarity: float | None,
-                      min_relevance: str | None, fusion: str, text_only: bool, embed_now: bool,
+                      min_relevance: str | None, fusion: str, rerank: bool, text_only: bool, embed_now: bool,
                       decompose: str | None) -> None:
     """RetrieveMemories: hybrid (vector + full text) search in an exact scope.
 
@@ -1001,7 +1005,7 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
             bank.process_pending(generation=False)
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
                                          use_embedding=not text_only, decompose=decompose,
-                                         min_relevance=min_relevance)
+                                         min_relevance=min_relevance, rerank=rerank or None)
         if results.below_threshold and not results:
             click.echo(f"note: nothing relevant: none of the {results.below_threshold} best matches reaches "
                        f"relevance {min_relevance}", err=True)

@@ -42,7 +42,7 @@ _ARG_TYPES = {
     "query_text": "text", "query_embedding": "real[]", "top_k": "integer",
     "min_similarity": "double precision", "min_relevance": "double precision", "fusion": "text", "vector_weight": "double precision",
     "text_weight": "double precision", "rrf_k": "integer", "embedding_model": "text", "rerank_depth": "integer",
-    "neighbour_weight": "double precision",
+    "neighbour_weight": "double precision", "rerank": "boolean",
     "session_id": "text", "events": "jsonb", "start_time": "timestamptz", "end_time": "timestamptz",
     "max_events": "integer", "facts": "jsonb", "examples": "jsonb", "disable_consolidation": "boolean",
     "request_id": "text", "max_operations": "integer", "done": "boolean", "expected_revision": "integer",
@@ -687,7 +687,7 @@ class MemoryBank:
                           text_weight: float | None = None, rrf_k: int | None = None,
                           rerank_depth: int | None = None, use_embedding: bool = True,
                           decompose: str | None = None, neighbour_weight: float | None = None,
-                          min_relevance: float | None = None) -> RetrievedMemories:
+                          min_relevance: float | None = None, rerank: bool | None = None) -> RetrievedMemories:
         """RetrieveMemories: the ``top_k`` (1..100, default 3) memories of the exact scope(s) closest to ``query``.
 
         Without a query (None, empty or blank; the same in the CLI, the MCP
@@ -709,7 +709,11 @@ class MemoryBank:
         bank's default, 0 = off; 1 is the tuned weight): each memory's fused score gains that times the score of the
         memory said right after it in the same session and half that of the
         one said right before it (memories placed by their source events; see
-        docs/retrieval.md). Raises InvalidArgumentError naming the argument.
+        docs/retrieval.md). ``rerank`` (default None: off): a second pass
+        orders the first pass's top 50 by a fitted model's probability that
+        each is evidence (session placement, names and rare words shared
+        with the top hits; db/functions/076_rerank.sql); ``score`` is then
+        that probability. Raises InvalidArgumentError naming the argument.
 
         Each result carries ``relevance``, the estimated probability (0..1)
         that it is evidence for the query (docs/retrieval.md).
@@ -732,7 +736,7 @@ class MemoryBank:
             min_similarity=min_similarity, metadata_filter=metadata_filter, topics=topics,
             memory_type=memory_type, created_after=created_after, created_before=created_before,
             fusion=fusion, vector_weight=vector_weight, text_weight=text_weight, rrf_k=rrf_k,
-            rerank_depth=rerank_depth)
+            rerank_depth=rerank_depth, rerank=rerank)
         _check_retrieval(scope, top_k, min_similarity)  # before the query is embedded
         rows = self._call("retrieve_memories", dict(options, **self._query_args(query, decompose, use_embedding)))
         found = [RetrievedMemory.from_row(r) for r in rows]

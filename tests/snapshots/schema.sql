@@ -3558,7 +3558,7 @@ role): until then a new worker matches a restricted role by the name recorded at
 in between would not be restricted there. On one server it only refreshes names and prunes. Returns the number of
 restricted roles. Raises 42501 (the caller is bound to scopes), 0A000 (called on a Citus worker), MB040 after
 waiting membank.lock_timeout for another binding change (retryable).';
-CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 0, min_relevance double precision DEFAULT NULL::double precision) RETURNS SETOF membank.retrieved_memory
+CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], top_k integer DEFAULT NULL::integer, min_similarity double precision DEFAULT NULL::double precision, metadata_filter jsonb DEFAULT NULL::jsonb, topics text[] DEFAULT NULL::text[], memory_type text DEFAULT NULL::text, created_after timestamp with time zone DEFAULT NULL::timestamp with time zone, created_before timestamp with time zone DEFAULT NULL::timestamp with time zone, fusion text DEFAULT 'rrf'::text, vector_weight double precision DEFAULT NULL::double precision, text_weight double precision DEFAULT NULL::double precision, rrf_k integer DEFAULT 10, embedding_model text DEFAULT NULL::text, rerank_depth integer DEFAULT 400, page_size integer DEFAULT 100, page_token text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], neighbour_weight double precision DEFAULT 0, min_relevance double precision DEFAULT NULL::double precision, rerank boolean DEFAULT false) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -3589,6 +3589,7 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
+    _first membank.retrieved_memory [];  -- rerank: the first pass's top 50 (or top_k), in its order
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
                                                     neighbour_weight);
@@ -3636,7 +3637,7 @@ begin
             cross join lateral membank.retrieve_memories(
                 s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
                 created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-                page_token, query_texts, query_embeddings, neighbour_weight, null) as r
+                page_token, query_texts, query_embeddings, neighbour_weight, null, rerank) as r
             order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
             limit _k
         )
@@ -3644,6 +3645,43 @@ begin
         from merged as m
         where min_relevance is null or (select max(b.relevance) from merged as b) >= min_relevance
         order by m.score desc, m.distance nulls last, m.text_rank desc nulls last, m.fact collate "C", m.name;
+        return;
+    end if;
+    if rerank then
+        -- Second pass (076_rerank.sql): the first pass's top 50 (whatever
+        -- top_k; top_k when larger), exactly as a call with top_k => 50
+        -- returns them (bench/fit_rerank.py fits on those rows), ordered by
+        -- the re-ranker's probability; ties keep the first pass's order.
+        _first := array(
+            select r
+            from membank.retrieve_memories(
+                scope, query_text, query_embedding, greatest(_k, 50), min_similarity, metadata_filter, topics,
+                memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth,
+                page_size, page_token, query_texts, query_embeddings, neighbour_weight, null, false) as r
+        );
+        return query
+        select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+               r.revision, r.create_time, r.update_time, r.expire_time,
+               r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+               r.matched_signals, r.degraded, r.note, r.relevance
+        from (
+            select a.*, max(a.relevance) over () as best
+            from (
+                select c.name, c.scope, c.memory_type, c.fact, c.structured_content, c.topics, c.metadata,
+                       c.revision, c.create_time, c.update_time, c.expire_time,
+                       c.distance, c.similarity, c.text_rank, c.vector_rank, c.text_match_rank, f.probability as score,
+                       c.matched_signals, c.degraded, c.next_page_token as note, c.relevance, c.ordinality as position
+                from unnest(_first) with ordinality as c
+                inner join (
+                    select x.ordinality, membank_private.rerank_probability(x.features) as probability
+                    from membank_private.rerank_features(_scope_ids, _texts, _first) with ordinality as x
+                ) as f on f.ordinality = c.ordinality
+                order by f.probability desc, c.ordinality
+                limit _k
+            ) as a
+        ) as r
+        where min_relevance is null or r.best >= min_relevance
+        order by r.score desc, r.position;
         return;
     end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
@@ -3793,7 +3831,7 @@ begin
              r.fact collate "C", r.name;
 end
 $$;
-COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
+COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision, rerank boolean) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
 array of up to 16), ranked by hybrid search: cosine distance to query_embedding (real[], the bank''s model in query
 mode) and full-text match of query_text (in each fact''s detected language: english, german, french, spanish,
 russian, unaccented; CJK as character unigrams and bigrams; lexemes OR-ed, scored by the sum of their IDF in the
@@ -3815,6 +3853,12 @@ Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned wei
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
+rerank (boolean, default false): a second pass takes the top 50 (top_k when larger) exactly as top_k => 50 returns
+them and orders them by a fitted logistic model''s probability that each is evidence for the query (features: the
+first pass''s signals, the fused scores of the memories said right before and after it, whether it shares a session
+with the top hits and how many turns from them, names and rare words it shares with the top 3 that the query lacks;
+076_rerank.sql, coefficients fitted on LoCoMo by bench/fit_rerank.py in 074_rerank_model.sql); score is then that
+probability (0..1; ties keep the first pass''s order) and relevance the first pass''s over its top 50.
 min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
 fitted floor): when no row of the top_k reaches it, no row is returned ("nothing relevant"); otherwise the top_k are
 returned unchanged, so an answerable query keeps its lower-ranked evidence. Ties
@@ -8179,6 +8223,26 @@ CREATE FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) RETU
                    from membank_private.profile_fields(s.value) as f))), '{}'))
     from jsonb_each(profile_schemas) as s;
 $$;
+CREATE FUNCTION membank_private.proper_nouns(fact text) RETURNS text[]
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    -- A word opens a sentence when it is the text's first or follows a
+    -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
+    -- PL/pgSQL: its plan is cached for the session (a SQL function with a
+    -- SET clause is planned on every call, 50 per re-ranking).
+    return (
+        select coalesce(array_agg(distinct w.noun order by w.noun) filter (where w.noun is not null), '{}')
+        from (
+            select lower(substring(x.word from '^\W*([A-Z][a-z]+)')) as noun,
+                   lag(x.word) over (order by x.position) as before
+            from regexp_split_to_table(coalesce(fact, ''), '\s+') with ordinality as x (word, position)
+        ) as w
+        where w.before is not null and w.before !~ '[.!?:]\W*$'
+    );
+end
+$_$;
 CREATE FUNCTION membank_private.prune_dropped_roles() RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8408,6 +8472,20 @@ begin
                                from unnest(_vectors.undecided) as u (i)), '{}');
 end
 $$;
+CREATE FUNCTION membank_private.query_idf_total(query_texts text[], scope_ids uuid[]) RETURNS double precision
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    -- per query text, the IDF sum of its lexemes the scopes hold; the
+    -- largest over the texts (0 when none is known)
+    return (select coalesce(max(t.total), 0)
+            from (select (select coalesce(sum(q.idf), 0)
+                          from membank_private.text_query(x.query_text, scope_ids, false) as q) as total
+                  from unnest(query_texts) as x (query_text)
+                  where x.query_text is not null) as t);
+end
+$$;
 CREATE FUNCTION membank_private.query_lexemes(query_text text) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8445,13 +8523,7 @@ begin
         unknown_share := 0;
         return;
     end if;
-    -- idf_total: per query text, the IDF sum of its lexemes the scopes hold
-    -- (the most a memory's text_rank can reach); the largest over the texts.
-    select coalesce(max(t.total), 0) into idf_total
-    from (select (select coalesce(sum(q.idf), 0) from membank_private.text_query(x.query_text, scope_ids, false) as q)
-                     as total
-          from unnest(query_texts) as x (query_text)
-          where x.query_text is not null) as t;
+    idf_total := membank_private.query_idf_total(query_texts, scope_ids);
     -- unknown_share: of the query's content words (simple parser; a word any
     -- language's configuration drops is a function word and does not count),
     -- the IDF share of those no memory of the scopes holds in any of the
@@ -8863,6 +8935,156 @@ CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jso
         when kind = 'actions' and jsonb_typeof(parsed -> 'actions') = 'array' then parsed -> 'actions'
         when kind = 'summary' and jsonb_typeof(parsed -> 'summary') = 'string' then parsed -> 'summary'
     end;
+$$;
+CREATE FUNCTION membank_private.rerank_coefficients() RETURNS double precision[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    -- intercept, fused, ln_fused_rank, similarity, similarity_gap, match_share, ln_vector_rank, ln_text_rank,
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper,
+    --   shared_lexeme_idf
+    select array[
+        0.478891, -17.3494, -0.260078, 0.853306, -26.3355, 0.757487, -0.356652, -1.01272, 0.0520466,
+        -3.00753, 2.93898, 0.774271, 0.0748937, 0.276299, 0.637144, 0.0945754
+    ]::double precision [];
+$$;
+CREATE FUNCTION membank_private.rerank_feature_names() RETURNS text[]
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select array[
+        'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'match_share', 'ln_vector_rank',
+        'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
+        'near_top5', 'shared_proper', 'shared_lexeme_idf'
+    ]::text [];
+$$;
+CREATE FUNCTION membank_private.rerank_features(scope_ids uuid[], query_texts text[], candidates membank.retrieved_memory[]) RETURNS TABLE(name uuid, features double precision[])
+    LANGUAGE plpgsql STABLE ROWS 50
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _counts record := membank_private.scope_counts(scope_ids);
+    _idf_total double precision;
+    _asked text [];
+    _asked_proper text [];
+begin
+    -- candidates: retrieve_memories' rows in their fused order (position 1 first).
+    -- match_share's denominator, as query_signals (073) computes it for the first pass
+    _idf_total := membank_private.query_idf_total(query_texts, scope_ids);
+    _asked := array(select distinct l.lexeme
+                    from unnest(query_texts) as t (query_text)
+                    cross join lateral unnest(membank_private.query_lexemes(t.query_text)) as l (lexeme)
+                    where t.query_text is not null);
+    _asked_proper := array(select distinct lower(m[1])
+                           from unnest(query_texts) as t (query_text)
+                           cross join lateral regexp_matches(coalesce(t.query_text, ''), '\m([A-Z][a-z]+)', 'g') as m);
+    return query
+    with candidate as (
+        select c.ordinality::integer as position, c.name, c.score, c.similarity, c.vector_rank, c.text_match_rank,
+               c.text_rank, c.relevance
+        from unnest(candidates) with ordinality as c
+    ), placed as (
+        -- Where each was said: its session, and its turn there (how many
+        -- live memories of the session were said before it; memories_scope_source_idx).
+        -- scope_id named on every read: on Citus one query on the scope's shard.
+        select c.*, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
+               membank_private.proper_nouns(m.fact) as nouns,
+               case when m.source_session_id is not null then (
+                   select count(*)
+                   from membank_private.memories as b
+                   where b.scope_id = any(scope_ids) and b.scope_id = m.scope_id
+                     and b.source_session_id = m.source_session_id
+                     and (b.source_event_time, b.source_append_seq) < (m.source_event_time, m.source_append_seq)
+                     and (b.expire_time is null or b.expire_time > statement_timestamp())
+               ) end as turn
+        from candidate as c
+        left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
+    ), shared as (
+        -- the lexemes each shares with the other top-3 hits, the query's left out
+        select p.position, l.lexeme
+        from placed as p
+        cross join lateral (
+            select unnest(p.lexemes)
+            intersect
+            select unnest(o.lexemes) from placed as o where o.position <= 3 and o.position <> p.position
+            except
+            select unnest(_asked)
+        ) as l (lexeme)
+    ), weighed as materialized (
+        -- BM25 IDF over the scopes (as text_query weighs query lexemes)
+        select s.lexeme, membank_private.bm25_idf(
+                   ((select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                     where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
+                    + case when _counts.pending
+                           then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
+                                 where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
+                           else 0 end)::bigint, _counts.documents) as idf
+        from (select distinct h.lexeme from shared as h) as s
+    ), idf_shared as (
+        select h.position, sum(w.idf) as idf
+        from shared as h
+        inner join weighed as w on w.lexeme = h.lexeme
+        group by h.position
+    ), session_pairs as (
+        -- each candidate against the others of its session, in one pass
+        select p.position,
+               max(o.score) filter (where o.turn = p.turn - 1) as prev_score,
+               max(o.score) filter (where o.turn = p.turn + 1) as next_score,
+               bool_or(o.position <= 3) as session_top3,
+               count(*) filter (where o.position <= 10) as session_hits10,
+               min(abs(o.turn - p.turn)) filter (where o.position <= 5) as near_top5
+        from placed as p
+        inner join placed as o on o.session = p.session and o.position <> p.position
+        group by p.position
+    ), best as (
+        select coalesce(max(p.similarity), 0) as similarity from placed as p
+    )
+    select p.name, array[
+        p.score,
+        ln(p.position),
+        coalesce(p.similarity, 0),
+        b.similarity - coalesce(p.similarity, 0),
+        coalesce(least(p.text_rank / nullif(_idf_total, 0), 1), 0),
+        ln(coalesce(p.vector_rank, 51)),
+        ln(coalesce(p.text_match_rank, 51)),
+        ln(least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6)
+           / (1 - least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6))),
+        -- the fused scores of the turns said right before and right after it (0: not among the candidates)
+        coalesce(s.prev_score, 0),
+        coalesce(s.next_score, 0),
+        -- shares a session with another top-3 hit; other top-10 hits in its session; 1 / turns to the nearest top-5 hit
+        coalesce(s.session_top3, false)::integer,
+        coalesce(s.session_hits10, 0),
+        coalesce(1.0 / greatest(s.near_top5, 1), 0),
+        -- names it shares with the other top-3 hits, the question's left out
+        cardinality(array(select unnest(p.nouns)
+                          intersect
+                          select unnest(o.nouns) from placed as o where o.position <= 3 and o.position <> p.position
+                          except
+                          select unnest(_asked_proper))),
+        ln(1 + coalesce(i.idf, 0))
+    ]::double precision []
+    from placed as p
+    cross join best as b
+    left join session_pairs as s on s.position = p.position
+    left join idf_shared as i on i.position = p.position
+    order by p.position;
+end
+$$;
+CREATE FUNCTION membank_private.rerank_probability(features double precision[]) RETURNS double precision
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _b double precision [] := membank_private.rerank_coefficients();
+    _z double precision := _b[1];
+begin
+    -- PL/pgSQL: no statement to plan per call (50 calls per re-ranking)
+    for _i in 1 .. cardinality(features) loop
+        _z := _z + _b[_i + 1] * features[_i];
+    end loop;
+    return 1 / (1 + exp(-least(greatest(_z, -500), 500)));
+end
 $$;
 CREATE FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) RETURNS record
     LANGUAGE plpgsql STABLE
@@ -12419,8 +12641,8 @@ REVOKE ALL ON FUNCTION membank.reembed(model_id text, dimension integer) FROM PU
 GRANT ALL ON FUNCTION membank.reembed(model_id text, dimension integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank.refresh_role_bindings() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.refresh_role_bindings() TO membank_admin;
-REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
-GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision) TO membank_reader;
+REVOKE ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision, rerank boolean) FROM PUBLIC;
+GRANT ALL ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision, rerank boolean) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank.retrieve_profiles(scope jsonb, schema_ids text[]) TO membank_reader;
 REVOKE ALL ON FUNCTION membank.rollback_memory(name text, revision integer, scope jsonb, expected_revision integer) FROM PUBLIC;
@@ -12586,6 +12808,7 @@ REVOKE ALL ON FUNCTION membank_private.profile_plan(o membank_private.operations
 REVOKE ALL ON FUNCTION membank_private.profile_plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_prompt(profile_schemas jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.proper_nouns(fact text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.prune_dropped_roles() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
@@ -12594,6 +12817,7 @@ REVOKE ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadat
 GRANT ALL ON FUNCTION membank_private.purge_memories_batch(scope jsonb, metadata_filter jsonb, topics text[], batch_size integer) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.quantize(embedding membank_extensions.vector, centroid membank_extensions.vector) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.quantized_scope_candidates(o membank_private.operations, texts text[], queries membank_extensions.vector[], first integer, documents bigint, rare_only boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.query_idf_total(query_texts text[], scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
@@ -12617,6 +12841,10 @@ REVOKE ALL ON FUNCTION membank_private.relevance_coefficients(model text) FROM P
 REVOKE ALL ON FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rerank_coefficients() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rerank_feature_names() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rerank_features(scope_ids uuid[], query_texts text[], candidates membank.retrieved_memory[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rerank_probability(features double precision[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reranked_vector_hits(scope_id uuid, queries membank_extensions.vector[], first integer, quantized boolean, OUT facts integer[], OUT names uuid[], OUT distances double precision[], OUT undecided integer[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_expire_time(ttl interval, expire_time timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.resolve_profile_schemas(profile_schemas jsonb, disable_natural_language_memories boolean) FROM PUBLIC;

@@ -1,0 +1,206 @@
+-- Re-ranking: a second pass of retrieve_memories (070, rerank => true) over
+-- the fused top 50 of the first pass, ordered by a learned model's
+-- probability that each candidate is evidence for the query.
+--
+-- Why: on LoCoMo, 40 % of the evidence the first pass misses at rank 10 sits
+-- at fused rank 11-50 (docs/retrieval.md). The first pass judges each memory
+-- alone; the second looks at the list as a whole: where each candidate was
+-- said relative to the top hits (same session, turns apart, the turns just
+-- before and after it), and which rare words and names it shares with the
+-- top hits that the question does not hold (the second hop of a multi-hop
+-- question: "Where did the friend she met in Paris move?" finds the friend
+-- first, then the turn that names the friend and the move).
+--
+-- The model is a logistic regression (Cox 1958) over rerank_features below:
+--   p = 1 / (1 + exp(-(b0 + sum_i b_i x_i)))
+-- with the coefficients b fitted by bench/fit_rerank.py on the LoCoMo tuning
+-- conversations and written to 074_rerank_model.sql with the command that
+-- reproduces them. The fit reads its features from rerank_features over the
+-- same top 50 of retrieve_memories (top_k => 50) that the product re-ranks,
+-- so the fit and the product compute the same numbers. A learned re-ranker
+-- over a first-stage list is the usual second stage of retrieval (e.g.
+-- Nogueira & Cho, "Passage Re-ranking with BERT", 2019); this one uses only
+-- signals SQL already holds: no model call.
+
+-- name: rerank_feature_names: the names of rerank_features' columns, in order (what 074's coefficients follow).
+create or replace function membank_private.rerank_feature_names()
+returns text[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select array[
+        'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'match_share', 'ln_vector_rank',
+        'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
+        'near_top5', 'shared_proper', 'shared_lexeme_idf'
+    ]::text [];
+$$;
+
+-- name: proper_nouns: the capitalised words of a text that do not open a sentence (lower-cased, each once).
+create or replace function membank_private.proper_nouns(fact text)
+returns text[]
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    -- A word opens a sentence when it is the text's first or follows a
+    -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
+    -- PL/pgSQL: its plan is cached for the session (a SQL function with a
+    -- SET clause is planned on every call, 50 per re-ranking).
+    return (
+        select coalesce(array_agg(distinct w.noun order by w.noun) filter (where w.noun is not null), '{}')
+        from (
+            select lower(substring(x.word from '^\W*([A-Z][a-z]+)')) as noun,
+                   lag(x.word) over (order by x.position) as before
+            from regexp_split_to_table(coalesce(fact, ''), '\s+') with ordinality as x (word, position)
+        ) as w
+        where w.before is not null and w.before !~ '[.!?:]\W*$'
+    );
+end
+$$;
+
+-- name: rerank_features: each first-pass candidate's features for the re-ranker (rerank_feature_names' order).
+create or replace function membank_private.rerank_features(
+    scope_ids uuid[], query_texts text[], candidates membank.retrieved_memory[]
+) returns table (name uuid, features double precision[])
+language plpgsql
+stable
+rows 50
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _counts record := membank_private.scope_counts(scope_ids);
+    _idf_total double precision;
+    _asked text [];
+    _asked_proper text [];
+begin
+    -- candidates: retrieve_memories' rows in their fused order (position 1 first).
+    -- match_share's denominator, as query_signals (073) computes it for the first pass
+    _idf_total := membank_private.query_idf_total(query_texts, scope_ids);
+    _asked := array(select distinct l.lexeme
+                    from unnest(query_texts) as t (query_text)
+                    cross join lateral unnest(membank_private.query_lexemes(t.query_text)) as l (lexeme)
+                    where t.query_text is not null);
+    _asked_proper := array(select distinct lower(m[1])
+                           from unnest(query_texts) as t (query_text)
+                           cross join lateral regexp_matches(coalesce(t.query_text, ''), '\m([A-Z][a-z]+)', 'g') as m);
+    return query
+    with candidate as (
+        select c.ordinality::integer as position, c.name, c.score, c.similarity, c.vector_rank, c.text_match_rank,
+               c.text_rank, c.relevance
+        from unnest(candidates) with ordinality as c
+    ), placed as (
+        -- Where each was said: its session, and its turn there (how many
+        -- live memories of the session were said before it; memories_scope_source_idx).
+        -- scope_id named on every read: on Citus one query on the scope's shard.
+        select c.*, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
+               membank_private.proper_nouns(m.fact) as nouns,
+               case when m.source_session_id is not null then (
+                   select count(*)
+                   from membank_private.memories as b
+                   where b.scope_id = any(scope_ids) and b.scope_id = m.scope_id
+                     and b.source_session_id = m.source_session_id
+                     and (b.source_event_time, b.source_append_seq) < (m.source_event_time, m.source_append_seq)
+                     and (b.expire_time is null or b.expire_time > statement_timestamp())
+               ) end as turn
+        from candidate as c
+        left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
+    ), shared as (
+        -- the lexemes each shares with the other top-3 hits, the query's left out
+        select p.position, l.lexeme
+        from placed as p
+        cross join lateral (
+            select unnest(p.lexemes)
+            intersect
+            select unnest(o.lexemes) from placed as o where o.position <= 3 and o.position <> p.position
+            except
+            select unnest(_asked)
+        ) as l (lexeme)
+    ), weighed as materialized (
+        -- BM25 IDF over the scopes (as text_query weighs query lexemes)
+        select s.lexeme, membank_private.bm25_idf(
+                   ((select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
+                     where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
+                    + case when _counts.pending
+                           then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
+                                 where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
+                           else 0 end)::bigint, _counts.documents) as idf
+        from (select distinct h.lexeme from shared as h) as s
+    ), idf_shared as (
+        select h.position, sum(w.idf) as idf
+        from shared as h
+        inner join weighed as w on w.lexeme = h.lexeme
+        group by h.position
+    ), session_pairs as (
+        -- each candidate against the others of its session, in one pass
+        select p.position,
+               max(o.score) filter (where o.turn = p.turn - 1) as prev_score,
+               max(o.score) filter (where o.turn = p.turn + 1) as next_score,
+               bool_or(o.position <= 3) as session_top3,
+               count(*) filter (where o.position <= 10) as session_hits10,
+               min(abs(o.turn - p.turn)) filter (where o.position <= 5) as near_top5
+        from placed as p
+        inner join placed as o on o.session = p.session and o.position <> p.position
+        group by p.position
+    ), best as (
+        select coalesce(max(p.similarity), 0) as similarity from placed as p
+    )
+    select p.name, array[
+        p.score,
+        ln(p.position),
+        coalesce(p.similarity, 0),
+        b.similarity - coalesce(p.similarity, 0),
+        coalesce(least(p.text_rank / nullif(_idf_total, 0), 1), 0),
+        ln(coalesce(p.vector_rank, 51)),
+        ln(coalesce(p.text_match_rank, 51)),
+        ln(least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6)
+           / (1 - least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6))),
+        -- the fused scores of the turns said right before and right after it (0: not among the candidates)
+        coalesce(s.prev_score, 0),
+        coalesce(s.next_score, 0),
+        -- shares a session with another top-3 hit; other top-10 hits in its session; 1 / turns to the nearest top-5 hit
+        coalesce(s.session_top3, false)::integer,
+        coalesce(s.session_hits10, 0),
+        coalesce(1.0 / greatest(s.near_top5, 1), 0),
+        -- names it shares with the other top-3 hits, the question's left out
+        cardinality(array(select unnest(p.nouns)
+                          intersect
+                          select unnest(o.nouns) from placed as o where o.position <= 3 and o.position <> p.position
+                          except
+                          select unnest(_asked_proper))),
+        ln(1 + coalesce(i.idf, 0))
+    ]::double precision []
+    from placed as p
+    cross join best as b
+    left join session_pairs as s on s.position = p.position
+    left join idf_shared as i on i.position = p.position
+    order by p.position;
+end
+$$;
+
+-- name: rerank_probability: the fitted re-ranker's probability that a candidate is evidence (074's coefficients).
+create or replace function membank_private.rerank_probability(features double precision[])
+returns double precision
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _b double precision [] := membank_private.rerank_coefficients();
+    _z double precision := _b[1];
+begin
+    -- PL/pgSQL: no statement to plan per call (50 calls per re-ranking)
+    for _i in 1 .. cardinality(features) loop
+        _z := _z + _b[_i + 1] * features[_i];
+    end loop;
+    return 1 / (1 + exp(-least(greatest(_z, -500), 500)));
+end
+$$;

@@ -1,0 +1,209 @@
+"""The re-ranker (retrieve_memories' rerank, 076_rerank.sql; coefficients 074_rerank_model.sql by bench/fit_rerank.py).
+
+A second pass over the first pass's top 50: a fitted logistic model orders
+them by where each was said relative to the top hits and by the names and
+rare words it shares with them.
+"""
+
+import re
+import sys
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from psycopg.types.json import Jsonb
+
+from conftest import connect_as
+from membank import MemoryBank
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL_FILE = ROOT / "db" / "functions" / "074_rerank_model.sql"
+T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
+SCOPE = {"user_id": "melanie"}
+QUERY = "violin market"
+HIT = "Yesterday Melanie bought a violin at the market in Cremona"
+# Said right after the hit, in its session: it names the hit's town and person (rare words, names the
+# question lacks) and shares only the common word "market" with the question; the longest such fact,
+# so the first pass ranks it last of them.
+EVIDENCE = ("The Cremona workshop where Melanie found it also keeps a stall at the Sunday market, run by the"
+            " grandsons of the luthier who carved the scroll by hand")
+DISTRACTORS = [f"The market on {day} sold {thing}" for day, thing in [
+    ("Monday", "fish"), ("Tuesday", "bread"), ("Wednesday", "cheese"), ("Thursday", "apples"),
+    ("Friday", "flowers"), ("Saturday", "honey"), ("Sunday", "olives"), ("the first", "lamps"),
+    ("the second", "rugs"), ("the third", "books"), ("the fourth", "plates"), ("the fifth", "hats"),
+    ("the sixth", "kites")]]
+# So that "market" is in at most half the scope (a word in more does not seek text candidates).
+FILLERS = [f"Melanie's cousin number {i} likes {thing}" for i, thing in enumerate(
+    ["tea", "rain", "chess", "jazz", "trains", "maps", "soup", "snow", "clocks", "owls", "ferns", "dice", "tango",
+     "kayaks", "puzzles", "stamps"])]
+
+
+def said(conn, scope, session, turns, start=T0):
+    """Append the turns as events of the session (one second apart) and store each as a memory sourced by its event."""
+    events = [{"event_id": f"{session}:{i}", "author": "user", "text": text,
+               "timestamp": (start + timedelta(seconds=i)).isoformat()} for i, text in enumerate(turns)]
+    conn.execute("select membank.append_events(%s, %s, %s)", (Jsonb(scope), session, Jsonb(events)))
+    for text, e in zip(turns, events):
+        conn.execute("select membank.create_memory(scope => %s, fact => %s, source_event_ids => %s)",
+                     (Jsonb(scope), text, [e["event_id"]]))
+
+
+@pytest.fixture
+def stored(login):
+    """The hit and the evidence said one after the other in session s1; each distractor in a session of its own;
+    fillers that match no query word, in none."""
+    _, url = login("membank_writer")
+    with connect_as(url) as conn:
+        said(conn, SCOPE, "s1", [HIT, EVIDENCE])
+        for i, fact in enumerate(DISTRACTORS):
+            said(conn, SCOPE, f"d{i}", [fact], start=T0 + timedelta(hours=i + 1))
+        for fact in FILLERS:
+            conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(SCOPE), fact))
+
+
+def facts(conn, **extra):
+    args = "".join(f", {k} => %({k})s" for k in extra)
+    return [r["fact"] for r in conn.execute(
+        "select fact from membank.retrieve_memories(scope => %(scope)s, query_text => %(q)s, top_k => 10" + args + ")",
+        {"scope": Jsonb(SCOPE), "q": QUERY, **extra}).fetchall()]
+
+
+@pytest.mark.role("membank_reader")
+def test_the_reranker_lifts_evidence_from_fused_rank_11_to_50_into_the_top_10(conn, stored):
+    first = [r["fact"] for r in conn.execute(
+        "select fact from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 50)",
+        (Jsonb(SCOPE), QUERY)).fetchall()]
+    assert first[0] == HIT and first.index(EVIDENCE) + 1 == 15  # the premise: fused rank 11..50
+    assert EVIDENCE not in facts(conn) and facts(conn) == facts(conn, rerank=False)  # off is the default
+    reranked = facts(conn, rerank=True)
+    assert len(reranked) == 10 and reranked[0] == HIT
+    assert EVIDENCE in reranked[:3]
+
+
+@pytest.mark.role("membank_reader")
+def test_the_python_client_passes_rerank(bank, stored):
+    got = [r.memory.fact for r in bank.retrieve_memories(SCOPE, QUERY, top_k=10, rerank=True, use_embedding=False)]
+    assert EVIDENCE in got[:3]
+    assert EVIDENCE not in [r.memory.fact for r in bank.retrieve_memories(SCOPE, QUERY, top_k=10,
+                                                                         use_embedding=False)]
+
+
+@pytest.mark.role("membank_reader")
+def test_rerank_orders_by_the_model_over_the_features_the_fit_reads(conn, stored, superuser):
+    """The product's order and scores are the fitted model over rerank_features of the top_k => 50 call, as
+    bench/fit_rerank.py reads them: the fit and the product compute the same numbers."""
+    model = superuser.execute(
+        "with first as (select array(select r from membank.retrieve_memories(scope => %(s)s, query_text => %(q)s,"
+        " top_k => 50) as r) as rows)"
+        " select c.fact, membank_private.rerank_probability(f.features) as p, f.features"
+        " from first cross join unnest(first.rows) with ordinality as c"
+        " inner join membank_private.rerank_features(array[md5(%(s)s::text)::uuid], array[%(q)s], first.rows)"
+        "   with ordinality as f on f.ordinality = c.ordinality order by c.ordinality",
+        {"s": Jsonb(SCOPE), "q": QUERY}).fetchall()
+    names = superuser.execute("select membank_private.rerank_feature_names() as n").fetchone()["n"]
+    assert all(len(r["features"]) == len(names) for r in model)
+    expected = sorted(range(len(model)), key=lambda i: (-model[i]["p"], i))[:10]
+    got = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 10,"
+                       " rerank => true)", (Jsonb(SCOPE), QUERY)).fetchall()
+    assert [r["fact"] for r in got] == [model[i]["fact"] for i in expected]
+    assert [r["score"] for r in got] == pytest.approx([model[i]["p"] for i in expected])
+    # the evidence's session signals: the hit said right before it, in the top 3, one turn away
+    evidence = dict(zip(names, next(r["features"] for r in model if r["fact"] == EVIDENCE)))
+    assert evidence["prev_score"] == pytest.approx(1 / 11) and evidence["next_score"] == 0
+    assert evidence["session_top3"] == 1 and evidence["near_top5"] == 1
+    assert evidence["shared_proper"] == 2  # cremona, melanie
+    assert evidence["shared_lexeme_idf"] > 0
+
+
+def test_proper_nouns_skip_sentence_openers(superuser):
+    def nouns(text):
+        return superuser.execute("select membank_private.proper_nouns(%s) as n", (text,)).fetchone()["n"]
+
+    assert nouns("Caroline: Yesterday I met Anna Smith in Paris. The rain stopped!") == ["anna", "paris", "smith"]
+    assert nouns("") == [] and nouns(None) == []
+
+
+@pytest.mark.role("membank_reader")
+def test_rerank_keeps_the_relevance_floor_and_null_is_off(conn, stored, superuser):
+    floor = conn.execute("select membank.default_min_relevance() as f").fetchone()["f"]
+    # a text query no memory matches: nothing, with and without the second pass
+    for rerank in (False, True):
+        assert conn.execute("select * from membank.retrieve_memories(scope => %s, query_text => 'zzzz qqqq',"
+                            " top_k => 5, min_relevance => %s, rerank => %s)",
+                            (Jsonb(SCOPE), floor, rerank)).fetchall() == []
+    # the gate judges the rows returned: the re-ranked top 2 are returned when one reaches the floor
+    rows = conn.execute("select fact, relevance from membank.retrieve_memories(scope => %s, query_text => %s,"
+                        " top_k => 2, min_relevance => 0, rerank => true)", (Jsonb(SCOPE), QUERY)).fetchall()
+    assert [r["fact"] for r in rows] == facts(conn, rerank=True)[:2]
+    best = max(r["relevance"] for r in rows)
+    assert conn.execute("select count(*) as n from membank.retrieve_memories(scope => %s, query_text => %s,"
+                        " top_k => 2, min_relevance => %s, rerank => true)",
+                        (Jsonb(SCOPE), QUERY, min(1.0, best + 1e-9))).fetchone()["n"] == 0
+    assert facts(conn, rerank=None) == facts(conn)  # null: off
+
+
+def test_the_coefficients_file_is_what_fit_rerank_writes(superuser):
+    """074_rerank_model.sql is bench/fit_rerank.py's output: regenerated from the values it holds, it is the same
+    bytes; it names rerank_feature_names() in order and holds one coefficient each, plus the intercept."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fit_rerank
+
+    text = MODEL_FILE.read_text()
+    names = superuser.execute("select membank_private.rerank_feature_names() as n").fetchone()["n"]
+    coefficients = superuser.execute("select membank_private.rerank_coefficients() as c").fetchone()["c"]
+    assert len(coefficients) == len(names) + 1
+    comment = " ".join(re.sub(r"^\s*--\s*", "", line) for line in
+                       text.split("as $$\n", 1)[1].split("    select", 1)[0].splitlines())
+    assert comment == "intercept, " + ", ".join(names)
+
+    def field(pattern):
+        return re.search(pattern, text, re.M).groups()
+
+    tuning, = field(r"^--   --tuning (\S+)$")
+    model_id, dimension = field(r"^-- Embedder: (\S+) \((\d+)-d\)")
+    conversations, digest, = field(r"^-- Data: .* conversations (.+), sha256 of the\n--   files (\w+);")
+    date, = field(r"^-- Date: (\S+)$")
+    fit = text.split("-- Fit:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    lines = []
+    for line in fit:
+        if line.startswith("--     "):
+            lines[-1] += " " + line[len("--     "):]
+        else:
+            lines.append(line[len("--   "):])
+    assert fit_rerank.model_file_text(names, coefficients, lines, set(tuning.split(",")), conversations.split(", "),
+                                      digest, model_id, int(dimension), date) == text
+
+
+@pytest.mark.role("membank_reader")
+def test_rerank_with_several_queries_a_large_top_k_and_without_a_query(conn, stored):
+    """Sub-queries: their fused list re-ranked; top_k above 50: all of them; no query: the listing, unchanged."""
+    rows = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, query_texts => %s,"
+                        " top_k => 10, rerank => true)", (Jsonb(SCOPE), ["violin", "market"])).fetchall()
+    assert len(rows) == 10 and all(0 < r["score"] < 1 for r in rows)
+    assert [r["score"] for r in rows] == sorted((r["score"] for r in rows), reverse=True)
+    everything = conn.execute("select fact from membank.retrieve_memories(scope => %s, query_text => %s,"
+                              " top_k => 100, rerank => true)", (Jsonb(SCOPE), QUERY)).fetchall()
+    first = conn.execute("select fact from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 100)",
+                         (Jsonb(SCOPE), QUERY)).fetchall()
+    assert sorted(r["fact"] for r in everything) == sorted(r["fact"] for r in first)
+    listed = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, rerank => true)",
+                          (Jsonb(SCOPE),)).fetchall()
+    assert len(listed) == 2 + len(DISTRACTORS) + len(FILLERS) and all(r["score"] is None for r in listed)
+
+
+def test_the_cli_reranks_with_its_flag(db_url, monkeypatch, stored):
+    import json
+
+    from click.testing import CliRunner
+
+    from membank.cli import main
+
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", db_url)
+    args = ["memories", "retrieve", "--scope", json.dumps(SCOPE), "--query", QUERY, "--text-only", "--top-k", "3",
+            "--output", "json"]
+    plain = CliRunner().invoke(main, args)
+    reranked = CliRunner().invoke(main, [*args, "--rerank"])
+    assert plain.exit_code == 0 and reranked.exit_code == 0, (plain.output, reranked.output)
+
+    assert EVIDENCE not in [r["fact"] for r in json.loads(plain.stdout)]
+    assert EVIDENCE in [r["fact"] for r in json.loads(reranked.stdout)]
