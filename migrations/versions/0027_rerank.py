@@ -1,22 +1,20 @@
 """Re-ranking: retrieve_memories takes rerank (a second pass over the fused top 50 by a fitted model).
 
-Revision ID: 0028
+Revision ID: 0027
 Revises: 0026
 Create Date: 2026-12-02
 
 DDL in the .sql files beside this one. retrieve_memories gains rerank as its
 last argument, so its old signature is dropped and the function re-created
 from db/functions at head (076_rerank.sql holds the features, the fitted
-074_rerank_model.sql the coefficients). Branch rerank2 was cut while 0027 was
-being written elsewhere: down_revision names 0026 here and becomes "0027" when
-both land.
+074_rerank_model.sql the coefficients).
 """
 
 from alembic import op
 
 from membank.paths import run_sql_file
 
-revision = "0028"
+revision = "0027"
 down_revision = "0026"
 branch_labels = None
 depends_on = None
