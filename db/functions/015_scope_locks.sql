@@ -3,7 +3,9 @@
 -- holds it while it re-checks its candidates and applies, and the lexicon
 -- trigger needs it to keep document frequencies consistent. Taking it first,
 -- always, means no writer waits for it while holding a row that the lock
--- holder needs: no deadlock between writers of a scope.
+-- holder needs: no deadlock between writers of a scope. (On Citus
+-- create_memory leaves it to its INSERT's trigger on the shard, which takes
+-- it before any row but the new memory's own, which no one else can wait for.)
 --
 -- The lock is a FOR UPDATE row lock on the scope's row in
 -- membank_private.scope_locks, a table on which no role but membank's owner
