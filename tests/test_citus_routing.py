@@ -283,7 +283,9 @@ def shard_commands(commands: list[str]) -> dict[str, int]:
 # Shard statements per call through the coordinator (bench/citus.py --mode route prints the same), by scope size.
 # A change that adds a statement to these paths adds a coordinator-to-worker round trip on the cluster: update the
 # figure here and in docs/benchmarks.md when it is meant.
-CREATE_STATEMENTS = {20: 2, 200: 2, 2001: 2}
+# create_memory: 1, its INSERT (the scope's lock is taken by the INSERT's trigger on the shard, not by a statement of
+# its own before it: 2 until 2026-12-02).
+CREATE_STATEMENTS = {20: 1, 200: 1, 2001: 1}
 # The create before each retrieval adds a memory: the 200-memory scope's retrieval takes the path of a scope above
 # 200 (Hamming step, then the full-text index), the 2,001's MaxScore (and the per-scope HNSW check on its worker).
 RETRIEVE_STATEMENTS = {20: 6, 200: 8, 2001: 9}
@@ -378,11 +380,13 @@ def test_get_memory_with_scope_reads_the_bindings_once(census):
     assert len([m for m in local if "executing the command locally" in m and "bound_roles" in m]) == 1, local
 
 
-def test_word_counts_are_written_on_the_worker_without_an_intermediate_result(census):
-    """On the scope's worker (a direct connection, where the memories triggers' statements run as local
-    commands), create, update and delete count their words with routed INSERT ... VALUES statements, none through
-    an intermediate result (an INSERT ... SELECT of rows from no distributed table, two steps and 3 ms of a
-    create), and the scope's word counts then match its live memories' words."""
+def test_the_memories_triggers_write_the_shards_without_citus_statements(census):
+    """On the scope's worker (a direct connection, where a call's statements on distributed tables run as Citus's
+    local commands), the memories triggers of create, update and delete write the revision, the embedding queue, the
+    word and document counts and the retired sources on the colocated shards by name, with no statement planned by
+    Citus (each was a routed statement of its own, 0.3 to 0.6 ms), and take the scope's write lock on its shard: an
+    update or delete takes it through Citus once (its own first statement), not again from the trigger, and a create
+    only in its trigger. The scope's word counts then match its live memories' words."""
     cl, scopes, _ = census
     objects = scopes[20]
     cl.login("membank_writer")
@@ -400,8 +404,14 @@ def test_word_counts_are_written_on_the_worker_without_an_intermediate_result(ce
         gone = direct.execute("select (membank.create_memory(scope => %s, fact => 'counts harp'))"
                               ".name", (objects["s"],)).fetchone()[0]
         direct.execute("select membank.delete_memory(%s, scope => %s)", (str(gone), objects["s"]))
-    lexicon_writes = [m for m in local if "scope_lexicon_base" in m and "INSERT" in m.upper()]
-    assert lexicon_writes and not [m for m in local if "intermediate_result" in m], local
+    trigger_tables = ("memory_revisions", "embedding_jobs", "memory_embeddings", "scope_lexicon_base",
+                      "scope_lexicon_delta", "scope_stats_base", "scope_stats_delta", "retired_sources")
+    commands = [m for m in local if m.startswith("executing the command locally")]
+    assert [m for m in commands if "memories_" in m], local  # the calls' own statements are logged
+    assert not [m for m in commands if any(t + "_" in m for t in trigger_tables)], commands
+    assert not [m for m in local if "intermediate_result" in m], local
+    # update and delete lock through Citus (their first statement); a create only in its trigger, on the shard
+    assert len([m for m in commands if "scope_locks_" in m]) == 2, commands
     counted = dict(cl.admin.execute(
         "select lexeme, doc_count from membank_private.scope_lexicon where scope_id = md5(%s::jsonb::text)::uuid"
         " and doc_count <> 0", (objects["s"],)).fetchall())
@@ -410,3 +420,35 @@ def test_word_counts_are_written_on_the_worker_without_an_intermediate_result(ce
         " cross join lateral unnest(tsvector_to_array(m.fts)) as l (lexeme)"
         " where m.scope_id = md5(%s::jsonb::text)::uuid group by l.lexeme", (objects["s"],)).fetchall())
     assert counted == expected and counted.get("cello") == 1 and "harp" not in counted
+
+
+def test_create_memory_waits_for_a_held_scope_lock_at_most_the_callers_limit(census):
+    """create_memory takes the scope's write lock in its INSERT's trigger on the worker: with another transaction
+    holding it, the caller's membank.lock_timeout (set on the coordinator, carried to the worker) bounds the wait and
+    the error is one server's MB040 (message and hint), nothing written; once the holder commits the call succeeds.
+    A malformed limit is refused on the coordinator (22023) before anything is sent."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    holder, waiter = cl.login("membank_writer"), cl.login("membank_writer")
+    count = "select count(*) from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid"
+    before = cl.admin.execute(count, (objects["s"],)).fetchone()[0]
+    holder.execute("begin")
+    holder.execute("select membank.create_memory(scope => %s, fact => 'holds the lock')", (objects["s"],))
+    waiter.execute("set membank.lock_timeout = '300ms'")
+    with pytest.raises(psycopg.Error) as busy:
+        waiter.execute("select membank.create_memory(scope => %s, fact => 'waits for it')", (objects["s"],))
+    assert busy.value.sqlstate == "MB040", busy.value
+    assert busy.value.diag.message_primary == ("scope: another write to this scope held its write lock for longer"
+                                               " than 300ms")
+    assert busy.value.diag.message_hint == ("nothing was written; retry the call (the wait limit is the setting"
+                                            " membank.lock_timeout)")
+    holder.execute("commit")
+    assert cl.admin.execute(count, (objects["s"],)).fetchone()[0] == before + 1
+    assert waiter.execute("select (membank.create_memory(scope => %s, fact => 'waits for it')).fact",
+                          (objects["s"],)).fetchone() == ("waits for it",)
+    waiter.execute("set membank.lock_timeout = 'soon'")
+    with pytest.raises(psycopg.Error) as bad:
+        waiter.execute("select membank.create_memory(scope => %s, fact => 'never')", (objects["s"],))
+    assert bad.value.sqlstate == "22023", bad.value
+    waiter.execute("reset membank.lock_timeout")
+    assert cl.admin.execute(count, (objects["s"],)).fetchone()[0] == before + 2

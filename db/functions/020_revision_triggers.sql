@@ -75,6 +75,10 @@ declare
     _labels jsonb := coalesce(_ctx -> 'labels', '{}');
     _old_fact text;
     _old_content jsonb;
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    _shard boolean := tg_table_name <> 'memories';
+    _retire boolean;
 begin
     -- A sub-query only for a list to unpack: an expression holding one is
     -- run as a query on every call, even when the list is empty.
@@ -85,22 +89,51 @@ begin
         _old_fact := old.fact;
         _old_content := old.structured_content;
     end if;
-    insert into membank_private.memory_revisions (
-        memory_name, revision, scope_id, scope, action, memory_type,
-        fact, previous_fact, structured_content, previous_structured_content,
-        topics, metadata, expire_time, labels, source_event_ids,
-        extracted_memories, create_time
-    ) values (
-        _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
-        case when not _forget then _row.fact end, _old_fact,
-        case when not _forget then _row.structured_content end, _old_content,
-        _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
-        _labels, _sources, _ctx -> 'extracted_memories', statement_timestamp()
-    );
+    if _shard then
+        execute format(
+            'insert into %s (memory_name, revision, scope_id, scope, action, memory_type, fact, previous_fact,'
+            ' structured_content, previous_structured_content, topics, metadata, expire_time, labels,'
+            ' source_event_ids, extracted_memories, create_time)'
+            ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, statement_timestamp())',
+            membank_private.shard_table('memory_revisions', _row.scope_id))
+        using _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
+              case when not _forget then _row.fact end, _old_fact,
+              case when not _forget then _row.structured_content end, _old_content,
+              _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
+              _labels, _sources, _ctx -> 'extracted_memories';
+    else
+        insert into membank_private.memory_revisions (
+            memory_name, revision, scope_id, scope, action, memory_type,
+            fact, previous_fact, structured_content, previous_structured_content,
+            topics, metadata, expire_time, labels, source_event_ids,
+            extracted_memories, create_time
+        ) values (
+            _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
+            case when not _forget then _row.fact end, _old_fact,
+            case when not _forget then _row.structured_content end, _old_content,
+            _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
+            _labels, _sources, _ctx -> 'extracted_memories', statement_timestamp()
+        );
+    end if;
     -- Whatever deleted it, the events it came from may not bring it back
     -- (retired_sources, 085_erasure.sql); a rollback that re-creates it releases them.
-    if tg_op = 'DELETE' then
+    if tg_op = 'DELETE' and _shard then
+        -- retire_sources reads the scope's events and operations through
+        -- Citus: only for a memory whose revisions name a source event (the
+        -- revisions read on the shard first).
+        execute format('select exists (select from %s as r where r.scope_id = $1 and r.memory_name = $2'
+                       ' and r.source_event_ids <> ''{}'')',
+                       membank_private.shard_table('memory_revisions', old.scope_id))
+        into _retire using old.scope_id, old.name;
+        if _retire then
+            perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
+        end if;
+    elsif tg_op = 'DELETE' then
         perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
+    elsif tg_op = 'INSERT' and _shard then
+        execute format('delete from %s as t where t.scope_id = $1 and t.memory_name = $2',
+                       membank_private.shard_table('retired_sources', new.scope_id))
+        using new.scope_id, new.name;
     elsif tg_op = 'INSERT' then
         delete from membank_private.retired_sources as t where t.scope_id = new.scope_id and t.memory_name = new.name;
     end if;

@@ -192,9 +192,19 @@ begin
     _topics := membank_private.validate_topics(topics);
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
-    perform membank_private.lock_scope(_scope_id);
-    if _expire is not null then
-        perform membank_private.mark_due(_scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+    if membank_private.distributed() then
+        -- On Citus the INSERT's trigger on the scope's shard takes the
+        -- scope's write lock (lock_scope_on_shard, 055_lexicon.sql) before it
+        -- locks or writes any row but the new memory's own (which nothing
+        -- else can wait for): a statement and a round trip fewer than taking
+        -- it here first. The wait limit is checked here, and carried to the
+        -- worker's connection when the caller set one.
+        perform membank_private.scope_lock_timeout();
+        if nullif(btrim(current_setting('membank.lock_timeout', true)), '') is not null then
+            perform membank_private.carry_setting('membank.lock_timeout', current_setting('membank.lock_timeout'));
+        end if;
+    else
+        perform membank_private.lock_scope(_scope_id);
     end if;
     if source_event_ids <> '{}' then
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
@@ -207,6 +217,18 @@ begin
         _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
         _source.session_id, _source.event_time, _source.append_seq
     ) returning * into _row;
+    -- The coordinator's index of due work (121_due_work.sql; a no-op on one
+    -- server) hears of the embedding job and the expiry, in this
+    -- transaction, once the scope's lock is held: a mark waits for the
+    -- index row of another writer of the scope until it commits, and on
+    -- Citus the lock is only taken by the INSERT (waiting here first would
+    -- be a wait that membank.lock_timeout does not bound).
+    if membank_private.distributed() then
+        perform membank_private.mark_due(_scope_id, 'embedding');
+    end if;
+    if _expire is not null then
+        perform membank_private.mark_due(_scope_id, 'expiry', _expire);
+    end if;
     if _context then
         perform membank_private.clear_revision_context();
     end if;

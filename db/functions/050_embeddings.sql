@@ -11,6 +11,27 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 begin
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    if tg_table_name <> 'memories' then
+        if tg_op = 'UPDATE' and new.fact is distinct from old.fact then
+            execute format('delete from %s as e where e.scope_id = $1 and e.name = $2',
+                           membank_private.shard_table('memory_embeddings', new.scope_id))
+            using new.scope_id, new.name;
+        end if;
+        if new.fact is not null and (tg_op = 'INSERT' or new.fact is distinct from old.fact) then
+            execute format('insert into %s (name, fact_md5, scope_id) values ($1, $2, $3)%s',
+                           membank_private.shard_table('embedding_jobs', new.scope_id),
+                           case when tg_op = 'UPDATE' then ' on conflict do nothing' else '' end)
+            using new.name, md5(new.fact)::uuid, new.scope_id;
+        elsif tg_op = 'UPDATE' and new.fact is not distinct from old.fact
+              and new.expire_time is distinct from old.expire_time then
+            execute format('update %s as e set expire_time = $1 where e.scope_id = $2 and e.name = $3',
+                           membank_private.shard_table('memory_embeddings', new.scope_id))
+            using new.expire_time, new.scope_id, new.name;
+        end if;
+        return null;  -- no NOTIFY from a shard (below)
+    end if;
     if tg_op = 'INSERT' or new.fact is distinct from old.fact then
         -- The old vector describes text that no longer exists: drop it now,
         -- so retrieval never ranks this memory by it (text still matches).

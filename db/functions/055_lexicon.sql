@@ -113,16 +113,78 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 begin
+    perform membank_private.write_lexicon_counts(
+        case when appended then 'membank_private.scope_lexicon_delta' else 'membank_private.scope_lexicon_base' end,
+        scope_id, lexemes, counts, not appended);
+end
+$$;
+
+-- name: write_lexicon_counts: one multi-row INSERT ... VALUES of word counts into target (upserted when asked).
+-- target: a word count table (scope_lexicon_base or scope_lexicon_delta),
+-- or on Citus, from a trigger firing on a shard, that table's colocated
+-- shard (shard_table, 015_scope_locks.sql), a name already quoted.
+create or replace function membank_private.write_lexicon_counts(
+    target text, scope_id uuid, lexemes text[], counts bigint[], upsert boolean
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
     if coalesce(cardinality(lexemes), 0) = 0 then
         return;
     end if;
-    execute format('insert into membank_private.%I as x (scope_id, lexeme, doc_count) values %s%s',
-                   case when appended then 'scope_lexicon_delta' else 'scope_lexicon_base' end,
-                   (select string_agg(format('(%L::uuid, %L, %s)', add_lexicon_counts.scope_id, c.lexeme, c.n),
+    execute format('insert into %s as x (scope_id, lexeme, doc_count) values %s%s', target,
+                   (select string_agg(format('(%L::uuid, %L, %s)', write_lexicon_counts.scope_id, c.lexeme, c.n),
                                       ', ' order by c.lexeme)
                     from unnest(lexemes, counts) as c (lexeme, n)),
-                   case when not appended then ' on conflict (scope_id, lexeme) do update'
-                                               ' set doc_count = x.doc_count + excluded.doc_count' else '' end);
+                   case when upsert then ' on conflict (scope_id, lexeme) do update'
+                                         ' set doc_count = x.doc_count + excluded.doc_count' else '' end);
+end
+$$;
+
+-- name: count_shard_write: count_scope_write on the colocated shard of scope_stats_base (Citus, a shard's trigger).
+create or replace function membank_private.count_shard_write(scope_id uuid, documents bigint, write xid8)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    execute format('insert into %s as s (scope_id, doc_count, last_write, pending) values ($1, $2, $3, false)'
+                   ' on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,'
+                   ' last_write = excluded.last_write, pending = false',
+                   membank_private.shard_table('scope_stats_base', scope_id))
+    using scope_id, documents, write;
+end
+$$;
+
+-- name: lock_scope_on_shard: lock_scope from a trigger firing on a shard (Citus): the lock row read on its shard.
+-- The call that writes the memories took the scope's write lock first
+-- (015_scope_locks.sql), so the row is held by this transaction and
+-- FOR UPDATE SKIP LOCKED on the colocated shard of scope_locks takes it at
+-- once, with no statement planned by Citus. A row another transaction
+-- holds, or none yet: lock_scope, its bounded wait and its error.
+create or replace function membank_private.lock_scope_on_shard(scope_id uuid)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _found boolean;
+begin
+    execute format('select true from %s as l where l.scope_id = $1 for update skip locked',
+                   membank_private.shard_table('scope_locks', scope_id))
+    into _found using scope_id;
+    if _found is null then
+        perform membank_private.lock_scope(scope_id);
+    else
+        perform membank_private.mark_due(scope_id, 'embedding');  -- as lock_scope does (only the coordinator marks)
+    end if;
 end
 $$;
 
@@ -144,11 +206,20 @@ declare
     _state text;
     _appended integer := 0;
     _cap constant integer := case when membank_private.distributed() then 64 else 1024 end;
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    _shard boolean := tg_table_name <> 'memories';
 begin
     -- Every statement names scope_id = a value: on Citus this runs on the
     -- shard, where only such a statement stays on it.
-    select s.last_write = _write, s.pending into _written, _pending
-    from membank_private.scope_stats_base as s where s.scope_id = new.scope_id;
+    if _shard then
+        execute format('select s.last_write = $1, s.pending from %s as s where s.scope_id = $2',
+                       membank_private.shard_table('scope_stats_base', new.scope_id))
+        into _written, _pending using _write, new.scope_id;
+    else
+        select s.last_write = _write, s.pending into _written, _pending
+        from membank_private.scope_stats_base as s where s.scope_id = new.scope_id;
+    end if;
     _written := coalesce(_written, false);
     _pending := coalesce(_pending, false);
     -- One writer per scope at a time, until its transaction ends. Without it,
@@ -156,7 +227,9 @@ begin
     -- opposite orders and deadlock (tested). A scope this transaction wrote
     -- before (last_write) is locked already: the lock and that write commit
     -- or roll back together.
-    if not _written then
+    if not _written and _shard then
+        perform membank_private.lock_scope_on_shard(new.scope_id);
+    elsif not _written then
         perform membank_private.lock_scope(new.scope_id);
     end if;
     -- A scope's second and later inserts in one transaction (a bulk load, a
@@ -182,6 +255,11 @@ begin
         _state := current_setting('membank.lexicon_appended', true);
         if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = new.scope_id::text then
             _appended := split_part(_state, ':', 2)::integer;
+        elsif _shard then
+            execute format('select max(p.n) from %s as p where p.scope_id = $1',
+                           membank_private.shard_table('scope_stats_delta', new.scope_id))
+            into _appended using new.scope_id;
+            _appended := coalesce(_appended, 0);
         else
             _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
                                    where p.scope_id = new.scope_id), 0);
@@ -189,16 +267,31 @@ begin
     end if;
     if _written and _appended < _cap then
         -- A tsvector's lexemes are distinct: each counts once.
-        if membank_private.distributed() then
-            perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
-                                                       array_fill(1::bigint, array[length(new.fts)]), true);
+        if _shard then
+            perform membank_private.write_lexicon_counts(
+                membank_private.shard_table('scope_lexicon_delta', new.scope_id), new.scope_id,
+                tsvector_to_array(new.fts), array_fill(1::bigint, array[length(new.fts)]), false);
+            execute format('insert into %s (scope_id, n, doc_count) values ($1, $2, 1)',
+                           membank_private.shard_table('scope_stats_delta', new.scope_id))
+            using new.scope_id, _appended + 1;
+            if not _pending then
+                execute format('update %s as s set pending = true where s.scope_id = $1',
+                               membank_private.shard_table('scope_stats_base', new.scope_id))
+                using new.scope_id;
+            end if;
         else
-            insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-            select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
-        end if;
-        insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (new.scope_id, _appended + 1, 1);
-        if not _pending then  -- once per transaction: readers and the fold look at the appended rows
-            update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
+            if membank_private.distributed() then
+                perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
+                                                           array_fill(1::bigint, array[length(new.fts)]), true);
+            else
+                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+                select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+            end if;
+            insert into membank_private.scope_stats_delta (scope_id, n, doc_count)
+            values (new.scope_id, _appended + 1, 1);
+            if not _pending then  -- once per transaction: readers and the fold look at the appended rows
+                update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
+            end if;
         end if;
         perform set_config('membank.lexicon_appended', new.scope_id::text || ':' || (_appended + 1), true);
         return null;
@@ -206,16 +299,22 @@ begin
     if _pending then
         perform membank_private.fold_appended_counts(new.scope_id);
     end if;
-    if membank_private.distributed() then
+    if _shard then
+        perform membank_private.write_lexicon_counts(
+            membank_private.shard_table('scope_lexicon_base', new.scope_id), new.scope_id,
+            tsvector_to_array(new.fts), array_fill(1::bigint, array[length(new.fts)]), true);
+        perform membank_private.count_shard_write(new.scope_id, 1, _write);
+    elsif membank_private.distributed() then
         perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
                                                    array_fill(1::bigint, array[length(new.fts)]), false);
+        perform membank_private.count_scope_write(new.scope_id, 1, _write);
     else
         insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
         select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
         order by l.lexeme
         on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        perform membank_private.count_scope_write(new.scope_id, 1, _write);
     end if;
-    perform membank_private.count_scope_write(new.scope_id, 1, _write);
     return null;
 end
 $$;
@@ -264,6 +363,9 @@ declare
     _counts bigint [];
     _deltas bigint [];
     _i integer;
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    _shard boolean := tg_table_name <> 'memories';
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -291,9 +393,17 @@ begin
         -- The scope's write lock, as for an insert (above); scopes in sorted
         -- order, so a statement writing several scopes cannot deadlock
         -- against another such statement.
-        select s.last_write = _write, s.pending into _written, _pending
-        from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
-        if not coalesce(_written, false) then
+        if _shard then
+            execute format('select s.last_write = $1, s.pending from %s as s where s.scope_id = $2',
+                           membank_private.shard_table('scope_stats_base', _scope_id))
+            into _written, _pending using _write, _scope_id;
+        else
+            select s.last_write = _write, s.pending into _written, _pending
+            from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+        end if;
+        if not coalesce(_written, false) and _shard then
+            perform membank_private.lock_scope_on_shard(_scope_id);
+        elsif not coalesce(_written, false) then
             perform membank_private.lock_scope(_scope_id);
         end if;
         if coalesce(_pending, false) then
@@ -307,7 +417,12 @@ begin
                   where d.scope_id = _scope_id
                   group by l.lexeme
                   having sum(d.sign) <> 0) as c;
-            perform membank_private.add_lexicon_counts(_scope_id, _lexemes, _deltas, false);
+            if _shard then
+                perform membank_private.write_lexicon_counts(
+                    membank_private.shard_table('scope_lexicon_base', _scope_id), _scope_id, _lexemes, _deltas, true);
+            else
+                perform membank_private.add_lexicon_counts(_scope_id, _lexemes, _deltas, false);
+            end if;
         else
             insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
@@ -319,7 +434,11 @@ begin
             order by l.lexeme
             on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
         end if;
-        perform membank_private.count_scope_write(_scope_id, _count, _write);
+        if _shard then
+            perform membank_private.count_shard_write(_scope_id, _count, _write);
+        else
+            perform membank_private.count_scope_write(_scope_id, _count, _write);
+        end if;
     end loop;
 
     -- A word no memory of the scope holds any more is forgotten with it: no
@@ -334,9 +453,18 @@ begin
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
             cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
             where d.sign < 0 and d.scope_id = _scope_id);
-        delete from membank_private.scope_lexicon_base as x
-        where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
-        delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
+        if _shard then
+            execute format('delete from %s as x where x.scope_id = $1 and x.lexeme = any($2) and x.doc_count <= 0',
+                           membank_private.shard_table('scope_lexicon_base', _scope_id))
+            using _scope_id, _lexemes;
+            execute format('delete from %s as s where s.scope_id = $1 and s.doc_count <= 0',
+                           membank_private.shard_table('scope_stats_base', _scope_id))
+            using _scope_id;
+        else
+            delete from membank_private.scope_lexicon_base as x
+            where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
+        end if;
     end loop;
     return null;
 end

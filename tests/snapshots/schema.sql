@@ -1552,9 +1552,19 @@ begin
     _topics := membank_private.validate_topics(topics);
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
-    perform membank_private.lock_scope(_scope_id);
-    if _expire is not null then
-        perform membank_private.mark_due(_scope_id, 'expiry', _expire);  -- Citus: 121_due_work.sql
+    if membank_private.distributed() then
+        -- On Citus the INSERT's trigger on the scope's shard takes the
+        -- scope's write lock (lock_scope_on_shard, 055_lexicon.sql) before it
+        -- locks or writes any row but the new memory's own (which nothing
+        -- else can wait for): a statement and a round trip fewer than taking
+        -- it here first. The wait limit is checked here, and carried to the
+        -- worker's connection when the caller set one.
+        perform membank_private.scope_lock_timeout();
+        if nullif(btrim(current_setting('membank.lock_timeout', true)), '') is not null then
+            perform membank_private.carry_setting('membank.lock_timeout', current_setting('membank.lock_timeout'));
+        end if;
+    else
+        perform membank_private.lock_scope(_scope_id);
     end if;
     if source_event_ids <> '{}' then
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
@@ -1567,6 +1577,18 @@ begin
         _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
         _source.session_id, _source.event_time, _source.append_seq
     ) returning * into _row;
+    -- The coordinator's index of due work (121_due_work.sql; a no-op on one
+    -- server) hears of the embedding job and the expiry, in this
+    -- transaction, once the scope's lock is held: a mark waits for the
+    -- index row of another writer of the scope until it commits, and on
+    -- Citus the lock is only taken by the INSERT (waiting here first would
+    -- be a wait that membank.lock_timeout does not bound).
+    if membank_private.distributed() then
+        perform membank_private.mark_due(_scope_id, 'embedding');
+    end if;
+    if _expire is not null then
+        perform membank_private.mark_due(_scope_id, 'expiry', _expire);
+    end if;
     if _context then
         perform membank_private.clear_revision_context();
     end if;
@@ -4662,16 +4684,9 @@ CREATE FUNCTION membank_private.add_lexicon_counts(scope_id uuid, lexemes text[]
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 begin
-    if coalesce(cardinality(lexemes), 0) = 0 then
-        return;
-    end if;
-    execute format('insert into membank_private.%I as x (scope_id, lexeme, doc_count) values %s%s',
-                   case when appended then 'scope_lexicon_delta' else 'scope_lexicon_base' end,
-                   (select string_agg(format('(%L::uuid, %L, %s)', add_lexicon_counts.scope_id, c.lexeme, c.n),
-                                      ', ' order by c.lexeme)
-                    from unnest(lexemes, counts) as c (lexeme, n)),
-                   case when not appended then ' on conflict (scope_id, lexeme) do update'
-                                               ' set doc_count = x.doc_count + excluded.doc_count' else '' end);
+    perform membank_private.write_lexicon_counts(
+        case when appended then 'membank_private.scope_lexicon_delta' else 'membank_private.scope_lexicon_base' end,
+        scope_id, lexemes, counts, not appended);
 end
 $$;
 CREATE FUNCTION membank_private.answerability(best_row_relevance double precision, top_similarity double precision, unknown_share double precision) RETURNS double precision
@@ -6055,6 +6070,18 @@ begin
                                          last_write = excluded.last_write, pending = false;
 end
 $$;
+CREATE FUNCTION membank_private.count_shard_write(scope_id uuid, documents bigint, write xid8) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    execute format('insert into %s as s (scope_id, doc_count, last_write, pending) values ($1, $2, $3, false)'
+                   ' on conflict (scope_id) do update set doc_count = s.doc_count + excluded.doc_count,'
+                   ' last_write = excluded.last_write, pending = false',
+                   membank_private.shard_table('scope_stats_base', scope_id))
+    using scope_id, documents, write;
+end
+$_$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7347,6 +7374,23 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.lock_scope_on_shard(scope_id uuid) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _found boolean;
+begin
+    execute format('select true from %s as l where l.scope_id = $1 for update skip locked',
+                   membank_private.shard_table('scope_locks', scope_id))
+    into _found using scope_id;
+    if _found is null then
+        perform membank_private.lock_scope(scope_id);
+    else
+        perform membank_private.mark_due(scope_id, 'embedding');  -- as lock_scope does (only the coordinator marks)
+    end if;
+end
+$_$;
 CREATE FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7450,11 +7494,20 @@ declare
     _state text;
     _appended integer := 0;
     _cap constant integer := case when membank_private.distributed() then 64 else 1024 end;
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    _shard boolean := tg_table_name <> 'memories';
 begin
     -- Every statement names scope_id = a value: on Citus this runs on the
     -- shard, where only such a statement stays on it.
-    select s.last_write = _write, s.pending into _written, _pending
-    from membank_private.scope_stats_base as s where s.scope_id = new.scope_id;
+    if _shard then
+        execute format('select s.last_write = $1, s.pending from %s as s where s.scope_id = $2',
+                       membank_private.shard_table('scope_stats_base', new.scope_id))
+        into _written, _pending using _write, new.scope_id;
+    else
+        select s.last_write = _write, s.pending into _written, _pending
+        from membank_private.scope_stats_base as s where s.scope_id = new.scope_id;
+    end if;
     _written := coalesce(_written, false);
     _pending := coalesce(_pending, false);
     -- One writer per scope at a time, until its transaction ends. Without it,
@@ -7462,7 +7515,9 @@ begin
     -- opposite orders and deadlock (tested). A scope this transaction wrote
     -- before (last_write) is locked already: the lock and that write commit
     -- or roll back together.
-    if not _written then
+    if not _written and _shard then
+        perform membank_private.lock_scope_on_shard(new.scope_id);
+    elsif not _written then
         perform membank_private.lock_scope(new.scope_id);
     end if;
     -- A scope's second and later inserts in one transaction (a bulk load, a
@@ -7488,6 +7543,11 @@ begin
         _state := current_setting('membank.lexicon_appended', true);
         if _state ~ '^[0-9a-f-]{36}:[0-9]{1,4}$' and split_part(_state, ':', 1) = new.scope_id::text then
             _appended := split_part(_state, ':', 2)::integer;
+        elsif _shard then
+            execute format('select max(p.n) from %s as p where p.scope_id = $1',
+                           membank_private.shard_table('scope_stats_delta', new.scope_id))
+            into _appended using new.scope_id;
+            _appended := coalesce(_appended, 0);
         else
             _appended := coalesce((select max(p.n) from membank_private.scope_stats_delta as p
                                    where p.scope_id = new.scope_id), 0);
@@ -7495,16 +7555,31 @@ begin
     end if;
     if _written and _appended < _cap then
         -- A tsvector's lexemes are distinct: each counts once.
-        if membank_private.distributed() then
-            perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
-                                                       array_fill(1::bigint, array[length(new.fts)]), true);
+        if _shard then
+            perform membank_private.write_lexicon_counts(
+                membank_private.shard_table('scope_lexicon_delta', new.scope_id), new.scope_id,
+                tsvector_to_array(new.fts), array_fill(1::bigint, array[length(new.fts)]), false);
+            execute format('insert into %s (scope_id, n, doc_count) values ($1, $2, 1)',
+                           membank_private.shard_table('scope_stats_delta', new.scope_id))
+            using new.scope_id, _appended + 1;
+            if not _pending then
+                execute format('update %s as s set pending = true where s.scope_id = $1',
+                               membank_private.shard_table('scope_stats_base', new.scope_id))
+                using new.scope_id;
+            end if;
         else
-            insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
-            select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
-        end if;
-        insert into membank_private.scope_stats_delta (scope_id, n, doc_count) values (new.scope_id, _appended + 1, 1);
-        if not _pending then  -- once per transaction: readers and the fold look at the appended rows
-            update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
+            if membank_private.distributed() then
+                perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
+                                                           array_fill(1::bigint, array[length(new.fts)]), true);
+            else
+                insert into membank_private.scope_lexicon_delta (scope_id, lexeme, doc_count)
+                select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme);
+            end if;
+            insert into membank_private.scope_stats_delta (scope_id, n, doc_count)
+            values (new.scope_id, _appended + 1, 1);
+            if not _pending then  -- once per transaction: readers and the fold look at the appended rows
+                update membank_private.scope_stats_base as s set pending = true where s.scope_id = new.scope_id;
+            end if;
         end if;
         perform set_config('membank.lexicon_appended', new.scope_id::text || ':' || (_appended + 1), true);
         return null;
@@ -7512,23 +7587,29 @@ begin
     if _pending then
         perform membank_private.fold_appended_counts(new.scope_id);
     end if;
-    if membank_private.distributed() then
+    if _shard then
+        perform membank_private.write_lexicon_counts(
+            membank_private.shard_table('scope_lexicon_base', new.scope_id), new.scope_id,
+            tsvector_to_array(new.fts), array_fill(1::bigint, array[length(new.fts)]), true);
+        perform membank_private.count_shard_write(new.scope_id, 1, _write);
+    elsif membank_private.distributed() then
         perform membank_private.add_lexicon_counts(new.scope_id, tsvector_to_array(new.fts),
                                                    array_fill(1::bigint, array[length(new.fts)]), false);
+        perform membank_private.count_scope_write(new.scope_id, 1, _write);
     else
         insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
         select new.scope_id, l.lexeme, 1 from unnest(tsvector_to_array(new.fts)) as l (lexeme)
         order by l.lexeme
         on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
+        perform membank_private.count_scope_write(new.scope_id, 1, _write);
     end if;
-    perform membank_private.count_scope_write(new.scope_id, 1, _write);
     return null;
 end
 $_$;
 CREATE FUNCTION membank_private.memories_count_lexemes() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _scope_ids uuid [];
     _fts tsvector [];
@@ -7543,6 +7624,9 @@ declare
     _counts bigint [];
     _deltas bigint [];
     _i integer;
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    _shard boolean := tg_table_name <> 'memories';
 begin
     -- Only the transition tables of this event exist, so each branch names
     -- its own (PL/pgSQL plans a statement when it first runs).
@@ -7569,9 +7653,17 @@ begin
         -- The scope's write lock, as for an insert (above); scopes in sorted
         -- order, so a statement writing several scopes cannot deadlock
         -- against another such statement.
-        select s.last_write = _write, s.pending into _written, _pending
-        from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
-        if not coalesce(_written, false) then
+        if _shard then
+            execute format('select s.last_write = $1, s.pending from %s as s where s.scope_id = $2',
+                           membank_private.shard_table('scope_stats_base', _scope_id))
+            into _written, _pending using _write, _scope_id;
+        else
+            select s.last_write = _write, s.pending into _written, _pending
+            from membank_private.scope_stats_base as s where s.scope_id = _scope_id;
+        end if;
+        if not coalesce(_written, false) and _shard then
+            perform membank_private.lock_scope_on_shard(_scope_id);
+        elsif not coalesce(_written, false) then
             perform membank_private.lock_scope(_scope_id);
         end if;
         if coalesce(_pending, false) then
@@ -7585,7 +7677,12 @@ begin
                   where d.scope_id = _scope_id
                   group by l.lexeme
                   having sum(d.sign) <> 0) as c;
-            perform membank_private.add_lexicon_counts(_scope_id, _lexemes, _deltas, false);
+            if _shard then
+                perform membank_private.write_lexicon_counts(
+                    membank_private.shard_table('scope_lexicon_base', _scope_id), _scope_id, _lexemes, _deltas, true);
+            else
+                perform membank_private.add_lexicon_counts(_scope_id, _lexemes, _deltas, false);
+            end if;
         else
             insert into membank_private.scope_lexicon_base as x (scope_id, lexeme, doc_count)
             select _scope_id, l.lexeme, sum(d.sign)
@@ -7597,7 +7694,11 @@ begin
             order by l.lexeme
             on conflict (scope_id, lexeme) do update set doc_count = x.doc_count + excluded.doc_count;
         end if;
-        perform membank_private.count_scope_write(_scope_id, _count, _write);
+        if _shard then
+            perform membank_private.count_shard_write(_scope_id, _count, _write);
+        else
+            perform membank_private.count_scope_write(_scope_id, _count, _write);
+        end if;
     end loop;
     -- A word no memory of the scope holds any more is forgotten with it: no
     -- zero-count rows stay behind (only counts that went down can be zero).
@@ -7611,18 +7712,48 @@ begin
             from unnest(_scope_ids, _fts, _signs) as d (scope_id, fts, sign)
             cross join lateral unnest(tsvector_to_array(d.fts)) as l (lexeme)
             where d.sign < 0 and d.scope_id = _scope_id);
-        delete from membank_private.scope_lexicon_base as x
-        where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
-        delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
+        if _shard then
+            execute format('delete from %s as x where x.scope_id = $1 and x.lexeme = any($2) and x.doc_count <= 0',
+                           membank_private.shard_table('scope_lexicon_base', _scope_id))
+            using _scope_id, _lexemes;
+            execute format('delete from %s as s where s.scope_id = $1 and s.doc_count <= 0',
+                           membank_private.shard_table('scope_stats_base', _scope_id))
+            using _scope_id;
+        else
+            delete from membank_private.scope_lexicon_base as x
+            where x.scope_id = _scope_id and x.lexeme = any(_lexemes) and x.doc_count <= 0;
+            delete from membank_private.scope_stats_base as s where s.scope_id = _scope_id and s.doc_count <= 0;
+        end if;
     end loop;
     return null;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.memories_enqueue_embedding() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 begin
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    if tg_table_name <> 'memories' then
+        if tg_op = 'UPDATE' and new.fact is distinct from old.fact then
+            execute format('delete from %s as e where e.scope_id = $1 and e.name = $2',
+                           membank_private.shard_table('memory_embeddings', new.scope_id))
+            using new.scope_id, new.name;
+        end if;
+        if new.fact is not null and (tg_op = 'INSERT' or new.fact is distinct from old.fact) then
+            execute format('insert into %s (name, fact_md5, scope_id) values ($1, $2, $3)%s',
+                           membank_private.shard_table('embedding_jobs', new.scope_id),
+                           case when tg_op = 'UPDATE' then ' on conflict do nothing' else '' end)
+            using new.name, md5(new.fact)::uuid, new.scope_id;
+        elsif tg_op = 'UPDATE' and new.fact is not distinct from old.fact
+              and new.expire_time is distinct from old.expire_time then
+            execute format('update %s as e set expire_time = $1 where e.scope_id = $2 and e.name = $3',
+                           membank_private.shard_table('memory_embeddings', new.scope_id))
+            using new.expire_time, new.scope_id, new.name;
+        end if;
+        return null;  -- no NOTIFY from a shard (below)
+    end if;
     if tg_op = 'INSERT' or new.fact is distinct from old.fact then
         -- The old vector describes text that no longer exists: drop it now,
         -- so retrieval never ranks this memory by it (text still matches).
@@ -7654,11 +7785,11 @@ begin
     end if;
     return null;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.memories_write_revision() RETURNS trigger
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _ctx jsonb := nullif(current_setting('membank.revision_context', true), '')::jsonb;
     _row membank_private.memories := case when tg_op = 'DELETE' then old else new end;
@@ -7674,6 +7805,10 @@ declare
     _labels jsonb := coalesce(_ctx -> 'labels', '{}');
     _old_fact text;
     _old_content jsonb;
+    -- On Citus this fires on a shard (memories_<id>): its statements go to
+    -- the colocated shards by name, not through Citus (shard_table, 015).
+    _shard boolean := tg_table_name <> 'memories';
+    _retire boolean;
 begin
     -- A sub-query only for a list to unpack: an expression holding one is
     -- run as a query on every call, even when the list is empty.
@@ -7684,22 +7819,51 @@ begin
         _old_fact := old.fact;
         _old_content := old.structured_content;
     end if;
-    insert into membank_private.memory_revisions (
-        memory_name, revision, scope_id, scope, action, memory_type,
-        fact, previous_fact, structured_content, previous_structured_content,
-        topics, metadata, expire_time, labels, source_event_ids,
-        extracted_memories, create_time
-    ) values (
-        _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
-        case when not _forget then _row.fact end, _old_fact,
-        case when not _forget then _row.structured_content end, _old_content,
-        _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
-        _labels, _sources, _ctx -> 'extracted_memories', statement_timestamp()
-    );
+    if _shard then
+        execute format(
+            'insert into %s (memory_name, revision, scope_id, scope, action, memory_type, fact, previous_fact,'
+            ' structured_content, previous_structured_content, topics, metadata, expire_time, labels,'
+            ' source_event_ids, extracted_memories, create_time)'
+            ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, statement_timestamp())',
+            membank_private.shard_table('memory_revisions', _row.scope_id))
+        using _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
+              case when not _forget then _row.fact end, _old_fact,
+              case when not _forget then _row.structured_content end, _old_content,
+              _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
+              _labels, _sources, _ctx -> 'extracted_memories';
+    else
+        insert into membank_private.memory_revisions (
+            memory_name, revision, scope_id, scope, action, memory_type,
+            fact, previous_fact, structured_content, previous_structured_content,
+            topics, metadata, expire_time, labels, source_event_ids,
+            extracted_memories, create_time
+        ) values (
+            _row.name, _revision, _row.scope_id, _row.scope, _action, _row.memory_type,
+            case when not _forget then _row.fact end, _old_fact,
+            case when not _forget then _row.structured_content end, _old_content,
+            _row.topics, case when _forget then '{}' else _row.metadata end, _row.expire_time,
+            _labels, _sources, _ctx -> 'extracted_memories', statement_timestamp()
+        );
+    end if;
     -- Whatever deleted it, the events it came from may not bring it back
     -- (retired_sources, 085_erasure.sql); a rollback that re-creates it releases them.
-    if tg_op = 'DELETE' then
+    if tg_op = 'DELETE' and _shard then
+        -- retire_sources reads the scope's events and operations through
+        -- Citus: only for a memory whose revisions name a source event (the
+        -- revisions read on the shard first).
+        execute format('select exists (select from %s as r where r.scope_id = $1 and r.memory_name = $2'
+                       ' and r.source_event_ids <> ''{}'')',
+                       membank_private.shard_table('memory_revisions', old.scope_id))
+        into _retire using old.scope_id, old.name;
+        if _retire then
+            perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
+        end if;
+    elsif tg_op = 'DELETE' then
         perform membank_private.retire_sources(old.name, old.scope_id, old.scope);
+    elsif tg_op = 'INSERT' and _shard then
+        execute format('delete from %s as t where t.scope_id = $1 and t.memory_name = $2',
+                       membank_private.shard_table('retired_sources', new.scope_id))
+        using new.scope_id, new.name;
     elsif tg_op = 'INSERT' then
         delete from membank_private.retired_sources as t where t.scope_id = new.scope_id and t.memory_name = new.name;
     end if;
@@ -7708,7 +7872,7 @@ begin
     end if;
     return null;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.memory_event_time(memory_name uuid) RETURNS timestamp with time zone
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -10367,6 +10531,16 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
         'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
         'extracted_memories', extracted_memories)::text);
 $$;
+CREATE FUNCTION membank_private.shard_table(table_name text, scope_id uuid) RETURNS text
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _table regclass := ('membank_private.' || quote_ident(table_name))::regclass;
+begin
+    return shard_name(_table, get_shard_id_for_distribution_column(_table, scope_id));
+end
+$$;
 CREATE FUNCTION membank_private.shell_operators(command text) RETURNS text[]
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -12119,6 +12293,22 @@ begin
     return _oids;
 end
 $_$;
+CREATE FUNCTION membank_private.write_lexicon_counts(target text, scope_id uuid, lexemes text[], counts bigint[], upsert boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    if coalesce(cardinality(lexemes), 0) = 0 then
+        return;
+    end if;
+    execute format('insert into %s as x (scope_id, lexeme, doc_count) values %s%s', target,
+                   (select string_agg(format('(%L::uuid, %L, %s)', write_lexicon_counts.scope_id, c.lexeme, c.n),
+                                      ', ' order by c.lexeme)
+                    from unnest(lexemes, counts) as c (lexeme, n)),
+                   case when upsert then ' on conflict (scope_id, lexeme) do update'
+                                         ' set doc_count = x.doc_count + excluded.doc_count' else '' end);
+end
+$$;
 CREATE VIEW membank.scoped_memories WITH (security_barrier='true') AS
  SELECT name,
     scope,
@@ -12723,6 +12913,7 @@ REVOKE ALL ON FUNCTION membank_private.consolidation_schema() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_on_placements(what text, table_name text, condition text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.count_shard_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
@@ -12770,6 +12961,7 @@ REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zon
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_import_name(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_scope_on_shard(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.mark_due(scope_id uuid, kind text, due timestamp with time zone) FROM PUBLIC;
@@ -12889,6 +13081,7 @@ REVOKE ALL ON FUNCTION membank_private.session_neighbours(scope_ids uuid[], quer
 REVOKE ALL ON FUNCTION membank_private.set_embedding_centroid() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_fact_context(o membank_private.operations, fact jsonb, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.shard_table(table_name text, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.size_limit(what text) FROM PUBLIC;
@@ -12946,6 +13139,7 @@ REVOKE ALL ON FUNCTION membank_private.validate_trigger_config(config jsonb, arg
 REVOKE ALL ON FUNCTION membank_private.vector_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.with_event_times(o membank_private.operations, candidates jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.worker_role_oids(role name) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.write_lexicon_counts(target text, scope_id uuid, lexemes text[], counts bigint[], upsert boolean) FROM PUBLIC;
 GRANT SELECT ON TABLE membank.scoped_memories TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_profiles TO membank_reader;
 GRANT SELECT ON TABLE membank.scoped_revisions TO membank_reader;
