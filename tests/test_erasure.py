@@ -63,8 +63,9 @@ CANARY_CALLS: dict[str, str | None] = {
     "membank.scope_vector_index_plan(integer)": "select * from membank.scope_vector_index_plan(min_memories => 1)",
     "membank.retrieve_memories(jsonb,text,real[],integer,double precision,jsonb,text[],text,timestamp with time zone,"
     "timestamp with time zone,text,double precision,double precision,integer,text,integer,integer,text,text[],real[],"
-    "double precision,double precision)":
-        "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s, neighbour_weight => 1)",
+    "double precision,double precision,boolean)":
+        "select * from membank.retrieve_memories(scope => %(scope)s, query_text => %(canary)s, neighbour_weight => 1,"
+        " rerank => true)",
     "membank.default_min_relevance()": "select membank.default_min_relevance()",
     "membank.evidence_verdicts(jsonb,text,jsonb,text[],integer)":
         "select * from membank.evidence_verdicts(scopes => %(scope)s, session_id => %(session)s,"
