@@ -200,7 +200,13 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _write xid8 := pg_current_xact_id();
+    -- On a shard (Citus) the stamp carries the node's group above bit 40: a
+    -- transaction id is a node's own, and a shard group moved from another
+    -- worker keeps that worker's last_write, which a transaction here would
+    -- come to share and take for its own (then skip the scope's lock).
+    _write xid8 := case when tg_table_name = 'memories' then pg_current_xact_id()
+                        else ((membank_private.node_group()::bigint << 40)
+                              | pg_current_xact_id()::text::bigint)::text::xid8 end;
     _written boolean;
     _pending boolean;
     _state text;
@@ -355,7 +361,13 @@ declare
     _signs integer [];
     _scope_id uuid;
     _lexemes text [];
-    _write xid8 := pg_current_xact_id();
+    -- On a shard (Citus) the stamp carries the node's group above bit 40: a
+    -- transaction id is a node's own, and a shard group moved from another
+    -- worker keeps that worker's last_write, which a transaction here would
+    -- come to share and take for its own (then skip the scope's lock).
+    _write xid8 := case when tg_table_name = 'memories' then pg_current_xact_id()
+                        else ((membank_private.node_group()::bigint << 40)
+                              | pg_current_xact_id()::text::bigint)::text::xid8 end;
     _count bigint;
     _written boolean;
     _pending boolean;

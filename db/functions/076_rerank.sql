@@ -99,7 +99,7 @@ begin
         -- Where each was said: its session, and its turn there (how many
         -- live memories of the session were said before it; memories_scope_source_idx).
         -- scope_id named on every read: on Citus one query on the scope's shard.
-        select c.*, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
+        select c.*, m.scope_id, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
                membank_private.proper_nouns(m.fact) as nouns,
                case when m.source_session_id is not null then (
                    select count(*)
@@ -138,7 +138,8 @@ begin
         inner join weighed as w on w.lexeme = h.lexeme
         group by h.position
     ), session_pairs as (
-        -- each candidate against the others of its session, in one pass
+        -- each candidate against the others of its session, in one pass (a
+        -- session name is its scope's own: never another scope's, as 069)
         select p.position,
                max(o.score) filter (where o.turn = p.turn - 1) as prev_score,
                max(o.score) filter (where o.turn = p.turn + 1) as next_score,
@@ -146,7 +147,7 @@ begin
                count(*) filter (where o.position <= 10) as session_hits10,
                min(abs(o.turn - p.turn)) filter (where o.position <= 5) as near_top5
         from placed as p
-        inner join placed as o on o.session = p.session and o.position <> p.position
+        inner join placed as o on o.scope_id = p.scope_id and o.session = p.session and o.position <> p.position
         group by p.position
     ), best as (
         select coalesce(max(p.similarity), 0) as similarity from placed as p
