@@ -207,3 +207,30 @@ def test_the_cli_reranks_with_its_flag(db_url, monkeypatch, stored):
 
     assert EVIDENCE not in [r["fact"] for r in json.loads(plain.stdout)]
     assert EVIDENCE in [r["fact"] for r in json.loads(reranked.stdout)]
+
+
+def test_rerank_pairs_session_turns_only_within_a_scope(login):
+    """A session name is a scope's own (source_session_id, text): in a call over two scopes the re-ranker's session
+    features (prev/next score, shares a session with a top-3 hit, hits in its session, turns to the nearest top-5
+    hit) must not pair a memory with another scope's memory said in a session of the same name, as session
+    neighbours never do (069) and as Citus, which re-ranks each scope alone, does not. The same call with the other
+    scope's session renamed gives the same scores."""
+    _, writer_url = login("membank_writer")
+    _, reader_url = login("membank_reader")
+    a, b_same, b_other = {"user_id": "rr-a"}, {"user_id": "rr-b1"}, {"user_id": "rr-b2"}
+    with connect_as(writer_url) as w:
+        said(w, a, "s1", ["Melanie bought a violin at the market"])
+        for i in range(6):
+            w.execute("select membank.create_memory(scope => %s, fact => %s)",
+                      (Jsonb(a), f"the market stall {i} sold fruit"))
+        said(w, b_same, "s1", ["The violin market opened early", "Cremona luthiers sell violins there"])
+        said(w, b_other, "elsewhere", ["The violin market opened early", "Cremona luthiers sell violins there"])
+    with connect_as(reader_url) as r:
+        def scores(b):
+            return {row["fact"]: row["score"] for row in r.execute(
+                "select fact, score from membank.retrieve_memories(scope => %s, query_text => 'violin market',"
+                " top_k => 10, rerank => true) where scope = %s",
+                (Jsonb([a, b]), Jsonb(a))).fetchall()}
+        same, other = scores(b_same), scores(b_other)
+        assert "Melanie bought a violin at the market" in same
+        assert same == pytest.approx(other)
