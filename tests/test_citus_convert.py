@@ -209,7 +209,7 @@ def test_a_bound_role_missing_on_the_cluster_refuses_the_conversion(db_url, citu
         finally:
             c.execute("select membank.unrestrict_role(%s)", (role,))
             c.execute(sql.SQL("drop role {}").format(sql.Identifier(role)))
-    assert ran.exit_code == 1
+    assert ran.exit_code == 2
     assert f"roles bound to scopes on the source do not exist on the coordinator: {role}" in ran.output
     assert migrate.current(citus_database.url) is None  # nothing installed, nothing copied
 
@@ -222,9 +222,9 @@ def test_convert_refuses_a_target_that_holds_a_bank(db_url, citus_database):
     with citus_database.connect() as c:
         c.execute("select membank.create_memory(scope => %s, fact => 'already here')", (json.dumps(SCOPES[0]),))
     ran = convert_command(db_url, citus_database.url)
-    assert ran.exit_code == 1 and "the target's bank is not empty (" in ran.output and " memories," in ran.output
+    assert ran.exit_code == 2 and "the target's bank is not empty (" in ran.output and " memories," in ran.output
     distribute.distribute(citus_database.url)
     ran = convert_command(db_url, citus_database.url)
-    assert ran.exit_code == 1 and "the target's bank is distributed already" in ran.output
+    assert ran.exit_code == 2 and "the target's bank is distributed already" in ran.output
     with citus_database.connect() as c:
         assert c.execute("select fact from membank_private.memories").fetchall() == [("already here",)]

@@ -411,7 +411,7 @@ def test_worker_compacts_on_its_schedule(cli, conn):
 
 def test_db_distribute_refuses_a_server_without_citus(cli):
     """`membank db distribute` runs on a Citus coordinator only; elsewhere it says so and changes nothing."""
-    out = cli("db", "distribute", code=1).output
+    out = cli("db", "distribute", code=2).output
     assert "no citus extension in this database" in out
 
 

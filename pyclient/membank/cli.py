@@ -784,7 +784,7 @@ def db_distribute() -> None:
     try:
         done = distribute.distribute()
     except RuntimeError as err:
-        raise click.ClickException(str(err)) from None
+        raise errors.SetupError(str(err)) from None  # one line and exit 2, as every refusal of the CLI
     for warning in done.warnings:
         click.echo(f"warning: {warning}", err=True)
     _emit(asdict(done))
@@ -806,7 +806,7 @@ def db_convert(source: str) -> None:
     try:
         done = convert.convert(source, _database_url())
     except RuntimeError as err:
-        raise click.ClickException(str(err)) from None
+        raise errors.SetupError(str(err)) from None  # one line and exit 2, as every refusal of the CLI
     _emit(asdict(done))
 
 
