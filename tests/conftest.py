@@ -34,8 +34,9 @@ from pg_server import PgServer, server_user
 
 ENV_PG_BIN = "MEMBANK_TEST_PG_BIN"  # bin directory of an installed PostgreSQL to test against
 
-# Real Valkey servers; the Citus test cluster; in CI, a skipped Citus test fails.
-pytest_plugins = ["valkey_server", "citus_cluster", "ci_skips"]
+# Real Valkey servers; the Citus test cluster; in CI, a skipped Citus test fails;
+# --server-tests-only (CI's PostgreSQL 15 stage) leaves out the tests no server answers.
+pytest_plugins = ["valkey_server", "citus_cluster", "ci_skips", "server_tests"]
 
 
 # The variables that decide where membank and the libraries it runs write or
