@@ -1193,7 +1193,10 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
     with _bank(max_size=1, provider=provider,
                **_model_calls(model_timeout, model_retries, model_attempts, response_format)) as bank:
         if wait:
-            bank.generation_worker  # the provider is built (a missing key named) before the operation starts
+            # The provider is built (a missing key named), and the login's right to run the jobs checked,
+            # before the operation starts: a refused login writes nothing.
+            bank.generation_worker.configure()
+            bank.worker.configure()
         pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
                                          topics=chosen or None, start_time=start_time, end_time=end_time,
                                          ttl=ttl, disable_consolidation=disable_consolidation,

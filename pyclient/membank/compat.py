@@ -136,6 +136,14 @@ class _Verbs:
         self.wait_timeout = wait_timeout
         self.process = process
 
+    def _check_process(self, generation: bool) -> None:
+        # Running the jobs here needs membank_worker or membank_admin: refused before anything is written
+        # (PermissionDeniedError naming the role), not after the memory is stored.
+        if self.process:
+            self.bank.worker.configure()
+            if generation:
+                self.bank.generation_worker.configure()
+
     def _embed(self) -> None:
         # mem0 embeds before add/update return; membank queues it: run the queue here when asked to.
         if self.process:
@@ -147,6 +155,7 @@ class _Verbs:
         _refuse(unsupported, "add")
         scope, _ = _scope(user_id, agent_id, run_id)
         listed = _messages(messages)
+        self._check_process(generation=infer)
         if not infer:
             results = []
             for i, message in enumerate(listed):
@@ -211,6 +220,7 @@ class _Verbs:
         return {"results": [_item(m) for m in page.memories]}
 
     def update(self, memory_id: str, data: str, metadata: Mapping[str, Any] | None = None) -> dict[str, str]:
+        self._check_process(generation=False)
         with _named(name="memory_id", fact="data"):
             self.bank.update_memory(memory_id, fact=data, metadata=metadata)
         self._embed()

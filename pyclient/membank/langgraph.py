@@ -188,6 +188,10 @@ class _StoreCore:
             current.append(op)
         return segments + [current] if current else segments
 
+    def _embeds_puts(self, ops: list[Op]) -> bool:
+        """Whether this batch writes items that this store will embed in process (needs membank_worker)."""
+        return self.embed_in_process and any(isinstance(op, PutOp) and op.value is not None for op in ops)
+
     def _embed_first(self, segment: list[Op]) -> bool:
         """Whether the pending puts of this store must be embedded before ``segment`` runs."""
         first = segment[0] if segment else None
@@ -396,8 +400,11 @@ class MembankStore(_StoreCore, BaseStore):
         Raises the bank's errors: PermissionDeniedError for a namespace the
         login is not bound to, InvalidArgumentError naming the argument.
         """
+        ops = list(ops)
+        if self._embeds_puts(ops):
+            self.bank.worker.configure()  # a login that may not embed is refused before its puts are written
         results: list[Result] = []
-        for segment in self._segments(list(ops)):
+        for segment in self._segments(ops):
             if self._embed_first(segment):
                 self.bank.process_pending(generation=False)
                 self._unembedded = False
@@ -481,8 +488,12 @@ class AsyncMembankStore(_StoreCore, BaseStore):
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """Run ``ops`` in order on the bank's async pool; one result per op (errors as ``MembankStore.batch``)."""
         self.loop = self.loop or asyncio.get_running_loop()
+        ops = list(ops)
+        if self._embeds_puts(ops):
+            # A login that may not embed is refused before its puts are written (a sync connection: a thread).
+            await asyncio.to_thread(lambda: self.bank.worker.configure())
         results: list[Result] = []
-        for segment in self._segments(list(ops)):
+        for segment in self._segments(ops):
             if self._embed_first(segment):
                 await self.bank.process_pending(generation=False)
                 self._unembedded = False

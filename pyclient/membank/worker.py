@@ -38,6 +38,36 @@ def vector_literal(vector: list[float]) -> str:
     return "[" + ",".join(repr(float(x)) for x in vector) + "]"
 
 
+# What running each queue in process calls (db/privileges.sql grants them to membank_worker and membank_admin).
+EMBEDDING_JOB_FUNCTIONS = ("membank.configure_embedding(text, integer)", "membank.claim_embedding_jobs(integer)")
+GENERATION_JOB_FUNCTIONS = ("membank.claim_generation_jobs(integer, uuid)",)
+
+
+def require_job_role(conn: psycopg.Connection, functions: tuple[str, ...]) -> None:
+    """Raise PermissionDeniedError (42501) unless the login may call every one of ``functions``.
+
+    A claimed job carries the raw text of whatever scope it belongs to, so
+    only membank_worker and membank_admin may claim (docs/operations.md). The
+    in-process workers check it when they connect, before they claim or
+    declare anything, and the paths that write and then run jobs in process
+    (``membank generate``, mem0's ``Memory(process=True)``, the LangGraph
+    store's ``embed_in_process``) connect them before they write: a login
+    holding only membank_writer gets one error naming the role it lacks, and
+    nothing is written. Reads the catalog only (``has_function_privilege``).
+    """
+    refused = [f for f in functions
+               if not conn.execute("select has_function_privilege(%s, 'execute')", (f,)).fetchone()[0]]
+    conn.rollback()
+    if refused:
+        raise errors.PermissionDeniedError(
+            f"this login ({conn.info.user}) may not run membank's jobs in process: it may not call "
+            + ", ".join(refused),
+            sqlstate="42501",
+            hint="claiming a job reads any scope's text, so it needs membank_worker or membank_admin: grant one to "
+                 "this login, or queue the work here (process=False, membank generate --no-wait) and run "
+                 "`membank worker` as a login that holds membank_worker")
+
+
 class EmbeddingWorker:
     """Embeds queued memories with one ``Embedder`` over one connection to ``url``."""
 
@@ -84,6 +114,11 @@ class EmbeddingWorker:
             conn = psycopg.connect(self.url)
             conn.execute("set timezone to 'UTC'")
             conn.commit()
+            try:
+                require_job_role(conn, EMBEDDING_JOB_FUNCTIONS)
+            except errors.PermissionDeniedError:
+                conn.close()
+                raise
             self._declare_model(conn)
             self._conn = conn
         return self._conn

@@ -36,8 +36,9 @@ import psycopg
 
 from membank.embedding import Embedder
 from membank.embedding.binary import Float4Matrix, Float4MatrixDumper
-from membank import settings
+from membank import errors, settings
 from membank.generation.base import CallAbandoned, Provider
+from membank.worker import GENERATION_JOB_FUNCTIONS, require_job_role
 
 log = logging.getLogger("membank.generation")
 CHANNEL = "membank_generation_jobs"
@@ -65,11 +66,25 @@ class GenerationWorker:
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = psycopg.connect(self.url)
+            conn = psycopg.connect(self.url)
+            try:
+                require_job_role(conn, GENERATION_JOB_FUNCTIONS)
+            except errors.PermissionDeniedError:
+                conn.close()
+                raise
+            self._conn = conn
             self._conn.adapters.register_dumper(Float4Matrix, Float4MatrixDumper)
             self._conn.execute("set timezone to 'UTC'")
             self._conn.commit()
         return self._conn
+
+    def configure(self) -> None:
+        """Connect (done before the first claim anyway); raise PermissionDeniedError (42501) unless the login may claim.
+
+        Generation jobs carry any scope's events, so claiming them needs
+        membank_worker or membank_admin (``membank.worker.require_job_role``).
+        """
+        self._connection()
 
     def close(self) -> None:
         """Close the worker's connection."""

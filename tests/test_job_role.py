@@ -1,0 +1,89 @@
+"""Running jobs in process needs membank_worker or membank_admin; a writer login is refused before anything is written.
+
+A claimed job carries the raw text of whatever scope it belongs to (docs/operations.md), so an application's
+membank_writer login may queue work but not claim it. The paths that write and then run the jobs in this process
+(``membank generate``, mem0's ``Memory(process=True)``, the LangGraph store's ``embed_in_process``,
+``process_pending`` and ``wait(process=True)``) check the login first: one PermissionDeniedError (42501) naming
+the role it lacks, with a hint, and no memory, event or operation written. Every call here runs as a login.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import count_all_rows
+from membank import MemoryBank, PermissionDeniedError
+from membank.cli import main
+from membank.compat import Memory
+from membank.langgraph import MembankStore
+
+SCOPE = {"user_id": "writer_only"}
+
+
+def assert_refused(caught: pytest.ExceptionInfo) -> None:
+    err = caught.value
+    assert err.sqlstate == "42501"
+    assert "may not run membank's jobs in process" in err.message
+    assert "membank_worker" in err.hint and "membank worker" in err.hint
+
+
+@pytest.fixture
+def writer_url(login) -> str:
+    return login("membank_writer")[1]
+
+
+def test_process_pending_and_wait_refuse_a_writer_by_name(writer_url, superuser, embedder):
+    with MemoryBank(writer_url, embedder=embedder, provider="rules") as bank:
+        pending = bank.add([{"role": "user", "content": "I moved to Lisbon last year."}], scope=SCOPE)
+        with pytest.raises(PermissionDeniedError) as caught:
+            bank.process_pending()
+        assert_refused(caught)
+        assert "membank.claim_generation_jobs(integer, uuid)" in caught.value.message
+        with pytest.raises(PermissionDeniedError) as caught:
+            pending.wait(5, process=True)
+        assert_refused(caught)
+    # The queued operation is untouched: a worker login can still run it.
+    assert superuser.execute("select stage from membank_private.operations").fetchone()["stage"] == "EXTRACT"
+
+
+def test_mem0_memory_refuses_a_writer_before_writing(writer_url, superuser, embedder):
+    before = count_all_rows(superuser)
+    with MemoryBank(writer_url, embedder=embedder, provider="rules") as bank:
+        memory = Memory(bank=bank)
+        with pytest.raises(PermissionDeniedError) as caught:
+            memory.add("I love jazz.", user_id="zed", infer=False)
+        assert_refused(caught)
+        with pytest.raises(PermissionDeniedError) as caught:
+            memory.add("I love jazz.", user_id="zed")
+        assert_refused(caught)
+        assert count_all_rows(superuser) == before  # nothing half-written: a retry cannot duplicate
+        queued = Memory(bank=bank, process=False).add("I love jazz.", user_id="zed", infer=False)
+        assert [r["memory"] for r in queued["results"]] == ["I love jazz."]
+
+
+def test_langgraph_store_embedding_in_process_refuses_a_writer_before_its_puts(writer_url, superuser, embedder):
+    before = count_all_rows(superuser)
+    with MemoryBank(writer_url, embedder=embedder) as bank:
+        store = MembankStore(bank, base_scope={"store": "s"}, embed_in_process=True)
+        with pytest.raises(PermissionDeniedError) as caught:
+            store.put(("users", "u"), "k", {"text": "likes tea"})
+        assert_refused(caught)
+        assert count_all_rows(superuser) == before
+        assert MembankStore(bank, base_scope={"store": "s"}).get(("users", "u"), "k") is None
+
+
+def test_cli_generate_as_a_writer_is_one_line_exit_2_and_writes_nothing(writer_url, superuser, cli_env, monkeypatch):
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", writer_url)
+    before = count_all_rows(superuser)
+    ran = CliRunner().invoke(main, ["generate", "--scope", json.dumps(SCOPE), "--fact", "User likes tea"],
+                             catch_exceptions=False)
+    assert ran.exit_code == 2, ran.output
+    assert ran.output.startswith("error [42501]: this login (") and "Traceback" not in ran.output
+    assert "hint: " in ran.output and "membank_worker" in ran.output
+    assert count_all_rows(superuser) == before
+    ran = CliRunner().invoke(main, ["generate", "--scope", json.dumps(SCOPE), "--fact", "User likes tea", "--no-wait"],
+                             catch_exceptions=False)
+    assert ran.exit_code == 0, ran.output  # queueing is the writer's; a worker runs it
