@@ -1,9 +1,11 @@
 """AsyncMemoryBank: MemoryBank's API as coroutines, from the same definitions.
 
 The API tests of test_list, test_revisions, test_events and test_generation run
-here again, parametrized over both clients: the ``bank`` fixture below gives
-MemoryBank, or AsyncMemoryBank driven from the test's sync code on an event
-loop of its own (every coroutine the test's call returns is run there).
+here again over AsyncMemoryBank (their own files run them over MemoryBank): the
+``bank`` fixture below gives AsyncMemoryBank driven from the test's sync code
+on an event loop of its own (every coroutine the test's call returns is run
+there), as the ``role`` marker's login when the test has one, as conftest's
+``bank`` does.
 """
 
 from __future__ import annotations
@@ -60,15 +62,14 @@ class Blocking:
         return Blocking(result, self._loop) if isinstance(result, AsyncPendingOperation) else result
 
 
-@pytest.fixture(params=["sync", "async"])
-def bank(request, db_url, embedder):
-    """MemoryBank, then AsyncMemoryBank (behind a sync face), on this test's database."""
-    if request.param == "sync":
-        with MemoryBank(db_url, embedder=embedder, max_size=4) as client:
-            yield client
-        return
+@pytest.fixture(params=["async"])
+def bank(request, role_url, embedder):
+    """AsyncMemoryBank (behind a sync face) on this test's database, as the ``role`` marker's login if any.
+
+    The same tests over MemoryBank run in their own files; running them here again over it only doubled their time.
+    """
     loop = Loop()
-    client = AsyncMemoryBank(db_url, embedder=embedder, max_size=4)
+    client = AsyncMemoryBank(role_url, embedder=embedder, max_size=4)
     try:
         yield Blocking(client, loop)
     finally:
