@@ -332,8 +332,8 @@ def test_a_forged_scope_count_memo_is_not_taken(census):
 
 def test_update_and_delete_send_no_revision_context_when_there_is_none(census):
     """update_memory and delete_memory with a scope and no labels or sources send the scope's worker its lock with
-    the row's read (one statement) and the write, and no SET LOCAL of the revision context (each was a shard command of its own); with
-    labels the context is still carried to the worker, and the revision written there holds them."""
+    the row's read (one statement) and the write, and no SET LOCAL of the revision context (each was a shard command
+    of its own); with labels the context is still carried to the worker, and the revision written there holds them."""
     cl, scopes, _ = census
     objects = scopes[20]
     writer = cl.login("membank_writer")
@@ -456,3 +456,40 @@ def test_create_memory_waits_for_a_held_scope_lock_at_most_the_callers_limit(cen
     assert bad.value.sqlstate == "22023", bad.value
     waiter.execute("reset membank.lock_timeout")
     assert cl.admin.execute(count, (objects["s"],)).fetchone()[0] == before + 2
+
+
+def test_update_and_delete_wait_for_a_held_scope_lock_at_most_the_callers_limit(census):
+    """update_memory and delete_memory take the scope's lock with the row's read in one statement (FOR UPDATE OF the
+    lock row, SKIP LOCKED): with another transaction holding the scope, the statement finds no row and the call falls
+    back to lock_scope's bounded wait, with one server's MB040 (message and hint) and nothing written; once the holder
+    commits both calls succeed. A malformed membank.lock_timeout is still 22023, and the memory is unchanged."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    holder, waiter = cl.login("membank_writer"), cl.login("membank_writer")
+    names = [str(waiter.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                (objects["s"], f"lock test {n} likes tea")).fetchone()[0]) for n in range(2)]
+    read = "select fact, revision from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid and name = %s"
+    holder.execute("begin")
+    holder.execute("select membank.create_memory(scope => %s, fact => 'holds the lock')", (objects["s"],))
+    waiter.execute("set membank.lock_timeout = '300ms'")
+    for statement in ("select membank.update_memory(%s, fact => 'lock test likes coffee', scope => %s)",
+                      "select membank.delete_memory(%s, scope => %s)"):
+        with pytest.raises(psycopg.Error) as busy:
+            waiter.execute(statement, (names[0], objects["s"]))
+        assert busy.value.sqlstate == "MB040", busy.value
+        assert busy.value.diag.message_primary == ("scope: another write to this scope held its write lock for"
+                                                   " longer than 300ms")
+        assert busy.value.diag.message_hint == ("nothing was written; retry the call (the wait limit is the setting"
+                                                " membank.lock_timeout)")
+    assert cl.admin.execute(read, (objects["s"], names[0])).fetchone() == ("lock test 0 likes tea", 1)
+    holder.execute("commit")
+    assert waiter.execute("select (membank.update_memory(%s, fact => 'lock test likes coffee', scope => %s)).fact",
+                          (names[0], objects["s"])).fetchone() == ("lock test likes coffee",)
+    waiter.execute("select membank.delete_memory(%s, scope => %s)", (names[0], objects["s"]))
+    assert cl.admin.execute(read, (objects["s"], names[0])).fetchone() is None
+    waiter.execute("set membank.lock_timeout = 'soon'")
+    with pytest.raises(psycopg.Error) as bad:
+        waiter.execute("select membank.update_memory(%s, fact => 'never', scope => %s)", (names[1], objects["s"]))
+    assert bad.value.sqlstate == "22023", bad.value
+    waiter.execute("reset membank.lock_timeout")
+    assert cl.admin.execute(read, (objects["s"], names[1])).fetchone() == ("lock test 1 likes tea", 1)
