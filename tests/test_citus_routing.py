@@ -19,6 +19,7 @@ counts, then the vectors and the bank's own fold of the appended word counts).
 from __future__ import annotations
 
 import json
+import threading
 
 import psycopg
 import pytest
@@ -493,3 +494,47 @@ def test_update_and_delete_wait_for_a_held_scope_lock_at_most_the_callers_limit(
     assert bad.value.sqlstate == "22023", bad.value
     waiter.execute("reset membank.lock_timeout")
     assert cl.admin.execute(read, (objects["s"], names[1])).fetchone() == ("lock test 1 likes tea", 1)
+
+
+def test_update_takes_the_scope_lock_before_it_waits_for_the_memory_row(census):
+    """The one statement of update_memory locks the scope's lock row before the memory's row (the order of its
+    locking clauses), as lock_scope then the row's read did: while it waits for a row another transaction holds, it
+    already holds the scope, so a third writer of the scope waits for it (MB040 past its limit); once the row is
+    free the update goes through."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    row_holder = psycopg.connect(cl.admin.info.dsn, autocommit=True)  # the bank's owner, as cl.admin
+    updater, other = cl.login("membank_writer"), cl.login("membank_writer")
+    name = str(updater.execute("select (membank.create_memory(scope => %s, fact => 'order test likes tea')).name",
+                               (objects["s"],)).fetchone()[0])
+    row_holder.execute("begin")
+    row_holder.execute("select 1 from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid"
+                       " and name = %s for update", (objects["s"], name))
+    got = {}
+
+    def update() -> None:
+        try:
+            got["fact"] = updater.execute("select (membank.update_memory(%s, fact => 'order test likes coffee',"
+                                          " scope => %s)).fact", (name, objects["s"])).fetchone()[0]
+        except psycopg.Error as err:  # reported below
+            got["fact"] = err
+    waiting = threading.Thread(target=update)
+    waiting.start()
+    try:
+        # the update waits for the row on the worker (a backend there waiting on a lock); no time is asserted
+        waits = ("select coalesce(sum(result::integer), 0) from run_command_on_workers("
+                 "$$select count(*) from pg_stat_activity where wait_event_type = 'Lock'$$)")
+        for _ in range(600):
+            if cl.admin.execute(waits).fetchone()[0]:
+                break
+            threading.Event().wait(0.05)
+        assert cl.admin.execute(waits).fetchone()[0] == 1
+        other.execute("set membank.lock_timeout = '300ms'")
+        with pytest.raises(psycopg.Error) as busy:
+            other.execute("select membank.create_memory(scope => %s, fact => 'order test waits')", (objects["s"],))
+        assert busy.value.sqlstate == "MB040", busy.value
+    finally:
+        row_holder.execute("rollback")
+        row_holder.close()
+        waiting.join(60)
+    assert got["fact"] == "order test likes coffee", got
