@@ -61,11 +61,32 @@ begin
             end if;
         end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
-        if _scope_id is not null then
-            perform membank_private.lock_scope(_scope_id);
+        if _scope_id is not null and membank_private.distributed() then
+            -- Citus: the lock row and the memory row in one router statement
+            -- (one round trip to the scope's worker where there were two),
+            -- locked in that order (the locking clauses' order): the scope's
+            -- lock as lock_scope takes it at once (free, or held by this
+            -- transaction), then the memory's row. No row (the lock held by
+            -- another transaction, no lock row yet, or no such memory): the
+            -- two statements below, lock_scope's bounded wait and MB040 as
+            -- on one server.
+            perform membank_private.scope_lock_timeout();  -- checked on every call, as lock_scope does
+            select m.* into _row
+            from membank_private.scope_locks as l
+            inner join membank_private.memories as m on m.scope_id = l.scope_id
+            where l.scope_id = _scope_id and m.scope_id = _scope_id and m.name = _name
+            for update of l skip locked for update of m;
+            if _row.name is not null then
+                perform membank_private.mark_due(_scope_id, 'embedding');  -- as lock_scope does (121_due_work.sql)
+            end if;
         end if;
-        select * into _row from membank_private.memories as m
-        where m.scope_id = _scope_id and m.name = _name for update;
+        if _row.name is null then
+            if _scope_id is not null then
+                perform membank_private.lock_scope(_scope_id);
+            end if;
+            select * into _row from membank_private.memories as m
+            where m.scope_id = _scope_id and m.name = _name for update;
+        end if;
     elsif _scope_id is null then
         select * into _row from membank_private.memories as m where m.name = _name;
     else

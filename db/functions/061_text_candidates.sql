@@ -77,6 +77,9 @@ $$;
 -- nothing share the first answer, kept in a transaction-local setting keyed
 -- by the statement's start and the scopes. A transaction that wrote reads
 -- again every time. One server reads every time (a read costs microseconds).
+-- On Citus the read of one scope also asks whether the scope has embedding
+-- jobs queued (hybrid_candidates' rare_only, scope_has_jobs), in the same
+-- statement: one round trip where there were two.
 create or replace function membank_private.scope_counts(scope_ids uuid[], out documents bigint, out pending boolean)
 language plpgsql
 stable
@@ -86,27 +89,67 @@ as $$
 declare
     _key text;
     _memo text;
+    _jobs boolean;  -- Citus, one scope: whether it has embedding jobs queued (kept in the memo)
 begin
     if membank_private.distributed() and pg_current_xact_id_if_assigned() is null then
         _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
         _memo := current_setting('membank.scope_counts', true);
         -- Any role can set the setting itself: only a well-formed count is
         -- taken (a forged one could only change the caller's own results).
-        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)$') then
+        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)\|(true|false)?$') then
             documents := split_part(_memo, '|', 2)::bigint;
             pending := split_part(_memo, '|', 3)::boolean;
             return;
         end if;
     end if;
-    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into documents, pending
-    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    if _key is not null and cardinality(scope_ids) = 1 then
+        -- one router statement on the scope's shard (the jobs are colocated)
+        select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),
+               exists (select from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids))
+        into documents, pending, _jobs
+        from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    else
+        select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into documents, pending
+        from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    end if;
     if pending then
         documents := documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
                                   where d.scope_id = any(scope_ids));
     end if;
     if _key is not null then
-        perform set_config('membank.scope_counts', _key || '|' || documents || '|' || pending, true);
+        perform set_config('membank.scope_counts',
+                           _key || '|' || documents || '|' || pending || '|' || coalesce(_jobs::text, ''), true);
     end if;
+end
+$$;
+
+-- name: scope_has_jobs: whether the scopes have embedding jobs queued (memories waiting for their vector).
+-- On Citus, in a transaction that has written nothing, the answer scope_counts
+-- read with the count of one scope in the same statement (its memo); else a
+-- read of the jobs of its own.
+create or replace function membank_private.scope_has_jobs(scope_ids uuid[])
+returns boolean
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _memo text;
+begin
+    if membank_private.distributed() and pg_current_xact_id_if_assigned() is null
+       and cardinality(scope_ids) = 1 then
+        perform membank_private.scope_counts(scope_ids);
+        _memo := current_setting('membank.scope_counts', true);
+        if _memo ~ ('^' || md5(statement_timestamp()::text || array_to_string(scope_ids, ','))
+                    || '\|[0-9]+\|(true|false)\|(true|false)$') then
+            return split_part(_memo, '|', 4)::boolean;
+        end if;
+    end if;
+    -- A plain read of the scopes' jobs (on Citus a router query; as a
+    -- sub-query of an expression it became a sub-plan sent to every worker).
+    perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
+    return found;
 end
 $$;
 

@@ -222,10 +222,7 @@ declare
     _rare_only boolean := false;
 begin
     if query is not null then
-        -- A plain read of the scopes' jobs (on Citus a router query; as a
-        -- sub-query of an expression it became a sub-plan sent to every worker).
-        perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
-        _rare_only := not found;
+        _rare_only := not membank_private.scope_has_jobs(scope_ids);
     end if;
     if membank_private.scope_documents(scope_ids) <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks

@@ -73,7 +73,10 @@ begin
         unknown_share := 0;
         return;
     end if;
-    idf_total := membank_private.query_idf_total(query_texts, scope_ids);
+    -- idf_total: query_idf_total's value (per query text, the IDF sum of
+    -- its lexemes the scopes hold, as text_query weighs them; the largest
+    -- over the texts), read in the statement below: on Citus one read of
+    -- the scopes' lexicon (a round trip to their worker) where there were two.
     -- unknown_share: of the query's content words (simple parser; a word any
     -- language's configuration drops is a function word and does not count),
     -- the IDF share of those no memory of the scopes holds in any of the
@@ -105,10 +108,27 @@ begin
                                   else 0 end as df
                 ) as f) as df
         from content as c
+    ), idf as (
+        select coalesce(max(t.total), 0) as total
+        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, _n)), 0)
+                      from unnest(membank_private.query_lexemes(x.query_text)) as q (lexeme)
+                      cross join lateral (
+                          select (select coalesce(sum(l.doc_count), 0) from membank_private.scope_lexicon_base as l
+                                  where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
+                                 + case when _pending
+                                        then (select coalesce(sum(l.doc_count), 0)
+                                              from membank_private.scope_lexicon_delta as l
+                                              where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
+                                        else 0 end as df
+                      ) as d
+                      where d.df > 0) as total
+              from unnest(query_texts) as x (query_text)
+              where x.query_text is not null) as t
     )
-    select coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
+    select (select i.total from idf as i),
+           coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
                     / nullif(sum(membank_private.bm25_idf(f.df, _n)), 0), 1)
-    into unknown_share
+    into idf_total, unknown_share
     from frequency as f;
 end
 $$;

@@ -6495,11 +6495,32 @@ begin
             end if;
         end if;
         -- The scope's write lock first (015_scope_locks.sql); scope_id never changes.
-        if _scope_id is not null then
-            perform membank_private.lock_scope(_scope_id);
+        if _scope_id is not null and membank_private.distributed() then
+            -- Citus: the lock row and the memory row in one router statement
+            -- (one round trip to the scope's worker where there were two),
+            -- locked in that order (the locking clauses' order): the scope's
+            -- lock as lock_scope takes it at once (free, or held by this
+            -- transaction), then the memory's row. No row (the lock held by
+            -- another transaction, no lock row yet, or no such memory): the
+            -- two statements below, lock_scope's bounded wait and MB040 as
+            -- on one server.
+            perform membank_private.scope_lock_timeout();  -- checked on every call, as lock_scope does
+            select m.* into _row
+            from membank_private.scope_locks as l
+            inner join membank_private.memories as m on m.scope_id = l.scope_id
+            where l.scope_id = _scope_id and m.scope_id = _scope_id and m.name = _name
+            for update of l skip locked for update of m;
+            if _row.name is not null then
+                perform membank_private.mark_due(_scope_id, 'embedding');  -- as lock_scope does (121_due_work.sql)
+            end if;
         end if;
-        select * into _row from membank_private.memories as m
-        where m.scope_id = _scope_id and m.name = _name for update;
+        if _row.name is null then
+            if _scope_id is not null then
+                perform membank_private.lock_scope(_scope_id);
+            end if;
+            select * into _row from membank_private.memories as m
+            where m.scope_id = _scope_id and m.name = _name for update;
+        end if;
     elsif _scope_id is null then
         select * into _row from membank_private.memories as m where m.name = _name;
     else
@@ -6960,10 +6981,7 @@ declare
     _rare_only boolean := false;
 begin
     if query is not null then
-        -- A plain read of the scopes' jobs (on Citus a router query; as a
-        -- sub-query of an expression it became a sub-plan sent to every worker).
-        perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
-        _rare_only := not found;
+        _rare_only := not membank_private.scope_has_jobs(scope_ids);
     end if;
     if membank_private.scope_documents(scope_ids) <= least(200, rerank_depth) then
         select c.vector_names, c.vector_distances, c.text_names, c.text_ranks, c.text_tiebreaks
@@ -8699,7 +8717,10 @@ begin
         unknown_share := 0;
         return;
     end if;
-    idf_total := membank_private.query_idf_total(query_texts, scope_ids);
+    -- idf_total: query_idf_total's value (per query text, the IDF sum of
+    -- its lexemes the scopes hold, as text_query weighs them; the largest
+    -- over the texts), read in the statement below: on Citus one read of
+    -- the scopes' lexicon (a round trip to their worker) where there were two.
     -- unknown_share: of the query's content words (simple parser; a word any
     -- language's configuration drops is a function word and does not count),
     -- the IDF share of those no memory of the scopes holds in any of the
@@ -8731,10 +8752,27 @@ begin
                                   else 0 end as df
                 ) as f) as df
         from content as c
+    ), idf as (
+        select coalesce(max(t.total), 0) as total
+        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, _n)), 0)
+                      from unnest(membank_private.query_lexemes(x.query_text)) as q (lexeme)
+                      cross join lateral (
+                          select (select coalesce(sum(l.doc_count), 0) from membank_private.scope_lexicon_base as l
+                                  where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
+                                 + case when _pending
+                                        then (select coalesce(sum(l.doc_count), 0)
+                                              from membank_private.scope_lexicon_delta as l
+                                              where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
+                                        else 0 end as df
+                      ) as d
+                      where d.df > 0) as total
+              from unnest(query_texts) as x (query_text)
+              where x.query_text is not null) as t
     )
-    select coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
+    select (select i.total from idf as i),
+           coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
                     / nullif(sum(membank_private.bm25_idf(f.df, _n)), 0), 1)
-    into unknown_share
+    into idf_total, unknown_share
     from frequency as f;
 end
 $$;
@@ -9885,26 +9923,36 @@ CREATE FUNCTION membank_private.scope_counts(scope_ids uuid[], OUT documents big
 declare
     _key text;
     _memo text;
+    _jobs boolean;  -- Citus, one scope: whether it has embedding jobs queued (kept in the memo)
 begin
     if membank_private.distributed() and pg_current_xact_id_if_assigned() is null then
         _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
         _memo := current_setting('membank.scope_counts', true);
         -- Any role can set the setting itself: only a well-formed count is
         -- taken (a forged one could only change the caller's own results).
-        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)$') then
+        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)\|(true|false)?$') then
             documents := split_part(_memo, '|', 2)::bigint;
             pending := split_part(_memo, '|', 3)::boolean;
             return;
         end if;
     end if;
-    select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into documents, pending
-    from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    if _key is not null and cardinality(scope_ids) = 1 then
+        -- one router statement on the scope's shard (the jobs are colocated)
+        select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),
+               exists (select from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids))
+        into documents, pending, _jobs
+        from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    else
+        select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false) into documents, pending
+        from membank_private.scope_stats_base as s where s.scope_id = any(scope_ids);
+    end if;
     if pending then
         documents := documents + (select coalesce(sum(d.doc_count), 0) from membank_private.scope_stats_delta as d
                                   where d.scope_id = any(scope_ids));
     end if;
     if _key is not null then
-        perform set_config('membank.scope_counts', _key || '|' || documents || '|' || pending, true);
+        perform set_config('membank.scope_counts',
+                           _key || '|' || documents || '|' || pending || '|' || coalesce(_jobs::text, ''), true);
     end if;
 end
 $_$;
@@ -9916,6 +9964,28 @@ begin
     return (membank_private.scope_counts(scope_ids)).documents;
 end
 $$;
+CREATE FUNCTION membank_private.scope_has_jobs(scope_ids uuid[]) RETURNS boolean
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _memo text;
+begin
+    if membank_private.distributed() and pg_current_xact_id_if_assigned() is null
+       and cardinality(scope_ids) = 1 then
+        perform membank_private.scope_counts(scope_ids);
+        _memo := current_setting('membank.scope_counts', true);
+        if _memo ~ ('^' || md5(statement_timestamp()::text || array_to_string(scope_ids, ','))
+                    || '\|[0-9]+\|(true|false)\|(true|false)$') then
+            return split_part(_memo, '|', 4)::boolean;
+        end if;
+    end if;
+    -- A plain read of the scopes' jobs (on Citus a router query; as a
+    -- sub-query of an expression it became a sub-plan sent to every worker).
+    perform from membank_private.embedding_jobs as j where j.scope_id = any(scope_ids) limit 1;
+    return found;
+end
+$_$;
 CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -13072,6 +13142,7 @@ REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query m
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_counts(scope_ids uuid[], OUT documents bigint, OUT pending boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_documents(scope_ids uuid[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scope_has_jobs(scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_hnsw_ready_here(scope_id uuid, dimension integer) FROM PUBLIC;
