@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 import uuid
 import warnings
@@ -129,8 +130,22 @@ def sandbox(pytestconfig) -> Path:
     return pytestconfig._membank_sandbox
 
 
+def _interrupt_on_sigterm() -> None:
+    """End the session on SIGTERM as on Ctrl-C, so its servers stop and their folders go.
+
+    ``timeout``, ``kill`` and CI's cleanup send SIGTERM; Python's default for it ends the process at once, and the
+    session's PostgreSQL and Valkey servers kept running with their folders under /tmp (a fresh user's finding).
+    As KeyboardInterrupt, pytest stops the test that runs, tears the fixtures down and unconfigures.
+    """
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     _register_markers(config)
+    _interrupt_on_sigterm()
     _enter_sandbox(config)
     # Under /tmp: as root the server hands its folder to a system user and
     # opens every parent folder for traversal; /tmp is already open.

@@ -68,6 +68,10 @@ def test_min_relevance_out_of_range_is_one_line_and_exit_2_in_the_cli(db_url, mo
                                        "--text-only", "--min-relevance", "1.5"])
     assert result.exit_code == 2 and "min_relevance: must be between 0 and 1" in result.output
     assert "Traceback" not in result.output
+    # The hint speaks the CLI's options, not the Python client's None or a SQL function.
+    assert "hint: relevance is the estimated probability that a memory is evidence for the query; " \
+           "`--min-relevance default` is the bank's fitted floor; leave the option out to keep every row" \
+           in result.output
     result = CliRunner().invoke(main, ["memories", "retrieve", "--scope", json.dumps(SCOPE), "--query", "coffee",
                                        "--text-only", "--min-relevance", "high"])
     assert result.exit_code == 2 and "'high' is neither a number from 0 to 1 nor 'default'" in result.output

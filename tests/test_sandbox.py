@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,25 @@ def test_a_test_session_removes_its_own_server_folder():
     assert run.returncode == 0, run.stdout + run.stderr
     folder = Path(re.search(r"^membank test server: .*, in (/tmp/membank-test-\S+)$", run.stdout, re.M).group(1))
     assert not folder.exists(), files_under(folder)
+
+
+def test_a_session_ended_by_sigterm_stops_its_server_and_removes_its_folder(tmp_path):
+    """`timeout` or CI's cleanup sends SIGTERM: the session's server and folder used to outlive it."""
+    (tmp_path / "test_inner.py").write_text(
+        "import time\n\ndef test_waits():\n    print('READY', flush=True)\n    time.sleep(120)\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent)}
+    run = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider", "-s",
+                            str(tmp_path / "test_inner.py")], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in run.stdout:
+        lines.append(line)
+        if "READY" in line:
+            run.send_signal(signal.SIGTERM)
+            break
+    lines += run.stdout.readlines()
+    assert run.wait(timeout=120) == 2, "".join(lines)  # pytest's "interrupted"
+    output = "".join(lines)
+    folder = Path(re.search(r"^membank test server: .*, in (/tmp/membank-test-\S+)$", output, re.M).group(1))
+    assert not folder.exists(), files_under(folder)
+    assert processes_under(folder) == []

@@ -185,6 +185,9 @@ _CLI_HINTS = [
     (re.compile(r"\blist_revisions\b"), "`membank memories revisions NAME`"),
     (re.compile(r"\bthe name generate_memories returned\b"), "the name `membank generate --no-wait` printed"),
     (re.compile(r"\bwith events\b"), "with `membank generate --events`"),
+    # min_relevance's hint, from the Python client or SQL: the CLI's spelling of the floor and of "off".
+    (re.compile(r"(membank\.)?default_min_relevance\(\) is the bank's fitted floor, None keeps every row"),
+     "`--min-relevance default` is the bank's fitted floor; leave the option out to keep every row"),
 ]
 
 
