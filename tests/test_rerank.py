@@ -90,16 +90,19 @@ def test_the_python_client_passes_rerank(bank, stored):
 
 @pytest.mark.role("membank_reader")
 def test_rerank_orders_by_the_model_over_the_features_the_fit_reads(conn, stored, superuser):
-    """The product's order and scores are the fitted model over rerank_features of the top_k => 50 call, as
-    bench/fit_rerank.py reads them: the fit and the product compute the same numbers."""
-    model = superuser.execute(
-        "with first as (select array(select r from membank.retrieve_memories(scope => %(s)s, query_text => %(q)s,"
-        " top_k => 50) as r) as rows)"
-        " select c.fact, membank_private.rerank_probability(f.features) as p, f.features"
-        " from first cross join unnest(first.rows) with ordinality as c"
-        " inner join membank_private.rerank_features(array[md5(%(s)s::text)::uuid], array[%(q)s], first.rows)"
-        "   with ordinality as f on f.ordinality = c.ordinality order by c.ordinality",
-        {"s": Jsonb(SCOPE), "q": QUERY}).fetchall()
+    """The product's order and scores are the fitted model over the rows and features bench/fit_rerank.py reads (its
+    own query: the first pass as a default call's candidate lists give it): the fit and the product compute the same
+    numbers."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fit_rerank
+
+    rows = superuser.execute(fit_rerank.ROWS_SQL, {"scope": Jsonb(SCOPE), "text": QUERY, "emb": None,
+                                                   "k": fit_rerank.DEPTH, "depth": fit_rerank.LIST_DEPTH}).fetchall()
+    fact = {r["name"]: r["fact"] for r in superuser.execute("select name, fact from membank_private.memories")}
+    model = [{"fact": fact[r["name"]], "features": r["features"],
+              "p": superuser.execute("select membank_private.rerank_probability(%s) as p",
+                                     (r["features"],)).fetchone()["p"]} for r in rows]
+    assert len(model) == 2 + len(DISTRACTORS)  # every memory with a query word (fewer than 50)
     names = superuser.execute("select membank_private.rerank_feature_names() as n").fetchone()["n"]
     assert all(len(r["features"]) == len(names) for r in model)
     expected = sorted(range(len(model)), key=lambda i: (-model[i]["p"], i))[:10]
@@ -120,6 +123,7 @@ def test_proper_nouns_skip_sentence_openers(superuser):
         return superuser.execute("select membank_private.proper_nouns(%s) as n", (text,)).fetchone()["n"]
 
     assert nouns("Caroline: Yesterday I met Anna Smith in Paris. The rain stopped!") == ["anna", "paris", "smith"]
+    assert nouns('He said: "Anna, (Bob) and Paris." Then ... Zoe left; Yves stayed') == ["bob", "paris", "yves"]
     assert nouns("") == [] and nouns(None) == []
 
 
