@@ -306,7 +306,7 @@ declare
     -- retrieve_memories' names for its arguments, validated there: scopes
     -- (and their ids), query texts and vectors, topics, k, the depth of each
     -- candidate list (greatest(5 k, 50) for the k asked; the re-ranker's
-    -- first pass asks for 50 rows from the lists of the caller's k), weights
+    -- first pass asks for 50 rows from lists 50 deep), weights
     _scopes jsonb [] := scopes;
     _scope_ids uuid [] := scope_ids;
     _texts text [] := texts;
@@ -487,8 +487,8 @@ comment on function membank_private.fused_memories(
 ) is
 $$FusedMemories: retrieve_memories' ranking (its arguments validated there): each query's vector and full-text
 candidate lists depth deep, fused, session neighbours, relevance; the top k rows, gated by min_relevance. depth is
-greatest(5 k, 50) for a plain call; the re-ranker's first pass asks for 50 rows from lists as deep as the caller's k
-gets. Internal (no grant): retrieve_memories and bench/fit_rerank.py call it.$$;
+greatest(5 k, 50) for a plain call; the re-ranker's first pass asks for greatest(k, 50) rows from lists as deep.
+Internal (no grant): retrieve_memories and bench/fit_rerank.py call it.$$;
 
 -- name: retrieve_memories: hybrid (vector + full text, fused) search in exact scopes.
 create or replace function membank.retrieve_memories(
@@ -597,16 +597,18 @@ begin
         return;
     end if;
     if rerank then
-        -- Second pass (076_rerank.sql): the first pass's top 50 (whatever
-        -- top_k; top_k when larger), fused from candidate lists as deep as
-        -- the caller's top_k gets (_depth: 50 up to top_k 10), not the 250
-        -- a call with top_k => 50 reads (bench/fit_rerank.py fits on the
-        -- same rows), ordered by the re-ranker's probability; ties keep the
-        -- first pass's order.
+        -- Second pass (076_rerank.sql): the first pass's fused top 50 (top_k
+        -- when larger) from candidate lists 50 deep (top_k when larger): the
+        -- lists a default call (top_k up to 10) reads, whatever top_k, so a
+        -- larger top_k extends the same ranking; not the 250 a call with
+        -- top_k => 50 reads (bench/fit_rerank.py fits on the same rows).
+        -- Ordered by the re-ranker's probability; ties keep the first pass's
+        -- order.
         _first := array(
             select r
             from membank_private.fused_memories(
-                _scopes, _scope_ids, _texts, _queries, greatest(_k, 50), _depth, min_similarity, metadata_filter,
+                _scopes, _scope_ids, _texts, _queries, greatest(_k, 50), greatest(_k, 50), min_similarity,
+                metadata_filter,
                 _topics, memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth,
                 neighbour_weight, null) as r
         );
@@ -670,8 +672,8 @@ Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned wei
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
-rerank (boolean, default false): a second pass takes the fused top 50 (top_k when larger) of the candidate lists the
-call reads without it (50 deep up to top_k 10) and orders them by a fitted logistic model's probability that each is evidence for the query (features: the
+rerank (boolean, default false): a second pass takes the fused top 50 (top_k when larger) of candidate lists 50 deep
+(top_k when larger; as a default call reads them) and orders them by a fitted logistic model's probability that each is evidence for the query (features: the
 first pass's signals, the fused scores of the memories said right before and after it, whether it shares a session
 with the top hits and how many turns from them, names and rare words it shares with the top 3 that the query lacks;
 076_rerank.sql, coefficients fitted on LoCoMo by bench/fit_rerank.py in 074_rerank_model.sql); score is then that

@@ -10,11 +10,11 @@
 -- Date: 2026-12-02
 -- Fit:
 --   231 tuning questions x top 50: 11550 rows (263 evidence); ridge 0.01 (leave-one-conversation-out recall@10
---     0.01: 0.805, 0.1: 0.804, 1: 0.794, 10: 0.782, 100: 0.784)
+--     0.01: 0.807, 0.1: 0.804, 1: 0.794, 10: 0.782, 100: 0.789)
 --   tuning 26, 30: recall@10 0.772 -> 0.799; multi-hop 0.403 -> 0.432, temporal 0.968 -> 0.984, open-domain 0.455
 --     -> 0.364, single-hop 0.833 -> 0.877
---   held out 41, 42, 43: recall@10 0.725 -> 0.764; multi-hop 0.459 -> 0.504, temporal 0.780 -> 0.799, open-domain
---     0.348 -> 0.409, single-hop 0.836 -> 0.877
+--   held out 41, 42, 43: recall@10 0.725 -> 0.763; multi-hop 0.459 -> 0.502, temporal 0.780 -> 0.799, open-domain
+--     0.348 -> 0.409, single-hop 0.836 -> 0.875
 
 -- name: rerank_coefficients: the fitted re-ranker's intercept and coefficients (rerank_feature_names order).
 create or replace function membank_private.rerank_coefficients()
@@ -26,10 +26,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
-    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper,
-    --   shared_lexeme_idf
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper
     select array[
-        7.95502, -43.4125, -0.253181, -1.57341, -27.4951, -0.958322, -1.50862, 0.153663, -3.99341, 2.79346,
-        0.83151, 0.0999471, 0.6407, 0.547541, 0.0663422
+        8.37825, -43.2544, -0.247281, -1.98779, -27.8425, -0.95519, -1.50878, 0.154996, -3.74596, 3.0316,
+        0.90269, 0.0917009, 0.689759, 0.555697
     ]::double precision [];
 $$;

@@ -6,8 +6,8 @@
 -- at fused rank 11-50 (docs/retrieval.md). The first pass judges each memory
 -- alone; the second looks at the list as a whole: where each candidate was
 -- said relative to the top hits (same session, turns apart, the turns just
--- before and after it), and which rare words and names it shares with the
--- top hits that the question does not hold (the second hop of a multi-hop
+-- before and after it), and which names it shares with the top hits that
+-- the question does not hold (the second hop of a multi-hop
 -- question: "Where did the friend she met in Paris move?" finds the friend
 -- first, then the turn that names the friend and the move).
 --
@@ -16,8 +16,12 @@
 -- with the coefficients b fitted by bench/fit_rerank.py on the LoCoMo tuning
 -- conversations and written to 074_rerank_model.sql with the command that
 -- reproduces them. The fit reads its features from rerank_features over the
--- same top 50 of retrieve_memories (top_k => 50) that the product re-ranks,
--- so the fit and the product compute the same numbers. A learned re-ranker
+-- same first pass that the product re-ranks (membank_private.fused_memories:
+-- the fused top 50 of lists 50 deep), so the fit and the product compute
+-- the same numbers. Rare words shared with the top hits (BM25 IDF of the
+-- shared lexemes) were a feature until 2026-12-02: the refit without it kept
+-- leave-one-conversation-out recall on the tuning conversations (0.807 vs
+-- 0.805) and it cost a third of the features' time. A learned re-ranker
 -- over a first-stage list is the usual second stage of retrieval (e.g.
 -- Nogueira & Cho, "Passage Re-ranking with BERT", 2019); this one uses only
 -- signals SQL already holds: no model call.
@@ -34,7 +38,7 @@ as $$
     select array[
         'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'ln_vector_rank',
         'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
-        'near_top5', 'shared_proper', 'shared_lexeme_idf'
+        'near_top5', 'shared_proper'
     ]::text [];
 $$;
 
@@ -75,15 +79,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _counts record := membank_private.scope_counts(scope_ids);
-    _asked text [];
     _asked_proper text [];
 begin
     -- candidates: retrieve_memories' rows in their fused order (position 1 first).
-    _asked := array(select distinct l.lexeme
-                    from unnest(query_texts) as t (query_text)
-                    cross join lateral unnest(membank_private.query_lexemes(t.query_text)) as l (lexeme)
-                    where t.query_text is not null);
     _asked_proper := array(select distinct lower(m[1])
                            from unnest(query_texts) as t (query_text)
                            cross join lateral regexp_matches(coalesce(t.query_text, ''), '\m([A-Z][a-z]+)', 'g') as m);
@@ -99,7 +97,7 @@ begin
         -- cost: measured, not worth a stored turn that every write, erasure
         -- and expiry would have to keep).
         -- scope_id named on every read: on Citus one query on the scope's shard.
-        select c.*, m.scope_id, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
+        select c.*, m.scope_id, m.source_session_id as session,
                case when m.source_session_id is not null then (
                    select count(*)
                    from membank_private.memories as b
@@ -110,39 +108,6 @@ begin
                ) end as turn
         from candidate as c
         left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
-    ), top_lexeme as (
-        -- the top-3 hits' lexemes, the query's left out
-        select distinct p.position as top, l.lexeme
-        from placed as p
-        cross join lateral unnest(p.lexemes) as l (lexeme)
-        where p.position <= 3 and l.lexeme <> all(_asked)
-    ), shared as (
-        -- the lexemes each shares with the other top-3 hits (one hash join
-        -- for all candidates, not a set operation each)
-        select distinct p.position, l.lexeme
-        from placed as p
-        cross join lateral unnest(p.lexemes) as l (lexeme)
-        inner join top_lexeme as t on t.lexeme = l.lexeme and t.top <> p.position
-    ), weighed as materialized (
-        -- BM25 IDF over the scopes (as text_query weighs query lexemes;
-        -- bm25_idf's formula inline: a SQL function with a SET clause is
-        -- planned on every call, 70 calls per re-ranking)
-        select s.lexeme, ln(1 + (_counts.documents - s.df + 0.5) / (s.df + 0.5)) as idf
-        from (
-            select d.lexeme,
-                   ((select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                     where x.scope_id = any(scope_ids) and x.lexeme = d.lexeme)
-                    + case when _counts.pending
-                           then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
-                                 where x.scope_id = any(scope_ids) and x.lexeme = d.lexeme)
-                           else 0 end)::bigint as df
-            from (select distinct h.lexeme from shared as h) as d
-        ) as s
-    ), idf_shared as (
-        select h.position, sum(w.idf) as idf
-        from shared as h
-        inner join weighed as w on w.lexeme = h.lexeme
-        group by h.position
     ), top_noun as (
         -- the top-3 hits' names, the question's left out
         select distinct p.position as top, n.noun
@@ -190,13 +155,11 @@ begin
         coalesce(s.session_hits10, 0),
         coalesce(1.0 / greatest(s.near_top5, 1), 0),
         -- names it shares with the other top-3 hits, the question's left out
-        coalesce(n.nouns, 0),
-        ln(1 + coalesce(i.idf, 0))
+        coalesce(n.nouns, 0)
     ]::double precision []
     from placed as p
     cross join best as b
     left join session_pairs as s on s.position = p.position
-    left join idf_shared as i on i.position = p.position
     left join shared_noun as n on n.position = p.position
     order by p.position;
 end
