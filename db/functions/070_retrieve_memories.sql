@@ -673,9 +673,10 @@ score gains neighbour_weight x the fused score of the memory said right after it
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
 rerank (boolean, default false): a second pass takes the fused top 50 (top_k when larger) of candidate lists 50 deep
-(top_k when larger; as a default call reads them) and orders them by a fitted logistic model's probability that each is evidence for the query (features: the
-first pass's signals, the fused scores of the memories said right before and after it, whether it shares a session
-with the top hits and how many turns from them, names and rare words it shares with the top 3 that the query lacks;
+(top_k when larger; as a default call reads them) and orders them by a fitted logistic model's probability that each
+is evidence for the query (features: the first pass's signals, the fused scores of the memories said right before
+and after it, whether it shares a session with the top hits and how many turns from them, names it shares with the
+top 3 that the query lacks;
 076_rerank.sql, coefficients fitted on LoCoMo by bench/fit_rerank.py in 074_rerank_model.sql); score is then that
 probability (0..1; ties keep the first pass's order) and relevance the first pass's over its top 50.
 min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
