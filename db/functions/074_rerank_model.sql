@@ -13,8 +13,8 @@
 --     0.01: 0.807, 0.1: 0.804, 1: 0.794, 10: 0.782, 100: 0.789)
 --   tuning 26, 30: recall@10 0.772 -> 0.799; multi-hop 0.403 -> 0.432, temporal 0.968 -> 0.984, open-domain 0.455
 --     -> 0.364, single-hop 0.833 -> 0.877
---   held out 41, 42, 43: recall@10 0.725 -> 0.763; multi-hop 0.459 -> 0.502, temporal 0.780 -> 0.799, open-domain
---     0.348 -> 0.409, single-hop 0.836 -> 0.875
+--   held out 41, 42, 43: recall@10 0.727 -> 0.763; multi-hop 0.459 -> 0.502, temporal 0.780 -> 0.799, open-domain
+--     0.348 -> 0.409, single-hop 0.839 -> 0.875
 
 -- name: rerank_coefficients: the fitted re-ranker's intercept and coefficients (rerank_feature_names order).
 create or replace function membank_private.rerank_coefficients()
