@@ -3,7 +3,8 @@
 Data: every turn of the LoCoMo conversations stored as a memory, one scope
 per conversation, as bench/retrieval_quality.py stores them. For each scored
 question (evidence, not category 5) in its own conversation's scope: the
-fused top 50 of membank.retrieve_memories (hybrid, defaults, top_k => 50:
+fused top 50 of retrieve_memories' candidate lists as a default call reads
+them (hybrid, defaults, each list 50 deep; membank_private.fused_memories:
 the first pass that rerank => true re-ranks) and, for each candidate, the
 features membank_private.rerank_features computes in SQL
 (db/functions/076_rerank.sql; their names from rerank_feature_names()): the
@@ -63,21 +64,30 @@ from membank import MemoryBank  # noqa: E402
 from membank.embedding import get_embedder  # noqa: E402
 
 TUNING = ("26", "30")
-DEPTH = 50
+DEPTH = 50  # rows re-ranked
+LIST_DEPTH = 50  # depth of each candidate list of the first pass (retrieve_memories: greatest(5 top_k, 50))
 KS = (5, 10, 20)
 MODEL_FILE = Path(__file__).resolve().parents[1] / "db" / "functions" / "074_rerank_model.sql"
 
-# The first pass that rerank => true re-ranks (top_k => 50), and the features SQL computes over it.
+# The first pass that rerank => true re-ranks: the fused top 50 of the candidate lists a default call reads (50
+# deep: membank_private.fused_memories, which retrieve_memories calls with the defaults below), and the features SQL
+# computes over it.
 ROWS_SQL = """
-with first as (
-    select array(select r from membank.retrieve_memories(scope => %(scope)s, query_text => %(text)s,
-                                                         query_embedding => %(emb)s::real[], top_k => %(k)s) as r)
-           as rows
+with asked as (
+    select q.texts, q.queries, s.scopes, array(select md5(x::text)::uuid from unnest(s.scopes) as x) as ids
+    from membank_private.check_queries(%(text)s, %(emb)s::real[], null, null, null) as q
+    cross join (select membank_private.validate_scopes(%(scope)s) as scopes) as s
+), first as (
+    select a.texts, a.ids, array(
+        select r from membank_private.fused_memories(
+            a.scopes, a.ids, a.texts, a.queries, %(k)s, %(depth)s, null, null, null, null, null, null,
+            'rrf', 1, 1, 10, 400, 0, null) as r) as rows
+    from asked as a
 )
-select c.metadata->>'dia_id', f.features
+select c.name, c.metadata->>'dia_id', f.features
 from first
 cross join unnest(first.rows) with ordinality as c
-inner join membank_private.rerank_features(array[md5(%(scope)s::text)::uuid], array[%(text)s], first.rows)
+inner join membank_private.rerank_features(first.ids, first.texts, first.rows)
     with ordinality as f on f.ordinality = c.ordinality
 order by c.ordinality
 """
@@ -92,9 +102,10 @@ def collect(url: str, conversations, embedder) -> tuple[list[str], list[dict]]:
             scope = {"locomo": conv.id}
             for qa in conv.scored_qas:
                 rows = conn.execute(ROWS_SQL, {"scope": Jsonb(scope), "text": qa.question,
-                                               "emb": embedder.embed_query(qa.question), "k": DEPTH}).fetchall()
+                                               "emb": embedder.embed_query(qa.question), "k": DEPTH,
+                                               "depth": LIST_DEPTH}).fetchall()
                 out.append({"conv": conv.id, "category": qa.category, "evidence": qa.evidence,
-                            "dias": [r[0] for r in rows], "x": np.array([r[1] for r in rows], dtype=float)})
+                            "dias": [r[1] for r in rows], "x": np.array([r[2] for r in rows], dtype=float)})
     return names, out
 
 
@@ -244,8 +255,8 @@ def model_file_text(names: list[str], b, lines: list[str], tuning: set[str], con
 -- Command: MEMBANK_LOCOMO_DIR=../shared/data/locomo .venv/bin/python bench/fit_rerank.py \\
 --   --tuning {','.join(sorted(tuning))}
 -- Embedder: {model_id} ({dimension}-d), passages stored with context as in
---   bench/retrieval_quality.py; rows: top {DEPTH} of retrieve_memories (defaults, top_k => {DEPTH}) per question,
---   features from membank_private.rerank_features.
+--   bench/retrieval_quality.py; rows: the fused top {DEPTH} of candidate lists {LIST_DEPTH} deep (retrieve_memories'
+--   defaults; membank_private.fused_memories) per question, features from membank_private.rerank_features.
 -- Data: LoCoMo (Maharana et al., ACL 2024) conversations {', '.join(conversations)}, sha256 of the
 --   files {digest}; fitted on {', '.join(sorted(tuning))} only.
 -- Date: {date}

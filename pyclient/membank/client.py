@@ -711,8 +711,8 @@ class MemoryBank:
         one said right before it (memories placed by their source events; see
         docs/retrieval.md). ``rerank`` (default None: off): a second pass
         orders the first pass's top 50 by a fitted model's probability that
-        each is evidence (session placement, names and rare words shared
-        with the top hits; db/functions/076_rerank.sql); ``score`` is then
+        each is evidence (session placement, names shared with the top
+        hits; db/functions/076_rerank.sql); ``score`` is then
         that probability. Raises InvalidArgumentError naming the argument.
 
         Each result carries ``relevance``, the estimated probability (0..1)

@@ -3595,22 +3595,6 @@ declare
     _depth integer;
     _wv double precision := coalesce(vector_weight, case when fusion = 'convex' then 0.7 else 1 end);
     _wt double precision := coalesce(text_weight, case when fusion = 'convex' then 0.3 else 1 end);
-    -- Each query's fused candidates (hybrid_candidates), as parallel arrays:
-    -- read into variables first, so that no statement below calls a
-    -- table-reading function from inside a query on memories (on Citus that
-    -- query runs on a shard, where a nested distributed query cannot).
-    _c_query bigint [];
-    _c_name uuid [];
-    _c_distance double precision [];
-    _c_vector_rank integer [];
-    _c_text_rank real [];
-    _c_text_match_rank integer [];
-    _c_text_tiebreak real [];
-    _c_score double precision [];
-    _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
-    _unknown_share double precision;
-    _top_similarity double precision;
-    _absent_rank integer;  -- the rank relevance gives a row a list did not hold
     _first membank.retrieved_memory [];  -- rerank: the first pass's top 50 (or top_k), in its order
 begin
     perform membank_private.check_retrieval_options(top_k, fusion, _wv, _wt, rrf_k, min_similarity, rerank_depth,
@@ -3670,16 +3654,20 @@ begin
         return;
     end if;
     if rerank then
-        -- Second pass (076_rerank.sql): the first pass's top 50 (whatever
-        -- top_k; top_k when larger), exactly as a call with top_k => 50
-        -- returns them (bench/fit_rerank.py fits on those rows), ordered by
-        -- the re-ranker's probability; ties keep the first pass's order.
+        -- Second pass (076_rerank.sql): the first pass's fused top 50 (top_k
+        -- when larger) from candidate lists 50 deep (top_k when larger): the
+        -- lists a default call (top_k up to 10) reads, whatever top_k, so a
+        -- larger top_k extends the same ranking; not the 250 a call with
+        -- top_k => 50 reads (bench/fit_rerank.py fits on the same rows).
+        -- Ordered by the re-ranker's probability; ties keep the first pass's
+        -- order.
         _first := array(
             select r
-            from membank.retrieve_memories(
-                scope, query_text, query_embedding, greatest(_k, 50), min_similarity, metadata_filter, topics,
-                memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, embedding_model, rerank_depth,
-                page_size, page_token, query_texts, query_embeddings, neighbour_weight, null, false) as r
+            from membank_private.fused_memories(
+                _scopes, _scope_ids, _texts, _queries, greatest(_k, 50), greatest(_k, 50), min_similarity,
+                metadata_filter,
+                _topics, memory_type, created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth,
+                neighbour_weight, null) as r
         );
         return query
         select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
@@ -3706,151 +3694,11 @@ begin
         order by r.score desc, r.position;
         return;
     end if;
-    select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
-           array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
-    into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-         _c_score
-    from unnest(_texts, _queries) with ordinality as q (query_text, query, i)
-    cross join lateral membank_private.hybrid_candidates(
-        _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
-        created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
-    if neighbour_weight > 0 then
-        -- Session neighbours (069): scores lifted, neighbours no list found added (without filters).
-        select array_agg(n.i), array_agg(n.name), array_agg(c.distance), array_agg(c.vector_rank),
-               array_agg(c.text_rank), array_agg(c.text_match_rank), array_agg(c.text_tiebreak), array_agg(n.score)
-        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-             _c_score
-        from membank_private.session_neighbours(
-            _scope_ids, _c_query, _c_name, _c_score, neighbour_weight,
-            metadata_filter is null and _topics is null and memory_type is null and created_after is null
-            and created_before is null) as n
-        left join unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
-                         _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
-                                                 text_tiebreak)
-            on c.i = n.i and c.name = n.name;
-    end if;
-    select q.idf_total, q.unknown_share into _idf_total, _unknown_share
-    from membank_private.query_signals(_texts, _scope_ids) as q;
-    _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
-    -- just past the scopes' last memory, at most 100 (relevance_features' cap):
-    -- in a scope of 2 memories, missing from a list is not rank 100
-    _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
-    -- Every read of memories and memory_embeddings below names the scopes:
-    -- on Citus the statement is then one query on the scope's shard.
     return query
-    with candidate as (
-        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
-        from unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
-                    _c_text_tiebreak, _c_score)
-            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
-    ), per_query as (
-        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
-               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
-                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
-                                  m.fact collate "C", h.name) as position
-        from candidate as h
-        cross join lateral (
-            -- a text-only hit still gets its true cosine distance when it has a vector
-            select coalesce(h.distance, (select e.embedding <=> _queries[h.i] from membank_private.memory_embeddings as e
-                                         where e.scope_id = any(_scope_ids) and e.name = h.name
-                                           and _queries[h.i] is not null)) as distance
-        ) as d
-        inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = h.name
-        where cardinality(_texts) > 1
-    ), fused as (
-        -- One query: its own fused list. The branches are gated by a
-        -- constant, so only one runs; the single-query one skips the
-        -- per-query positions (a join and a window), a third of the cost of
-        -- a small scope's call.
-        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
-        from candidate as h
-        where cardinality(_texts) = 1
-        union all
-        -- Several: RRF over their lists.
-        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
-               -- summed best position first: memories at the same positions
-               -- in different queries get bit-identical scores, so the
-               -- documented tie-breaks (distance, ...) decide between them
-               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position) order by p.position)
-        from per_query as p
-        where cardinality(_texts) > 1 and p.position <= _depth
-        group by p.name
-    ), scored as (
-        -- min_similarity needs every row's distance before the cut below
-        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
-               rank() over (order by s.score desc) as score_rank
-        from fused as s
-        cross join lateral (
-            select coalesce(s.distance, case when min_similarity is not null and cardinality(_texts) = 1 then
-                (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                 where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end) as distance
-        ) as d
-        where min_similarity is null or 1 - d.distance >= min_similarity
-    ), top as (
-        -- The top k by (score, distance, ...) are among the rows with fewer
-        -- than k rows of a higher score: only those get their distance
-        -- looked up and their memory read (a tenth of a call at 1M memories).
-        -- The final filter below never drops one of them: every candidate
-        -- list already applied the same scope and expiry tests (the vector
-        -- lists on memory_embeddings' copy of expire_time, which a trigger
-        -- keeps; with triggers bypassed the list could come out short, never
-        -- wrong).
-        select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
-                   (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                    where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end)
-                   as distance,
-               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
-        from scored as s
-        where s.score_rank <= _k
-    ), row_judged as (
-        -- each row's relevance given that the scopes answer the query
-        -- (073_relevance.sql), from the row's signals
-        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
-                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
-                                              coalesce(s.vector_rank, _absent_rank),
-                                              coalesce(s.text_match_rank, _absent_rank)) as row_relevance
-        from top as s
-    ), judged as (
-        -- times the query's answerability (073: the top k's best row
-        -- relevance, the query's best similarity, its unknown share; with a
-        -- query vector only). min_relevance is a last gate, after the
-        -- ranking: when no row of the top k reaches it, the answer is
-        -- "nothing relevant" (no rows)
-        select s.*, s.row_relevance * membank_private.answerability(
-                   (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
-        from row_judged as s
-    )
-    -- min_relevance gates the rows returned, the top k after every tie-break
-    -- (score_rank above counts rows tied at the k-th score, which the limit
-    -- may cut): the same rows the Python client and build_context judge.
-    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
-           r.revision, r.create_time, r.update_time, r.expire_time,
-           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
-           r.matched_signals, r.degraded, r.note, r.relevance
-    from (
-        select a.*, max(a.relevance) over () as best
-        from (
-            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
-                   m.revision, m.create_time, m.update_time, m.expire_time,
-                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
-                   s.score,
-                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
-                                      case when s.text_match_rank is not null then 'text' end], null)
-                       as matched_signals,
-                   s.distance is null as degraded,
-                   null::text as note, s.relevance, s.text_tiebreak
-            from judged as s
-            inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
-            where m.scope = any(_scopes)
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
-                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
-            limit _k
-        ) as a
-    ) as r
-    where min_relevance is null or r.best >= min_relevance
-    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
-             r.fact collate "C", r.name;
+    select r.*
+    from membank_private.fused_memories(
+        _scopes, _scope_ids, _texts, _queries, _k, _depth, min_similarity, metadata_filter, _topics, memory_type,
+        created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth, neighbour_weight, min_relevance) as r;
 end
 $$;
 COMMENT ON FUNCTION membank.retrieve_memories(scope jsonb, query_text text, query_embedding real[], top_k integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, embedding_model text, rerank_depth integer, page_size integer, page_token text, query_texts text[], query_embeddings real[], neighbour_weight double precision, min_relevance double precision, rerank boolean) IS 'RetrieveMemories: the top_k (1..100, default 3) live memories of one exact scope (JSON object) or several (JSON
@@ -3875,10 +3723,11 @@ Session neighbours (neighbour_weight, 0..10, default 0 = off; 1 is the tuned wei
 score gains neighbour_weight x the fused score of the memory said right after it in the same session and half that of
 the one said right before it (memories placed by their earliest source event, see create_memory; same scope only,
 expired memories skipped; a neighbour no list found is added only without filters; 069_session_neighbours.sql).
-rerank (boolean, default false): a second pass takes the top 50 (top_k when larger) exactly as top_k => 50 returns
-them and orders them by a fitted logistic model''s probability that each is evidence for the query (features: the
-first pass''s signals, the fused scores of the memories said right before and after it, whether it shares a session
-with the top hits and how many turns from them, names and rare words it shares with the top 3 that the query lacks;
+rerank (boolean, default false): a second pass takes the fused top 50 (top_k when larger) of candidate lists 50 deep
+(top_k when larger; as a default call reads them) and orders them by a fitted logistic model''s probability that each
+is evidence for the query (features: the first pass''s signals, the fused scores of the memories said right before
+and after it, whether it shares a session with the top hits and how many turns from them, names it shares with the
+top 3 that the query lacks;
 076_rerank.sql, coefficients fitted on LoCoMo by bench/fit_rerank.py in 074_rerank_model.sql); score is then that
 probability (0..1; ties keep the first pass''s order) and relevance the first pass''s over its top 50.
 min_relevance (0..1, default null: off, the top_k as Vertex returns them; membank.default_min_relevance() is the
@@ -6913,6 +6762,192 @@ begin
     end loop;
 end
 $$;
+CREATE FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) RETURNS SETOF membank.retrieved_memory
+    LANGUAGE plpgsql STABLE ROWS 10
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    -- retrieve_memories' names for its arguments, validated there: scopes
+    -- (and their ids), query texts and vectors, topics, k, the depth of each
+    -- candidate list (greatest(5 k, 50) for the k asked; the re-ranker's
+    -- first pass asks for 50 rows from lists 50 deep), weights
+    _scopes jsonb [] := scopes;
+    _scope_ids uuid [] := scope_ids;
+    _texts text [] := texts;
+    _queries vector [] := queries;
+    _topics text [] := topics;
+    _k integer := k;
+    _depth integer := depth;
+    _wv double precision := vector_weight;
+    _wt double precision := text_weight;
+    -- Each query's fused candidates (hybrid_candidates), as parallel arrays:
+    -- read into variables first, so that no statement below calls a
+    -- table-reading function from inside a query on memories (on Citus that
+    -- query runs on a shard, where a nested distributed query cannot).
+    _c_query bigint [];
+    _c_name uuid [];
+    _c_distance double precision [];
+    _c_vector_rank integer [];
+    _c_text_rank real [];
+    _c_text_match_rank integer [];
+    _c_text_tiebreak real [];
+    _c_score double precision [];
+    _idf_total double precision;  -- query_signals (073_relevance.sql), for the relevance of each row
+    _unknown_share double precision;
+    _top_similarity double precision;
+    _absent_rank integer;  -- the rank relevance gives a row a list did not hold
+begin
+    select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
+           array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
+    into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+         _c_score
+    from unnest(_texts, _queries) with ordinality as q (query_text, query, i)
+    cross join lateral membank_private.hybrid_candidates(
+        _scope_ids, q.query, q.query_text, _depth, rerank_depth, metadata_filter, _topics, memory_type,
+        created_after, created_before, fusion, _wv, _wt, rrf_k) as h;
+    if neighbour_weight > 0 then
+        -- Session neighbours (069): scores lifted, neighbours no list found added (without filters).
+        select array_agg(n.i), array_agg(n.name), array_agg(c.distance), array_agg(c.vector_rank),
+               array_agg(c.text_rank), array_agg(c.text_match_rank), array_agg(c.text_tiebreak), array_agg(n.score)
+        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+             _c_score
+        from membank_private.session_neighbours(
+            _scope_ids, _c_query, _c_name, _c_score, neighbour_weight,
+            metadata_filter is null and _topics is null and memory_type is null and created_after is null
+            and created_before is null) as n
+        left join unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                         _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
+                                                 text_tiebreak)
+            on c.i = n.i and c.name = n.name;
+    end if;
+    select q.idf_total, q.unknown_share into _idf_total, _unknown_share
+    from membank_private.query_signals(_texts, _scope_ids) as q;
+    _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
+    -- just past the scopes' last memory, at most 100 (relevance_features' cap):
+    -- in a scope of 2 memories, missing from a list is not rank 100
+    _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
+    -- Every read of memories and memory_embeddings below names the scopes:
+    -- on Citus the statement is then one query on the scope's shard.
+    return query
+    with candidate as (
+        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
+        from unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
+                    _c_text_tiebreak, _c_score)
+            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
+    ), per_query as (
+        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
+               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
+                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
+                                  m.fact collate "C", h.name) as position
+        from candidate as h
+        cross join lateral (
+            -- a text-only hit still gets its true cosine distance when it has a vector
+            select coalesce(h.distance, (select e.embedding <=> _queries[h.i] from membank_private.memory_embeddings as e
+                                         where e.scope_id = any(_scope_ids) and e.name = h.name
+                                           and _queries[h.i] is not null)) as distance
+        ) as d
+        inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = h.name
+        where cardinality(_texts) > 1
+    ), fused as (
+        -- One query: its own fused list. The branches are gated by a
+        -- constant, so only one runs; the single-query one skips the
+        -- per-query positions (a join and a window), a third of the cost of
+        -- a small scope's call.
+        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
+        from candidate as h
+        where cardinality(_texts) = 1
+        union all
+        -- Several: RRF over their lists.
+        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
+               -- summed best position first: memories at the same positions
+               -- in different queries get bit-identical scores, so the
+               -- documented tie-breaks (distance, ...) decide between them
+               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position) order by p.position)
+        from per_query as p
+        where cardinality(_texts) > 1 and p.position <= _depth
+        group by p.name
+    ), scored as (
+        -- min_similarity needs every row's distance before the cut below
+        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
+               rank() over (order by s.score desc) as score_rank
+        from fused as s
+        cross join lateral (
+            select coalesce(s.distance, case when min_similarity is not null and cardinality(_texts) = 1 then
+                (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
+                 where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end) as distance
+        ) as d
+        where min_similarity is null or 1 - d.distance >= min_similarity
+    ), top as (
+        -- The top k by (score, distance, ...) are among the rows with fewer
+        -- than k rows of a higher score: only those get their distance
+        -- looked up and their memory read (a tenth of a call at 1M memories).
+        -- The final filter below never drops one of them: every candidate
+        -- list already applied the same scope and expiry tests (the vector
+        -- lists on memory_embeddings' copy of expire_time, which a trigger
+        -- keeps; with triggers bypassed the list could come out short, never
+        -- wrong).
+        select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
+                   (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
+                    where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end)
+                   as distance,
+               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
+        from scored as s
+        where s.score_rank <= _k
+    ), row_judged as (
+        -- each row's relevance given that the scopes answer the query
+        -- (073_relevance.sql), from the row's signals
+        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
+                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
+                                              coalesce(s.vector_rank, _absent_rank),
+                                              coalesce(s.text_match_rank, _absent_rank)) as row_relevance
+        from top as s
+    ), judged as (
+        -- times the query's answerability (073: the top k's best row
+        -- relevance, the query's best similarity, its unknown share; with a
+        -- query vector only). min_relevance is a last gate, after the
+        -- ranking: when no row of the top k reaches it, the answer is
+        -- "nothing relevant" (no rows)
+        select s.*, s.row_relevance * membank_private.answerability(
+                   (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
+        from row_judged as s
+    )
+    -- min_relevance gates the rows returned, the top k after every tie-break
+    -- (score_rank above counts rows tied at the k-th score, which the limit
+    -- may cut): the same rows the Python client and build_context judge.
+    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+           r.revision, r.create_time, r.update_time, r.expire_time,
+           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+           r.matched_signals, r.degraded, r.note, r.relevance
+    from (
+        select a.*, max(a.relevance) over () as best
+        from (
+            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+                   m.revision, m.create_time, m.update_time, m.expire_time,
+                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
+                   s.score,
+                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                                      case when s.text_match_rank is not null then 'text' end], null)
+                       as matched_signals,
+                   s.distance is null as degraded,
+                   null::text as note, s.relevance, s.text_tiebreak
+            from judged as s
+            inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
+            where m.scope = any(_scopes)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
+                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
+            limit _k
+        ) as a
+    ) as r
+    where min_relevance is null or r.best >= min_relevance
+    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
+             r.fact collate "C", r.name;
+end
+$$;
+COMMENT ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) IS 'FusedMemories: retrieve_memories'' ranking (its arguments validated there): each query''s vector and full-text
+candidate lists depth deep, fused, session neighbours, relevance; the top k rows, gated by min_relevance. depth is
+greatest(5 k, 50) for a plain call; the re-ranker''s first pass asks for greatest(k, 50) rows from lists as deep.
+Internal (no grant): retrieve_memories and bench/fit_rerank.py call it.';
 CREATE FUNCTION membank_private.generated_entry(m membank_private.memories, action text) RETURNS jsonb
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8424,16 +8459,16 @@ CREATE FUNCTION membank_private.proper_nouns(fact text) RETURNS text[]
 begin
     -- A word opens a sentence when it is the text's first or follows a
     -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
-    -- PL/pgSQL: its plan is cached for the session (a SQL function with a
-    -- SET clause is planned on every call, 50 per re-ranking).
+    -- Each match: the end of the word before (its trailing non-word
+    -- characters), the space, then the capitalised word: one regular
+    -- expression without captures, one scan of the text (splitting it
+    -- into words cost three times as much; 50 texts per re-ranking).
+    -- PL/pgSQL: its plan is cached for the session.
     return (
-        select coalesce(array_agg(distinct w.noun order by w.noun) filter (where w.noun is not null), '{}')
-        from (
-            select lower(substring(x.word from '^\W*([A-Z][a-z]+)')) as noun,
-                   lag(x.word) over (order by x.position) as before
-            from regexp_split_to_table(coalesce(fact, ''), '\s+') with ordinality as x (word, position)
-        ) as w
-        where w.before is not null and w.before !~ '[.!?:]\W*$'
+        select coalesce(array_agg(distinct w.noun order by w.noun), '{}')
+        from regexp_matches(coalesce(fact, ''), '[^\w\s]*\s+[^\w\s]*[A-Z][a-z]+', 'g') as m (hit)
+        cross join lateral (select lower(substring(m.hit[1] from '[A-Z][a-z]+$')) as noun) as w
+        where m.hit[1] !~ '^\S*[.!?:]'
     );
 end
 $_$;
@@ -9082,17 +9117,26 @@ begin
 end
 $$;
 CREATE FUNCTION membank_private.relevance(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) RETURNS double precision
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select 1 / (1 + exp(-least(greatest(b.coefficients[1] + (
-                   select sum(c * x)
-                   from unnest(b.coefficients[2:], f.features) as z (c, x)
-               ), -500), 500)))
-    from (select membank_private.relevance_features(similarity, top_similarity, match_share, unknown_share,
-                                                    vector_rank, text_match_rank) as features) as f
-    cross join lateral (select membank_private.relevance_coefficients(
-                            case when similarity is not null then 'hybrid' else 'text' end) as coefficients) as b;
+declare
+    _f double precision [] := membank_private.relevance_features(similarity, top_similarity, match_share,
+                                                                 unknown_share, vector_rank, text_match_rank);
+    _b double precision [] := membank_private.relevance_coefficients(
+        case when similarity is not null then 'hybrid' else 'text' end);
+    _s double precision := 0;
+begin
+    -- PL/pgSQL, whose statements are planned once per session: as a SQL
+    -- function with a SET clause it was planned on every call, 0.11 ms of
+    -- each row retrieve_memories returns (0.05 ms now; 50 rows for the
+    -- re-ranker's first pass). The sum runs in the coefficients' order, as
+    -- sum() over unnest did: the same bits.
+    for _i in 1 .. cardinality(_f) loop
+        _s := _s + _b[_i + 1] * _f[_i];
+    end loop;
+    return 1 / (1 + exp(-least(greatest(_b[1] + _s, -500), 500)));
+end
 $$;
 CREATE FUNCTION membank_private.relevance_coefficients(model text) RETURNS double precision[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -9154,12 +9198,11 @@ CREATE FUNCTION membank_private.rerank_coefficients() RETURNS double precision[]
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    -- intercept, fused, ln_fused_rank, similarity, similarity_gap, match_share, ln_vector_rank, ln_text_rank,
-    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper,
-    --   shared_lexeme_idf
+    -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper
     select array[
-        0.478891, -17.3494, -0.260078, 0.853306, -26.3355, 0.757487, -0.356652, -1.01272, 0.0520466,
-        -3.00753, 2.93898, 0.774271, 0.0748937, 0.276299, 0.637144, 0.0945754
+        8.37825, -43.2544, -0.247281, -1.98779, -27.8425, -0.95519, -1.50878, 0.154996, -3.74596, 3.0316,
+        0.90269, 0.0917009, 0.689759, 0.555697
     ]::double precision [];
 $$;
 CREATE FUNCTION membank_private.rerank_feature_names() RETURNS text[]
@@ -9167,9 +9210,9 @@ CREATE FUNCTION membank_private.rerank_feature_names() RETURNS text[]
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select array[
-        'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'match_share', 'ln_vector_rank',
+        'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'ln_vector_rank',
         'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
-        'near_top5', 'shared_proper', 'shared_lexeme_idf'
+        'near_top5', 'shared_proper'
     ]::text [];
 $$;
 CREATE FUNCTION membank_private.rerank_features(scope_ids uuid[], query_texts text[], candidates membank.retrieved_memory[]) RETURNS TABLE(name uuid, features double precision[])
@@ -9177,32 +9220,25 @@ CREATE FUNCTION membank_private.rerank_features(scope_ids uuid[], query_texts te
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _counts record := membank_private.scope_counts(scope_ids);
-    _idf_total double precision;
-    _asked text [];
     _asked_proper text [];
 begin
     -- candidates: retrieve_memories' rows in their fused order (position 1 first).
-    -- match_share's denominator, as query_signals (073) computes it for the first pass
-    _idf_total := membank_private.query_idf_total(query_texts, scope_ids);
-    _asked := array(select distinct l.lexeme
-                    from unnest(query_texts) as t (query_text)
-                    cross join lateral unnest(membank_private.query_lexemes(t.query_text)) as l (lexeme)
-                    where t.query_text is not null);
     _asked_proper := array(select distinct lower(m[1])
                            from unnest(query_texts) as t (query_text)
                            cross join lateral regexp_matches(coalesce(t.query_text, ''), '\m([A-Z][a-z]+)', 'g') as m);
     return query
     with candidate as (
-        select c.ordinality::integer as position, c.name, c.score, c.similarity, c.vector_rank, c.text_match_rank,
-               c.text_rank, c.relevance
+        select c.ordinality::integer as position, c.name, c.fact, c.score, c.similarity, c.vector_rank,
+               c.text_match_rank, c.relevance
         from unnest(candidates) with ordinality as c
-    ), placed as (
+    ), placed as materialized (
         -- Where each was said: its session, and its turn there (how many
-        -- live memories of the session were said before it; memories_scope_source_idx).
+        -- live memories of the session were said before it; one range count
+        -- on memories_scope_source_idx each, a fiftieth of the features'
+        -- cost: measured, not worth a stored turn that every write, erasure
+        -- and expiry would have to keep).
         -- scope_id named on every read: on Citus one query on the scope's shard.
-        select c.*, m.scope_id, m.source_session_id as session, coalesce(tsvector_to_array(m.fts), '{}') as lexemes,
-               membank_private.proper_nouns(m.fact) as nouns,
+        select c.*, m.scope_id, m.source_session_id as session,
                case when m.source_session_id is not null then (
                    select count(*)
                    from membank_private.memories as b
@@ -9213,32 +9249,21 @@ begin
                ) end as turn
         from candidate as c
         left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
-    ), shared as (
-        -- the lexemes each shares with the other top-3 hits, the query's left out
-        select p.position, l.lexeme
+    ), top_noun as (
+        -- the top-3 hits' names, the question's left out
+        select distinct p.position as top, n.noun
         from placed as p
-        cross join lateral (
-            select unnest(p.lexemes)
-            intersect
-            select unnest(o.lexemes) from placed as o where o.position <= 3 and o.position <> p.position
-            except
-            select unnest(_asked)
-        ) as l (lexeme)
-    ), weighed as materialized (
-        -- BM25 IDF over the scopes (as text_query weighs query lexemes)
-        select s.lexeme, membank_private.bm25_idf(
-                   ((select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                     where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
-                    + case when _counts.pending
-                           then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
-                                 where x.scope_id = any(scope_ids) and x.lexeme = s.lexeme)
-                           else 0 end)::bigint, _counts.documents) as idf
-        from (select distinct h.lexeme from shared as h) as s
-    ), idf_shared as (
-        select h.position, sum(w.idf) as idf
-        from shared as h
-        inner join weighed as w on w.lexeme = h.lexeme
-        group by h.position
+        cross join lateral unnest(membank_private.proper_nouns(p.fact)) as n (noun)
+        where p.position <= 3 and n.noun <> all(_asked_proper)
+    ), shared_noun as (
+        -- the names each shares with the other top-3 hits: its own names
+        -- are read only when its text holds one of theirs at all (strpos
+        -- first: most candidates hold none)
+        select p.position, count(distinct t.noun) as nouns
+        from placed as p
+        inner join top_noun as t on t.top <> p.position and strpos(lower(p.fact), t.noun) > 0
+        where t.noun = any(membank_private.proper_nouns(p.fact))
+        group by p.position
     ), session_pairs as (
         -- each candidate against the others of its session, in one pass (a
         -- session name is its scope's own: never another scope's, as 069)
@@ -9259,7 +9284,6 @@ begin
         ln(p.position),
         coalesce(p.similarity, 0),
         b.similarity - coalesce(p.similarity, 0),
-        coalesce(least(p.text_rank / nullif(_idf_total, 0), 1), 0),
         ln(coalesce(p.vector_rank, 51)),
         ln(coalesce(p.text_match_rank, 51)),
         ln(least(greatest(coalesce(p.relevance, 1e-6), 1e-6), 1 - 1e-6)
@@ -9272,17 +9296,12 @@ begin
         coalesce(s.session_hits10, 0),
         coalesce(1.0 / greatest(s.near_top5, 1), 0),
         -- names it shares with the other top-3 hits, the question's left out
-        cardinality(array(select unnest(p.nouns)
-                          intersect
-                          select unnest(o.nouns) from placed as o where o.position <= 3 and o.position <> p.position
-                          except
-                          select unnest(_asked_proper))),
-        ln(1 + coalesce(i.idf, 0))
+        coalesce(n.nouns, 0)
     ]::double precision []
     from placed as p
     cross join best as b
     left join session_pairs as s on s.position = p.position
-    left join idf_shared as i on i.position = p.position
+    left join shared_noun as n on n.position = p.position
     order by p.position;
 end
 $$;
@@ -13026,6 +13045,7 @@ REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, sc
 REVOKE ALL ON FUNCTION membank_private.forget_expired_deletion(scope_id uuid, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_expired_deletions(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
