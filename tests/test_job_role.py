@@ -87,3 +87,52 @@ def test_cli_generate_as_a_writer_is_one_line_exit_2_and_writes_nothing(writer_u
     ran = CliRunner().invoke(main, ["generate", "--scope", json.dumps(SCOPE), "--fact", "User likes tea", "--no-wait"],
                              catch_exceptions=False)
     assert ran.exit_code == 0, ran.output  # queueing is the writer's; a worker runs it
+
+
+def test_mcp_generate_and_add_messages_waiting_refuse_a_writer_before_writing(writer_url, superuser, embedder):
+    """The MCP tools wait by default (wait=True runs the operation in process): a writer is refused before it writes."""
+    from membank.mcp_server import MembankTools
+
+    before = count_all_rows(superuser)
+    with MemoryBank(writer_url, embedder=embedder, provider="rules") as bank:
+        tools = MembankTools(bank)
+        with pytest.raises(PermissionDeniedError) as caught:
+            tools.generate_memories(facts=["User likes tea"], scope=SCOPE)
+        assert_refused(caught)
+        with pytest.raises(PermissionDeniedError) as caught:
+            tools.add_messages([{"role": "user", "content": "I moved to Lisbon last year."}], scope=SCOPE)
+        assert_refused(caught)
+        assert count_all_rows(superuser) == before  # no event, no operation: a retry cannot duplicate
+        queued = tools.generate_memories(facts=["User likes tea"], wait=False, scope=SCOPE)
+        assert queued["done"] is False  # queueing is the writer's; a worker runs it
+
+
+def test_adk_memory_service_processing_in_process_refuses_a_writer_before_writing(writer_url, superuser, embedder):
+    """MembankMemoryService(process_in_process=True) runs the operation here: a writer is refused before it writes."""
+    import asyncio
+
+    pytest.importorskip("google.adk")
+    from google.adk.events.event import Event
+    from google.adk.memory.memory_entry import MemoryEntry
+    from google.genai import types
+
+    from membank.adk import MembankMemoryService
+
+    content = types.Content(role="user", parts=[types.Part(text="I like to code in Python.")])
+    events = [Event(id="e1", invocation_id="inv-e1", author="user", timestamp=1684922400.0, content=content)]
+    before = count_all_rows(superuser)
+    with MemoryBank(writer_url, embedder=embedder, provider="rules") as bank:
+        service = MembankMemoryService(bank, wait_for_completion=True, process_in_process=True)
+        with pytest.raises(PermissionDeniedError) as caught:
+            asyncio.run(service.add_events_to_memory(app_name="a", user_id="u", events=events, session_id="s"))
+        assert_refused(caught)
+        with pytest.raises(PermissionDeniedError) as caught:
+            asyncio.run(service.add_memory(app_name="a", user_id="u", memories=[MemoryEntry(content=content)],
+                                           custom_metadata={"enable_consolidation": True}))
+        assert_refused(caught)
+        assert count_all_rows(superuser) == before
+        assert service.operations == []
+        # Without waiting (a worker runs it) the writer starts the operation.
+        queued = MembankMemoryService(bank, process_in_process=True)
+        asyncio.run(queued.add_events_to_memory(app_name="a", user_id="u", events=events, session_id="s"))
+        assert len(queued.operations) == 1
