@@ -641,3 +641,58 @@ def test_a_forged_scope_count_memo_in_the_current_format_is_not_taken(bank):  # 
             assert got[0].endswith(forged) and got[1] == honest, (forged, got)
     finally:
         cl.close()
+
+
+def test_concurrent_compare_and_set_updates_and_deletes_lose_nothing(bank):  # noqa: F811
+    """Writers through the coordinator and both workers race update_memory with the same expected_revision on one
+    memory (exactly one wins each round, the others MB003: no lost update), on two memories of one scope (both
+    win), and a delete against updates (after the delete every update is P0002): no deadlock, no MB040 within a
+    generous membank.lock_timeout, and the revisions count exactly the writes that succeeded."""
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        scope = json.dumps(cl.scope_on(workers(cl)[0].port, "race"))
+        urls = [cl.url] + [w.url(cl.name) for w in workers(cl)]
+        callers = [attack_login(cl, urls[i % 3], "membank_writer") for i in range(6)]
+        for c in callers:
+            c.execute("set membank.lock_timeout = '30s'")
+        one, two = (str(callers[0].execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                           (scope, f"race {n} likes tea")).fetchone()[0]) for n in range(2))
+
+        def race(jobs):
+            outcome = [None] * len(jobs)
+            start = threading.Barrier(len(jobs))
+
+            def run(i, statement, args):
+                start.wait()
+                try:
+                    outcome[i] = callers[i].execute(statement, args).fetchone()[0]
+                except psycopg.Error as err:
+                    outcome[i] = err.sqlstate
+            threads = [threading.Thread(target=run, args=(i, *job)) for i, job in enumerate(jobs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            return outcome
+
+        update = "select (membank.update_memory(%s, fact => %s, scope => %s, expected_revision => %s)).revision"
+        for revision in range(1, 6):
+            got = race([(update, (one, f"race one v{revision}.{i}", scope, revision)) for i in range(6)])
+            assert sorted(got, key=str) == sorted([revision + 1] + ["MB003"] * 5, key=str), got
+        got = race([(update, (one if i % 2 else two, f"race both {i}", scope, 6 if i % 2 else 1))
+                    for i in range(2)])
+        assert got == [2, 7], got
+        delete = "select (membank.delete_memory(%s, scope => %s)).revision"
+        got = race([(delete, (two, scope))] + [(update.replace(", expected_revision => %s", ""),
+                                                 (two, f"race two {i}", scope)) for i in range(1, 6)])
+        assert "40P01" not in got and "MB040" not in got, got
+        wins = [g for g in got[1:] if isinstance(g, int)]
+        assert set(got[1:]) - set(wins) <= {"P0002"}, got
+        assert got[0] == 2 + len(wins), got  # the memory as the delete found it: after every update that won
+        revisions = cl.admin.execute("select count(*) from membank_private.memory_revisions where memory_name = %s::uuid",
+                                     (two,)).fetchone()[0]
+        assert revisions == 2 + len(wins) + 1
+    finally:
+        cl.close()
