@@ -160,7 +160,8 @@ class MembankMemoryService(BaseMemoryService):
                 seen.add(e["event_id"])
                 new.append(e)
         wait = bool(options.get("wait_for_completion", self.wait_for_completion))
-        self._check_process(bank, wait)
+        if new:
+            self._check_process(bank, wait)
         ttl = options.get("ttl")
         topics = options.get("topics") or options.get("allowed_topics") or self.topics
         for start in range(0, len(new), MAX_EVENTS_PER_OPERATION):
