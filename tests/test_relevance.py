@@ -237,7 +237,7 @@ def test_the_gate_judges_the_rows_returned_not_rows_tied_with_the_last(conn):
 @pytest.mark.role("membank_writer")
 def test_query_signals_idf_total_is_query_idf_total(conn, superuser):
     """query_signals reads idf_total in its own statement (one read of the lexicon on Citus): the value is
-    query_idf_total's, which rerank_features still calls for the same denominator, to the last bit: one scope
+    query_idf_total's (the separate read it replaced, kept as the reference), to the last bit: one scope
     and two, several texts (the largest counts), unknown and accented words, stop words only, a null text, and
     counts appended by a transaction's later writes (the lexicon delta)."""
     scopes = [{"user_id": "idf_a"}, {"user_id": "idf_b"}]
