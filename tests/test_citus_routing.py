@@ -326,9 +326,9 @@ def test_a_forged_scope_count_memo_is_not_taken(census):
                             " top_k => 5)", (scope,)).fetchall()
     forged = reader.execute(
         "select set_config('membank.scope_counts', md5(statement_timestamp()::text || membank.scope_id(%s::jsonb)::text)"
-        " || '|-5|false', true) as forged, (select array_agg(r.name) from membank.retrieve_memories(scope => %s,"
+        " || '|-5|false|false', true) as forged, (select array_agg(r.name) from membank.retrieve_memories(scope => %s,"
         " query_text => 'tea rain', top_k => 5) as r) as names", (scope, scope)).fetchone()
-    assert forged[0].endswith("|-5|false") and forged[1] == [r[0] for r in honest]
+    assert forged[0].endswith("|-5|false|false") and forged[1] == [r[0] for r in honest]
 
 
 def test_update_and_delete_send_no_revision_context_when_there_is_none(census):
@@ -538,3 +538,161 @@ def test_update_takes_the_scope_lock_before_it_waits_for_the_memory_row(census):
         row_holder.close()
         waiting.join(60)
     assert got["fact"] == "order test likes coffee", got
+
+
+def attack_login(cl: Cluster, url: str, role: str) -> psycopg.Connection:
+    """An autocommit connection to ``url`` (the coordinator or a worker) as a new LOGIN role holding ``role``."""
+    c = cl.login(role)
+    name = c.execute("select current_user").fetchone()[0]
+    if url == cl.url:
+        return c
+    w = psycopg.connect(url.replace("postgresql://postgres@", f"postgresql://{name}@"), autocommit=True)
+    w.execute("set statement_timeout = '60s'")
+    cl.connections.append(w)
+    return w
+
+
+def test_update_and_delete_through_each_node_serialise_on_the_scope_lock_and_stay_in_their_scope(bank):  # noqa: F811
+    """update_memory / delete_memory's one statement (lock row and memory row), called through the coordinator and
+    through each worker's own connection, with the scope's shard on either worker and after that shard group moved
+    (citus_move_shard_placement): while another transaction holds the scope (it updated another memory of it), each
+    call meets MB040 within membank.lock_timeout and writes nothing; once it commits they go through. A memory of
+    another scope passed with my scope is P0002 at once, even while that other scope's lock is held, and is left
+    unchanged."""
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        a, b, w1, w2 = cl.two_scopes("attack3")
+        read = ("select fact, revision from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid"
+                " and name = %s::uuid")
+        nodes = {"coordinator": cl.url, **{f"worker {w.port}": w.url(cl.name) for w in workers(cl)}}
+        holder = cl.login("membank_writer")
+        for moved in (False, True):
+            if moved:  # a's shard group to the other worker: the lock row and the memories move with it
+                shard = cl.admin.execute("select get_shard_id_for_distribution_column('membank_private.memories',"
+                                         " md5(%s::jsonb::text)::uuid)", (json.dumps(a),)).fetchone()[0]
+                cl.admin.execute("select citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s,"
+                                 " shard_transfer_mode => 'block_writes')", (shard, w1, w2))
+                cl.admin.execute("call citus_cleanup_orphaned_resources()")
+                assert cl.worker_of(a) == w2
+            for node, url in nodes.items():
+                label = f"{node}, moved={moved}"
+                caller = attack_login(cl, url, "membank_writer")
+                names = [str(caller.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                            (json.dumps(a), f"{node} {n} likes tea")).fetchone()[0])
+                         for n in range(3)]
+                theirs = str(holder.execute("select (membank.create_memory(scope => %s, fact => 'b likes rain')).name",
+                                            (json.dumps(b),)).fetchone()[0])
+                holder.execute("begin")
+                holder.execute("select membank.update_memory(%s, fact => %s, scope => %s)",
+                               (names[2], f"{node} 2 holds the scope", json.dumps(a)))
+                caller.execute("set membank.lock_timeout = '300ms'")
+                for statement in ("select membank.update_memory(%s, fact => 'never', scope => %s)",
+                                  "select membank.delete_memory(%s, scope => %s)"):
+                    with pytest.raises(psycopg.Error) as busy:
+                        caller.execute(statement, (names[0], json.dumps(a)))
+                    assert busy.value.sqlstate == "MB040", (label, busy.value)
+                # the memory of another scope with mine: not found, whatever the state of either lock
+                with pytest.raises(psycopg.Error) as missing:
+                    caller.execute("select membank.update_memory(%s, fact => 'never', scope => %s)",
+                                   (theirs, json.dumps(a)))
+                assert missing.value.sqlstate in ("MB040", "P0002"), (label, missing.value)
+                holder.execute("commit")
+                holder.execute("begin")
+                holder.execute("select membank.update_memory(%s, fact => 'b holds its scope', scope => %s)",
+                               (theirs, json.dumps(b)))
+                for statement in ("select membank.update_memory(%s, fact => 'never', scope => %s)",
+                                  "select membank.delete_memory(%s, scope => %s)"):
+                    with pytest.raises(psycopg.Error) as missing:
+                        caller.execute(statement, (theirs, json.dumps(a)))
+                    assert missing.value.sqlstate == "P0002", (label, missing.value)
+                holder.execute("commit")
+                assert cl.admin.execute(read, (json.dumps(b), theirs)).fetchone() == ("b holds its scope", 2), label
+                assert cl.admin.execute(read, (json.dumps(a), names[0])).fetchone() == (f"{node} 0 likes tea", 1)
+                assert caller.execute("select (membank.update_memory(%s, fact => %s, scope => %s)).revision",
+                                      (names[0], f"{node} 0 likes coffee", json.dumps(a))).fetchone() == (2,)
+                caller.execute("select membank.delete_memory(%s, scope => %s)", (names[1], json.dumps(a)))
+                assert cl.admin.execute(read, (json.dumps(a), names[0])).fetchone() == (f"{node} 0 likes coffee", 2)
+                assert cl.admin.execute(read, (json.dumps(a), names[1])).fetchone() is None, label
+    finally:
+        cl.close()
+
+
+def test_a_forged_scope_count_memo_in_the_current_format_is_not_taken(bank):  # noqa: F811
+    """The memo (scope_counts, scope_has_jobs) is a setting any role can set, now key|documents|pending|jobs: a
+    malformed one set in the same statement as the retrieval (a negative count, a count beyond bigint) is ignored,
+    never an error; the retrieval answers as without it."""
+    cl = Cluster(*bank)
+    try:
+        reader, writer = cl.login("membank_reader"), cl.login("membank_writer")
+        scope = json.dumps({"user_id": "memo-forger"})
+        for fact in ("likes tea in the rain", "walks in the rain", "reads by the window"):
+            writer.execute("select membank.create_memory(scope => %s, fact => %s)", (scope, fact))
+        retrieve = ("select array_agg(r.name order by r.name) from membank.retrieve_memories(scope => %s,"
+                    " query_text => 'tea rain', top_k => 5) as r")
+        honest = reader.execute(retrieve, (scope,)).fetchone()[0]
+        assert honest  # found by text (no vectors yet)
+        for forged in ("-5|false|false", "99999999999999999999|false|false", "7|false|maybe", "1e3|true|true"):
+            got = reader.execute(
+                "select set_config('membank.scope_counts', md5(statement_timestamp()::text"
+                " || membank.scope_id(%s::jsonb)::text) || '|' || %s, true), (" + retrieve + ")",
+                (scope, forged, scope)).fetchone()
+            assert got[0].endswith(forged) and got[1] == honest, (forged, got)
+    finally:
+        cl.close()
+
+
+def test_concurrent_compare_and_set_updates_and_deletes_lose_nothing(bank):  # noqa: F811
+    """Writers through the coordinator and both workers race update_memory with the same expected_revision on one
+    memory (exactly one wins each round, the others MB003: no lost update), on two memories of one scope (both
+    win), and a delete against updates (after the delete every update is P0002): no deadlock, no MB040 within a
+    generous membank.lock_timeout, and the revisions count exactly the writes that succeeded."""
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        scope = json.dumps(cl.scope_on(workers(cl)[0].port, "race"))
+        urls = [cl.url] + [w.url(cl.name) for w in workers(cl)]
+        callers = [attack_login(cl, urls[i % 3], "membank_writer") for i in range(6)]
+        for c in callers:
+            c.execute("set membank.lock_timeout = '30s'")
+        one, two = (str(callers[0].execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                           (scope, f"race {n} likes tea")).fetchone()[0]) for n in range(2))
+
+        def race(jobs):
+            outcome = [None] * len(jobs)
+            start = threading.Barrier(len(jobs))
+
+            def run(i, statement, args):
+                start.wait()
+                try:
+                    outcome[i] = callers[i].execute(statement, args).fetchone()[0]
+                except psycopg.Error as err:
+                    outcome[i] = err.sqlstate
+            threads = [threading.Thread(target=run, args=(i, *job)) for i, job in enumerate(jobs)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(120)
+            return outcome
+
+        update = "select (membank.update_memory(%s, fact => %s, scope => %s, expected_revision => %s)).revision"
+        for revision in range(1, 6):
+            got = race([(update, (one, f"race one v{revision}.{i}", scope, revision)) for i in range(6)])
+            assert sorted(got, key=str) == sorted([revision + 1] + ["MB003"] * 5, key=str), got
+        got = race([(update, (one if i % 2 else two, f"race both {i}", scope, 6 if i % 2 else 1))
+                    for i in range(2)])
+        assert got == [2, 7], got
+        delete = "select (membank.delete_memory(%s, scope => %s)).revision"
+        got = race([(delete, (two, scope))] + [(update.replace(", expected_revision => %s", ""),
+                                                 (two, f"race two {i}", scope)) for i in range(1, 6)])
+        assert "40P01" not in got and "MB040" not in got, got
+        wins = [g for g in got[1:] if isinstance(g, int)]
+        assert set(got[1:]) - set(wins) <= {"P0002"}, got
+        assert got[0] == 2 + len(wins), got  # the memory as the delete found it: after every update that won
+        revisions = cl.admin.execute("select count(*) from membank_private.memory_revisions where memory_name = %s::uuid",
+                                     (two,)).fetchone()[0]
+        assert revisions == 2 + len(wins) + 1
+    finally:
+        cl.close()

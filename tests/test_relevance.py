@@ -236,3 +236,40 @@ def test_the_gate_judges_the_rows_returned_not_rows_tied_with_the_last(conn):
     assert retrieve(1, floor) == []
     assert [r["fact"] for r in retrieve(2, floor)] == ["zebra one", "quartz zebra two"]
     assert [r["fact"] for r in retrieve(1, first)] == ["zebra one"]
+
+
+@pytest.mark.role("membank_writer")
+def test_query_signals_idf_total_is_query_idf_total(conn, superuser):
+    """query_signals reads idf_total in its own statement (one read of the lexicon on Citus): the value is
+    query_idf_total's (the separate read it replaced, kept as the reference), to the last bit: one scope
+    and two, several texts (the largest counts), unknown and accented words, stop words only, a null text, and
+    counts appended by a transaction's later writes (the lexicon delta)."""
+    scopes = [{"user_id": "idf_a"}, {"user_id": "idf_b"}]
+    facts = ["Maya works as a nurse in Lisbon", "Maya likes jazz and café au lait", "The nurse plays tennis",
+             "Maya's brother lives in Berlin", "Tennis on sundays with Maya"]
+    for i, fact in enumerate(facts):
+        conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(scopes[i % 2]), fact))
+    ids = [superuser.execute("select md5(%s::jsonb::text)::uuid as id", (Jsonb(s),)).fetchone()["id"]
+           for s in scopes]
+    queries = [["What is Maya's job?"], ["nurse Lisbon tennis", "jazz"], ["cafe"], ["zebra quartz"],
+               ["the and of"], [None, "Berlin brother"], ["Maya Maya Maya", "zebra Maya"]]
+    compare = ("select (membank_private.query_signals(%(t)s::text[], %(s)s::uuid[])).idf_total as signals,"
+               " membank_private.query_idf_total(%(t)s::text[], %(s)s::uuid[]) as direct")
+
+    def check() -> int:
+        checked = 0
+        for scope_ids in ([ids[0]], ids):
+            for texts in queries:
+                got = superuser.execute(compare, {"t": texts, "s": scope_ids}).fetchone()
+                assert got["signals"] == got["direct"], (texts, scope_ids, got)
+                checked += got["direct"] > 0
+        return checked
+
+    assert check() >= 8  # most queries know some words
+    with superuser.transaction():  # a transaction's later writes: counts in the lexicon delta
+        for fact in ("Maya adopted a zebra", "A quartz clock for the nurse"):
+            superuser.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(scopes[0]), fact))
+        assert superuser.execute("select (membank_private.scope_counts(%s::uuid[])).pending as p",
+                                 ([ids[0]],)).fetchone()["p"]
+        assert check() > 8  # zebra and quartz known now
+        raise psycopg.Rollback

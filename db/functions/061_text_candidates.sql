@@ -95,8 +95,10 @@ begin
         _key := md5(statement_timestamp()::text || array_to_string(scope_ids, ','));
         _memo := current_setting('membank.scope_counts', true);
         -- Any role can set the setting itself: only a well-formed count is
-        -- taken (a forged one could only change the caller's own results).
-        if _memo ~ ('^' || _key || '\|[0-9]+\|(true|false)\|(true|false)?$') then
+        -- taken (a forged one could only change the caller's own results);
+        -- at most 18 digits, always a bigint (a longer one failed the cast,
+        -- 22003, and with it the caller's retrieval).
+        if _memo ~ ('^' || _key || '\|[0-9]{1,18}\|(true|false)\|(true|false)?$') then
             documents := split_part(_memo, '|', 2)::bigint;
             pending := split_part(_memo, '|', 3)::boolean;
             return;
@@ -142,7 +144,7 @@ begin
         perform membank_private.scope_counts(scope_ids);
         _memo := current_setting('membank.scope_counts', true);
         if _memo ~ ('^' || md5(statement_timestamp()::text || array_to_string(scope_ids, ','))
-                    || '\|[0-9]+\|(true|false)\|(true|false)$') then
+                    || '\|[0-9]{1,18}\|(true|false)\|(true|false)$') then
             return split_part(_memo, '|', 4)::boolean;
         end if;
     end if;

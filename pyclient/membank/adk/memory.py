@@ -160,6 +160,8 @@ class MembankMemoryService(BaseMemoryService):
                 seen.add(e["event_id"])
                 new.append(e)
         wait = bool(options.get("wait_for_completion", self.wait_for_completion))
+        if new:
+            self._check_process(bank, wait)
         ttl = options.get("ttl")
         topics = options.get("topics") or options.get("allowed_topics") or self.topics
         for start in range(0, len(new), MAX_EVENTS_PER_OPERATION):
@@ -190,6 +192,16 @@ class MembankMemoryService(BaseMemoryService):
         await run(self.bank, self._add_memories, self.scope(app_name, user_id), list(memories),
                                 dict(custom_metadata or {}))
 
+    def _check_process(self, bank: MemoryBank, wait: bool) -> None:
+        """Refuse (PermissionDeniedError, 42501) before anything is written when the wait would run the jobs here.
+
+        Running them needs membank_worker or membank_admin (``membank.worker.require_job_role``): a writer
+        login that asked for ``process_in_process`` gets the error before its events or operation are stored.
+        """
+        if wait and self.process_in_process:
+            bank.generation_worker.configure()
+            bank.worker.configure()
+
     def _add_memories(self, bank: MemoryBank, scope: dict[str, str], memories: list[MemoryEntry],
                       options: dict[str, Any]) -> None:
         facts = [(m, event_text(m)) for m in memories]
@@ -197,6 +209,7 @@ class MembankMemoryService(BaseMemoryService):
         ttl = options.get("ttl")
         ttl = timedelta(seconds=float(ttl)) if ttl is not None else None
         if options.get("enable_consolidation"):
+            self._check_process(bank, bool(options.get("wait_for_completion", self.wait_for_completion)))
             pending = bank.generate_memories(scope, facts=[text for _, text in facts], ttl=ttl)
             self.operations.append(pending)
             if bool(options.get("wait_for_completion", self.wait_for_completion)):

@@ -117,8 +117,12 @@ class GenerationWorker:
         """
         conn = self._connection()
         with conn.transaction():
-            job = conn.execute("select * from membank.claim_generation_jobs(1, %s::uuid)",
-                               (operation_name,)).fetchone()
+            try:
+                job = conn.execute("select * from membank.claim_generation_jobs(1, %s::uuid)",
+                                   (operation_name,)).fetchone()
+            except psycopg.errors.InsufficientPrivilege as err:
+                # a login bound to scopes (refuse_bound_role): membank's PermissionDeniedError, as everywhere
+                raise errors.from_psycopg(err) from None
             if job is None:
                 return 0
             job_id, operation, stage = job[0], job[1], job[2]
