@@ -7,6 +7,13 @@ drop function if exists membank.retrieve_memories(
     double precision, double precision, boolean
 );
 drop function if exists membank_private.rerank_features(uuid[], text[], membank.retrieved_memory[]);
+-- retrieve_memories' first pass (db/functions/070, added at head after 0027;
+-- it returns membank.retrieved_memory, which an older downgrade drops).
+drop function if exists membank_private.fused_memories(
+    jsonb[], uuid[], text[], membank_extensions.vector[], integer, integer, double precision, jsonb, text[], text,
+    timestamptz, timestamptz, text, double precision, double precision, integer, integer, double precision,
+    double precision
+);
 drop function if exists membank_private.rerank_probability(double precision[]);
 drop function if exists membank_private.rerank_coefficients();
 drop function if exists membank_private.rerank_feature_names();
