@@ -1198,8 +1198,7 @@ def generate(scope: Any, session_id: str | None, events: Any, facts: tuple[str, 
         if wait:
             # The provider is built (a missing key named), and the login's right to run the jobs checked,
             # before the operation starts: a refused login writes nothing.
-            bank.generation_worker.configure()
-            bank.worker.configure()
+            bank._require_job_role()
         pending = bank.generate_memories(scope, session_id=session_id, events=events, facts=list(facts) or None,
                                          topics=chosen or None, start_time=start_time, end_time=end_time,
                                          ttl=ttl, disable_consolidation=disable_consolidation,

@@ -885,6 +885,14 @@ class MemoryBank:
                                                        max_attempts=self._model_attempts)
         return self._generation_worker
 
+    def _require_job_role(self, *, generation: bool = True) -> None:
+        # Running jobs in this process needs membank_worker or membank_admin. Connecting the in-process workers
+        # checks it (membank.worker.require_job_role: PermissionDeniedError, 42501), so a path that writes and
+        # then runs the jobs here calls this first and a refused login writes nothing.
+        if generation:
+            self.generation_worker.configure()
+        self.worker.configure()
+
     def process_pending(self, *, limit: int | None = None, generation: bool = True,
                         operation_name: str | UUID | None = None, deadline: float | None = None) -> int:
         """Run queued work in this process until none is due; return how many jobs were processed.

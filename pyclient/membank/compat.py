@@ -140,9 +140,7 @@ class _Verbs:
         # Running the jobs here needs membank_worker or membank_admin: refused before anything is written
         # (PermissionDeniedError naming the role), not after the memory is stored.
         if self.process:
-            self.bank.worker.configure()
-            if generation:
-                self.bank.generation_worker.configure()
+            self.bank._require_job_role(generation=generation)
 
     def _embed(self) -> None:
         # mem0 embeds before add/update return; membank queues it: run the queue here when asked to.

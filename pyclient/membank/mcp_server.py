@@ -156,13 +156,6 @@ class MembankTools:
         return {"deleted": True, **_jsonable(self.bank.delete_memory(name, scope=scope,
                                                                      expected_revision=expected_revision))}
 
-    def _check_process(self) -> None:
-        # wait=True runs the operation and its embeddings in this process, which needs membank_worker or
-        # membank_admin: a login without either is refused (PermissionDeniedError naming the role) before its
-        # events or operation are written, not after (membank.worker.require_job_role).
-        self.bank.generation_worker.configure()
-        self.bank.worker.configure()
-
     def generate_memories(self, events: Annotated[list[dict[str, Any]] | None, Field(
                               max_length=EVENTS_MAX,
                               description="Conversation events, at most 1000: {\"event_id\", \"author\", \"text\" "
@@ -183,8 +176,8 @@ class MembankTools:
 
         One source: events, session_id, or facts.
         """
-        if wait:
-            self._check_process()
+        if wait:  # runs the jobs here: a login that may not is refused before anything is written
+            self.bank._require_job_role()
         pending = self.bank.generate_memories(scope, events=events, session_id=session_id, facts=facts)
         if not wait:
             return {"name": str(pending.name), "done": False}
@@ -206,8 +199,8 @@ class MembankTools:
 
         System and tool messages are stored but not extracted from; sending the same messages again adds nothing.
         """
-        if wait:
-            self._check_process()
+        if wait:  # runs the jobs here: a login that may not is refused before anything is written
+            self.bank._require_job_role()
         pending = self.bank.add(messages, scope=scope, session_id=session_id)
         added = _jsonable(pending.added)
         if not wait:

@@ -199,8 +199,7 @@ class MembankMemoryService(BaseMemoryService):
         login that asked for ``process_in_process`` gets the error before its events or operation are stored.
         """
         if wait and self.process_in_process:
-            bank.generation_worker.configure()
-            bank.worker.configure()
+            bank._require_job_role()
 
     def _add_memories(self, bank: MemoryBank, scope: dict[str, str], memories: list[MemoryEntry],
                       options: dict[str, Any]) -> None:
