@@ -22,7 +22,7 @@ T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 SCOPE = {"user_id": "melanie"}
 QUERY = "violin market"
 HIT = "Yesterday Melanie bought a violin at the market in Cremona"
-# Said right after the hit, in its session: it names the hit's town and person (rare words, names the
+# Said right before the hit, in its session: it names the hit's town and person (rare words, names the
 # question lacks) and shares only the common word "market" with the question; the longest such fact,
 # so the first pass ranks it last of them.
 EVIDENCE = ("The Cremona workshop where Melanie found it also keeps a stall at the Sunday market, run by the"
@@ -50,11 +50,11 @@ def said(conn, scope, session, turns, start=T0):
 
 @pytest.fixture
 def stored(login):
-    """The hit and the evidence said one after the other in session s1; each distractor in a session of its own;
+    """The evidence and the hit said one after the other in session s1; each distractor in a session of its own;
     fillers that match no query word, in none."""
     _, url = login("membank_writer")
     with connect_as(url) as conn:
-        said(conn, SCOPE, "s1", [HIT, EVIDENCE])
+        said(conn, SCOPE, "s1", [EVIDENCE, HIT])
         for i, fact in enumerate(DISTRACTORS):
             said(conn, SCOPE, f"d{i}", [fact], start=T0 + timedelta(hours=i + 1))
         for fact in FILLERS:
@@ -110,11 +110,43 @@ def test_rerank_orders_by_the_model_over_the_features_the_fit_reads(conn, stored
                        " rerank => true)", (Jsonb(SCOPE), QUERY)).fetchall()
     assert [r["fact"] for r in got] == [model[i]["fact"] for i in expected]
     assert [r["score"] for r in got] == pytest.approx([model[i]["p"] for i in expected])
-    # the evidence's session signals: the hit said right before it, in the top 3, one turn away
+    # the evidence's session signals: the hit said right after it, in the top 3, one turn away
     evidence = dict(zip(names, next(r["features"] for r in model if r["fact"] == EVIDENCE)))
-    assert evidence["prev_score"] == pytest.approx(1 / 11) and evidence["next_score"] == 0
+    assert evidence["next_score"] == pytest.approx(1 / 11) and evidence["prev_score"] == 0
     assert evidence["session_top3"] == 1 and evidence["near_top5"] == 1
     assert evidence["shared_proper"] == 2  # cremona, melanie
+
+
+@pytest.mark.role("membank_reader")
+def test_the_reranker_prefers_what_the_person_asked_about_said(conn, login, superuser):
+    """asked_author: a memory whose source event's author the question names ranks above the same words said by
+    another: the first pass ranks Caroline's shorter turn first, the re-ranker Melanie's, whom the question names."""
+    scope = {"user_id": "duo"}
+    _, url = login("membank_writer")
+    with connect_as(url) as writer:
+        for i, (author, text) in enumerate([("Caroline", "I bought a violin at the market"),
+                                            ("Melanie", "I bought a violin at the market on my trip"),
+                                            ("Caroline", "The weather was grey all week"),
+                                            ("Melanie", "My kids love the beach in summer")]):
+            writer.execute("select membank.append_events(%s, %s, %s)", (Jsonb(scope), f"s{i}", Jsonb([
+                {"event_id": f"e{i}", "author": author, "text": text,
+                 "timestamp": (T0 + timedelta(days=i)).isoformat()}])))
+            writer.execute("select membank.create_memory(scope => %s, fact => %s, source_event_ids => %s)",
+                           (Jsonb(scope), text, [f"e{i}"]))
+    query = "What did Melanie buy at the market?"
+    ask = ("select fact from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 2, rerank => %s)")
+    assert [r["fact"] for r in conn.execute(ask, (Jsonb(scope), query, False))] == [
+        "I bought a violin at the market", "I bought a violin at the market on my trip"]
+    assert [r["fact"] for r in conn.execute(ask, (Jsonb(scope), query, True))] == [
+        "I bought a violin at the market on my trip", "I bought a violin at the market"]
+    sys.path.insert(0, str(ROOT / "bench"))
+    import fit_rerank
+
+    names = superuser.execute("select membank_private.rerank_feature_names() as n").fetchone()["n"]
+    rows = superuser.execute(fit_rerank.ROWS_SQL, {"scope": Jsonb(scope), "text": query, "emb": None,
+                                                   "k": fit_rerank.DEPTH, "depth": fit_rerank.LIST_DEPTH}).fetchall()
+    asked = [dict(zip(names, r["features"]))["asked_author"] for r in rows]
+    assert asked == [0, 1]  # Caroline's turn, then Melanie's: the only rows with a query word
 
 
 def test_proper_nouns_skip_sentence_openers(superuser):

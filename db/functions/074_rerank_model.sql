@@ -7,14 +7,14 @@
 --   defaults; membank_private.fused_memories) per question, features from membank_private.rerank_features.
 -- Data: LoCoMo (Maharana et al., ACL 2024) conversations 26, 30, 41, 42, 43, sha256 of the
 --   files 3948d6382247fe76; fitted on 26, 30 only.
--- Date: 2026-12-02
+-- Date: 2026-12-03
 -- Fit:
---   231 tuning questions x top 50: 11550 rows (263 evidence); ridge 0.01 (leave-one-conversation-out recall@10
---     0.01: 0.807, 0.1: 0.804, 1: 0.794, 10: 0.782, 100: 0.789)
---   tuning 26, 30: recall@10 0.772 -> 0.799; multi-hop 0.403 -> 0.432, temporal 0.968 -> 0.984, open-domain 0.455
---     -> 0.364, single-hop 0.833 -> 0.877
---   held out 41, 42, 43: recall@10 0.727 -> 0.763; multi-hop 0.459 -> 0.502, temporal 0.780 -> 0.799, open-domain
---     0.348 -> 0.409, single-hop 0.839 -> 0.875
+--   231 tuning questions x top 50: 11550 rows (263 evidence); ridge 1 (leave-one-conversation-out recall@10 0.01:
+--     0.833, 0.1: 0.834, 1: 0.836, 10: 0.823, 100: 0.809)
+--   tuning 26, 30: recall@10 0.772 -> 0.835; multi-hop 0.403 -> 0.496, temporal 0.968 -> 0.984, open-domain 0.455
+--     -> 0.500, single-hop 0.833 -> 0.912
+--   held out 41, 42, 43: recall@10 0.725 -> 0.788; multi-hop 0.459 -> 0.535, temporal 0.780 -> 0.821, open-domain
+--     0.348 -> 0.437, single-hop 0.836 -> 0.898
 
 -- name: rerank_coefficients: the fitted re-ranker's intercept and coefficients (rerank_feature_names order).
 create or replace function membank_private.rerank_coefficients()
@@ -26,9 +26,10 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
-    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper,
+    --   asked_author
     select array[
-        8.37825, -43.2544, -0.247281, -1.98779, -27.8425, -0.95519, -1.50878, 0.154996, -3.74596, 3.0316,
-        0.90269, 0.0917009, 0.689759, 0.555697
+        11.5312, -29.2572, -0.115637, -11.5223, -25.9638, -0.744826, -1.18417, 0.20157, 2.87085, 5.40433,
+        0.931242, 0.026092, 0.630171, 0.182576, 2.49272
     ]::double precision [];
 $$;

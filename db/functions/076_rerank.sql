@@ -38,7 +38,7 @@ as $$
     select array[
         'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'ln_vector_rank',
         'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
-        'near_top5', 'shared_proper'
+        'near_top5', 'shared_proper', 'asked_author'
     ]::text [];
 $$;
 
@@ -105,7 +105,18 @@ begin
                      and b.source_session_id = m.source_session_id
                      and (b.source_event_time, b.source_append_seq) < (m.source_event_time, m.source_append_seq)
                      and (b.expire_time is null or b.expire_time > statement_timestamp())
-               ) end as turn
+               ) end as turn,
+               -- whether the question names who said it: the author of
+               -- its first source event (the event that placed it; one
+               -- lookup on events_session_time_idx), a word of it among
+               -- the question's capitalised words
+               coalesce((
+                   select regexp_split_to_array(lower(e.author), '\W+') && _asked_proper
+                   from membank_private.events as e
+                   where e.scope_id = any(scope_ids) and e.scope_id = m.scope_id
+                     and e.session_id = m.source_session_id and e.event_time = m.source_event_time
+                     and e.append_seq = m.source_append_seq
+               ), false) as asked_author
         from candidate as c
         left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
     ), top_noun as (
@@ -155,7 +166,9 @@ begin
         coalesce(s.session_hits10, 0),
         coalesce(1.0 / greatest(s.near_top5, 1), 0),
         -- names it shares with the other top-3 hits, the question's left out
-        coalesce(n.nouns, 0)
+        coalesce(n.nouns, 0),
+        -- the question names its author
+        p.asked_author::integer
     ]::double precision []
     from placed as p
     cross join best as b
