@@ -1,8 +1,8 @@
 """The re-ranker (retrieve_memories' rerank, 076_rerank.sql; coefficients 074_rerank_model.sql by bench/fit_rerank.py).
 
 A second pass over the first pass's top 50: a fitted logistic model orders
-them by where each was said relative to the top hits and by the names and
-rare words it shares with them.
+them by where each was said relative to the top hits and by whether the
+question names who said it.
 """
 
 import re
@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MODEL_FILE = ROOT / "db" / "functions" / "074_rerank_model.sql"
 T0 = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
 SCOPE = {"user_id": "melanie"}
-QUERY = "violin market"
+QUERY = "Where did Melanie see a violin at the market?"
 HIT = "Yesterday Melanie bought a violin at the market in Cremona"
-# Said right before the hit, in its session: it names the hit's town and person (rare words, names the
-# question lacks) and shares only the common word "market" with the question; the longest such fact,
-# so the first pass ranks it last of them.
-EVIDENCE = ("The Cremona workshop where Melanie found it also keeps a stall at the Sunday market, run by the"
+# Said by Melanie right before the hit, in its session: it names the hit's town (a rare word the question
+# lacks) and shares only the common word "market" with the question; the longest such fact, so the first
+# pass ranks it last of them. Every distractor is Caroline's.
+EVIDENCE = ("The Cremona workshop where she found it also keeps a stall at the Sunday market, run by the"
             " grandsons of the luthier who carved the scroll by hand")
 DISTRACTORS = [f"The market on {day} sold {thing}" for day, thing in [
     ("Monday", "fish"), ("Tuesday", "bread"), ("Wednesday", "cheese"), ("Thursday", "apples"),
@@ -38,9 +38,9 @@ FILLERS = [f"Melanie's cousin number {i} likes {thing}" for i, thing in enumerat
      "kayaks", "puzzles", "stamps"])]
 
 
-def said(conn, scope, session, turns, start=T0):
+def said(conn, scope, session, turns, start=T0, author="user"):
     """Append the turns as events of the session (one second apart) and store each as a memory sourced by its event."""
-    events = [{"event_id": f"{session}:{i}", "author": "user", "text": text,
+    events = [{"event_id": f"{session}:{i}", "author": author, "text": text,
                "timestamp": (start + timedelta(seconds=i)).isoformat()} for i, text in enumerate(turns)]
     conn.execute("select membank.append_events(%s, %s, %s)", (Jsonb(scope), session, Jsonb(events)))
     for text, e in zip(turns, events):
@@ -50,13 +50,13 @@ def said(conn, scope, session, turns, start=T0):
 
 @pytest.fixture
 def stored(login):
-    """The evidence and the hit said one after the other in session s1; each distractor in a session of its own;
-    fillers that match no query word, in none."""
+    """The evidence and the hit said by Melanie one after the other in session s1; each distractor by Caroline in
+    a session of its own; fillers that match no query word, in none."""
     _, url = login("membank_writer")
     with connect_as(url) as conn:
-        said(conn, SCOPE, "s1", [EVIDENCE, HIT])
+        said(conn, SCOPE, "s1", [EVIDENCE, HIT], author="Melanie")
         for i, fact in enumerate(DISTRACTORS):
-            said(conn, SCOPE, f"d{i}", [fact], start=T0 + timedelta(hours=i + 1))
+            said(conn, SCOPE, f"d{i}", [fact], start=T0 + timedelta(hours=i + 1), author="Caroline")
         for fact in FILLERS:
             conn.execute("select membank.create_memory(scope => %s, fact => %s)", (Jsonb(SCOPE), fact))
 
@@ -64,7 +64,7 @@ def stored(login):
 def facts(conn, **extra):
     args = "".join(f", {k} => %({k})s" for k in extra)
     return [r["fact"] for r in conn.execute(
-        "select fact from membank.retrieve_memories(scope => %(scope)s, query_text => %(q)s, top_k => 10" + args + ")",
+        "select fact from membank.retrieve_memories(scope => %(scope)s, query_text => %(q)s" + ("" if "top_k" in extra else ", top_k => 10") + args + ")",
         {"scope": Jsonb(SCOPE), "q": QUERY, **extra}).fetchall()]
 
 
@@ -77,7 +77,8 @@ def test_the_reranker_lifts_evidence_from_fused_rank_11_to_50_into_the_top_10(co
     assert EVIDENCE not in facts(conn) and facts(conn) == facts(conn, rerank=False)  # off is the default
     reranked = facts(conn, rerank=True)
     assert len(reranked) == 10 and reranked[0] == HIT
-    assert EVIDENCE in reranked  # fused rank 15 -> the top 10 (7th with 074's coefficients of 2026-12-02)
+    assert EVIDENCE in reranked  # fused rank 15 -> the top 10 (2nd with 074's coefficients of 2026-12-03:
+    # Melanie said it, whom the question names, right before the top hit)
 
 
 @pytest.mark.role("membank_reader")
@@ -104,17 +105,19 @@ def test_rerank_orders_by_the_model_over_the_features_the_fit_reads(conn, stored
                                      (r["features"],)).fetchone()["p"]} for r in rows]
     assert len(model) == 2 + len(DISTRACTORS)  # every memory with a query word (fewer than 50)
     names = superuser.execute("select membank_private.rerank_feature_names() as n").fetchone()["n"]
+    assert {r["fact"]: dict(zip(names, r["features"]))["asked_author"] for r in model} == {
+        f: 1 if f in (HIT, EVIDENCE) else 0 for f in [HIT, EVIDENCE, *DISTRACTORS]}
     assert all(len(r["features"]) == len(names) for r in model)
     expected = sorted(range(len(model)), key=lambda i: (-model[i]["p"], i))[:10]
     got = conn.execute("select fact, score from membank.retrieve_memories(scope => %s, query_text => %s, top_k => 10,"
                        " rerank => true)", (Jsonb(SCOPE), QUERY)).fetchall()
     assert [r["fact"] for r in got] == [model[i]["fact"] for i in expected]
     assert [r["score"] for r in got] == pytest.approx([model[i]["p"] for i in expected])
-    # the evidence's session signals: the hit said right after it, in the top 3, one turn away
+    # the evidence's session signals (the hit said right after it, in the top 3, one turn away) and its author
     evidence = dict(zip(names, next(r["features"] for r in model if r["fact"] == EVIDENCE)))
     assert evidence["next_score"] == pytest.approx(1 / 11) and evidence["prev_score"] == 0
     assert evidence["session_top3"] == 1 and evidence["near_top5"] == 1
-    assert evidence["shared_proper"] == 2  # cremona, melanie
+    assert evidence["asked_author"] == 1  # Melanie said it; the question names her
 
 
 @pytest.mark.role("membank_reader")
@@ -147,15 +150,6 @@ def test_the_reranker_prefers_what_the_person_asked_about_said(conn, login, supe
                                                    "k": fit_rerank.DEPTH, "depth": fit_rerank.LIST_DEPTH}).fetchall()
     asked = [dict(zip(names, r["features"]))["asked_author"] for r in rows]
     assert asked == [0, 1]  # Caroline's turn, then Melanie's: the only rows with a query word
-
-
-def test_proper_nouns_skip_sentence_openers(superuser):
-    def nouns(text):
-        return superuser.execute("select membank_private.proper_nouns(%s) as n", (text,)).fetchone()["n"]
-
-    assert nouns("Caroline: Yesterday I met Anna Smith in Paris. The rain stopped!") == ["anna", "paris", "smith"]
-    assert nouns('He said: "Anna, (Bob) and Paris." Then ... Zoe left; Yves stayed') == ["bob", "paris", "yves"]
-    assert nouns("") == [] and nouns(None) == []
 
 
 @pytest.mark.role("membank_reader")

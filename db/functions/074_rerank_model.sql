@@ -10,11 +10,11 @@
 -- Date: 2026-12-03
 -- Fit:
 --   231 tuning questions x top 50: 11550 rows (263 evidence); ridge 1 (leave-one-conversation-out recall@10 0.01:
---     0.833, 0.1: 0.834, 1: 0.836, 10: 0.823, 100: 0.809)
+--     0.835, 0.1: 0.835, 1: 0.838, 10: 0.820, 100: 0.809)
 --   tuning 26, 30: recall@10 0.772 -> 0.835; multi-hop 0.403 -> 0.496, temporal 0.968 -> 0.984, open-domain 0.455
 --     -> 0.500, single-hop 0.833 -> 0.912
---   held out 41, 42, 43: recall@10 0.725 -> 0.788; multi-hop 0.459 -> 0.535, temporal 0.780 -> 0.821, open-domain
---     0.348 -> 0.437, single-hop 0.836 -> 0.898
+--   held out 41, 42, 43: recall@10 0.727 -> 0.788; multi-hop 0.459 -> 0.535, temporal 0.780 -> 0.821, open-domain
+--     0.348 -> 0.437, single-hop 0.839 -> 0.898
 
 -- name: rerank_coefficients: the fitted re-ranker's intercept and coefficients (rerank_feature_names order).
 create or replace function membank_private.rerank_coefficients()
@@ -26,10 +26,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
-    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper,
-    --   asked_author
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, asked_author
     select array[
-        11.5312, -29.2572, -0.115637, -11.5223, -25.9638, -0.744826, -1.18417, 0.20157, 2.87085, 5.40433,
-        0.931242, 0.026092, 0.630171, 0.182576, 2.49272
+        11.8368, -28.7502, -0.114557, -11.9305, -26.0711, -0.73263, -1.17137, 0.20864, 2.80571, 5.31154,
+        0.914686, 0.0237531, 0.627966, 2.51302
     ]::double precision [];
 $$;

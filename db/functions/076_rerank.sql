@@ -4,12 +4,12 @@
 --
 -- Why: on LoCoMo, 40 % of the evidence the first pass misses at rank 10 sits
 -- at fused rank 11-50 (docs/retrieval.md). The first pass judges each memory
--- alone; the second looks at the list as a whole: where each candidate was
--- said relative to the top hits (same session, turns apart, the turns just
--- before and after it), and which names it shares with the top hits that
--- the question does not hold (the second hop of a multi-hop
--- question: "Where did the friend she met in Paris move?" finds the friend
--- first, then the turn that names the friend and the move).
+-- alone; the second looks at the list as a whole and at who said what:
+-- where each candidate was said relative to the top hits (same session,
+-- turns apart, the turns just before and after it), and whether the
+-- question names the candidate's author ("What did Melanie paint?" is
+-- answered by what Melanie said, not by the turn where Caroline asks her
+-- about painting; the author is that of the memory's first source event).
 --
 -- The model is a logistic regression (Cox 1958) over rerank_features below:
 --   p = 1 / (1 + exp(-(b0 + sum_i b_i x_i)))
@@ -18,10 +18,10 @@
 -- reproduces them. The fit reads its features from rerank_features over the
 -- same first pass that the product re-ranks (membank_private.fused_memories:
 -- the fused top 50 of lists 50 deep), so the fit and the product compute
--- the same numbers. Rare words shared with the top hits (BM25 IDF of the
--- shared lexemes) were a feature until 2026-12-02: the refit without it kept
--- leave-one-conversation-out recall on the tuning conversations (0.807 vs
--- 0.805) and it cost a third of the features' time. A learned re-ranker
+-- the same numbers. Features dropped by refits (docs/retrieval.md): the
+-- rare words and the names a candidate shares with the top hits
+-- (2026-12-02 and 2026-12-03: no recall lost without them, and the names
+-- were two thirds of the features' time). A learned re-ranker
 -- over a first-stage list is the usual second stage of retrieval (e.g.
 -- Nogueira & Cho, "Passage Re-ranking with BERT", 2019); this one uses only
 -- signals SQL already holds: no model call.
@@ -38,34 +38,8 @@ as $$
     select array[
         'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'ln_vector_rank',
         'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
-        'near_top5', 'shared_proper', 'asked_author'
+        'near_top5', 'asked_author'
     ]::text [];
-$$;
-
--- name: proper_nouns: the capitalised words of a text that do not open a sentence (lower-cased, each once).
-create or replace function membank_private.proper_nouns(fact text)
-returns text[]
-language plpgsql
-immutable
-parallel safe
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-begin
-    -- A word opens a sentence when it is the text's first or follows a
-    -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
-    -- Each match: the end of the word before (its trailing non-word
-    -- characters), the space, then the capitalised word: one regular
-    -- expression without captures, one scan of the text (splitting it
-    -- into words cost three times as much; 50 texts per re-ranking).
-    -- PL/pgSQL: its plan is cached for the session.
-    return (
-        select coalesce(array_agg(distinct w.noun order by w.noun), '{}')
-        from regexp_matches(coalesce(fact, ''), '[^\w\s]*\s+[^\w\s]*[A-Z][a-z]+', 'g') as m (hit)
-        cross join lateral (select lower(substring(m.hit[1] from '[A-Z][a-z]+$')) as noun) as w
-        where m.hit[1] !~ '^\S*[.!?:]'
-    );
-end
 $$;
 
 -- name: rerank_features: each first-pass candidate's features for the re-ranker (rerank_feature_names' order).
@@ -119,21 +93,6 @@ begin
                ), false) as asked_author
         from candidate as c
         left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
-    ), top_noun as (
-        -- the top-3 hits' names, the question's left out
-        select distinct p.position as top, n.noun
-        from placed as p
-        cross join lateral unnest(membank_private.proper_nouns(p.fact)) as n (noun)
-        where p.position <= 3 and n.noun <> all(_asked_proper)
-    ), shared_noun as (
-        -- the names each shares with the other top-3 hits: its own names
-        -- are read only when its text holds one of theirs at all (strpos
-        -- first: most candidates hold none)
-        select p.position, count(distinct t.noun) as nouns
-        from placed as p
-        inner join top_noun as t on t.top <> p.position and strpos(lower(p.fact), t.noun) > 0
-        where t.noun = any(membank_private.proper_nouns(p.fact))
-        group by p.position
     ), session_pairs as (
         -- each candidate against the others of its session, in one pass (a
         -- session name is its scope's own: never another scope's, as 069)
@@ -165,15 +124,12 @@ begin
         coalesce(s.session_top3, false)::integer,
         coalesce(s.session_hits10, 0),
         coalesce(1.0 / greatest(s.near_top5, 1), 0),
-        -- names it shares with the other top-3 hits, the question's left out
-        coalesce(n.nouns, 0),
         -- the question names its author
         p.asked_author::integer
     ]::double precision []
     from placed as p
     cross join best as b
     left join session_pairs as s on s.position = p.position
-    left join shared_noun as n on n.position = p.position
     order by p.position;
 end
 $$;

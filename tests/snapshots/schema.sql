@@ -8452,26 +8452,6 @@ CREATE FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) RETU
                    from membank_private.profile_fields(s.value) as f))), '{}'))
     from jsonb_each(profile_schemas) as s;
 $$;
-CREATE FUNCTION membank_private.proper_nouns(fact text) RETURNS text[]
-    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-begin
-    -- A word opens a sentence when it is the text's first or follows a
-    -- word ending in . ! ? or : (LoCoMo turns read "Speaker: text").
-    -- Each match: the end of the word before (its trailing non-word
-    -- characters), the space, then the capitalised word: one regular
-    -- expression without captures, one scan of the text (splitting it
-    -- into words cost three times as much; 50 texts per re-ranking).
-    -- PL/pgSQL: its plan is cached for the session.
-    return (
-        select coalesce(array_agg(distinct w.noun order by w.noun), '{}')
-        from regexp_matches(coalesce(fact, ''), '[^\w\s]*\s+[^\w\s]*[A-Z][a-z]+', 'g') as m (hit)
-        cross join lateral (select lower(substring(m.hit[1] from '[A-Z][a-z]+$')) as noun) as w
-        where m.hit[1] !~ '^\S*[.!?:]'
-    );
-end
-$_$;
 CREATE FUNCTION membank_private.prune_dropped_roles() RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9123,8 +9103,10 @@ CREATE FUNCTION membank_private.relevance(similarity double precision, top_simil
 declare
     _f double precision [] := membank_private.relevance_features(similarity, top_similarity, match_share,
                                                                  unknown_share, vector_rank, text_match_rank);
-    _b double precision [] := membank_private.relevance_coefficients(
-        case when similarity is not null then 'hybrid' else 'text' end);
+    -- each model's coefficients a constant argument: folded once when the
+    -- expression is planned (once per session), not read per row
+    _b double precision [] := case when similarity is not null then membank_private.relevance_coefficients('hybrid')
+                                   else membank_private.relevance_coefficients('text') end;
     _s double precision := 0;
 begin
     -- PL/pgSQL, whose statements are planned once per session: as a SQL
@@ -9152,9 +9134,13 @@ CREATE FUNCTION membank_private.relevance_coefficients(model text) RETURNS doubl
     end::double precision [];
 $$;
 CREATE FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) RETURNS double precision[]
-    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
+begin
+    -- PL/pgSQL: one expression, evaluated without a plan per call (as a SQL
+    -- function with a SET clause it was planned on every call: 12 us of the
+    -- 24 a row's relevance cost, 2026-12-03).
     -- With a similarity (model 'hybrid'):
     --   similarity (1 - cosine distance), top_similarity (the query's best
     --   similarity in the scopes: the vector list's first), match_share (0..1), unknown_share (0..1),
@@ -9162,7 +9148,7 @@ CREATE FUNCTION membank_private.relevance_features(similarity double precision, 
     --   not in counts as rank 100; retrieve_memories passes the scopes'
     --   size + 1 when that is less), both (1 when both lists hold it).
     -- Without (model 'text'): match_share, unknown_share, ln(text rank).
-    select case when similarity is not null
+    return case when similarity is not null
                 then array[similarity, coalesce(top_similarity, similarity), coalesce(match_share, 0),
                            coalesce(unknown_share, 1),
                            ln(least(coalesce(vector_rank, 100), 100)), ln(least(coalesce(text_match_rank, 100), 100)),
@@ -9170,6 +9156,7 @@ CREATE FUNCTION membank_private.relevance_features(similarity double precision, 
                 else array[coalesce(match_share, 0), coalesce(unknown_share, 1),
                            ln(least(coalesce(text_match_rank, 100), 100))]
            end::double precision [];
+end
 $$;
 CREATE FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) RETURNS void
     LANGUAGE plpgsql
@@ -9199,10 +9186,10 @@ CREATE FUNCTION membank_private.rerank_coefficients() RETURNS double precision[]
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
-    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, shared_proper
+    --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, asked_author
     select array[
-        8.37825, -43.2544, -0.247281, -1.98779, -27.8425, -0.95519, -1.50878, 0.154996, -3.74596, 3.0316,
-        0.90269, 0.0917009, 0.689759, 0.555697
+        11.8368, -28.7502, -0.114557, -11.9305, -26.0711, -0.73263, -1.17137, 0.20864, 2.80571, 5.31154,
+        0.914686, 0.0237531, 0.627966, 2.51302
     ]::double precision [];
 $$;
 CREATE FUNCTION membank_private.rerank_feature_names() RETURNS text[]
@@ -9212,7 +9199,7 @@ CREATE FUNCTION membank_private.rerank_feature_names() RETURNS text[]
     select array[
         'fused', 'ln_fused_rank', 'similarity', 'similarity_gap', 'ln_vector_rank',
         'ln_text_rank', 'relevance_logit', 'prev_score', 'next_score', 'session_top3', 'session_hits10',
-        'near_top5', 'shared_proper'
+        'near_top5', 'asked_author'
     ]::text [];
 $$;
 CREATE FUNCTION membank_private.rerank_features(scope_ids uuid[], query_texts text[], candidates membank.retrieved_memory[]) RETURNS TABLE(name uuid, features double precision[])
@@ -9246,24 +9233,20 @@ begin
                      and b.source_session_id = m.source_session_id
                      and (b.source_event_time, b.source_append_seq) < (m.source_event_time, m.source_append_seq)
                      and (b.expire_time is null or b.expire_time > statement_timestamp())
-               ) end as turn
+               ) end as turn,
+               -- whether the question names who said it: the author of
+               -- its first source event (the event that placed it; one
+               -- lookup on events_session_time_idx), a word of it among
+               -- the question's capitalised words
+               coalesce((
+                   select regexp_split_to_array(lower(e.author), '\W+') && _asked_proper
+                   from membank_private.events as e
+                   where e.scope_id = any(scope_ids) and e.scope_id = m.scope_id
+                     and e.session_id = m.source_session_id and e.event_time = m.source_event_time
+                     and e.append_seq = m.source_append_seq
+               ), false) as asked_author
         from candidate as c
         left join membank_private.memories as m on m.scope_id = any(scope_ids) and m.name = c.name
-    ), top_noun as (
-        -- the top-3 hits' names, the question's left out
-        select distinct p.position as top, n.noun
-        from placed as p
-        cross join lateral unnest(membank_private.proper_nouns(p.fact)) as n (noun)
-        where p.position <= 3 and n.noun <> all(_asked_proper)
-    ), shared_noun as (
-        -- the names each shares with the other top-3 hits: its own names
-        -- are read only when its text holds one of theirs at all (strpos
-        -- first: most candidates hold none)
-        select p.position, count(distinct t.noun) as nouns
-        from placed as p
-        inner join top_noun as t on t.top <> p.position and strpos(lower(p.fact), t.noun) > 0
-        where t.noun = any(membank_private.proper_nouns(p.fact))
-        group by p.position
     ), session_pairs as (
         -- each candidate against the others of its session, in one pass (a
         -- session name is its scope's own: never another scope's, as 069)
@@ -9295,13 +9278,12 @@ begin
         coalesce(s.session_top3, false)::integer,
         coalesce(s.session_hits10, 0),
         coalesce(1.0 / greatest(s.near_top5, 1), 0),
-        -- names it shares with the other top-3 hits, the question's left out
-        coalesce(n.nouns, 0)
+        -- the question names its author
+        p.asked_author::integer
     ]::double precision []
     from placed as p
     cross join best as b
     left join session_pairs as s on s.position = p.position
-    left join shared_noun as n on n.position = p.position
     order by p.position;
 end
 $$;
@@ -13105,7 +13087,6 @@ REVOKE ALL ON FUNCTION membank_private.profile_plan(o membank_private.operations
 REVOKE ALL ON FUNCTION membank_private.profile_plan_key(plan jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_prompt(profile_schemas jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_reply_schema(profile_schemas jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.proper_nouns(fact text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.prune_dropped_roles() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.purge_expired_batch(batch_size integer) TO membank_admin;
