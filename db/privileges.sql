@@ -65,7 +65,7 @@ membank.get_user_state(text, text),
 membank.evidence_verdicts(jsonb, text, jsonb, text[], integer),
 membank.build_context(
     jsonb, text, text, real[], integer, integer, double precision, text[], integer, integer, boolean, text, text[],
-    real[], double precision
+    real[], double precision, boolean
 ),
 membank.list_scopes(jsonb, integer, jsonb)
 to membank_reader;

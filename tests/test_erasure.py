@@ -152,7 +152,7 @@ CANARY_CALLS: dict[str, str | None] = {
         "select * from membank.add_messages(scope => %(scope)s, session_id => %(session)s,"
         " messages => '[{\"role\": \"user\", \"content\": \"probe\"}]')",
     "membank.build_context(jsonb,text,text,real[],integer,integer,double precision,text[],integer,integer,boolean,"
-    "text,text[],real[],double precision)":
+    "text,text[],real[],double precision,boolean)":
         "select membank.build_context(scopes => %(scope)s, session_id => %(session)s, query_text => %(canary)s,"
         " expected => array[%(name)s::text])",
 }

@@ -5,6 +5,7 @@ them by where each was said relative to the top hits and by whether the
 question names who said it.
 """
 
+import json
 import re
 import sys
 from datetime import datetime, timedelta, timezone
@@ -221,7 +222,6 @@ def test_rerank_with_several_queries_a_large_top_k_and_without_a_query(conn, sto
 
 
 def test_the_cli_reranks_with_its_flag(db_url, monkeypatch, stored):
-    import json
 
     from click.testing import CliRunner
 
@@ -263,3 +263,41 @@ def test_rerank_pairs_session_turns_only_within_a_scope(login):
         same, other = scores(b_same), scores(b_other)
         assert "Melanie bought a violin at the market" in same
         assert same == pytest.approx(other)
+
+
+@pytest.mark.role("membank_reader")
+def test_build_context_reranks_by_default(conn, bank, stored):
+    """build_context puts memories into a prompt unasked: its default is the second pass (rerank => true), in its
+    order; rerank => false (SQL, Python) keeps the first pass's, which misses the evidence at top 10."""
+    def names(**extra):
+        args = "".join(f", {k} => %({k})s" for k in extra)
+        got = conn.execute("select membank.build_context(scopes => %(scope)s, query_text => %(q)s, top_k => 10,"
+                           " min_relevance => null" + args + ") as c", {"scope": Jsonb(SCOPE), "q": QUERY, **extra})
+        return [m["line"][2:] for m in got.fetchone()["c"]["memories"]]
+
+    reranked = facts(conn, rerank=True)
+    assert [json.loads(line) for line in names()] == reranked and EVIDENCE in reranked
+    assert [json.loads(line) for line in names(rerank=False)] == facts(conn, rerank=False)
+    lines = [m["line"] for m in bank.build_context(SCOPE, QUERY, top_k=10, min_relevance=None,
+                                                   use_embedding=False)["memories"]]
+    assert any(EVIDENCE in line for line in lines)
+    lines = [m["line"] for m in bank.build_context(SCOPE, QUERY, top_k=10, min_relevance=None, rerank=False,
+                                                   use_embedding=False)["memories"]]
+    assert not any(EVIDENCE in line for line in lines)
+
+
+@pytest.mark.role("membank_reader")
+def test_the_adk_memory_service_reranks_by_default(bank, stored):
+    """ADK's search_memory (and the preload tool over it) re-ranks unless told not to."""
+    pytest.importorskip("google.adk")
+    import asyncio
+
+    from membank.adk import MembankMemoryService
+
+    def found(**extra):
+        service = MembankMemoryService(bank, top_k=10, min_relevance=None, scope_keys=(None, "user_id"), **extra)
+        got = asyncio.run(service.search_memory(app_name="any", user_id=SCOPE["user_id"], query=QUERY))
+        return [m.content.parts[0].text for m in got.memories]
+
+    assert EVIDENCE in found()
+    assert EVIDENCE not in found(rerank=False)

@@ -1,4 +1,4 @@
-"""Re-ranker by author: the names a candidate shares with the top hits give way to whether the question names its author.
+"""Re-ranker: the author the question names replaces shared names; build_context re-ranks by default.
 
 Revision ID: 0028
 Revises: 0027
@@ -8,6 +8,9 @@ DDL in the .sql files beside this one. The re-ranker's features
 (db/functions/076_rerank.sql, re-created at head) no longer split texts into
 names: membank_private.proper_nouns goes. Its coefficients
 (074_rerank_model.sql) are refitted with the new feature, asked_author.
+build_context gains rerank as its last argument (default true: the path that
+puts memories into a prompt unasked re-ranks), so its old signature is
+dropped and the function re-created from db/functions at head.
 """
 
 from alembic import op

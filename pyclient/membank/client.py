@@ -784,7 +784,7 @@ class MemoryBank:
                       expected: list[str | UUID] = (), generated_lookback: int | None = None,
                       recent_events: int | None = None, include_profiles: bool = True,
                       decompose: str | None = None, use_embedding: bool = True,
-                      min_relevance: float | None | str = "default") -> dict[str, Any]:
+                      min_relevance: float | None | str = "default", rerank: bool | None = None) -> dict[str, Any]:
         """The prompt context assembled in SQL (``membank.build_context``), in one round trip.
 
         Profiles, the memories retrieved for ``query`` with their evidence
@@ -797,7 +797,10 @@ class MemoryBank:
         ``min_relevance``: ``"default"`` (the bank's fitted floor,
         ``membank.default_min_relevance()``), a float in 0..1, or None (every
         retrieved memory may enter); when no retrieved memory reaches it, none
-        enters and ``below_threshold`` counts them.
+        enters and ``below_threshold`` counts them. ``rerank`` (default
+        None: the SQL default, on): the memories in the order of retrieval's
+        second pass (``retrieve_memories(rerank=True)``); False: the first
+        pass alone.
         ``membank.context.build_context`` uses it for the long-term part and
         adds the Valkey buffer's live window. Raises InvalidArgumentError
         naming the argument.
@@ -806,7 +809,7 @@ class MemoryBank:
             scopes=scopes, session_id=session_id, budget_tokens=budget_tokens, top_k=top_k,
             min_similarity=min_similarity, expected=[str(n) for n in expected] or None,
             generated_lookback=generated_lookback, recent_events=recent_events, include_profiles=include_profiles,
-            min_relevance=None if min_relevance == "default" else min_relevance,
+            min_relevance=None if min_relevance == "default" else min_relevance, rerank=rerank,
             **self._query_args(query, decompose, use_embedding)),
             nulls=() if min_relevance == "default" else ("min_relevance",))
         return rows[0]["build_context"]

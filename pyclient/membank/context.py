@@ -230,12 +230,14 @@ class ContextBuilder:
     floor, ``membank.default_min_relevance()``), a float in 0..1, or None
     (off: a one-word topic query such as "pets" scores like gibberish with
     the default embedder, so an agent that searches by single keywords may
-    want it off).
+    want it off); ``rerank`` (default True): the memories in the order of
+    retrieval's second pass (docs/retrieval.md), False for the first pass.
     """
 
     def __init__(self, bank, buffer: SessionBuffer | None, *, top_k: int = 5, min_similarity: float | None = None,
                  generated_lookback: int = 5, tokenizer: Tokenizer | None = None,
-                 decompose: str | None = None, min_relevance: float | None | str = "default") -> None:
+                 decompose: str | None = None, min_relevance: float | None | str = "default",
+                 rerank: bool = True) -> None:
         """Keep the tiers and settings. Raises InvalidArgumentError naming ``top_k`` or ``generated_lookback``."""
         if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= 100:
             raise errors.invalid("top_k", f"must be an integer from 1 to 100, not {top_k!r}", "e.g. 5")
@@ -249,6 +251,7 @@ class ContextBuilder:
         self.min_similarity = min_similarity
         self.decompose = decompose
         self.min_relevance = min_relevance
+        self.rerank = rerank
         self.tokenizer = tokenizer or (buffer.tokenizer if buffer is not None else get_tokenizer())
 
     def build(self, scopes: Mapping[str, str] | Sequence[Mapping[str, str]], session_id: str, query: str,
@@ -298,7 +301,7 @@ class ContextBuilder:
             wanted if len(wanted) > 1 else wanted[0], query, session_id=session_id,
             budget_tokens=max(0, budget_tokens - reserve), top_k=self.top_k, min_similarity=self.min_similarity,
             expected=list(expected), generated_lookback=self.generated_lookback, recent_events=0,
-            decompose=self.decompose, min_relevance=self.min_relevance)
+            decompose=self.decompose, min_relevance=self.min_relevance, rerank=self.rerank)
         verdicts = [_verdict(r) for r in long_term["verdicts"]]
         for v in verdicts:
             _log(v)
@@ -441,7 +444,7 @@ def build_context(bank, buffer: SessionBuffer | None, scopes: Mapping[str, str] 
                   session_id: str, query: str, budget_tokens: int, *, top_k: int = 5,
                   expected: Iterable[UUID | str] = (), min_similarity: float | None = None,
                   generated_lookback: int = 5, decompose: str | None = None,
-                  min_relevance: float | None | str = "default") -> Context:
+                  min_relevance: float | None | str = "default", rerank: bool = True) -> Context:
     """Assemble the prompt context for ``query``: ``ContextBuilder(bank, buffer, top_k=...).build(...)``.
 
     ``bank`` is a MemoryBank, ``buffer`` a SessionBuffer (None: long-term
@@ -449,5 +452,5 @@ def build_context(bank, buffer: SessionBuffer | None, scopes: Mapping[str, str] 
     """
     return ContextBuilder(bank, buffer, top_k=top_k, min_similarity=min_similarity,
                           generated_lookback=generated_lookback, decompose=decompose,
-                          min_relevance=min_relevance).build(
+                          min_relevance=min_relevance, rerank=rerank).build(
         scopes, session_id, query, budget_tokens, expected=expected)

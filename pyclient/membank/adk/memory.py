@@ -72,7 +72,8 @@ class MembankMemoryService(BaseMemoryService):
                  min_similarity: float | None = None, scope_keys: tuple[str | None, str] = ("app_name", "user_id"),
                  wait_for_completion: bool = False, process_in_process: bool = False,
                  wait_timeout: float = 300.0, topics: list[Any] | None = None,
-                 decompose: str | None = None, min_relevance: float | None | str = "default") -> None:
+                 decompose: str | None = None, min_relevance: float | None | str = "default",
+                 rerank: bool = True) -> None:
         """Serve memories from ``bank``: an AsyncMemoryBank (awaited on the event loop, no thread), a
         MemoryBank (called in threads), or None for a new ``MemoryBank(url)``.
 
@@ -92,6 +93,9 @@ class MembankMemoryService(BaseMemoryService):
         the four managed ones). ``decompose`` (``"rules"``,
         ``"model:<provider>"``, ...) splits a compound search query into
         sub-queries, embedded in one call (see ``MemoryBank.retrieve_memories``).
+        ``rerank`` (default True: search results go into a prompt unasked):
+        retrieval's second pass orders them (``retrieve_memories(rerank=True)``,
+        docs/retrieval.md); False keeps the first pass.
         """
         if bank is None:
             from membank.client import MemoryBank
@@ -101,6 +105,7 @@ class MembankMemoryService(BaseMemoryService):
         self.top_k = top_k
         self.min_similarity = min_similarity
         self.min_relevance = min_relevance
+        self.rerank = rerank
         self.scope_keys = scope_keys
         self.wait_for_completion = wait_for_completion
         self.process_in_process = process_in_process
@@ -223,7 +228,7 @@ class MembankMemoryService(BaseMemoryService):
 
     # -- retrieval ---------------------------------------------------------------
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
-        """The ``top_k`` memories of the user closest to ``query`` (hybrid: vectors and full text, RRF).
+        """The ``top_k`` memories of the user closest to ``query`` (hybrid: vectors and full text, RRF, re-ranked).
 
         An empty or blank query means no query, as everywhere in membank: the
         user's memories, at most ``top_k``, oldest first. Each ``MemoryEntry`` carries
@@ -243,6 +248,7 @@ class MembankMemoryService(BaseMemoryService):
         results = await call(self.bank, "retrieve_memories", self.scope(app_name, user_id), query,
                              top_k=self.top_k, min_similarity=self.min_similarity if query is not None else None,
                              min_relevance=min_relevance if query is not None else None,
+                             rerank=self.rerank if query is not None else None,
                              **({"decompose": self.decompose} if self.decompose and query is not None else {}))
         return SearchMemoryResponse(memories=[self._entry(r) for r in results])
 
