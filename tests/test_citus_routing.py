@@ -289,10 +289,12 @@ def shard_commands(commands: list[str]) -> dict[str, int]:
 CREATE_STATEMENTS = {20: 1, 200: 1, 2001: 1}
 # The create before each retrieval adds a memory: the 200-memory scope's retrieval takes the path of a scope above
 # 200 (Hamming step, then the full-text index), the 2,001's MaxScore (and the per-scope HNSW check on its worker).
-# retrieve_memories: the scope's document count and whether it has embedding jobs queued in one statement, and the
-# IDF its query's words can score read with the share of words the scope does not know in another (6, 8 and 9 until
+# retrieve_memories: one statement routed to the scope's shard of scope_locks (retrieve_on_shard) reads the scope's
+# counts and, up to 200 memories, ranks it there, reading the shards by name (4 until 2026-12-03: the count, the
+# scan, the signals, the ranking); above 200 it also answers the HNSW check, and the signals and the ranking are one
+# routed statement (rank_on_shard) after the vector and text lists (6 and 7 until 2026-12-03; 6, 8 and 9 until
 # 2026-12-02).
-RETRIEVE_STATEMENTS = {20: 4, 200: 6, 2001: 7}
+RETRIEVE_STATEMENTS = {20: 1, 200: 5, 2001: 5}
 
 
 @pytest.mark.parametrize("size", SIZES)

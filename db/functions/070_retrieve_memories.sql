@@ -475,6 +475,70 @@ $create$, format(membank_private.rank_statement(), 'membank_private.memories', '
 end
 $do$;
 
+-- name: rank_on_shard: Citus: query_signals and the ranking (rank_statement) of one scope's candidates, on its node.
+-- Called only inside a statement routed to the scope's shard of scope_locks
+-- (fused_memories, for a scope too big for retrieve_on_shard, after its
+-- candidate lists; and by retrieve_on_shard): the scope's lexicon, memories
+-- and vectors read on that node by name (shard_table, 015), one shard
+-- statement where there were two (the signals, the ranking). documents and
+-- pending: the scope's counts (scope_counts). Returns the ranked rows.
+create or replace function membank_private.rank_on_shard(
+    scope_id uuid, scopes jsonb[], texts text[], queries vector[], k integer, depth integer,
+    min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint,
+    pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[],
+    candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[],
+    candidate_text_tiebreak real[], candidate_score double precision[]
+) returns membank.retrieved_memory[]
+language plpgsql
+-- volatile: it runs prepared statements (EXECUTE), which a stable function may not
+volatile
+security invoker
+set search_path from current
+-- the prepared statements' plans kept (generic, as on one server), and
+-- their literal arguments written with every digit (shortest exact floats)
+-- and times in one style
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _idf_total double precision;  -- query_signals (073)
+    _unknown_share double precision := 0;
+    _rows membank.retrieved_memory [];
+begin
+    -- each statement prepared once per connection (prepared_on_shard, 015),
+    -- its arguments as literals
+    if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        execute format('execute %I(%L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.signals_statement(),
+                                  membank_private.shard_table('scope_lexicon_base', scope_id),
+                                  membank_private.shard_table('scope_lexicon_delta', scope_id)),
+                           'text[], uuid[], bigint, boolean'),
+                       texts, array[scope_id], documents, pending)
+        into _idf_total, _unknown_share;
+    end if;
+    -- as fused_memories passes them: the best similarity, and the rank of a
+    -- row a list did not hold (just past the scope's last memory, at most 100)
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select array(select r::membank.retrieved_memory from (%s) as r)',
+                              format(membank_private.rank_statement(),
+                                     membank_private.shard_table('memories', scope_id),
+                                     membank_private.shard_table('memory_embeddings', scope_id))),
+                       'bigint[], uuid[], double precision[], integer[], real[], integer[], real[],'
+                       ' double precision[], vector[], uuid[], jsonb[], text[], integer, integer, double precision,'
+                       ' integer, double precision, double precision, double precision, integer, double precision'),
+                   candidate_query, candidate_name, candidate_distance, candidate_vector_rank, candidate_text_rank,
+                   candidate_text_match_rank, candidate_text_tiebreak, candidate_score, queries, array[scope_id],
+                   scopes, texts, k, depth, min_similarity, rrf_k,
+                   1 - (select min(d) from unnest(candidate_distance) as d), _idf_total, _unknown_share,
+                   least(documents + 1, 100), min_relevance)
+    into _rows;
+    return _rows;
+end
+$$;
+
 -- name: retrieve_on_shard: Citus: fused_memories of one scope of up to least(200, rerank_depth) memories, on its node.
 -- Called only inside the statement fused_memories routes to the scope's
 -- shard of scope_locks, so it runs on the node holding the scope, whose
@@ -493,12 +557,20 @@ create or replace function membank_private.retrieve_on_shard(
     min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text,
     created_after timestamptz, created_before timestamptz, fusion text, vector_weight double precision,
     text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision,
-    out documents bigint, out pending boolean, out jobs boolean, out memories membank.retrieved_memory[]
+    out documents bigint, out pending boolean, out jobs boolean, out hnsw boolean,
+    out memories membank.retrieved_memory[]
 )
 language plpgsql
-stable
+-- volatile: it runs prepared statements (EXECUTE), which a stable function may not
+volatile
 security invoker
 set search_path from current
+-- the prepared statements' plans kept (generic, as on one server), and
+-- their literal arguments written with every digit (shortest exact floats)
+-- and times in one style
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
 as $$
 declare
     _scope_ids uuid [] := array[scope_id];
@@ -518,8 +590,6 @@ declare
     _c_text_match_rank integer [] := '{}';
     _c_text_tiebreak real [] := '{}';
     _c_score double precision [] := '{}';
-    _idf_total double precision;
-    _unknown_share double precision := 0;
 begin
     -- scope_counts' reads (061), with whether the scope has embedding jobs queued
     execute format('select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),'
@@ -534,14 +604,24 @@ begin
         documents := documents + _delta;
     end if;
     if documents > least(200, rerank_depth) then
-        return;  -- hybrid_candidates' other path: fused_memories' statements
+        -- hybrid_candidates' other path, fused_memories' statements; a
+        -- scope above rerank_depth asks whether its HNSW index is ready
+        -- (vector_candidates, 062): answered here, on the node that has it
+        if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
+            hnsw := membank_private.scope_hnsw_ready_here(
+                scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
+        end if;
+        return;
     end if;
     for _i in 1 .. cardinality(texts) loop
         -- hybrid_candidates on the scan path
-        execute format(membank_private.scan_statement(), _memories, _embeddings)
-        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
-        using _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
-              created_before, queries[_i] is not null and not jobs;
+        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.scan_statement(), _memories, _embeddings),
+                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
+                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
+                       created_before, queries[_i] is not null and not jobs)
+        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
         select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
                _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
                _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
@@ -551,21 +631,10 @@ begin
         from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks,
                                         _text_tiebreaks, fusion, vector_weight, text_weight, rrf_k) as f;
     end loop;
-    -- query_signals (073)
-    if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
-        execute format(membank_private.signals_statement(),
-                       membank_private.shard_table('scope_lexicon_base', scope_id),
-                       membank_private.shard_table('scope_lexicon_delta', scope_id))
-        into _idf_total, _unknown_share
-        using texts, _scope_ids, documents, pending;
-    end if;
-    execute format('select array(select r::membank.retrieved_memory from (%s) as r)',
-                   format(membank_private.rank_statement(), _memories, _embeddings))
-    into memories
-    using _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-          _c_score, queries, _scope_ids, scopes, texts, k, depth, min_similarity, rrf_k,
-          1 - (select min(d) from unnest(_c_distance) as d), _idf_total, _unknown_share,
-          least(documents + 1, 100)::integer, min_relevance;
+    memories := membank_private.rank_on_shard(
+        scope_id, scopes, texts, queries, k, depth, min_similarity, rrf_k, min_relevance, documents, pending,
+        _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+        _c_score);
 end
 $$;
 
@@ -615,7 +684,8 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
-    _shard record;  -- Citus: retrieve_on_shard's answer
+    _shard record;  -- Citus: retrieve_on_shard's answer, then the scope's counts
+    _rows membank.retrieved_memory [];  -- Citus: rank_on_shard's
 begin
     if membank_private.distributed() and cardinality(_scope_ids) = 1 and neighbour_weight = 0 then
         -- Citus, one scope: the whole ranking in one statement routed to the
@@ -624,7 +694,7 @@ begin
         -- The scope has no lock row until its first write, so no memory:
         -- then, or when the scope is too big for that statement, the
         -- statements below run, the counts it read kept for them.
-        select x.documents, x.pending, x.jobs, x.memories into _shard
+        select x.documents, x.pending, x.jobs, x.hnsw, x.memories into _shard
         from membank_private.scope_locks as l
         cross join lateral membank_private.retrieve_on_shard(
             l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, metadata_filter, _topics, memory_type,
@@ -636,6 +706,11 @@ begin
         end if;
         if found and pg_current_xact_id_if_assigned() is null then
             perform membank_private.remember_scope_counts(_scope_ids, _shard.documents, _shard.pending, _shard.jobs);
+        end if;
+        if _shard.hnsw is not null then
+            perform membank_private.remember_scope_hnsw(
+                _scope_ids[1], (select vector_dims(q) from unnest(_queries) as q where q is not null limit 1),
+                _shard.hnsw);
         end if;
     end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
@@ -660,6 +735,23 @@ begin
                          _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
                                                  text_tiebreak)
             on c.i = n.i and c.name = n.name;
+    end if;
+    if membank_private.distributed() and cardinality(_scope_ids) = 1 then
+        -- Citus, one scope: the signals and the ranking in one statement
+        -- routed to the scope's shard (rank_on_shard, above); the counts as
+        -- the candidate lists read them (scope_counts' memo).
+        select c.documents, c.pending into _shard from membank_private.scope_counts(_scope_ids) as c;
+        select membank_private.rank_on_shard(
+                   l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, rrf_k, min_relevance,
+                   _shard.documents, _shard.pending, _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank,
+                   _c_text_match_rank, _c_text_tiebreak, _c_score)
+        into _rows
+        from membank_private.scope_locks as l
+        where l.scope_id = _scope_ids[1];
+        if found then
+            return query select r.* from unnest(_rows) as r;
+            return;
+        end if;
     end if;
     select q.idf_total, q.unknown_share into _idf_total, _unknown_share
     from membank_private.query_signals(_texts, _scope_ids) as q;

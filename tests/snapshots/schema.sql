@@ -6837,7 +6837,8 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
-    _shard record;  -- Citus: retrieve_on_shard's answer
+    _shard record;  -- Citus: retrieve_on_shard's answer, then the scope's counts
+    _rows membank.retrieved_memory [];  -- Citus: rank_on_shard's
 begin
     if membank_private.distributed() and cardinality(_scope_ids) = 1 and neighbour_weight = 0 then
         -- Citus, one scope: the whole ranking in one statement routed to the
@@ -6846,7 +6847,7 @@ begin
         -- The scope has no lock row until its first write, so no memory:
         -- then, or when the scope is too big for that statement, the
         -- statements below run, the counts it read kept for them.
-        select x.documents, x.pending, x.jobs, x.memories into _shard
+        select x.documents, x.pending, x.jobs, x.hnsw, x.memories into _shard
         from membank_private.scope_locks as l
         cross join lateral membank_private.retrieve_on_shard(
             l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, metadata_filter, _topics, memory_type,
@@ -6858,6 +6859,11 @@ begin
         end if;
         if found and pg_current_xact_id_if_assigned() is null then
             perform membank_private.remember_scope_counts(_scope_ids, _shard.documents, _shard.pending, _shard.jobs);
+        end if;
+        if _shard.hnsw is not null then
+            perform membank_private.remember_scope_hnsw(
+                _scope_ids[1], (select vector_dims(q) from unnest(_queries) as q where q is not null limit 1),
+                _shard.hnsw);
         end if;
     end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
@@ -6882,6 +6888,23 @@ begin
                          _c_text_tiebreak) as c (i, name, distance, vector_rank, text_rank, text_match_rank,
                                                  text_tiebreak)
             on c.i = n.i and c.name = n.name;
+    end if;
+    if membank_private.distributed() and cardinality(_scope_ids) = 1 then
+        -- Citus, one scope: the signals and the ranking in one statement
+        -- routed to the scope's shard (rank_on_shard, above); the counts as
+        -- the candidate lists read them (scope_counts' memo).
+        select c.documents, c.pending into _shard from membank_private.scope_counts(_scope_ids) as c;
+        select membank_private.rank_on_shard(
+                   l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, rrf_k, min_relevance,
+                   _shard.documents, _shard.pending, _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank,
+                   _c_text_match_rank, _c_text_tiebreak, _c_score)
+        into _rows
+        from membank_private.scope_locks as l
+        where l.scope_id = _scope_ids[1];
+        if found then
+            return query select r.* from unnest(_rows) as r;
+            return;
+        end if;
     end if;
     select q.idf_total, q.unknown_share into _idf_total, _unknown_share
     from membank_private.query_signals(_texts, _scope_ids) as q;
@@ -8867,6 +8890,35 @@ begin
     ;
 end
 $_$;
+CREATE FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) RETURNS membank.retrieved_memory[]
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _idf_total double precision;  -- query_signals (073)
+    _unknown_share double precision := 0;
+    _rows membank.retrieved_memory [];
+begin
+    if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        execute format(membank_private.signals_statement(),
+                       membank_private.shard_table('scope_lexicon_base', scope_id),
+                       membank_private.shard_table('scope_lexicon_delta', scope_id))
+        into _idf_total, _unknown_share
+        using texts, array[scope_id], documents, pending;
+    end if;
+    -- as fused_memories passes them: the best similarity, and the rank of a
+    -- row a list did not hold (just past the scope's last memory, at most 100)
+    execute format('select array(select r::membank.retrieved_memory from (%s) as r)',
+                   format(membank_private.rank_statement(), membank_private.shard_table('memories', scope_id),
+                          membank_private.shard_table('memory_embeddings', scope_id)))
+    into _rows
+    using candidate_query, candidate_name, candidate_distance, candidate_vector_rank, candidate_text_rank,
+          candidate_text_match_rank, candidate_text_tiebreak, candidate_score, queries, array[scope_id], scopes,
+          texts, k, depth, min_similarity, rrf_k, 1 - (select min(d) from unnest(candidate_distance) as d),
+          _idf_total, _unknown_share, least(documents + 1, 100)::integer, min_relevance;
+    return _rows;
+end
+$$;
 CREATE FUNCTION membank_private.rank_statement() RETURNS text
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9367,6 +9419,15 @@ begin
     perform set_config('membank.scope_counts',
                        md5(statement_timestamp()::text || array_to_string(scope_ids, ',')) || '|' || documents || '|'
                        || pending || '|' || coalesce(jobs::text, ''), true);
+end
+$$;
+CREATE FUNCTION membank_private.remember_scope_hnsw(scope_id uuid, dimension integer, ready boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform set_config('membank.scope_hnsw',
+                       md5(statement_timestamp()::text || scope_id::text || '|' || dimension) || '|' || ready, true);
 end
 $$;
 CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jsonb
@@ -9988,7 +10049,7 @@ CREATE FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources 
     )
     select case when count(*) > 0 and count(m.name) = count(*) then min(m.name)::uuid end from m;
 $$;
-CREATE FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT memories membank.retrieved_memory[]) RETURNS record
+CREATE FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $_$
@@ -10010,8 +10071,6 @@ declare
     _c_text_match_rank integer [] := '{}';
     _c_text_tiebreak real [] := '{}';
     _c_score double precision [] := '{}';
-    _idf_total double precision;
-    _unknown_share double precision := 0;
 begin
     -- scope_counts' reads (061), with whether the scope has embedding jobs queued
     execute format('select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),'
@@ -10026,7 +10085,14 @@ begin
         documents := documents + _delta;
     end if;
     if documents > least(200, rerank_depth) then
-        return;  -- hybrid_candidates' other path: fused_memories' statements
+        -- hybrid_candidates' other path, fused_memories' statements; a
+        -- scope above rerank_depth asks whether its HNSW index is ready
+        -- (vector_candidates, 062): answered here, on the node that has it
+        if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
+            hnsw := membank_private.scope_hnsw_ready_here(
+                scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
+        end if;
+        return;
     end if;
     for _i in 1 .. cardinality(texts) loop
         -- hybrid_candidates on the scan path
@@ -10043,21 +10109,10 @@ begin
         from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks,
                                         _text_tiebreaks, fusion, vector_weight, text_weight, rrf_k) as f;
     end loop;
-    -- query_signals (073)
-    if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
-        execute format(membank_private.signals_statement(),
-                       membank_private.shard_table('scope_lexicon_base', scope_id),
-                       membank_private.shard_table('scope_lexicon_delta', scope_id))
-        into _idf_total, _unknown_share
-        using texts, _scope_ids, documents, pending;
-    end if;
-    execute format('select array(select r::membank.retrieved_memory from (%s) as r)',
-                   format(membank_private.rank_statement(), _memories, _embeddings))
-    into memories
-    using _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-          _c_score, queries, _scope_ids, scopes, texts, k, depth, min_similarity, rrf_k,
-          1 - (select min(d) from unnest(_c_distance) as d), _idf_total, _unknown_share,
-          least(documents + 1, 100)::integer, min_relevance;
+    memories := membank_private.rank_on_shard(
+        scope_id, scopes, texts, queries, k, depth, min_similarity, rrf_k, min_relevance, documents, pending,
+        _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+        _c_score);
 end
 $_$;
 CREATE FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) RETURNS uuid
@@ -10338,15 +10393,27 @@ CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension i
     select format('scope_hnsw_%s_%s', replace(scope_id::text, '-', ''), dimension);
 $$;
 CREATE FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select case when membank_private.distributed() and membank_private.node_group() = 0
-                then coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
-                               from membank_private.memory_embeddings as e
-                               where e.scope_id = scope_hnsw_ready.scope_id limit 1), false)
-                else membank_private.scope_hnsw_ready_here(scope_id, dimension) end;
-$$;
+    AS $_$
+declare
+    _memo text;
+begin
+    if not (membank_private.distributed() and membank_private.node_group() = 0) then
+        return membank_private.scope_hnsw_ready_here(scope_id, dimension);
+    end if;
+    _memo := current_setting('membank.scope_hnsw', true);
+    -- Any role can set the setting itself: a forged answer could only make
+    -- the caller's own retrieval probe an index that is not there (an exact
+    -- scan) or skip one (the Hamming step).
+    if _memo ~ ('^' || md5(statement_timestamp()::text || scope_id::text || '|' || dimension) || '\|(true|false)$') then
+        return split_part(_memo, '|', 2)::boolean;
+    end if;
+    return coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
+                     from membank_private.memory_embeddings as e
+                     where e.scope_id = scope_hnsw_ready.scope_id limit 1), false);
+end
+$_$;
 CREATE FUNCTION membank_private.scope_hnsw_ready_here(scope_id uuid, dimension integer) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -13511,6 +13578,7 @@ REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_i
 REVOKE ALL ON FUNCTION membank_private.query_signals_of(query_texts text[], scope_ids uuid[], documents bigint, pending boolean, OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_candidates(candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[], queries membank_extensions.vector[], scope_ids uuid[], scopes jsonb[], texts text[], k integer, depth integer, min_similarity double precision, rrf_k integer, top_similarity double precision, idf_total double precision, unknown_share double precision, absent_rank integer, min_relevance double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_work() FROM PUBLIC;
@@ -13532,6 +13600,7 @@ REVOKE ALL ON FUNCTION membank_private.relevance_coefficients(model text) FROM P
 REVOKE ALL ON FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.remember_scope_counts(scope_ids uuid[], documents bigint, pending boolean, jobs boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.remember_scope_hnsw(scope_id uuid, dimension integer, ready boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rerank_coefficients() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rerank_feature_names() FROM PUBLIC;
@@ -13552,7 +13621,7 @@ REVOKE ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch json
 GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT memories membank.retrieved_memory[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port integer, command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
