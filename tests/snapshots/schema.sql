@@ -8279,6 +8279,19 @@ CREATE FUNCTION membank_private.plan_key(plan jsonb) RETURNS jsonb
                from jsonb_array_elements(p -> 'candidates') as c)) order by (p ->> 'index')::integer), '[]')
     from jsonb_array_elements(plan) as p;
 $$;
+CREATE FUNCTION membank_private.prepared_on_shard(statement text, argument_types text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _name text := 'membank_' || md5(argument_types || statement);
+begin
+    if not exists (select from pg_catalog.pg_prepared_statements as p where p.name = _name) then
+        execute format('prepare %I (%s) as %s', _name, argument_types, statement);
+    end if;
+    return _name;
+end
+$$;
 CREATE FUNCTION membank_private.profile_field_kind(prop jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8891,31 +8904,46 @@ begin
 end
 $_$;
 CREATE FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) RETURNS membank.retrieved_memory[]
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
     AS $$
 declare
     _idf_total double precision;  -- query_signals (073)
     _unknown_share double precision := 0;
     _rows membank.retrieved_memory [];
 begin
+    -- each statement prepared once per connection (prepared_on_shard, 015),
+    -- its arguments as literals
     if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
-        execute format(membank_private.signals_statement(),
-                       membank_private.shard_table('scope_lexicon_base', scope_id),
-                       membank_private.shard_table('scope_lexicon_delta', scope_id))
-        into _idf_total, _unknown_share
-        using texts, array[scope_id], documents, pending;
+        execute format('execute %I(%L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.signals_statement(),
+                                  membank_private.shard_table('scope_lexicon_base', scope_id),
+                                  membank_private.shard_table('scope_lexicon_delta', scope_id)),
+                           'text[], uuid[], bigint, boolean'),
+                       texts, array[scope_id], documents, pending)
+        into _idf_total, _unknown_share;
     end if;
     -- as fused_memories passes them: the best similarity, and the rank of a
     -- row a list did not hold (just past the scope's last memory, at most 100)
-    execute format('select array(select r::membank.retrieved_memory from (%s) as r)',
-                   format(membank_private.rank_statement(), membank_private.shard_table('memories', scope_id),
-                          membank_private.shard_table('memory_embeddings', scope_id)))
-    into _rows
-    using candidate_query, candidate_name, candidate_distance, candidate_vector_rank, candidate_text_rank,
-          candidate_text_match_rank, candidate_text_tiebreak, candidate_score, queries, array[scope_id], scopes,
-          texts, k, depth, min_similarity, rrf_k, 1 - (select min(d) from unnest(candidate_distance) as d),
-          _idf_total, _unknown_share, least(documents + 1, 100)::integer, min_relevance;
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select array(select r::membank.retrieved_memory from (%s) as r)',
+                              format(membank_private.rank_statement(),
+                                     membank_private.shard_table('memories', scope_id),
+                                     membank_private.shard_table('memory_embeddings', scope_id))),
+                       'bigint[], uuid[], double precision[], integer[], real[], integer[], real[],'
+                       ' double precision[], vector[], uuid[], jsonb[], text[], integer, integer, double precision,'
+                       ' integer, double precision, double precision, double precision, integer, double precision'),
+                   candidate_query, candidate_name, candidate_distance, candidate_vector_rank, candidate_text_rank,
+                   candidate_text_match_rank, candidate_text_tiebreak, candidate_score, queries, array[scope_id],
+                   scopes, texts, k, depth, min_similarity, rrf_k,
+                   1 - (select min(d) from unnest(candidate_distance) as d), _idf_total, _unknown_share,
+                   least(documents + 1, 100), min_relevance)
+    into _rows;
     return _rows;
 end
 $$;
@@ -10050,8 +10078,11 @@ CREATE FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources 
     select case when count(*) > 0 and count(m.name) = count(*) then min(m.name)::uuid end from m;
 $$;
 CREATE FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) RETURNS record
-    LANGUAGE plpgsql STABLE
+    LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
     AS $_$
 declare
     _scope_ids uuid [] := array[scope_id];
@@ -10096,10 +10127,13 @@ begin
     end if;
     for _i in 1 .. cardinality(texts) loop
         -- hybrid_candidates on the scan path
-        execute format(membank_private.scan_statement(), _memories, _embeddings)
-        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks
-        using _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
-              created_before, queries[_i] is not null and not jobs;
+        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.scan_statement(), _memories, _embeddings),
+                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
+                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
+                       created_before, queries[_i] is not null and not jobs)
+        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
         select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
                _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
                _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
@@ -13555,6 +13589,7 @@ REVOKE ALL ON FUNCTION membank_private.parse_trigger_duration(value jsonb, argum
 REVOKE ALL ON FUNCTION membank_private.permission_check_budget() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.permission_check_work(parts text[], command text, patterns text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.prepared_on_shard(statement text, argument_types text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_kind(prop jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_spec(prop jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_fields(memory_schema jsonb) FROM PUBLIC;
