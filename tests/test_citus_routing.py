@@ -289,10 +289,12 @@ def shard_commands(commands: list[str]) -> dict[str, int]:
 CREATE_STATEMENTS = {20: 1, 200: 1, 2001: 1}
 # The create before each retrieval adds a memory: the 200-memory scope's retrieval takes the path of a scope above
 # 200 (Hamming step, then the full-text index), the 2,001's MaxScore (and the per-scope HNSW check on its worker).
-# retrieve_memories: the scope's document count and whether it has embedding jobs queued in one statement, and the
-# IDF its query's words can score read with the share of words the scope does not know in another (6, 8 and 9 until
+# retrieve_memories: one statement routed to the scope's shard of scope_locks (retrieve_on_shard) reads the scope's
+# counts and, up to 200 memories, ranks it there, reading the shards by name (4 until 2026-12-03: the count, the
+# scan, the signals, the ranking); above 200 it also answers the HNSW check, and the signals and the ranking are one
+# routed statement (rank_on_shard) after the vector and text lists (6 and 7 until 2026-12-03; 6, 8 and 9 until
 # 2026-12-02).
-RETRIEVE_STATEMENTS = {20: 4, 200: 6, 2001: 7}
+RETRIEVE_STATEMENTS = {20: 1, 200: 5, 2001: 5}
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -314,6 +316,69 @@ def test_shard_commands_per_call_for_create_and_retrieve(census, size):
         got[label] = shard_commands(log.commands)
     assert got["create"] == {"statements": CREATE_STATEMENTS[size], "begin": 1, "commit": 1, "two-phase": 0}, got
     assert got["retrieve"]["two-phase"] == 0 and got["retrieve"]["statements"] == RETRIEVE_STATEMENTS[size], got
+
+
+ROW = ("name, fact, distance, similarity, text_rank, vector_rank, text_match_rank, score, matched_signals, degraded,"
+       " relevance")
+
+
+@pytest.mark.parametrize("variant", [
+    {"texts": ["tea rain"], "queries": True},
+    {"texts": ["tea rain"], "queries": False},
+    {"texts": ["tea", "chess garden"], "queries": True, "k": 6},
+    {"texts": ["tea rain"], "queries": True, "topics": ["USER_PREFERENCES"], "metadata_filter": '{"k": "x"}',
+     "min_similarity": -0.5},
+    {"texts": ["tea rain"], "queries": True, "min_relevance": 0.0, "fusion": "convex", "k": 4},
+], ids=["hybrid", "text", "several queries", "filters", "convex, min_relevance"])
+def test_a_small_scopes_routed_retrieval_ranks_as_the_statements_through_citus(census, variant):
+    """A scope of up to 200 memories is retrieved by one statement routed to its shard (retrieve_on_shard, reading
+    the shards by name); its rows and every value equal those of the one-server statements run through Citus on the
+    coordinator (hybrid_candidates per query, query_signals, rank_candidates), as main ran them."""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    c = cl.admin
+    v = objects["v"]
+    texts, k = variant["texts"], variant.get("k", 5)
+    queries = [list(v) for _ in texts] if variant["queries"] else [None] * len(texts)
+    args = {"s": objects["s"], "texts": texts, "queries": [json.dumps(q) if q else None for q in queries], "k": k,
+            "depth": max(5 * k, 50), "topics": variant.get("topics"), "mf": variant.get("metadata_filter"),
+            "ms": variant.get("min_similarity"), "mr": variant.get("min_relevance"),
+            "fusion": variant.get("fusion", "rrf")}
+    weights = (0.7, 0.3) if args["fusion"] == "convex" else (1.0, 1.0)
+    args["wv"], args["wt"] = weights
+    query_args = ("query_texts => %(texts)s::text[], query_embeddings => %(qe)s::real[]" if len(texts) > 1 else
+                  "query_text => %(t)s, query_embedding => %(qe)s::real[]")
+    got = c.execute(
+        f"select {ROW} from membank.retrieve_memories(scope => %(s)s, {query_args}, top_k => %(k)s,"
+        " topics => %(topics)s, metadata_filter => %(mf)s::jsonb, min_similarity => %(ms)s,"
+        " min_relevance => %(mr)s, fusion => %(fusion)s)",
+        {**args, "t": texts[0], "qe": (queries if len(texts) > 1 else queries[0]) if variant["queries"] else None,
+         }).fetchall()
+    c.execute("set plan_cache_mode to force_custom_plan")  # as retrieve_memories runs on Citus
+    try:
+        lists = c.execute(
+            "select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),"
+            " array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)"
+            " from unnest(%(texts)s::text[], %(queries)s::membank_extensions.vector[]) with ordinality"
+            "  as q (query_text, query, i)"
+            " cross join lateral membank_private.hybrid_candidates(array[md5(%(s)s::jsonb::text)::uuid], q.query,"
+            "  q.query_text, %(depth)s, 400, %(mf)s::jsonb, %(topics)s::text[], null, null, null, %(fusion)s,"
+            "  %(wv)s, %(wt)s, 10) as h", args).fetchone()
+        signals = c.execute("select idf_total, unknown_share from membank_private.query_signals(%(texts)s::text[],"
+                            " array[md5(%(s)s::jsonb::text)::uuid])", args).fetchone()
+        documents = c.execute("select membank_private.scope_documents(array[md5(%(s)s::jsonb::text)::uuid])",
+                              args).fetchone()[0]
+        distances = [d for d in (lists[2] or []) if d is not None]
+        want = c.execute(
+            f"select {ROW} from membank_private.rank_candidates(%s::bigint[], %s::uuid[], %s::float8[], %s::int[],"
+            " %s::real[], %s::int[], %s::real[], %s::float8[], %s::membank_extensions.vector[],"
+            " array[md5(%s::jsonb::text)::uuid], array[%s::jsonb], %s::text[], %s, %s, %s, 10, %s, %s, %s, %s, %s)",
+            (*lists, args["queries"], args["s"], args["s"], texts, k, args["depth"], args["ms"],
+             1 - min(distances) if distances else None, signals[0], signals[1], min(documents + 1, 100),
+             args["mr"])).fetchall()
+    finally:
+        c.execute("reset plan_cache_mode")
+    assert got and got == want
 
 
 def test_a_forged_scope_count_memo_is_not_taken(census):

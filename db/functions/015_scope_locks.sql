@@ -123,6 +123,34 @@ begin
 end
 $$;
 
+-- name: prepared_on_shard: the name of this session's prepared statement of a statement on shards (prepared once).
+-- For the statements Citus nodes run on a scope's shards by name for a
+-- retrieval (rank_on_shard, retrieve_on_shard in 070): PL/pgSQL's EXECUTE
+-- plans its text on every call (1 to 2 ms each of retrieval's statements
+-- on a lab worker, 2026-12-03), where one server keeps generic plans. The
+-- coordinator's connections to a worker are kept, so a statement prepared
+-- there once is planned once per connection, as on one server; its name
+-- is the md5 of its text (shard names included) and argument types, so a
+-- changed statement (an upgrade) or another shard gets a statement of its
+-- own. Callers run it with EXECUTE name(literals) under
+-- plan_cache_mode force_generic_plan, as retrieve_memories on one server.
+create or replace function membank_private.prepared_on_shard(statement text, argument_types text)
+returns text
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _name text := 'membank_' || md5(argument_types || statement);
+begin
+    if not exists (select from pg_catalog.pg_prepared_statements as p where p.name = _name) then
+        execute format('prepare %I (%s) as %s', _name, argument_types, statement);
+    end if;
+    return _name;
+end
+$$;
+
 -- name: carry_setting: set a setting for this transaction, on Citus also on the workers' connections of it.
 -- A statement on the coordinator locks and writes on the worker that holds
 -- the shard, under that connection's settings: set_config on the

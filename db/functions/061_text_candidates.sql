@@ -119,9 +119,28 @@ begin
                                   where d.scope_id = any(scope_ids));
     end if;
     if _key is not null then
-        perform set_config('membank.scope_counts',
-                           _key || '|' || documents || '|' || pending || '|' || coalesce(_jobs::text, ''), true);
+        perform membank_private.remember_scope_counts(scope_ids, documents, pending, _jobs);
     end if;
+end
+$$;
+
+-- name: remember_scope_counts: keep the scopes' counts as scope_counts' memo for the calls of this statement.
+-- For scope_counts, and for fused_memories on Citus, whose routed statement
+-- (retrieve_on_shard, 070) reads a scope's counts on its worker: when the
+-- scope is too big for that statement to rank it, the ranking's own
+-- statements take the counts from the memo instead of reading them again.
+create or replace function membank_private.remember_scope_counts(
+    scope_ids uuid[], documents bigint, pending boolean, jobs boolean
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform set_config('membank.scope_counts',
+                       md5(statement_timestamp()::text || array_to_string(scope_ids, ',')) || '|' || documents || '|'
+                       || pending || '|' || coalesce(jobs::text, ''), true);
 end
 $$;
 

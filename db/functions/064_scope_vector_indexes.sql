@@ -52,20 +52,49 @@ $$;
 -- On a Citus coordinator the index lives on the scope's shard, on the
 -- worker holding it, out of the coordinator's catalog: the check runs
 -- there, inside a router read of the scope's shard (one shard command, to
--- the scope's worker; a scope with no vector has no index to use). On one
--- server and on a worker, this server's catalog.
+-- the scope's worker; a scope with no vector has no index to use), unless
+-- the routed statement of this retrieval (retrieve_on_shard, 070) already
+-- asked it there (remember_scope_hnsw, below). On one server and on a
+-- worker, this server's catalog. PL/pgSQL: the memo is looked at before the
+-- read, which Citus would otherwise run first, as a sub-plan.
 create or replace function membank_private.scope_hnsw_ready(scope_id uuid, dimension integer)
 returns boolean
-language sql
+language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-    select case when membank_private.distributed() and membank_private.node_group() = 0
-                then coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
-                               from membank_private.memory_embeddings as e
-                               where e.scope_id = scope_hnsw_ready.scope_id limit 1), false)
-                else membank_private.scope_hnsw_ready_here(scope_id, dimension) end;
+declare
+    _memo text;
+begin
+    if not (membank_private.distributed() and membank_private.node_group() = 0) then
+        return membank_private.scope_hnsw_ready_here(scope_id, dimension);
+    end if;
+    _memo := current_setting('membank.scope_hnsw', true);
+    -- Any role can set the setting itself: a forged answer could only make
+    -- the caller's own retrieval probe an index that is not there (an exact
+    -- scan) or skip one (the Hamming step).
+    if _memo ~ ('^' || md5(statement_timestamp()::text || scope_id::text || '|' || dimension) || '\|(true|false)$') then
+        return split_part(_memo, '|', 2)::boolean;
+    end if;
+    return coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
+                     from membank_private.memory_embeddings as e
+                     where e.scope_id = scope_hnsw_ready.scope_id limit 1), false);
+end
+$$;
+
+-- name: remember_scope_hnsw: keep whether the scope's HNSW index is ready, for scope_hnsw_ready in this statement.
+create or replace function membank_private.remember_scope_hnsw(scope_id uuid, dimension integer, ready boolean)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    perform set_config('membank.scope_hnsw',
+                       md5(statement_timestamp()::text || scope_id::text || '|' || dimension) || '|' || ready, true);
+end
 $$;
 
 -- name: hnsw_candidates: the depth nearest vectors of one scope through its partial HNSW index.

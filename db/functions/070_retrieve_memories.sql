@@ -189,6 +189,60 @@ begin
 end
 $$;
 
+-- name: fuse_lists: one query's two candidate lists (parallel arrays, in list order) fused, RRF or convex.
+-- Reads no table: hybrid_candidates and, on Citus, retrieve_on_shard (on the
+-- scope's worker) fuse with it.
+create or replace function membank_private.fuse_lists(
+    vector_names uuid[], vector_distances double precision[], text_names uuid[], text_ranks real[],
+    text_tiebreaks real[], fusion text, vector_weight double precision, text_weight double precision, rrf_k integer
+) returns table (
+    name uuid, distance double precision, vector_rank integer, text_rank real, text_match_rank integer,
+    text_tiebreak real, score double precision
+)
+language plpgsql
+immutable
+rows 100
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    return query
+    with vector_list as (
+        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+        from unnest(vector_names, vector_distances) as v (name, distance)
+    ), text_list as (
+        -- Equal scores share a rank (many memories match one common word),
+        -- unless the finer text score (ts_rank) separates them: measured on
+        -- LoCoMo, ranking by it too lifted recall@10 on the tuning
+        -- conversations (0.674 -> 0.688 at rrf_k 20).
+        select t.name, t.text_rank, t.text_tiebreak, (rank() over (order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
+        from unnest(text_names, text_ranks, text_tiebreaks) as t (name, text_rank, text_tiebreak)
+    ), fused as (
+        select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
+               t.text_rank, t.rank as text_match_rank, t.text_tiebreak
+        from vector_list as v
+        full join text_list as t on t.name = v.name
+    )
+    -- A text-only hit's distance is null here: retrieve_memories looks it up
+    -- for the few rows that can reach its top k (50 vector reads per call
+    -- were a tenth of a 1,000-row scope's time); for every row with
+    -- min_similarity or several queries.
+    select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak,
+           case when fusion = 'rrf'
+                then coalesce(vector_weight / (rrf_k + f.vector_rank), 0)
+                     + coalesce(text_weight / (rrf_k + f.text_match_rank), 0)
+                -- min-max over this query's candidates (convex fusion)
+                else vector_weight * coalesce((max(f.distance) over () - f.distance)
+                                              / nullif(max(f.distance) over () - min(f.distance) over (), 0),
+                                              case when f.vector_rank is not null then 1 else 0 end)
+                     + text_weight * coalesce((f.text_rank - min(f.text_rank) over ())
+                                              / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0),
+                                              case when f.text_match_rank is not null then 1 else 0 end)
+           end
+    from fused as f;
+end
+$$;
+
 -- name: hybrid_candidates: one query's fused candidates (vector and text lists, RRF or convex).
 create or replace function membank_private.hybrid_candidates(
     scope_ids uuid[], query vector, query_text text, depth integer, rerank_depth integer,
@@ -247,39 +301,340 @@ begin
         where query_text is not null;
     end if;
     return query
-    with vector_list as (
-        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
-        from unnest(_vector_names, _vector_distances) as v (name, distance)
-    ), text_list as (
-        -- Equal scores share a rank (many memories match one common word),
-        -- unless the finer text score (ts_rank) separates them: measured on
-        -- LoCoMo, ranking by it too lifted recall@10 on the tuning
-        -- conversations (0.674 -> 0.688 at rrf_k 20).
-        select t.name, t.text_rank, t.text_tiebreak, (rank() over (order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
-        from unnest(_text_names, _text_ranks, _text_tiebreaks) as t (name, text_rank, text_tiebreak)
+    select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak, f.score
+    from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks,
+                                    fusion, vector_weight, text_weight, rrf_k) as f;
+end
+$$;
+
+-- name: rank_statement: fused_memories' ranking statement; %1$s memories, %2$s memory_embeddings; $1..$21 inputs.
+-- Written once, as text: one server runs it as the static body of
+-- rank_candidates (made from it below, its plan cached), a Citus node on
+-- the scope's shards by name inside retrieve_on_shard (below).
+create or replace function membank_private.rank_statement()
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- Each query's fused candidates as parallel arrays: $1 the query's
+    -- position (bigint[]), $2 names, $3 distances, $4 vector ranks, $5 IDF
+    -- sums, $6 text ranks, $7 ts_rank tiebreaks, $8 fused scores; $9 the
+    -- query vectors (vector[]), $10 scope_ids, $11 scopes (jsonb[]), $12 the
+    -- query texts, $13 k, $14 depth, $15 min_similarity, $16 rrf_k, $17 the
+    -- query's best similarity, $18 idf_total and $19 unknown_share
+    -- (signals_statement, 073), $20 the rank of a row a list did not hold,
+    -- $21 min_relevance. Rows of membank.retrieved_memory, ranked.
+    -- Every read of memories and memory_embeddings names the scopes: on
+    -- Citus, run through the distributed tables, the statement is then one
+    -- query on the scope's shard.
+    select $statement$
+    with candidate as (
+        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
+        from unnest($1, $2, $3, $4, $5, $6,
+                    $7, $8)
+            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
+    ), per_query as (
+        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
+               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
+                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
+                                  m.fact collate "C", h.name) as position
+        from candidate as h
+        cross join lateral (
+            -- a text-only hit still gets its true cosine distance when it has a vector
+            select coalesce(h.distance, (select e.embedding <=> $9[h.i] from %2$s as e
+                                         where e.scope_id = any($10) and e.name = h.name
+                                           and $9[h.i] is not null)) as distance
+        ) as d
+        inner join %1$s as m on m.scope_id = any($10) and m.name = h.name
+        where cardinality($12) > 1
     ), fused as (
-        select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
-               t.text_rank, t.rank as text_match_rank, t.text_tiebreak
-        from vector_list as v
-        full join text_list as t on t.name = v.name
+        -- One query: its own fused list. The branches are gated by a
+        -- constant, so only one runs; the single-query one skips the
+        -- per-query positions (a join and a window), a third of the cost of
+        -- a small scope's call.
+        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
+        from candidate as h
+        where cardinality($12) = 1
+        union all
+        -- Several: RRF over their lists.
+        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
+               -- summed best position first: memories at the same positions
+               -- in different queries get bit-identical scores, so the
+               -- documented tie-breaks (distance, ...) decide between them
+               max(p.text_tiebreak), sum(1.0::double precision / ($16 + p.position) order by p.position)
+        from per_query as p
+        where cardinality($12) > 1 and p.position <= $14
+        group by p.name
+    ), scored as (
+        -- min_similarity ($15) needs every row's distance before the cut below
+        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
+               rank() over (order by s.score desc) as score_rank
+        from fused as s
+        cross join lateral (
+            select coalesce(s.distance, case when $15 is not null and cardinality($12) = 1 then
+                (select e.embedding <=> $9[1] from %2$s as e
+                 where e.scope_id = any($10) and e.name = s.name and $9[1] is not null) end) as distance
+        ) as d
+        where $15 is null or 1 - d.distance >= $15
+    ), top as (
+        -- The top k by (score, distance, ...) are among the rows with fewer
+        -- than k rows of a higher score: only those get their distance
+        -- looked up and their memory read (a tenth of a call at 1M memories).
+        -- The final filter below never drops one of them: every candidate
+        -- list already applied the same scope and expiry tests (the vector
+        -- lists on memory_embeddings' copy of expire_time, which a trigger
+        -- keeps; with triggers bypassed the list could come out short, never
+        -- wrong).
+        select s.name, coalesce(s.distance, case when cardinality($12) = 1 then
+                   (select e.embedding <=> $9[1] from %2$s as e
+                    where e.scope_id = any($10) and e.name = s.name and $9[1] is not null) end)
+                   as distance,
+               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
+        from scored as s
+        where s.score_rank <= $13
+    ), row_judged as (
+        -- each row's relevance given that the scopes answer the query
+        -- (073_relevance.sql), from the row's signals
+        select s.*, membank_private.relevance(1 - s.distance, $17,
+                                              least(s.text_rank / nullif($18, 0), 1), $19,
+                                              coalesce(s.vector_rank, $20),
+                                              coalesce(s.text_match_rank, $20)) as row_relevance
+        from top as s
+    ), judged as (
+        -- times the query's answerability (073: the top k's best row
+        -- relevance, the query's best similarity, its unknown share; with a
+        -- query vector only). min_relevance ($21) is a last gate, after the
+        -- ranking: when no row of the top k reaches it, the answer is
+        -- "nothing relevant" (no rows)
+        select s.*, s.row_relevance * membank_private.answerability(
+                   (select max(j.row_relevance) from row_judged as j), $17, $19) as relevance
+        from row_judged as s
     )
-    -- A text-only hit's distance is null here: retrieve_memories looks it up
-    -- for the few rows that can reach its top k (50 vector reads per call
-    -- were a tenth of a 1,000-row scope's time); for every row with
-    -- min_similarity or several queries.
-    select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak,
-           case when fusion = 'rrf'
-                then coalesce(vector_weight / (rrf_k + f.vector_rank), 0)
-                     + coalesce(text_weight / (rrf_k + f.text_match_rank), 0)
-                -- min-max over this query's candidates (convex fusion)
-                else vector_weight * coalesce((max(f.distance) over () - f.distance)
-                                              / nullif(max(f.distance) over () - min(f.distance) over (), 0),
-                                              case when f.vector_rank is not null then 1 else 0 end)
-                     + text_weight * coalesce((f.text_rank - min(f.text_rank) over ())
-                                              / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0),
-                                              case when f.text_match_rank is not null then 1 else 0 end)
-           end
-    from fused as f;
+    -- min_relevance ($21) gates the rows returned, the top k after every tie-break
+    -- (score_rank above counts rows tied at the k-th score, which the limit
+    -- may cut): the same rows the Python client and build_context judge.
+    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+           r.revision, r.create_time, r.update_time, r.expire_time,
+           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+           r.matched_signals, r.degraded, r.note, r.relevance
+    from (
+        select a.*, max(a.relevance) over () as best
+        from (
+            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+                   m.revision, m.create_time, m.update_time, m.expire_time,
+                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
+                   s.score,
+                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                                      case when s.text_match_rank is not null then 'text' end], null)
+                       as matched_signals,
+                   s.distance is null as degraded,
+                   null::text as note, s.relevance, s.text_tiebreak
+            from judged as s
+            inner join %1$s as m on m.scope_id = any($10) and m.name = s.name
+            where m.scope = any($11)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
+                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
+            limit $13
+        ) as a
+    ) as r
+    where $21 is null or r.best >= $21
+    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
+             r.fact collate "C", r.name
+    $statement$;
+$$;
+
+-- name: rank_candidates: rank_statement on the distributed tables (a static statement, its plan cached).
+do $do$
+begin
+    execute format($create$
+create or replace function membank_private.rank_candidates(
+    candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[],
+    candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[],
+    candidate_text_tiebreak real[], candidate_score double precision[], queries vector[], scope_ids uuid[],
+    scopes jsonb[], texts text[], k integer, depth integer, min_similarity double precision, rrf_k integer,
+    top_similarity double precision, idf_total double precision, unknown_share double precision,
+    absent_rank integer, min_relevance double precision
+) returns setof membank.retrieved_memory
+language plpgsql
+stable
+rows 10
+security invoker
+set search_path from current
+as $body$
+begin
+    -- the text of membank_private.rank_statement()
+    return query
+    %s;
+end
+$body$
+$create$, format(membank_private.rank_statement(), 'membank_private.memories', 'membank_private.memory_embeddings'));
+end
+$do$;
+
+-- name: rank_on_shard: Citus: query_signals and the ranking (rank_statement) of one scope's candidates, on its node.
+-- Called only inside a statement routed to the scope's shard of scope_locks
+-- (fused_memories, for a scope too big for retrieve_on_shard, after its
+-- candidate lists; and by retrieve_on_shard): the scope's lexicon, memories
+-- and vectors read on that node by name (shard_table, 015), one shard
+-- statement where there were two (the signals, the ranking). documents and
+-- pending: the scope's counts (scope_counts). Returns the ranked rows.
+create or replace function membank_private.rank_on_shard(
+    scope_id uuid, scopes jsonb[], texts text[], queries vector[], k integer, depth integer,
+    min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint,
+    pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[],
+    candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[],
+    candidate_text_tiebreak real[], candidate_score double precision[]
+) returns membank.retrieved_memory[]
+language plpgsql
+-- volatile: it runs prepared statements (EXECUTE), which a stable function may not
+volatile
+security invoker
+set search_path from current
+-- the prepared statements' plans kept (generic, as on one server), and
+-- their literal arguments written with every digit (shortest exact floats)
+-- and times in one style
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _idf_total double precision;  -- query_signals (073)
+    _unknown_share double precision := 0;
+    _rows membank.retrieved_memory [];
+begin
+    -- each statement prepared once per connection (prepared_on_shard, 015),
+    -- its arguments as literals
+    if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        execute format('execute %I(%L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.signals_statement(),
+                                  membank_private.shard_table('scope_lexicon_base', scope_id),
+                                  membank_private.shard_table('scope_lexicon_delta', scope_id)),
+                           'text[], uuid[], bigint, boolean'),
+                       texts, array[scope_id], documents, pending)
+        into _idf_total, _unknown_share;
+    end if;
+    -- as fused_memories passes them: the best similarity, and the rank of a
+    -- row a list did not hold (just past the scope's last memory, at most 100)
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select array(select r::membank.retrieved_memory from (%s) as r)',
+                              format(membank_private.rank_statement(),
+                                     membank_private.shard_table('memories', scope_id),
+                                     membank_private.shard_table('memory_embeddings', scope_id))),
+                       'bigint[], uuid[], double precision[], integer[], real[], integer[], real[],'
+                       ' double precision[], vector[], uuid[], jsonb[], text[], integer, integer, double precision,'
+                       ' integer, double precision, double precision, double precision, integer, double precision'),
+                   candidate_query, candidate_name, candidate_distance, candidate_vector_rank, candidate_text_rank,
+                   candidate_text_match_rank, candidate_text_tiebreak, candidate_score, queries, array[scope_id],
+                   scopes, texts, k, depth, min_similarity, rrf_k,
+                   1 - (select min(d) from unnest(candidate_distance) as d), _idf_total, _unknown_share,
+                   least(documents + 1, 100), min_relevance)
+    into _rows;
+    return _rows;
+end
+$$;
+
+-- name: retrieve_on_shard: Citus: fused_memories of one scope of up to least(200, rerank_depth) memories, on its node.
+-- Called only inside the statement fused_memories routes to the scope's
+-- shard of scope_locks, so it runs on the node holding the scope, whose
+-- colocated shards it reads by name (shard_table, 015) with plain
+-- PostgreSQL statements: the texts of scan_statement (063),
+-- signals_statement (073) and rank_statement (above), which one server runs
+-- as static statements. No statement here names a distributed table: on a
+-- shard that would be a nested distributed query. Each call through the
+-- coordinator had been 4 shard statements at this size (the count, the
+-- scan, the signals, the ranking), each a round trip and planned twice (by
+-- Citus on the coordinator, by PostgreSQL on the worker); now one.
+-- Returns the scope's counts (as scope_counts reads them) and, when the
+-- scope is small enough for the scan, the ranked rows (else null).
+create or replace function membank_private.retrieve_on_shard(
+    scope_id uuid, scopes jsonb[], texts text[], queries vector[], k integer, depth integer,
+    min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text,
+    created_after timestamptz, created_before timestamptz, fusion text, vector_weight double precision,
+    text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision,
+    out documents bigint, out pending boolean, out jobs boolean, out hnsw boolean,
+    out memories membank.retrieved_memory[]
+)
+language plpgsql
+-- volatile: it runs prepared statements (EXECUTE), which a stable function may not
+volatile
+security invoker
+set search_path from current
+-- the prepared statements' plans kept (generic, as on one server), and
+-- their literal arguments written with every digit (shortest exact floats)
+-- and times in one style
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _scope_ids uuid [] := array[scope_id];
+    _memories text := membank_private.shard_table('memories', scope_id);
+    _embeddings text := membank_private.shard_table('memory_embeddings', scope_id);
+    _delta bigint;
+    _vector_names uuid [];
+    _vector_distances double precision [];
+    _text_names uuid [];
+    _text_ranks real [];
+    _text_tiebreaks real [];
+    _c_query bigint [] := '{}';
+    _c_name uuid [] := '{}';
+    _c_distance double precision [] := '{}';
+    _c_vector_rank integer [] := '{}';
+    _c_text_rank real [] := '{}';
+    _c_text_match_rank integer [] := '{}';
+    _c_text_tiebreak real [] := '{}';
+    _c_score double precision [] := '{}';
+begin
+    -- scope_counts' reads (061), with whether the scope has embedding jobs queued
+    execute format('select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),'
+                   ' exists (select from %s as j where j.scope_id = $1) from %s as s where s.scope_id = $1',
+                   membank_private.shard_table('embedding_jobs', scope_id),
+                   membank_private.shard_table('scope_stats_base', scope_id))
+    into documents, pending, jobs using scope_id;
+    if pending then
+        execute format('select coalesce(sum(d.doc_count), 0) from %s as d where d.scope_id = $1',
+                       membank_private.shard_table('scope_stats_delta', scope_id))
+        into _delta using scope_id;
+        documents := documents + _delta;
+    end if;
+    if documents > least(200, rerank_depth) then
+        -- hybrid_candidates' other path, fused_memories' statements; a
+        -- scope above rerank_depth asks whether its HNSW index is ready
+        -- (vector_candidates, 062): answered here, on the node that has it
+        if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
+            hnsw := membank_private.scope_hnsw_ready_here(
+                scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
+        end if;
+        return;
+    end if;
+    for _i in 1 .. cardinality(texts) loop
+        -- hybrid_candidates on the scan path
+        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.scan_statement(), _memories, _embeddings),
+                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
+                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
+                       created_before, queries[_i] is not null and not jobs)
+        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
+               _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
+               _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
+               _c_text_tiebreak || array_agg(f.text_tiebreak), _c_score || array_agg(f.score)
+        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+             _c_score
+        from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks,
+                                        _text_tiebreaks, fusion, vector_weight, text_weight, rrf_k) as f;
+    end loop;
+    memories := membank_private.rank_on_shard(
+        scope_id, scopes, texts, queries, k, depth, min_similarity, rrf_k, min_relevance, documents, pending,
+        _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+        _c_score);
 end
 $$;
 
@@ -329,7 +684,35 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
+    _shard record;  -- Citus: retrieve_on_shard's answer, then the scope's counts
+    _rows membank.retrieved_memory [];  -- Citus: rank_on_shard's
 begin
+    if membank_private.distributed() and cardinality(_scope_ids) = 1 and neighbour_weight = 0 then
+        -- Citus, one scope: the whole ranking in one statement routed to the
+        -- scope's shard (scope_locks by scope_id), whose function reads the
+        -- colocated shards by name on that node (retrieve_on_shard, below).
+        -- The scope has no lock row until its first write, so no memory:
+        -- then, or when the scope is too big for that statement, the
+        -- statements below run, the counts it read kept for them.
+        select x.documents, x.pending, x.jobs, x.hnsw, x.memories into _shard
+        from membank_private.scope_locks as l
+        cross join lateral membank_private.retrieve_on_shard(
+            l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, metadata_filter, _topics, memory_type,
+            created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth, min_relevance) as x
+        where l.scope_id = _scope_ids[1];
+        if _shard.memories is not null then
+            return query select r.* from unnest(_shard.memories) as r;
+            return;
+        end if;
+        if found and pg_current_xact_id_if_assigned() is null then
+            perform membank_private.remember_scope_counts(_scope_ids, _shard.documents, _shard.pending, _shard.jobs);
+        end if;
+        if _shard.hnsw is not null then
+            perform membank_private.remember_scope_hnsw(
+                _scope_ids[1], (select vector_dims(q) from unnest(_queries) as q where q is not null limit 1),
+                _shard.hnsw);
+        end if;
+    end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
            array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
     into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
@@ -353,128 +736,36 @@ begin
                                                  text_tiebreak)
             on c.i = n.i and c.name = n.name;
     end if;
+    if membank_private.distributed() and cardinality(_scope_ids) = 1 then
+        -- Citus, one scope: the signals and the ranking in one statement
+        -- routed to the scope's shard (rank_on_shard, above); the counts as
+        -- the candidate lists read them (scope_counts' memo).
+        select c.documents, c.pending into _shard from membank_private.scope_counts(_scope_ids) as c;
+        select membank_private.rank_on_shard(
+                   l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, rrf_k, min_relevance,
+                   _shard.documents, _shard.pending, _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank,
+                   _c_text_match_rank, _c_text_tiebreak, _c_score)
+        into _rows
+        from membank_private.scope_locks as l
+        where l.scope_id = _scope_ids[1];
+        if found then
+            return query select r.* from unnest(_rows) as r;
+            return;
+        end if;
+    end if;
     select q.idf_total, q.unknown_share into _idf_total, _unknown_share
     from membank_private.query_signals(_texts, _scope_ids) as q;
     _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
     -- just past the scopes' last memory, at most 100 (relevance_features' cap):
     -- in a scope of 2 memories, missing from a list is not rank 100
     _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
-    -- Every read of memories and memory_embeddings below names the scopes:
-    -- on Citus the statement is then one query on the scope's shard.
+    -- rank_statement (above) says what the ranking does
     return query
-    with candidate as (
-        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
-        from unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
-                    _c_text_tiebreak, _c_score)
-            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
-    ), per_query as (
-        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
-               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
-                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
-                                  m.fact collate "C", h.name) as position
-        from candidate as h
-        cross join lateral (
-            -- a text-only hit still gets its true cosine distance when it has a vector
-            select coalesce(h.distance, (select e.embedding <=> _queries[h.i] from membank_private.memory_embeddings as e
-                                         where e.scope_id = any(_scope_ids) and e.name = h.name
-                                           and _queries[h.i] is not null)) as distance
-        ) as d
-        inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = h.name
-        where cardinality(_texts) > 1
-    ), fused as (
-        -- One query: its own fused list. The branches are gated by a
-        -- constant, so only one runs; the single-query one skips the
-        -- per-query positions (a join and a window), a third of the cost of
-        -- a small scope's call.
-        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
-        from candidate as h
-        where cardinality(_texts) = 1
-        union all
-        -- Several: RRF over their lists.
-        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
-               -- summed best position first: memories at the same positions
-               -- in different queries get bit-identical scores, so the
-               -- documented tie-breaks (distance, ...) decide between them
-               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position) order by p.position)
-        from per_query as p
-        where cardinality(_texts) > 1 and p.position <= _depth
-        group by p.name
-    ), scored as (
-        -- min_similarity needs every row's distance before the cut below
-        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
-               rank() over (order by s.score desc) as score_rank
-        from fused as s
-        cross join lateral (
-            select coalesce(s.distance, case when min_similarity is not null and cardinality(_texts) = 1 then
-                (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                 where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end) as distance
-        ) as d
-        where min_similarity is null or 1 - d.distance >= min_similarity
-    ), top as (
-        -- The top k by (score, distance, ...) are among the rows with fewer
-        -- than k rows of a higher score: only those get their distance
-        -- looked up and their memory read (a tenth of a call at 1M memories).
-        -- The final filter below never drops one of them: every candidate
-        -- list already applied the same scope and expiry tests (the vector
-        -- lists on memory_embeddings' copy of expire_time, which a trigger
-        -- keeps; with triggers bypassed the list could come out short, never
-        -- wrong).
-        select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
-                   (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                    where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end)
-                   as distance,
-               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
-        from scored as s
-        where s.score_rank <= _k
-    ), row_judged as (
-        -- each row's relevance given that the scopes answer the query
-        -- (073_relevance.sql), from the row's signals
-        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
-                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
-                                              coalesce(s.vector_rank, _absent_rank),
-                                              coalesce(s.text_match_rank, _absent_rank)) as row_relevance
-        from top as s
-    ), judged as (
-        -- times the query's answerability (073: the top k's best row
-        -- relevance, the query's best similarity, its unknown share; with a
-        -- query vector only). min_relevance is a last gate, after the
-        -- ranking: when no row of the top k reaches it, the answer is
-        -- "nothing relevant" (no rows)
-        select s.*, s.row_relevance * membank_private.answerability(
-                   (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
-        from row_judged as s
-    )
-    -- min_relevance gates the rows returned, the top k after every tie-break
-    -- (score_rank above counts rows tied at the k-th score, which the limit
-    -- may cut): the same rows the Python client and build_context judge.
-    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
-           r.revision, r.create_time, r.update_time, r.expire_time,
-           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
-           r.matched_signals, r.degraded, r.note, r.relevance
-    from (
-        select a.*, max(a.relevance) over () as best
-        from (
-            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
-                   m.revision, m.create_time, m.update_time, m.expire_time,
-                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
-                   s.score,
-                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
-                                      case when s.text_match_rank is not null then 'text' end], null)
-                       as matched_signals,
-                   s.distance is null as degraded,
-                   null::text as note, s.relevance, s.text_tiebreak
-            from judged as s
-            inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
-            where m.scope = any(_scopes)
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
-                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
-            limit _k
-        ) as a
-    ) as r
-    where min_relevance is null or r.best >= min_relevance
-    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
-             r.fact collate "C", r.name;
+    select r.*
+    from membank_private.rank_candidates(
+        _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+        _c_score, _queries, _scope_ids, _scopes, _texts, _k, _depth, min_similarity, rrf_k, _top_similarity,
+        _idf_total, _unknown_share, _absent_rank, min_relevance) as r;
 end
 $$;
 

@@ -53,26 +53,21 @@ begin
 end
 $$;
 
--- name: query_signals: what the scopes know of the query: the IDF its known lexemes can score, the unknown share.
-create or replace function membank_private.query_signals(
-    query_texts text[], scope_ids uuid[], out idf_total double precision, out unknown_share double precision
-)
-language plpgsql
-stable
+-- name: signals_statement: query_signals' statement; %1$s scope_lexicon_base, %2$s scope_lexicon_delta; $1..$4 inputs.
+-- Written once, as text: one server runs it as the static body of
+-- query_signals_of (made from it below), a Citus node on the scope's shards
+-- by name inside retrieve_on_shard (070).
+create or replace function membank_private.signals_statement()
+returns text
+language sql
+immutable
+parallel safe
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-declare
-    _counts record := membank_private.scope_counts(scope_ids);
-    _n bigint := _counts.documents;
-    _pending boolean := _counts.pending;
-begin
-    if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
-        -- An embedding without text: nothing to weigh, every word counts as known.
-        idf_total := null;
-        unknown_share := 0;
-        return;
-    end if;
+    -- $1 query_texts text[], $2 scope_ids uuid[], $3 the scopes' documents
+    -- (bigint), $4 whether appended word counts are pending; one row:
+    -- idf_total, unknown_share.
     -- idf_total: query_idf_total's value (per query text, the IDF sum of
     -- its lexemes the scopes hold, as text_query weighs them; the largest
     -- over the texts), read in the statement below: on Citus one read of
@@ -83,9 +78,10 @@ begin
     -- word's lexemes (query_lexemes). An unknown word weighs the IDF of a
     -- document frequency of 0; a known one that of its most frequent
     -- lexeme. No content word at all (stop words only, punctuation): 1.
+    select $statement$
     with word as (
         select distinct w.word
-        from unnest(query_texts) as x (query_text)
+        from unnest($1::text[]) as x (query_text)
         cross join lateral unnest(tsvector_to_array(
             to_tsvector('simple', membank_private.unaccent_text(coalesce(x.query_text, ''))))) as w (word)
     ), content as (
@@ -99,37 +95,84 @@ begin
                (select coalesce(max(f.df), 0)
                 from unnest(membank_private.query_lexemes(c.word)) as l (lexeme)
                 cross join lateral (
-                    select (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                            where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
-                           + case when _pending
+                    select (select coalesce(sum(x.doc_count), 0) from %1$s as x
+                            where x.scope_id = any($2) and x.lexeme = l.lexeme)
+                           + case when $4
                                   then (select coalesce(sum(x.doc_count), 0)
-                                        from membank_private.scope_lexicon_delta as x
-                                        where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
+                                        from %2$s as x
+                                        where x.scope_id = any($2) and x.lexeme = l.lexeme)
                                   else 0 end as df
                 ) as f) as df
         from content as c
     ), idf as (
         select coalesce(max(t.total), 0) as total
-        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, _n)), 0)
+        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, $3)), 0)
                       from unnest(membank_private.query_lexemes(x.query_text)) as q (lexeme)
                       cross join lateral (
-                          select (select coalesce(sum(l.doc_count), 0) from membank_private.scope_lexicon_base as l
-                                  where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
-                                 + case when _pending
+                          select (select coalesce(sum(l.doc_count), 0) from %1$s as l
+                                  where l.scope_id = any($2) and l.lexeme = q.lexeme)
+                                 + case when $4
                                         then (select coalesce(sum(l.doc_count), 0)
-                                              from membank_private.scope_lexicon_delta as l
-                                              where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
+                                              from %2$s as l
+                                              where l.scope_id = any($2) and l.lexeme = q.lexeme)
                                         else 0 end as df
                       ) as d
                       where d.df > 0) as total
-              from unnest(query_texts) as x (query_text)
+              from unnest($1::text[]) as x (query_text)
               where x.query_text is not null) as t
     )
     select (select i.total from idf as i),
-           coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
-                    / nullif(sum(membank_private.bm25_idf(f.df, _n)), 0), 1)
-    into idf_total, unknown_share
-    from frequency as f;
+           coalesce(coalesce(sum(membank_private.bm25_idf(0, $3)) filter (where f.df = 0), 0)
+                    / nullif(sum(membank_private.bm25_idf(f.df, $3)), 0), 1)
+    from frequency as f
+    $statement$;
+$$;
+
+-- name: query_signals_of: signals_statement on the distributed tables (a static statement, its plan cached).
+do $do$
+begin
+    execute format($create$
+create or replace function membank_private.query_signals_of(
+    query_texts text[], scope_ids uuid[], documents bigint, pending boolean,
+    out idf_total double precision, out unknown_share double precision
+)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $body$
+begin
+    -- the text of membank_private.signals_statement()
+    %s
+    into idf_total, unknown_share;
+end
+$body$
+$create$, format(membank_private.signals_statement(), 'membank_private.scope_lexicon_base',
+                 'membank_private.scope_lexicon_delta'));
+end
+$do$;
+
+-- name: query_signals: what the scopes know of the query: the IDF its known lexemes can score, the unknown share.
+create or replace function membank_private.query_signals(
+    query_texts text[], scope_ids uuid[], out idf_total double precision, out unknown_share double precision
+)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _counts record := membank_private.scope_counts(scope_ids);
+begin
+    if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        -- An embedding without text: nothing to weigh, every word counts as known.
+        idf_total := null;
+        unknown_share := 0;
+        return;
+    end if;
+    -- signals_statement says what each signal is
+    select s.idf_total, s.unknown_share into idf_total, unknown_share
+    from membank_private.query_signals_of(query_texts, scope_ids, _counts.documents, _counts.pending) as s;
 end
 $$;
 

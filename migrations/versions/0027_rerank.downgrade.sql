@@ -14,6 +14,23 @@ drop function if exists membank_private.fused_memories(
     timestamptz, timestamptz, text, double precision, double precision, integer, integer, double precision,
     double precision
 );
+-- The functions that return membank.retrieved_memory or an array of it,
+-- added at head after 0027 (db/functions/070): the one-server ranking
+-- statement and, for Citus, the ranking on the scope's node.
+drop function if exists membank_private.rank_candidates(
+    bigint[], uuid[], double precision[], integer[], real[], integer[], real[], double precision[],
+    membank_extensions.vector[], uuid[], jsonb[], text[], integer, integer, double precision, integer,
+    double precision, double precision, double precision, integer, double precision
+);
+drop function if exists membank_private.rank_on_shard(
+    uuid, jsonb[], text[], membank_extensions.vector[], integer, integer, double precision, integer,
+    double precision, bigint, boolean, bigint[], uuid[], double precision[], integer[], real[], integer[], real[],
+    double precision[]
+);
+drop function if exists membank_private.retrieve_on_shard(
+    uuid, jsonb[], text[], membank_extensions.vector[], integer, integer, double precision, jsonb, text[], text,
+    timestamptz, timestamptz, text, double precision, double precision, integer, integer, double precision
+);
 drop function if exists membank_private.rerank_probability(double precision[]);
 drop function if exists membank_private.rerank_coefficients();
 drop function if exists membank_private.rerank_feature_names();

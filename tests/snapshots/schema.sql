@@ -6765,6 +6765,47 @@ begin
     end loop;
 end
 $$;
+CREATE FUNCTION membank_private.fuse_lists(vector_names uuid[], vector_distances double precision[], text_names uuid[], text_ranks real[], text_tiebreaks real[], fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) RETURNS TABLE(name uuid, distance double precision, vector_rank integer, text_rank real, text_match_rank integer, text_tiebreak real, score double precision)
+    LANGUAGE plpgsql IMMUTABLE ROWS 100
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    return query
+    with vector_list as (
+        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
+        from unnest(vector_names, vector_distances) as v (name, distance)
+    ), text_list as (
+        -- Equal scores share a rank (many memories match one common word),
+        -- unless the finer text score (ts_rank) separates them: measured on
+        -- LoCoMo, ranking by it too lifted recall@10 on the tuning
+        -- conversations (0.674 -> 0.688 at rrf_k 20).
+        select t.name, t.text_rank, t.text_tiebreak, (rank() over (order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
+        from unnest(text_names, text_ranks, text_tiebreaks) as t (name, text_rank, text_tiebreak)
+    ), fused as (
+        select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
+               t.text_rank, t.rank as text_match_rank, t.text_tiebreak
+        from vector_list as v
+        full join text_list as t on t.name = v.name
+    )
+    -- A text-only hit's distance is null here: retrieve_memories looks it up
+    -- for the few rows that can reach its top k (50 vector reads per call
+    -- were a tenth of a 1,000-row scope's time); for every row with
+    -- min_similarity or several queries.
+    select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak,
+           case when fusion = 'rrf'
+                then coalesce(vector_weight / (rrf_k + f.vector_rank), 0)
+                     + coalesce(text_weight / (rrf_k + f.text_match_rank), 0)
+                -- min-max over this query's candidates (convex fusion)
+                else vector_weight * coalesce((max(f.distance) over () - f.distance)
+                                              / nullif(max(f.distance) over () - min(f.distance) over (), 0),
+                                              case when f.vector_rank is not null then 1 else 0 end)
+                     + text_weight * coalesce((f.text_rank - min(f.text_rank) over ())
+                                              / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0),
+                                              case when f.text_match_rank is not null then 1 else 0 end)
+           end
+    from fused as f;
+end
+$$;
 CREATE FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) RETURNS SETOF membank.retrieved_memory
     LANGUAGE plpgsql STABLE ROWS 10
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -6799,7 +6840,35 @@ declare
     _unknown_share double precision;
     _top_similarity double precision;
     _absent_rank integer;  -- the rank relevance gives a row a list did not hold
+    _shard record;  -- Citus: retrieve_on_shard's answer, then the scope's counts
+    _rows membank.retrieved_memory [];  -- Citus: rank_on_shard's
 begin
+    if membank_private.distributed() and cardinality(_scope_ids) = 1 and neighbour_weight = 0 then
+        -- Citus, one scope: the whole ranking in one statement routed to the
+        -- scope's shard (scope_locks by scope_id), whose function reads the
+        -- colocated shards by name on that node (retrieve_on_shard, below).
+        -- The scope has no lock row until its first write, so no memory:
+        -- then, or when the scope is too big for that statement, the
+        -- statements below run, the counts it read kept for them.
+        select x.documents, x.pending, x.jobs, x.hnsw, x.memories into _shard
+        from membank_private.scope_locks as l
+        cross join lateral membank_private.retrieve_on_shard(
+            l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, metadata_filter, _topics, memory_type,
+            created_after, created_before, fusion, _wv, _wt, rrf_k, rerank_depth, min_relevance) as x
+        where l.scope_id = _scope_ids[1];
+        if _shard.memories is not null then
+            return query select r.* from unnest(_shard.memories) as r;
+            return;
+        end if;
+        if found and pg_current_xact_id_if_assigned() is null then
+            perform membank_private.remember_scope_counts(_scope_ids, _shard.documents, _shard.pending, _shard.jobs);
+        end if;
+        if _shard.hnsw is not null then
+            perform membank_private.remember_scope_hnsw(
+                _scope_ids[1], (select vector_dims(q) from unnest(_queries) as q where q is not null limit 1),
+                _shard.hnsw);
+        end if;
+    end if;
     select array_agg(q.i), array_agg(h.name), array_agg(h.distance), array_agg(h.vector_rank),
            array_agg(h.text_rank), array_agg(h.text_match_rank), array_agg(h.text_tiebreak), array_agg(h.score)
     into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
@@ -6823,128 +6892,36 @@ begin
                                                  text_tiebreak)
             on c.i = n.i and c.name = n.name;
     end if;
+    if membank_private.distributed() and cardinality(_scope_ids) = 1 then
+        -- Citus, one scope: the signals and the ranking in one statement
+        -- routed to the scope's shard (rank_on_shard, above); the counts as
+        -- the candidate lists read them (scope_counts' memo).
+        select c.documents, c.pending into _shard from membank_private.scope_counts(_scope_ids) as c;
+        select membank_private.rank_on_shard(
+                   l.scope_id, _scopes, _texts, _queries, _k, _depth, min_similarity, rrf_k, min_relevance,
+                   _shard.documents, _shard.pending, _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank,
+                   _c_text_match_rank, _c_text_tiebreak, _c_score)
+        into _rows
+        from membank_private.scope_locks as l
+        where l.scope_id = _scope_ids[1];
+        if found then
+            return query select r.* from unnest(_rows) as r;
+            return;
+        end if;
+    end if;
     select q.idf_total, q.unknown_share into _idf_total, _unknown_share
     from membank_private.query_signals(_texts, _scope_ids) as q;
     _top_similarity := 1 - (select min(d) from unnest(_c_distance) as d);
     -- just past the scopes' last memory, at most 100 (relevance_features' cap):
     -- in a scope of 2 memories, missing from a list is not rank 100
     _absent_rank := least(membank_private.scope_documents(_scope_ids) + 1, 100);
-    -- Every read of memories and memory_embeddings below names the scopes:
-    -- on Citus the statement is then one query on the scope's shard.
+    -- rank_statement (above) says what the ranking does
     return query
-    with candidate as (
-        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
-        from unnest(_c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank,
-                    _c_text_tiebreak, _c_score)
-            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
-    ), per_query as (
-        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
-               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
-                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
-                                  m.fact collate "C", h.name) as position
-        from candidate as h
-        cross join lateral (
-            -- a text-only hit still gets its true cosine distance when it has a vector
-            select coalesce(h.distance, (select e.embedding <=> _queries[h.i] from membank_private.memory_embeddings as e
-                                         where e.scope_id = any(_scope_ids) and e.name = h.name
-                                           and _queries[h.i] is not null)) as distance
-        ) as d
-        inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = h.name
-        where cardinality(_texts) > 1
-    ), fused as (
-        -- One query: its own fused list. The branches are gated by a
-        -- constant, so only one runs; the single-query one skips the
-        -- per-query positions (a join and a window), a third of the cost of
-        -- a small scope's call.
-        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
-        from candidate as h
-        where cardinality(_texts) = 1
-        union all
-        -- Several: RRF over their lists.
-        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
-               -- summed best position first: memories at the same positions
-               -- in different queries get bit-identical scores, so the
-               -- documented tie-breaks (distance, ...) decide between them
-               max(p.text_tiebreak), sum(1.0::double precision / (rrf_k + p.position) order by p.position)
-        from per_query as p
-        where cardinality(_texts) > 1 and p.position <= _depth
-        group by p.name
-    ), scored as (
-        -- min_similarity needs every row's distance before the cut below
-        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
-               rank() over (order by s.score desc) as score_rank
-        from fused as s
-        cross join lateral (
-            select coalesce(s.distance, case when min_similarity is not null and cardinality(_texts) = 1 then
-                (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                 where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end) as distance
-        ) as d
-        where min_similarity is null or 1 - d.distance >= min_similarity
-    ), top as (
-        -- The top k by (score, distance, ...) are among the rows with fewer
-        -- than k rows of a higher score: only those get their distance
-        -- looked up and their memory read (a tenth of a call at 1M memories).
-        -- The final filter below never drops one of them: every candidate
-        -- list already applied the same scope and expiry tests (the vector
-        -- lists on memory_embeddings' copy of expire_time, which a trigger
-        -- keeps; with triggers bypassed the list could come out short, never
-        -- wrong).
-        select s.name, coalesce(s.distance, case when cardinality(_texts) = 1 then
-                   (select e.embedding <=> _queries[1] from membank_private.memory_embeddings as e
-                    where e.scope_id = any(_scope_ids) and e.name = s.name and _queries[1] is not null) end)
-                   as distance,
-               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
-        from scored as s
-        where s.score_rank <= _k
-    ), row_judged as (
-        -- each row's relevance given that the scopes answer the query
-        -- (073_relevance.sql), from the row's signals
-        select s.*, membank_private.relevance(1 - s.distance, _top_similarity,
-                                              least(s.text_rank / nullif(_idf_total, 0), 1), _unknown_share,
-                                              coalesce(s.vector_rank, _absent_rank),
-                                              coalesce(s.text_match_rank, _absent_rank)) as row_relevance
-        from top as s
-    ), judged as (
-        -- times the query's answerability (073: the top k's best row
-        -- relevance, the query's best similarity, its unknown share; with a
-        -- query vector only). min_relevance is a last gate, after the
-        -- ranking: when no row of the top k reaches it, the answer is
-        -- "nothing relevant" (no rows)
-        select s.*, s.row_relevance * membank_private.answerability(
-                   (select max(j.row_relevance) from row_judged as j), _top_similarity, _unknown_share) as relevance
-        from row_judged as s
-    )
-    -- min_relevance gates the rows returned, the top k after every tie-break
-    -- (score_rank above counts rows tied at the k-th score, which the limit
-    -- may cut): the same rows the Python client and build_context judge.
-    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
-           r.revision, r.create_time, r.update_time, r.expire_time,
-           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
-           r.matched_signals, r.degraded, r.note, r.relevance
-    from (
-        select a.*, max(a.relevance) over () as best
-        from (
-            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
-                   m.revision, m.create_time, m.update_time, m.expire_time,
-                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
-                   s.score,
-                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
-                                      case when s.text_match_rank is not null then 'text' end], null)
-                       as matched_signals,
-                   s.distance is null as degraded,
-                   null::text as note, s.relevance, s.text_tiebreak
-            from judged as s
-            inner join membank_private.memories as m on m.scope_id = any(_scope_ids) and m.name = s.name
-            where m.scope = any(_scopes)
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
-                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
-            limit _k
-        ) as a
-    ) as r
-    where min_relevance is null or r.best >= min_relevance
-    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
-             r.fact collate "C", r.name;
+    select r.*
+    from membank_private.rank_candidates(
+        _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+        _c_score, _queries, _scope_ids, _scopes, _texts, _k, _depth, min_similarity, rrf_k, _top_similarity,
+        _idf_total, _unknown_share, _absent_rank, min_relevance) as r;
 end
 $$;
 COMMENT ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) IS 'FusedMemories: retrieve_memories'' ranking (its arguments validated there): each query''s vector and full-text
@@ -7044,39 +7021,9 @@ begin
         where query_text is not null;
     end if;
     return query
-    with vector_list as (
-        select v.name, v.distance, (rank() over (order by v.distance))::integer as rank
-        from unnest(_vector_names, _vector_distances) as v (name, distance)
-    ), text_list as (
-        -- Equal scores share a rank (many memories match one common word),
-        -- unless the finer text score (ts_rank) separates them: measured on
-        -- LoCoMo, ranking by it too lifted recall@10 on the tuning
-        -- conversations (0.674 -> 0.688 at rrf_k 20).
-        select t.name, t.text_rank, t.text_tiebreak, (rank() over (order by t.text_rank desc, t.text_tiebreak desc))::integer as rank
-        from unnest(_text_names, _text_ranks, _text_tiebreaks) as t (name, text_rank, text_tiebreak)
-    ), fused as (
-        select coalesce(v.name, t.name) as name, v.distance, v.rank as vector_rank,
-               t.text_rank, t.rank as text_match_rank, t.text_tiebreak
-        from vector_list as v
-        full join text_list as t on t.name = v.name
-    )
-    -- A text-only hit's distance is null here: retrieve_memories looks it up
-    -- for the few rows that can reach its top k (50 vector reads per call
-    -- were a tenth of a 1,000-row scope's time); for every row with
-    -- min_similarity or several queries.
-    select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak,
-           case when fusion = 'rrf'
-                then coalesce(vector_weight / (rrf_k + f.vector_rank), 0)
-                     + coalesce(text_weight / (rrf_k + f.text_match_rank), 0)
-                -- min-max over this query's candidates (convex fusion)
-                else vector_weight * coalesce((max(f.distance) over () - f.distance)
-                                              / nullif(max(f.distance) over () - min(f.distance) over (), 0),
-                                              case when f.vector_rank is not null then 1 else 0 end)
-                     + text_weight * coalesce((f.text_rank - min(f.text_rank) over ())
-                                              / nullif(max(f.text_rank) over () - min(f.text_rank) over (), 0),
-                                              case when f.text_match_rank is not null then 1 else 0 end)
-           end
-    from fused as f;
+    select f.name, f.distance, f.vector_rank, f.text_rank, f.text_match_rank, f.text_tiebreak, f.score
+    from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks,
+                                    fusion, vector_weight, text_weight, rrf_k) as f;
 end
 $$;
 CREATE FUNCTION membank_private.in_database_model() RETURNS boolean
@@ -8335,6 +8282,19 @@ CREATE FUNCTION membank_private.plan_key(plan jsonb) RETURNS jsonb
                from jsonb_array_elements(p -> 'candidates') as c)) order by (p ->> 'index')::integer), '[]')
     from jsonb_array_elements(plan) as p;
 $$;
+CREATE FUNCTION membank_private.prepared_on_shard(statement text, argument_types text) RETURNS text
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _name text := 'membank_' || md5(argument_types || statement);
+begin
+    if not exists (select from pg_catalog.pg_prepared_statements as p where p.name = _name) then
+        execute format('prepare %I (%s) as %s', _name, argument_types, statement);
+    end if;
+    return _name;
+end
+$$;
 CREATE FUNCTION membank_private.profile_field_kind(prop jsonb) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8726,8 +8686,6 @@ CREATE FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid
     AS $$
 declare
     _counts record := membank_private.scope_counts(scope_ids);
-    _n bigint := _counts.documents;
-    _pending boolean := _counts.pending;
 begin
     if not exists (select from unnest(query_texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
         -- An embedding without text: nothing to weigh, every word counts as known.
@@ -8735,19 +8693,20 @@ begin
         unknown_share := 0;
         return;
     end if;
-    -- idf_total: query_idf_total's value (per query text, the IDF sum of
-    -- its lexemes the scopes hold, as text_query weighs them; the largest
-    -- over the texts), read in the statement below: on Citus one read of
-    -- the scopes' lexicon (a round trip to their worker) where there were two.
-    -- unknown_share: of the query's content words (simple parser; a word any
-    -- language's configuration drops is a function word and does not count),
-    -- the IDF share of those no memory of the scopes holds in any of the
-    -- word's lexemes (query_lexemes). An unknown word weighs the IDF of a
-    -- document frequency of 0; a known one that of its most frequent
-    -- lexeme. No content word at all (stop words only, punctuation): 1.
+    -- signals_statement says what each signal is
+    select s.idf_total, s.unknown_share into idf_total, unknown_share
+    from membank_private.query_signals_of(query_texts, scope_ids, _counts.documents, _counts.pending) as s;
+end
+$$;
+CREATE FUNCTION membank_private.query_signals_of(query_texts text[], scope_ids uuid[], documents bigint, pending boolean, OUT idf_total double precision, OUT unknown_share double precision) RETURNS record
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    -- the text of membank_private.signals_statement()
     with word as (
         select distinct w.word
-        from unnest(query_texts) as x (query_text)
+        from unnest($1::text[]) as x (query_text)
         cross join lateral unnest(tsvector_to_array(
             to_tsvector('simple', membank_private.unaccent_text(coalesce(x.query_text, ''))))) as w (word)
     ), content as (
@@ -8762,38 +8721,38 @@ begin
                 from unnest(membank_private.query_lexemes(c.word)) as l (lexeme)
                 cross join lateral (
                     select (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                            where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
-                           + case when _pending
+                            where x.scope_id = any($2) and x.lexeme = l.lexeme)
+                           + case when $4
                                   then (select coalesce(sum(x.doc_count), 0)
                                         from membank_private.scope_lexicon_delta as x
-                                        where x.scope_id = any(scope_ids) and x.lexeme = l.lexeme)
+                                        where x.scope_id = any($2) and x.lexeme = l.lexeme)
                                   else 0 end as df
                 ) as f) as df
         from content as c
     ), idf as (
         select coalesce(max(t.total), 0) as total
-        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, _n)), 0)
+        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, $3)), 0)
                       from unnest(membank_private.query_lexemes(x.query_text)) as q (lexeme)
                       cross join lateral (
                           select (select coalesce(sum(l.doc_count), 0) from membank_private.scope_lexicon_base as l
-                                  where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
-                                 + case when _pending
+                                  where l.scope_id = any($2) and l.lexeme = q.lexeme)
+                                 + case when $4
                                         then (select coalesce(sum(l.doc_count), 0)
                                               from membank_private.scope_lexicon_delta as l
-                                              where l.scope_id = any(scope_ids) and l.lexeme = q.lexeme)
+                                              where l.scope_id = any($2) and l.lexeme = q.lexeme)
                                         else 0 end as df
                       ) as d
                       where d.df > 0) as total
-              from unnest(query_texts) as x (query_text)
+              from unnest($1::text[]) as x (query_text)
               where x.query_text is not null) as t
     )
     select (select i.total from idf as i),
-           coalesce(coalesce(sum(membank_private.bm25_idf(0, _n)) filter (where f.df = 0), 0)
-                    / nullif(sum(membank_private.bm25_idf(f.df, _n)), 0), 1)
-    into idf_total, unknown_share
-    from frequency as f;
+           coalesce(coalesce(sum(membank_private.bm25_idf(0, $3)) filter (where f.df = 0), 0)
+                    / nullif(sum(membank_private.bm25_idf(f.df, $3)), 0), 1)
+    from frequency as f
+    into idf_total, unknown_share;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.raise_bank_row_busy(argument text, what text) RETURNS void
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -8804,6 +8763,304 @@ begin
               hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
+CREATE FUNCTION membank_private.rank_candidates(candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[], queries membank_extensions.vector[], scope_ids uuid[], scopes jsonb[], texts text[], k integer, depth integer, min_similarity double precision, rrf_k integer, top_similarity double precision, idf_total double precision, unknown_share double precision, absent_rank integer, min_relevance double precision) RETURNS SETOF membank.retrieved_memory
+    LANGUAGE plpgsql STABLE ROWS 10
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $_$
+begin
+    -- the text of membank_private.rank_statement()
+    return query
+    with candidate as (
+        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
+        from unnest($1, $2, $3, $4, $5, $6,
+                    $7, $8)
+            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
+    ), per_query as (
+        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
+               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
+                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
+                                  m.fact collate "C", h.name) as position
+        from candidate as h
+        cross join lateral (
+            -- a text-only hit still gets its true cosine distance when it has a vector
+            select coalesce(h.distance, (select e.embedding <=> $9[h.i] from membank_private.memory_embeddings as e
+                                         where e.scope_id = any($10) and e.name = h.name
+                                           and $9[h.i] is not null)) as distance
+        ) as d
+        inner join membank_private.memories as m on m.scope_id = any($10) and m.name = h.name
+        where cardinality($12) > 1
+    ), fused as (
+        -- One query: its own fused list. The branches are gated by a
+        -- constant, so only one runs; the single-query one skips the
+        -- per-query positions (a join and a window), a third of the cost of
+        -- a small scope's call.
+        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
+        from candidate as h
+        where cardinality($12) = 1
+        union all
+        -- Several: RRF over their lists.
+        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
+               -- summed best position first: memories at the same positions
+               -- in different queries get bit-identical scores, so the
+               -- documented tie-breaks (distance, ...) decide between them
+               max(p.text_tiebreak), sum(1.0::double precision / ($16 + p.position) order by p.position)
+        from per_query as p
+        where cardinality($12) > 1 and p.position <= $14
+        group by p.name
+    ), scored as (
+        -- min_similarity ($15) needs every row's distance before the cut below
+        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
+               rank() over (order by s.score desc) as score_rank
+        from fused as s
+        cross join lateral (
+            select coalesce(s.distance, case when $15 is not null and cardinality($12) = 1 then
+                (select e.embedding <=> $9[1] from membank_private.memory_embeddings as e
+                 where e.scope_id = any($10) and e.name = s.name and $9[1] is not null) end) as distance
+        ) as d
+        where $15 is null or 1 - d.distance >= $15
+    ), top as (
+        -- The top k by (score, distance, ...) are among the rows with fewer
+        -- than k rows of a higher score: only those get their distance
+        -- looked up and their memory read (a tenth of a call at 1M memories).
+        -- The final filter below never drops one of them: every candidate
+        -- list already applied the same scope and expiry tests (the vector
+        -- lists on memory_embeddings' copy of expire_time, which a trigger
+        -- keeps; with triggers bypassed the list could come out short, never
+        -- wrong).
+        select s.name, coalesce(s.distance, case when cardinality($12) = 1 then
+                   (select e.embedding <=> $9[1] from membank_private.memory_embeddings as e
+                    where e.scope_id = any($10) and e.name = s.name and $9[1] is not null) end)
+                   as distance,
+               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
+        from scored as s
+        where s.score_rank <= $13
+    ), row_judged as (
+        -- each row's relevance given that the scopes answer the query
+        -- (073_relevance.sql), from the row's signals
+        select s.*, membank_private.relevance(1 - s.distance, $17,
+                                              least(s.text_rank / nullif($18, 0), 1), $19,
+                                              coalesce(s.vector_rank, $20),
+                                              coalesce(s.text_match_rank, $20)) as row_relevance
+        from top as s
+    ), judged as (
+        -- times the query's answerability (073: the top k's best row
+        -- relevance, the query's best similarity, its unknown share; with a
+        -- query vector only). min_relevance ($21) is a last gate, after the
+        -- ranking: when no row of the top k reaches it, the answer is
+        -- "nothing relevant" (no rows)
+        select s.*, s.row_relevance * membank_private.answerability(
+                   (select max(j.row_relevance) from row_judged as j), $17, $19) as relevance
+        from row_judged as s
+    )
+    -- min_relevance ($21) gates the rows returned, the top k after every tie-break
+    -- (score_rank above counts rows tied at the k-th score, which the limit
+    -- may cut): the same rows the Python client and build_context judge.
+    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+           r.revision, r.create_time, r.update_time, r.expire_time,
+           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+           r.matched_signals, r.degraded, r.note, r.relevance
+    from (
+        select a.*, max(a.relevance) over () as best
+        from (
+            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+                   m.revision, m.create_time, m.update_time, m.expire_time,
+                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
+                   s.score,
+                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                                      case when s.text_match_rank is not null then 'text' end], null)
+                       as matched_signals,
+                   s.distance is null as degraded,
+                   null::text as note, s.relevance, s.text_tiebreak
+            from judged as s
+            inner join membank_private.memories as m on m.scope_id = any($10) and m.name = s.name
+            where m.scope = any($11)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
+                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
+            limit $13
+        ) as a
+    ) as r
+    where $21 is null or r.best >= $21
+    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
+             r.fact collate "C", r.name
+    ;
+end
+$_$;
+CREATE FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) RETURNS membank.retrieved_memory[]
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $$
+declare
+    _idf_total double precision;  -- query_signals (073)
+    _unknown_share double precision := 0;
+    _rows membank.retrieved_memory [];
+begin
+    -- each statement prepared once per connection (prepared_on_shard, 015),
+    -- its arguments as literals
+    if exists (select from unnest(texts) as x (query_text) where not membank_private.is_blank(x.query_text)) then
+        execute format('execute %I(%L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.signals_statement(),
+                                  membank_private.shard_table('scope_lexicon_base', scope_id),
+                                  membank_private.shard_table('scope_lexicon_delta', scope_id)),
+                           'text[], uuid[], bigint, boolean'),
+                       texts, array[scope_id], documents, pending)
+        into _idf_total, _unknown_share;
+    end if;
+    -- as fused_memories passes them: the best similarity, and the rank of a
+    -- row a list did not hold (just past the scope's last memory, at most 100)
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select array(select r::membank.retrieved_memory from (%s) as r)',
+                              format(membank_private.rank_statement(),
+                                     membank_private.shard_table('memories', scope_id),
+                                     membank_private.shard_table('memory_embeddings', scope_id))),
+                       'bigint[], uuid[], double precision[], integer[], real[], integer[], real[],'
+                       ' double precision[], vector[], uuid[], jsonb[], text[], integer, integer, double precision,'
+                       ' integer, double precision, double precision, double precision, integer, double precision'),
+                   candidate_query, candidate_name, candidate_distance, candidate_vector_rank, candidate_text_rank,
+                   candidate_text_match_rank, candidate_text_tiebreak, candidate_score, queries, array[scope_id],
+                   scopes, texts, k, depth, min_similarity, rrf_k,
+                   1 - (select min(d) from unnest(candidate_distance) as d), _idf_total, _unknown_share,
+                   least(documents + 1, 100), min_relevance)
+    into _rows;
+    return _rows;
+end
+$$;
+CREATE FUNCTION membank_private.rank_statement() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- Each query's fused candidates as parallel arrays: $1 the query's
+    -- position (bigint[]), $2 names, $3 distances, $4 vector ranks, $5 IDF
+    -- sums, $6 text ranks, $7 ts_rank tiebreaks, $8 fused scores; $9 the
+    -- query vectors (vector[]), $10 scope_ids, $11 scopes (jsonb[]), $12 the
+    -- query texts, $13 k, $14 depth, $15 min_similarity, $16 rrf_k, $17 the
+    -- query's best similarity, $18 idf_total and $19 unknown_share
+    -- (signals_statement, 073), $20 the rank of a row a list did not hold,
+    -- $21 min_relevance. Rows of membank.retrieved_memory, ranked.
+    -- Every read of memories and memory_embeddings names the scopes: on
+    -- Citus, run through the distributed tables, the statement is then one
+    -- query on the scope's shard.
+    select $statement$
+    with candidate as (
+        select c.i, c.name, c.distance, c.vector_rank, c.text_rank, c.text_match_rank, c.text_tiebreak, c.score
+        from unnest($1, $2, $3, $4, $5, $6,
+                    $7, $8)
+            as c (i, name, distance, vector_rank, text_rank, text_match_rank, text_tiebreak, score)
+    ), per_query as (
+        select h.i, h.name, d.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score,
+               row_number() over (partition by h.i order by h.score desc, d.distance nulls last,
+                                  h.text_rank desc nulls last, h.text_tiebreak desc nulls last,
+                                  m.fact collate "C", h.name) as position
+        from candidate as h
+        cross join lateral (
+            -- a text-only hit still gets its true cosine distance when it has a vector
+            select coalesce(h.distance, (select e.embedding <=> $9[h.i] from %2$s as e
+                                         where e.scope_id = any($10) and e.name = h.name
+                                           and $9[h.i] is not null)) as distance
+        ) as d
+        inner join %1$s as m on m.scope_id = any($10) and m.name = h.name
+        where cardinality($12) > 1
+    ), fused as (
+        -- One query: its own fused list. The branches are gated by a
+        -- constant, so only one runs; the single-query one skips the
+        -- per-query positions (a join and a window), a third of the cost of
+        -- a small scope's call.
+        select h.name, h.distance, h.vector_rank, h.text_rank, h.text_match_rank, h.text_tiebreak, h.score
+        from candidate as h
+        where cardinality($12) = 1
+        union all
+        -- Several: RRF over their lists.
+        select p.name, min(p.distance), min(p.vector_rank), max(p.text_rank), min(p.text_match_rank),
+               -- summed best position first: memories at the same positions
+               -- in different queries get bit-identical scores, so the
+               -- documented tie-breaks (distance, ...) decide between them
+               max(p.text_tiebreak), sum(1.0::double precision / ($16 + p.position) order by p.position)
+        from per_query as p
+        where cardinality($12) > 1 and p.position <= $14
+        group by p.name
+    ), scored as (
+        -- min_similarity ($15) needs every row's distance before the cut below
+        select s.name, d.distance, s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score,
+               rank() over (order by s.score desc) as score_rank
+        from fused as s
+        cross join lateral (
+            select coalesce(s.distance, case when $15 is not null and cardinality($12) = 1 then
+                (select e.embedding <=> $9[1] from %2$s as e
+                 where e.scope_id = any($10) and e.name = s.name and $9[1] is not null) end) as distance
+        ) as d
+        where $15 is null or 1 - d.distance >= $15
+    ), top as (
+        -- The top k by (score, distance, ...) are among the rows with fewer
+        -- than k rows of a higher score: only those get their distance
+        -- looked up and their memory read (a tenth of a call at 1M memories).
+        -- The final filter below never drops one of them: every candidate
+        -- list already applied the same scope and expiry tests (the vector
+        -- lists on memory_embeddings' copy of expire_time, which a trigger
+        -- keeps; with triggers bypassed the list could come out short, never
+        -- wrong).
+        select s.name, coalesce(s.distance, case when cardinality($12) = 1 then
+                   (select e.embedding <=> $9[1] from %2$s as e
+                    where e.scope_id = any($10) and e.name = s.name and $9[1] is not null) end)
+                   as distance,
+               s.vector_rank, s.text_rank, s.text_match_rank, s.text_tiebreak, s.score
+        from scored as s
+        where s.score_rank <= $13
+    ), row_judged as (
+        -- each row's relevance given that the scopes answer the query
+        -- (073_relevance.sql), from the row's signals
+        select s.*, membank_private.relevance(1 - s.distance, $17,
+                                              least(s.text_rank / nullif($18, 0), 1), $19,
+                                              coalesce(s.vector_rank, $20),
+                                              coalesce(s.text_match_rank, $20)) as row_relevance
+        from top as s
+    ), judged as (
+        -- times the query's answerability (073: the top k's best row
+        -- relevance, the query's best similarity, its unknown share; with a
+        -- query vector only). min_relevance ($21) is a last gate, after the
+        -- ranking: when no row of the top k reaches it, the answer is
+        -- "nothing relevant" (no rows)
+        select s.*, s.row_relevance * membank_private.answerability(
+                   (select max(j.row_relevance) from row_judged as j), $17, $19) as relevance
+        from row_judged as s
+    )
+    -- min_relevance ($21) gates the rows returned, the top k after every tie-break
+    -- (score_rank above counts rows tied at the k-th score, which the limit
+    -- may cut): the same rows the Python client and build_context judge.
+    select r.name, r.scope, r.memory_type, r.fact, r.structured_content, r.topics, r.metadata,
+           r.revision, r.create_time, r.update_time, r.expire_time,
+           r.distance, r.similarity, r.text_rank, r.vector_rank, r.text_match_rank, r.score,
+           r.matched_signals, r.degraded, r.note, r.relevance
+    from (
+        select a.*, max(a.relevance) over () as best
+        from (
+            select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics, m.metadata,
+                   m.revision, m.create_time, m.update_time, m.expire_time,
+                   s.distance, 1 - s.distance as similarity, s.text_rank, s.vector_rank, s.text_match_rank,
+                   s.score,
+                   array_remove(array[case when s.vector_rank is not null then 'vector' end,
+                                      case when s.text_match_rank is not null then 'text' end], null)
+                       as matched_signals,
+                   s.distance is null as degraded,
+                   null::text as note, s.relevance, s.text_tiebreak
+            from judged as s
+            inner join %1$s as m on m.scope_id = any($10) and m.name = s.name
+            where m.scope = any($11)
+              and (m.expire_time is null or m.expire_time > statement_timestamp())
+            order by s.score desc, s.distance nulls last, s.text_rank desc nulls last,
+                     s.text_tiebreak desc nulls last, m.fact collate "C", m.name
+            limit $13
+        ) as a
+    ) as r
+    where $21 is null or r.best >= $21
+    order by r.score desc, r.distance nulls last, r.text_rank desc nulls last, r.text_tiebreak desc nulls last,
+             r.fact collate "C", r.name
+    $statement$;
+$_$;
 CREATE FUNCTION membank_private.rebuild_due_scopes() RETURNS bigint
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9170,6 +9427,25 @@ begin
                        coalesce((select jsonb_object_agg(k.key, k.scope_id)
                                  from unnest(keys, scope_ids) as k (key, scope_id)), '{}')::text,
                        is_local);
+end
+$$;
+CREATE FUNCTION membank_private.remember_scope_counts(scope_ids uuid[], documents bigint, pending boolean, jobs boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform set_config('membank.scope_counts',
+                       md5(statement_timestamp()::text || array_to_string(scope_ids, ',')) || '|' || documents || '|'
+                       || pending || '|' || coalesce(jobs::text, ''), true);
+end
+$$;
+CREATE FUNCTION membank_private.remember_scope_hnsw(scope_id uuid, dimension integer, ready boolean) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    perform set_config('membank.scope_hnsw',
+                       md5(statement_timestamp()::text || scope_id::text || '|' || dimension) || '|' || ready, true);
 end
 $$;
 CREATE FUNCTION membank_private.reply_items(parsed jsonb, kind text) RETURNS jsonb
@@ -9786,6 +10062,78 @@ CREATE FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources 
     )
     select case when count(*) > 0 and count(m.name) = count(*) then min(m.name)::uuid end from m;
 $$;
+CREATE FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+declare
+    _scope_ids uuid [] := array[scope_id];
+    _memories text := membank_private.shard_table('memories', scope_id);
+    _embeddings text := membank_private.shard_table('memory_embeddings', scope_id);
+    _delta bigint;
+    _vector_names uuid [];
+    _vector_distances double precision [];
+    _text_names uuid [];
+    _text_ranks real [];
+    _text_tiebreaks real [];
+    _c_query bigint [] := '{}';
+    _c_name uuid [] := '{}';
+    _c_distance double precision [] := '{}';
+    _c_vector_rank integer [] := '{}';
+    _c_text_rank real [] := '{}';
+    _c_text_match_rank integer [] := '{}';
+    _c_text_tiebreak real [] := '{}';
+    _c_score double precision [] := '{}';
+begin
+    -- scope_counts' reads (061), with whether the scope has embedding jobs queued
+    execute format('select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),'
+                   ' exists (select from %s as j where j.scope_id = $1) from %s as s where s.scope_id = $1',
+                   membank_private.shard_table('embedding_jobs', scope_id),
+                   membank_private.shard_table('scope_stats_base', scope_id))
+    into documents, pending, jobs using scope_id;
+    if pending then
+        execute format('select coalesce(sum(d.doc_count), 0) from %s as d where d.scope_id = $1',
+                       membank_private.shard_table('scope_stats_delta', scope_id))
+        into _delta using scope_id;
+        documents := documents + _delta;
+    end if;
+    if documents > least(200, rerank_depth) then
+        -- hybrid_candidates' other path, fused_memories' statements; a
+        -- scope above rerank_depth asks whether its HNSW index is ready
+        -- (vector_candidates, 062): answered here, on the node that has it
+        if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
+            hnsw := membank_private.scope_hnsw_ready_here(
+                scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
+        end if;
+        return;
+    end if;
+    for _i in 1 .. cardinality(texts) loop
+        -- hybrid_candidates on the scan path
+        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                       membank_private.prepared_on_shard(
+                           format(membank_private.scan_statement(), _memories, _embeddings),
+                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
+                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
+                       created_before, queries[_i] is not null and not jobs)
+        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
+               _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
+               _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
+               _c_text_tiebreak || array_agg(f.text_tiebreak), _c_score || array_agg(f.score)
+        into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+             _c_score
+        from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks,
+                                        _text_tiebreaks, fusion, vector_weight, text_weight, rrf_k) as f;
+    end loop;
+    memories := membank_private.rank_on_shard(
+        scope_id, scopes, texts, queries, k, depth, min_similarity, rrf_k, min_relevance, documents, pending,
+        _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
+        _c_score);
+end
+$_$;
 CREATE FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) RETURNS uuid
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9842,46 +10190,43 @@ $$;
 CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    AS $$
+    AS $_$
 begin
-    -- Same lists as vector_candidates and text_candidates give for a scope
-    -- no bigger than rerank_depth (every vector re-ranked exactly; document
-    -- frequencies over every stored row, as scope_lexicon counts them), from
-    -- one statement: for ~60 rows the index machinery cost more than it saved.
+    -- the text of membank_private.scan_statement()
     with scope_row as (
         select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
                (m.expire_time is null or m.expire_time > statement_timestamp())
-               and (metadata_filter is null or m.metadata @> metadata_filter)
-               and (scan_candidates.topics is null or m.topics && scan_candidates.topics)
-               and (scan_candidates.memory_type is null or m.memory_type = scan_candidates.memory_type)
-               and (created_after is null or m.create_time > created_after)
-               and (created_before is null or m.create_time < created_before) as eligible
+               and ($5::jsonb is null or m.metadata @> $5)
+               and ($6::text[] is null or m.topics && $6)
+               and ($7::text is null or m.memory_type = $7)
+               and ($8::timestamptz is null or m.create_time > $8)
+               and ($9::timestamptz is null or m.create_time < $9) as eligible
         from membank_private.memories as m
-        where m.scope_id = any(scope_ids)
+        where m.scope_id = any($1)
     ), frequency as materialized (
         -- Materialized: inlined, each use of df below re-counted the scope
         -- (five copies per lexeme, a third of the statement's time).
         select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
-        from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
+        from unnest(membank_private.query_lexemes($3)) as q (lexeme)
     ), weighed as (
         -- as text_query (061): lexemes no row holds are left out; with
         -- rare_only, lexemes in more than half the rows never seek
         select f.lexeme, (quote_literal(f.lexeme) || ':A')::tsquery as fact_lexeme,
                membank_private.bm25_idf(f.df, t.n) as idf,
-               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over () or rare_only) as seeks
+               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over () or $10) as seeks
         from frequency as f cross join (select count(*) as n from scope_row) as t
         where f.df > 0
     ), all_lexemes as (
         select nullif(string_agg(quote_literal(w.lexeme), ' | '), '')::tsquery as query from weighed as w
     ), vector_hit as (
-        select r.name, e.embedding <=> query as distance,
-               row_number() over (order by e.embedding <=> query, r.fact collate "C", r.name) as position
+        select r.name, e.embedding <=> $2 as distance,
+               row_number() over (order by e.embedding <=> $2, r.fact collate "C", r.name) as position
         from scope_row as r
         -- scope_id named: on Citus the statement is then one query on the scope's shard
-        inner join membank_private.memory_embeddings as e on e.scope_id = any(scope_ids) and e.name = r.name
-        where r.eligible and query is not null
+        inner join membank_private.memory_embeddings as e on e.scope_id = any($1) and e.name = r.name
+        where r.eligible and $2 is not null
         order by 3
-        limit depth
+        limit $4
     ), text_hit as (
         select h.*, row_number() over (order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name)
                     as position
@@ -9895,7 +10240,7 @@ begin
               where r.eligible and exists (select from weighed as w where w.seeks and w.lexeme = any(r.lexemes))
              ) as h
         order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name
-        limit depth
+        limit $4
     )
     select (select array_agg(v.name order by v.position) from vector_hit as v),
            (select array_agg(v.distance order by v.position) from vector_hit as v),
@@ -9904,7 +10249,76 @@ begin
            (select array_agg(t.text_tiebreak order by t.position) from text_hit as t)
     into vector_names, vector_distances, text_names, text_ranks, text_tiebreaks;
 end
-$$;
+$_$;
+CREATE FUNCTION membank_private.scan_statement() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- Same lists as vector_candidates and text_candidates give for a scope
+    -- no bigger than rerank_depth (every vector re-ranked exactly; document
+    -- frequencies over every stored row, as scope_lexicon counts them), from
+    -- one statement: for ~60 rows the index machinery cost more than it saved.
+    -- $1 scope_ids uuid[], $2 query vector, $3 query_text, $4 depth, $5
+    -- metadata_filter, $6 topics, $7 memory_type, $8 created_after, $9
+    -- created_before, $10 rare_only; one row of five arrays: vector names
+    -- and distances, text names, ranks and tiebreaks, each in list order.
+    select $statement$
+    with scope_row as (
+        select m.name, m.fact, m.fts, tsvector_to_array(m.fts) as lexemes,
+               (m.expire_time is null or m.expire_time > statement_timestamp())
+               and ($5::jsonb is null or m.metadata @> $5)
+               and ($6::text[] is null or m.topics && $6)
+               and ($7::text is null or m.memory_type = $7)
+               and ($8::timestamptz is null or m.create_time > $8)
+               and ($9::timestamptz is null or m.create_time < $9) as eligible
+        from %1$s as m
+        where m.scope_id = any($1)
+    ), frequency as materialized (
+        -- Materialized: inlined, each use of df below re-counted the scope
+        -- (five copies per lexeme, a third of the statement's time).
+        select q.lexeme, (select count(*) from scope_row as r where q.lexeme = any(r.lexemes)) as df
+        from unnest(membank_private.query_lexemes($3)) as q (lexeme)
+    ), weighed as (
+        -- as text_query (061): lexemes no row holds are left out; with
+        -- rare_only, lexemes in more than half the rows never seek
+        select f.lexeme, (quote_literal(f.lexeme) || ':A')::tsquery as fact_lexeme,
+               membank_private.bm25_idf(f.df, t.n) as idf,
+               f.df * 2 <= t.n or not (bool_or(f.df * 2 <= t.n) over () or $10) as seeks
+        from frequency as f cross join (select count(*) as n from scope_row) as t
+        where f.df > 0
+    ), all_lexemes as (
+        select nullif(string_agg(quote_literal(w.lexeme), ' | '), '')::tsquery as query from weighed as w
+    ), vector_hit as (
+        select r.name, e.embedding <=> $2 as distance,
+               row_number() over (order by e.embedding <=> $2, r.fact collate "C", r.name) as position
+        from scope_row as r
+        -- scope_id named: on Citus the statement is then one query on the scope's shard
+        inner join %2$s as e on e.scope_id = any($1) and e.name = r.name
+        where r.eligible and $2 is not null
+        order by 3
+        limit $4
+    ), text_hit as (
+        select h.*, row_number() over (order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name)
+                    as position
+        from (select r.name, r.fact,
+                     -- as text_candidates (061): a lexeme only the context holds counts half
+                     (select sum(case when r.fts @@ w.fact_lexeme then w.idf else 0.5 * w.idf end)
+                      from weighed as w where w.lexeme = any(r.lexemes))::real as text_rank,
+                     ts_rank(r.fts, a.query, 1) as text_tiebreak
+              from scope_row as r
+              cross join all_lexemes as a
+              where r.eligible and exists (select from weighed as w where w.seeks and w.lexeme = any(r.lexemes))
+             ) as h
+        order by h.text_rank desc, h.text_tiebreak desc, h.fact collate "C", h.name
+        limit $4
+    )
+    select (select array_agg(v.name order by v.position) from vector_hit as v),
+           (select array_agg(v.distance order by v.position) from vector_hit as v),
+           (select array_agg(t.name order by t.position) from text_hit as t),
+           (select array_agg(t.text_rank order by t.position) from text_hit as t),
+           (select array_agg(t.text_tiebreak order by t.position) from text_hit as t)
+    $statement$;
+$_$;
 CREATE FUNCTION membank_private.scope_allowed(scope jsonb) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -9957,8 +10371,7 @@ begin
                                   where d.scope_id = any(scope_ids));
     end if;
     if _key is not null then
-        perform set_config('membank.scope_counts',
-                           _key || '|' || documents || '|' || pending || '|' || coalesce(_jobs::text, ''), true);
+        perform membank_private.remember_scope_counts(scope_ids, documents, pending, _jobs);
     end if;
 end
 $_$;
@@ -9999,15 +10412,27 @@ CREATE FUNCTION membank_private.scope_hnsw_index_name(scope_id uuid, dimension i
     select format('scope_hnsw_%s_%s', replace(scope_id::text, '-', ''), dimension);
 $$;
 CREATE FUNCTION membank_private.scope_hnsw_ready(scope_id uuid, dimension integer) RETURNS boolean
-    LANGUAGE sql STABLE
+    LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select case when membank_private.distributed() and membank_private.node_group() = 0
-                then coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
-                               from membank_private.memory_embeddings as e
-                               where e.scope_id = scope_hnsw_ready.scope_id limit 1), false)
-                else membank_private.scope_hnsw_ready_here(scope_id, dimension) end;
-$$;
+    AS $_$
+declare
+    _memo text;
+begin
+    if not (membank_private.distributed() and membank_private.node_group() = 0) then
+        return membank_private.scope_hnsw_ready_here(scope_id, dimension);
+    end if;
+    _memo := current_setting('membank.scope_hnsw', true);
+    -- Any role can set the setting itself: a forged answer could only make
+    -- the caller's own retrieval probe an index that is not there (an exact
+    -- scan) or skip one (the Hamming step).
+    if _memo ~ ('^' || md5(statement_timestamp()::text || scope_id::text || '|' || dimension) || '\|(true|false)$') then
+        return split_part(_memo, '|', 2)::boolean;
+    end if;
+    return coalesce((select membank_private.scope_hnsw_ready_here(e.scope_id, dimension)
+                     from membank_private.memory_embeddings as e
+                     where e.scope_id = scope_hnsw_ready.scope_id limit 1), false);
+end
+$_$;
 CREATE FUNCTION membank_private.scope_hnsw_ready_here(scope_id uuid, dimension integer) RETURNS boolean
     LANGUAGE sql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -10646,6 +11071,72 @@ CREATE FUNCTION membank_private.shell_parts(command text) RETURNS text[]
     select coalesce(array_agg(btrim(p, E' \t') order by n) filter (where btrim(p, E' \t') <> ''),
                     array[btrim(coalesce(command, ''), E' \t')])
     from regexp_split_to_table(coalesce(command, ''), E'\\|\\||&&|\\$\\(|[;|&`\\n\\r]') with ordinality as x (p, n);
+$_$;
+CREATE FUNCTION membank_private.signals_statement() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- $1 query_texts text[], $2 scope_ids uuid[], $3 the scopes' documents
+    -- (bigint), $4 whether appended word counts are pending; one row:
+    -- idf_total, unknown_share.
+    -- idf_total: query_idf_total's value (per query text, the IDF sum of
+    -- its lexemes the scopes hold, as text_query weighs them; the largest
+    -- over the texts), read in the statement below: on Citus one read of
+    -- the scopes' lexicon (a round trip to their worker) where there were two.
+    -- unknown_share: of the query's content words (simple parser; a word any
+    -- language's configuration drops is a function word and does not count),
+    -- the IDF share of those no memory of the scopes holds in any of the
+    -- word's lexemes (query_lexemes). An unknown word weighs the IDF of a
+    -- document frequency of 0; a known one that of its most frequent
+    -- lexeme. No content word at all (stop words only, punctuation): 1.
+    select $statement$
+    with word as (
+        select distinct w.word
+        from unnest($1::text[]) as x (query_text)
+        cross join lateral unnest(tsvector_to_array(
+            to_tsvector('simple', membank_private.unaccent_text(coalesce(x.query_text, ''))))) as w (word)
+    ), content as (
+        select w.word
+        from word as w
+        where to_tsvector('english', w.word) <> ''::tsvector and to_tsvector('german', w.word) <> ''::tsvector
+          and to_tsvector('french', w.word) <> ''::tsvector and to_tsvector('spanish', w.word) <> ''::tsvector
+          and to_tsvector('russian', w.word) <> ''::tsvector
+    ), frequency as (
+        select c.word,
+               (select coalesce(max(f.df), 0)
+                from unnest(membank_private.query_lexemes(c.word)) as l (lexeme)
+                cross join lateral (
+                    select (select coalesce(sum(x.doc_count), 0) from %1$s as x
+                            where x.scope_id = any($2) and x.lexeme = l.lexeme)
+                           + case when $4
+                                  then (select coalesce(sum(x.doc_count), 0)
+                                        from %2$s as x
+                                        where x.scope_id = any($2) and x.lexeme = l.lexeme)
+                                  else 0 end as df
+                ) as f) as df
+        from content as c
+    ), idf as (
+        select coalesce(max(t.total), 0) as total
+        from (select (select coalesce(sum(membank_private.bm25_idf(d.df, $3)), 0)
+                      from unnest(membank_private.query_lexemes(x.query_text)) as q (lexeme)
+                      cross join lateral (
+                          select (select coalesce(sum(l.doc_count), 0) from %1$s as l
+                                  where l.scope_id = any($2) and l.lexeme = q.lexeme)
+                                 + case when $4
+                                        then (select coalesce(sum(l.doc_count), 0)
+                                              from %2$s as l
+                                              where l.scope_id = any($2) and l.lexeme = q.lexeme)
+                                        else 0 end as df
+                      ) as d
+                      where d.df > 0) as total
+              from unnest($1::text[]) as x (query_text)
+              where x.query_text is not null) as t
+    )
+    select (select i.total from idf as i),
+           coalesce(coalesce(sum(membank_private.bm25_idf(0, $3)) filter (where f.df = 0), 0)
+                    / nullif(sum(membank_private.bm25_idf(f.df, $3)), 0), 1)
+    from frequency as f
+    $statement$;
 $_$;
 CREATE FUNCTION membank_private.size_limit(what text) RETURNS integer
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
@@ -13032,6 +13523,7 @@ REVOKE ALL ON FUNCTION membank_private.forget_deleted_memories(scope_id uuid, sc
 REVOKE ALL ON FUNCTION membank_private.forget_expired_deletion(scope_id uuid, name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_expired_deletions(batch_size integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.forget_memory(name uuid, scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.fuse_lists(vector_names uuid[], vector_distances double precision[], text_names uuid[], text_ranks real[], text_tiebreaks real[], fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
@@ -13082,6 +13574,7 @@ REVOKE ALL ON FUNCTION membank_private.parse_trigger_duration(value jsonb, argum
 REVOKE ALL ON FUNCTION membank_private.permission_check_budget() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.permission_check_work(parts text[], command text, patterns text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.plan_key(plan jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.prepared_on_shard(statement text, argument_types text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_kind(prop jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_field_spec(prop jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.profile_fields(memory_schema jsonb) FROM PUBLIC;
@@ -13101,7 +13594,11 @@ REVOKE ALL ON FUNCTION membank_private.quantized_scope_candidates(o membank_priv
 REVOKE ALL ON FUNCTION membank_private.query_idf_total(query_texts text[], scope_ids uuid[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.query_signals_of(query_texts text[], scope_ids uuid[], documents bigint, pending boolean, OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rank_candidates(candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[], queries membank_extensions.vector[], scope_ids uuid[], scopes jsonb[], texts text[], k integer, depth integer, min_similarity double precision, rrf_k integer, top_similarity double precision, idf_total double precision, unknown_share double precision, absent_rank integer, min_relevance double precision) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.rank_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_scopes() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rebuild_due_work() FROM PUBLIC;
 GRANT ALL ON FUNCTION membank_private.rebuild_due_work() TO membank_admin;
@@ -13121,6 +13618,8 @@ REVOKE ALL ON FUNCTION membank_private.relevance(similarity double precision, to
 REVOKE ALL ON FUNCTION membank_private.relevance_coefficients(model text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.remember_claimed(keys text[], scope_ids uuid[], is_local boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.remember_scope_counts(scope_ids uuid[], documents bigint, pending boolean, jobs boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.remember_scope_hnsw(scope_id uuid, dimension integer, ready boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.reply_items(parsed jsonb, kind text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rerank_coefficients() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rerank_feature_names() FROM PUBLIC;
@@ -13141,10 +13640,12 @@ REVOKE ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch json
 GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb) TO membank_admin;
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port integer, command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.scan_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_allowed(scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_counts(scope_ids uuid[], OUT documents bigint, OUT pending boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.scope_documents(scope_ids uuid[]) FROM PUBLIC;
@@ -13174,6 +13675,7 @@ REVOKE ALL ON FUNCTION membank_private.set_revision_context(labels jsonb, source
 REVOKE ALL ON FUNCTION membank_private.shard_table(table_name text, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_operators(command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.shell_parts(command text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.signals_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.size_limit(what text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.skip_unreachable(what text, scope_id uuid, error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.split_question(query_text text) FROM PUBLIC;
