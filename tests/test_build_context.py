@@ -97,7 +97,7 @@ def test_every_verdict_equals_the_python_paths(stocked, conversation):
         for question in questions(conversation):
             sql = bank.build_context(U, question, session_id="s1", budget_tokens=4000, top_k=5, expected=expected,
                                      min_relevance=None)  # the same memories as retrieve_memories below
-            retrieved = bank.retrieve_memories(U, question, top_k=5)
+            retrieved = bank.retrieve_memories(U, question, top_k=5, rerank=True)  # build_context's default
             python, _ = judge_memories(bank, U, retrieved, expected=expected, session_id="s1", generated_lookback=5)
             assert [(v["memory_name"], v["verdict"], v["reason"], v["source"], v["rank"], v["revision"],
                      v["operation"]) for v in sql["verdicts"]] == [
