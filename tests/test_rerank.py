@@ -301,3 +301,15 @@ def test_the_adk_memory_service_reranks_by_default(bank, stored):
 
     assert EVIDENCE in found()
     assert EVIDENCE not in found(rerank=False)
+
+
+@pytest.mark.role("membank_reader")
+def test_the_mcp_tool_reranks_when_asked(bank, stored):
+    """MCP's retrieve_memories keeps retrieve_memories' default (the first pass) and takes rerank."""
+    from membank.mcp_server import MembankTools
+
+    tools = MembankTools(bank)
+    first = [r["fact"] for r in tools.retrieve_memories(QUERY, top_k=10, scope=SCOPE)["results"]]
+    reranked = [r["fact"] for r in tools.retrieve_memories(QUERY, top_k=10, rerank=True, scope=SCOPE)["results"]]
+    assert EVIDENCE in reranked and EVIDENCE not in first
+    assert reranked == [r.memory.fact for r in bank.retrieve_memories(SCOPE, QUERY, top_k=10, rerank=True)]

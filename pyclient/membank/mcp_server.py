@@ -112,15 +112,19 @@ class MembankTools:
                                                       "probability, 0-1, that the memory answers the query) of at "
                                                       "least this; below_threshold then counts them. Omitted: the "
                                                       "top_k whatever they are.")] = None,
+                          rerank: Annotated[bool, Field(
+                              description="Order the results by the re-ranker (a second pass over the top 50: "
+                                          "higher recall, score is then its probability).")] = False,
                           *, scope: ScopeArg) -> dict[str, Any]:
         """RetrieveMemories: the scope's memories closest to the query (vectors and full text, fused by RRF).
 
         Without a query (empty or omitted): the scope's memories, at most top_k, oldest first. Each result has the memory, its score, similarity (null and degraded
         true while it has no vector yet), relevance and matched signals. With min_relevance, "below_threshold"
         says how many results it left out: no results and below_threshold > 0 means nothing relevant is stored.
+        With rerank, the re-ranker orders them (retrieve_memories' second pass, docs/retrieval.md).
         """
         results = self.bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity,
-                                              min_relevance=min_relevance,
+                                              min_relevance=min_relevance, rerank=rerank or None,
                                               **({"decompose": self.decompose} if self.decompose else {}))
         found = {"results": [{**_jsonable(r.memory), **{k: v for k, v in _jsonable(r).items() if k != "memory"}}
                              for r in results]}
