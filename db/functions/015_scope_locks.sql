@@ -161,8 +161,7 @@ begin
     select p.statement, p.parameter_types into _found, _types
     from pg_catalog.pg_prepared_statements as p where p.name = _name;
     if _found is not null and _found = _command
-       and _types = array(select btrim(t)::regtype
-                          from unnest(string_to_array(argument_types, ',')) as t) then
+       and _types = string_to_array(argument_types, ',')::regtype [] then
         return _name;
     end if;
     if _found is not null then
