@@ -777,7 +777,7 @@ def test_a_statement_the_caller_prepared_under_the_retrievals_name_is_not_run(ba
       create both with its DDL propagation off): the query texts passed to it must never run that check as the
       owner.
 
-    The internal functions stay out of a reader's reach on the worker."""
+    The internal functions stay out of a reader's and an admin's reach on the worker."""
     from test_citus import workers
 
     cl = Cluster(*bank)
@@ -806,16 +806,19 @@ def test_a_statement_the_caller_prepared_under_the_retrievals_name_is_not_run(ba
             f"null::membank.retrieved_memory, '{template}'::jsonb || jsonb_build_object('fact', 'ran as '"
             " || current_user || ', roles ' || (select count(*) from pg_catalog.pg_authid)))]")
         assert attacker.execute(retrieve, (json.dumps(mine),)).fetchone()[0] == honest
-        # the internal functions: out of a reader's reach on the worker
-        for call in ("select membank_private.prepared_on_shard('select 1', '')",
-                     "select membank_private.shard_table('memories', md5('x')::uuid)",
-                     "select membank_private.rank_statement()"):
-            with pytest.raises(psycopg.Error) as denied:
-                attacker.execute(call)
-            assert denied.value.sqlstate == "42501", (call, denied.value)
-
+        # the internal functions: out of a reader's and an admin's reach on the worker (the admin has USAGE on
+        # membank_private, not EXECUTE)
         admin = attack_login(cl, w1.url(cl.name), "membank_admin")
         admin_role = admin.execute("select current_user").fetchone()[0]
+        for c in (attacker, admin):
+            for call in ("select membank_private.prepared_on_shard('select 1', '')",
+                         "select membank_private.shard_table('memories', md5('x')::uuid)",
+                         "select membank_private.rank_statement()",
+                         "select membank_private.retrieve_on_shard(md5('x')::uuid, '{}', '{tea}', '{null}', 5, 50,"
+                         " null, null, null, null, null, null, 'rrf', 1, 1, 10, 400, null)"):
+                with pytest.raises(psycopg.Error) as denied:
+                    c.execute(call)
+                assert denied.value.sqlstate == "42501", (call, denied.value)
         assert admin.execute(retrieve, (json.dumps(mine),)).fetchone()[0] == honest
         signals = admin.execute("select name, statement from pg_prepared_statements"
                                 " where statement like '%%scope_lexicon_base%%'").fetchone()
@@ -873,5 +876,52 @@ def test_a_routed_retrieval_answers_the_same_across_shard_moves_on_the_same_conn
         cl.admin.execute("select membank.delete_memory(%s, scope => %s)", (names[1], s))
         for node, c in readers.items():
             assert c.execute(retrieve, (s,)).fetchone()[0] == ["likes tea in the rain"], node
+    finally:
+        cl.close()
+
+
+def test_a_callers_datestyle_and_float_digits_do_not_change_a_routed_retrieval(bank):  # noqa: F811
+    """The routed retrieval passes its arguments to the scope's worker: a caller's DateStyle (SQL, DMY),
+    extra_float_digits (-15, one digit) and plan_cache_mode (force_custom_plan) change neither the rows nor their
+    values, through the coordinator and through the scope's worker, for a created_before a day ahead and a
+    min_relevance (which gates the answer on its best row) of exactly the best row's relevance (every row) and of
+    the next float above it (no row; one digit, 0.5, would let them through)."""
+    import math
+    from datetime import datetime, timedelta, timezone
+
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        w1 = workers(cl)[0]
+        scope = json.dumps(cl.scope_on(w1.port, "attack4-settings"))
+        for fact in ("likes tea in the rain", "drinks green tea", "walks in the rain"):
+            cl.admin.execute("select membank.create_memory(scope => %s, fact => %s)", (scope, fact))
+        callers = {"coordinator": cl.login("membank_reader"),
+                   "worker": attack_login(cl, w1.url(cl.name), "membank_reader")}
+        before = datetime.now(timezone.utc) + timedelta(days=1)
+        retrieve = ("select array_agg(r.fact order by r.fact), array_agg(r.score order by r.fact),"
+                    " array_agg(r.relevance order by r.fact) from membank.retrieve_memories(scope => %s,"
+                    " query_text => 'tea rain', top_k => 10, created_before => %s, min_relevance => %s) as r")
+        # binary: the values as the server holds them, whatever the session prints
+        first = callers["coordinator"].execute(
+            "select array_agg(r.relevance order by r.relevance desc) from membank.retrieve_memories(scope => %s,"
+            " query_text => 'tea rain', top_k => 10) as r", (scope,), binary=True).fetchone()[0]
+        assert len(first) >= 2 and first[0] > first[1], first
+        for node, c in callers.items():
+            best = c.execute(retrieve, (scope, before, first[0]), binary=True).fetchone()
+            # the floor gates the answer on its best row: at it, every row; just above it, none
+            assert best[0] is not None and len(best[0]) == len(first) and max(best[2]) == first[0], (node, best)
+            above = c.execute(retrieve, (scope, before, math.nextafter(first[0], 1)), binary=True).fetchone()
+            assert above == (None, None, None), (node, above)
+            c.execute("set datestyle to 'SQL, DMY'")
+            c.execute("set extra_float_digits to -15")
+            c.execute("set plan_cache_mode to force_custom_plan")
+            assert c.execute(retrieve, (scope, before, first[0]), binary=True).fetchone() == best, node
+            assert c.execute(retrieve, (scope, before, math.nextafter(first[0], 1)),
+                             binary=True).fetchone() == above, node
+            c.execute("reset datestyle")
+            c.execute("reset extra_float_digits")
+            c.execute("reset plan_cache_mode")
     finally:
         cl.close()
