@@ -168,3 +168,17 @@ def test_sessions_of_other_scopes_give_no_events(conn):
     ctx = conn.execute("select membank.build_context(scopes => %s, session_id => 's9') as c",
                        (Jsonb(U),)).fetchone()["c"]
     assert ctx["text"] == "## Recent turns\nuser: I said mine"
+
+
+@pytest.mark.role("membank_reader")
+def test_a_rerank_that_is_not_a_boolean_is_refused_naming_it(bank):
+    """rerank is a boolean (None: the SQL default, on): anything else (text, a number) raises InvalidArgumentError
+    naming rerank with a hint, before the server would answer 22P02 or 42846 naming no argument; a bool is taken."""
+    from membank.errors import InvalidArgumentError
+
+    for bad in ("x", "false", 1, 0.5):
+        with pytest.raises(InvalidArgumentError) as refused:
+            bank.build_context(U, "tea", rerank=bad)
+        assert "rerank" in str(refused.value) and refused.value.hint, (bad, refused.value)
+    for good in (True, False, None):
+        assert bank.build_context(U, "tea", rerank=good)["memories"] == []

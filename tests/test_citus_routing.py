@@ -761,3 +761,167 @@ def test_concurrent_compare_and_set_updates_and_deletes_lose_nothing(bank):  # n
         assert revisions == 2 + len(wins) + 1
     finally:
         cl.close()
+
+
+def test_a_statement_the_caller_prepared_under_the_retrievals_name_is_not_run(bank):  # noqa: F811
+    """retrieve_on_shard runs the statements it reads the shards with as prepared statements of the session, named
+    by the md5 of their text (prepared_on_shard), under retrieve_memories' owner. Through a worker's own connection
+    the routed statement executes in the caller's session, which sees the names in pg_prepared_statements:
+
+    - a scope-bound reader deallocates the ranking statement and PREPAREs its own under that name (its arguments
+      all text; it answers with a row saying who ran it and how many roles pg_authid, the superuser's, holds): its
+      next retrieval must not run it (as the owner, any statement could read or write any scope's rows), it answers
+      as before;
+    - an admin (USAGE on membank_private) PREPAREs the signals statement's own text again under a search_path with
+      pg_temp first, where text is a temporary domain whose check is a temporary function (Citus lets the session
+      create both with its DDL propagation off): the query texts passed to it must never run that check as the
+      owner.
+
+    The internal functions stay out of a reader's and an admin's reach on the worker."""
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        w1 = workers(cl)[0]
+        mine = cl.scope_on(w1.port, "attack4-mine")
+        cl.admin.execute("select membank.create_memory(scope => %s, fact => 'mine likes tea in the rain')",
+                         (json.dumps(mine),))
+        attacker = attack_login(cl, w1.url(cl.name), "membank_reader")
+        role = attacker.execute("select current_user").fetchone()[0]
+        cl.admin.execute("select membank.bind_role_to_scope(role => %s, scope => %s)", (role, json.dumps(mine)))
+        retrieve = ("select array_agg(r.fact order by r.fact) from membank.retrieve_memories(scope => %s,"
+                    " query_text => 'tea', top_k => 10) as r")
+        honest = attacker.execute(retrieve, (json.dumps(mine),)).fetchone()[0]
+        assert honest == ["mine likes tea in the rain"]
+        row = attacker.execute("select to_jsonb(r) from membank.retrieve_memories(scope => %s, query_text => 'tea')"
+                               " as r", (json.dumps(mine),)).fetchone()[0]
+        prepared = attacker.execute("select name, cardinality(parameter_types) from pg_prepared_statements"
+                                    " where statement like '%%retrieved_memory%%'").fetchall()
+        assert len(prepared) == 1, prepared  # the ranking statement, prepared in the caller's own session
+        name, arity = prepared[0]
+        template = json.dumps(row).replace("'", "''")  # an honest row, its other fields as they came
+        attacker.execute(f'deallocate "{name}"')
+        attacker.execute(
+            f'prepare "{name}" ({", ".join(["text"] * arity)}) as select array[jsonb_populate_record('
+            f"null::membank.retrieved_memory, '{template}'::jsonb || jsonb_build_object('fact', 'ran as '"
+            " || current_user || ', roles ' || (select count(*) from pg_catalog.pg_authid)))]")
+        assert attacker.execute(retrieve, (json.dumps(mine),)).fetchone()[0] == honest
+        # the internal functions: out of a reader's and an admin's reach on the worker (the admin has USAGE on
+        # membank_private, not EXECUTE)
+        admin = attack_login(cl, w1.url(cl.name), "membank_admin")
+        admin_role = admin.execute("select current_user").fetchone()[0]
+        for c in (attacker, admin):
+            for call in ("select membank_private.prepared_on_shard('select 1', '')",
+                         "select membank_private.shard_table('memories', md5('x')::uuid)",
+                         "select membank_private.rank_statement()",
+                         "select membank_private.retrieve_on_shard(md5('x')::uuid, '{}', '{tea}', '{null}', 5, 50,"
+                         " null, null, null, null, null, null, 'rrf', 1, 1, 10, 400, null)"):
+                with pytest.raises(psycopg.Error) as denied:
+                    c.execute(call)
+                assert denied.value.sqlstate == "42501", (call, denied.value)
+        assert admin.execute(retrieve, (json.dumps(mine),)).fetchone()[0] == honest
+        signals = admin.execute("select name, statement from pg_prepared_statements"
+                                " where statement like '%%scope_lexicon_base%%'").fetchone()
+        assert signals is not None
+        spied = []
+        admin.add_notice_handler(lambda d: spied.append(d.message_primary))
+        admin.execute("set citus.enable_ddl_propagation to off")
+        admin.execute("create function pg_temp.spy(q pg_catalog.text) returns boolean language plpgsql as"
+                      " $$ begin raise notice 'spy ran as %', current_user; return true; end $$")
+        admin.execute("create domain pg_temp.text as pg_catalog.text check (pg_temp.spy(value))")
+        admin.execute(f'deallocate "{signals[0]}"')
+        admin.execute("set search_path to pg_temp, pg_catalog")
+        admin.execute(signals[1])
+        admin.execute("reset search_path")
+        assert admin.execute("select statement from pg_prepared_statements where name = %s",
+                             (signals[0],)).fetchone()[0] == signals[1]  # the same text
+        assert admin.execute(retrieve, (json.dumps(mine),)).fetchone()[0] == honest
+        # (the caller's own statements may run it, as the caller)
+        assert not [m for m in spied if m.startswith("spy ran") and m != f"spy ran as {admin_role}"], spied
+    finally:
+        cl.close()
+
+
+def test_a_routed_retrieval_answers_the_same_across_shard_moves_on_the_same_connections(bank):  # noqa: F811
+    """The statements retrieve_on_shard prepares name the scope's shards and stay on the coordinator's kept
+    connections to a worker: after the scope's shard group moves to the other worker and back
+    (citus_move_shard_placement, orphans cleaned up), the same connections (coordinator and a worker's own) answer
+    as before, and after a delete the deleted memory is gone from both."""
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        w1, w2 = (w.port for w in workers(cl))
+        scope = cl.scope_on(w1, "attack4-move")
+        s = json.dumps(scope)
+        names = [str(cl.admin.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
+                                      (s, fact)).fetchone()[0])
+                 for fact in ("likes tea in the rain", "drinks green tea", "walks in the rain")]
+        readers = {"coordinator": cl.login("membank_reader"),
+                   "worker": attack_login(cl, next(w for w in workers(cl) if w.port == w2).url(cl.name),
+                                          "membank_reader")}
+        retrieve = ("select array_agg(r.fact order by r.fact) from membank.retrieve_memories(scope => %s,"
+                    " query_text => 'tea', top_k => 10) as r")
+        honest = readers["coordinator"].execute(retrieve, (s,)).fetchone()[0]
+        assert honest == ["drinks green tea", "likes tea in the rain"]
+        shard = cl.admin.execute("select get_shard_id_for_distribution_column('membank_private.memories',"
+                                 " md5(%s::jsonb::text)::uuid)", (s,)).fetchone()[0]
+        for source, target in ((w1, w2), (w2, w1)):
+            cl.admin.execute("select citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s,"
+                             " shard_transfer_mode => 'block_writes')", (shard, source, target))
+            cl.admin.execute("call citus_cleanup_orphaned_resources()")
+            assert cl.worker_of(scope) == target
+            for node, c in readers.items():
+                assert c.execute(retrieve, (s,)).fetchone()[0] == honest, (node, target)
+        cl.admin.execute("select membank.delete_memory(%s, scope => %s)", (names[1], s))
+        for node, c in readers.items():
+            assert c.execute(retrieve, (s,)).fetchone()[0] == ["likes tea in the rain"], node
+    finally:
+        cl.close()
+
+
+def test_a_callers_datestyle_and_float_digits_do_not_change_a_routed_retrieval(bank):  # noqa: F811
+    """The routed retrieval passes its arguments to the scope's worker: a caller's DateStyle (SQL, DMY),
+    extra_float_digits (-15, one digit) and plan_cache_mode (force_custom_plan) change neither the rows nor their
+    values, through the coordinator and through the scope's worker, for a created_before a day ahead and a
+    min_relevance (which gates the answer on its best row) of exactly the best row's relevance (every row) and of
+    the next float above it (no row; one digit, 0.5, would let them through)."""
+    import math
+    from datetime import datetime, timedelta, timezone
+
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        w1 = workers(cl)[0]
+        scope = json.dumps(cl.scope_on(w1.port, "attack4-settings"))
+        for fact in ("likes tea in the rain", "drinks green tea", "walks in the rain"):
+            cl.admin.execute("select membank.create_memory(scope => %s, fact => %s)", (scope, fact))
+        callers = {"coordinator": cl.login("membank_reader"),
+                   "worker": attack_login(cl, w1.url(cl.name), "membank_reader")}
+        before = datetime.now(timezone.utc) + timedelta(days=1)
+        retrieve = ("select array_agg(r.fact order by r.fact), array_agg(r.score order by r.fact),"
+                    " array_agg(r.relevance order by r.fact) from membank.retrieve_memories(scope => %s,"
+                    " query_text => 'tea rain', top_k => 10, created_before => %s, min_relevance => %s) as r")
+        # binary: the values as the server holds them, whatever the session prints
+        first = callers["coordinator"].execute(
+            "select array_agg(r.relevance order by r.relevance desc) from membank.retrieve_memories(scope => %s,"
+            " query_text => 'tea rain', top_k => 10) as r", (scope,), binary=True).fetchone()[0]
+        assert len(first) >= 2 and first[0] > first[1], first
+        for node, c in callers.items():
+            best = c.execute(retrieve, (scope, before, first[0]), binary=True).fetchone()
+            # the floor gates the answer on its best row: at it, every row; just above it, none
+            assert best[0] is not None and len(best[0]) == len(first) and max(best[2]) == first[0], (node, best)
+            above = c.execute(retrieve, (scope, before, math.nextafter(first[0], 1)), binary=True).fetchone()
+            assert above == (None, None, None), (node, above)
+            c.execute("set datestyle to 'SQL, DMY'")
+            c.execute("set extra_float_digits to -15")
+            c.execute("set plan_cache_mode to force_custom_plan")
+            assert c.execute(retrieve, (scope, before, first[0]), binary=True).fetchone() == best, node
+            assert c.execute(retrieve, (scope, before, math.nextafter(first[0], 1)),
+                             binary=True).fetchone() == above, node
+            c.execute("reset datestyle")
+            c.execute("reset extra_float_digits")
+            c.execute("reset plan_cache_mode")
+    finally:
+        cl.close()

@@ -134,6 +134,17 @@ $$;
 -- changed statement (an upgrade) or another shard gets a statement of its
 -- own. Callers run it with EXECUTE name(literals) under
 -- plan_cache_mode force_generic_plan, as retrieve_memories on one server.
+-- The name is no secret (pg_prepared_statements shows it to the session),
+-- and through a worker's own connection the statement runs in the caller's
+-- session: a statement of that name is taken only when it is this one (its
+-- text, argument types as resolved here); any other (the caller's own
+-- PREPARE, which the definer above would run) is deallocated and replaced.
+-- The argument types count: the same text prepared by the caller under a
+-- search_path of its own (pg_temp first) takes its arguments as a
+-- temporary domain named text, whose check (any temporary function) the
+-- literals passed here would run as the definer. The text itself is
+-- analysed again under this function's search_path when they differ
+-- (PostgreSQL's plan cache), so its names resolve as here.
 create or replace function membank_private.prepared_on_shard(statement text, argument_types text)
 returns text
 language plpgsql
@@ -143,10 +154,20 @@ set search_path from current
 as $$
 declare
     _name text := 'membank_' || md5(argument_types || statement);
+    _command text := format('prepare %I (%s) as %s', _name, argument_types, statement);
+    _found text;  -- the text of the session's statement of that name, if any
+    _types regtype [];
 begin
-    if not exists (select from pg_catalog.pg_prepared_statements as p where p.name = _name) then
-        execute format('prepare %I (%s) as %s', _name, argument_types, statement);
+    select p.statement, p.parameter_types into _found, _types
+    from pg_catalog.pg_prepared_statements as p where p.name = _name;
+    if _found is not null and _found = _command
+       and _types = string_to_array(argument_types, ',')::regtype [] then
+        return _name;
     end if;
+    if _found is not null then
+        execute format('deallocate %I', _name);
+    end if;
+    execute _command;
     return _name;
 end
 $$;

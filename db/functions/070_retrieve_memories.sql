@@ -813,6 +813,14 @@ set search_path from current
 -- which was most of the time spent on a small scope. The one statement whose
 -- generic plan is wrong for big scopes opts out (text_candidates).
 set plan_cache_mode to force_generic_plan
+-- On Citus the coordinator sends its arguments to the scope's worker as
+-- text written in this session's styles (the routed statement of
+-- fused_memories): a caller's DateStyle SQL, DMY sent a created_before a
+-- day ahead as a day in the past (no row), its extra_float_digits -15 a
+-- min_relevance as one digit (rows below it). Every digit, ISO times; the
+-- rows returned are printed in the caller's styles again.
+set extra_float_digits to 1
+set datestyle to 'ISO, MDY'
 as $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);

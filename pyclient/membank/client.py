@@ -173,6 +173,10 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     if isinstance(value, str) and (type_.endswith("[]") or name in _JSON_LISTS):
         # A str is iterable, and the server would say "malformed array literal" without naming it.
         raise errors.invalid(name, f"must be a list, got the string {value!r}", f"e.g. {name}=[{value!r}]")
+    if type_ == "boolean" and not isinstance(value, bool):
+        # The server would say 'invalid input syntax for type boolean: "x"' (or find no cast), naming nothing.
+        raise errors.invalid(name, f"must be True or False, got {value!r}",
+                             f"pass {name}=True or {name}=False; None leaves it to the SQL default")
     if type_ == "jsonb":
         found = _not_json(value)
         if found:  # json.dumps would say "Object of type datetime is not JSON serializable", naming nothing

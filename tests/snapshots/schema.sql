@@ -3587,6 +3587,8 @@ CREATE FUNCTION membank.retrieve_memories(scope jsonb, query_text text DEFAULT N
     LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, MDY'
     AS $$
 declare
     _scopes jsonb [] := membank_private.validate_scopes(scope);
@@ -8288,10 +8290,20 @@ CREATE FUNCTION membank_private.prepared_on_shard(statement text, argument_types
     AS $$
 declare
     _name text := 'membank_' || md5(argument_types || statement);
+    _command text := format('prepare %I (%s) as %s', _name, argument_types, statement);
+    _found text;  -- the text of the session's statement of that name, if any
+    _types regtype [];
 begin
-    if not exists (select from pg_catalog.pg_prepared_statements as p where p.name = _name) then
-        execute format('prepare %I (%s) as %s', _name, argument_types, statement);
+    select p.statement, p.parameter_types into _found, _types
+    from pg_catalog.pg_prepared_statements as p where p.name = _name;
+    if _found is not null and _found = _command
+       and _types = string_to_array(argument_types, ',')::regtype [] then
+        return _name;
     end if;
+    if _found is not null then
+        execute format('deallocate %I', _name);
+    end if;
+    execute _command;
     return _name;
 end
 $$;
