@@ -10134,6 +10134,7 @@ declare
     _text_names uuid [];
     _text_ranks real [];
     _text_tiebreaks real [];
+    _big boolean;  -- above least(200, rerank_depth) memories
     _centroid vector;  -- above least(200, rerank_depth): the bank's, for the query's binary code
     _lexeme text [];  -- text_query_statement's rows (061)
     _idf double precision [];
@@ -10171,85 +10172,71 @@ begin
         -- exact scan of the rows that pass them): fused_memories' statements
         return;
     end if;
-    if documents > least(200, rerank_depth) then
-        -- hybrid_candidates' other path, here: the vector list by the
-        -- scope's HNSW index on this node (hnsw_statement, 064) or by the
-        -- Hamming step (hamming_statement, 062; at most rerank_depth
-        -- memories, every vector is re-ranked, the exact list
-        -- vector_candidates ranks without the step), the text list from the
-        -- GIN index (text_query_statement, text_list, 061; MaxScore above
-        -- 2,000, 065), on the shards by name
-        if exists (select from unnest(queries) as q where q is not null) then
-            -- the bank's centroid (quantize, 050), from this node's copy of the reference table
-            execute format('select c.centroid from %s as c',
-                           shard_name('membank_private.embedding_config'::regclass,
-                                      get_shard_id_for_distribution_column('membank_private.embedding_config')))
-            into _centroid;
-        end if;
-        for _i in 1 .. cardinality(texts) loop
-            _vector_names := null;
-            _vector_distances := null;
-            _text_names := null;
-            _text_ranks := null;
-            _text_tiebreaks := null;
-            if queries[_i] is not null and hnsw then
-                -- planned for its values (EXECUTE): the index serves a probe
-                -- whose scope and dimension are literals, as hnsw_candidates
-                execute format('select array_agg(c.name order by c.distance, c.name),'
-                               ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
-                               membank_private.hnsw_statement(scope_id, vector_dims(queries[_i]), _embeddings))
-                into _vector_names, _vector_distances using queries[_i], depth;
-            elsif queries[_i] is not null then
-                execute format('execute %I(%L, %L, %L, %L, %L)',
-                               membank_private.prepared_on_shard(
-                                   format('select array_agg(c.name order by c.distance, c.name),'
-                                          ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
-                                          format(membank_private.hamming_statement(), _embeddings)),
-                                   'uuid[], vector, bit varying, integer, integer'),
-                               _scope_ids, queries[_i], membank_private.quantize(queries[_i], _centroid), depth,
-                               rerank_depth)
-                into _vector_names, _vector_distances;
-            end if;
-            if texts[_i] is not null then
-                execute format('execute %I(%L, %L, %L, %L, %L)',
-                               membank_private.prepared_on_shard(
-                                   format('select array_agg(q.lexeme), array_agg(q.idf), array_agg(q.seeks)'
-                                          ' from (%s) as q (lexeme, idf, seeks)',
-                                          format(membank_private.text_query_statement(),
-                                                 membank_private.shard_table('scope_lexicon_base', scope_id),
-                                                 membank_private.shard_table('scope_lexicon_delta', scope_id))),
-                                   'text, uuid[], boolean, bigint, boolean'),
-                               texts[_i], _scope_ids, queries[_i] is not null and not jobs, documents, pending)
-                into _lexeme, _idf, _seeks;
-                select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
-                into _text_names, _text_ranks, _text_tiebreaks
-                from membank_private.text_list(_scope_ids, _lexeme, _idf, _seeks, documents, depth, null, null, null,
-                                               null, null, _memories) as t;
-            end if;
-            select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
-                   _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
-                   _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
-                   _c_text_tiebreak || array_agg(f.text_tiebreak), _c_score || array_agg(f.score)
-            into _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-                 _c_score
-            from membank_private.fuse_lists(_vector_names, _vector_distances, _text_names, _text_ranks,
-                                            _text_tiebreaks, fusion, vector_weight, text_weight, rrf_k) as f;
-        end loop;
-        memories := membank_private.rank_on_shard(
-            scope_id, scopes, texts, queries, k, depth, min_similarity, rrf_k, min_relevance, documents, pending,
-            _c_query, _c_name, _c_distance, _c_vector_rank, _c_text_rank, _c_text_match_rank, _c_text_tiebreak,
-            _c_score);
-        return;
+    -- Above least(200, rerank_depth): hybrid_candidates' other path, here:
+    -- the vector list by the scope's HNSW index on this node
+    -- (hnsw_statement, 064) or by the Hamming step (hamming_statement, 062;
+    -- at most rerank_depth memories, every vector is re-ranked, the exact
+    -- list vector_candidates ranks without the step), the text list from
+    -- the GIN index (text_query_statement, text_list, 061; MaxScore above
+    -- 2,000, 065), on the shards by name
+    _big := documents > least(200, rerank_depth);
+    if _big and exists (select from unnest(queries) as q where q is not null) then
+        -- the bank's centroid (quantize, 050), from this node's copy of the reference table
+        execute format('select c.centroid from %s as c',
+                       shard_name('membank_private.embedding_config'::regclass,
+                                  get_shard_id_for_distribution_column('membank_private.embedding_config')))
+        into _centroid;
     end if;
     for _i in 1 .. cardinality(texts) loop
-        -- hybrid_candidates on the scan path
-        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
-                       membank_private.prepared_on_shard(
-                           format(membank_private.scan_statement(), _memories, _embeddings),
-                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
-                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
-                       created_before, queries[_i] is not null and not jobs)
-        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        _vector_names := null;
+        _vector_distances := null;
+        _text_names := null;
+        _text_ranks := null;
+        _text_tiebreaks := null;
+        if not _big then
+            -- hybrid_candidates on the scan path
+            execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format(membank_private.scan_statement(), _memories, _embeddings),
+                               'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz,'
+                               ' boolean'),
+                           _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type,
+                           created_after, created_before, queries[_i] is not null and not jobs)
+            into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        elsif queries[_i] is not null and hnsw then
+            -- planned for its values (EXECUTE): the index serves a probe
+            -- whose scope and dimension are literals, as hnsw_candidates
+            execute format('select array_agg(c.name order by c.distance, c.name),'
+                           ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
+                           membank_private.hnsw_statement(scope_id, vector_dims(queries[_i]), _embeddings))
+            into _vector_names, _vector_distances using queries[_i], depth;
+        elsif queries[_i] is not null then
+            execute format('execute %I(%L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format('select array_agg(c.name order by c.distance, c.name),'
+                                      ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
+                                      format(membank_private.hamming_statement(), _embeddings)),
+                               'uuid[], vector, bit varying, integer, integer'),
+                           _scope_ids, queries[_i], membank_private.quantize(queries[_i], _centroid), depth,
+                           rerank_depth)
+            into _vector_names, _vector_distances;
+        end if;
+        if _big and texts[_i] is not null then
+            execute format('execute %I(%L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format('select array_agg(q.lexeme), array_agg(q.idf), array_agg(q.seeks)'
+                                      ' from (%s) as q (lexeme, idf, seeks)',
+                                      format(membank_private.text_query_statement(),
+                                             membank_private.shard_table('scope_lexicon_base', scope_id),
+                                             membank_private.shard_table('scope_lexicon_delta', scope_id))),
+                               'text, uuid[], boolean, bigint, boolean'),
+                           texts[_i], _scope_ids, queries[_i] is not null and not jobs, documents, pending)
+            into _lexeme, _idf, _seeks;
+            select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
+            into _text_names, _text_ranks, _text_tiebreaks
+            from membank_private.text_list(_scope_ids, _lexeme, _idf, _seeks, documents, depth, null, null, null,
+                                           null, null, _memories) as t;
+        end if;
         select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
                _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
                _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
