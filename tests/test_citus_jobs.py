@@ -603,7 +603,8 @@ def test_a_scopes_hnsw_index_lives_on_its_shard_only_and_retrieval_on_the_worker
                                     (scope_id,)).fetchall()
         assert len(nearest) == 5 and {r[0] for r in nearest} <= {n for n, s in names.items() if s == a}
     # Through the coordinator, as an app login: the check reads the worker's catalog (the coordinator's has no
-    # such index), so the scope is probed through its index, by a statement the worker plans with it.
+    # such index), and the scope is probed through its index on the worker, inside the one statement routed to the
+    # scope's shard (retrieve_on_shard): no probe goes through Citus.
     with db.connect() as c:
         assert c.execute("select membank_private.scope_hnsw_ready_here(%s, 3), membank_private.scope_hnsw_ready(%s, 3)",
                          (ids[json.dumps(a)], ids[json.dumps(a)])).fetchone() == (False, True)
@@ -615,15 +616,18 @@ def test_a_scopes_hnsw_index_lives_on_its_shard_only_and_retrieval_on_the_worker
                           " '{1,0,0}'::real[], top_k => 5, rerank_depth => 4)", (json.dumps(a),)).fetchall()
         r.execute("reset citus.log_remote_commands")
     assert [n for (n,) in found] == [n for (n,) in nearest]
-    probes = [m.removeprefix("issuing ") for m, d in sent
-              if "<=>" in m and "ORDER BY" in m.upper() and "vector(3)" in m and f":{w1.port}" in d]
-    assert probes, sent
+    statements = [m for m, d in sent if m.startswith("issuing ") and f":{w1.port}" in d
+                  and not m.removeprefix("issuing ").upper().startswith(("BEGIN", "COMMIT"))]
+    assert len(statements) == 1 and "retrieve_on_shard" in statements[0], sent
     with psycopg.connect(w1.url(db.name), autocommit=True) as on_worker:
+        # the probe retrieve_on_shard runs on the worker (hnsw_statement on the scope's shard), planned there
         on_worker.execute("set enable_seqscan = off")
-        on_worker.execute("prepare probe as " + probes[0])  # as sent: $1 the query vector, $2 the depth
+        on_worker.execute("set search_path to pg_catalog, membank_extensions")
+        probe = on_worker.execute("select membank_private.hnsw_statement(%s, 3, %s)", (scope_id, shard)).fetchone()[0]
+        on_worker.execute("prepare probe (membank_extensions.vector, integer) as " + probe)
         plan_text = "\n".join(row[0] for row in on_worker.execute(
             "explain (costs off) execute probe('[1,0,0]', 5)").fetchall())
-        assert f"Index Scan using {index[json.dumps(a)]}" in plan_text, (probes[0], plan_text)
+        assert f"Index Scan using {index[json.dumps(a)]}" in plan_text, (probe, plan_text)
     with db.connect() as c:  # the scopes shrink below half the threshold: the plan drops each where it is
         plan = c.execute("select action, statement from membank.scope_vector_index_plan(1000)").fetchall()
         assert [r[0] for r in plan] == ["drop", "drop"]

@@ -290,11 +290,11 @@ CREATE_STATEMENTS = {20: 1, 200: 1, 2001: 1}
 # The create before each retrieval adds a memory: the 200-memory scope's retrieval takes the path of a scope above
 # 200 (Hamming step, then the full-text index), the 2,001's MaxScore (and the per-scope HNSW check on its worker).
 # retrieve_memories: one statement routed to the scope's shard of scope_locks (retrieve_on_shard) reads the scope's
-# counts and, up to 200 memories, ranks it there, reading the shards by name (4 until 2026-12-03: the count, the
-# scan, the signals, the ranking); above 200 it also answers the HNSW check, and the signals and the ranking are one
-# routed statement (rank_on_shard) after the vector and text lists (6 and 7 until 2026-12-03; 6, 8 and 9 until
-# 2026-12-02).
-RETRIEVE_STATEMENTS = {20: 1, 200: 5, 2001: 5}
+# counts and ranks it there, reading the shards by name: up to 200 memories the scan (4 until 2026-12-03: the count,
+# the scan, the signals, the ranking), above it the vector list (Hamming step or the scope's HNSW index) and the text
+# list (MaxScore above 2,000) as well (5 until 2026-12-03: the count, the vector list, the text query, the text list,
+# the signals and ranking; 6 and 7 before that; 6, 8 and 9 until 2026-12-02).
+RETRIEVE_STATEMENTS = {20: 1, 200: 1, 2001: 1}
 
 
 @pytest.mark.parametrize("size", SIZES)
@@ -330,12 +330,15 @@ ROW = ("name, fact, distance, similarity, text_rank, vector_rank, text_match_ran
      "min_similarity": -0.5},
     {"texts": ["tea rain"], "queries": True, "min_relevance": 0.0, "fusion": "convex", "k": 4},
 ], ids=["hybrid", "text", "several queries", "filters", "convex, min_relevance"])
-def test_a_small_scopes_routed_retrieval_ranks_as_the_statements_through_citus(census, variant):
-    """A scope of up to 200 memories is retrieved by one statement routed to its shard (retrieve_on_shard, reading
-    the shards by name); its rows and every value equal those of the one-server statements run through Citus on the
-    coordinator (hybrid_candidates per query, query_signals, rank_candidates), as main ran them."""
+@pytest.mark.parametrize("size", [20, 2001])
+def test_a_scopes_routed_retrieval_ranks_as_the_statements_through_citus(census, variant, size):
+    """A scope is retrieved by one statement routed to its shard (retrieve_on_shard, reading the shards by name):
+    up to 200 memories by the scan, above by the Hamming step or the scope's HNSW index and the GIN index (MaxScore
+    above 2,000; with filters the statements through Citus); its rows and every value equal those of the one-server
+    statements run through Citus on the coordinator (hybrid_candidates per query, query_signals, rank_candidates),
+    as main ran them."""
     cl, scopes, _ = census
-    objects = scopes[20]
+    objects = scopes[size]
     c = cl.admin
     v = objects["v"]
     texts, k = variant["texts"], variant.get("k", 5)

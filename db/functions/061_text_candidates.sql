@@ -187,6 +187,75 @@ begin
 end
 $$;
 
+-- name: text_query_statement: text_query's statement; %1$s scope_lexicon_base, %2$s scope_lexicon_delta; $1..$5 inputs.
+-- Written once, as text: one server runs it as the static body of
+-- text_query_of (made from it below, its plan cached), a Citus node on the
+-- scope's shards by name inside retrieve_on_shard (070).
+create or replace function membank_private.text_query_statement()
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- $1 query_text, $2 scope_ids uuid[], $3 rare_only, $4 the scopes'
+    -- documents (bigint), $5 whether appended word counts are pending. Rows:
+    -- lexeme, idf, seeks.
+    select $statement$
+    with frequency as (
+        -- tsvector_to_array gives each lexeme once; one index probe each.
+        -- The tables under the view scope_lexicon, read directly: the counts
+        -- a transaction's later inserts appended only while a scope has some
+        -- (055_lexicon.sql).
+        select q.lexeme,
+               (select coalesce(sum(x.doc_count), 0) from %1$s as x
+                where x.scope_id = any($2) and x.lexeme = q.lexeme)
+               + case when $5
+                      then (select coalesce(sum(x.doc_count), 0) from %2$s as x
+                            where x.scope_id = any($2) and x.lexeme = q.lexeme)
+                      else 0 end as df
+        from unnest(membank_private.query_lexemes($1)) as q (lexeme)
+    ), weighed as (
+        select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
+        from frequency as f
+        cross join (select $4::bigint as n) as t
+    )
+    -- A lexeme in more than half the scope (a speaker's name in a chat)
+    -- only seeks candidates when nothing rarer does, and never with
+    -- rare_only (beside a vector list: the list of every memory naming the
+    -- user, ordered by length, would only add noise to the fusion); it still
+    -- scores. A lexeme no memory of the scopes holds can match nothing: it is
+    -- left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or $3)
+    from weighed as w
+    where w.df > 0
+    $statement$;
+$$;
+
+-- name: text_query_of: text_query_statement on the distributed tables (a static statement, its plan cached).
+do $do$
+begin
+    execute format($create$
+create or replace function membank_private.text_query_of(
+    query_text text, scope_ids uuid[], rare_only boolean, documents bigint, pending boolean
+) returns table (lexeme text, idf double precision, seeks boolean)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $body$
+begin
+    -- the text of membank_private.text_query_statement()
+    return query
+    %s;
+end
+$body$
+$create$, format(membank_private.text_query_statement(), 'membank_private.scope_lexicon_base',
+                 'membank_private.scope_lexicon_delta'));
+end
+$do$;
+
 -- name: text_query: the query's lexemes the scopes hold, with their IDF, and which ones seek candidates.
 create or replace function membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean)
 returns table (lexeme text, idf double precision, seeks boolean)
@@ -197,39 +266,148 @@ set search_path to pg_catalog, pg_temp
 as $$
 declare
     _counts record := membank_private.scope_counts(scope_ids);
-    _pending boolean := _counts.pending;
-    _documents bigint := _counts.documents;
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
+    -- text_query_statement says which lexemes seek
     return query
-    with frequency as (
-        -- tsvector_to_array gives each lexeme once; one index probe each.
-        -- The tables under the view scope_lexicon, read directly: the counts
-        -- a transaction's later inserts appended only while a scope has some
-        -- (055_lexicon.sql).
-        select q.lexeme,
-               (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
-               + case when _pending
-                      then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
-                            where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
-                      else 0 end as df
-        from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
-    ), weighed as (
-        select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
-        from frequency as f
-        cross join (select _documents as n) as t
-    )
-    -- A lexeme in more than half the scope (a speaker's name in a chat)
-    -- only seeks candidates when nothing rarer does, and never with
-    -- rare_only (beside a vector list: the list of every memory naming the
-    -- user, ordered by length, would only add noise to the fusion); it still
-    -- scores. A lexeme no memory of the scopes holds can match nothing: it is
-    -- left out.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or rare_only)
-    from weighed as w
-    where w.df > 0;
+    select q.lexeme, q.idf, q.seeks
+    from membank_private.text_query_of(query_text, scope_ids, rare_only, _counts.documents, _counts.pending) as q;
+end
+$$;
+
+-- name: text_statement: text_candidates' scoring statement; %1$s memories; $1..$12 inputs.
+-- Written once, as text: one server runs it as the static body of
+-- text_matches (made from it below), text_candidates_maxscore (065) on
+-- each step, a Citus node on the scope's shard by name inside
+-- retrieve_on_shard (070).
+create or replace function membank_private.text_statement()
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- $1 scope_ids uuid[], $2 the lexemes (one-word tsquery[]), $3 the
+    -- same restricted to weight A, $4 their IDFs (double precision[]), $5 the
+    -- tsquery that seeks, $6 the OR of every lexeme (ts_rank's), $7 depth,
+    -- $8 metadata_filter, $9 topics, $10 memory_type, $11 created_after,
+    -- $12 created_before. Rows: name, text_rank, text_tiebreak, in the
+    -- list's order (IDF sum, ts_rank, fact in C collation, name).
+    select $statement$
+    select m.name,
+           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
+           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+            from unnest($2::tsquery[], $3::tsquery[], $4::double precision[]) as t (lexeme, fact_lexeme, idf)
+            where m.fts @@ t.lexeme)::real as text_rank,
+           ts_rank(m.fts, $6::tsquery, 1) as text_tiebreak
+    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
+    -- so each scope gets its own (scope_id, fts) index search.
+    from unnest($1::uuid[]) as s (scope_id)
+    inner join %1$s as m on m.scope_id = s.scope_id
+    where m.fts @@ $5::tsquery
+      -- Citus: the scopes named on memories itself, so the statement goes to
+      -- their shard alone (a join to unnest's keys went to all 32). On one
+      -- server distributed() is a constant false: the planner drops this
+      -- test, and the plan is the join above.
+      and (not membank_private.distributed() or m.scope_id = any($1))
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and ($8::jsonb is null or m.metadata @> $8)
+      and ($9::text[] is null or m.topics && $9)
+      and ($10::text is null or m.memory_type = $10)
+      and ($11::timestamptz is null or m.create_time > $11)
+      and ($12::timestamptz is null or m.create_time < $12)
+    order by 2 desc, 3 desc, m.fact collate "C", m.name
+    limit $7
+    $statement$;
+$$;
+
+-- name: text_matches: text_statement on the distributed tables (a static statement, its plan cached).
+do $do$
+begin
+    execute format($create$
+create or replace function membank_private.text_matches(
+    scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery,
+    all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text,
+    created_after timestamptz, created_before timestamptz
+) returns table (name uuid, text_rank real, text_tiebreak real)
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $body$
+begin
+    -- the text of membank_private.text_statement()
+    return query
+    %s;
+end
+$body$
+$create$, format(membank_private.text_statement(), 'membank_private.memories'));
+end
+$do$;
+
+-- name: text_list: a query's text candidates from text_query's rows (lexemes, IDFs, which seek); MaxScore above 2,000.
+-- text_candidates' second half, and retrieve_on_shard's (070) on a Citus
+-- node with memories, the name of the scope's shard there (null: the
+-- distributed table, through text_matches' static statement).
+create or replace function membank_private.text_list(
+    scope_ids uuid[], lexeme text[], idf double precision[], seeks boolean[], documents bigint, depth integer,
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
+    memories text
+) returns table (name uuid, text_rank real, text_tiebreak real)
+language plpgsql
+-- volatile: on a shard it runs a prepared statement (EXECUTE), which a stable function may not
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _lexemes tsquery [];
+    _fact_lexemes tsquery [];
+    _idfs double precision [];
+    _tsquery tsquery;
+    _all_lexemes tsquery;
+begin
+    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
+    -- fact's own words): testing a row with @@ is a binary search in its
+    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
+    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
+           array_agg(q.idf),
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
+           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
+    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
+    from unnest(lexeme, idf, seeks) as q (lexeme, idf, seeks);
+    if _tsquery is null then
+        return;
+    end if;
+    -- A big scope: the same list from fewer rows, planned for the actual
+    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
+    -- in any plan, so the statement below keeps a cached generic plan
+    -- (planning is most of its cost).
+    if documents > 2000 then
+        return query select c.name, c.text_rank, c.text_tiebreak
+                     from membank_private.text_candidates_maxscore(
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, documents, depth,
+                         metadata_filter, topics, memory_type, created_after, created_before, memories) as c;
+        return;
+    end if;
+    if memories is null then
+        return query select c.name, c.text_rank, c.text_tiebreak
+                     from membank_private.text_matches(
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter,
+                         topics, memory_type, created_after, created_before) as c;
+        return;
+    end if;
+    -- on a shard: prepared once per connection (prepared_on_shard, 015), generic as on one server
+    return query execute format(
+        'execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+        membank_private.prepared_on_shard(
+            format(membank_private.text_statement(), memories),
+            'uuid[], tsquery[], tsquery[], double precision[], tsquery, tsquery, integer, jsonb, text[], text,'
+            ' timestamptz, timestamptz'),
+        scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter, topics,
+        memory_type, created_after, created_before);
 end
 $$;
 
@@ -245,61 +423,16 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _lexemes tsquery [];
-    _fact_lexemes tsquery [];
-    _idfs double precision [];
-    _tsquery tsquery;
-    _all_lexemes tsquery;
-    _documents bigint;
+    _lexeme text [];
+    _idf double precision [];
+    _seeks boolean [];
 begin
-    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
-    -- fact's own words): testing a row with @@ is a binary search in its
-    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
-    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
-           array_agg(q.idf),
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
-           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
+    select array_agg(q.lexeme), array_agg(q.idf), array_agg(q.seeks) into _lexeme, _idf, _seeks
     from membank_private.text_query(query_text, scope_ids, rare_only) as q;
-    if _tsquery is null then
-        return;
-    end if;
-    _documents := membank_private.scope_documents(scope_ids);
-    -- A big scope: the same list from fewer rows, planned for the actual
-    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
-    -- in any plan, so the statement below keeps a cached generic plan
-    -- (planning is most of its cost).
-    if _documents > 2000 then
-        return query select c.name, c.text_rank, c.text_tiebreak
-                     from membank_private.text_candidates_maxscore(
-                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, _documents, depth,
-                         metadata_filter, topics, memory_type, created_after, created_before) as c;
-        return;
-    end if;
-    return query
-    select m.name,
-           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
-           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-            from unnest(_lexemes, _fact_lexemes, _idfs) as t (lexeme, fact_lexeme, idf)
-            where m.fts @@ t.lexeme)::real as text_rank,
-           ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
-    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
-    -- so each scope gets its own (scope_id, fts) index search.
-    from unnest(scope_ids) as s (scope_id)
-    inner join membank_private.memories as m on m.scope_id = s.scope_id
-    where m.fts @@ _tsquery
-      -- Citus: the scopes named on memories itself, so the statement goes to
-      -- their shard alone (a join to unnest's keys went to all 32). On one
-      -- server distributed() is a constant false: the planner drops this
-      -- test, and the plan is the join above.
-      and (not membank_private.distributed() or m.scope_id = any(scope_ids))
-      and (m.expire_time is null or m.expire_time > statement_timestamp())
-      and (metadata_filter is null or m.metadata @> metadata_filter)
-      and (text_candidates.topics is null or m.topics && text_candidates.topics)
-      and (text_candidates.memory_type is null or m.memory_type = text_candidates.memory_type)
-      and (created_after is null or m.create_time > created_after)
-      and (created_before is null or m.create_time < created_before)
-    order by 2 desc, 3 desc, m.fact collate "C", m.name
-    limit depth;
+    -- text_list and text_statement say how the list is made
+    return query select c.name, c.text_rank, c.text_tiebreak
+                 from membank_private.text_list(
+                     scope_ids, _lexeme, _idf, _seeks, membank_private.scope_documents(scope_ids), depth,
+                     metadata_filter, topics, memory_type, created_after, created_before, null) as c;
 end
 $$;

@@ -75,6 +75,61 @@ begin
 end
 $$;
 
+-- name: hamming_statement: vector_candidates' Hamming step and exact re-rank; %1$s memory_embeddings; $1..$5 inputs.
+-- Written once, as text: one server runs it as the static body of
+-- hamming_candidates (made from it below, its plan cached), a Citus node on
+-- the scope's shard by name inside retrieve_on_shard (070).
+create or replace function membank_private.hamming_statement()
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- $1 scope_ids uuid[], $2 the query vector, $3 its binary code (quantize,
+    -- 050), $4 depth, $5 rerank_depth. Rows: name, distance (cosine), nearest
+    -- first, ties by name. Hamming distance over the covering index (an
+    -- index-only range scan per scope), then exact cosine distance for the
+    -- best rerank_depth.
+    select $statement$
+    select e.name, e.embedding <=> $2 as distance
+    from %1$s as e
+    where e.scope_id = any($1::uuid[]) and e.name in (
+        select q.name
+        from %1$s as q
+        where q.scope_id = any($1::uuid[])
+          and (q.expire_time is null or q.expire_time > statement_timestamp())
+        order by q.embedding_bq <~> $3::bit varying
+        limit $5::integer
+    )
+    order by 2, 1
+    limit $4::integer
+    $statement$;
+$$;
+
+-- name: hamming_candidates: hamming_statement on the distributed tables (a static statement, its plan cached).
+do $do$
+begin
+    execute format($create$
+create or replace function membank_private.hamming_candidates(
+    scope_ids uuid[], query vector, query_bq bit varying, depth integer, rerank_depth integer
+) returns table (name uuid, distance double precision)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $body$
+begin
+    -- the text of membank_private.hamming_statement()
+    return query
+    %s;
+end
+$body$
+$create$, format(membank_private.hamming_statement(), 'membank_private.memory_embeddings'));
+end
+$do$;
+
 -- name: vector_candidates: the depth nearest memories by cosine distance, from quantized candidates.
 create or replace function membank_private.vector_candidates(
     scope_ids uuid[], query vector, query_bq bit varying, depth integer, rerank_depth integer,
@@ -133,19 +188,10 @@ begin
         end if;
         -- Hamming distance over the covering index (an index-only range scan
         -- per scope), then exact cosine distance for the best rerank_depth.
+        -- (hamming_statement, above)
         return query
-        select e.name, e.embedding <=> query as distance
-        from membank_private.memory_embeddings as e
-        where e.scope_id = any(scope_ids) and e.name in (
-            select q.name
-            from membank_private.memory_embeddings as q
-            where q.scope_id = any(scope_ids)
-              and (q.expire_time is null or q.expire_time > statement_timestamp())
-            order by q.embedding_bq <~> query_bq
-            limit rerank_depth
-        )
-        order by 2, 1
-        limit depth;
+        select h.name, h.distance
+        from membank_private.hamming_candidates(scope_ids, query, query_bq, depth, rerank_depth) as h;
     else
         -- Filters: an exact scan of the rows that pass them, so a filter never
         -- costs a result that quantized candidates would have missed.

@@ -97,6 +97,32 @@ begin
 end
 $$;
 
+-- name: hnsw_statement: hnsw_candidates' probe of one scope's partial HNSW index, on embeddings; $1 query, $2 depth.
+-- Written once, as text: hnsw_candidates runs it on the distributed table,
+-- a Citus node on the scope's shard by name inside retrieve_on_shard (070),
+-- where the shard's copy of the index serves it. Rows: name, distance.
+create or replace function membank_private.hnsw_statement(scope_id uuid, dimension integer, embeddings text)
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    -- The scope id and dimension are literals: the planner matches a
+    -- partial index's predicate against constants only.
+    select format(
+        'select c.name, c.distance from ('
+        '  select e.name, e.embedding <=> $1 as distance'
+        '  from %s as e'
+        '  where e.scope_id = %L::uuid and vector_dims(e.embedding) = %s'
+        '    and (e.expire_time is null or e.expire_time > statement_timestamp())'
+        '  order by e.embedding::vector(%s) <=> $1::vector(%s)'
+        '  limit $2) as c '
+        'order by c.distance, c.name',
+        embeddings, scope_id, dimension, dimension, dimension);
+$$;
+
 -- name: hnsw_candidates: the depth nearest vectors of one scope through its partial HNSW index.
 create or replace function membank_private.hnsw_candidates(scope_id uuid, query vector, depth integer)
 returns table (name uuid, distance double precision)
@@ -119,18 +145,8 @@ begin
         perform membank_private.carry_setting('hnsw.ef_search', '100');
         perform membank_private.carry_setting('hnsw.iterative_scan', 'relaxed_order');
     end if;
-    -- Dynamic SQL because the planner matches a partial index's predicate
-    -- against constants only: the scope id and dimension are literals here.
-    return query execute format(
-        'select c.name, c.distance from ('
-        '  select e.name, e.embedding <=> $1 as distance'
-        '  from membank_private.memory_embeddings as e'
-        '  where e.scope_id = %L::uuid and vector_dims(e.embedding) = %s'
-        '    and (e.expire_time is null or e.expire_time > statement_timestamp())'
-        '  order by e.embedding::vector(%s) <=> $1::vector(%s)'
-        '  limit $2) as c '
-        'order by c.distance, c.name',
-        scope_id, _dimension, _dimension, _dimension)
+    -- hnsw_statement (above) says how the index is probed
+    return query execute membank_private.hnsw_statement(scope_id, _dimension, 'membank_private.memory_embeddings')
     using query, depth;
 end
 $$;

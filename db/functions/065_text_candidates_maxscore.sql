@@ -15,11 +15,21 @@
 -- text_rank, same text_tiebreak (ts_rank), same order (061: IDF sum, ts_rank,
 -- fact in C collation, name). Only fewer rows are read.
 
+-- Until 2026-12-03 without memories: each step a static statement on the distributed table.
+drop function if exists membank_private.text_candidates_maxscore(
+    uuid[], tsquery[], tsquery[], double precision[], tsquery, tsquery, bigint, integer, jsonb, text[], text,
+    timestamptz, timestamptz
+);
+
 -- name: text_candidates_maxscore: text_candidates for a big scope, reading the rarest lexemes' rows first (MaxScore).
+-- Each step is text_statement (061) on memories: the distributed table
+-- (null), or on a Citus node the scope's shard by name (retrieve_on_shard,
+-- 070). Run with EXECUTE, so planned for the step's tsquery each time.
 create or replace function membank_private.text_candidates_maxscore(
     scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery,
     all_lexemes tsquery, documents bigint, depth integer,
-    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz
+    metadata_filter jsonb, topics text[], memory_type text, created_after timestamptz, created_before timestamptz,
+    memories text
 ) returns table (name uuid, text_rank real, text_tiebreak real)
 language plpgsql
 stable
@@ -47,6 +57,7 @@ declare
     _names uuid [];
     _ranks real [];
     _tiebreaks real [];
+    _row record;
 begin
     -- A lexeme's document frequency, only to size each step, from its IDF
     -- (bm25_idf inverted: exp(idf) = (n + 1) / (df + 0.5)).
@@ -75,32 +86,17 @@ begin
             _rows := _rows + _seeking_dfs[_j];
         end loop;
         _tsquery := (select string_agg(q::text, ' | ')::tsquery from unnest(_seeking[1:_j]) as q);
-        select array_agg(c.name order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
-               array_agg(c.text_rank order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
-               array_agg(c.text_tiebreak order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name)
-        into _names, _ranks, _tiebreaks
-        from (
-            select m.name, m.fact,
-                   -- as text_candidates (061): a lexeme only the context holds counts half
-                   (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-                    from unnest(lexemes, fact_lexemes, idfs) as t (lexeme, fact_lexeme, idf)
-                    where m.fts @@ t.lexeme)::real as text_rank,
-                   ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
-            from unnest(scope_ids) as s (scope_id)
-            inner join membank_private.memories as m on m.scope_id = s.scope_id
-            where m.fts @@ _tsquery
-              -- Citus: routed to the scopes' shard alone (as in text_candidates, 061)
-              and (not membank_private.distributed() or m.scope_id = any(scope_ids))
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-              and (metadata_filter is null or m.metadata @> metadata_filter)
-              and (text_candidates_maxscore.topics is null or m.topics && text_candidates_maxscore.topics)
-              and (text_candidates_maxscore.memory_type is null
-                   or m.memory_type = text_candidates_maxscore.memory_type)
-              and (created_after is null or m.create_time > created_after)
-              and (created_before is null or m.create_time < created_before)
-            order by 3 desc, 4 desc, m.fact collate "C", m.name
-            limit depth
-        ) as c;
+        -- text_statement's rows, in its order (IDF sum, ts_rank, fact in C collation, name)
+        _names := '{}';
+        _ranks := '{}';
+        _tiebreaks := '{}';
+        for _row in execute format(membank_private.text_statement(), coalesce(memories, 'membank_private.memories'))
+                    using scope_ids, lexemes, fact_lexemes, idfs, _tsquery, all_lexemes, depth, metadata_filter,
+                          topics, memory_type, created_after, created_before loop
+            _names := _names || _row.name;
+            _ranks := _ranks || _row.text_rank;
+            _tiebreaks := _tiebreaks || _row.text_tiebreak;
+        end loop;
         exit when _j = _count;
         -- The most a row holding none of the lexemes read so far can score.
         _bound := _common + (select sum(i) from unnest(_seeking_idfs[_j + 1:_count]) as i);

@@ -539,19 +539,24 @@ begin
 end
 $$;
 
--- name: retrieve_on_shard: Citus: fused_memories of one scope of up to least(200, rerank_depth) memories, on its node.
+-- name: retrieve_on_shard: Citus: fused_memories of one scope on its node (above 200 memories: no filters).
 -- Called only inside the statement fused_memories routes to the scope's
 -- shard of scope_locks, so it runs on the node holding the scope, whose
 -- colocated shards it reads by name (shard_table, 015) with plain
 -- PostgreSQL statements: the texts of scan_statement (063),
--- signals_statement (073) and rank_statement (above), which one server runs
--- as static statements. No statement here names a distributed table: on a
--- shard that would be a nested distributed query. Each call through the
--- coordinator had been 4 shard statements at this size (the count, the
--- scan, the signals, the ranking), each a round trip and planned twice (by
--- Citus on the coordinator, by PostgreSQL on the worker); now one.
--- Returns the scope's counts (as scope_counts reads them) and, when the
--- scope is small enough for the scan, the ranked rows (else null).
+-- signals_statement (073) and rank_statement (above), and above
+-- least(200, rerank_depth) memories hamming_statement (062), hnsw_statement
+-- (064), text_query_statement and text_statement (061), which one server
+-- runs as static statements (hnsw_statement and MaxScore's steps planned
+-- for their values, as there). No statement here names a distributed
+-- table: on a shard that would be a nested distributed query. Each call
+-- through the coordinator had been 4 shard statements up to 200 memories
+-- (the count, the scan, the signals, the ranking) and 5 above (the count,
+-- the vector list, the text query, the text list, the ranking), each a
+-- round trip and planned twice (by Citus on the coordinator, by PostgreSQL
+-- on the worker); now one. Returns the scope's counts (as scope_counts
+-- reads them) and the ranked rows, or null rows for a scope above
+-- least(200, rerank_depth) memories retrieved with filters.
 create or replace function membank_private.retrieve_on_shard(
     scope_id uuid, scopes jsonb[], texts text[], queries vector[], k integer, depth integer,
     min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text,
@@ -571,6 +576,9 @@ set search_path from current
 set plan_cache_mode to force_generic_plan
 set extra_float_digits to 1
 set datestyle to 'ISO, YMD'
+-- a probe of the scope's HNSW index as hnsw_candidates (064) makes it
+set "hnsw.ef_search" to 100
+set "hnsw.iterative_scan" to relaxed_order
 as $$
 declare
     _scope_ids uuid [] := array[scope_id];
@@ -582,6 +590,11 @@ declare
     _text_names uuid [];
     _text_ranks real [];
     _text_tiebreaks real [];
+    _big boolean;  -- above least(200, rerank_depth) memories
+    _centroid vector;  -- above least(200, rerank_depth): the bank's, for the query's binary code
+    _lexeme text [];  -- text_query_statement's rows (061)
+    _idf double precision [];
+    _seeks boolean [];
     _c_query bigint [] := '{}';
     _c_name uuid [] := '{}';
     _c_distance double precision [] := '{}';
@@ -603,25 +616,83 @@ begin
         into _delta using scope_id;
         documents := documents + _delta;
     end if;
-    if documents > least(200, rerank_depth) then
-        -- hybrid_candidates' other path, fused_memories' statements; a
-        -- scope above rerank_depth asks whether its HNSW index is ready
+    if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
+        -- a scope above rerank_depth asks whether its HNSW index is ready
         -- (vector_candidates, 062): answered here, on the node that has it
-        if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
-            hnsw := membank_private.scope_hnsw_ready_here(
-                scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
-        end if;
+        hnsw := membank_private.scope_hnsw_ready_here(
+            scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
+    end if;
+    if documents > least(200, rerank_depth)
+       and num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0 then
+        -- hybrid_candidates' other path with filters (vector_candidates'
+        -- exact scan of the rows that pass them): fused_memories' statements
         return;
     end if;
+    -- Above least(200, rerank_depth): hybrid_candidates' other path, here:
+    -- the vector list by the scope's HNSW index on this node
+    -- (hnsw_statement, 064) or by the Hamming step (hamming_statement, 062;
+    -- at most rerank_depth memories, every vector is re-ranked, the exact
+    -- list vector_candidates ranks without the step), the text list from
+    -- the GIN index (text_query_statement, text_list, 061; MaxScore above
+    -- 2,000, 065), on the shards by name
+    _big := documents > least(200, rerank_depth);
+    if _big and exists (select from unnest(queries) as q where q is not null) then
+        -- the bank's centroid (quantize, 050), from this node's copy of the reference table
+        execute format('select c.centroid from %s as c',
+                       shard_name('membank_private.embedding_config'::regclass,
+                                  get_shard_id_for_distribution_column('membank_private.embedding_config')))
+        into _centroid;
+    end if;
     for _i in 1 .. cardinality(texts) loop
-        -- hybrid_candidates on the scan path
-        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
-                       membank_private.prepared_on_shard(
-                           format(membank_private.scan_statement(), _memories, _embeddings),
-                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
-                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
-                       created_before, queries[_i] is not null and not jobs)
-        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        _vector_names := null;
+        _vector_distances := null;
+        _text_names := null;
+        _text_ranks := null;
+        _text_tiebreaks := null;
+        if not _big then
+            -- hybrid_candidates on the scan path
+            execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format(membank_private.scan_statement(), _memories, _embeddings),
+                               'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz,'
+                               ' boolean'),
+                           _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type,
+                           created_after, created_before, queries[_i] is not null and not jobs)
+            into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        elsif queries[_i] is not null and hnsw then
+            -- planned for its values (EXECUTE): the index serves a probe
+            -- whose scope and dimension are literals, as hnsw_candidates
+            execute format('select array_agg(c.name order by c.distance, c.name),'
+                           ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
+                           membank_private.hnsw_statement(scope_id, vector_dims(queries[_i]), _embeddings))
+            into _vector_names, _vector_distances using queries[_i], depth;
+        elsif queries[_i] is not null then
+            execute format('execute %I(%L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format('select array_agg(c.name order by c.distance, c.name),'
+                                      ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
+                                      format(membank_private.hamming_statement(), _embeddings)),
+                               'uuid[], vector, bit varying, integer, integer'),
+                           _scope_ids, queries[_i], membank_private.quantize(queries[_i], _centroid), depth,
+                           rerank_depth)
+            into _vector_names, _vector_distances;
+        end if;
+        if _big and texts[_i] is not null then
+            execute format('execute %I(%L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format('select array_agg(q.lexeme), array_agg(q.idf), array_agg(q.seeks)'
+                                      ' from (%s) as q (lexeme, idf, seeks)',
+                                      format(membank_private.text_query_statement(),
+                                             membank_private.shard_table('scope_lexicon_base', scope_id),
+                                             membank_private.shard_table('scope_lexicon_delta', scope_id))),
+                               'text, uuid[], boolean, bigint, boolean'),
+                           texts[_i], _scope_ids, queries[_i] is not null and not jobs, documents, pending)
+            into _lexeme, _idf, _seeks;
+            select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
+            into _text_names, _text_ranks, _text_tiebreaks
+            from membank_private.text_list(_scope_ids, _lexeme, _idf, _seeks, documents, depth, null, null, null,
+                                           null, null, _memories) as t;
+        end if;
         select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
                _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
                _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),

@@ -6950,12 +6950,58 @@ begin
     return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
 end
 $$;
+CREATE FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) RETURNS TABLE(name uuid, distance double precision)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $_$
+begin
+    -- the text of membank_private.hamming_statement()
+    return query
+    select e.name, e.embedding <=> $2 as distance
+    from membank_private.memory_embeddings as e
+    where e.scope_id = any($1::uuid[]) and e.name in (
+        select q.name
+        from membank_private.memory_embeddings as q
+        where q.scope_id = any($1::uuid[])
+          and (q.expire_time is null or q.expire_time > statement_timestamp())
+        order by q.embedding_bq <~> $3::bit varying
+        limit $5::integer
+    )
+    order by 2, 1
+    limit $4::integer
+    ;
+end
+$_$;
+CREATE FUNCTION membank_private.hamming_statement() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- $1 scope_ids uuid[], $2 the query vector, $3 its binary code (quantize,
+    -- 050), $4 depth, $5 rerank_depth. Rows: name, distance (cosine), nearest
+    -- first, ties by name. Hamming distance over the covering index (an
+    -- index-only range scan per scope), then exact cosine distance for the
+    -- best rerank_depth.
+    select $statement$
+    select e.name, e.embedding <=> $2 as distance
+    from %1$s as e
+    where e.scope_id = any($1::uuid[]) and e.name in (
+        select q.name
+        from %1$s as q
+        where q.scope_id = any($1::uuid[])
+          and (q.expire_time is null or q.expire_time > statement_timestamp())
+        order by q.embedding_bq <~> $3::bit varying
+        limit $5::integer
+    )
+    order by 2, 1
+    limit $4::integer
+    $statement$;
+$_$;
 CREATE FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET "hnsw.ef_search" TO '100'
     SET "hnsw.iterative_scan" TO 'relaxed_order'
-    AS $_$
+    AS $$
 declare
     _dimension integer := vector_dims(query);
 begin
@@ -6965,20 +7011,27 @@ begin
         perform membank_private.carry_setting('hnsw.ef_search', '100');
         perform membank_private.carry_setting('hnsw.iterative_scan', 'relaxed_order');
     end if;
-    -- Dynamic SQL because the planner matches a partial index's predicate
-    -- against constants only: the scope id and dimension are literals here.
-    return query execute format(
+    -- hnsw_statement (above) says how the index is probed
+    return query execute membank_private.hnsw_statement(scope_id, _dimension, 'membank_private.memory_embeddings')
+    using query, depth;
+end
+$$;
+CREATE FUNCTION membank_private.hnsw_statement(scope_id uuid, dimension integer, embeddings text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- The scope id and dimension are literals: the planner matches a
+    -- partial index's predicate against constants only.
+    select format(
         'select c.name, c.distance from ('
         '  select e.name, e.embedding <=> $1 as distance'
-        '  from membank_private.memory_embeddings as e'
+        '  from %s as e'
         '  where e.scope_id = %L::uuid and vector_dims(e.embedding) = %s'
         '    and (e.expire_time is null or e.expire_time > statement_timestamp())'
         '  order by e.embedding::vector(%s) <=> $1::vector(%s)'
         '  limit $2) as c '
         'order by c.distance, c.name',
-        scope_id, _dimension, _dimension, _dimension)
-    using query, depth;
-end
+        embeddings, scope_id, dimension, dimension, dimension);
 $_$;
 CREATE FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) RETURNS TABLE(name uuid, distance double precision, vector_rank integer, text_rank real, text_match_rank integer, text_tiebreak real, score double precision)
     LANGUAGE plpgsql STABLE ROWS 100
@@ -10080,6 +10133,8 @@ CREATE FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[],
     SET plan_cache_mode TO 'force_generic_plan'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, YMD'
+    SET "hnsw.ef_search" TO '100'
+    SET "hnsw.iterative_scan" TO 'relaxed_order'
     AS $_$
 declare
     _scope_ids uuid [] := array[scope_id];
@@ -10091,6 +10146,11 @@ declare
     _text_names uuid [];
     _text_ranks real [];
     _text_tiebreaks real [];
+    _big boolean;  -- above least(200, rerank_depth) memories
+    _centroid vector;  -- above least(200, rerank_depth): the bank's, for the query's binary code
+    _lexeme text [];  -- text_query_statement's rows (061)
+    _idf double precision [];
+    _seeks boolean [];
     _c_query bigint [] := '{}';
     _c_name uuid [] := '{}';
     _c_distance double precision [] := '{}';
@@ -10112,25 +10172,83 @@ begin
         into _delta using scope_id;
         documents := documents + _delta;
     end if;
-    if documents > least(200, rerank_depth) then
-        -- hybrid_candidates' other path, fused_memories' statements; a
-        -- scope above rerank_depth asks whether its HNSW index is ready
+    if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
+        -- a scope above rerank_depth asks whether its HNSW index is ready
         -- (vector_candidates, 062): answered here, on the node that has it
-        if documents > rerank_depth and exists (select from unnest(queries) as q where q is not null) then
-            hnsw := membank_private.scope_hnsw_ready_here(
-                scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
-        end if;
+        hnsw := membank_private.scope_hnsw_ready_here(
+            scope_id, (select vector_dims(q) from unnest(queries) as q where q is not null limit 1));
+    end if;
+    if documents > least(200, rerank_depth)
+       and num_nonnulls(metadata_filter, topics, memory_type, created_after, created_before) > 0 then
+        -- hybrid_candidates' other path with filters (vector_candidates'
+        -- exact scan of the rows that pass them): fused_memories' statements
         return;
     end if;
+    -- Above least(200, rerank_depth): hybrid_candidates' other path, here:
+    -- the vector list by the scope's HNSW index on this node
+    -- (hnsw_statement, 064) or by the Hamming step (hamming_statement, 062;
+    -- at most rerank_depth memories, every vector is re-ranked, the exact
+    -- list vector_candidates ranks without the step), the text list from
+    -- the GIN index (text_query_statement, text_list, 061; MaxScore above
+    -- 2,000, 065), on the shards by name
+    _big := documents > least(200, rerank_depth);
+    if _big and exists (select from unnest(queries) as q where q is not null) then
+        -- the bank's centroid (quantize, 050), from this node's copy of the reference table
+        execute format('select c.centroid from %s as c',
+                       shard_name('membank_private.embedding_config'::regclass,
+                                  get_shard_id_for_distribution_column('membank_private.embedding_config')))
+        into _centroid;
+    end if;
     for _i in 1 .. cardinality(texts) loop
-        -- hybrid_candidates on the scan path
-        execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
-                       membank_private.prepared_on_shard(
-                           format(membank_private.scan_statement(), _memories, _embeddings),
-                           'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz, boolean'),
-                       _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type, created_after,
-                       created_before, queries[_i] is not null and not jobs)
-        into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        _vector_names := null;
+        _vector_distances := null;
+        _text_names := null;
+        _text_ranks := null;
+        _text_tiebreaks := null;
+        if not _big then
+            -- hybrid_candidates on the scan path
+            execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format(membank_private.scan_statement(), _memories, _embeddings),
+                               'uuid[], vector, text, integer, jsonb, text[], text, timestamptz, timestamptz,'
+                               ' boolean'),
+                           _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type,
+                           created_after, created_before, queries[_i] is not null and not jobs)
+            into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+        elsif queries[_i] is not null and hnsw then
+            -- planned for its values (EXECUTE): the index serves a probe
+            -- whose scope and dimension are literals, as hnsw_candidates
+            execute format('select array_agg(c.name order by c.distance, c.name),'
+                           ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
+                           membank_private.hnsw_statement(scope_id, vector_dims(queries[_i]), _embeddings))
+            into _vector_names, _vector_distances using queries[_i], depth;
+        elsif queries[_i] is not null then
+            execute format('execute %I(%L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format('select array_agg(c.name order by c.distance, c.name),'
+                                      ' array_agg(c.distance order by c.distance, c.name) from (%s) as c',
+                                      format(membank_private.hamming_statement(), _embeddings)),
+                               'uuid[], vector, bit varying, integer, integer'),
+                           _scope_ids, queries[_i], membank_private.quantize(queries[_i], _centroid), depth,
+                           rerank_depth)
+            into _vector_names, _vector_distances;
+        end if;
+        if _big and texts[_i] is not null then
+            execute format('execute %I(%L, %L, %L, %L, %L)',
+                           membank_private.prepared_on_shard(
+                               format('select array_agg(q.lexeme), array_agg(q.idf), array_agg(q.seeks)'
+                                      ' from (%s) as q (lexeme, idf, seeks)',
+                                      format(membank_private.text_query_statement(),
+                                             membank_private.shard_table('scope_lexicon_base', scope_id),
+                                             membank_private.shard_table('scope_lexicon_delta', scope_id))),
+                               'text, uuid[], boolean, bigint, boolean'),
+                           texts[_i], _scope_ids, queries[_i] is not null and not jobs, documents, pending)
+            into _lexeme, _idf, _seeks;
+            select array_agg(t.name), array_agg(t.text_rank), array_agg(t.text_tiebreak)
+            into _text_names, _text_ranks, _text_tiebreaks
+            from membank_private.text_list(_scope_ids, _lexeme, _idf, _seeks, documents, depth, null, null, null,
+                                           null, null, _memories) as t;
+        end if;
         select _c_query || array_agg(_i::bigint), _c_name || array_agg(f.name),
                _c_distance || array_agg(f.distance), _c_vector_rank || array_agg(f.vector_rank),
                _c_text_rank || array_agg(f.text_rank), _c_text_match_rank || array_agg(f.text_match_rank),
@@ -11649,65 +11767,20 @@ CREATE FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text tex
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _lexemes tsquery [];
-    _fact_lexemes tsquery [];
-    _idfs double precision [];
-    _tsquery tsquery;
-    _all_lexemes tsquery;
-    _documents bigint;
+    _lexeme text [];
+    _idf double precision [];
+    _seeks boolean [];
 begin
-    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
-    -- fact's own words): testing a row with @@ is a binary search in its
-    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
-    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
-           array_agg(q.idf),
-           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
-           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
-    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
+    select array_agg(q.lexeme), array_agg(q.idf), array_agg(q.seeks) into _lexeme, _idf, _seeks
     from membank_private.text_query(query_text, scope_ids, rare_only) as q;
-    if _tsquery is null then
-        return;
-    end if;
-    _documents := membank_private.scope_documents(scope_ids);
-    -- A big scope: the same list from fewer rows, planned for the actual
-    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
-    -- in any plan, so the statement below keeps a cached generic plan
-    -- (planning is most of its cost).
-    if _documents > 2000 then
-        return query select c.name, c.text_rank, c.text_tiebreak
-                     from membank_private.text_candidates_maxscore(
-                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, _documents, depth,
-                         metadata_filter, topics, memory_type, created_after, created_before) as c;
-        return;
-    end if;
-    return query
-    select m.name,
-           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
-           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-            from unnest(_lexemes, _fact_lexemes, _idfs) as t (lexeme, fact_lexeme, idf)
-            where m.fts @@ t.lexeme)::real as text_rank,
-           ts_rank(m.fts, _all_lexemes, 1) as text_tiebreak
-    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
-    -- so each scope gets its own (scope_id, fts) index search.
-    from unnest(scope_ids) as s (scope_id)
-    inner join membank_private.memories as m on m.scope_id = s.scope_id
-    where m.fts @@ _tsquery
-      -- Citus: the scopes named on memories itself, so the statement goes to
-      -- their shard alone (a join to unnest's keys went to all 32). On one
-      -- server distributed() is a constant false: the planner drops this
-      -- test, and the plan is the join above.
-      and (not membank_private.distributed() or m.scope_id = any(scope_ids))
-      and (m.expire_time is null or m.expire_time > statement_timestamp())
-      and (metadata_filter is null or m.metadata @> metadata_filter)
-      and (text_candidates.topics is null or m.topics && text_candidates.topics)
-      and (text_candidates.memory_type is null or m.memory_type = text_candidates.memory_type)
-      and (created_after is null or m.create_time > created_after)
-      and (created_before is null or m.create_time < created_before)
-    order by 2 desc, 3 desc, m.fact collate "C", m.name
-    limit depth;
+    -- text_list and text_statement say how the list is made
+    return query select c.name, c.text_rank, c.text_tiebreak
+                 from membank_private.text_list(
+                     scope_ids, _lexeme, _idf, _seeks, membank_private.scope_documents(scope_ids), depth,
+                     metadata_filter, topics, memory_type, created_after, created_before, null) as c;
 end
 $$;
-CREATE FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
+CREATE FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, memories text) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     SET plan_cache_mode TO 'force_custom_plan'
@@ -11730,6 +11803,7 @@ declare
     _names uuid [];
     _ranks real [];
     _tiebreaks real [];
+    _row record;
 begin
     -- A lexeme's document frequency, only to size each step, from its IDF
     -- (bm25_idf inverted: exp(idf) = (n + 1) / (df + 0.5)).
@@ -11758,32 +11832,17 @@ begin
             _rows := _rows + _seeking_dfs[_j];
         end loop;
         _tsquery := (select string_agg(q::text, ' | ')::tsquery from unnest(_seeking[1:_j]) as q);
-        select array_agg(c.name order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
-               array_agg(c.text_rank order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name),
-               array_agg(c.text_tiebreak order by c.text_rank desc, c.text_tiebreak desc, c.fact collate "C", c.name)
-        into _names, _ranks, _tiebreaks
-        from (
-            select m.name, m.fact,
-                   -- as text_candidates (061): a lexeme only the context holds counts half
-                   (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
-                    from unnest(lexemes, fact_lexemes, idfs) as t (lexeme, fact_lexeme, idf)
-                    where m.fts @@ t.lexeme)::real as text_rank,
-                   ts_rank(m.fts, all_lexemes, 1) as text_tiebreak
-            from unnest(scope_ids) as s (scope_id)
-            inner join membank_private.memories as m on m.scope_id = s.scope_id
-            where m.fts @@ _tsquery
-              -- Citus: routed to the scopes' shard alone (as in text_candidates, 061)
-              and (not membank_private.distributed() or m.scope_id = any(scope_ids))
-              and (m.expire_time is null or m.expire_time > statement_timestamp())
-              and (metadata_filter is null or m.metadata @> metadata_filter)
-              and (text_candidates_maxscore.topics is null or m.topics && text_candidates_maxscore.topics)
-              and (text_candidates_maxscore.memory_type is null
-                   or m.memory_type = text_candidates_maxscore.memory_type)
-              and (created_after is null or m.create_time > created_after)
-              and (created_before is null or m.create_time < created_before)
-            order by 3 desc, 4 desc, m.fact collate "C", m.name
-            limit depth
-        ) as c;
+        -- text_statement's rows, in its order (IDF sum, ts_rank, fact in C collation, name)
+        _names := '{}';
+        _ranks := '{}';
+        _tiebreaks := '{}';
+        for _row in execute format(membank_private.text_statement(), coalesce(memories, 'membank_private.memories'))
+                    using scope_ids, lexemes, fact_lexemes, idfs, _tsquery, all_lexemes, depth, metadata_filter,
+                          topics, memory_type, created_after, created_before loop
+            _names := _names || _row.name;
+            _ranks := _ranks || _row.text_rank;
+            _tiebreaks := _tiebreaks || _row.text_tiebreak;
+        end loop;
         exit when _j = _count;
         -- The most a row holding none of the lexemes read so far can score.
         _bound := _common + (select sum(i) from unnest(_seeking_idfs[_j + 1:_count]) as i);
@@ -11849,17 +11908,113 @@ begin
     return coalesce(_config, 'english'::regconfig);
 end
 $_$;
+CREATE FUNCTION membank_private.text_list(scope_ids uuid[], lexeme text[], idf double precision[], seeks boolean[], documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, memories text) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $$
+declare
+    _lexemes tsquery [];
+    _fact_lexemes tsquery [];
+    _idfs double precision [];
+    _tsquery tsquery;
+    _all_lexemes tsquery;
+begin
+    -- Each lexeme as a one-word tsquery, and restricted to weight A (the
+    -- fact's own words): testing a row with @@ is a binary search in its
+    -- tsvector, where tsvector_to_array per row and lexeme cost twice as much.
+    select array_agg(quote_literal(q.lexeme)::tsquery), array_agg((quote_literal(q.lexeme) || ':A')::tsquery),
+           array_agg(q.idf),
+           nullif(string_agg(quote_literal(q.lexeme), ' | ') filter (where q.seeks), '')::tsquery,
+           nullif(string_agg(quote_literal(q.lexeme), ' | '), '')::tsquery
+    into _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes
+    from unnest(lexeme, idf, seeks) as q (lexeme, idf, seeks);
+    if _tsquery is null then
+        return;
+    end if;
+    -- A big scope: the same list from fewer rows, planned for the actual
+    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
+    -- in any plan, so the statement below keeps a cached generic plan
+    -- (planning is most of its cost).
+    if documents > 2000 then
+        return query select c.name, c.text_rank, c.text_tiebreak
+                     from membank_private.text_candidates_maxscore(
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, documents, depth,
+                         metadata_filter, topics, memory_type, created_after, created_before, memories) as c;
+        return;
+    end if;
+    if memories is null then
+        return query select c.name, c.text_rank, c.text_tiebreak
+                     from membank_private.text_matches(
+                         scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter,
+                         topics, memory_type, created_after, created_before) as c;
+        return;
+    end if;
+    -- on a shard: prepared once per connection (prepared_on_shard, 015), generic as on one server
+    return query execute format(
+        'execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+        membank_private.prepared_on_shard(
+            format(membank_private.text_statement(), memories),
+            'uuid[], tsquery[], tsquery[], double precision[], tsquery, tsquery, integer, jsonb, text[], text,'
+            ' timestamptz, timestamptz'),
+        scope_ids, _lexemes, _fact_lexemes, _idfs, _tsquery, _all_lexemes, depth, metadata_filter, topics,
+        memory_type, created_after, created_before);
+end
+$$;
+CREATE FUNCTION membank_private.text_matches(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    -- the text of membank_private.text_statement()
+    return query
+    select m.name,
+           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
+           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+            from unnest($2::tsquery[], $3::tsquery[], $4::double precision[]) as t (lexeme, fact_lexeme, idf)
+            where m.fts @@ t.lexeme)::real as text_rank,
+           ts_rank(m.fts, $6::tsquery, 1) as text_tiebreak
+    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
+    -- so each scope gets its own (scope_id, fts) index search.
+    from unnest($1::uuid[]) as s (scope_id)
+    inner join membank_private.memories as m on m.scope_id = s.scope_id
+    where m.fts @@ $5::tsquery
+      -- Citus: the scopes named on memories itself, so the statement goes to
+      -- their shard alone (a join to unnest's keys went to all 32). On one
+      -- server distributed() is a constant false: the planner drops this
+      -- test, and the plan is the join above.
+      and (not membank_private.distributed() or m.scope_id = any($1))
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and ($8::jsonb is null or m.metadata @> $8)
+      and ($9::text[] is null or m.topics && $9)
+      and ($10::text is null or m.memory_type = $10)
+      and ($11::timestamptz is null or m.create_time > $11)
+      and ($12::timestamptz is null or m.create_time < $12)
+    order by 2 desc, 3 desc, m.fact collate "C", m.name
+    limit $7
+    ;
+end
+$_$;
 CREATE FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
     _counts record := membank_private.scope_counts(scope_ids);
-    _pending boolean := _counts.pending;
-    _documents bigint := _counts.documents;
 begin
     -- PL/pgSQL rather than SQL: its plan is cached for the session, while a
     -- SQL function with a SET clause is planned on every call.
+    -- text_query_statement says which lexemes seek
+    return query
+    select q.lexeme, q.idf, q.seeks
+    from membank_private.text_query_of(query_text, scope_ids, rare_only, _counts.documents, _counts.pending) as q;
+end
+$$;
+CREATE FUNCTION membank_private.text_query_of(query_text text, scope_ids uuid[], rare_only boolean, documents bigint, pending boolean) RETURNS TABLE(lexeme text, idf double precision, seeks boolean)
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+begin
+    -- the text of membank_private.text_query_statement()
     return query
     with frequency as (
         -- tsvector_to_array gives each lexeme once; one index probe each.
@@ -11868,16 +12023,16 @@ begin
         -- (055_lexicon.sql).
         select q.lexeme,
                (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_base as x
-                where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
-               + case when _pending
+                where x.scope_id = any($2) and x.lexeme = q.lexeme)
+               + case when $5
                       then (select coalesce(sum(x.doc_count), 0) from membank_private.scope_lexicon_delta as x
-                            where x.scope_id = any(scope_ids) and x.lexeme = q.lexeme)
+                            where x.scope_id = any($2) and x.lexeme = q.lexeme)
                       else 0 end as df
-        from unnest(membank_private.query_lexemes(query_text)) as q (lexeme)
+        from unnest(membank_private.query_lexemes($1)) as q (lexeme)
     ), weighed as (
         select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
         from frequency as f
-        cross join (select _documents as n) as t
+        cross join (select $4::bigint as n) as t
     )
     -- A lexeme in more than half the scope (a speaker's name in a chat)
     -- only seeks candidates when nothing rarer does, and never with
@@ -11885,11 +12040,86 @@ begin
     -- user, ordered by length, would only add noise to the fusion); it still
     -- scores. A lexeme no memory of the scopes holds can match nothing: it is
     -- left out.
-    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or rare_only)
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or $3)
     from weighed as w
-    where w.df > 0;
+    where w.df > 0
+    ;
 end
-$$;
+$_$;
+CREATE FUNCTION membank_private.text_query_statement() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- $1 query_text, $2 scope_ids uuid[], $3 rare_only, $4 the scopes'
+    -- documents (bigint), $5 whether appended word counts are pending. Rows:
+    -- lexeme, idf, seeks.
+    select $statement$
+    with frequency as (
+        -- tsvector_to_array gives each lexeme once; one index probe each.
+        -- The tables under the view scope_lexicon, read directly: the counts
+        -- a transaction's later inserts appended only while a scope has some
+        -- (055_lexicon.sql).
+        select q.lexeme,
+               (select coalesce(sum(x.doc_count), 0) from %1$s as x
+                where x.scope_id = any($2) and x.lexeme = q.lexeme)
+               + case when $5
+                      then (select coalesce(sum(x.doc_count), 0) from %2$s as x
+                            where x.scope_id = any($2) and x.lexeme = q.lexeme)
+                      else 0 end as df
+        from unnest(membank_private.query_lexemes($1)) as q (lexeme)
+    ), weighed as (
+        select f.lexeme, f.df, t.n, bool_or(f.df > 0 and f.df * 2 <= t.n) over () as any_rare
+        from frequency as f
+        cross join (select $4::bigint as n) as t
+    )
+    -- A lexeme in more than half the scope (a speaker's name in a chat)
+    -- only seeks candidates when nothing rarer does, and never with
+    -- rare_only (beside a vector list: the list of every memory naming the
+    -- user, ordered by length, would only add noise to the fusion); it still
+    -- scores. A lexeme no memory of the scopes holds can match nothing: it is
+    -- left out.
+    select w.lexeme, membank_private.bm25_idf(w.df, w.n), w.df * 2 <= w.n or not (w.any_rare or $3)
+    from weighed as w
+    where w.df > 0
+    $statement$;
+$_$;
+CREATE FUNCTION membank_private.text_statement() RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+    -- $1 scope_ids uuid[], $2 the lexemes (one-word tsquery[]), $3 the
+    -- same restricted to weight A, $4 their IDFs (double precision[]), $5 the
+    -- tsquery that seeks, $6 the OR of every lexeme (ts_rank's), $7 depth,
+    -- $8 metadata_filter, $9 topics, $10 memory_type, $11 created_after,
+    -- $12 created_before. Rows: name, text_rank, text_tiebreak, in the
+    -- list's order (IDF sum, ts_rank, fact in C collation, name).
+    select $statement$
+    select m.name,
+           -- A lexeme only the context holds (weight D; the fact's are A) counts half.
+           (select sum(case when m.fts @@ t.fact_lexeme then t.idf else 0.5 * t.idf end)
+            from unnest($2::tsquery[], $3::tsquery[], $4::double precision[]) as t (lexeme, fact_lexeme, idf)
+            where m.fts @@ t.lexeme)::real as text_rank,
+           ts_rank(m.fts, $6::tsquery, 1) as text_tiebreak
+    -- A join, not scope_id = any(...): GIN cannot search an array of keys,
+    -- so each scope gets its own (scope_id, fts) index search.
+    from unnest($1::uuid[]) as s (scope_id)
+    inner join %1$s as m on m.scope_id = s.scope_id
+    where m.fts @@ $5::tsquery
+      -- Citus: the scopes named on memories itself, so the statement goes to
+      -- their shard alone (a join to unnest's keys went to all 32). On one
+      -- server distributed() is a constant false: the planner drops this
+      -- test, and the plan is the join above.
+      and (not membank_private.distributed() or m.scope_id = any($1))
+      and (m.expire_time is null or m.expire_time > statement_timestamp())
+      and ($8::jsonb is null or m.metadata @> $8)
+      and ($9::text[] is null or m.topics && $9)
+      and ($10::text is null or m.memory_type = $10)
+      and ($11::timestamptz is null or m.create_time > $11)
+      and ($12::timestamptz is null or m.create_time < $12)
+    order by 2 desc, 3 desc, m.fact collate "C", m.name
+    limit $7
+    $statement$;
+$_$;
 CREATE FUNCTION membank_private.to_memory(m membank_private.memories) RETURNS membank.memory
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -12798,19 +13028,10 @@ begin
         end if;
         -- Hamming distance over the covering index (an index-only range scan
         -- per scope), then exact cosine distance for the best rerank_depth.
+        -- (hamming_statement, above)
         return query
-        select e.name, e.embedding <=> query as distance
-        from membank_private.memory_embeddings as e
-        where e.scope_id = any(scope_ids) and e.name in (
-            select q.name
-            from membank_private.memory_embeddings as q
-            where q.scope_id = any(scope_ids)
-              and (q.expire_time is null or q.expire_time > statement_timestamp())
-            order by q.embedding_bq <~> query_bq
-            limit rerank_depth
-        )
-        order by 2, 1
-        limit depth;
+        select h.name, h.distance
+        from membank_private.hamming_candidates(scope_ids, query, query_bq, depth, rerank_depth) as h;
     else
         -- Filters: an exact scan of the rows that pass them, so a filter never
         -- costs a result that quantized candidates would have missed.
@@ -13539,7 +13760,10 @@ REVOKE ALL ON FUNCTION membank_private.fuse_lists(vector_names uuid[], vector_di
 REVOKE ALL ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.hamming_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.hnsw_statement(scope_id uuid, dimension integer, embeddings text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
@@ -13703,9 +13927,14 @@ REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ing
 REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_candidates(scope_ids uuid[], query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_candidates_maxscore(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, memories text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_language(input text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_list(scope_ids uuid[], lexeme text[], idf double precision[], seeks boolean[], documents bigint, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, memories text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_matches(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.text_query(query_text text, scope_ids uuid[], rare_only boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_query_of(query_text text, scope_ids uuid[], rare_only boolean, documents bigint, pending boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_query_statement() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.text_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory(m membank_private.memories) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_memory_revision(r membank_private.memory_revisions) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.to_operation(o membank_private.operations) FROM PUBLIC;
