@@ -909,3 +909,55 @@ def test_reembed_queues_every_scopes_memories_on_the_cluster(citus_database):
                          " where retry_time <= now()").fetchone() == (12, 4)
         assert c.execute("select model_id, dimension from membank_private.embedding_config").fetchone() == (
             "test/other", 4)
+
+
+
+def test_a_callers_datestyle_changes_no_time_argument_on_the_cluster(cl):
+    """A caller's DateStyle 'SQL, DMY' changes no time argument of a call on the cluster, through the coordinator
+    and through the other worker's own connection: Citus writes a routed statement's values as text in the
+    calling session's style and the scope's worker reads them in its own (ISO, MDY), so 2027-01-05 sent as
+    05/01/2027 arrived as May 1st, and a 13th or later as an error. Each call gives the rows of the same call
+    under the default style: list_memories' created/updated bounds, list_events' window, create_memory's and
+    update_memory's expire_time (read back as stored)."""
+    from datetime import datetime, timedelta, timezone
+
+    from test_citus_routing import attack_login
+
+    a, _, w1, _ = cl.two_scopes("datestyle")
+    other = next(w for w in workers(cl) if w.port != w1)
+    sa = json.dumps(a)
+    cl.admin.execute("select membank.append_events(scope => %s, session_id => 's1', events => %s)",
+                     (sa, Jsonb([{"event_id": f"e{d}", "author": "user", "text": f"day {d}",
+                                  "timestamp": f"2027-01-{d:02d}T10:00:00Z"} for d in (3, 5, 14)])))
+    # the 5th and the 20th of a month ahead, which DMY and MDY read differently (or not at all)
+    now = datetime.now(timezone.utc)
+    expire_5 = (now.replace(day=1) + timedelta(days=40)).replace(day=5, hour=12, minute=0, second=0, microsecond=0)
+    expire_20 = expire_5.replace(day=20)
+    for node, writer in (("coordinator", cl.login("membank_writer")),
+                         ("other worker", attack_login(cl, other.url(cl.name), "membank_writer"))):
+        fact = f"kept via {node}"
+        name = writer.execute("select (membank.create_memory(scope => %s, fact => %s, expire_time => %s)).name::text",
+                              (sa, fact, expire_5)).fetchone()[0]
+        calls = [
+            ("select fact from membank.list_memories(scope => %s, created_before => %s, created_after => %s,"
+             " updated_before => %s) where fact = %s",
+             (sa, now + timedelta(days=2), now - timedelta(days=2), now + timedelta(days=2), fact)),
+            ("select event_id from membank.list_events(scope => %s, session_id => 's1', start_time => %s,"
+             " end_time => %s)", (sa, datetime(2027, 1, 4, tzinfo=timezone.utc),
+                                   datetime(2027, 1, 13, tzinfo=timezone.utc))),
+            ("select expire_time from membank.get_memory(name => %s::text)", (name,)),
+        ]
+        plain = [writer.execute(q, args).fetchall() for q, args in calls]
+        assert plain == [[(fact,)], [("e5",)], [(expire_5,)]], (node, plain)
+        writer.execute("set datestyle to 'SQL, DMY'")
+        try:
+            # binary results: psycopg cannot read SQL-style dates, and the values are what is compared
+            assert [writer.execute(q, args, binary=True).fetchall() for q, args in calls] == plain, node
+            created = writer.execute("select (membank.create_memory(scope => %s, fact => 'dmy', expire_time => %s))"
+                                     ".expire_time", (sa, expire_20), binary=True).fetchone()[0]
+            assert created == expire_20, node
+            updated = writer.execute("select (membank.update_memory(name => %s::text, expire_time => %s))"
+                                     ".expire_time", (name, expire_20), binary=True).fetchone()[0]
+            assert updated == expire_20, node
+        finally:
+            writer.execute("reset datestyle")

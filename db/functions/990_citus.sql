@@ -7,6 +7,8 @@
 -- create distributed plan"). On one server retrieval keeps its generic plans
 -- (070_retrieve_memories.sql says why; custom plans cost it about 2.5x there).
 do $$
+declare
+    _routine record;
 begin
     if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
         return;  -- one server (pg_dist_partition below exists only with Citus)
@@ -53,5 +55,23 @@ begin
     -- (lab cluster, 2026-12-02). They keep PostgreSQL's default.
     alter function membank_private.query_lexemes(text) set plan_cache_mode to auto;
     alter function membank_private.cjk_tokens(text) set plan_cache_mode to auto;
+    -- Citus sends a statement's parameters to the worker as text written in
+    -- the coordinator session's styles, and the worker reads them in its own
+    -- (ISO, MDY; postgres; shortest exact floats). A caller's DateStyle
+    -- 'SQL, DMY' sent 2027-01-05 as 05/01/2027 (May 1st on the worker, and
+    -- an error from the 13th), an extra_float_digits below 1 rounded every
+    -- float. Every public function that can read or write a distributed
+    -- table (all but the immutable ones) writes them in the workers' styles;
+    -- its result reaches the caller typed, printed in the caller's own.
+    -- Procedures are left out: a SET clause forbids their COMMITs.
+    for _routine in
+        select p.oid::regprocedure as signature
+        from pg_catalog.pg_proc as p
+        where p.pronamespace = 'membank'::regnamespace and p.prokind = 'f' and p.provolatile <> 'i'
+    loop
+        execute format('alter function %s set datestyle to %L', _routine.signature, 'ISO, MDY');
+        execute format('alter function %s set intervalstyle to %L', _routine.signature, 'postgres');
+        execute format('alter function %s set extra_float_digits to 1', _routine.signature);
+    end loop;
 end
 $$;
