@@ -634,8 +634,8 @@ def fit_and_write(args, data, conversations, embedder, tuning, confirmation) -> 
     for title, a in figures:
         lines.append(f"  {title}: recall@10 {a['recall']:.3f} -> {a['recall_cut']:.3f} (loss {a['loss']:.3f}); "
                      "empty for:")
-        lines.append(f"    other conversations' questions {a['other_empty']:.1%}, gibberish {a['gibberish_empty']:.1%}, "
-                     f"own questions {a['own_empty']:.1%}")
+        lines.append(f"    other conversations' questions {a['other_empty']:.1%}, "
+                     f"gibberish {a['gibberish_empty']:.1%}, own questions {a['own_empty']:.1%}")
     trade = trade_off(views, sorted(best), args.max_recall_loss)
     print("\n".join(trade))
     print("\n".join(lines))
