@@ -273,3 +273,53 @@ def test_query_signals_idf_total_is_query_idf_total(conn, superuser):
                                  ([ids[0]],)).fetchone()["p"]
         assert check() > 8  # zebra and quartz known now
         raise psycopg.Rollback
+
+
+def test_the_model_file_is_what_fit_relevance_writes(superuser):
+    """072_relevance_model.sql is bench/fit_relevance.py's output: regenerated from the coefficients, floor and
+    figures it holds (as the server has them), it is the same bytes."""
+    import re
+
+    import fit_relevance
+
+    text = fit_relevance.MODEL_FILE.read_text()
+
+    def field(pattern):
+        return re.search(pattern, text, re.M).groups()
+
+    tuning, confirmation = field(r"^--   --tuning (\S+) --confirmation (\S+) \\$")
+    max_loss, = field(r"^--   --max-recall-loss (\S+)$")
+    model_id, dimension = field(r"^-- Embedder: (\S+) \((\d+)-d\)")
+    conversations, digest = field(r"^-- Data: .* conversations (.+), sha256 of the\n--   files (\w+);")
+    date, = field(r"^-- Date: (\S+)$")
+    lines = [line[len("--   "):] for line in text.split("-- Fit:\n", 1)[1].split("\n\n", 1)[0].splitlines()]
+    fitted = {m: superuser.execute("select membank_private.relevance_coefficients(%s) as c", (m,)).fetchone()["c"]
+              for m in ("hybrid", "text", "query")}
+    floor = superuser.execute("select membank.default_min_relevance() as f").fetchone()["f"]
+    assert f"default min_relevance {floor}: " in text  # the figures are the floor's
+    assert fit_relevance.model_file_text(
+        fitted, floor, lines, set(tuning.split(",")), set(confirmation.split(",")), float(max_loss),
+        conversations.split(", "), digest, model_id, int(dimension), date) == text
+
+
+def test_the_default_floor_holds_the_recall_loss_on_both_paths():
+    """fit_relevance chooses the floor on the first pass and on the re-ranked path (build_context's default): the
+    largest threshold at which neither loses more than the allowed recall@10, though the first pass alone would
+    allow a higher one."""
+    import types
+
+    import fit_relevance
+
+    qa = [types.SimpleNamespace(evidence=(f"D1:{i}",)) for i in range(10)]
+
+    def view(bests):  # every question's evidence in its top 10, its best relevance as given
+        return {"own": [(q, [q.evidence[0]], b) for q, b in zip(qa, bests)], "other": [0.01, 0.2],
+                "gibberish": [0.001]}
+
+    views = {"first pass": view([0.9] * 9 + [0.05]), "re-ranked": view([0.9] * 8 + [0.03, 0.05])}
+    assert fit_relevance.choose_floor({"first pass": views["first pass"]}, 0.1) == 0.9
+    assert fit_relevance.choose_floor(views, 0.1) == 0.05  # 0.9 costs the re-ranked path 0.2
+    assert fit_relevance.choose_floor(views, 0.05) == 0.03
+    assert fit_relevance.choose_floor(views, 0.0) == 0.03  # the lowest candidate keeps every question
+    a = fit_relevance.gate(views["re-ranked"], 0.05)
+    assert (a["loss"], a["other_empty"], a["gibberish_empty"]) == (pytest.approx(0.1), 0.5, 1.0)

@@ -28,7 +28,7 @@ as $$
     -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
     --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, asked_author
     select array[
-        11.8368, -28.7502, -0.114557, -11.9305, -26.0711, -0.73263, -1.17137, 0.20864, 2.80571, 5.31154,
-        0.914686, 0.0237531, 0.627966, 2.51302
+        11.8441, -28.7273, -0.114576, -11.9431, -26.0663, -0.73243, -1.17095, 0.208859, 2.80653, 5.30993,
+        0.914612, 0.0238006, 0.628028, 2.51307
     ]::double precision [];
 $$;

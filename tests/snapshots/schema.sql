@@ -592,11 +592,12 @@ CREATE FUNCTION membank.default_min_relevance() RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select 0.0349::double precision;
+    select 0.0208::double precision;
 $$;
 COMMENT ON FUNCTION membank.default_min_relevance() IS 'The min_relevance (0..1) that build_context and the ADK memory service apply by default: the largest threshold at
 which hybrid recall@10 on the tuning LoCoMo conversations (26, 30) dropped by at most
-0.02, fitted with the relevance coefficients by bench/fit_relevance.py (see
+0.018 on the first pass and on the re-ranked path (rerank => true) each, fitted with the relevance
+coefficients by bench/fit_relevance.py (see
 db/functions/072_relevance_model.sql for the figures). retrieve_memories applies none unless asked. Raises nothing
 (a constant of the fitted model).';
 CREATE FUNCTION membank.build_context(scopes jsonb, session_id text DEFAULT NULL::text, query_text text DEFAULT NULL::text, query_embedding real[] DEFAULT NULL::real[], budget_tokens integer DEFAULT 2000, top_k integer DEFAULT 5, min_similarity double precision DEFAULT NULL::double precision, expected text[] DEFAULT NULL::text[], generated_lookback integer DEFAULT 5, recent_events integer DEFAULT 20, include_profiles boolean DEFAULT true, embedding_model text DEFAULT NULL::text, query_texts text[] DEFAULT NULL::text[], query_embeddings real[] DEFAULT NULL::real[], min_relevance double precision DEFAULT membank.default_min_relevance(), rerank boolean DEFAULT true) RETURNS jsonb
@@ -9451,11 +9452,11 @@ CREATE FUNCTION membank_private.relevance_coefficients(model text) RETURNS doubl
     AS $$
     select case model
         -- intercept, similarity, top_similarity, match_share, unknown_share, ln_vector_rank, ln_text_rank, both_lists
-        when 'hybrid' then array[-16.9803, 18.1607, 0, 2.12004, -0.986922, -0.421581, -0.835422, 0]
+        when 'hybrid' then array[-17.0308, 18.2109, 0, 2.12406, -0.986911, -0.419677, -0.834296, 0]
         -- intercept, match_share, unknown_share, ln_text_rank
         when 'text' then array[-2.31888, 2.33561, -2.99308, -1.11033]
         -- answerability: intercept, logit_best_relevance, top_similarity, unknown_share
-        when 'query' then array[-184.643, 2.00003, 232.646, -3.42995]
+        when 'query' then array[-186.478, 2.04007, 235.009, -3.39149]
     end::double precision [];
 $$;
 CREATE FUNCTION membank_private.relevance_features(similarity double precision, top_similarity double precision, match_share double precision, unknown_share double precision, vector_rank integer, text_match_rank integer) RETURNS double precision[]
@@ -9532,8 +9533,8 @@ CREATE FUNCTION membank_private.rerank_coefficients() RETURNS double precision[]
     -- intercept, fused, ln_fused_rank, similarity, similarity_gap, ln_vector_rank, ln_text_rank,
     --   relevance_logit, prev_score, next_score, session_top3, session_hits10, near_top5, asked_author
     select array[
-        11.8368, -28.7502, -0.114557, -11.9305, -26.0711, -0.73263, -1.17137, 0.20864, 2.80571, 5.31154,
-        0.914686, 0.0237531, 0.627966, 2.51302
+        11.8441, -28.7273, -0.114576, -11.9431, -26.0663, -0.73243, -1.17095, 0.208859, 2.80653, 5.30993,
+        0.914612, 0.0238006, 0.628028, 2.51307
     ]::double precision [];
 $$;
 CREATE FUNCTION membank_private.rerank_feature_names() RETURNS text[]
