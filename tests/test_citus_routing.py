@@ -952,12 +952,13 @@ def test_styles_a_transaction_propagates_to_the_workers_do_not_change_a_routed_r
         bulk_fill(cl.admin, big, 201, "test/m", DIM)
         retrieve = ("select r.* from membank.retrieve_memories(scope => %s, query_text => 'tea rain', top_k => 10) as r"
                     " order by r.name")
+        sb = json.dumps(big)
         calls = [(retrieve, (scope,)),
                  ("select r.* from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
-                  " query_embedding => %s::real[], top_k => 10) as r order by r.name", (json.dumps(big), query_vector())),
+                  " query_embedding => %s::real[], top_k => 10) as r order by r.name", (sb, query_vector())),
                  ("select r.* from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
                   " query_embedding => %s::real[], top_k => 10, topics => '{USER_PREFERENCES}') as r order by r.name",
-                  (json.dumps(big), query_vector()))]
+                  (sb, query_vector()))]
         for node, c in (("coordinator", cl.login("membank_writer")),
                         ("scope's worker", attack_login(cl, w1.url(cl.name), "membank_writer")),
                         ("other worker", attack_login(cl, w2.url(cl.name), "membank_writer"))):
