@@ -961,3 +961,27 @@ def test_a_callers_datestyle_changes_no_time_argument_on_the_cluster(cl):
             assert updated == expire_20, node
         finally:
             writer.execute("reset datestyle")
+
+
+def test_a_callers_datestyle_changes_no_purge_of_expired_memories_on_the_cluster(cl):
+    """call purge_expired_memories under the caller's DateStyle 'SQL, DMY' purges the memories that expired an hour
+    ago, as under the default style. The procedure keeps its caller's styles (its COMMITs forbid a SET clause), and
+    each batch compared the scope's expire_time with the time it read, which Citus sent to the worker as text in
+    the caller's style: on December 3rd, 03/12 arrived as March 12th and nothing expired since then was purged (from
+    the 13th of a month, an error). Its batches are functions and run in the workers' styles. Time moves explicitly:
+    the memories' expire_time and the coordinator's index of due work (121_due_work.sql) set an hour back."""
+    a, _, _, _ = cl.two_scopes("purge-datestyle")
+    sa = json.dumps(a)
+    live = cl.admin.execute("select (membank.create_memory(scope => %s, fact => 'still here')).name",
+                            (sa,)).fetchone()[0]
+    names = [cl.admin.execute("select (membank.create_memory(scope => %s, fact => %s, ttl => '1 day')).name",
+                              (sa, f"expires {n}")).fetchone()[0] for n in range(2)]
+    cl.admin.execute("update membank_private.memories set expire_time = statement_timestamp() - interval '1 hour'"
+                     " where name = any(%s)", (names,))
+    cl.admin.execute("update membank_private.due_scopes set due_time = statement_timestamp() - interval '1 hour'"
+                     " where kind = 'expiry' and scope_id = md5(%s::jsonb::text)::uuid", (sa,))
+    admin = cl.login("membank_admin")
+    admin.execute("set datestyle to 'SQL, DMY'")
+    assert admin.execute("call membank.purge_expired_memories()").fetchone() == (2,)
+    assert cl.admin.execute("select array_agg(name) from membank_private.memories"
+                            " where scope_id = md5(%s::jsonb::text)::uuid", (sa,)).fetchone()[0] == [live]

@@ -928,3 +928,50 @@ def test_a_callers_datestyle_and_float_digits_do_not_change_a_routed_retrieval(b
             c.execute("reset plan_cache_mode")
     finally:
         cl.close()
+
+
+def test_styles_a_transaction_propagates_to_the_workers_do_not_change_a_routed_retrievals_rows(bank):  # noqa: F811
+    """A routed retrieval's rows come back from the scope's worker as membank.retrieved_memory[], which the worker
+    writes as text in its connection's styles. A SET LOCAL made while citus.propagate_set_commands is 'local' reaches
+    that connection: DateStyle 'SQL, DMY' turned a create_time of December 3rd into March 12th (an error from the
+    13th) and extra_float_digits -15 every score and relevance into one digit. For a scope of 3 memories (the scan)
+    and one of 201 (the vector and text lists, and with a filter rank_on_shard), through the coordinator and through
+    each worker's own connection, the rows are those of the same call without them (binary results: the values as
+    the server holds them). Failed before fused_memories carried the workers' styles to the transaction's
+    connections."""
+    from test_citus import workers
+
+    cl = Cluster(*bank)
+    try:
+        w1, w2 = workers(cl)
+        scope = json.dumps(cl.scope_on(w1.port, "attack5-styles"))
+        for fact in ("likes tea in the rain", "drinks green tea", "walks in the rain"):
+            cl.admin.execute("select membank.create_memory(scope => %s, fact => %s)", (scope, fact))
+        big = cl.scope_on(w1.port, "attack5-styles-big")
+        cl.admin.execute("select membank.configure_embedding(model_id => 'test/m', dimension => %s)", (DIM,))
+        bulk_fill(cl.admin, big, 201, "test/m", DIM)
+        retrieve = ("select r.* from membank.retrieve_memories(scope => %s, query_text => 'tea rain', top_k => 10) as r"
+                    " order by r.name")
+        sb = json.dumps(big)
+        calls = [(retrieve, (scope,)),
+                 ("select r.* from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
+                  " query_embedding => %s::real[], top_k => 10) as r order by r.name", (sb, query_vector())),
+                 ("select r.* from membank.retrieve_memories(scope => %s, query_text => 'tea rain',"
+                  " query_embedding => %s::real[], top_k => 10, topics => '{USER_PREFERENCES}') as r order by r.name",
+                  (sb, query_vector()))]
+        for node, c in (("coordinator", cl.login("membank_writer")),
+                        ("scope's worker", attack_login(cl, w1.url(cl.name), "membank_writer")),
+                        ("other worker", attack_login(cl, w2.url(cl.name), "membank_writer"))):
+            plain = [c.execute(q, args, binary=True).fetchall() for q, args in calls]
+            assert len(plain[0]) == 3 and any(r[-1] != round(r[-1], 2) for r in plain[0]), plain  # many digits
+            assert [len(rows) for rows in plain[1:]] == [10, 10], plain
+            c.execute("begin")
+            try:
+                c.execute("set local citus.propagate_set_commands to 'local'")
+                c.execute("set local datestyle to 'SQL, DMY'")
+                c.execute("set local extra_float_digits to -15")
+                assert [c.execute(q, args, binary=True).fetchall() for q, args in calls] == plain, node
+            finally:
+                c.execute("rollback")
+    finally:
+        cl.close()

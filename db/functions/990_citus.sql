@@ -63,7 +63,8 @@ begin
     -- float. Every public function that can read or write a distributed
     -- table (all but the immutable ones) writes them in the workers' styles;
     -- its result reaches the caller typed, printed in the caller's own.
-    -- Procedures are left out: a SET clause forbids their COMMITs.
+    -- Procedures are left out: a SET clause forbids their COMMITs (their
+    -- batch functions get these settings in db/procedures/990_citus_styles.sql).
     for _routine in
         select p.oid::regprocedure as signature
         from pg_catalog.pg_proc as p

@@ -6846,6 +6846,20 @@ declare
     _shard record;  -- Citus: retrieve_on_shard's answer, then the scope's counts
     _rows membank.retrieved_memory [];  -- Citus: rank_on_shard's
 begin
+    if membank_private.distributed() and cardinality(_scope_ids) = 1
+       and current_setting('citus.propagate_set_commands', true) = 'local' then
+        -- The routed statements below (retrieve_on_shard, rank_on_shard)
+        -- answer membank.retrieved_memory[], which the worker sends as text
+        -- in its connection's styles. A caller's SET LOCAL made while
+        -- citus.propagate_set_commands is 'local' reaches that connection:
+        -- DateStyle 'SQL, DMY' turned a create_time of December 3rd into
+        -- March 12th, extra_float_digits -15 every score into one digit.
+        -- The workers' styles again on those connections (on this node they
+        -- end with retrieve_memories, whose SET clauses name them).
+        perform membank_private.carry_setting('datestyle', 'ISO, MDY');
+        perform membank_private.carry_setting('intervalstyle', 'postgres');
+        perform membank_private.carry_setting('extra_float_digits', '1');
+    end if;
     if membank_private.distributed() and cardinality(_scope_ids) = 1 and neighbour_weight = 0 then
         -- Citus, one scope: the whole ranking in one statement routed to the
         -- scope's shard (scope_locks by scope_id), whose function reads the
