@@ -102,12 +102,403 @@ begin
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
        or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
-        raise exception 'name: memory % not found', _name
-            using errcode = 'no_data_found',
-                  hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
-                  detail = 'argument: name';
+        perform membank_private.raise_memory_not_found(_name);
     end if;
     return _row;
+end
+$$;
+
+-- name: raise_memory_not_found: raise P0002 for a name that is not a live memory the caller may reach.
+create or replace function membank_private.raise_memory_not_found(name uuid)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+begin
+    raise exception 'name: memory % not found', name
+        using errcode = 'no_data_found',
+              hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
+              detail = 'argument: name';
+end
+$$;
+
+-- A write or a read of one memory in a named scope, on Citus: one routed
+-- statement. The public function validates its arguments and checks the
+-- caller's bindings on the coordinator, as on one server, then sends
+--     select ... from scope_locks as l
+--     cross join lateral membank_private.<call>_on_shard(...) as x
+--     where l.scope_id = ... [for update of l]
+-- which Citus routes to the scope's shard of scope_locks (the <call>_routed
+-- functions below), so the function runs on the node holding the scope and
+-- does the call's work there on the colocated shards by name
+-- (shard_table, 015), with plain PostgreSQL statements prepared once per
+-- connection (prepared_on_shard, 015), as retrieval does (retrieve_on_shard,
+-- 070). No statement there names a distributed table (a nested distributed
+-- query); the memories triggers fire on the shard as before and write the
+-- shards by name. What the worker needs of the caller comes as arguments,
+-- never from its session (the bank's owner there): the wait limit
+-- (membank.lock_timeout), the revision context (labels, sources), the
+-- statement's time. A write's statement locks its scope_locks row (FOR
+-- UPDATE, taken inside already): a read-only routed SELECT would be sent
+-- outside a transaction block when the caller is not in one (Citus opens
+-- one for a SELECT only in a BEGIN block or, FOR UPDATE, in any function),
+-- and its write would commit on the worker whatever the coordinator did
+-- next. With it, the worker's transaction commits or rolls back with the
+-- caller's (one phase: one worker). A scope without a lock row (no write
+-- yet) returns no row: the call takes its statements through Citus.
+-- The coordinator marks the due-work index (121_due_work.sql) after the
+-- routed statement, which holds the scope's lock by then.
+
+-- name: find_memory_here: Citus, on the scope's node: find_memory's locked row, on the shards by name.
+-- The scope's lock and the row in one statement when the lock is free or
+-- this transaction's (as find_memory on Citus), else lock_scope_here's
+-- bounded wait (MB040) and the row; P0002 as find_memory raises it (now:
+-- the coordinator's statement time, for expiry).
+create or replace function membank_private.find_memory_here(
+    scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamptz
+) returns membank_private.memories
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    _memories text := membank_private.shard_table('memories', scope_id);
+    _row membank_private.memories;
+begin
+    execute format('execute %I(%L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
+                              ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
+                              ' for update of l skip locked for update of m',
+                              membank_private.shard_table('scope_locks', scope_id), _memories),
+                       'uuid, uuid'),
+                   scope_id, name)
+    into _row;
+    if _row.name is null then
+        perform membank_private.lock_scope_here(scope_id, lock_timeout);
+        execute format('execute %I(%L, %L)',
+                       membank_private.prepared_on_shard(
+                           format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update',
+                                  _memories),
+                           'uuid, uuid'),
+                       scope_id, name)
+        into _row;
+    end if;
+    if _row.name is null or not (_row.expire_time is null or _row.expire_time > now) or _row.scope <> scope then
+        perform membank_private.raise_memory_not_found(name);
+    end if;
+    return _row;
+end
+$$;
+
+-- name: create_on_shard: Citus, on the scope's node: create_memory's INSERT (validated values) on the shards by name.
+create or replace function membank_private.create_on_shard(
+    scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[],
+    metadata jsonb, expire_time timestamptz, context text, source_event_ids text[], revision_context text,
+    lock_timeout text, now timestamptz
+) returns membank.memory
+language plpgsql
+-- volatile: it runs prepared statements (EXECUTE), which a stable function may not
+volatile
+security invoker
+set search_path from current
+-- the prepared statements' plans kept, their literal arguments written with
+-- every digit and times in one style (as retrieve_on_shard, 070)
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _session text;  -- first_source_event's
+    _event_time timestamptz;
+    _append_seq bigint;
+    _memory membank.memory;
+begin
+    -- the scope's write lock first (015), before the INSERT's triggers lock
+    -- or write any row (they find it held: lock_scope_on_shard, 055)
+    perform membank_private.lock_scope_here(scope_id, lock_timeout);
+    if source_event_ids <> '{}' then
+        -- first_source_event (above), on the events shard
+        execute format('execute %I(%L, %L)',
+                       membank_private.prepared_on_shard(
+                           format('select e.session_id, e.event_time, e.append_seq from %s as e'
+                                  ' where e.scope_id = $1 and e.event_id = any($2)'
+                                  ' order by e.event_time, e.append_seq, e.session_id limit 1',
+                                  membank_private.shard_table('events', scope_id)),
+                           'uuid, text[]'),
+                       scope_id, source_event_ids)
+        into _session, _event_time, _append_seq;
+    end if;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', revision_context, true);
+    end if;
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
+                              ' metadata, expire_time, context, source_session_id, source_event_time,'
+                              ' source_append_seq, create_time, update_time)'
+                              ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
+                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, jsonb, text, text, jsonb, text[], jsonb, timestamptz, text, text, timestamptz, bigint,'
+                       ' timestamptz'),
+                   scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+                   _session, _event_time, _append_seq, now)
+    into _memory;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', '', true);
+    end if;
+    return _memory;
+end
+$$;
+
+-- name: update_on_shard: Citus, on the scope's node: update_memory's find, compare-and-set and UPDATE by shard name.
+-- The new values are validated on the coordinator; null leaves a field
+-- (set_expire: expire_time replaces the expiry, null removing it). expiry:
+-- the new expire_time when it changed to an instant (the coordinator marks
+-- it in the due-work index); an update that changes nothing writes nothing.
+create or replace function membank_private.update_on_shard(
+    scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb,
+    expire_time timestamptz, set_expire boolean, expected_revision integer, revision_context text,
+    lock_timeout text, now timestamptz, out memory membank.memory, out expiry timestamptz
+)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
+    _new membank_private.memories := _row;
+begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
+    _new.fact := coalesce(update_on_shard.fact, _row.fact);
+    _new.topics := coalesce(update_on_shard.topics, _row.topics);
+    _new.metadata := coalesce(update_on_shard.metadata, _row.metadata);
+    _new.structured_content := coalesce(update_on_shard.structured_content, _row.structured_content);
+    if set_expire then
+        _new.expire_time := update_on_shard.expire_time;
+    end if;
+    if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
+       is not distinct from
+       (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
+        memory := membank_private.to_memory(_row);  -- nothing changed: no revision
+        return;
+    end if;
+    if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
+        expiry := _new.expire_time;
+    end if;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', revision_context, true);
+    end if;
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
+                              ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
+                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, uuid, text, text[], jsonb, jsonb, timestamptz'),
+                   scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
+    into memory;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', '', true);
+    end if;
+end
+$$;
+
+-- name: delete_on_shard: Citus, on the scope's node: delete_memory's find, compare-and-set and DELETE by shard name.
+create or replace function membank_private.delete_on_shard(
+    scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text,
+    now timestamptz
+) returns membank.memory
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
+begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
+    if revision_context is not null then
+        perform set_config('membank.revision_context', revision_context, true);
+    end if;
+    execute format('execute %I(%L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('delete from %s as m where m.scope_id = $1 and m.name = $2',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, uuid'),
+                   scope_id, name);
+    if revision_context is not null then
+        perform set_config('membank.revision_context', '', true);
+    end if;
+    return membank_private.to_memory(_row);
+end
+$$;
+
+-- name: get_on_shard: Citus, on the scope's node: get_memory's row of a named scope by shard name, or null.
+create or replace function membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamptz)
+returns membank.memory
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_generic_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, YMD'
+as $$
+declare
+    _memory membank.memory;
+begin
+    execute format('execute %I(%L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
+                              ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
+                              ' and (m.expire_time is null or m.expire_time > $4)',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, uuid, jsonb, timestamptz'),
+                   scope_id, name, scope, now)
+    into _memory;
+    return _memory;
+end
+$$;
+
+-- The coordinator's side (Citus only): the routed statement, planned for
+-- its values (Citus picks the shard from scope_id), its arguments written
+-- as text in one style (every float digit, ISO times: a caller's DateStyle
+-- SQL, DMY sent an expire_time with day and month swapped).
+
+-- name: create_routed: Citus: create_memory's routed statement (create_on_shard); null: the scope has no lock row.
+create or replace function membank_private.create_routed(
+    scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[],
+    metadata jsonb, expire_time timestamptz, context text, source_event_ids text[], revision_context text,
+    lock_timeout text
+) returns membank.memory
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_custom_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, MDY'
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _memory membank.memory;
+begin
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
+           x.create_time, x.update_time, x.expire_time
+    into _memory
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.create_on_shard(
+        l.scope_id, create_routed.scope, create_routed.memory_type, create_routed.fact,
+        create_routed.structured_content, create_routed.topics, create_routed.metadata, create_routed.expire_time,
+        create_routed.context, create_routed.source_event_ids, create_routed.revision_context,
+        create_routed.lock_timeout, _now) as x
+    where l.scope_id = create_routed.scope_id
+    for update of l;
+    return _memory;
+end
+$$;
+
+-- name: update_routed: Citus: update_memory's routed statement (update_on_shard); null: the scope has no lock row.
+create or replace function membank_private.update_routed(
+    scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb,
+    expire_time timestamptz, set_expire boolean, expected_revision integer, revision_context text,
+    lock_timeout text, out memory membank.memory, out expiry timestamptz
+)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_custom_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, MDY'
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _write record;
+begin
+    select x.memory, x.expiry into _write
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.update_on_shard(
+        l.scope_id, update_routed.scope, update_routed.name, update_routed.fact, update_routed.topics,
+        update_routed.metadata, update_routed.structured_content, update_routed.expire_time,
+        update_routed.set_expire, update_routed.expected_revision, update_routed.revision_context,
+        update_routed.lock_timeout, _now) as x
+    where l.scope_id = update_routed.scope_id
+    for update of l;
+    if found then
+        memory := _write.memory;
+        expiry := _write.expiry;
+    end if;
+end
+$$;
+
+-- name: delete_routed: Citus: delete_memory's routed statement (delete_on_shard); null: the scope has no lock row.
+create or replace function membank_private.delete_routed(
+    scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text
+) returns membank.memory
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_custom_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, MDY'
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+    _memory membank.memory;
+begin
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
+           x.create_time, x.update_time, x.expire_time
+    into _memory
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.delete_on_shard(
+        l.scope_id, delete_routed.scope, delete_routed.name, delete_routed.expected_revision,
+        delete_routed.revision_context, delete_routed.lock_timeout, _now) as x
+    where l.scope_id = delete_routed.scope_id
+    for update of l;
+    return _memory;
+end
+$$;
+
+-- name: get_routed: Citus: get_memory's routed statement (get_on_shard): routed (a row came), the memory or null.
+-- A read: no lock, and no transaction block of its own.
+create or replace function membank_private.get_routed(
+    scope_id uuid, scope jsonb, name uuid, out routed boolean, out memory membank.memory
+)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set plan_cache_mode to force_custom_plan
+set extra_float_digits to 1
+set datestyle to 'ISO, MDY'
+as $$
+declare
+    _now timestamptz := statement_timestamp();
+begin
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
+           x.create_time, x.update_time, x.expire_time
+    into memory
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.get_on_shard(l.scope_id, get_routed.scope, get_routed.name, _now) as x
+    where l.scope_id = get_routed.scope_id;
+    routed := found;
 end
 $$;
 
@@ -177,6 +568,7 @@ declare
     _expire timestamptz;
     _context boolean;
     _source membank_private.events;
+    _memory membank.memory;  -- Citus: the routed write's
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -197,9 +589,6 @@ begin
     -- (setting and clearing it was a tenth of this call's cost).
     _context := labels <> '{}' or source_event_ids <> '{}'
                 or coalesce(current_setting('membank.revision_context', true), '') <> '';
-    if _context then
-        perform membank_private.set_revision_context(labels, source_event_ids);
-    end if;
     -- Validated into variables first: Citus evaluates every function call of
     -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
     _scope := membank_private.validate_scope(scope);
@@ -213,6 +602,31 @@ begin
     _topics := membank_private.validate_topics(topics);
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
+    if membank_private.distributed() then
+        -- Citus: the whole write in one statement routed to the scope's
+        -- shard (create_on_shard, above: the lock, the source event, the
+        -- INSERT on the shards by name), the revision context and the wait
+        -- limit passed to it; the due-work marks here, after it.
+        _memory := membank_private.create_routed(
+            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+            source_event_ids,
+            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
+            membank_private.scope_lock_timeout());
+        if _memory.name is not null then
+            perform membank_private.mark_due(_scope_id, 'embedding');
+            if _expire is not null then
+                perform membank_private.mark_due(_scope_id, 'expiry', _expire);
+            end if;
+            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
+                perform membank_private.clear_revision_context();  -- one left set: cleared, as below
+            end if;
+            return _memory;
+        end if;
+    end if;
+    -- One server; on Citus a scope's first write (no lock row yet).
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     if membank_private.distributed() then
         -- On Citus the INSERT's trigger on the scope's shard takes the
         -- scope's write lock (lock_scope_on_shard, 055_lexicon.sql) before it
@@ -279,12 +693,31 @@ expire_time => 'infinity' both mean never expires (stored as null). Returns memb
 create or replace function membank.get_memory(
     name text, scope jsonb default null
 ) returns membank.memory
-language sql
+language plpgsql
 stable
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
-    select membank_private.to_memory(membank_private.find_memory(name, scope));
+declare
+    _name uuid;
+    _scope jsonb;
+    _read record;  -- Citus: the routed read's
+begin
+    if scope is not null and membank_private.distributed() then
+        -- Citus, a named scope: one statement routed to the scope's shard
+        -- (get_on_shard); the arguments checked here in find_memory's order.
+        _name := membank_private.parse_name(name);
+        _scope := membank_private.validate_scope(scope);
+        _read := membank_private.get_routed(md5(_scope::text)::uuid, _scope, _name);
+        if _read.routed then
+            if (_read.memory).name is null then
+                perform membank_private.raise_memory_not_found(_name);
+            end if;
+            return _read.memory;
+        end if;
+    end if;
+    return membank_private.to_memory(membank_private.find_memory(name, scope));
+end
 $$;
 
 comment on function membank.get_memory(text, jsonb) is
@@ -439,11 +872,54 @@ declare
     _row membank_private.memories;
     _new membank_private.memories;
     _context boolean;
+    _scope jsonb;  -- Citus: the routed write's
+    _name uuid;
+    _write record;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
             'nothing to update: fact, topics, metadata, ttl, expire_time and structured_content are all null',
             'give at least one field to change; fields left null keep their value');
+    end if;
+    if scope is not null and membank_private.distributed() then
+        -- Citus, a named scope: the arguments checked here (name and scope
+        -- as find_memory checks them, then the fields), then the find, the
+        -- compare-and-set and the UPDATE in one statement routed to the
+        -- scope's shard (update_on_shard); P0002, MB003 and MB040 raised
+        -- there as on one server. A bad field of a memory that is missing
+        -- is 22023 here (one server: P0002, the find comes first).
+        _name := membank_private.parse_name(name);
+        _scope := membank_private.validate_scope(scope);
+        _new.fact := case when fact is not null then membank_private.validate_fact(fact) end;
+        _new.topics := case when topics is not null then membank_private.validate_topics(topics) end;
+        _new.metadata := case when metadata is not null then membank_private.validate_object(metadata, 'metadata') end;
+        _new.structured_content := case when structured_content is not null
+                                        then membank_private.validate_object(structured_content, 'structured_content')
+                                   end;
+        if ttl is not null or expire_time is not null then
+            _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
+        end if;
+        perform membank_private.validate_object(labels, 'labels');
+        perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
+        _context := labels <> '{}' or source_event_ids <> '{}'
+                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
+        _write := membank_private.update_routed(
+            md5(_scope::text)::uuid, _scope, _name, _new.fact, _new.topics, _new.metadata, _new.structured_content,
+            _new.expire_time, ttl is not null or expire_time is not null, expected_revision,
+            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
+            membank_private.scope_lock_timeout());
+        if (_write.memory).name is not null then
+            -- the due-work index (121_due_work.sql), as lock_scope and the one-server path mark it
+            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');
+            if _write.expiry is not null then
+                perform membank_private.mark_due(md5(_scope::text)::uuid, 'expiry', _write.expiry);
+            end if;
+            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
+                perform membank_private.clear_revision_context();
+            end if;
+            return _write.memory;
+        end if;
+        _new := null;
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
@@ -514,9 +990,33 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+    _row membank_private.memories;
     _context boolean;
+    _scope jsonb;  -- Citus: the routed write's
+    _name uuid;
+    _memory membank.memory;
 begin
+    if scope is not null and membank_private.distributed() then
+        -- Citus, a named scope: as update_memory, one statement routed to
+        -- the scope's shard (delete_on_shard) after the arguments' checks
+        -- (labels too: 22023 here before a P0002 there).
+        _name := membank_private.parse_name(name);
+        _scope := membank_private.validate_scope(scope);
+        _context := membank_private.validate_object(labels, 'labels') <> '{}'
+                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
+        _memory := membank_private.delete_routed(
+            md5(_scope::text)::uuid, _scope, _name, expected_revision,
+            case when _context then membank_private.revision_context_text(labels) end,
+            membank_private.scope_lock_timeout());
+        if _memory.name is not null then
+            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');  -- as lock_scope does
+            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
+                perform membank_private.clear_revision_context();
+            end if;
+            return _memory;
+        end if;
+    end if;
+    _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     -- As in create_memory: the setting only when there is something to pass
     -- or a context to replace (on Citus each set and clear is a shard command).
