@@ -1519,6 +1519,7 @@ declare
     _expire timestamptz;
     _context boolean;
     _source membank_private.events;
+    _memory membank.memory;  -- Citus: the routed write's
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -1539,9 +1540,6 @@ begin
     -- (setting and clearing it was a tenth of this call's cost).
     _context := labels <> '{}' or source_event_ids <> '{}'
                 or coalesce(current_setting('membank.revision_context', true), '') <> '';
-    if _context then
-        perform membank_private.set_revision_context(labels, source_event_ids);
-    end if;
     -- Validated into variables first: Citus evaluates every function call of
     -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
     _scope := membank_private.validate_scope(scope);
@@ -1555,6 +1553,31 @@ begin
     _topics := membank_private.validate_topics(topics);
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
+    if membank_private.distributed() then
+        -- Citus: the whole write in one statement routed to the scope's
+        -- shard (create_on_shard, above: the lock, the source event, the
+        -- INSERT on the shards by name), the revision context and the wait
+        -- limit passed to it; the due-work marks here, after it.
+        _memory := membank_private.create_routed(
+            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+            source_event_ids,
+            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
+            membank_private.scope_lock_timeout());
+        if _memory.name is not null then
+            perform membank_private.mark_due(_scope_id, 'embedding');
+            if _expire is not null then
+                perform membank_private.mark_due(_scope_id, 'expiry', _expire);
+            end if;
+            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
+                perform membank_private.clear_revision_context();  -- one left set: cleared, as below
+            end if;
+            return _memory;
+        end if;
+    end if;
+    -- One server; on Citus a scope's first write (no lock row yet).
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     if membank_private.distributed() then
         -- On Citus the INSERT's trigger on the scope's shard takes the
         -- scope's write lock (lock_scope_on_shard, 055_lexicon.sql) before it
@@ -1825,9 +1848,33 @@ CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
+    _row membank_private.memories;
     _context boolean;
+    _scope jsonb;  -- Citus: the routed write's
+    _name uuid;
+    _memory membank.memory;
 begin
+    if scope is not null and membank_private.distributed() then
+        -- Citus, a named scope: as update_memory, one statement routed to
+        -- the scope's shard (delete_on_shard) after the arguments' checks
+        -- (labels too: 22023 here before a P0002 there).
+        _name := membank_private.parse_name(name);
+        _scope := membank_private.validate_scope(scope);
+        _context := membank_private.validate_object(labels, 'labels') <> '{}'
+                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
+        _memory := membank_private.delete_routed(
+            md5(_scope::text)::uuid, _scope, _name, expected_revision,
+            case when _context then membank_private.revision_context_text(labels) end,
+            membank_private.scope_lock_timeout());
+        if _memory.name is not null then
+            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');  -- as lock_scope does
+            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
+                perform membank_private.clear_revision_context();
+            end if;
+            return _memory;
+        end if;
+    end if;
+    _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     -- As in create_memory: the setting only when there is something to pass
     -- or a context to replace (on Citus each set and clear is a shard command).
@@ -2641,10 +2688,29 @@ Columns:
 - retrying_jobs: jobs waiting to retry after a failed model call (attempts > 0).
 - oldest_create_time: when the oldest pending operation was queued (null: none).';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
-    LANGUAGE sql STABLE SECURITY DEFINER
+    LANGUAGE plpgsql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-    select membank_private.to_memory(membank_private.find_memory(name, scope));
+declare
+    _name uuid;
+    _scope jsonb;
+    _read record;  -- Citus: the routed read's
+begin
+    if scope is not null and membank_private.distributed() then
+        -- Citus, a named scope: one statement routed to the scope's shard
+        -- (get_on_shard); the arguments checked here in find_memory's order.
+        _name := membank_private.parse_name(name);
+        _scope := membank_private.validate_scope(scope);
+        _read := membank_private.get_routed(md5(_scope::text)::uuid, _scope, _name);
+        if _read.routed then
+            if (_read.memory).name is null then
+                perform membank_private.raise_memory_not_found(_name);
+            end if;
+            return _read.memory;
+        end if;
+    end if;
+    return membank_private.to_memory(membank_private.find_memory(name, scope));
+end
 $$;
 COMMENT ON FUNCTION membank.get_memory(name text, scope jsonb) IS 'Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
 Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
@@ -4153,11 +4219,54 @@ declare
     _row membank_private.memories;
     _new membank_private.memories;
     _context boolean;
+    _scope jsonb;  -- Citus: the routed write's
+    _name uuid;
+    _write record;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
             'nothing to update: fact, topics, metadata, ttl, expire_time and structured_content are all null',
             'give at least one field to change; fields left null keep their value');
+    end if;
+    if scope is not null and membank_private.distributed() then
+        -- Citus, a named scope: the arguments checked here (name and scope
+        -- as find_memory checks them, then the fields), then the find, the
+        -- compare-and-set and the UPDATE in one statement routed to the
+        -- scope's shard (update_on_shard); P0002, MB003 and MB040 raised
+        -- there as on one server. A bad field of a memory that is missing
+        -- is 22023 here (one server: P0002, the find comes first).
+        _name := membank_private.parse_name(name);
+        _scope := membank_private.validate_scope(scope);
+        _new.fact := case when fact is not null then membank_private.validate_fact(fact) end;
+        _new.topics := case when topics is not null then membank_private.validate_topics(topics) end;
+        _new.metadata := case when metadata is not null then membank_private.validate_object(metadata, 'metadata') end;
+        _new.structured_content := case when structured_content is not null
+                                        then membank_private.validate_object(structured_content, 'structured_content')
+                                   end;
+        if ttl is not null or expire_time is not null then
+            _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
+        end if;
+        perform membank_private.validate_object(labels, 'labels');
+        perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
+        _context := labels <> '{}' or source_event_ids <> '{}'
+                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
+        _write := membank_private.update_routed(
+            md5(_scope::text)::uuid, _scope, _name, _new.fact, _new.topics, _new.metadata, _new.structured_content,
+            _new.expire_time, ttl is not null or expire_time is not null, expected_revision,
+            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
+            membank_private.scope_lock_timeout());
+        if (_write.memory).name is not null then
+            -- the due-work index (121_due_work.sql), as lock_scope and the one-server path mark it
+            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');
+            if _write.expiry is not null then
+                perform membank_private.mark_due(md5(_scope::text)::uuid, 'expiry', _write.expiry);
+            end if;
+            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
+                perform membank_private.clear_revision_context();
+            end if;
+            return _write.memory;
+        end if;
+        _new := null;
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
@@ -5936,6 +6045,82 @@ begin
     using scope_id, documents, write;
 end
 $_$;
+CREATE FUNCTION membank_private.create_on_shard(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+declare
+    _session text;  -- first_source_event's
+    _event_time timestamptz;
+    _append_seq bigint;
+    _memory membank.memory;
+begin
+    -- the scope's write lock first (015), before the INSERT's triggers lock
+    -- or write any row (they find it held: lock_scope_on_shard, 055)
+    perform membank_private.lock_scope_here(scope_id, lock_timeout);
+    if source_event_ids <> '{}' then
+        -- first_source_event (above), on the events shard
+        execute format('execute %I(%L, %L)',
+                       membank_private.prepared_on_shard(
+                           format('select e.session_id, e.event_time, e.append_seq from %s as e'
+                                  ' where e.scope_id = $1 and e.event_id = any($2)'
+                                  ' order by e.event_time, e.append_seq, e.session_id limit 1',
+                                  membank_private.shard_table('events', scope_id)),
+                           'uuid, text[]'),
+                       scope_id, source_event_ids)
+        into _session, _event_time, _append_seq;
+    end if;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', revision_context, true);
+    end if;
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
+                              ' metadata, expire_time, context, source_session_id, source_event_time,'
+                              ' source_append_seq, create_time, update_time)'
+                              ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
+                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, jsonb, text, text, jsonb, text[], jsonb, timestamptz, text, text, timestamptz, bigint,'
+                       ' timestamptz'),
+                   scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+                   _session, _event_time, _append_seq, now)
+    into _memory;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', '', true);
+    end if;
+    return _memory;
+end
+$_$;
+CREATE FUNCTION membank_private.create_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text) RETURNS membank.memory
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, MDY'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _memory membank.memory;
+begin
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
+           x.create_time, x.update_time, x.expire_time
+    into _memory
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.create_on_shard(
+        l.scope_id, create_routed.scope, create_routed.memory_type, create_routed.fact,
+        create_routed.structured_content, create_routed.topics, create_routed.metadata, create_routed.expire_time,
+        create_routed.context, create_routed.source_event_ids, create_routed.revision_context,
+        create_routed.lock_timeout, _now) as x
+    where l.scope_id = create_routed.scope_id
+    for update of l;
+    return _memory;
+end
+$$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6019,6 +6204,55 @@ CREATE FUNCTION membank_private.default_exempt_tools() RETURNS text[]
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     select array['get_memory', 'list_memories', 'load_memory', 'preload_memory', 'retrieve_memories'];
+$$;
+CREATE FUNCTION membank_private.delete_on_shard(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+declare
+    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
+begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
+    if revision_context is not null then
+        perform set_config('membank.revision_context', revision_context, true);
+    end if;
+    execute format('execute %I(%L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('delete from %s as m where m.scope_id = $1 and m.name = $2',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, uuid'),
+                   scope_id, name);
+    if revision_context is not null then
+        perform set_config('membank.revision_context', '', true);
+    end if;
+    return membank_private.to_memory(_row);
+end
+$_$;
+CREATE FUNCTION membank_private.delete_routed(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text) RETURNS membank.memory
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, MDY'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _memory membank.memory;
+begin
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
+           x.create_time, x.update_time, x.expire_time
+    into _memory
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.delete_on_shard(
+        l.scope_id, delete_routed.scope, delete_routed.name, delete_routed.expected_revision,
+        delete_routed.revision_context, delete_routed.lock_timeout, _now) as x
+    where l.scope_id = delete_routed.scope_id
+    for update of l;
+    return _memory;
+end
 $$;
 CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
     LANGUAGE sql IMMUTABLE
@@ -6390,14 +6624,44 @@ begin
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
        or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
-        raise exception 'name: memory % not found', _name
-            using errcode = 'no_data_found',
-                  hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
-                  detail = 'argument: name';
+        perform membank_private.raise_memory_not_found(_name);
     end if;
     return _row;
 end
 $$;
+CREATE FUNCTION membank_private.find_memory_here(scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamp with time zone) RETURNS membank_private.memories
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $_$
+declare
+    _memories text := membank_private.shard_table('memories', scope_id);
+    _row membank_private.memories;
+begin
+    execute format('execute %I(%L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
+                              ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
+                              ' for update of l skip locked for update of m',
+                              membank_private.shard_table('scope_locks', scope_id), _memories),
+                       'uuid, uuid'),
+                   scope_id, name)
+    into _row;
+    if _row.name is null then
+        perform membank_private.lock_scope_here(scope_id, lock_timeout);
+        execute format('execute %I(%L, %L)',
+                       membank_private.prepared_on_shard(
+                           format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update',
+                                  _memories),
+                           'uuid, uuid'),
+                       scope_id, name)
+        into _row;
+    end if;
+    if _row.name is null or not (_row.expire_time is null or _row.expire_time > now) or _row.scope <> scope then
+        perform membank_private.raise_memory_not_found(name);
+    end if;
+    return _row;
+end
+$_$;
 CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6950,6 +7214,48 @@ begin
     return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
 end
 $$;
+CREATE FUNCTION membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamp with time zone) RETURNS membank.memory
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+declare
+    _memory membank.memory;
+begin
+    execute format('execute %I(%L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
+                              ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
+                              ' and (m.expire_time is null or m.expire_time > $4)',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, uuid, jsonb, timestamptz'),
+                   scope_id, name, scope, now)
+    into _memory;
+    return _memory;
+end
+$_$;
+CREATE FUNCTION membank_private.get_routed(scope_id uuid, scope jsonb, name uuid, OUT routed boolean, OUT memory membank.memory) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, MDY'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+begin
+    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
+           x.create_time, x.update_time, x.expire_time
+    into memory
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.get_on_shard(l.scope_id, get_routed.scope, get_routed.name, _now) as x
+    where l.scope_id = get_routed.scope_id;
+    routed := found;
+end
+$$;
 CREATE FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -7432,6 +7738,40 @@ begin
     end if;
 end
 $$;
+CREATE FUNCTION membank_private.lock_scope_here(scope_id uuid, timeout text) RETURNS void
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    AS $_$
+declare
+    _locks text := membank_private.shard_table('scope_locks', scope_id);
+    _found boolean;
+    _callers text;
+begin
+    execute format('execute %I(%L)',
+                   membank_private.prepared_on_shard(
+                       format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks),
+                       'uuid'),
+                   scope_id)
+    into _found;
+    if _found then
+        return;
+    end if;
+    _callers := current_setting('lock_timeout');
+    perform set_config('lock_timeout', timeout, true);
+    begin
+        execute format('select true from %s as l where l.scope_id = $1 for update', _locks) into _found using scope_id;
+    exception
+        when lock_not_available then
+            perform membank_private.raise_scope_busy(scope_id, timeout);
+    end;
+    perform set_config('lock_timeout', _callers, true);
+    if _found is null then
+        raise exception 'scope: its write lock row went away while this write waited for it'
+            using errcode = 'serialization_failure', detail = format('scope_id: %s', scope_id),
+                  hint = 'nothing was written; retry the call';
+    end if;
+end
+$_$;
 CREATE FUNCTION membank_private.lock_scope_on_shard(scope_id uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7476,10 +7816,7 @@ begin
     perform set_config('lock_timeout', _callers, true);
 exception
     when lock_not_available then
-        raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
-            using errcode = 'MB040',
-                  detail = format('scope_id: %s', scope_id),
-                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+        perform membank_private.raise_scope_busy(scope_id, timeout);
 end
 $$;
 CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
@@ -8825,6 +9162,28 @@ CREATE FUNCTION membank_private.raise_bank_row_busy(argument text, what text) RE
 begin
     raise exception '%: another call held % for longer than %', argument, what, membank_private.scope_lock_timeout()
         using errcode = 'MB040', detail = format('argument: %s', argument),
+              hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
+end
+$$;
+CREATE FUNCTION membank_private.raise_memory_not_found(name uuid) RETURNS void
+    LANGUAGE plpgsql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    raise exception 'name: memory % not found', name
+        using errcode = 'no_data_found',
+              hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
+              detail = 'argument: name';
+end
+$$;
+CREATE FUNCTION membank_private.raise_scope_busy(scope_id uuid, timeout text) RETURNS void
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+begin
+    raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
+        using errcode = 'MB040',
+              detail = format('scope_id: %s', scope_id),
               hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
@@ -10264,6 +10623,15 @@ begin
         _c_score);
 end
 $_$;
+CREATE FUNCTION membank_private.revision_context_text(labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], extracted_memories jsonb DEFAULT NULL::jsonb) RETURNS text
+    LANGUAGE sql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select jsonb_build_object(
+        'labels', coalesce(labels, '{}'),
+        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
+        'extracted_memories', extracted_memories)::text;
+$$;
 CREATE FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) RETURNS uuid
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -11170,10 +11538,9 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- carry_setting: on Citus the trigger reading it runs on the worker (015_scope_locks.sql).
-    select membank_private.carry_setting('membank.revision_context', jsonb_build_object(
-        'labels', coalesce(labels, '{}'),
-        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
-        'extracted_memories', extracted_memories)::text);
+    select membank_private.carry_setting('membank.revision_context',
+                                         membank_private.revision_context_text(labels, source_event_ids,
+                                                                               extracted_memories));
 $$;
 CREATE FUNCTION membank_private.shard_table(table_name text, scope_id uuid) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -12263,6 +12630,78 @@ CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     RETURN membank_extensions.unaccent('membank_extensions.unaccent'::regdictionary, input);
+CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone, OUT memory membank.memory, OUT expiry timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_generic_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, YMD'
+    AS $_$
+declare
+    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
+    _new membank_private.memories := _row;
+begin
+    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
+    _new.fact := coalesce(update_on_shard.fact, _row.fact);
+    _new.topics := coalesce(update_on_shard.topics, _row.topics);
+    _new.metadata := coalesce(update_on_shard.metadata, _row.metadata);
+    _new.structured_content := coalesce(update_on_shard.structured_content, _row.structured_content);
+    if set_expire then
+        _new.expire_time := update_on_shard.expire_time;
+    end if;
+    if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
+       is not distinct from
+       (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
+        memory := membank_private.to_memory(_row);  -- nothing changed: no revision
+        return;
+    end if;
+    if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
+        expiry := _new.expire_time;
+    end if;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', revision_context, true);
+    end if;
+    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L)',
+                   membank_private.prepared_on_shard(
+                       format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
+                              ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
+                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                              membank_private.shard_table('memories', scope_id)),
+                       'uuid, uuid, text, text[], jsonb, jsonb, timestamptz'),
+                   scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
+    into memory;
+    if revision_context is not null then
+        perform set_config('membank.revision_context', '', true);
+    end if;
+end
+$_$;
+CREATE FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, OUT memory membank.memory, OUT expiry timestamp with time zone) RETURNS record
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, MDY'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();
+    _write record;
+begin
+    select x.memory, x.expiry into _write
+    from membank_private.scope_locks as l
+    cross join lateral membank_private.update_on_shard(
+        l.scope_id, update_routed.scope, update_routed.name, update_routed.fact, update_routed.topics,
+        update_routed.metadata, update_routed.structured_content, update_routed.expire_time,
+        update_routed.set_expire, update_routed.expected_revision, update_routed.revision_context,
+        update_routed.lock_timeout, _now) as x
+    where l.scope_id = update_routed.scope_id
+    for update of l;
+    if found then
+        memory := _write.memory;
+        expiry := _write.expiry;
+    end if;
+end
+$$;
 CREATE FUNCTION membank_private.validate_allow_operators(allow_operators text[]) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -13727,10 +14166,14 @@ REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FRO
 REVOKE ALL ON FUNCTION membank_private.count_on_placements(what text, table_name text, condition text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_shard_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.create_on_shard(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.create_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.delete_on_shard(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.delete_routed(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.due_scopes_by_node(kind text) FROM PUBLIC;
@@ -13748,6 +14191,7 @@ REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operati
 REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.find_memory_here(scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
@@ -13760,6 +14204,8 @@ REVOKE ALL ON FUNCTION membank_private.fuse_lists(vector_names uuid[], vector_di
 REVOKE ALL ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.get_routed(scope_id uuid, scope jsonb, name uuid, OUT routed boolean, OUT memory membank.memory) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hamming_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
@@ -13779,6 +14225,7 @@ REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zon
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_import_name(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_scope_here(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_on_shard(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
@@ -13832,6 +14279,8 @@ REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_signals_of(query_texts text[], scope_ids uuid[], documents bigint, pending boolean, OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.raise_memory_not_found(name uuid) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.raise_scope_busy(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_candidates(candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[], queries membank_extensions.vector[], scope_ids uuid[], scopes jsonb[], texts text[], k integer, depth integer, min_similarity double precision, rrf_k integer, top_similarity double precision, idf_total double precision, unknown_share double precision, absent_rank integer, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_statement() FROM PUBLIC;
@@ -13877,6 +14326,7 @@ GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.revision_context_text(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port integer, command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
@@ -13946,6 +14396,8 @@ REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_json(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.unaccent_text(input text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone, OUT memory membank.memory, OUT expiry timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, OUT memory membank.memory, OUT expiry timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_allow_operators(allow_operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
