@@ -913,7 +913,18 @@ def test_a_statement_the_caller_prepared_under_the_retrievals_name_is_not_run(ba
                          "select membank_private.shard_table('memories', md5('x')::uuid)",
                          "select membank_private.rank_statement()",
                          "select membank_private.retrieve_on_shard(md5('x')::uuid, '{}', '{tea}', '{null}', 5, 50,"
-                         " null, null, null, null, null, null, 'rrf', 1, 1, 10, 400, null)"):
+                         " null, null, null, null, null, null, 'rrf', 1, 1, 10, 400, null)",
+                         # the routed writes and read (they write or read any scope's shards as the owner)
+                         "select membank_private.create_on_shard(md5('{}')::uuid, '{}', 'NATURAL_LANGUAGE', 'x',"
+                         " null, '{}', '{}', null, null, '{}', null, '5s', now())",
+                         "select membank_private.update_on_shard(md5('{}')::uuid, '{}', gen_random_uuid(), 'x',"
+                         " null, null, null, null, false, null, null, '5s', now())",
+                         "select membank_private.delete_on_shard(md5('{}')::uuid, '{}', gen_random_uuid(), null,"
+                         " null, '5s', now())",
+                         "select membank_private.get_on_shard(md5('{}')::uuid, '{}', gen_random_uuid(), now())",
+                         "select membank_private.lock_scope_here(md5('{}')::uuid, '5s')",
+                         "select membank_private.create_routed(md5('{}')::uuid, '{}', 'NATURAL_LANGUAGE', 'x',"
+                         " null, '{}', '{}', null, null, '{}', null, '5s')"):
                 with pytest.raises(psycopg.Error) as denied:
                     c.execute(call)
                 assert denied.value.sqlstate == "42501", (call, denied.value)

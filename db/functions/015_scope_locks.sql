@@ -3,7 +3,9 @@
 -- holds it while it re-checks its candidates and applies, and the lexicon
 -- trigger needs it to keep document frequencies consistent. Taking it first,
 -- always, means no writer waits for it while holding a row that the lock
--- holder needs: no deadlock between writers of a scope. (On Citus
+-- holder needs: no deadlock between writers of a scope. (On Citus a write
+-- with a named scope takes it on the scope's node, on the shard by name, in
+-- its one routed statement: lock_scope_here below; a scope's first
 -- create_memory leaves it to its INSERT's trigger on the shard, which takes
 -- it before any row but the new memory's own, which no one else can wait for.)
 --
