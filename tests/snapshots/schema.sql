@@ -4221,7 +4221,7 @@ declare
     _context boolean;
     _scope jsonb;  -- Citus: the routed write's
     _name uuid;
-    _write record;
+    _memory membank.memory;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
@@ -4250,21 +4250,23 @@ begin
         perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
         _context := labels <> '{}' or source_event_ids <> '{}'
                     or coalesce(current_setting('membank.revision_context', true), '') <> '';
-        _write := membank_private.update_routed(
+        _memory := membank_private.update_routed(
             md5(_scope::text)::uuid, _scope, _name, _new.fact, _new.topics, _new.metadata, _new.structured_content,
             _new.expire_time, ttl is not null or expire_time is not null, expected_revision,
             case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
             membank_private.scope_lock_timeout());
-        if (_write.memory).name is not null then
-            -- the due-work index (121_due_work.sql), as lock_scope and the one-server path mark it
+        if _memory.name is not null then
+            -- the due-work index (121_due_work.sql), as lock_scope and the one-server path mark it; the expiry
+            -- given (one server marks it only when it changed: an index row no earlier than a due memory's is
+            -- true either way)
             perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');
-            if _write.expiry is not null then
-                perform membank_private.mark_due(md5(_scope::text)::uuid, 'expiry', _write.expiry);
+            if _new.expire_time is not null then
+                perform membank_private.mark_due(md5(_scope::text)::uuid, 'expiry', _new.expire_time);
             end if;
             if coalesce(current_setting('membank.revision_context', true), '') <> '' then
                 perform membank_private.clear_revision_context();
             end if;
-            return _write.memory;
+            return _memory;
         end if;
         _new := null;
     end if;
@@ -6098,27 +6100,24 @@ end
 $_$;
 CREATE FUNCTION membank_private.create_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, MDY'
     AS $$
 declare
     _now timestamptz := statement_timestamp();
-    _memory membank.memory;
+    _routed record;
 begin
-    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
-           x.create_time, x.update_time, x.expire_time
-    into _memory
+    select membank_private.create_on_shard(
+               l.scope_id, create_routed.scope, create_routed.memory_type, create_routed.fact,
+               create_routed.structured_content, create_routed.topics, create_routed.metadata,
+               create_routed.expire_time, create_routed.context, create_routed.source_event_ids,
+               create_routed.revision_context, create_routed.lock_timeout, _now) as memory
+    into _routed
     from membank_private.scope_locks as l
-    cross join lateral membank_private.create_on_shard(
-        l.scope_id, create_routed.scope, create_routed.memory_type, create_routed.fact,
-        create_routed.structured_content, create_routed.topics, create_routed.metadata, create_routed.expire_time,
-        create_routed.context, create_routed.source_event_ids, create_routed.revision_context,
-        create_routed.lock_timeout, _now) as x
     where l.scope_id = create_routed.scope_id
     for update of l;
-    return _memory;
+    return _routed.memory;
 end
 $$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
@@ -6233,25 +6232,22 @@ end
 $_$;
 CREATE FUNCTION membank_private.delete_routed(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, MDY'
     AS $$
 declare
     _now timestamptz := statement_timestamp();
-    _memory membank.memory;
+    _routed record;
 begin
-    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
-           x.create_time, x.update_time, x.expire_time
-    into _memory
+    select membank_private.delete_on_shard(
+               l.scope_id, delete_routed.scope, delete_routed.name, delete_routed.expected_revision,
+               delete_routed.revision_context, delete_routed.lock_timeout, _now) as memory
+    into _routed
     from membank_private.scope_locks as l
-    cross join lateral membank_private.delete_on_shard(
-        l.scope_id, delete_routed.scope, delete_routed.name, delete_routed.expected_revision,
-        delete_routed.revision_context, delete_routed.lock_timeout, _now) as x
     where l.scope_id = delete_routed.scope_id
     for update of l;
-    return _memory;
+    return _routed.memory;
 end
 $$;
 CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
@@ -7239,21 +7235,20 @@ end
 $_$;
 CREATE FUNCTION membank_private.get_routed(scope_id uuid, scope jsonb, name uuid, OUT routed boolean, OUT memory membank.memory) RETURNS record
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, MDY'
     AS $$
 declare
     _now timestamptz := statement_timestamp();
+    _routed record;
 begin
-    select x.name, x.scope, x.memory_type, x.fact, x.structured_content, x.topics, x.metadata, x.revision,
-           x.create_time, x.update_time, x.expire_time
-    into memory
+    select membank_private.get_on_shard(l.scope_id, get_routed.scope, get_routed.name, _now) as memory
+    into _routed
     from membank_private.scope_locks as l
-    cross join lateral membank_private.get_on_shard(l.scope_id, get_routed.scope, get_routed.name, _now) as x
     where l.scope_id = get_routed.scope_id;
     routed := found;
+    memory := _routed.memory;
 end
 $$;
 CREATE FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) RETURNS TABLE(name uuid, distance double precision)
@@ -12630,7 +12625,7 @@ CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     RETURN membank_extensions.unaccent('membank_extensions.unaccent'::regdictionary, input);
-CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone, OUT memory membank.memory, OUT expiry timestamp with time zone) RETURNS record
+CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     SET plan_cache_mode TO 'force_generic_plan'
@@ -12640,6 +12635,7 @@ CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name
 declare
     _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
     _new membank_private.memories := _row;
+    _memory membank.memory;
 begin
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     _new.fact := coalesce(update_on_shard.fact, _row.fact);
@@ -12652,11 +12648,7 @@ begin
     if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
        is not distinct from
        (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
-        memory := membank_private.to_memory(_row);  -- nothing changed: no revision
-        return;
-    end if;
-    if _new.expire_time is not null and _new.expire_time is distinct from _row.expire_time then
-        expiry := _new.expire_time;
+        return membank_private.to_memory(_row);  -- nothing changed: no revision
     end if;
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
@@ -12670,36 +12662,33 @@ begin
                               membank_private.shard_table('memories', scope_id)),
                        'uuid, uuid, text, text[], jsonb, jsonb, timestamptz'),
                    scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
-    into memory;
+    into _memory;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
+    return _memory;
 end
 $_$;
-CREATE FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, OUT memory membank.memory, OUT expiry timestamp with time zone) RETURNS record
+CREATE FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_custom_plan'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, MDY'
     AS $$
 declare
     _now timestamptz := statement_timestamp();
-    _write record;
+    _routed record;
 begin
-    select x.memory, x.expiry into _write
+    select membank_private.update_on_shard(
+               l.scope_id, update_routed.scope, update_routed.name, update_routed.fact, update_routed.topics,
+               update_routed.metadata, update_routed.structured_content, update_routed.expire_time,
+               update_routed.set_expire, update_routed.expected_revision, update_routed.revision_context,
+               update_routed.lock_timeout, _now) as memory
+    into _routed
     from membank_private.scope_locks as l
-    cross join lateral membank_private.update_on_shard(
-        l.scope_id, update_routed.scope, update_routed.name, update_routed.fact, update_routed.topics,
-        update_routed.metadata, update_routed.structured_content, update_routed.expire_time,
-        update_routed.set_expire, update_routed.expected_revision, update_routed.revision_context,
-        update_routed.lock_timeout, _now) as x
     where l.scope_id = update_routed.scope_id
     for update of l;
-    if found then
-        memory := _write.memory;
-        expiry := _write.expiry;
-    end if;
+    return _routed.memory;
 end
 $$;
 CREATE FUNCTION membank_private.validate_allow_operators(allow_operators text[]) RETURNS text[]
@@ -14396,8 +14385,8 @@ REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_json(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.unaccent_text(input text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone, OUT memory membank.memory, OUT expiry timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, OUT memory membank.memory, OUT expiry timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_allow_operators(allow_operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
