@@ -678,6 +678,38 @@ def test_a_routed_write_commits_and_rolls_back_with_the_callers_transaction(cens
                                            + scope_id, (objects["s"],)).fetchall()} == {"embedding", "expiry"}
 
 
+def test_a_routed_create_and_delete_of_a_memory_with_sources(census):
+    """create_memory with source events reads the earliest of them on the worker (the memory's session place) and
+    keeps labels and sources on its revision; delete_memory with a scope then runs the trigger's retire_sources
+    (statements through Citus on the worker, from the trigger) inside the routed statement: the DELETED revision
+    holds its labels, the source is retired, and the memory is P0002 with one server's message and hint. (The
+    routed delete failed here while its function forced generic plans: 'could not create distributed plan'.)"""
+    cl, scopes, _ = census
+    objects = scopes[20]
+    writer = cl.login("membank_writer")
+    writer.execute("select membank.append_events(%s, 'sources', %s)", (objects["s"], json.dumps([
+        {"event_id": f"src{i}", "author": "user", "text": f"turn {i}", "timestamp": f"2023-05-08T13:56:0{i}Z"}
+        for i in range(3)])))
+    name = str(writer.execute("select (membank.create_memory(scope => %s, fact => 'sources test plays violin',"
+                              " source_event_ids => array['src2', 'src1'], labels => '{\"k\": \"v\"}')).name",
+                              (objects["s"],)).fetchone()[0])
+    placed = cl.admin.execute("select source_session_id, source_event_time from membank_private.memories"
+                              " where name = %s", (name,)).fetchone()
+    assert placed[0] == "sources" and placed[1].isoformat() == "2023-05-08T13:56:01+00:00", placed
+    writer.execute("select membank.delete_memory(%s, scope => %s, labels => '{\"why\": \"test\"}')",
+                   (name, objects["s"]))
+    assert cl.admin.execute("select revision, action, labels, source_event_ids from membank_private.memory_revisions"
+                            " where memory_name = %s order by revision", (name,)).fetchall() == [
+        (1, "CREATED", {"k": "v"}, ["src2", "src1"]), (2, "DELETED", {"why": "test"}, [])]
+    assert cl.admin.execute("select count(*) from membank_private.retired_sources where memory_name = %s",
+                            (name,)).fetchone()[0] == 2  # one digest per source event
+    with pytest.raises(psycopg.Error) as gone:
+        writer.execute("select membank.get_memory(%s, scope => %s)", (name, objects["s"]))
+    assert (gone.value.sqlstate, gone.value.diag.message_primary, gone.value.diag.message_hint) == (
+        "P0002", f"name: memory {name} not found",
+        "it may never have existed, have been deleted, have expired, or belong to another scope")
+
+
 def test_a_callers_datestyle_does_not_change_a_routed_writes_times(census):
     """The routed writes send their arguments to the worker as text: under a caller's DateStyle 'SQL, DMY' an
     expire_time given to create_memory and to update_memory is stored as given (through Citus, create_memory's

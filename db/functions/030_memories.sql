@@ -205,9 +205,11 @@ language plpgsql
 volatile
 security invoker
 set search_path from current
--- the prepared statements' plans kept, their literal arguments written with
--- every digit and times in one style (as retrieve_on_shard, 070)
-set plan_cache_mode to force_generic_plan
+-- the literal arguments of its prepared statements written with every digit
+-- and times in one style (as retrieve_on_shard, 070); PostgreSQL's default
+-- plan_cache_mode (generic plans once they cost no more): the memories
+-- triggers fire inside, and their statements through Citus (a delete's
+-- retire_sources, a held lock's lock_scope) cannot be planned generic
 set extra_float_digits to 1
 set datestyle to 'ISO, YMD'
 as $$
@@ -269,7 +271,6 @@ language plpgsql
 volatile
 security invoker
 set search_path from current
-set plan_cache_mode to force_generic_plan
 set extra_float_digits to 1
 set datestyle to 'ISO, YMD'
 as $$
@@ -320,7 +321,6 @@ language plpgsql
 volatile
 security invoker
 set search_path from current
-set plan_cache_mode to force_generic_plan
 set extra_float_digits to 1
 set datestyle to 'ISO, YMD'
 as $$

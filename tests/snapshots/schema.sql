@@ -6050,7 +6050,6 @@ $_$;
 CREATE FUNCTION membank_private.create_on_shard(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, YMD'
     AS $_$
@@ -6207,7 +6206,6 @@ $$;
 CREATE FUNCTION membank_private.delete_on_shard(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, YMD'
     AS $_$
@@ -12628,7 +12626,6 @@ CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
 CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
     SET extra_float_digits TO '1'
     SET "DateStyle" TO 'ISO, YMD'
     AS $_$
