@@ -267,19 +267,15 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path to pg_catalog, pg_temp
 as $$
 declare
     _locks text := membank_private.shard_table('scope_locks', scope_id);
     _found boolean;
     _callers text;
 begin
-    execute format('execute %I(%L)',
-                   membank_private.prepared_on_shard(
-                       format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks),
-                       'uuid'),
-                   scope_id)
-    into _found;
+    execute format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks)
+    into _found using scope_id;
     if _found then
         return;
     end if;

@@ -127,17 +127,19 @@ $$;
 -- A write or a read of one memory in a named scope, on Citus: one routed
 -- statement. The public function validates its arguments and checks the
 -- caller's bindings on the coordinator, as on one server, then sends
---     select ... from scope_locks as l
---     cross join lateral membank_private.<call>_on_shard(...) as x
---     where l.scope_id = ... [for update of l]
+--     select membank_private.<call>_on_shard(l.scope_id, ...)
+--     from scope_locks as l where l.scope_id = ... [for update of l]
 -- which Citus routes to the scope's shard of scope_locks (the <call>_routed
 -- functions below), so the function runs on the node holding the scope and
 -- does the call's work there on the colocated shards by name
--- (shard_table, 015), with plain PostgreSQL statements prepared once per
--- connection (prepared_on_shard, 015), as retrieval does (retrieve_on_shard,
--- 070). No statement there names a distributed table (a nested distributed
--- query); the memories triggers fire on the shard as before and write the
--- shards by name. What the worker needs of the caller comes as arguments,
+-- (shard_table, 015), with plain PostgreSQL statements (EXECUTE ... USING,
+-- planned at each call: one-row statements, whose plan costs less than
+-- prepared_on_shard's lookup in pg_prepared_statements, which copies every
+-- statement the connection holds, retrieval's long ones included; with
+-- them create_memory was 0.8 to 1.0 ms slower than its INSERT through
+-- Citus on a lab cluster, 2026-12-03). No statement there names a
+-- distributed table (a nested distributed query); the memories triggers
+-- fire on the shard as before and write the shards by name. What the worker needs of the caller comes as arguments,
 -- never from its session (the bank's owner there): the wait limit
 -- (membank.lock_timeout), the revision context (labels, sources), the
 -- statement's time. A write's statement locks its scope_locks row (FOR
@@ -162,30 +164,21 @@ create or replace function membank_private.find_memory_here(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path to pg_catalog, pg_temp
 as $$
 declare
     _memories text := membank_private.shard_table('memories', scope_id);
     _row membank_private.memories;
 begin
-    execute format('execute %I(%L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
-                              ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
-                              ' for update of l skip locked for update of m',
-                              membank_private.shard_table('scope_locks', scope_id), _memories),
-                       'uuid, uuid'),
-                   scope_id, name)
-    into _row;
+    execute format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
+                   ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
+                   ' for update of l skip locked for update of m',
+                   membank_private.shard_table('scope_locks', scope_id), _memories)
+    into _row using scope_id, name;
     if _row.name is null then
         perform membank_private.lock_scope_here(scope_id, lock_timeout);
-        execute format('execute %I(%L, %L)',
-                       membank_private.prepared_on_shard(
-                           format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update',
-                                  _memories),
-                           'uuid, uuid'),
-                       scope_id, name)
-        into _row;
+        execute format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update', _memories)
+        into _row using scope_id, name;
     end if;
     if _row.name is null or not (_row.expire_time is null or _row.expire_time > now) or _row.scope <> scope then
         perform membank_private.raise_memory_not_found(name);
@@ -201,17 +194,9 @@ create or replace function membank_private.create_on_shard(
     lock_timeout text, now timestamptz
 ) returns membank.memory
 language plpgsql
--- volatile: it runs prepared statements (EXECUTE), which a stable function may not
 volatile
 security invoker
-set search_path from current
--- the literal arguments of its prepared statements written with every digit
--- and times in one style (as retrieve_on_shard, 070); PostgreSQL's default
--- plan_cache_mode (generic plans once they cost no more): the memories
--- triggers fire inside, and their statements through Citus (a delete's
--- retire_sources, a held lock's lock_scope) cannot be planned generic
-set extra_float_digits to 1
-set datestyle to 'ISO, YMD'
+set search_path to pg_catalog, pg_temp
 as $$
 declare
     _session text;  -- first_source_event's
@@ -224,33 +209,25 @@ begin
     perform membank_private.lock_scope_here(scope_id, lock_timeout);
     if source_event_ids <> '{}' then
         -- first_source_event (above), on the events shard
-        execute format('execute %I(%L, %L)',
-                       membank_private.prepared_on_shard(
-                           format('select e.session_id, e.event_time, e.append_seq from %s as e'
-                                  ' where e.scope_id = $1 and e.event_id = any($2)'
-                                  ' order by e.event_time, e.append_seq, e.session_id limit 1',
-                                  membank_private.shard_table('events', scope_id)),
-                           'uuid, text[]'),
-                       scope_id, source_event_ids)
-        into _session, _event_time, _append_seq;
+        execute format('select e.session_id, e.event_time, e.append_seq from %s as e'
+                       ' where e.scope_id = $1 and e.event_id = any($2)'
+                       ' order by e.event_time, e.append_seq, e.session_id limit 1',
+                       membank_private.shard_table('events', scope_id))
+        into _session, _event_time, _append_seq using scope_id, source_event_ids;
     end if;
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
     end if;
-    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
-                              ' metadata, expire_time, context, source_session_id, source_event_time,'
-                              ' source_append_seq, create_time, update_time)'
-                              ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
-                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, jsonb, text, text, jsonb, text[], jsonb, timestamptz, text, text, timestamptz, bigint,'
-                       ' timestamptz'),
-                   scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-                   _session, _event_time, _append_seq, now)
-    into _memory;
+    execute format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
+                   ' metadata, expire_time, context, source_session_id, source_event_time,'
+                   ' source_append_seq, create_time, update_time)'
+                   ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
+                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                   membank_private.shard_table('memories', scope_id))
+    into _memory
+    using scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+          _session, _event_time, _append_seq, now;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
@@ -270,9 +247,7 @@ create or replace function membank_private.update_on_shard(
 language plpgsql
 volatile
 security invoker
-set search_path from current
-set extra_float_digits to 1
-set datestyle to 'ISO, YMD'
+set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
@@ -295,16 +270,13 @@ begin
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
     end if;
-    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
-                              ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
-                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, uuid, text, text[], jsonb, jsonb, timestamptz'),
-                   scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
-    into _memory;
+    execute format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
+                   ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
+                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                   membank_private.shard_table('memories', scope_id))
+    into _memory
+    using scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
@@ -320,9 +292,7 @@ create or replace function membank_private.delete_on_shard(
 language plpgsql
 volatile
 security invoker
-set search_path from current
-set extra_float_digits to 1
-set datestyle to 'ISO, YMD'
+set search_path to pg_catalog, pg_temp
 as $$
 declare
     _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
@@ -331,12 +301,9 @@ begin
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
     end if;
-    execute format('execute %I(%L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('delete from %s as m where m.scope_id = $1 and m.name = $2',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, uuid'),
-                   scope_id, name);
+    execute format('delete from %s as m where m.scope_id = $1 and m.name = $2',
+                   membank_private.shard_table('memories', scope_id))
+    using scope_id, name;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
@@ -350,24 +317,17 @@ returns membank.memory
 language plpgsql
 volatile
 security invoker
-set search_path from current
-set plan_cache_mode to force_generic_plan
-set extra_float_digits to 1
-set datestyle to 'ISO, YMD'
+set search_path to pg_catalog, pg_temp
 as $$
 declare
     _memory membank.memory;
 begin
-    execute format('execute %I(%L, %L, %L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
-                              ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
-                              ' and (m.expire_time is null or m.expire_time > $4)',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, uuid, jsonb, timestamptz'),
-                   scope_id, name, scope, now)
-    into _memory;
+    execute format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
+                   ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
+                   ' and (m.expire_time is null or m.expire_time > $4)',
+                   membank_private.shard_table('memories', scope_id))
+    into _memory using scope_id, name, scope, now;
     return _memory;
 end
 $$;

@@ -6049,9 +6049,7 @@ end
 $_$;
 CREATE FUNCTION membank_private.create_on_shard(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, YMD'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
     _session text;  -- first_source_event's
@@ -6064,33 +6062,25 @@ begin
     perform membank_private.lock_scope_here(scope_id, lock_timeout);
     if source_event_ids <> '{}' then
         -- first_source_event (above), on the events shard
-        execute format('execute %I(%L, %L)',
-                       membank_private.prepared_on_shard(
-                           format('select e.session_id, e.event_time, e.append_seq from %s as e'
-                                  ' where e.scope_id = $1 and e.event_id = any($2)'
-                                  ' order by e.event_time, e.append_seq, e.session_id limit 1',
-                                  membank_private.shard_table('events', scope_id)),
-                           'uuid, text[]'),
-                       scope_id, source_event_ids)
-        into _session, _event_time, _append_seq;
+        execute format('select e.session_id, e.event_time, e.append_seq from %s as e'
+                       ' where e.scope_id = $1 and e.event_id = any($2)'
+                       ' order by e.event_time, e.append_seq, e.session_id limit 1',
+                       membank_private.shard_table('events', scope_id))
+        into _session, _event_time, _append_seq using scope_id, source_event_ids;
     end if;
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
     end if;
-    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
-                              ' metadata, expire_time, context, source_session_id, source_event_time,'
-                              ' source_append_seq, create_time, update_time)'
-                              ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
-                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, jsonb, text, text, jsonb, text[], jsonb, timestamptz, text, text, timestamptz, bigint,'
-                       ' timestamptz'),
-                   scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-                   _session, _event_time, _append_seq, now)
-    into _memory;
+    execute format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
+                   ' metadata, expire_time, context, source_session_id, source_event_time,'
+                   ' source_append_seq, create_time, update_time)'
+                   ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
+                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                   membank_private.shard_table('memories', scope_id))
+    into _memory
+    using scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+          _session, _event_time, _append_seq, now;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
@@ -6205,9 +6195,7 @@ CREATE FUNCTION membank_private.default_exempt_tools() RETURNS text[]
 $$;
 CREATE FUNCTION membank_private.delete_on_shard(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, YMD'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
     _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
@@ -6216,12 +6204,9 @@ begin
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
     end if;
-    execute format('execute %I(%L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('delete from %s as m where m.scope_id = $1 and m.name = $2',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, uuid'),
-                   scope_id, name);
+    execute format('delete from %s as m where m.scope_id = $1 and m.name = $2',
+                   membank_private.shard_table('memories', scope_id))
+    using scope_id, name;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
@@ -6625,30 +6610,21 @@ end
 $$;
 CREATE FUNCTION membank_private.find_memory_here(scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamp with time zone) RETURNS membank_private.memories
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
     _memories text := membank_private.shard_table('memories', scope_id);
     _row membank_private.memories;
 begin
-    execute format('execute %I(%L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
-                              ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
-                              ' for update of l skip locked for update of m',
-                              membank_private.shard_table('scope_locks', scope_id), _memories),
-                       'uuid, uuid'),
-                   scope_id, name)
-    into _row;
+    execute format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
+                   ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
+                   ' for update of l skip locked for update of m',
+                   membank_private.shard_table('scope_locks', scope_id), _memories)
+    into _row using scope_id, name;
     if _row.name is null then
         perform membank_private.lock_scope_here(scope_id, lock_timeout);
-        execute format('execute %I(%L, %L)',
-                       membank_private.prepared_on_shard(
-                           format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update',
-                                  _memories),
-                           'uuid, uuid'),
-                       scope_id, name)
-        into _row;
+        execute format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update', _memories)
+        into _row using scope_id, name;
     end if;
     if _row.name is null or not (_row.expire_time is null or _row.expire_time > now) or _row.scope <> scope then
         perform membank_private.raise_memory_not_found(name);
@@ -7210,24 +7186,17 @@ end
 $$;
 CREATE FUNCTION membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET plan_cache_mode TO 'force_generic_plan'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, YMD'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
     _memory membank.memory;
 begin
-    execute format('execute %I(%L, %L, %L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
-                              ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
-                              ' and (m.expire_time is null or m.expire_time > $4)',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, uuid, jsonb, timestamptz'),
-                   scope_id, name, scope, now)
-    into _memory;
+    execute format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
+                   ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
+                   ' and (m.expire_time is null or m.expire_time > $4)',
+                   membank_private.shard_table('memories', scope_id))
+    into _memory using scope_id, name, scope, now;
     return _memory;
 end
 $_$;
@@ -7733,19 +7702,15 @@ end
 $$;
 CREATE FUNCTION membank_private.lock_scope_here(scope_id uuid, timeout text) RETURNS void
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
     _locks text := membank_private.shard_table('scope_locks', scope_id);
     _found boolean;
     _callers text;
 begin
-    execute format('execute %I(%L)',
-                   membank_private.prepared_on_shard(
-                       format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks),
-                       'uuid'),
-                   scope_id)
-    into _found;
+    execute format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks)
+    into _found using scope_id;
     if _found then
         return;
     end if;
@@ -12625,9 +12590,7 @@ CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
     RETURN membank_extensions.unaccent('membank_extensions.unaccent'::regdictionary, input);
 CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
     LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, YMD'
+    SET search_path TO 'pg_catalog', 'pg_temp'
     AS $_$
 declare
     _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
@@ -12650,16 +12613,13 @@ begin
     if revision_context is not null then
         perform set_config('membank.revision_context', revision_context, true);
     end if;
-    execute format('execute %I(%L, %L, %L, %L, %L, %L, %L)',
-                   membank_private.prepared_on_shard(
-                       format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
-                              ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
-                              ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                              ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                              membank_private.shard_table('memories', scope_id)),
-                       'uuid, uuid, text, text[], jsonb, jsonb, timestamptz'),
-                   scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
-    into _memory;
+    execute format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
+                   ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
+                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
+                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
+                   membank_private.shard_table('memories', scope_id))
+    into _memory
+    using scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time;
     if revision_context is not null then
         perform set_config('membank.revision_context', '', true);
     end if;
