@@ -3,11 +3,12 @@
 -- holds it while it re-checks its candidates and applies, and the lexicon
 -- trigger needs it to keep document frequencies consistent. Taking it first,
 -- always, means no writer waits for it while holding a row that the lock
--- holder needs: no deadlock between writers of a scope. (On Citus a write
--- with a named scope takes it on the scope's node, on the shard by name, in
--- its one routed statement: lock_scope_here below; a scope's first
--- create_memory leaves it to its INSERT's trigger on the shard, which takes
--- it before any row but the new memory's own, which no one else can wait for.)
+-- holder needs: no deadlock between writers of a scope. (On Citus
+-- update_memory and delete_memory with a scope take it on the scope's node,
+-- on the shard by name, in their one routed statement: lock_scope_here
+-- below; create_memory leaves it to its INSERT's trigger on the shard, which
+-- takes it before any row but the new memory's own, which no one else can
+-- wait for.)
 --
 -- The lock is a FOR UPDATE row lock on the scope's row in
 -- membank_private.scope_locks, a table on which no role but membank's owner
@@ -255,7 +256,7 @@ $$;
 
 -- name: lock_scope_here: Citus, on the scope's node: its write lock on the scope_locks shard by name (bounded wait).
 -- For the functions a write's one routed statement runs on the scope's node
--- (create_on_shard, update_on_shard, delete_on_shard in 030): no statement
+-- (update_on_shard and delete_on_shard in 030): no statement
 -- there may name a distributed table (a nested distributed query), so the
 -- lock is lock_scope's, on the shard: at once when free or held by this
 -- transaction, else waiting at most timeout (the caller's

@@ -124,8 +124,8 @@ begin
 end
 $$;
 
--- A write or a read of one memory in a named scope, on Citus: one routed
--- statement. The public function validates its arguments and checks the
+-- An update or a delete of one memory in a named scope, on Citus: one
+-- routed statement. The public function validates its arguments and checks the
 -- caller's bindings on the coordinator, as on one server, then sends
 --     select membank_private.<call>_on_shard(l.scope_id, ...)
 --     from scope_locks as l where l.scope_id = ... [for update of l]
@@ -184,54 +184,6 @@ begin
         perform membank_private.raise_memory_not_found(name);
     end if;
     return _row;
-end
-$$;
-
--- name: create_on_shard: Citus, on the scope's node: create_memory's INSERT (validated values) on the shards by name.
-create or replace function membank_private.create_on_shard(
-    scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[],
-    metadata jsonb, expire_time timestamptz, context text, source_event_ids text[], revision_context text,
-    lock_timeout text, now timestamptz
-) returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _session text;  -- first_source_event's
-    _event_time timestamptz;
-    _append_seq bigint;
-    _memory membank.memory;
-begin
-    -- the scope's write lock first (015), before the INSERT's triggers lock
-    -- or write any row (they find it held: lock_scope_on_shard, 055)
-    perform membank_private.lock_scope_here(scope_id, lock_timeout);
-    if source_event_ids <> '{}' then
-        -- first_source_event (above), on the events shard
-        execute format('select e.session_id, e.event_time, e.append_seq from %s as e'
-                       ' where e.scope_id = $1 and e.event_id = any($2)'
-                       ' order by e.event_time, e.append_seq, e.session_id limit 1',
-                       membank_private.shard_table('events', scope_id))
-        into _session, _event_time, _append_seq using scope_id, source_event_ids;
-    end if;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', revision_context, true);
-    end if;
-    execute format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
-                   ' metadata, expire_time, context, source_session_id, source_event_time,'
-                   ' source_append_seq, create_time, update_time)'
-                   ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
-                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                   membank_private.shard_table('memories', scope_id))
-    into _memory
-    using scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-          _session, _event_time, _append_seq, now;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', '', true);
-    end if;
-    return _memory;
 end
 $$;
 
@@ -311,27 +263,6 @@ begin
 end
 $$;
 
--- name: get_on_shard: Citus, on the scope's node: get_memory's row of a named scope by shard name, or null.
-create or replace function membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamptz)
-returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _memory membank.memory;
-begin
-    execute format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
-                   ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
-                   ' and (m.expire_time is null or m.expire_time > $4)',
-                   membank_private.shard_table('memories', scope_id))
-    into _memory using scope_id, name, scope, now;
-    return _memory;
-end
-$$;
-
 -- The coordinator's side (Citus only): the routed statement, a SELECT of
 -- the function on the scope's one row of scope_locks, which Citus plans on
 -- its fast path (one distributed table, scope_id = a value; PL/pgSQL's
@@ -341,36 +272,6 @@ $$;
 -- worker as text in this session's styles: pinned here (every float digit,
 -- ISO times; a caller's DateStyle SQL, DMY sent an expire_time with day and
 -- month swapped).
-
--- name: create_routed: Citus: create_memory's routed statement (create_on_shard); null: the scope has no lock row.
-create or replace function membank_private.create_routed(
-    scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[],
-    metadata jsonb, expire_time timestamptz, context text, source_event_ids text[], revision_context text,
-    lock_timeout text
-) returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-set extra_float_digits to 1
-set datestyle to 'ISO, MDY'
-as $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.create_on_shard(
-               l.scope_id, create_routed.scope, create_routed.memory_type, create_routed.fact,
-               create_routed.structured_content, create_routed.topics, create_routed.metadata,
-               create_routed.expire_time, create_routed.context, create_routed.source_event_ids,
-               create_routed.revision_context, create_routed.lock_timeout, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = create_routed.scope_id
-    for update of l;
-    return _routed.memory;
-end
-$$;
 
 -- name: update_routed: Citus: update_memory's routed statement (update_on_shard); null: the scope has no lock row.
 create or replace function membank_private.update_routed(
@@ -428,31 +329,6 @@ begin
 end
 $$;
 
--- name: get_routed: Citus: get_memory's routed statement (get_on_shard): routed (a row came), the memory or null.
--- A read: no lock, and no transaction block of its own.
-create or replace function membank_private.get_routed(
-    scope_id uuid, scope jsonb, name uuid, out routed boolean, out memory membank.memory
-)
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-set extra_float_digits to 1
-set datestyle to 'ISO, MDY'
-as $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.get_on_shard(l.scope_id, get_routed.scope, get_routed.name, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = get_routed.scope_id;
-    routed := found;
-    memory := _routed.memory;
-end
-$$;
-
 -- name: check_revision: compare-and-set: raise MB003 unless the memory is at expected_revision.
 create or replace function membank_private.check_revision(
     name uuid, current_revision integer, expected_revision integer
@@ -489,6 +365,40 @@ as $$
     limit 1;
 $$;
 
+-- name: insert_memory_routed: Citus: create_memory's INSERT through Citus, its values sent to the worker in one style.
+-- Citus writes an INSERT's values into the statement it sends the worker as
+-- text in the session's styles: under a caller's DateStyle 'SQL, DMY' an
+-- expire_time of 2031-01-02 was stored as 2031-02-01. Every float digit,
+-- ISO times (as retrieve_memories and the routed writes pin them).
+create or replace function membank_private.insert_memory_routed(
+    scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[],
+    metadata jsonb, expire_time timestamptz, context text, source_session_id text, source_event_time timestamptz,
+    source_append_seq bigint
+) returns membank_private.memories
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+set extra_float_digits to 1
+set datestyle to 'ISO, MDY'
+as $$
+declare
+    _row membank_private.memories;
+begin
+    insert into membank_private.memories as m (
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
+    ) values (
+        insert_memory_routed.scope_id, insert_memory_routed.scope, insert_memory_routed.memory_type,
+        insert_memory_routed.fact, insert_memory_routed.structured_content, insert_memory_routed.topics,
+        insert_memory_routed.metadata, insert_memory_routed.expire_time, insert_memory_routed.context,
+        insert_memory_routed.source_session_id, insert_memory_routed.source_event_time,
+        insert_memory_routed.source_append_seq
+    ) returning * into _row;
+    return _row;
+end
+$$;
+
 -- name: create_memory: store one memory and its first revision.
 create or replace function membank.create_memory(
     scope jsonb,
@@ -519,7 +429,6 @@ declare
     _expire timestamptz;
     _context boolean;
     _source membank_private.events;
-    _memory membank.memory;  -- Citus: the routed write's
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -540,6 +449,9 @@ begin
     -- (setting and clearing it was a tenth of this call's cost).
     _context := labels <> '{}' or source_event_ids <> '{}'
                 or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     -- Validated into variables first: Citus evaluates every function call of
     -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
     _scope := membank_private.validate_scope(scope);
@@ -553,31 +465,6 @@ begin
     _topics := membank_private.validate_topics(topics);
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
-    if membank_private.distributed() then
-        -- Citus: the whole write in one statement routed to the scope's
-        -- shard (create_on_shard, above: the lock, the source event, the
-        -- INSERT on the shards by name), the revision context and the wait
-        -- limit passed to it; the due-work marks here, after it.
-        _memory := membank_private.create_routed(
-            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-            source_event_ids,
-            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
-            membank_private.scope_lock_timeout());
-        if _memory.name is not null then
-            perform membank_private.mark_due(_scope_id, 'embedding');
-            if _expire is not null then
-                perform membank_private.mark_due(_scope_id, 'expiry', _expire);
-            end if;
-            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
-                perform membank_private.clear_revision_context();  -- one left set: cleared, as below
-            end if;
-            return _memory;
-        end if;
-    end if;
-    -- One server; on Citus a scope's first write (no lock row yet).
-    if _context then
-        perform membank_private.set_revision_context(labels, source_event_ids);
-    end if;
     if membank_private.distributed() then
         -- On Citus the INSERT's trigger on the scope's shard takes the
         -- scope's write lock (lock_scope_on_shard, 055_lexicon.sql) before it
@@ -596,13 +483,20 @@ begin
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
         _source := membank_private.first_source_event(_scope_id, source_event_ids);
     end if;
-    insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-        source_session_id, source_event_time, source_append_seq
-    ) values (
-        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-        _source.session_id, _source.event_time, _source.append_seq
-    ) returning * into _row;
+    if membank_private.distributed() then
+        -- its values go to the worker as text: in one style (insert_memory_routed)
+        _row := membank_private.insert_memory_routed(
+            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+            _source.session_id, _source.event_time, _source.append_seq);
+    else
+        insert into membank_private.memories as m (
+            scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+            source_session_id, source_event_time, source_append_seq
+        ) values (
+            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+            _source.session_id, _source.event_time, _source.append_seq
+        ) returning * into _row;
+    end if;
     -- The coordinator's index of due work (121_due_work.sql; a no-op on one
     -- server) hears of the embedding job and the expiry, in this
     -- transaction, once the scope's lock is held: a mark waits for the
@@ -644,31 +538,12 @@ expire_time => 'infinity' both mean never expires (stored as null). Returns memb
 create or replace function membank.get_memory(
     name text, scope jsonb default null
 ) returns membank.memory
-language plpgsql
+language sql
 stable
 security definer
 set search_path to pg_catalog, pg_temp
 as $$
-declare
-    _name uuid;
-    _scope jsonb;
-    _read record;  -- Citus: the routed read's
-begin
-    if scope is not null and membank_private.distributed() then
-        -- Citus, a named scope: one statement routed to the scope's shard
-        -- (get_on_shard); the arguments checked here in find_memory's order.
-        _name := membank_private.parse_name(name);
-        _scope := membank_private.validate_scope(scope);
-        _read := membank_private.get_routed(md5(_scope::text)::uuid, _scope, _name);
-        if _read.routed then
-            if (_read.memory).name is null then
-                perform membank_private.raise_memory_not_found(_name);
-            end if;
-            return _read.memory;
-        end if;
-    end if;
-    return membank_private.to_memory(membank_private.find_memory(name, scope));
-end
+    select membank_private.to_memory(membank_private.find_memory(name, scope));
 $$;
 
 comment on function membank.get_memory(text, jsonb) is

@@ -1519,7 +1519,6 @@ declare
     _expire timestamptz;
     _context boolean;
     _source membank_private.events;
-    _memory membank.memory;  -- Citus: the routed write's
 begin
     perform membank_private.validate_memory_type(memory_type, nullable => false);
     if context is not null and (membank_private.is_blank(context) or length(context) > 32768) then
@@ -1540,6 +1539,9 @@ begin
     -- (setting and clearing it was a tenth of this call's cost).
     _context := labels <> '{}' or source_event_ids <> '{}'
                 or coalesce(current_setting('membank.revision_context', true), '') <> '';
+    if _context then
+        perform membank_private.set_revision_context(labels, source_event_ids);
+    end if;
     -- Validated into variables first: Citus evaluates every function call of
     -- an INSERT ... VALUES on the coordinator, untaken CASE branches included.
     _scope := membank_private.validate_scope(scope);
@@ -1553,31 +1555,6 @@ begin
     _topics := membank_private.validate_topics(topics);
     _metadata := membank_private.validate_object(coalesce(metadata, '{}'), 'metadata');
     _expire := membank_private.resolve_expire_time(ttl, expire_time);
-    if membank_private.distributed() then
-        -- Citus: the whole write in one statement routed to the scope's
-        -- shard (create_on_shard, above: the lock, the source event, the
-        -- INSERT on the shards by name), the revision context and the wait
-        -- limit passed to it; the due-work marks here, after it.
-        _memory := membank_private.create_routed(
-            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-            source_event_ids,
-            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
-            membank_private.scope_lock_timeout());
-        if _memory.name is not null then
-            perform membank_private.mark_due(_scope_id, 'embedding');
-            if _expire is not null then
-                perform membank_private.mark_due(_scope_id, 'expiry', _expire);
-            end if;
-            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
-                perform membank_private.clear_revision_context();  -- one left set: cleared, as below
-            end if;
-            return _memory;
-        end if;
-    end if;
-    -- One server; on Citus a scope's first write (no lock row yet).
-    if _context then
-        perform membank_private.set_revision_context(labels, source_event_ids);
-    end if;
     if membank_private.distributed() then
         -- On Citus the INSERT's trigger on the scope's shard takes the
         -- scope's write lock (lock_scope_on_shard, 055_lexicon.sql) before it
@@ -1596,13 +1573,20 @@ begin
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
         _source := membank_private.first_source_event(_scope_id, source_event_ids);
     end if;
-    insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-        source_session_id, source_event_time, source_append_seq
-    ) values (
-        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-        _source.session_id, _source.event_time, _source.append_seq
-    ) returning * into _row;
+    if membank_private.distributed() then
+        -- its values go to the worker as text: in one style (insert_memory_routed)
+        _row := membank_private.insert_memory_routed(
+            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+            _source.session_id, _source.event_time, _source.append_seq);
+    else
+        insert into membank_private.memories as m (
+            scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+            source_session_id, source_event_time, source_append_seq
+        ) values (
+            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+            _source.session_id, _source.event_time, _source.append_seq
+        ) returning * into _row;
+    end if;
     -- The coordinator's index of due work (121_due_work.sql; a no-op on one
     -- server) hears of the embedding job and the expiry, in this
     -- transaction, once the scope's lock is held: a mark waits for the
@@ -2688,29 +2672,10 @@ Columns:
 - retrying_jobs: jobs waiting to retry after a failed model call (attempts > 0).
 - oldest_create_time: when the oldest pending operation was queued (null: none).';
 CREATE FUNCTION membank.get_memory(name text, scope jsonb DEFAULT NULL::jsonb) RETURNS membank.memory
-    LANGUAGE plpgsql STABLE SECURITY DEFINER
+    LANGUAGE sql STABLE SECURITY DEFINER
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
-declare
-    _name uuid;
-    _scope jsonb;
-    _read record;  -- Citus: the routed read's
-begin
-    if scope is not null and membank_private.distributed() then
-        -- Citus, a named scope: one statement routed to the scope's shard
-        -- (get_on_shard); the arguments checked here in find_memory's order.
-        _name := membank_private.parse_name(name);
-        _scope := membank_private.validate_scope(scope);
-        _read := membank_private.get_routed(md5(_scope::text)::uuid, _scope, _name);
-        if _read.routed then
-            if (_read.memory).name is null then
-                perform membank_private.raise_memory_not_found(_name);
-            end if;
-            return _read.memory;
-        end if;
-    end if;
-    return membank_private.to_memory(membank_private.find_memory(name, scope));
-end
+    select membank_private.to_memory(membank_private.find_memory(name, scope));
 $$;
 COMMENT ON FUNCTION membank.get_memory(name text, scope jsonb) IS 'Return the live memory called name (uuid as text). With scope, the memory must belong to exactly that scope.
 Raises 22P02 for a malformed name, P0002 (no_data_found) when the memory does not exist, was deleted, has expired
@@ -6047,68 +6012,6 @@ begin
     using scope_id, documents, write;
 end
 $_$;
-CREATE FUNCTION membank_private.create_on_shard(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _session text;  -- first_source_event's
-    _event_time timestamptz;
-    _append_seq bigint;
-    _memory membank.memory;
-begin
-    -- the scope's write lock first (015), before the INSERT's triggers lock
-    -- or write any row (they find it held: lock_scope_on_shard, 055)
-    perform membank_private.lock_scope_here(scope_id, lock_timeout);
-    if source_event_ids <> '{}' then
-        -- first_source_event (above), on the events shard
-        execute format('select e.session_id, e.event_time, e.append_seq from %s as e'
-                       ' where e.scope_id = $1 and e.event_id = any($2)'
-                       ' order by e.event_time, e.append_seq, e.session_id limit 1',
-                       membank_private.shard_table('events', scope_id))
-        into _session, _event_time, _append_seq using scope_id, source_event_ids;
-    end if;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', revision_context, true);
-    end if;
-    execute format('insert into %s as m (scope_id, scope, memory_type, fact, structured_content, topics,'
-                   ' metadata, expire_time, context, source_session_id, source_event_time,'
-                   ' source_append_seq, create_time, update_time)'
-                   ' values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13)'
-                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                   membank_private.shard_table('memories', scope_id))
-    into _memory
-    using scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-          _session, _event_time, _append_seq, now;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', '', true);
-    end if;
-    return _memory;
-end
-$_$;
-CREATE FUNCTION membank_private.create_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, MDY'
-    AS $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.create_on_shard(
-               l.scope_id, create_routed.scope, create_routed.memory_type, create_routed.fact,
-               create_routed.structured_content, create_routed.topics, create_routed.metadata,
-               create_routed.expire_time, create_routed.context, create_routed.source_event_ids,
-               create_routed.revision_context, create_routed.lock_timeout, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = create_routed.scope_id
-    for update of l;
-    return _routed.memory;
-end
-$$;
 CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7184,40 +7087,6 @@ begin
     return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
 end
 $$;
-CREATE FUNCTION membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamp with time zone) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _memory membank.memory;
-begin
-    execute format('select m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time from %s as m'
-                   ' where m.scope_id = $1 and m.name = $2 and m.scope = $3'
-                   ' and (m.expire_time is null or m.expire_time > $4)',
-                   membank_private.shard_table('memories', scope_id))
-    into _memory using scope_id, name, scope, now;
-    return _memory;
-end
-$_$;
-CREATE FUNCTION membank_private.get_routed(scope_id uuid, scope jsonb, name uuid, OUT routed boolean, OUT memory membank.memory) RETURNS record
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, MDY'
-    AS $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.get_on_shard(l.scope_id, get_routed.scope, get_routed.name, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = get_routed.scope_id;
-    routed := found;
-    memory := _routed.memory;
-end
-$$;
 CREATE FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
@@ -7396,6 +7265,28 @@ begin
             _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
     perform membank_private.clear_revision_context();
+    return _row;
+end
+$$;
+CREATE FUNCTION membank_private.insert_memory_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_session_id text, source_event_time timestamp with time zone, source_append_seq bigint) RETURNS membank_private.memories
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    SET extra_float_digits TO '1'
+    SET "DateStyle" TO 'ISO, MDY'
+    AS $$
+declare
+    _row membank_private.memories;
+begin
+    insert into membank_private.memories as m (
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
+    ) values (
+        insert_memory_routed.scope_id, insert_memory_routed.scope, insert_memory_routed.memory_type,
+        insert_memory_routed.fact, insert_memory_routed.structured_content, insert_memory_routed.topics,
+        insert_memory_routed.metadata, insert_memory_routed.expire_time, insert_memory_routed.context,
+        insert_memory_routed.source_session_id, insert_memory_routed.source_event_time,
+        insert_memory_routed.source_append_seq
+    ) returning * into _row;
     return _row;
 end
 $$;
@@ -14112,8 +14003,6 @@ REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FRO
 REVOKE ALL ON FUNCTION membank_private.count_on_placements(what text, table_name text, condition text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_shard_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.create_on_shard(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.create_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_event_ids text[], revision_context text, lock_timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
@@ -14150,8 +14039,6 @@ REVOKE ALL ON FUNCTION membank_private.fuse_lists(vector_names uuid[], vector_di
 REVOKE ALL ON FUNCTION membank_private.fused_memories(scopes jsonb[], scope_ids uuid[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, neighbour_weight double precision, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generated_entry(m membank_private.memories, action text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.generation_job_scope(job_id bigint) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.get_on_shard(scope_id uuid, scope jsonb, name uuid, now timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.get_routed(scope_id uuid, scope jsonb, name uuid, OUT routed boolean, OUT memory membank.memory) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hamming_statement() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query membank_extensions.vector, depth integer) FROM PUBLIC;
@@ -14159,6 +14046,7 @@ REVOKE ALL ON FUNCTION membank_private.hnsw_statement(scope_id uuid, dimension i
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.insert_memory_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_session_id text, source_event_time timestamp with time zone, source_append_seq bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
