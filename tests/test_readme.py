@@ -135,7 +135,7 @@ def skipped(words: list[str]) -> bool:
 class Page:
     """The state of one page's run: its database, the names the last calls returned, what ran."""
 
-    def __init__(self, conn, embedder) -> None:
+    def __init__(self, conn) -> None:
         self.conn = conn
         self.names: dict[str, str] = {}
         self.variables: dict[str, str] = {}  # psql variables set by \gset
@@ -147,7 +147,6 @@ class Page:
         self.module = types.ModuleType("membank_docs_page")
         sys.modules[self.module.__name__] = self.module
         self.namespace = self.module.__dict__
-        self.vector = "{" + ",".join(repr(float(x)) for x in embedder.embed_query("peanut allergy")) + "}"
         self.runner = CliRunner()
 
     def bash(self, block: str, where: str) -> None:
@@ -191,7 +190,6 @@ class Page:
                                statement)
             kind = "operation" if "get_operation" in statement else "memory"
             statement = re.sub(r"'…(uuid…)?'", lambda m: f"'{self.names[kind]}'", statement)
-            statement = statement.replace("'{0.01, ...}'", f"'{self.vector}'")
             cursor = self.conn.execute(statement)
             rows = cursor.fetchall() if cursor.description else []
             if gset:  # as psql: one row, each column a variable (prefixed)
@@ -256,8 +254,8 @@ def page_env(cli_env, own_valkey, monkeypatch, tmp_path, sandbox):
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[p.name for p in PAGES])
-def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, conn, embedder):
-    run = Page(conn, embedder)
+def test_every_block_of_the_page_runs_in_order_on_one_database(page, page_env, conn):
+    run = Page(conn)
     python = []
     for number, (language, skip, body) in enumerate(fences(page), start=1):
         where = f"{page.name} block {number}"
