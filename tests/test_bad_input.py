@@ -714,3 +714,32 @@ def test_a_query_vector_the_bank_cannot_check_yet_is_refused_unless_its_model_is
     assert err.value.diag.message_primary == (
         "query_embedding: has 3 dimensions; this bank stores 4-dimensional vectors of test/m")
     assert err.value.diag.message_hint == "embed the query with test/m (query mode)"
+
+
+@pytest.mark.parametrize("call", [
+    lambda b: b.create_memory(U1, "x", ttl="thirty days"),
+    lambda b: b.generate_memories(U1, facts=["f"], ttl="thirty days"),
+], ids=["create_memory", "generate_memories"])
+def test_a_ttl_the_server_cannot_read_is_named_with_a_hint(bank, conn, seeded, call):
+    """The server reads an argument's text before the function runs, and its error names neither the argument nor
+    a fix (22007 'invalid input syntax for type interval'); the client names it and says what it takes."""
+    with pytest.raises(InvalidArgumentError) as err:
+        call(bank)
+    assert (err.value.argument, err.value.sqlstate) == ("ttl", "22007")
+    assert str(err.value).startswith("ttl: must be interval, got 'thirty days'")
+    assert "timedelta(days=30)" in err.value.hint
+    assert count_all_rows(conn) == seeded
+
+
+def test_a_login_without_a_membank_role_is_told_which_to_grant(login, embedder):
+    """PostgreSQL's own refusal (42501 'permission denied for schema membank', or for the function when the login
+    holds another membank role) has no hint: the client says which roles call what, and where the grant table is."""
+    from membank import PermissionDeniedError
+
+    for grants, refusal in (((), "permission denied for schema membank"),
+                            (("membank_reader",), "permission denied for function create_memory")):
+        with MemoryBank(login(*grants)[1], embedder=embedder) as bank:
+            with pytest.raises(PermissionDeniedError) as err:
+                bank.create_memory(U1, "x")
+        assert err.value.message == refusal and err.value.sqlstate == "42501"
+        assert "membank_writer writes" in err.value.hint and "docs/operations.md#roles" in err.value.hint

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import random
+import re
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -202,6 +203,32 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
     if name == "ttl" and isinstance(value, (int, float)):
         return timedelta(seconds=value)
     return value
+
+
+_UNREADABLE = re.compile(r'(?:invalid input syntax for type|invalid input value for enum) ([\w ]+): "(.*)"$')
+_TYPE_HINTS = {"interval": "a timedelta or seconds, e.g. timedelta(days=30) or 2592000; text as PostgreSQL "
+                           "reads an interval, e.g. '30 days'",
+               "uuid": "a UUID or its text, e.g. '0b7c8b9e-3c1a-4c55-9a43-4b8e3c5e2f10'"}
+
+
+def _unreadable_argument(err: psycopg.Error, given: Mapping[str, Any], types: Mapping[str, str]) \
+        -> errors.InvalidArgumentError | None:
+    """The argument the server could not read as its type (22007, 22P02), named; None when it is not one of ours.
+
+    The server reads an argument's text before the function runs, so its
+    error names the type and the text but not the argument
+    (``invalid input syntax for type interval: "thirty days"``).
+    """
+    found = _UNREADABLE.search(err.diag.message_primary or "")
+    if err.sqlstate not in ("22007", "22P02") or found is None:
+        return None
+    type_, text = found.groups()
+    names = [k for k, v in given.items() if isinstance(v, str) and v == text and types.get(k) == type_]
+    if len(names) != 1:
+        return None
+    return errors.InvalidArgumentError(
+        f"{names[0]}: must be {type_}, got {text!r}", sqlstate=err.sqlstate, argument=names[0],
+        hint=f"give {_TYPE_HINTS.get(type_, f'a value PostgreSQL reads as {type_}')}")
 
 
 def _check_retrieval(scope: Any, top_k: Any, min_similarity: Any) -> None:
@@ -402,6 +429,8 @@ class MemoryBank:
                     if blamed := next((k for k in missing if k in required), None):
                         raise errors.invalid(blamed, f"is required by {function}, got None",
                                              f"pass {blamed}; None leaves an argument out") from None
+                if (blamed := _unreadable_argument(err, given, types)) is not None:
+                    raise blamed from None
                 if err.sqlstate == "57014" and (silent := deadline.silent_nodes(self.url)):
                     # statement_timeout ran out while a node does not answer (a hung Citus worker): name it
                     raise self._no_answer(silent) from None

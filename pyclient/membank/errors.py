@@ -163,7 +163,14 @@ def from_psycopg(err: psycopg.Error) -> MembankError:
             " ".join(message.split()), sqlstate=err.sqlstate, node=node,
             hint=diag.message_hint or (f"the database node {node} is down or unreachable: start it (or fail over), "
                                        "then retry" if node else "the database is down or restarting: retry"))
-    return kind(message, sqlstate=err.sqlstate, hint=diag.message_hint, argument=argument)
+    hint = diag.message_hint
+    if hint is None and err.sqlstate == "42501" and message.startswith(("permission denied for function",
+                                                                         "permission denied for procedure",
+                                                                         "permission denied for schema membank")):
+        # PostgreSQL's own refusal: the login holds none of the roles that may call it
+        hint = ("grant the login the membank role this call needs: membank_reader reads, membank_writer writes, "
+                "membank_worker runs jobs, membank_admin maintains (the grant table: docs/operations.md#roles)")
+    return kind(message, sqlstate=err.sqlstate, hint=hint, argument=argument)
 
 
 def invalid(argument: str, message: str, hint: str) -> InvalidArgumentError:
