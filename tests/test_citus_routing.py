@@ -285,8 +285,7 @@ def shard_commands(commands: list[str]) -> dict[str, int]:
 # A change that adds a statement to these paths adds a coordinator-to-worker round trip on the cluster: update the
 # figure here and in docs/benchmarks.md when it is meant.
 # create_memory: 1, its INSERT (the scope's lock is taken by the INSERT's trigger on the shard, not by a statement of
-# its own before it: 2 until 2026-12-02). A routed SELECT whose function INSERTs on the worker (as update and delete
-# do) was measured slower, 2026-12-03 (docs/scale-out.md, One call, one worker).
+# its own before it: 2 until 2026-12-02).
 CREATE_STATEMENTS = {20: 1, 200: 1, 2001: 1}
 # The create before each retrieval adds a memory: the 200-memory scope's retrieval takes the path of a scope above
 # 200 (Hamming step, then the full-text index), the 2,001's MaxScore (and the per-scope HNSW check on its worker).
@@ -400,12 +399,10 @@ def test_a_forged_scope_count_memo_is_not_taken(census):
     assert forged[0].endswith("|-5|false|false") and forged[1] == [r[0] for r in honest]
 
 
-def test_update_delete_and_get_send_one_routed_statement(census):
-    """update_memory and delete_memory with a scope send the scope's worker one statement each, routed to its shard
-    of scope_locks, whose function (update_on_shard, delete_on_shard) does the call there on the shards by name (the
-    lock with the row's read, the compare-and-set and the write), in one transaction committed in one phase;
-    get_memory with a scope its one read; no SET LOCAL of the revision context (each was a shard command of its
-    own): with labels it is an argument of the routed statement, and the revision written there holds them."""
+def test_update_and_delete_send_no_revision_context_when_there_is_none(census):
+    """update_memory and delete_memory with a scope and no labels or sources send the scope's worker its lock with
+    the row's read (one statement) and the write, and no SET LOCAL of the revision context (each was a shard command
+    of its own); with labels the context is still carried to the worker, and the revision written there holds them."""
     cl, scopes, _ = census
     objects = scopes[20]
     writer = cl.login("membank_writer")
@@ -416,23 +413,17 @@ def test_update_delete_and_get_send_one_routed_statement(census):
     for label, statement, params in (
             ("update", "select membank.update_memory(%s, fact => 'context test likes coffee', scope => %s)",
              (names[0], objects["s"])),
-            ("delete", "select membank.delete_memory(%s, scope => %s)", (names[1], objects["s"])),
-            ("get", "select membank.get_memory(%s, scope => %s)", (names[0], objects["s"]))):
+            ("delete", "select membank.delete_memory(%s, scope => %s)", (names[1], objects["s"]))):
         _, ports = log.during(statement, params)
         assert ports == {objects["port"]}, (label, log.commands)
         assert not [c for c in log.commands if "SET LOCAL" in c.upper()], (label, log.commands)
-        assert label == "get" or [c for c in log.commands if f"{label}_on_shard" in c], (label, log.commands)
         got[label] = shard_commands(log.commands)
-    # one routed statement each (2 until 2026-12-03: the scope's lock with the row's read, then the write through
-    # Citus; 3 until 2026-12-02); get_memory, a read outside a transaction block, no BEGIN (a routed get_on_shard
-    # was measured slower than its one read through Citus, 2026-12-03)
-    assert got == {"update": {"statements": 1, "begin": 1, "commit": 1, "two-phase": 0},
-                   "delete": {"statements": 1, "begin": 1, "commit": 1, "two-phase": 0},
-                   "get": {"statements": 1, "begin": 0, "commit": 0, "two-phase": 0}}, got
+    # the scope's lock and the row's read are one statement (two until 2026-12-02), then the write
+    assert got == {"update": {"statements": 2, "begin": 1, "commit": 1, "two-phase": 0},
+                   "delete": {"statements": 2, "begin": 1, "commit": 1, "two-phase": 0}}, got
     log.during("select membank.update_memory(%s, fact => 'context test likes jazz', scope => %s,"
                " labels => '{\"why\": \"test\"}')", (names[2], objects["s"]))
-    assert not [c for c in log.commands if "SET LOCAL" in c.upper()], log.commands
-    assert shard_commands(log.commands)["statements"] == 1, log.commands
+    assert any("revision_context" in c for c in log.commands), log.commands
     revisions = cl.admin.execute(
         "select revision, labels from membank_private.memory_revisions where scope_id = md5(%s::jsonb::text)::uuid"
         " and memory_name = any(%s::uuid[]) order by memory_name, revision", (objects["s"], names)).fetchall()
@@ -466,10 +457,9 @@ def test_the_memories_triggers_write_the_shards_without_citus_statements(census)
     """On the scope's worker (a direct connection, where a call's statements on distributed tables run as Citus's
     local commands), the memories triggers of create, update and delete write the revision, the embedding queue, the
     word and document counts and the retired sources on the colocated shards by name, with no statement planned by
-    Citus (each was a routed statement of its own, 0.3 to 0.6 ms), and take the scope's write lock on its shard: a
-    create's INSERT is its one Citus statement (the trigger takes the lock), an update or delete one statement
-    routed to the scope's shard of scope_locks (its function takes the lock and writes the shards by name), and no
-    trigger takes a lock through Citus. The scope's word counts then match its live memories' words."""
+    Citus (each was a routed statement of its own, 0.3 to 0.6 ms), and take the scope's write lock on its shard: an
+    update or delete takes it through Citus once (its own first statement), not again from the trigger, and a create
+    only in its trigger. The scope's word counts then match its live memories' words."""
     cl, scopes, _ = census
     objects = scopes[20]
     cl.login("membank_writer")
@@ -490,15 +480,11 @@ def test_the_memories_triggers_write_the_shards_without_citus_statements(census)
     trigger_tables = ("memory_revisions", "embedding_jobs", "memory_embeddings", "scope_lexicon_base",
                       "scope_lexicon_delta", "scope_stats_base", "scope_stats_delta", "retired_sources")
     commands = [m for m in local if m.startswith("executing the command locally")]
+    assert [m for m in commands if "memories_" in m], local  # the calls' own statements are logged
     assert not [m for m in commands if any(t + "_" in m for t in trigger_tables)], commands
     assert not [m for m in local if "intermediate_result" in m], local
-    # update and delete: one routed statement each on the scope's shard of scope_locks (they locked through Citus
-    # and then wrote through it until 2026-12-03); create: its INSERT
-    routed = [m for m in commands if "scope_locks_" in m and "_on_shard(" in m]
-    inserts = [m for m in commands if "INSERT INTO membank_private.memories_" in m]
-    assert len(routed) == 2 and len(inserts) == 2, commands
-    assert not [m for m in commands if m not in routed + inserts and ("memories_" in m or "scope_locks_" in m)], \
-        commands
+    # update and delete lock through Citus (their first statement); a create only in its trigger, on the shard
+    assert len([m for m in commands if "scope_locks_" in m]) == 2, commands
     counted = dict(cl.admin.execute(
         "select lexeme, doc_count from membank_private.scope_lexicon where scope_id = md5(%s::jsonb::text)::uuid"
         " and doc_count <> 0", (objects["s"],)).fetchall())
@@ -542,9 +528,9 @@ def test_create_memory_waits_for_a_held_scope_lock_at_most_the_callers_limit(cen
 
 
 def test_update_and_delete_wait_for_a_held_scope_lock_at_most_the_callers_limit(census):
-    """update_memory and delete_memory take the scope's lock with the row's read in one statement on the worker (FOR
-    UPDATE OF the lock row, SKIP LOCKED): with another transaction holding the scope, it finds no row and the call
-    takes the bounded wait there, with one server's MB040 (message and hint) and nothing written; once the holder
+    """update_memory and delete_memory take the scope's lock with the row's read in one statement (FOR UPDATE OF the
+    lock row, SKIP LOCKED): with another transaction holding the scope, the statement finds no row and the call falls
+    back to lock_scope's bounded wait, with one server's MB040 (message and hint) and nothing written; once the holder
     commits both calls succeed. A malformed membank.lock_timeout is still 22023, and the memory is unchanged."""
     cl, scopes, _ = census
     objects = scopes[20]
@@ -620,122 +606,6 @@ def test_update_takes_the_scope_lock_before_it_waits_for_the_memory_row(census):
         row_holder.close()
         waiting.join(60)
     assert got["fact"] == "order test likes coffee", got
-
-
-def test_a_routed_write_commits_and_rolls_back_with_the_callers_transaction(census):
-    """A write's one routed statement is a SELECT whose function writes the worker: it locks its scope_locks row
-    (FOR UPDATE), so Citus runs it in a transaction block even when the caller is not in one (a read-only routed
-    SELECT is sent outside one, and its write would commit on the worker at once). A statement that fails after the
-    call (autocommit) leaves nothing of it on the worker; a caller's ROLLBACK after create, update and delete leaves
-    every row as it was; an error inside the call (MB003 raised on the worker) rolls back the write before it in the
-    same transaction; a COMMIT keeps the write and the coordinator's due-work mark together."""
-    cl, scopes, _ = census
-    objects = scopes[20]
-    writer = cl.login("membank_writer")
-    scope_id = "md5(%s::jsonb::text)::uuid"
-    facts = ("select fact from membank_private.memories where scope_id = " + scope_id + " and fact like 'atomic %%'"
-             " order by fact")
-    kept = [str(writer.execute("select (membank.create_memory(scope => %s, fact => %s)).name",
-                               (objects["s"], f"atomic {n} kept")).fetchone()[0]) for n in range(2)]
-    assert cl.admin.execute(facts, (objects["s"],)).fetchall() == [("atomic 0 kept",), ("atomic 1 kept",)]
-    # autocommit: the statement fails after create_memory returned (1 / 0 at run time)
-    with pytest.raises(psycopg.errors.DivisionByZero):
-        writer.execute("select (membank.create_memory(scope => %s, fact => 'atomic lost')).name,"
-                       " 1 / (random() * 0)::integer", (objects["s"],))
-    with pytest.raises(psycopg.errors.DivisionByZero):
-        writer.execute("select (membank.update_memory(%s, fact => 'atomic 0 changed', scope => %s)).name,"
-                       " 1 / (random() * 0)::integer", (kept[0], objects["s"]))
-    assert cl.admin.execute(facts, (objects["s"],)).fetchall() == [("atomic 0 kept",), ("atomic 1 kept",)]
-    # the caller's rollback
-    writer.execute("begin")
-    writer.execute("select membank.create_memory(scope => %s, fact => 'atomic rolled back')", (objects["s"],))
-    writer.execute("select membank.update_memory(%s, fact => 'atomic 0 changed', scope => %s)", (kept[0], objects["s"]))
-    writer.execute("select membank.delete_memory(%s, scope => %s)", (kept[1], objects["s"]))
-    assert writer.execute("select fact from membank.list_memories(scope => %s) where fact like 'atomic %%'"
-                          " order by fact", (objects["s"],)).fetchall() == [("atomic 0 changed",),
-                                                                              ("atomic rolled back",)]
-    writer.execute("rollback")
-    assert cl.admin.execute(facts, (objects["s"],)).fetchall() == [("atomic 0 kept",), ("atomic 1 kept",)]
-    # an error inside the call, on the worker
-    writer.execute("begin")
-    writer.execute("select membank.create_memory(scope => %s, fact => 'atomic before the error')", (objects["s"],))
-    with pytest.raises(psycopg.Error) as stale:
-        writer.execute("select membank.update_memory(%s, fact => 'atomic 0 stale', scope => %s,"
-                       " expected_revision => 7)", (kept[0], objects["s"]))
-    assert stale.value.sqlstate == "MB003", stale.value
-    writer.execute("rollback")
-    assert cl.admin.execute(facts, (objects["s"],)).fetchall() == [("atomic 0 kept",), ("atomic 1 kept",)]
-    revisions = ("select count(*) from membank_private.memory_revisions where scope_id = " + scope_id +
-                 " and memory_name = any(%s::uuid[])")
-    assert cl.admin.execute(revisions, (objects["s"], kept)).fetchone()[0] == 2
-    # commit: the write and the mark
-    cl.admin.execute("delete from membank_private.due_scopes where scope_id = " + scope_id, (objects["s"],))
-    writer.execute("begin")
-    writer.execute("select membank.create_memory(scope => %s, fact => 'atomic committed', ttl => '30 days')",
-                   (objects["s"],))
-    writer.execute("commit")
-    assert cl.admin.execute(facts, (objects["s"],)).fetchall() == [("atomic 0 kept",), ("atomic 1 kept",),
-                                                                   ("atomic committed",)]
-    assert {r[0] for r in cl.admin.execute("select kind from membank_private.due_scopes where scope_id = "
-                                           + scope_id, (objects["s"],)).fetchall()} == {"embedding", "expiry"}
-
-
-def test_a_routed_create_and_delete_of_a_memory_with_sources(census):
-    """create_memory with source events places the memory at the earliest of them (its session place) and keeps
-    labels and sources on its revision; delete_memory with a scope then runs the trigger's retire_sources
-    (statements through Citus on the worker, from the trigger) inside the routed statement: the DELETED revision
-    holds its labels, the source is retired, and the memory is P0002 with one server's message and hint. (The
-    routed delete failed here while its function forced generic plans: 'could not create distributed plan'.)"""
-    cl, scopes, _ = census
-    objects = scopes[20]
-    writer = cl.login("membank_writer")
-    writer.execute("select membank.append_events(%s, 'sources', %s)", (objects["s"], json.dumps([
-        {"event_id": f"src{i}", "author": "user", "text": f"turn {i}", "timestamp": f"2023-05-08T13:56:0{i}Z"}
-        for i in range(3)])))
-    name = str(writer.execute("select (membank.create_memory(scope => %s, fact => 'sources test plays violin',"
-                              " source_event_ids => array['src2', 'src1'], labels => '{\"k\": \"v\"}')).name",
-                              (objects["s"],)).fetchone()[0])
-    placed = cl.admin.execute("select source_session_id, source_event_time from membank_private.memories"
-                              " where name = %s", (name,)).fetchone()
-    assert placed[0] == "sources" and placed[1].isoformat() == "2023-05-08T13:56:01+00:00", placed
-    writer.execute("select membank.delete_memory(%s, scope => %s, labels => '{\"why\": \"test\"}')",
-                   (name, objects["s"]))
-    assert cl.admin.execute("select revision, action, labels, source_event_ids from membank_private.memory_revisions"
-                            " where memory_name = %s order by revision", (name,)).fetchall() == [
-        (1, "CREATED", {"k": "v"}, ["src2", "src1"]), (2, "DELETED", {"why": "test"}, [])]
-    assert cl.admin.execute("select count(*) from membank_private.retired_sources where memory_name = %s",
-                            (name,)).fetchone()[0] == 2  # one digest per source event
-    with pytest.raises(psycopg.Error) as gone:
-        writer.execute("select membank.get_memory(%s, scope => %s)", (name, objects["s"]))
-    assert (gone.value.sqlstate, gone.value.diag.message_primary, gone.value.diag.message_hint) == (
-        "P0002", f"name: memory {name} not found",
-        "it may never have existed, have been deleted, have expired, or belong to another scope")
-
-
-def test_a_callers_datestyle_does_not_change_a_routed_writes_times(census):
-    """create_memory's INSERT through Citus and update_memory's routed statement send their values to the worker as
-    text: under a caller's DateStyle 'SQL, DMY' an expire_time given to either is stored as given (create_memory's
-    INSERT stored 2031-01-02 as 2031-02-01 before insert_memory_routed pinned the styles), and get_memory returns it
-    in the caller's style."""
-    from datetime import datetime, timezone
-
-    cl, scopes, _ = census
-    objects = scopes[20]
-    writer = cl.login("membank_writer")
-    writer.execute("set datestyle to 'SQL, DMY'")
-    writer.execute("set extra_float_digits to -15")
-    first, second = (datetime(2031, 1, 2, 3, 4, 5, 678901, tzinfo=timezone.utc),
-                     datetime(2032, 3, 4, 5, 6, 7, tzinfo=timezone.utc))
-    name = writer.execute("select (membank.create_memory(scope => %s, fact => 'datestyle test',"
-                          " expire_time => %s)).name", (objects["s"], first)).fetchone()[0]
-    stored = ("select expire_time from membank_private.memories where scope_id = md5(%s::jsonb::text)::uuid"
-              " and name = %s")
-    assert cl.admin.execute(stored, (objects["s"], name)).fetchone()[0] == first
-    writer.execute("select membank.update_memory(%s, expire_time => %s, scope => %s)", (str(name), second,
-                                                                                        objects["s"]))
-    assert cl.admin.execute(stored, (objects["s"], name)).fetchone()[0] == second
-    assert writer.execute("select (membank.get_memory(%s, scope => %s)).expire_time::text",
-                          (str(name), objects["s"])).fetchone()[0].startswith("04/03/2032")
 
 
 def attack_login(cl: Cluster, url: str, role: str) -> psycopg.Connection:
@@ -948,15 +818,7 @@ def test_a_statement_the_caller_prepared_under_the_retrievals_name_is_not_run(ba
                          "select membank_private.shard_table('memories', md5('x')::uuid)",
                          "select membank_private.rank_statement()",
                          "select membank_private.retrieve_on_shard(md5('x')::uuid, '{}', '{tea}', '{null}', 5, 50,"
-                         " null, null, null, null, null, null, 'rrf', 1, 1, 10, 400, null)",
-                         # the routed writes and read (they write or read any scope's shards as the owner)
-                         "select membank_private.update_on_shard(md5('{}')::uuid, '{}', gen_random_uuid(), 'x',"
-                         " null, null, null, null, false, null, null, '5s', now())",
-                         "select membank_private.delete_on_shard(md5('{}')::uuid, '{}', gen_random_uuid(), null,"
-                         " null, '5s', now())",
-                         "select membank_private.lock_scope_here(md5('{}')::uuid, '5s')",
-                         "select membank_private.update_routed(md5('{}')::uuid, '{}', gen_random_uuid(), 'x',"
-                         " null, null, null, null, false, null, null, '5s')"):
+                         " null, null, null, null, null, null, 'rrf', 1, 1, 10, 400, null)"):
                 with pytest.raises(psycopg.Error) as denied:
                     c.execute(call)
                 assert denied.value.sqlstate == "42501", (call, denied.value)

@@ -4,11 +4,8 @@
 -- trigger needs it to keep document frequencies consistent. Taking it first,
 -- always, means no writer waits for it while holding a row that the lock
 -- holder needs: no deadlock between writers of a scope. (On Citus
--- update_memory and delete_memory with a scope take it on the scope's node,
--- on the shard by name, in their one routed statement: lock_scope_here
--- below; create_memory leaves it to its INSERT's trigger on the shard, which
--- takes it before any row but the new memory's own, which no one else can
--- wait for.)
+-- create_memory leaves it to its INSERT's trigger on the shard, which takes
+-- it before any row but the new memory's own, which no one else can wait for.)
 --
 -- The lock is a FOR UPDATE row lock on the scope's row in
 -- membank_private.scope_locks, a table on which no role but membank's owner
@@ -234,66 +231,10 @@ begin
     perform set_config('lock_timeout', _callers, true);
 exception
     when lock_not_available then
-        perform membank_private.raise_scope_busy(scope_id, timeout);
-end
-$$;
-
--- name: raise_scope_busy: raise MB040 for a wait on a scope's write lock that outlasted timeout (membank.lock_timeout).
-create or replace function membank_private.raise_scope_busy(scope_id uuid, timeout text)
-returns void
-language plpgsql
-stable
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-begin
-    raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
-        using errcode = 'MB040',
-              detail = format('scope_id: %s', scope_id),
-              hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
-end
-$$;
-
--- name: lock_scope_here: Citus, on the scope's node: its write lock on the scope_locks shard by name (bounded wait).
--- For the functions a write's one routed statement runs on the scope's node
--- (update_on_shard and delete_on_shard in 030): no statement
--- there may name a distributed table (a nested distributed query), so the
--- lock is lock_scope's, on the shard: at once when free or held by this
--- transaction, else waiting at most timeout (the caller's
--- membank.lock_timeout, passed from the coordinator: the session here is
--- the owner's), then MB040. The scope's lock row exists (the routed
--- statement read it); one gone meanwhile (the scope erased) is 40001.
-create or replace function membank_private.lock_scope_here(scope_id uuid, timeout text)
-returns void
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _locks text := membank_private.shard_table('scope_locks', scope_id);
-    _found boolean;
-    _callers text;
-begin
-    execute format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks)
-    into _found using scope_id;
-    if _found then
-        return;
-    end if;
-    _callers := current_setting('lock_timeout');
-    perform set_config('lock_timeout', timeout, true);
-    begin
-        execute format('select true from %s as l where l.scope_id = $1 for update', _locks) into _found using scope_id;
-    exception
-        when lock_not_available then
-            perform membank_private.raise_scope_busy(scope_id, timeout);
-    end;
-    perform set_config('lock_timeout', _callers, true);
-    if _found is null then
-        raise exception 'scope: its write lock row went away while this write waited for it'
-            using errcode = 'serialization_failure', detail = format('scope_id: %s', scope_id),
-                  hint = 'nothing was written; retry the call';
-    end if;
+        raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
+            using errcode = 'MB040',
+                  detail = format('scope_id: %s', scope_id),
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
 

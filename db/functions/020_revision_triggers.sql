@@ -5,25 +5,6 @@
 -- transaction-local setting membank.revision_context, set by
 -- set_revision_context() and cleared by clear_revision_context().
 
--- name: revision_context_text: the value of membank.revision_context that carries labels and sources.
--- Also for the writes Citus runs on the scope's node in one routed
--- statement (030_memories.sql), which set it there themselves.
-create or replace function membank_private.revision_context_text(
-    labels jsonb default '{}',
-    source_event_ids text[] default '{}',
-    extracted_memories jsonb default null
-) returns text
-language sql
-stable
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-    select jsonb_build_object(
-        'labels', coalesce(labels, '{}'),
-        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
-        'extracted_memories', extracted_memories)::text;
-$$;
-
 -- name: set_revision_context: attach labels/sources to the revisions written next.
 create or replace function membank_private.set_revision_context(
     labels jsonb default '{}',
@@ -36,9 +17,10 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
     -- carry_setting: on Citus the trigger reading it runs on the worker (015_scope_locks.sql).
-    select membank_private.carry_setting('membank.revision_context',
-                                         membank_private.revision_context_text(labels, source_event_ids,
-                                                                               extracted_memories));
+    select membank_private.carry_setting('membank.revision_context', jsonb_build_object(
+        'labels', coalesce(labels, '{}'),
+        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
+        'extracted_memories', extracted_memories)::text);
 $$;
 
 -- name: clear_revision_context: forget the context so later statements do not inherit it.

@@ -102,230 +102,12 @@ begin
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
        or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
-        perform membank_private.raise_memory_not_found(_name);
+        raise exception 'name: memory % not found', _name
+            using errcode = 'no_data_found',
+                  hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
+                  detail = 'argument: name';
     end if;
     return _row;
-end
-$$;
-
--- name: raise_memory_not_found: raise P0002 for a name that is not a live memory the caller may reach.
-create or replace function membank_private.raise_memory_not_found(name uuid)
-returns void
-language plpgsql
-immutable
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-begin
-    raise exception 'name: memory % not found', name
-        using errcode = 'no_data_found',
-              hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
-              detail = 'argument: name';
-end
-$$;
-
--- An update or a delete of one memory in a named scope, on Citus: one
--- routed statement. The public function validates its arguments and checks the
--- caller's bindings on the coordinator, as on one server, then sends
---     select membank_private.<call>_on_shard(l.scope_id, ...)
---     from scope_locks as l where l.scope_id = ... [for update of l]
--- which Citus routes to the scope's shard of scope_locks (the <call>_routed
--- functions below), so the function runs on the node holding the scope and
--- does the call's work there on the colocated shards by name
--- (shard_table, 015), with plain PostgreSQL statements (EXECUTE ... USING,
--- planned at each call: one-row statements, whose plan costs less than
--- prepared_on_shard's lookup in pg_prepared_statements, which copies every
--- statement the connection holds, retrieval's long ones included; with
--- them create_memory was 0.8 to 1.0 ms slower than its INSERT through
--- Citus on a lab cluster, 2026-12-03). No statement there names a
--- distributed table (a nested distributed query); the memories triggers
--- fire on the shard as before and write the shards by name. What the worker needs of the caller comes as arguments,
--- never from its session (the bank's owner there): the wait limit
--- (membank.lock_timeout), the revision context (labels, sources), the
--- statement's time. A write's statement locks its scope_locks row (FOR
--- UPDATE, taken inside already): a read-only routed SELECT would be sent
--- outside a transaction block when the caller is not in one (Citus opens
--- one for a SELECT only in a BEGIN block or, FOR UPDATE, in any function),
--- and its write would commit on the worker whatever the coordinator did
--- next. With it, the worker's transaction commits or rolls back with the
--- caller's (one phase: one worker). A scope without a lock row (no write
--- yet) returns no row: the call takes its statements through Citus.
--- The coordinator marks the due-work index (121_due_work.sql) after the
--- routed statement, which holds the scope's lock by then.
-
--- name: find_memory_here: Citus, on the scope's node: find_memory's locked row, on the shards by name.
--- The scope's lock and the row in one statement when the lock is free or
--- this transaction's (as find_memory on Citus), else lock_scope_here's
--- bounded wait (MB040) and the row; P0002 as find_memory raises it (now:
--- the coordinator's statement time, for expiry).
-create or replace function membank_private.find_memory_here(
-    scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamptz
-) returns membank_private.memories
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _memories text := membank_private.shard_table('memories', scope_id);
-    _row membank_private.memories;
-begin
-    execute format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
-                   ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
-                   ' for update of l skip locked for update of m',
-                   membank_private.shard_table('scope_locks', scope_id), _memories)
-    into _row using scope_id, name;
-    if _row.name is null then
-        perform membank_private.lock_scope_here(scope_id, lock_timeout);
-        execute format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update', _memories)
-        into _row using scope_id, name;
-    end if;
-    if _row.name is null or not (_row.expire_time is null or _row.expire_time > now) or _row.scope <> scope then
-        perform membank_private.raise_memory_not_found(name);
-    end if;
-    return _row;
-end
-$$;
-
--- name: update_on_shard: Citus, on the scope's node: update_memory's find, compare-and-set and UPDATE by shard name.
--- The new values are validated on the coordinator; null leaves a field
--- (set_expire: expire_time replaces the expiry, null removing it); an
--- update that changes nothing writes nothing.
-create or replace function membank_private.update_on_shard(
-    scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb,
-    expire_time timestamptz, set_expire boolean, expected_revision integer, revision_context text,
-    lock_timeout text, now timestamptz
-) returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
-    _new membank_private.memories := _row;
-    _memory membank.memory;
-begin
-    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    _new.fact := coalesce(update_on_shard.fact, _row.fact);
-    _new.topics := coalesce(update_on_shard.topics, _row.topics);
-    _new.metadata := coalesce(update_on_shard.metadata, _row.metadata);
-    _new.structured_content := coalesce(update_on_shard.structured_content, _row.structured_content);
-    if set_expire then
-        _new.expire_time := update_on_shard.expire_time;
-    end if;
-    if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
-       is not distinct from
-       (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
-        return membank_private.to_memory(_row);  -- nothing changed: no revision
-    end if;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', revision_context, true);
-    end if;
-    execute format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
-                   ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
-                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                   membank_private.shard_table('memories', scope_id))
-    into _memory
-    using scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', '', true);
-    end if;
-    return _memory;
-end
-$$;
-
--- name: delete_on_shard: Citus, on the scope's node: delete_memory's find, compare-and-set and DELETE by shard name.
-create or replace function membank_private.delete_on_shard(
-    scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text,
-    now timestamptz
-) returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-as $$
-declare
-    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
-begin
-    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    if revision_context is not null then
-        perform set_config('membank.revision_context', revision_context, true);
-    end if;
-    execute format('delete from %s as m where m.scope_id = $1 and m.name = $2',
-                   membank_private.shard_table('memories', scope_id))
-    using scope_id, name;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', '', true);
-    end if;
-    return membank_private.to_memory(_row);
-end
-$$;
-
--- The coordinator's side (Citus only): the routed statement, a SELECT of
--- the function on the scope's one row of scope_locks, which Citus plans on
--- its fast path (one distributed table, scope_id = a value; PL/pgSQL's
--- generic plan is kept and pruned to the shard at each call; a lateral
--- join of the function took Citus's full router planner, 0.9 ms more per
--- create_memory on a lab cluster, 2026-12-03). Its arguments go to the
--- worker as text in this session's styles: pinned here (every float digit,
--- ISO times; a caller's DateStyle SQL, DMY sent an expire_time with day and
--- month swapped).
-
--- name: update_routed: Citus: update_memory's routed statement (update_on_shard); null: the scope has no lock row.
-create or replace function membank_private.update_routed(
-    scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb,
-    expire_time timestamptz, set_expire boolean, expected_revision integer, revision_context text,
-    lock_timeout text
-) returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-set extra_float_digits to 1
-set datestyle to 'ISO, MDY'
-as $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.update_on_shard(
-               l.scope_id, update_routed.scope, update_routed.name, update_routed.fact, update_routed.topics,
-               update_routed.metadata, update_routed.structured_content, update_routed.expire_time,
-               update_routed.set_expire, update_routed.expected_revision, update_routed.revision_context,
-               update_routed.lock_timeout, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = update_routed.scope_id
-    for update of l;
-    return _routed.memory;
-end
-$$;
-
--- name: delete_routed: Citus: delete_memory's routed statement (delete_on_shard); null: the scope has no lock row.
-create or replace function membank_private.delete_routed(
-    scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text
-) returns membank.memory
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-set extra_float_digits to 1
-set datestyle to 'ISO, MDY'
-as $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.delete_on_shard(
-               l.scope_id, delete_routed.scope, delete_routed.name, delete_routed.expected_revision,
-               delete_routed.revision_context, delete_routed.lock_timeout, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = delete_routed.scope_id
-    for update of l;
-    return _routed.memory;
 end
 $$;
 
@@ -363,40 +145,6 @@ as $$
     where e.scope_id = first_source_event.scope_id and e.event_id = any(event_ids)
     order by e.event_time, e.append_seq, e.session_id
     limit 1;
-$$;
-
--- name: insert_memory_routed: Citus: create_memory's INSERT through Citus, its values sent to the worker in one style.
--- Citus writes an INSERT's values into the statement it sends the worker as
--- text in the session's styles: under a caller's DateStyle 'SQL, DMY' an
--- expire_time of 2031-01-02 was stored as 2031-02-01. Every float digit,
--- ISO times (as retrieve_memories and the routed writes pin them).
-create or replace function membank_private.insert_memory_routed(
-    scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[],
-    metadata jsonb, expire_time timestamptz, context text, source_session_id text, source_event_time timestamptz,
-    source_append_seq bigint
-) returns membank_private.memories
-language plpgsql
-volatile
-security invoker
-set search_path to pg_catalog, pg_temp
-set extra_float_digits to 1
-set datestyle to 'ISO, MDY'
-as $$
-declare
-    _row membank_private.memories;
-begin
-    insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-        source_session_id, source_event_time, source_append_seq
-    ) values (
-        insert_memory_routed.scope_id, insert_memory_routed.scope, insert_memory_routed.memory_type,
-        insert_memory_routed.fact, insert_memory_routed.structured_content, insert_memory_routed.topics,
-        insert_memory_routed.metadata, insert_memory_routed.expire_time, insert_memory_routed.context,
-        insert_memory_routed.source_session_id, insert_memory_routed.source_event_time,
-        insert_memory_routed.source_append_seq
-    ) returning * into _row;
-    return _row;
-end
 $$;
 
 -- name: create_memory: store one memory and its first revision.
@@ -483,20 +231,13 @@ begin
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
         _source := membank_private.first_source_event(_scope_id, source_event_ids);
     end if;
-    if membank_private.distributed() then
-        -- its values go to the worker as text: in one style (insert_memory_routed)
-        _row := membank_private.insert_memory_routed(
-            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-            _source.session_id, _source.event_time, _source.append_seq);
-    else
-        insert into membank_private.memories as m (
-            scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-            source_session_id, source_event_time, source_append_seq
-        ) values (
-            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-            _source.session_id, _source.event_time, _source.append_seq
-        ) returning * into _row;
-    end if;
+    insert into membank_private.memories as m (
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
+    ) values (
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+        _source.session_id, _source.event_time, _source.append_seq
+    ) returning * into _row;
     -- The coordinator's index of due work (121_due_work.sql; a no-op on one
     -- server) hears of the embedding job and the expiry, in this
     -- transaction, once the scope's lock is held: a mark waits for the
@@ -698,56 +439,11 @@ declare
     _row membank_private.memories;
     _new membank_private.memories;
     _context boolean;
-    _scope jsonb;  -- Citus: the routed write's
-    _name uuid;
-    _memory membank.memory;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
             'nothing to update: fact, topics, metadata, ttl, expire_time and structured_content are all null',
             'give at least one field to change; fields left null keep their value');
-    end if;
-    if scope is not null and membank_private.distributed() then
-        -- Citus, a named scope: the arguments checked here (name and scope
-        -- as find_memory checks them, then the fields), then the find, the
-        -- compare-and-set and the UPDATE in one statement routed to the
-        -- scope's shard (update_on_shard); P0002, MB003 and MB040 raised
-        -- there as on one server. A bad field of a memory that is missing
-        -- is 22023 here (one server: P0002, the find comes first).
-        _name := membank_private.parse_name(name);
-        _scope := membank_private.validate_scope(scope);
-        _new.fact := case when fact is not null then membank_private.validate_fact(fact) end;
-        _new.topics := case when topics is not null then membank_private.validate_topics(topics) end;
-        _new.metadata := case when metadata is not null then membank_private.validate_object(metadata, 'metadata') end;
-        _new.structured_content := case when structured_content is not null
-                                        then membank_private.validate_object(structured_content, 'structured_content')
-                                   end;
-        if ttl is not null or expire_time is not null then
-            _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
-        end if;
-        perform membank_private.validate_object(labels, 'labels');
-        perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
-        _context := labels <> '{}' or source_event_ids <> '{}'
-                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
-        _memory := membank_private.update_routed(
-            md5(_scope::text)::uuid, _scope, _name, _new.fact, _new.topics, _new.metadata, _new.structured_content,
-            _new.expire_time, ttl is not null or expire_time is not null, expected_revision,
-            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
-            membank_private.scope_lock_timeout());
-        if _memory.name is not null then
-            -- the due-work index (121_due_work.sql), as lock_scope and the one-server path mark it; the expiry
-            -- given (one server marks it only when it changed: an index row no earlier than a due memory's is
-            -- true either way)
-            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');
-            if _new.expire_time is not null then
-                perform membank_private.mark_due(md5(_scope::text)::uuid, 'expiry', _new.expire_time);
-            end if;
-            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
-                perform membank_private.clear_revision_context();
-            end if;
-            return _memory;
-        end if;
-        _new := null;
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
@@ -818,33 +514,9 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _row membank_private.memories;
+    _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
     _context boolean;
-    _scope jsonb;  -- Citus: the routed write's
-    _name uuid;
-    _memory membank.memory;
 begin
-    if scope is not null and membank_private.distributed() then
-        -- Citus, a named scope: as update_memory, one statement routed to
-        -- the scope's shard (delete_on_shard) after the arguments' checks
-        -- (labels too: 22023 here before a P0002 there).
-        _name := membank_private.parse_name(name);
-        _scope := membank_private.validate_scope(scope);
-        _context := membank_private.validate_object(labels, 'labels') <> '{}'
-                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
-        _memory := membank_private.delete_routed(
-            md5(_scope::text)::uuid, _scope, _name, expected_revision,
-            case when _context then membank_private.revision_context_text(labels) end,
-            membank_private.scope_lock_timeout());
-        if _memory.name is not null then
-            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');  -- as lock_scope does
-            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
-                perform membank_private.clear_revision_context();
-            end if;
-            return _memory;
-        end if;
-    end if;
-    _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     -- As in create_memory: the setting only when there is something to pass
     -- or a context to replace (on Citus each set and clear is a shard command).

@@ -1574,20 +1574,13 @@ begin
         -- where it was said: the earliest of its source events in this scope (session neighbours, 069)
         _source := membank_private.first_source_event(_scope_id, source_event_ids);
     end if;
-    if membank_private.distributed() then
-        -- its values go to the worker as text: in one style (insert_memory_routed)
-        _row := membank_private.insert_memory_routed(
-            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-            _source.session_id, _source.event_time, _source.append_seq);
-    else
-        insert into membank_private.memories as m (
-            scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-            source_session_id, source_event_time, source_append_seq
-        ) values (
-            _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
-            _source.session_id, _source.event_time, _source.append_seq
-        ) returning * into _row;
-    end if;
+    insert into membank_private.memories as m (
+        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
+        source_session_id, source_event_time, source_append_seq
+    ) values (
+        _scope_id, _scope, memory_type, _fact, _content, _topics, _metadata, _expire, context,
+        _source.session_id, _source.event_time, _source.append_seq
+    ) returning * into _row;
     -- The coordinator's index of due work (121_due_work.sql; a no-op on one
     -- server) hears of the embedding job and the expiry, in this
     -- transaction, once the scope's lock is held: a mark waits for the
@@ -1833,33 +1826,9 @@ CREATE FUNCTION membank.delete_memory(name text, scope jsonb DEFAULT NULL::jsonb
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _row membank_private.memories;
+    _row membank_private.memories := membank_private.find_memory(name, scope, lock => true);
     _context boolean;
-    _scope jsonb;  -- Citus: the routed write's
-    _name uuid;
-    _memory membank.memory;
 begin
-    if scope is not null and membank_private.distributed() then
-        -- Citus, a named scope: as update_memory, one statement routed to
-        -- the scope's shard (delete_on_shard) after the arguments' checks
-        -- (labels too: 22023 here before a P0002 there).
-        _name := membank_private.parse_name(name);
-        _scope := membank_private.validate_scope(scope);
-        _context := membank_private.validate_object(labels, 'labels') <> '{}'
-                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
-        _memory := membank_private.delete_routed(
-            md5(_scope::text)::uuid, _scope, _name, expected_revision,
-            case when _context then membank_private.revision_context_text(labels) end,
-            membank_private.scope_lock_timeout());
-        if _memory.name is not null then
-            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');  -- as lock_scope does
-            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
-                perform membank_private.clear_revision_context();
-            end if;
-            return _memory;
-        end if;
-    end if;
-    _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
     -- As in create_memory: the setting only when there is something to pass
     -- or a context to replace (on Citus each set and clear is a shard command).
@@ -4185,56 +4154,11 @@ declare
     _row membank_private.memories;
     _new membank_private.memories;
     _context boolean;
-    _scope jsonb;  -- Citus: the routed write's
-    _name uuid;
-    _memory membank.memory;
 begin
     if num_nulls(fact, topics, metadata, ttl, expire_time, structured_content) = 6 then
         perform membank_private._raise_invalid('fact',
             'nothing to update: fact, topics, metadata, ttl, expire_time and structured_content are all null',
             'give at least one field to change; fields left null keep their value');
-    end if;
-    if scope is not null and membank_private.distributed() then
-        -- Citus, a named scope: the arguments checked here (name and scope
-        -- as find_memory checks them, then the fields), then the find, the
-        -- compare-and-set and the UPDATE in one statement routed to the
-        -- scope's shard (update_on_shard); P0002, MB003 and MB040 raised
-        -- there as on one server. A bad field of a memory that is missing
-        -- is 22023 here (one server: P0002, the find comes first).
-        _name := membank_private.parse_name(name);
-        _scope := membank_private.validate_scope(scope);
-        _new.fact := case when fact is not null then membank_private.validate_fact(fact) end;
-        _new.topics := case when topics is not null then membank_private.validate_topics(topics) end;
-        _new.metadata := case when metadata is not null then membank_private.validate_object(metadata, 'metadata') end;
-        _new.structured_content := case when structured_content is not null
-                                        then membank_private.validate_object(structured_content, 'structured_content')
-                                   end;
-        if ttl is not null or expire_time is not null then
-            _new.expire_time := membank_private.resolve_expire_time(ttl, expire_time);
-        end if;
-        perform membank_private.validate_object(labels, 'labels');
-        perform membank_private.validate_text_array(source_event_ids, 'source_event_ids');
-        _context := labels <> '{}' or source_event_ids <> '{}'
-                    or coalesce(current_setting('membank.revision_context', true), '') <> '';
-        _memory := membank_private.update_routed(
-            md5(_scope::text)::uuid, _scope, _name, _new.fact, _new.topics, _new.metadata, _new.structured_content,
-            _new.expire_time, ttl is not null or expire_time is not null, expected_revision,
-            case when _context then membank_private.revision_context_text(labels, source_event_ids) end,
-            membank_private.scope_lock_timeout());
-        if _memory.name is not null then
-            -- the due-work index (121_due_work.sql), as lock_scope and the one-server path mark it; the expiry
-            -- given (one server marks it only when it changed: an index row no earlier than a due memory's is
-            -- true either way)
-            perform membank_private.mark_due(md5(_scope::text)::uuid, 'embedding');
-            if _new.expire_time is not null then
-                perform membank_private.mark_due(md5(_scope::text)::uuid, 'expiry', _new.expire_time);
-            end if;
-            if coalesce(current_setting('membank.revision_context', true), '') <> '' then
-                perform membank_private.clear_revision_context();
-            end if;
-            return _memory;
-        end if;
-        _new := null;
     end if;
     _row := membank_private.find_memory(name, scope, lock => true);
     perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
@@ -6097,46 +6021,6 @@ CREATE FUNCTION membank_private.default_exempt_tools() RETURNS text[]
     AS $$
     select array['get_memory', 'list_memories', 'load_memory', 'preload_memory', 'retrieve_memories'];
 $$;
-CREATE FUNCTION membank_private.delete_on_shard(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
-begin
-    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    if revision_context is not null then
-        perform set_config('membank.revision_context', revision_context, true);
-    end if;
-    execute format('delete from %s as m where m.scope_id = $1 and m.name = $2',
-                   membank_private.shard_table('memories', scope_id))
-    using scope_id, name;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', '', true);
-    end if;
-    return membank_private.to_memory(_row);
-end
-$_$;
-CREATE FUNCTION membank_private.delete_routed(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, MDY'
-    AS $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.delete_on_shard(
-               l.scope_id, delete_routed.scope, delete_routed.name, delete_routed.expected_revision,
-               delete_routed.revision_context, delete_routed.lock_timeout, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = delete_routed.scope_id
-    for update of l;
-    return _routed.memory;
-end
-$$;
 CREATE FUNCTION membank_private.describe_time(local_time text) RETURNS text
     LANGUAGE sql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -6507,35 +6391,14 @@ begin
        or not membank_private.is_live(_row.expire_time)
        or (_scope is not null and _row.scope <> _scope)
        or (_scope is null and not membank_private.scope_allowed(_row.scope)) then
-        perform membank_private.raise_memory_not_found(_name);
+        raise exception 'name: memory % not found', _name
+            using errcode = 'no_data_found',
+                  hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
+                  detail = 'argument: name';
     end if;
     return _row;
 end
 $$;
-CREATE FUNCTION membank_private.find_memory_here(scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamp with time zone) RETURNS membank_private.memories
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _memories text := membank_private.shard_table('memories', scope_id);
-    _row membank_private.memories;
-begin
-    execute format('select m.* from %s as l inner join %s as m on m.scope_id = l.scope_id'
-                   ' where l.scope_id = $1 and m.scope_id = $1 and m.name = $2'
-                   ' for update of l skip locked for update of m',
-                   membank_private.shard_table('scope_locks', scope_id), _memories)
-    into _row using scope_id, name;
-    if _row.name is null then
-        perform membank_private.lock_scope_here(scope_id, lock_timeout);
-        execute format('select m.* from %s as m where m.scope_id = $1 and m.name = $2 for update', _memories)
-        into _row using scope_id, name;
-    end if;
-    if _row.name is null or not (_row.expire_time is null or _row.expire_time > now) or _row.scope <> scope then
-        perform membank_private.raise_memory_not_found(name);
-    end if;
-    return _row;
-end
-$_$;
 CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb DEFAULT NULL::jsonb) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7283,28 +7146,6 @@ begin
     return _row;
 end
 $$;
-CREATE FUNCTION membank_private.insert_memory_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_session_id text, source_event_time timestamp with time zone, source_append_seq bigint) RETURNS membank_private.memories
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, MDY'
-    AS $$
-declare
-    _row membank_private.memories;
-begin
-    insert into membank_private.memories as m (
-        scope_id, scope, memory_type, fact, structured_content, topics, metadata, expire_time, context,
-        source_session_id, source_event_time, source_append_seq
-    ) values (
-        insert_memory_routed.scope_id, insert_memory_routed.scope, insert_memory_routed.memory_type,
-        insert_memory_routed.fact, insert_memory_routed.structured_content, insert_memory_routed.topics,
-        insert_memory_routed.metadata, insert_memory_routed.expire_time, insert_memory_routed.context,
-        insert_memory_routed.source_session_id, insert_memory_routed.source_event_time,
-        insert_memory_routed.source_append_seq
-    ) returning * into _row;
-    return _row;
-end
-$$;
 CREATE FUNCTION membank_private.is_blank(value text) RETURNS boolean
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7606,36 +7447,6 @@ begin
     end if;
 end
 $$;
-CREATE FUNCTION membank_private.lock_scope_here(scope_id uuid, timeout text) RETURNS void
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _locks text := membank_private.shard_table('scope_locks', scope_id);
-    _found boolean;
-    _callers text;
-begin
-    execute format('select true from %s as l where l.scope_id = $1 for update skip locked', _locks)
-    into _found using scope_id;
-    if _found then
-        return;
-    end if;
-    _callers := current_setting('lock_timeout');
-    perform set_config('lock_timeout', timeout, true);
-    begin
-        execute format('select true from %s as l where l.scope_id = $1 for update', _locks) into _found using scope_id;
-    exception
-        when lock_not_available then
-            perform membank_private.raise_scope_busy(scope_id, timeout);
-    end;
-    perform set_config('lock_timeout', _callers, true);
-    if _found is null then
-        raise exception 'scope: its write lock row went away while this write waited for it'
-            using errcode = 'serialization_failure', detail = format('scope_id: %s', scope_id),
-                  hint = 'nothing was written; retry the call';
-    end if;
-end
-$_$;
 CREATE FUNCTION membank_private.lock_scope_on_shard(scope_id uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7680,7 +7491,10 @@ begin
     perform set_config('lock_timeout', _callers, true);
 exception
     when lock_not_available then
-        perform membank_private.raise_scope_busy(scope_id, timeout);
+        raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
+            using errcode = 'MB040',
+                  detail = format('scope_id: %s', scope_id),
+                  hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
 CREATE FUNCTION membank_private.managed_topics() RETURNS jsonb
@@ -9026,28 +8840,6 @@ CREATE FUNCTION membank_private.raise_bank_row_busy(argument text, what text) RE
 begin
     raise exception '%: another call held % for longer than %', argument, what, membank_private.scope_lock_timeout()
         using errcode = 'MB040', detail = format('argument: %s', argument),
-              hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
-end
-$$;
-CREATE FUNCTION membank_private.raise_memory_not_found(name uuid) RETURNS void
-    LANGUAGE plpgsql IMMUTABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-    raise exception 'name: memory % not found', name
-        using errcode = 'no_data_found',
-              hint = 'it may never have existed, have been deleted, have expired, or belong to another scope',
-              detail = 'argument: name';
-end
-$$;
-CREATE FUNCTION membank_private.raise_scope_busy(scope_id uuid, timeout text) RETURNS void
-    LANGUAGE plpgsql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-begin
-    raise exception 'scope: another write to this scope held its write lock for longer than %', timeout
-        using errcode = 'MB040',
-              detail = format('scope_id: %s', scope_id),
               hint = 'nothing was written; retry the call (the wait limit is the setting membank.lock_timeout)';
 end
 $$;
@@ -10487,15 +10279,6 @@ begin
         _c_score);
 end
 $_$;
-CREATE FUNCTION membank_private.revision_context_text(labels jsonb DEFAULT '{}'::jsonb, source_event_ids text[] DEFAULT '{}'::text[], extracted_memories jsonb DEFAULT NULL::jsonb) RETURNS text
-    LANGUAGE sql STABLE
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
-    select jsonb_build_object(
-        'labels', coalesce(labels, '{}'),
-        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
-        'extracted_memories', extracted_memories)::text;
-$$;
 CREATE FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) RETURNS uuid
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -11402,9 +11185,10 @@ CREATE FUNCTION membank_private.set_revision_context(labels jsonb DEFAULT '{}'::
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
     -- carry_setting: on Citus the trigger reading it runs on the worker (015_scope_locks.sql).
-    select membank_private.carry_setting('membank.revision_context',
-                                         membank_private.revision_context_text(labels, source_event_ids,
-                                                                               extracted_memories));
+    select membank_private.carry_setting('membank.revision_context', jsonb_build_object(
+        'labels', coalesce(labels, '{}'),
+        'source_event_ids', to_jsonb(coalesce(source_event_ids, '{}')),
+        'extracted_memories', extracted_memories)::text);
 $$;
 CREATE FUNCTION membank_private.shard_table(table_name text, scope_id uuid) RETURNS text
     LANGUAGE plpgsql STABLE
@@ -12494,66 +12278,6 @@ CREATE FUNCTION membank_private.unaccent_text(input text) RETURNS text
     LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
     SET search_path TO 'pg_catalog', 'pg_temp'
     RETURN membank_extensions.unaccent('membank_extensions.unaccent'::regdictionary, input);
-CREATE FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $_$
-declare
-    _row membank_private.memories := membank_private.find_memory_here(scope_id, scope, name, lock_timeout, now);
-    _new membank_private.memories := _row;
-    _memory membank.memory;
-begin
-    perform membank_private.check_revision(_row.name, _row.revision, expected_revision);
-    _new.fact := coalesce(update_on_shard.fact, _row.fact);
-    _new.topics := coalesce(update_on_shard.topics, _row.topics);
-    _new.metadata := coalesce(update_on_shard.metadata, _row.metadata);
-    _new.structured_content := coalesce(update_on_shard.structured_content, _row.structured_content);
-    if set_expire then
-        _new.expire_time := update_on_shard.expire_time;
-    end if;
-    if (_new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time)
-       is not distinct from
-       (_row.fact, _row.topics, _row.metadata, _row.structured_content, _row.expire_time) then
-        return membank_private.to_memory(_row);  -- nothing changed: no revision
-    end if;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', revision_context, true);
-    end if;
-    execute format('update %s as m set fact = $3, topics = $4, metadata = $5, structured_content = $6,'
-                   ' expire_time = $7 where m.scope_id = $1 and m.name = $2'
-                   ' returning m.name, m.scope, m.memory_type, m.fact, m.structured_content, m.topics,'
-                   ' m.metadata, m.revision, m.create_time, m.update_time, m.expire_time',
-                   membank_private.shard_table('memories', scope_id))
-    into _memory
-    using scope_id, name, _new.fact, _new.topics, _new.metadata, _new.structured_content, _new.expire_time;
-    if revision_context is not null then
-        perform set_config('membank.revision_context', '', true);
-    end if;
-    return _memory;
-end
-$_$;
-CREATE FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text) RETURNS membank.memory
-    LANGUAGE plpgsql
-    SET search_path TO 'pg_catalog', 'pg_temp'
-    SET extra_float_digits TO '1'
-    SET "DateStyle" TO 'ISO, MDY'
-    AS $$
-declare
-    _now timestamptz := statement_timestamp();
-    _routed record;
-begin
-    select membank_private.update_on_shard(
-               l.scope_id, update_routed.scope, update_routed.name, update_routed.fact, update_routed.topics,
-               update_routed.metadata, update_routed.structured_content, update_routed.expire_time,
-               update_routed.set_expire, update_routed.expected_revision, update_routed.revision_context,
-               update_routed.lock_timeout, _now) as memory
-    into _routed
-    from membank_private.scope_locks as l
-    where l.scope_id = update_routed.scope_id
-    for update of l;
-    return _routed.memory;
-end
-$$;
 CREATE FUNCTION membank_private.validate_allow_operators(allow_operators text[]) RETURNS text[]
     LANGUAGE plpgsql IMMUTABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -14022,8 +13746,6 @@ REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_t
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.delete_on_shard(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.delete_routed(scope_id uuid, scope jsonb, name uuid, expected_revision integer, revision_context text, lock_timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.describe_time(local_time text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.distributed() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.due_scopes_by_node(kind text) FROM PUBLIC;
@@ -14041,7 +13763,6 @@ REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operati
 REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.find_memory_here(scope_id uuid, scope jsonb, name uuid, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
@@ -14061,7 +13782,6 @@ REVOKE ALL ON FUNCTION membank_private.hnsw_statement(scope_id uuid, dimension i
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.insert_memory_routed(scope_id uuid, scope jsonb, memory_type text, fact text, structured_content jsonb, topics text[], metadata jsonb, expire_time timestamp with time zone, context text, source_session_id text, source_event_time timestamp with time zone, source_append_seq bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
@@ -14074,7 +13794,6 @@ REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zon
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_import_name(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.lock_scope_here(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_on_shard(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope_waiting(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.managed_topics() FROM PUBLIC;
@@ -14128,8 +13847,6 @@ REVOKE ALL ON FUNCTION membank_private.query_lexemes(query_text text) FROM PUBLI
 REVOKE ALL ON FUNCTION membank_private.query_signals(query_texts text[], scope_ids uuid[], OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.query_signals_of(query_texts text[], scope_ids uuid[], documents bigint, pending boolean, OUT idf_total double precision, OUT unknown_share double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.raise_bank_row_busy(argument text, what text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.raise_memory_not_found(name uuid) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.raise_scope_busy(scope_id uuid, timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_candidates(candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[], queries membank_extensions.vector[], scope_ids uuid[], scopes jsonb[], texts text[], k integer, depth integer, min_similarity double precision, rrf_k integer, top_similarity double precision, idf_total double precision, unknown_share double precision, absent_rank integer, min_relevance double precision) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, rrf_k integer, min_relevance double precision, documents bigint, pending boolean, candidate_query bigint[], candidate_name uuid[], candidate_distance double precision[], candidate_vector_rank integer[], candidate_text_rank real[], candidate_text_match_rank integer[], candidate_text_tiebreak real[], candidate_score double precision[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.rank_statement() FROM PUBLIC;
@@ -14175,7 +13892,6 @@ GRANT ALL ON FUNCTION membank_private.retention_totals(totals jsonb, batch jsonb
 REVOKE ALL ON FUNCTION membank_private.retire_sources(name uuid, scope_id uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retired_by(scope_id uuid, events jsonb, sources text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.retrieve_on_shard(scope_id uuid, scopes jsonb[], texts text[], queries membank_extensions.vector[], k integer, depth integer, min_similarity double precision, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer, rerank_depth integer, min_relevance double precision, OUT documents bigint, OUT pending boolean, OUT jobs boolean, OUT hnsw boolean, OUT memories membank.retrieved_memory[]) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.revision_context_text(labels jsonb, source_event_ids text[], extracted_memories jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.revisions_scope_id(name uuid, scope jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.run_on_node(node_name text, node_port integer, command text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.said_text(t jsonb) FROM PUBLIC;
@@ -14245,8 +13961,6 @@ REVOKE ALL ON FUNCTION membank_private.trim_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_json(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.try_lock_scope(scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.unaccent_text(input text) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.update_on_shard(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text, now timestamp with time zone) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.update_routed(scope_id uuid, scope jsonb, name uuid, fact text, topics text[], metadata jsonb, structured_content jsonb, expire_time timestamp with time zone, set_expire boolean, expected_revision integer, revision_context text, lock_timeout text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_allow_operators(allow_operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_direct_facts(facts jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.validate_events(events jsonb) FROM PUBLIC;
