@@ -10,6 +10,7 @@ and workers use, with scopes on both workers.
 from __future__ import annotations
 
 import json
+import re
 import threading
 import uuid
 from contextlib import contextmanager
@@ -265,6 +266,84 @@ def test_generation_claims_are_at_most_once_between_two_concurrent_claimers(clus
             "select operation_name::text from membank.claim_generation_jobs(10)").fetchall()} == {r[0] for r in rest}
         third.rollback()
         first.rollback()
+
+
+def test_one_operation_run_in_process_sends_its_statements_to_its_scopes_worker_alone(cluster):
+    """An in-process run (claims of one operation by name, as process_pending makes them) never reads every shard.
+
+    The first claim finds the operation's scope in the coordinator's index of
+    due work, asking each due scope's shard; a later claim, from this
+    session's last claim of it (the claims looked the name up on all 32
+    shards, on both workers, each time); the facts' vectors are stored for the
+    memories created in the operation's scope, not in the scopes every shard
+    says the names are in. Preparing a consolidation (the embedding
+    configuration checked, each fact's vector checked) runs no exception
+    block once the transaction has reached the worker, so it sends it no
+    SAVEPOINT (each one sent SAVEPOINT and RELEASE).
+    """
+    from membank.distribute import DISTRIBUTED
+    from test_citus import RemoteCommands
+
+    db, login = cluster
+    scopes = scopes_on_both_workers(db, 2)
+    writer = login("membank_writer")
+    for other in scopes[1:]:  # other scopes, on both workers, have jobs due too
+        generate(writer, other, ["I like tea."])
+    scope = scopes[0]
+    operation = generate(writer, scope, ["I live in Oslo.", "I work as a nurse."])
+    port = port_of(db, scope)
+    provider = RulesProvider()
+    worker = login("membank_worker")
+    with connect(worker) as c:
+        c.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 3)")
+    with db.connect() as c:
+        # A bank past its first 200 vectors: until then each store also asks every shard whether the centroid
+        # can be set (050_embeddings.sql, store_vectors); set here instead of storing 200 vectors.
+        schema = c.execute("select typnamespace::regnamespace::text from pg_type where typname = 'vector'"
+                           ).fetchone()[0]
+        c.execute(sql.SQL("update membank_private.embedding_config set centroid = '[0.01,0.01,0.01]'::{}.vector")
+                  .format(sql.Identifier(schema)))
+        # the shards of the scopes with jobs due
+        due_shards = {r[0] for r in c.execute(
+            "select get_shard_id_for_distribution_column(('membank_private.' || t)::regclass,"
+            " md5(s::jsonb::text)::uuid) from unnest(%s::text[]) as t, unnest(%s::text[]) as s",
+            (list(DISTRIBUTED), [json.dumps(x) for x in scopes]))}
+    with connect(worker, autocommit=False) as c:
+        log = RemoteCommands(c)
+        stages, statuses, claims = [], [], 0
+        while True:
+            claims += 1
+            rows, ports = log.during("select * from membank.claim_generation_jobs(1, %s::uuid)", (operation,))
+            shards = {int(s) for s in re.findall(r"membank_private\.[a-z_]+_(\d+)", " ".join(log.commands))}
+            if claims == 1:  # from the index of due work: the due scopes' shards
+                assert shards and shards <= due_shards, log.commands
+            else:  # this session's claim before: the operation's worker alone
+                assert ports == {port}, log.commands
+            if not rows:
+                c.commit()
+                break
+            job = rows[0]
+            stages.append(job[2])
+            if job[2] == "CONSOLIDATE":
+                vectors = [[1.0, float(n), 0.5] for n in range(len(job[4]))]
+                rows, ports = log.during(
+                    "select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
+                    " embedding_model => 'test/m')", (job[0], vectors))
+                assert ports == {port} and not [x for x in log.commands if "SAVEPOINT" in x], log.commands
+                job = rows[0]
+            reply = provider.complete(job[5], job[6], input=job[7])
+            rows, ports = log.during("select membank.complete_generation_job(%s, %s)", (job[0], reply))
+            statuses.append(rows[0][0])
+            assert ports == {port}, "\n".join(log.commands)
+            c.commit()
+        assert stages == ["EXTRACT", "CONSOLIDATE"] and statuses == ["next", "done"] and claims == 3
+    with connect(writer) as c:
+        assert sorted(r[0] for r in c.execute("select fact from membank.list_memories(scope => %s)",
+                                              (json.dumps(scope),))) == ["The user lives in Oslo.",
+                                                                          "The user works as a nurse."]
+    with db.connect() as c:  # each fact's vector stored for its memory, in the operation's scope
+        assert c.execute("select count(*) from membank_private.memory_embeddings"
+                         " where scope_id = md5(%s::jsonb::text)::uuid", (json.dumps(scope),)).fetchone() == (2,)
 
 
 def test_a_held_scope_lock_bounds_completing_a_job_with_mb040(cluster):

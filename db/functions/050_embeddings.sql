@@ -92,32 +92,38 @@ begin
     end if;
     select * into _config from membank_private.embedding_config;
     if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
-        return;  -- the common case: no lock, so concurrent workers never queue here
+        -- The common case: no lock, so concurrent workers never queue here,
+        -- and no exception block, which is a subtransaction (on Citus,
+        -- SAVEPOINT and RELEASE sent to every worker the caller's
+        -- transaction has reached; a generation job calls this mid-transaction).
+        return;
     end if;
     perform membank_private.refuse_bound_caller('configure_embedding');
-    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
-    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-    -- The first model wins; concurrent first calls meet on the singleton key.
-    insert into membank_private.embedding_config (model_id, dimension)
-    values (configure_embedding.model_id, configure_embedding.dimension)
-    on conflict do nothing;
-    select * into _config from membank_private.embedding_config for update;
-    if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
-        if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
-            raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
-                _config.model_id, _config.dimension, model_id, dimension
-                using errcode = 'MB010',
-                      hint = 'configure the same embedder, or switch the bank over with `membank reembed` '
-                             '(membank.reembed()), which re-embeds every memory',
-                      detail = 'argument: model_id';
+    begin
+        -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+        perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+        -- The first model wins; concurrent first calls meet on the singleton key.
+        insert into membank_private.embedding_config (model_id, dimension)
+        values (configure_embedding.model_id, configure_embedding.dimension)
+        on conflict do nothing;
+        select * into _config from membank_private.embedding_config for update;
+        if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
+            if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
+                raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
+                    _config.model_id, _config.dimension, model_id, dimension
+                    using errcode = 'MB010',
+                          hint = 'configure the same embedder, or switch the bank over with `membank reembed` '
+                                 '(membank.reembed()), which re-embeds every memory',
+                          detail = 'argument: model_id';
+            end if;
+            update membank_private.embedding_config as c
+            set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
+                centroid = null, update_time = statement_timestamp();
         end if;
-        update membank_private.embedding_config as c
-        set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
-            centroid = null, update_time = statement_timestamp();
-    end if;
-exception
-    when lock_not_available then
-        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
+    exception
+        when lock_not_available then
+            perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
+    end;
 end
 $$;
 
@@ -386,9 +392,13 @@ $$;
 -- apply_consolidation stores the facts' own vectors (prepare_consolidation
 -- took them as real[][]) through here, without a round trip through text.
 -- Raises what store_embeddings raises for the vectors: 22023 (zero norm,
--- wrong dimension), MB010, MB040.
+-- wrong dimension), MB010, MB040. names_scope_id: the memories' scope when the
+-- caller knows it (apply_consolidation; on Citus the writes then go to its
+-- shards without asking every shard which scope the names are in).
+drop function if exists membank_private.store_vectors(text, integer, uuid[], uuid[], vector[]);
 create or replace function membank_private.store_vectors(
-    model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors vector[]
+    model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors vector[],
+    names_scope_id uuid default null
 ) returns integer
 language plpgsql
 volatile
@@ -411,7 +421,7 @@ begin
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
     if membank_private.on_citus() then
-        _count := membank_private.store_embeddings_by_scope(model_id, memory_names, fact_md5s, vectors);
+        _count := membank_private.store_embeddings_by_scope(model_id, memory_names, fact_md5s, vectors, names_scope_id);
     else
         _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
     end if;

@@ -35,16 +35,29 @@ begin
     end if;
     -- pgvector's cast rejects null, NaN and infinite entries (SQLSTATE class
     -- 22): one pass in C, where scanning the array in SQL cost a tenth of a
-    -- small scope's retrieval.
-    begin
+    -- small scope's retrieval. A vector with none of them (array_position,
+    -- also C; NaN equals NaN for real) is cast outside an exception block:
+    -- a block is a subtransaction, and on Citus, once the transaction has
+    -- reached a worker (consolidation checks each fact's vector), each one
+    -- sends it SAVEPOINT and RELEASE. Any other vector meets the cast in the
+    -- block, which names pgvector's reason.
+    if array_ndims(query_embedding) = 1
+       and array_position(query_embedding, null) is null
+       and array_position(query_embedding, 'NaN'::real) is null
+       and array_position(query_embedding, 'Infinity'::real) is null
+       and array_position(query_embedding, '-Infinity'::real) is null then
         _query := query_embedding::vector;
-    exception
-        when data_exception then
-            -- e.g. "NaN not allowed in vector", "array must not contain nulls"
-            perform membank_private._raise_invalid('query_embedding',
-                format('is not a valid vector: %s', sqlerrm),
-                'pass the finite floats the embedding model returned');
-    end;
+    else
+        begin
+            _query := query_embedding::vector;
+        exception
+            when data_exception then
+                -- e.g. "NaN not allowed in vector", "array must not contain nulls"
+                perform membank_private._raise_invalid('query_embedding',
+                    format('is not a valid vector: %s', sqlerrm),
+                    'pass the finite floats the embedding model returned');
+        end;
+    end if;
     -- Cosine distance to itself is NaN exactly when pgvector's float32 norm
     -- is zero: a zero vector, or one so small its squares underflow.
     if (_query <=> _query) = 'NaN'::float8 then

@@ -536,15 +536,24 @@ declare
     _config text;
     _dimension integer;
 begin
-    -- One read per statement, each by scope_id (on Citus a router query
-    -- each; read together in one statement, Citus sent it to a shard, where
-    -- the nested reads are refused).
-    select s.last_write::text into _last_write
+    -- The scope's rows in one statement, each read naming scope_id: on Citus
+    -- one router query on the scope's shards (three, each a round trip,
+    -- before). No function that reads a table is called inside it (on a
+    -- shard that read would be a nested distributed query): the HNSW check
+    -- below is a statement of its own.
+    select s.last_write::text,
+           (select count(*) from membank_private.memory_embeddings as e
+            where e.scope_id = candidates_stamp.scope_id),
+           (select count(*) from membank_private.embedding_jobs as j
+            where j.scope_id = candidates_stamp.scope_id)
+    into _last_write, _vectors, _jobs
     from membank_private.scope_stats_base as s where s.scope_id = candidates_stamp.scope_id;
-    select count(*) into _vectors
-    from membank_private.memory_embeddings as e where e.scope_id = candidates_stamp.scope_id;
-    select count(*) into _jobs
-    from membank_private.embedding_jobs as j where j.scope_id = candidates_stamp.scope_id;
+    if not found then  -- no statistics row (a scope that never held a memory): the counts alone
+        select count(*) into _vectors
+        from membank_private.memory_embeddings as e where e.scope_id = candidates_stamp.scope_id;
+        select count(*) into _jobs
+        from membank_private.embedding_jobs as j where j.scope_id = candidates_stamp.scope_id;
+    end if;
     select md5(c::text), c.dimension into _config, _dimension from membank_private.embedding_config as c;
     return jsonb_build_object(
         'last_write', _last_write, 'vectors', _vectors, 'embedding_jobs', _jobs, 'embedding_config', _config,

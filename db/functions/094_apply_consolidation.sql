@@ -321,7 +321,8 @@ begin
             array(select md5(_op.facts -> x.i ->> 'fact')::uuid
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
             array(select _vectors[x.i + 1]
-                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
+            _op.scope_id);
     end if;
     if coalesce(job.next_fact, 0) = 0 then
         -- The profile fields, field by field; the model's merged values where it gave them.

@@ -87,6 +87,17 @@ begin
         _text := regexp_replace(_text, '(^|[^\\])((\\\\)*)\\u0000', '\1\2', 'gi');
         exit when _text = _previous;
     end loop;
+    -- PostgreSQL 16 and later test the text without a subtransaction (an
+    -- exception block is one, and on Citus each sends SAVEPOINT and RELEASE
+    -- to every worker the transaction has reached). PostgreSQL 15 never runs
+    -- this branch, so pg_input_is_valid is never looked up there.
+    if current_setting('server_version_num')::integer >= 160000 then
+        if pg_input_is_valid(_text, 'jsonb') then
+            return _text::jsonb;
+        end if;
+        _text := regexp_replace(_text, ',(\s*[}\]])', '\1', 'g');
+        return case when pg_input_is_valid(_text, 'jsonb') then _text::jsonb end;
+    end if;
     begin
         return _text::jsonb;
     exception

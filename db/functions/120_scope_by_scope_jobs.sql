@@ -115,13 +115,18 @@ $$;
 
 -- name: store_embeddings_by_scope: store_embeddings' writes on Citus, one router statement set per scope.
 -- The arguments are checked by store_vectors. Returns the number of vectors
--- stored. The names' scopes come from the claim's hint (claimed_scope), and
--- only those it does not know are looked up over every shard. A scope whose
--- worker does not answer is skipped with a WARNING (its jobs stay leased
--- and are handed out again once the lease ends); the others are stored.
+-- stored. The names' scopes: names_scope_id when the caller knows it (a
+-- consolidation storing its facts' vectors for the memories it just
+-- created), else from the claim's hint (claimed_scope), and only those it
+-- does not know are looked up over every shard. Either way each write
+-- names the scope and the memory (a name of another scope stores nothing).
+-- A scope whose worker does not answer is skipped with a WARNING (its jobs
+-- stay leased and are handed out again once the lease ends); the others
+-- are stored.
 drop function if exists membank_private.store_embeddings_by_scope(text, uuid[], uuid[], text[]);
+drop function if exists membank_private.store_embeddings_by_scope(text, uuid[], uuid[], vector[]);
 create or replace function membank_private.store_embeddings_by_scope(
-    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings vector[]
+    model_id text, memory_names uuid[], fact_md5s uuid[], embeddings vector[], names_scope_id uuid default null
 ) returns integer
 language plpgsql
 volatile
@@ -142,8 +147,14 @@ declare
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
     for _scope_id, _names in
-        select s.scope_id, array_agg(distinct s.name order by s.name) from membank_private.job_scopes(memory_names) as s
-        group by s.scope_id order by s.scope_id
+        select names_scope_id, array_agg(distinct n.name order by n.name)
+        from unnest(memory_names) as n (name)
+        having names_scope_id is not null
+        union all
+        (select s.scope_id, array_agg(distinct s.name order by s.name)
+         from membank_private.job_scopes(memory_names) as s
+         where names_scope_id is null
+         group by s.scope_id order by s.scope_id)
     loop
         if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
             continue;
@@ -317,10 +328,7 @@ begin
     -- scope whose worker does not answer is skipped (WARNING), with the rest
     -- of its node's scopes. With operation_name: that operation's scope only.
     if lock_generation_jobs.operation_name is not null then
-        _one := membank_private.claimed_scope(lock_generation_jobs.operation_name::text);
-        if _one is null then
-            _one := membank_private.operation_scope(lock_generation_jobs.operation_name);
-        end if;
+        _one := membank_private.claim_operation_scope(lock_generation_jobs.operation_name, _now);
     end if;
     for _scope_id in
         select _one where _one is not null
@@ -372,6 +380,10 @@ begin
     end loop;
     -- The jobs' scopes for completing them in this transaction (generation_job_scope, operation_scope).
     perform membank_private.remember_claimed(_keys, _scopes, true);
+    if lock_generation_jobs.operation_name is not null and cardinality(_scopes) > 0 then
+        -- and the operation's scope for this session's next claim of it (claim_operation_scope)
+        perform set_config('membank.claimed_operation', lock_generation_jobs.operation_name || '/' || _scopes[1], false);
+    end if;
     if _left = batch_size then
         -- Nothing claimed: the transaction ends now, so correcting the index
         -- rows visited holds them for no model call (121_due_work.sql).
@@ -379,6 +391,56 @@ begin
             perform membank_private.refresh_due(_scope_id, 'generation');
         end loop;
     end if;
+end
+$$;
+
+-- name: claim_operation_scope: the scope whose jobs a claim of one operation locks (Citus), read from the fewest shards.
+-- An in-process run (process_pending with the operation's name) claims its
+-- operation's jobs one by one until none is left, each claim in a
+-- transaction of its own. The operation's scope, by the first source that
+-- knows it: this transaction's claim hint (claimed_scope); this session's
+-- last claim of the same operation (the setting membank.claimed_operation,
+-- "operation/scope", which a later claim of it reads: an operation never
+-- changes scope); the scopes with generation work due in the coordinator's
+-- index (a due job always has an index row, 121_due_work.sql), when there
+-- are at most 16, asked in one statement that Citus sends to their shards
+-- alone; else every shard (operation_scope: a statement on each of the 32,
+-- which every claim of an in-process run made before). Every source is a
+-- hint: the claim's own router query checks the job is in the scope it
+-- names. An operation the index lacks (queued through a worker's own
+-- connection, until rebuild_due_scopes) is still found, on every shard.
+create or replace function membank_private.claim_operation_scope(operation_name uuid, due timestamptz)
+returns uuid
+language plpgsql
+stable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _hint text := coalesce(current_setting('membank.claimed_operation', true), '');
+    _due uuid [];
+    _scope_id uuid;
+begin
+    _scope_id := membank_private.claimed_scope(operation_name::text);
+    if _scope_id is not null then
+        return _scope_id;
+    end if;
+    if split_part(_hint, '/', 1) = operation_name::text
+       and split_part(_hint, '/', 2) ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
+        return split_part(_hint, '/', 2)::uuid;
+    end if;
+    _due := array(select d.scope_id from membank_private.due_scopes as d
+                  where d.kind = 'generation' and d.due_time <= claim_operation_scope.due
+                  order by d.due_time, d.scope_id limit 17);
+    if cardinality(_due) between 1 and 16 then
+        _scope_id := (select j.scope_id from membank_private.generation_jobs as j
+                      where j.scope_id = any(_due) and j.operation_name = claim_operation_scope.operation_name
+                      limit 1);
+        if _scope_id is not null then
+            return _scope_id;
+        end if;
+    end if;
+    return membank_private.operation_scope(operation_name);
 end
 $$;
 

@@ -265,7 +265,12 @@ $$;
 
 -- name: claimed_scope: the scope a claimed job's key is in, by the session's hint (null: not known).
 -- A hint only: every caller reads its row with scope_id = this and the key,
--- and looks over every shard when that finds nothing.
+-- and looks over every shard when that finds nothing. Read with a pattern,
+-- not a cast in an exception block: on Citus a block is a subtransaction,
+-- and Citus sends SAVEPOINT and RELEASE to every worker the transaction has
+-- reached (two round trips each, and this runs several times per generation
+-- job). remember_claimed writes jsonb's text, {"key": "uuid", ...}; a hint
+-- the caller set to anything else matches nothing: no hint.
 create or replace function membank_private.claimed_scope(key text)
 returns uuid
 language plpgsql
@@ -276,13 +281,11 @@ as $$
 declare
     _hint text := nullif(current_setting('membank.claimed_scopes', true), '');
 begin
-    if _hint is null or not membank_private.distributed() then
+    if _hint is null or not membank_private.distributed() or key !~ '^[0-9a-f-]{1,36}$' then
         return null;
     end if;
-    return (_hint::jsonb ->> key)::uuid;
-exception
-    when data_exception then
-        return null;  -- a hint that is not ours (set by the caller): no hint
+    return substring(_hint from '(?:^\{|, )"' || key
+                                 || '": "([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"(?:, |\}$)')::uuid;
 end
 $$;
 

