@@ -176,6 +176,28 @@ def test_direct_facts_consolidate_and_disable_consolidation_creates(bank):
     assert facts_in(bank) == ["The user is vegetarian."]
 
 
+def test_running_one_operation_stops_once_it_is_done(login, embedder):
+    """process_pending(operation_name=...) claims no job after the one that finished the operation ('done'): on
+    Citus a claim that finds nothing is a transaction of its own. Another operation's due job is left alone."""
+    _, writer_url = login("membank_writer")
+    _, worker_url = login("membank_worker")
+    worker = GenerationWorker(worker_url, RulesProvider(), embedder)
+    claims = []
+    run = worker.process_job
+    worker.process_job = lambda *args, **kwargs: claims.append(args) or run(*args, **kwargs)
+    with MemoryBank(writer_url, max_size=2) as bank:
+        try:
+            other = bank.generate_memories({"user_id": "other"}, events=[event("I live in Lisbon.")])
+            mine = bank.generate_memories(SCOPE, events=[event("I live in Oslo."), event("I work as a nurse.")])
+            assert worker.process_pending(operation_name=str(mine.name)) == 2  # EXTRACT, then CONSOLIDATE
+            assert len(claims) == 2
+            assert mine.get().done and not other.get().done
+            assert worker.process_pending() == 2 and len(claims) == 5  # the other operation, then a claim of none
+        finally:
+            worker.close()
+        assert sorted(facts_in(bank)) == ["The user lives in Oslo.", "The user works as a nurse."]
+
+
 def test_a_fact_the_scope_holds_is_not_stored_again_before_its_memory_has_a_vector(login, superuser, embedder):
     """Consolidation finds an identical fact by full text while the memory it holds waits for its embedding job,
     whether the fact is given directly or extracted again from another event (the writer and worker roles)."""

@@ -63,6 +63,7 @@ class GenerationWorker:
         self.last_exception: BaseException | None = None
         """The exception of the last failed job (its ``hint`` says what to change)."""
         self._conn: psycopg.Connection | None = None
+        self._finished = False  # the last job run finished its operation (complete_generation_job said 'done')
 
     def _connection(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
@@ -155,6 +156,7 @@ class GenerationWorker:
                     log.error("operation %s failed after %s attempts", operation, job[3])
                 return 1
             log.debug("operation %s: %s %s", operation, stage, status)
+        self._finished = status == "done"
         return 1
 
     def process_pending(self, *, limit: int | None = None, progress: Callable[[int], None] | None = None,
@@ -168,11 +170,14 @@ class GenerationWorker:
         """
         done = 0
         while limit is None or done < limit:
+            self._finished = False
             if self.process_job(operation_name, deadline=deadline) == 0:
                 break
             done += 1
             if progress:
                 progress(1)
+            if operation_name is not None and self._finished:
+                break  # the operation is done: no claim left to find (on Citus a transaction of its own)
         return done
 
 
