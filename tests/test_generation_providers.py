@@ -115,8 +115,12 @@ def test_malformed_but_repairable_replies_are_parsed(httpserver, db_url, reply):
         assert op.error is None and len(op.generated_memories) == 2
 
 
-def test_an_invalid_reply_fails_the_operation_and_applies_nothing(httpserver, db_url):
-    script = Script(EXTRACTED, "I would update the first memory and create the second.")
+@pytest.mark.parametrize("reply", [
+    "I would update the first memory and create the second.",
+    "[" * 100_000 + "]" * 100_000,  # deeper than PostgreSQL's stack allows to parse: not JSON, not an error
+], ids=["prose", "nested too deep"])
+def test_an_invalid_reply_fails_the_operation_and_applies_nothing(httpserver, db_url, reply):
+    script = Script(EXTRACTED, reply)
     with openai_bank(httpserver, db_url, script) as bank:
         op = bank.generate_memories(SCOPE, events=EVENTS).wait(30, process=True)
         assert op.done and op.error["code"] == "INVALID_MODEL_OUTPUT" and op.error["stage"] == "CONSOLIDATE"

@@ -90,8 +90,12 @@ begin
     -- PostgreSQL 16 and later test the text without a subtransaction (an
     -- exception block is one, and on Citus each sends SAVEPOINT and RELEASE
     -- to every worker the transaction has reached). PostgreSQL 15 never runs
-    -- this branch, so pg_input_is_valid is never looked up there.
-    if current_setting('server_version_num')::integer >= 160000 then
+    -- this branch, so pg_input_is_valid is never looked up there. A text
+    -- that could nest deeper than 1,000 levels (more opening brackets than
+    -- that) goes to the block: its parse can exceed the stack depth, a hard
+    -- error that pg_input_is_valid raises and the block turns into null.
+    if current_setting('server_version_num')::integer >= 160000
+       and length(_text) - length(translate(_text, '[{', '')) <= 1000 then
         if pg_input_is_valid(_text, 'jsonb') then
             return _text::jsonb;
         end if;
