@@ -602,3 +602,29 @@ def test_many_creates_in_one_transaction_count_words_as_one_per_transaction(db_u
         (Jsonb(single),)).fetchone()["name"]),))
     assert lexicon(conn, bulk) == lexicon(conn, single) and stats(conn, bulk) == stats(conn, single) == 70
     assert ranked(conn, bulk) == ranked(conn, single)
+
+
+def test_a_small_scopes_retrieval_reads_no_table_whole_beside_a_big_scope(superuser, login):
+    """A bank whose biggest scope dominates its statistics (2,000 memories beside one of 20, vacuumed and analyzed,
+    as autovacuum leaves a deployment): the small scope's retrievals, past the five custom plans PL/pgSQL makes
+    before it keeps a generic one, read memories, their vectors and the embedding queue through their scope_id
+    indexes, never by a sequential scan (the generic plan's estimate came from the big scope: it read every row
+    of both tables, 4x the time of the index). As the reader role apps retrieve with."""
+    from citus_cluster import bulk_fill
+
+    superuser.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 16)")
+    bulk_fill(superuser, {"user_id": "big"}, 2000, "test/m", 16)
+    bulk_fill(superuser, {"user_id": "small"}, 20, "test/m", 16)
+    superuser.execute("vacuum analyze")
+    _, reader = login("membank_reader")
+    query = [0.25] * 16
+    with psycopg.connect(reader) as c:  # one transaction: its own scans, counted
+        for _ in range(8):
+            rows = c.execute("select name from membank.retrieve_memories(scope => '{\"user_id\": \"small\"}',"
+                             " query_text => 'note', query_embedding => %s::real[], top_k => 5)",
+                             (query,)).fetchall()
+            assert len(rows) == 5
+        scans = dict(c.execute("select relname, seq_scan from pg_stat_xact_user_tables where schemaname ="
+                               " 'membank_private' and relname in ('memories', 'memory_embeddings', 'embedding_jobs')"
+                               ).fetchall())
+    assert scans == {"memories": 0, "memory_embeddings": 0, "embedding_jobs": 0}

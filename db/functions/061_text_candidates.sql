@@ -147,13 +147,16 @@ $$;
 -- name: scope_has_jobs: whether the scopes have embedding jobs queued (memories waiting for their vector).
 -- On Citus, in a transaction that has written nothing, the answer scope_counts
 -- read with the count of one scope in the same statement (its memo); else a
--- read of the jobs of its own.
+-- read of the jobs of its own, through the scope_id index (enable_seqscan
+-- off: its generic plan, estimating from the biggest scopes once analyzed,
+-- scanned the whole queue for a scope with no job; see scan_candidates, 063).
 create or replace function membank_private.scope_has_jobs(scope_ids uuid[])
 returns boolean
 language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
+set enable_seqscan to off
 as $$
 declare
     _memo text;

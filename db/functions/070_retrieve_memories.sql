@@ -603,6 +603,7 @@ declare
     _c_text_match_rank integer [] := '{}';
     _c_text_tiebreak real [] := '{}';
     _c_score double precision [] := '{}';
+    _seqscan text := current_setting('enable_seqscan');
 begin
     -- scope_counts' reads (061), with whether the scope has embedding jobs queued
     execute format('select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),'
@@ -650,7 +651,10 @@ begin
         _text_ranks := null;
         _text_tiebreaks := null;
         if not _big then
-            -- hybrid_candidates on the scan path
+            -- hybrid_candidates on the scan path, its plan through the
+            -- scope_id indexes as scan_candidates' (063: a shard's
+            -- statistics come from its biggest scopes too)
+            perform set_config('enable_seqscan', 'off', true);
             execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
                            membank_private.prepared_on_shard(
                                format(membank_private.scan_statement(), _memories, _embeddings),
@@ -659,6 +663,7 @@ begin
                            _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type,
                            created_after, created_before, queries[_i] is not null and not jobs)
             into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+            perform set_config('enable_seqscan', _seqscan, true);
         elsif queries[_i] is not null and hnsw then
             -- planned for its values (EXECUTE): the index serves a probe
             -- whose scope and dimension are literals, as hnsw_candidates

@@ -10233,6 +10233,7 @@ declare
     _c_text_match_rank integer [] := '{}';
     _c_text_tiebreak real [] := '{}';
     _c_score double precision [] := '{}';
+    _seqscan text := current_setting('enable_seqscan');
 begin
     -- scope_counts' reads (061), with whether the scope has embedding jobs queued
     execute format('select coalesce(sum(s.doc_count), 0), coalesce(bool_or(s.pending), false),'
@@ -10280,7 +10281,10 @@ begin
         _text_ranks := null;
         _text_tiebreaks := null;
         if not _big then
-            -- hybrid_candidates on the scan path
+            -- hybrid_candidates on the scan path, its plan through the
+            -- scope_id indexes as scan_candidates' (063: a shard's
+            -- statistics come from its biggest scopes too)
+            perform set_config('enable_seqscan', 'off', true);
             execute format('execute %I(%L, %L, %L, %L, %L, %L, %L, %L, %L, %L)',
                            membank_private.prepared_on_shard(
                                format(membank_private.scan_statement(), _memories, _embeddings),
@@ -10289,6 +10293,7 @@ begin
                            _scope_ids, queries[_i], texts[_i], depth, metadata_filter, topics, memory_type,
                            created_after, created_before, queries[_i] is not null and not jobs)
             into _vector_names, _vector_distances, _text_names, _text_ranks, _text_tiebreaks;
+            perform set_config('enable_seqscan', _seqscan, true);
         elsif queries[_i] is not null and hnsw then
             -- planned for its values (EXECUTE): the index serves a probe
             -- whose scope and dimension are literals, as hnsw_candidates
@@ -10394,6 +10399,7 @@ $$;
 CREATE FUNCTION membank_private.scan_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, rare_only boolean, OUT vector_names uuid[], OUT vector_distances double precision[], OUT text_names uuid[], OUT text_ranks real[], OUT text_tiebreaks real[]) RETURNS record
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $_$
 begin
     -- the text of membank_private.scan_statement()
@@ -10590,6 +10596,7 @@ $$;
 CREATE FUNCTION membank_private.scope_has_jobs(scope_ids uuid[]) RETURNS boolean
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET enable_seqscan TO 'off'
     AS $_$
 declare
     _memo text;
