@@ -394,7 +394,7 @@ begin
 end
 $$;
 
--- name: claim_operation_scope: the scope whose jobs a claim of one operation locks (Citus), read from the fewest shards.
+-- name: claim_operation_scope: the scope a claim of one operation locks jobs in (Citus), from the fewest shards.
 -- An in-process run (process_pending with the operation's name) claims its
 -- operation's jobs one by one until none is left, each claim in a
 -- transaction of its own. The operation's scope, by the first source that
