@@ -83,6 +83,7 @@ import sys
 import tempfile
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -410,12 +411,18 @@ def worker_of(coordinator: psycopg.Connection, scope: dict) -> int:
                                " md5(%s::jsonb::text)::uuid)", (json.dumps(scope),)).fetchone()[0]
 
 
-def cluster(args) -> None:
+@contextmanager
+def cluster_beside_plain(prefix: str):
+    """A Citus cluster (coordinator and two workers) and one plain server under a new /tmp folder named prefix...,
+    membank installed in database "bench" on both (distributed on the cluster).
+
+    Yields (folder, cluster, plain server, coordinator URL, plain URL, a list the caller adds its connections
+    to); on exit those connections are closed, the servers stopped and the folder removed.
+    """
     import citus_cluster as cc
     from membank import distribute, migrate
 
-    sizes = tuple(int(x) for x in args.sizes.split(","))
-    work = Path(tempfile.mkdtemp(prefix="membank-bench-citus-", dir="/tmp"))
+    work = Path(tempfile.mkdtemp(prefix=prefix, dir="/tmp"))
     work.chmod(0o755)
     citus = cc.start_cluster(work / "cluster")
     server = plain_server(work, "plain")
@@ -426,6 +433,21 @@ def cluster(args) -> None:
         distribute.distribute(coordinator)
         plain = create_db(server, "bench")
         migrate.upgrade(plain)
+        yield work, citus, server, coordinator, plain, opened
+    finally:
+        for c in opened:
+            c.close()
+        server.stop()
+        citus.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cluster(args) -> None:
+    import citus_cluster as cc
+    from membank import distribute, migrate
+
+    sizes = tuple(int(x) for x in args.sizes.split(","))
+    with cluster_beside_plain("membank-bench-citus-") as (work, citus, server, coordinator, plain, opened):
         base = None
         if args.compare:  # the same cluster, a database of its own installed and distributed by that code
             base = citus.create_database("base")
@@ -529,12 +551,6 @@ def cluster(args) -> None:
             if args.compare:
                 report_kinds(results, f"citus@{args.compare}", "plain")
                 report_kinds(results, "citus", f"citus@{args.compare}")
-    finally:
-        for c in opened:
-            c.close()
-        server.stop()
-        citus.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 ROUTE_SIZES = (20, 200, 2000, 20000)
@@ -627,19 +643,8 @@ def route(args) -> None:
 def floor(args) -> None:
     """One routed read through Citus against the same read on one server and on the worker's shard (--mode floor)."""
     import citus_cluster as cc
-    from membank import distribute, migrate
 
-    work = Path(tempfile.mkdtemp(prefix="membank-bench-floor-", dir="/tmp"))
-    work.chmod(0o755)
-    citus = cc.start_cluster(work / "cluster")
-    server = plain_server(work, "plain")
-    opened: list[psycopg.Connection] = []
-    try:
-        coordinator = citus.create_database("bench")
-        migrate.upgrade(coordinator)
-        distribute.distribute(coordinator)
-        plain = create_db(server, "bench")
-        migrate.upgrade(plain)
+    with cluster_beside_plain("membank-bench-floor-") as (_, citus, _, coordinator, plain, opened):
         scope = {"user_id": "bench-floor"}
         names = {}
         for label, url in (("plain", plain), ("citus", coordinator)):
@@ -684,12 +689,6 @@ def floor(args) -> None:
             base = times["plain select 1" if label.endswith("select 1") else "plain"]
             print(f"{label:<26} {pct(values, .5):>8.3f} {pct(values, .95):>8.3f}"
                   f" {pct(values, .5) / pct(base, .5):>12.2f}")
-    finally:
-        for c in opened:
-            c.close()
-        server.stop()
-        citus.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def main() -> None:
