@@ -335,8 +335,28 @@ def test_one_operation_run_in_process_sends_its_statements_to_its_scopes_worker_
             rows, ports = log.during("select membank.complete_generation_job(%s, %s)", (job[0], reply))
             statuses.append(rows[0][0])
             assert ports == {port}, "\n".join(log.commands)
+            # The job read and locked from the claim's hint in one statement (its hint checked first was a
+            # statement more); the operation's scope taken from the operation read (finish_operation, created_twice).
+            assert not [x for x in log.commands if "IS NOT NULL) AND (EXISTS" in x], "\n".join(log.commands)
+            if job[2] == "CONSOLIDATE":
+                # Both facts' contexts set before their memories, cleared once at the end (after each, it was).
+                resets = [x for x in log.commands if "membank.revision_context to ''" in x]
+                assert len(resets) == 1, "\n".join(log.commands)
+                # The vectors' store in one subtransaction (store_vectors' bounded wait): the write of the
+                # operation's own scope's vectors runs without the node-down guard (a SAVEPOINT and RELEASE more).
+                store = next(i for i, x in enumerate(log.commands) if "INSERT INTO membank_private.memory_embeddings" in x)
+                assert len([x for x in log.commands[store:] if "RELEASE SAVEPOINT" in x]) == 1, "\n".join(log.commands)
             c.commit()
         assert stages == ["EXTRACT", "CONSOLIDATE"] and statuses == ["next", "done"] and claims == 3
+        # The consolidation stored its facts' vectors last: no embedding work left due in the coordinator's
+        # index, so the embedding claim that follows in process_pending sends the worker nothing (a profile
+        # apply with no fields took the scope lock again, which marked it due).
+        with db.connect() as a:
+            assert a.execute("select count(*) from membank_private.due_scopes where kind = 'embedding'"
+                             " and scope_id = md5(%s::jsonb::text)::uuid", (json.dumps(scope),)).fetchone() == (0,)
+        rows, ports = log.during("select * from membank.claim_embedding_jobs(10)")
+        c.commit()
+        assert rows == [] and ports == set(), log.commands
     with connect(writer) as c:
         assert sorted(r[0] for r in c.execute("select fact from membank.list_memories(scope => %s)",
                                               (json.dumps(scope),))) == ["The user lives in Oslo.",
@@ -344,6 +364,59 @@ def test_one_operation_run_in_process_sends_its_statements_to_its_scopes_worker_
     with db.connect() as c:  # each fact's vector stored for its memory, in the operation's scope
         assert c.execute("select count(*) from membank_private.memory_embeddings"
                          " where scope_id = md5(%s::jsonb::text)::uuid", (json.dumps(scope),)).fetchone() == (2,)
+
+
+def test_a_consolidation_update_on_citus_merges_topics_and_labels_its_revision(cluster):
+    """An UPDATE action applied on Citus: the memory's topics merged with the fact's in the UPDATE itself.
+
+    Citus runs no sub-query over a column inside an UPDATE, so the merge is an
+    immutable function of the column that the worker runs (a SELECT of the
+    topics first was a statement more per fact). The revision carries the
+    operation's context, set before the write and cleared once the facts are
+    written: a memory written later in the same transaction carries none.
+    """
+    from test_citus import RemoteCommands
+
+    db, login = cluster
+    scope, _ = scopes_on_both_workers(db, 1)
+    s = json.dumps(scope)
+    writer = login("membank_writer")
+    with connect(writer) as c:
+        name = str(c.execute("select (membank.create_memory(scope => %s, fact => 'The user lives in Oslo.',"
+                             " topics => '{USER_PREFERENCES}')).name", (s,)).fetchone()[0])
+    operation = generate(writer, scope, ["I live in Lisbon."])
+    provider = RulesProvider()
+    with connect(login("membank_worker"), autocommit=False) as c:
+        log = RemoteCommands(c)
+        c.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 3)")
+        job = c.execute("select * from membank.claim_generation_jobs(1, %s::uuid)", (operation,)).fetchone()
+        c.execute("select membank.complete_generation_job(%s, %s)",
+                  (job[0], provider.complete(job[5], job[6], input=job[7])))
+        c.commit()
+        job = c.execute("select * from membank.claim_generation_jobs(1, %s::uuid)", (operation,)).fetchone()
+        assert job[2] == "CONSOLIDATE"
+        job = c.execute("select * from membank.prepare_consolidation(job_id => %s, embeddings => %s::real[],"
+                        " embedding_model => 'test/m')", (job[0], [[1.0, 0.0, 0.5]])).fetchone()
+        assert name in json.dumps(job[7]), job[7]  # a candidate of the fact: the model may name it
+        reply = json.dumps({"actions": [{"fact_index": 0, "action": "UPDATE", "memory_name": name,
+                                         "fact": "The user lives in Lisbon."}]})
+        rows, _ = log.during("select membank.complete_generation_job(%s, %s)", (job[0], reply))
+        assert rows == [("done",)]
+        assert not [x for x in log.commands if "SELECT ARRAY(SELECT DISTINCT" in x], "\n".join(log.commands)
+        # Cleared once the fact was written, here and on the worker: later writes inherit no context.
+        assert c.execute("select current_setting('membank.revision_context', true)").fetchone() == ("",)
+        update = next(i for i, x in enumerate(log.commands) if "UPDATE membank_private.memories_" in x)
+        resets = [i for i, x in enumerate(log.commands) if "membank.revision_context to ''" in x]
+        assert len(resets) == 1 and resets[0] > update, "\n".join(log.commands)
+        c.commit()
+    with connect(writer) as c:
+        fact, topics, revision = c.execute("select fact, topics, revision from membank.get_memory(name => %s,"
+                                           " scope => %s)", (name, s)).fetchone()
+        assert (fact, sorted(topics), revision) == ("The user lives in Lisbon.",
+                                                    ["USER_PERSONAL_INFO", "USER_PREFERENCES"], 2)
+        labels = c.execute("select labels from membank.list_revisions(name => %s, scope => %s)"
+                           " order by revision desc limit 1", (name, s)).fetchone()[0]
+        assert labels == {"action": "UPDATE", "operation": operation}
 
 
 def test_a_held_scope_lock_bounds_completing_a_job_with_mb040(cluster):

@@ -20,6 +20,13 @@ declare
     _retired uuid;
     _expire timestamptz;
 begin
+    if coalesce(jsonb_array_length(o.profile_values), 0) = 0 then
+        -- Nothing to write: no lock taken again. On Citus taking it is a
+        -- statement on the worker, and marks the scope's embedding work due
+        -- again after the consolidation stored its vectors (lock_scope), which
+        -- cost the next embedding claim a transaction on the worker finding nothing.
+        return;
+    end if;
     perform membank_private.lock_scope(o.scope_id);
     for _v in select v from jsonb_array_elements(o.profile_values) as v loop
         -- An expired field memory is invisible already; it gives way to the new value.

@@ -195,7 +195,10 @@ as $$
 $$;
 
 -- name: finish_operation: mark an operation done (with an error when it failed) and drop its job.
-create or replace function membank_private.finish_operation(operation_name uuid, error jsonb default null)
+drop function if exists membank_private.finish_operation(uuid, jsonb);
+create or replace function membank_private.finish_operation(
+    operation_name uuid, error jsonb default null, operation_scope_id uuid default null
+)
 returns void
 language plpgsql
 volatile
@@ -203,8 +206,9 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    -- The operation's scope first, so that each statement below names its shard on Citus.
-    _scope_id uuid := membank_private.operation_scope(operation_name);
+    -- The operation's scope first, so that each statement below names its shard on Citus: the caller's, who
+    -- read the operation (on Citus, finding it again checks the claim's hint with a statement on the worker).
+    _scope_id uuid := coalesce(operation_scope_id, membank_private.operation_scope(operation_name));
     _stripped record;
 begin
     delete from membank_private.generation_jobs as j

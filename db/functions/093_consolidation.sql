@@ -758,8 +758,12 @@ as $$
 $$;
 
 -- name: insert_fact: create one memory for an extracted fact, with its revision context (not yet recorded).
+-- clear_context false: the context stays set, for a caller writing more
+-- memories that clears it once at the end (apply_consolidation): on Citus
+-- each setting is a statement on the worker.
+drop function if exists membank_private.insert_fact(membank_private.operations, jsonb, text);
 create or replace function membank_private.insert_fact(
-    o membank_private.operations, fact jsonb, fact_text text
+    o membank_private.operations, fact jsonb, fact_text text, clear_context boolean default true
 ) returns membank_private.memories
 language plpgsql
 volatile
@@ -785,7 +789,9 @@ begin
     values (o.scope_id, o.scope, fact_text, _topics, _expire,
             _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
-    perform membank_private.clear_revision_context();
+    if clear_context then
+        perform membank_private.clear_revision_context();
+    end if;
     return _row;
 end
 $$;

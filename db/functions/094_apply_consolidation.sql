@@ -154,7 +154,9 @@ end
 $$;
 
 -- name: created_twice: the name of a memory this operation already created with the same text (case-insensitive).
-create or replace function membank_private.created_twice(operation_name uuid, fact_text text)
+-- operation_scope_id: the operation's scope (its shard, on Citus), which the caller read the operation from.
+drop function if exists membank_private.created_twice(uuid, text);
+create or replace function membank_private.created_twice(operation_name uuid, fact_text text, operation_scope_id uuid)
 returns text
 language plpgsql
 stable
@@ -162,7 +164,7 @@ security invoker
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _scope_id uuid := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+    _scope_id uuid := operation_scope_id;
 begin
     return (select g -> 'memory' ->> 'name'
             from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
@@ -170,6 +172,17 @@ begin
               and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
             limit 1);
 end
+$$;
+
+-- name: merged_topics: a memory's topics with added ones, each once, in order (an UPDATE's SET on Citus).
+create or replace function membank_private.merged_topics(held text[], added text[])
+returns text[]
+language sql
+immutable
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+    select array(select distinct t from unnest(held || added) as t order by t);
 $$;
 
 -- name: apply_consolidation: apply one batch's consolidation reply; 'replan', 'next' (another batch) or 'done'.
@@ -202,7 +215,7 @@ declare
     _embedded_facts integer [] := '{}';
     _action text;
     _topics text [];
-    _merged text [];
+    _context_set boolean := false;
     _i integer;
 begin
     select * into _op from membank_private.operations as o
@@ -236,6 +249,9 @@ begin
 
     _valid := membank_private.validate_plan(_op, job.plan, membank_private.reply_items(reply, 'actions'), _revisions);
     -- A batch with no facts (profile fields only) has no range: coalesce makes the loop empty.
+    -- Each write of this loop sets its fact's revision context first, and
+    -- the context stays set until the loop ends (on Citus clearing it after
+    -- each fact was a statement on the worker per fact).
     for _i in coalesce(_first, 0) .. coalesce(_last, -1) loop
         -- A fact the reply did not mention at all is created: nothing extracted
         -- is lost silently. (A fact whose only item was rejected is not.)
@@ -257,7 +273,7 @@ begin
             end if;
         end if;
         if _action = 'CREATE' then
-            _twin := coalesce(membank_private.created_twice(_op.name, _text),
+            _twin := coalesce(membank_private.created_twice(_op.name, _text, _op.scope_id),
                               (select g -> 'memory' ->> 'name' from jsonb_array_elements(_generated) as g
                                where g ->> 'action' = 'CREATED'
                                  and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(_text))
@@ -268,22 +284,21 @@ begin
                 _results := _results || jsonb_build_object(_i::text, _twin);
                 continue;
             end if;
-            _row := membank_private.insert_fact(_op, _fact, _text);
+            _row := membank_private.insert_fact(_op, _fact, _text, clear_context => false);
+            _context_set := true;
             _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'CREATED'));
         elsif _action = 'UPDATE' then
             perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
-            -- The merged topics computed first, from the memory as it is under
-            -- the scope's write lock (Citus runs no sub-query over a column
-            -- inside an UPDATE); every statement names the scope_id.
+            _context_set := true;
+            -- The topics merged by an immutable function of the column, which
+            -- Citus sends with the UPDATE (it runs no sub-query over a column
+            -- inside one): the memory as it is under the scope's write lock.
             _topics := array(select jsonb_array_elements_text(_fact -> 'topics'));
-            select array(select distinct t from unnest(m.topics || _topics) as t order by t) into _merged
-            from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid;
             update membank_private.memories as m
-            set fact = _text, topics = _merged
+            set fact = _text, topics = membank_private.merged_topics(m.topics, _topics)
             where m.scope_id = _op.scope_id and m.name = _target::uuid
               and (m.fact is distinct from _text or not m.topics @> _topics)
             returning * into _row;
-            perform membank_private.clear_revision_context();
             if _row.name is not null then
                 _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'UPDATED'));
             end if;
@@ -292,9 +307,9 @@ begin
             perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
             _generated := '[]';
             perform membank_private.set_fact_context(_op, _fact, 'DELETE');
+            _context_set := true;
             delete from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid
             returning * into _row;
-            perform membank_private.clear_revision_context();
             if _row.name is not null then
                 _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'DELETED'));
             end if;
@@ -311,6 +326,9 @@ begin
             end if;
         end if;
     end loop;
+    if _context_set then
+        perform membank_private.clear_revision_context();  -- later statements do not inherit the last fact's
+    end if;
     perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
         -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
@@ -336,7 +354,7 @@ begin
         where j.scope_id = job.scope_id and j.id = job.id;
         return 'next';
     end if;
-    perform membank_private.finish_operation(_op.name);
+    perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
     return 'done';
 end
 $$;

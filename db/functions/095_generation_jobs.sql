@@ -97,7 +97,6 @@ security definer
 set search_path to pg_catalog, pg_temp
 as $$
 declare
-    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
@@ -108,10 +107,7 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
-    -- The job's scope first (no lock), so that the lock names its shard on Citus.
-    _scope_id := membank_private.generation_job_scope(job_id);
-    select * into _job from membank_private.generation_jobs as j
-    where j.scope_id = _scope_id and j.id = job_id for update;
+    _job := membank_private.lock_generation_job(job_id);  -- on Citus, on the job's shard alone
     select * into _op from membank_private.operations as o
     where o.scope_id = _job.scope_id and o.name = _job.operation_name;
     if _job.id is null or _op.stage <> 'CONSOLIDATE' then
@@ -182,7 +178,6 @@ security definer
 set search_path from current
 as $$
 declare
-    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _parsed jsonb;
@@ -193,10 +188,7 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('complete_generation_job');
-    -- The job's scope first (no lock), so that the lock names its shard on Citus.
-    _scope_id := membank_private.generation_job_scope(job_id);
-    select * into _job from membank_private.generation_jobs as j
-    where j.scope_id = _scope_id and j.id = job_id for update;
+    _job := membank_private.lock_generation_job(job_id);  -- on Citus, on the job's shard alone
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id',
@@ -268,7 +260,7 @@ begin
     where o.scope_id = _op.scope_id and o.name = _op.name
     returning * into _op;
     if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
-        perform membank_private.finish_operation(_op.name);
+        perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
         return 'done';
     end if;
     if (_op.options ->> 'disable_consolidation')::boolean then
@@ -277,7 +269,7 @@ begin
             perform membank_private.apply_creates(_op.name);
         end if;
         perform membank_private.apply_profile_values(_op, '[]');
-        perform membank_private.finish_operation(_op.name);
+        perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
         return 'done';
     end if;
     if jsonb_array_length(_facts) = 0 then
@@ -286,7 +278,7 @@ begin
         if not exists (select from jsonb_array_elements(membank_private.profile_plan(_op)) as p
                        where (p ->> 'merge')::boolean) then
             perform membank_private.apply_profile_values(_op, '[]');
-            perform membank_private.finish_operation(_op.name);
+            perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
             return 'done';
         end if;
     end if;

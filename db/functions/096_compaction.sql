@@ -165,7 +165,7 @@ begin
         perform membank_private.record_generated(o.name, _row, 'DELETED');
     end loop;
     perform membank_private.clear_revision_context();
-    perform membank_private.finish_operation(o.name);
+    perform membank_private.finish_operation(o.name, operation_scope_id => o.scope_id);
     return 'done';
 end
 $$;

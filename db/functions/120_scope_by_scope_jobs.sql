@@ -113,6 +113,49 @@ begin
 end
 $$;
 
+-- name: store_scope_vectors: one scope's share of store_embeddings_by_scope, in router statements.
+-- The memories first, FOR KEY SHARE SKIP LOCKED as on one server
+-- (015_scope_locks.sql); a vector is written for a memory whose fact is
+-- still the one embedded (fact_md5), its job deleted, and the scope's index
+-- row corrected. Returns the number of vectors stored.
+create or replace function membank_private.store_scope_vectors(
+    target_scope_id uuid, model_id text, names uuid[], memory_names uuid[], fact_md5s uuid[], embeddings vector[],
+    centroid vector, pairs text[]
+) returns integer
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _now timestamptz := statement_timestamp();  -- a value: Citus takes no function in an ON CONFLICT's SET
+    _locked uuid [];
+    _stored integer;
+begin
+    _locked := array(select m.name from membank_private.memories as m
+                     where m.scope_id = target_scope_id and m.name = any(names)
+                     order by m.name for key share skip locked);
+    insert into membank_private.memory_embeddings as e (
+        name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+    )
+    select g.name, m.scope_id, store_scope_vectors.model_id, g.fact_md5, m.expire_time,
+           g.embedding, membank_private.quantize(g.embedding, centroid)
+    from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+    inner join membank_private.memories as m
+        on m.scope_id = target_scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+    where g.name = any(_locked)
+    on conflict (name, scope_id) do update
+    set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+        embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+    get diagnostics _stored = row_count;
+    delete from membank_private.embedding_jobs as j
+    where j.scope_id = target_scope_id and j.name = any(_locked)
+      and (j.name::text || ':' || j.fact_md5::text) = any(pairs);
+    perform membank_private.refresh_due(target_scope_id, 'embedding');  -- its jobs done: out of the index
+    return _stored;
+end
+$$;
+
 -- name: store_embeddings_by_scope: store_embeddings' writes on Citus, one router statement set per scope.
 -- The arguments are checked by store_vectors. Returns the number of vectors
 -- stored. The names' scopes: names_scope_id when the caller knows it (a
@@ -122,7 +165,10 @@ $$;
 -- names the scope and the memory (a name of another scope stores nothing).
 -- A scope whose worker does not answer is skipped with a WARNING (its jobs
 -- stay leased and are handed out again once the lease ends); the others
--- are stored.
+-- are stored. names_scope_id's scope is written without that guard: its
+-- caller's transaction has written to its worker already, so it cannot be
+-- skipped alone, and the guard's subtransaction cost a SAVEPOINT and a
+-- RELEASE on the worker.
 drop function if exists membank_private.store_embeddings_by_scope(text, uuid[], uuid[], text[]);
 drop function if exists membank_private.store_embeddings_by_scope(text, uuid[], uuid[], vector[]);
 create or replace function membank_private.store_embeddings_by_scope(
@@ -134,11 +180,9 @@ security invoker
 set search_path from current
 as $$
 declare
-    _now timestamptz := statement_timestamp();
     _centroid vector := (select c.centroid from membank_private.embedding_config as c);
     _scope_id uuid;
     _names uuid [];
-    _locked uuid [];
     _stored integer;
     _count integer := 0;
     _down integer [] := '{}';
@@ -146,41 +190,22 @@ declare
     _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
+    if names_scope_id is not null then
+        return membank_private.store_scope_vectors(names_scope_id, model_id,
+            array(select distinct n from unnest(memory_names) as n order by n), memory_names, fact_md5s, embeddings,
+            _centroid, _pairs);
+    end if;
     for _scope_id, _names in
-        select names_scope_id, array_agg(distinct n.name order by n.name)
-        from unnest(memory_names) as n (name)
-        having names_scope_id is not null
-        union all
-        (select s.scope_id, array_agg(distinct s.name order by s.name)
-         from membank_private.job_scopes(memory_names) as s
-         where names_scope_id is null
-         group by s.scope_id order by s.scope_id)
+        select s.scope_id, array_agg(distinct s.name order by s.name)
+        from membank_private.job_scopes(memory_names) as s
+        group by s.scope_id order by s.scope_id
     loop
         if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
             continue;
         end if;
         begin
-            -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
-            _locked := array(select m.name from membank_private.memories as m
-                             where m.scope_id = _scope_id and m.name = any(_names)
-                             order by m.name for key share skip locked);
-            insert into membank_private.memory_embeddings as e (
-                name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
-            )
-            select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-                   g.embedding, membank_private.quantize(g.embedding, _centroid)
-            from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-            inner join membank_private.memories as m
-                on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-            where g.name = any(_locked)
-            on conflict (name, scope_id) do update
-            set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
-                embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
-            get diagnostics _stored = row_count;
-            delete from membank_private.embedding_jobs as j
-            where j.scope_id = _scope_id and j.name = any(_locked)
-              and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
-            perform membank_private.refresh_due(_scope_id, 'embedding');  -- its jobs done: out of the index
+            _stored := membank_private.store_scope_vectors(_scope_id, model_id, _names, memory_names, fact_md5s,
+                                                           embeddings, _centroid, _pairs);
         exception
             when others then
                 if not membank_private.node_unreachable(sqlstate) then
@@ -462,6 +487,37 @@ begin
         return _hint;
     end if;
     return (select j.scope_id from membank_private.generation_jobs as j where j.id = job_id);
+end
+$$;
+
+-- name: lock_generation_job: a generation job by id, locked FOR UPDATE (null: no such job).
+-- A job this transaction claimed is read and locked on its scope's shard
+-- in one statement, from the claim's hint: a hint that names another scope
+-- finds no row there, and the job is then found as for any other
+-- (generation_job_scope, every shard on Citus). Checking the hint first
+-- (generation_job_scope) and then locking the row cost two statements on
+-- the worker per call of prepare_consolidation and complete_generation_job.
+create or replace function membank_private.lock_generation_job(job_id bigint)
+returns membank_private.generation_jobs
+language plpgsql
+volatile
+security invoker
+set search_path to pg_catalog, pg_temp
+as $$
+declare
+    _hint uuid := membank_private.claimed_scope(job_id::text);
+    _job membank_private.generation_jobs;
+begin
+    if _hint is not null then
+        select * into _job from membank_private.generation_jobs as j
+        where j.scope_id = _hint and j.id = job_id for update;
+        if _job.id is not null then
+            return _job;
+        end if;
+    end if;
+    _hint := membank_private.generation_job_scope(job_id);  -- first, so that the lock names one shard on Citus
+    select * into _job from membank_private.generation_jobs as j where j.scope_id = _hint and j.id = job_id for update;
+    return _job;
 end
 $$;
 

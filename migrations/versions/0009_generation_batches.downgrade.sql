@@ -3,6 +3,7 @@
 -- back what the code at that revision needs).
 drop function if exists membank_private.validate_plan(membank_private.operations, jsonb, jsonb, jsonb);
 drop function if exists membank_private.created_twice(uuid, text);
+drop function if exists membank_private.created_twice(uuid, text, uuid);
 drop function if exists membank_private.check_action(jsonb, jsonb, jsonb, jsonb);
 drop function if exists membank_private.consolidation_prompt(membank_private.operations, jsonb);
 drop function if exists membank_private.consolidation_fact_block(membank_private.operations, jsonb);

@@ -1248,7 +1248,6 @@ CREATE FUNCTION membank.complete_generation_job(job_id bigint, reply text) RETUR
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
-    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _parsed jsonb;
@@ -1259,10 +1258,7 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('complete_generation_job');
-    -- The job's scope first (no lock), so that the lock names its shard on Citus.
-    _scope_id := membank_private.generation_job_scope(job_id);
-    select * into _job from membank_private.generation_jobs as j
-    where j.scope_id = _scope_id and j.id = job_id for update;
+    _job := membank_private.lock_generation_job(job_id);  -- on Citus, on the job's shard alone
     if _job.id is null then
         raise exception 'job_id: no generation job %', job_id
             using errcode = 'no_data_found', detail = 'argument: job_id',
@@ -1334,7 +1330,7 @@ begin
     where o.scope_id = _op.scope_id and o.name = _op.name
     returning * into _op;
     if jsonb_array_length(_facts) = 0 and jsonb_array_length(_profile_values) = 0 then
-        perform membank_private.finish_operation(_op.name);
+        perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
         return 'done';
     end if;
     if (_op.options ->> 'disable_consolidation')::boolean then
@@ -1343,7 +1339,7 @@ begin
             perform membank_private.apply_creates(_op.name);
         end if;
         perform membank_private.apply_profile_values(_op, '[]');
-        perform membank_private.finish_operation(_op.name);
+        perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
         return 'done';
     end if;
     if jsonb_array_length(_facts) = 0 then
@@ -1352,7 +1348,7 @@ begin
         if not exists (select from jsonb_array_elements(membank_private.profile_plan(_op)) as p
                        where (p ->> 'merge')::boolean) then
             perform membank_private.apply_profile_values(_op, '[]');
-            perform membank_private.finish_operation(_op.name);
+            perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
             return 'done';
         end if;
     end if;
@@ -3328,7 +3324,6 @@ CREATE FUNCTION membank.prepare_consolidation(job_id bigint, embeddings real[] D
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _scope_id uuid;
     _job membank_private.generation_jobs;
     _op membank_private.operations;
     _plan jsonb;
@@ -3339,10 +3334,7 @@ declare
 begin
     -- A job may be any scope's: a role bound to scopes carries none (it would write another tenant's memories).
     perform membank_private.refuse_bound_role('prepare_consolidation');
-    -- The job's scope first (no lock), so that the lock names its shard on Citus.
-    _scope_id := membank_private.generation_job_scope(job_id);
-    select * into _job from membank_private.generation_jobs as j
-    where j.scope_id = _scope_id and j.id = job_id for update;
+    _job := membank_private.lock_generation_job(job_id);  -- on Citus, on the job's shard alone
     select * into _op from membank_private.operations as o
     where o.scope_id = _job.scope_id and o.name = _job.operation_name;
     if _job.id is null or _op.stage <> 'CONSOLIDATE' then
@@ -4665,7 +4657,7 @@ begin
         perform membank_private.record_generated(o.name, _row, 'DELETED');
     end loop;
     perform membank_private.clear_revision_context();
-    perform membank_private.finish_operation(o.name);
+    perform membank_private.finish_operation(o.name, operation_scope_id => o.scope_id);
     return 'done';
 end
 $$;
@@ -4712,7 +4704,7 @@ declare
     _embedded_facts integer [] := '{}';
     _action text;
     _topics text [];
-    _merged text [];
+    _context_set boolean := false;
     _i integer;
 begin
     select * into _op from membank_private.operations as o
@@ -4745,6 +4737,9 @@ begin
           for update) as m;
     _valid := membank_private.validate_plan(_op, job.plan, membank_private.reply_items(reply, 'actions'), _revisions);
     -- A batch with no facts (profile fields only) has no range: coalesce makes the loop empty.
+    -- Each write of this loop sets its fact's revision context first, and
+    -- the context stays set until the loop ends (on Citus clearing it after
+    -- each fact was a statement on the worker per fact).
     for _i in coalesce(_first, 0) .. coalesce(_last, -1) loop
         -- A fact the reply did not mention at all is created: nothing extracted
         -- is lost silently. (A fact whose only item was rejected is not.)
@@ -4766,7 +4761,7 @@ begin
             end if;
         end if;
         if _action = 'CREATE' then
-            _twin := coalesce(membank_private.created_twice(_op.name, _text),
+            _twin := coalesce(membank_private.created_twice(_op.name, _text, _op.scope_id),
                               (select g -> 'memory' ->> 'name' from jsonb_array_elements(_generated) as g
                                where g ->> 'action' = 'CREATED'
                                  and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(_text))
@@ -4777,22 +4772,21 @@ begin
                 _results := _results || jsonb_build_object(_i::text, _twin);
                 continue;
             end if;
-            _row := membank_private.insert_fact(_op, _fact, _text);
+            _row := membank_private.insert_fact(_op, _fact, _text, clear_context => false);
+            _context_set := true;
             _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'CREATED'));
         elsif _action = 'UPDATE' then
             perform membank_private.set_fact_context(_op, _fact, 'UPDATE');
-            -- The merged topics computed first, from the memory as it is under
-            -- the scope's write lock (Citus runs no sub-query over a column
-            -- inside an UPDATE); every statement names the scope_id.
+            _context_set := true;
+            -- The topics merged by an immutable function of the column, which
+            -- Citus sends with the UPDATE (it runs no sub-query over a column
+            -- inside one): the memory as it is under the scope's write lock.
             _topics := array(select jsonb_array_elements_text(_fact -> 'topics'));
-            select array(select distinct t from unnest(m.topics || _topics) as t order by t) into _merged
-            from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid;
             update membank_private.memories as m
-            set fact = _text, topics = _merged
+            set fact = _text, topics = membank_private.merged_topics(m.topics, _topics)
             where m.scope_id = _op.scope_id and m.name = _target::uuid
               and (m.fact is distinct from _text or not m.topics @> _topics)
             returning * into _row;
-            perform membank_private.clear_revision_context();
             if _row.name is not null then
                 _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'UPDATED'));
             end if;
@@ -4801,9 +4795,9 @@ begin
             perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
             _generated := '[]';
             perform membank_private.set_fact_context(_op, _fact, 'DELETE');
+            _context_set := true;
             delete from membank_private.memories as m where m.scope_id = _op.scope_id and m.name = _target::uuid
             returning * into _row;
-            perform membank_private.clear_revision_context();
             if _row.name is not null then
                 _generated := _generated || jsonb_build_array(membank_private.generated_entry(_row, 'DELETED'));
             end if;
@@ -4820,6 +4814,9 @@ begin
             end if;
         end if;
     end loop;
+    if _context_set then
+        perform membank_private.clear_revision_context();  -- later statements do not inherit the last fact's
+    end if;
     perform membank_private.record_generated_entries(_op.name, _op.scope_id, _generated);
     if cardinality(_embedded_names) > 0 and job.fact_embeddings is not null then
         -- the rows unpacked once (fact_vectors): a slice of the record's array per fact copied all of it
@@ -4845,7 +4842,7 @@ begin
         where j.scope_id = job.scope_id and j.id = job.id;
         return 'next';
     end if;
-    perform membank_private.finish_operation(_op.name);
+    perform membank_private.finish_operation(_op.name, operation_scope_id => _op.scope_id);
     return 'done';
 end
 $$;
@@ -4933,6 +4930,13 @@ declare
     _retired uuid;
     _expire timestamptz;
 begin
+    if coalesce(jsonb_array_length(o.profile_values), 0) = 0 then
+        -- Nothing to write: no lock taken again. On Citus taking it is a
+        -- statement on the worker, and marks the scope's embedding work due
+        -- again after the consolidation stored its vectors (lock_scope), which
+        -- cost the next embedding claim a transaction on the worker finding nothing.
+        return;
+    end if;
     perform membank_private.lock_scope(o.scope_id);
     for _v in select v from jsonb_array_elements(o.profile_values) as v loop
         -- An expired field memory is invisible already; it gives way to the new value.
@@ -5995,12 +5999,12 @@ begin
     using scope_id, documents, write;
 end
 $_$;
-CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) RETURNS text
+CREATE FUNCTION membank_private.created_twice(operation_name uuid, fact_text text, operation_scope_id uuid) RETURNS text
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    _scope_id uuid := membank_private.operation_scope(operation_name);  -- its shard, on Citus
+    _scope_id uuid := operation_scope_id;
 begin
     return (select g -> 'memory' ->> 'name'
             from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
@@ -6457,13 +6461,14 @@ begin
     return _row;
 end
 $$;
-CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb DEFAULT NULL::jsonb) RETURNS void
+CREATE FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb DEFAULT NULL::jsonb, operation_scope_id uuid DEFAULT NULL::uuid) RETURNS void
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
 declare
-    -- The operation's scope first, so that each statement below names its shard on Citus.
-    _scope_id uuid := membank_private.operation_scope(operation_name);
+    -- The operation's scope first, so that each statement below names its shard on Citus: the caller's, who
+    -- read the operation (on Citus, finding it again checks the claim's hint with a statement on the worker).
+    _scope_id uuid := coalesce(operation_scope_id, membank_private.operation_scope(operation_name));
     _stripped record;
 begin
     delete from membank_private.generation_jobs as j
@@ -7177,7 +7182,7 @@ CREATE FUNCTION membank_private.in_database_model() RETURNS boolean
                           or (select r.rolsuper from pg_catalog.pg_roles as r where r.oid = g.nspowner))
                   or pg_catalog.has_schema_privilege('public', g.nsp, 'CREATE'));
 $$;
-CREATE FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) RETURNS membank_private.memories
+CREATE FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text, clear_context boolean DEFAULT true) RETURNS membank_private.memories
     LANGUAGE plpgsql
     SET search_path TO 'pg_catalog', 'pg_temp'
     AS $$
@@ -7200,7 +7205,9 @@ begin
     values (o.scope_id, o.scope, fact_text, _topics, _expire,
             _source.session_id, _source.event_time, _source.append_seq)
     returning * into _row;
-    perform membank_private.clear_revision_context();
+    if clear_context then
+        perform membank_private.clear_revision_context();
+    end if;
     return _row;
 end
 $$;
@@ -7363,6 +7370,26 @@ CREATE FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_
            || case when utc_offset = interval '0' then 'Z'
                    when utc_offset < interval '0' then '-' || to_char(-utc_offset, 'HH24:MI')
                    else '+' || to_char(utc_offset, 'HH24:MI') end;
+$$;
+CREATE FUNCTION membank_private.lock_generation_job(job_id bigint) RETURNS membank_private.generation_jobs
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _hint uuid := membank_private.claimed_scope(job_id::text);
+    _job membank_private.generation_jobs;
+begin
+    if _hint is not null then
+        select * into _job from membank_private.generation_jobs as j
+        where j.scope_id = _hint and j.id = job_id for update;
+        if _job.id is not null then
+            return _job;
+        end if;
+    end if;
+    _hint := membank_private.generation_job_scope(job_id);  -- first, so that the lock names one shard on Citus
+    select * into _job from membank_private.generation_jobs as j where j.scope_id = _hint and j.id = job_id for update;
+    return _job;
+end
 $$;
 CREATE FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) RETURNS TABLE(scope_id uuid, id bigint)
     LANGUAGE plpgsql
@@ -8150,6 +8177,12 @@ begin
             membank_private.state_bytes(_merged), argument);
     end if;
 end
+$$;
+CREATE FUNCTION membank_private.merged_topics(held text[], added text[]) RETURNS text[]
+    LANGUAGE sql IMMUTABLE
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+    select array(select distinct t from unnest(held || added) as t order by t);
 $$;
 CREATE FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) RETURNS TABLE(event jsonb, role text, skipped_parts integer)
     LANGUAGE plpgsql STABLE
@@ -11583,11 +11616,9 @@ CREATE FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
     AS $$
 declare
-    _now timestamptz := statement_timestamp();
     _centroid vector := (select c.centroid from membank_private.embedding_config as c);
     _scope_id uuid;
     _names uuid [];
-    _locked uuid [];
     _stored integer;
     _count integer := 0;
     _down integer [] := '{}';
@@ -11595,41 +11626,22 @@ declare
     _pairs text [] := array(select g.name::text || ':' || g.fact_md5::text
                             from unnest(memory_names, fact_md5s) as g (name, fact_md5));
 begin
+    if names_scope_id is not null then
+        return membank_private.store_scope_vectors(names_scope_id, model_id,
+            array(select distinct n from unnest(memory_names) as n order by n), memory_names, fact_md5s, embeddings,
+            _centroid, _pairs);
+    end if;
     for _scope_id, _names in
-        select names_scope_id, array_agg(distinct n.name order by n.name)
-        from unnest(memory_names) as n (name)
-        having names_scope_id is not null
-        union all
-        (select s.scope_id, array_agg(distinct s.name order by s.name)
-         from membank_private.job_scopes(memory_names) as s
-         where names_scope_id is null
-         group by s.scope_id order by s.scope_id)
+        select s.scope_id, array_agg(distinct s.name order by s.name)
+        from membank_private.job_scopes(memory_names) as s
+        group by s.scope_id order by s.scope_id
     loop
         if cardinality(_down) > 0 and (membank_private.scope_node(_scope_id)).group_id = any(_down) then
             continue;
         end if;
         begin
-            -- The memories first, FOR KEY SHARE SKIP LOCKED as on one server (015_scope_locks.sql).
-            _locked := array(select m.name from membank_private.memories as m
-                             where m.scope_id = _scope_id and m.name = any(_names)
-                             order by m.name for key share skip locked);
-            insert into membank_private.memory_embeddings as e (
-                name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
-            )
-            select g.name, m.scope_id, store_embeddings_by_scope.model_id, g.fact_md5, m.expire_time,
-                   g.embedding, membank_private.quantize(g.embedding, _centroid)
-            from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
-            inner join membank_private.memories as m
-                on m.scope_id = _scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
-            where g.name = any(_locked)
-            on conflict (name, scope_id) do update
-            set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
-                embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
-            get diagnostics _stored = row_count;
-            delete from membank_private.embedding_jobs as j
-            where j.scope_id = _scope_id and j.name = any(_locked)
-              and (j.name::text || ':' || j.fact_md5::text) = any(_pairs);
-            perform membank_private.refresh_due(_scope_id, 'embedding');  -- its jobs done: out of the index
+            _stored := membank_private.store_scope_vectors(_scope_id, model_id, _names, memory_names, fact_md5s,
+                                                           embeddings, _centroid, _pairs);
         exception
             when others then
                 if not membank_private.node_unreachable(sqlstate) then
@@ -11749,6 +11761,38 @@ begin
     )
     select count(*) into _count from stored;
     return _count;
+end
+$$;
+CREATE FUNCTION membank_private.store_scope_vectors(target_scope_id uuid, model_id text, names uuid[], memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[], centroid membank_extensions.vector, pairs text[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET search_path TO 'pg_catalog', 'pg_temp'
+    AS $$
+declare
+    _now timestamptz := statement_timestamp();  -- a value: Citus takes no function in an ON CONFLICT's SET
+    _locked uuid [];
+    _stored integer;
+begin
+    _locked := array(select m.name from membank_private.memories as m
+                     where m.scope_id = target_scope_id and m.name = any(names)
+                     order by m.name for key share skip locked);
+    insert into membank_private.memory_embeddings as e (
+        name, scope_id, model_id, fact_md5, expire_time, embedding, embedding_bq
+    )
+    select g.name, m.scope_id, store_scope_vectors.model_id, g.fact_md5, m.expire_time,
+           g.embedding, membank_private.quantize(g.embedding, centroid)
+    from unnest(memory_names, fact_md5s, embeddings) as g (name, fact_md5, embedding)
+    inner join membank_private.memories as m
+        on m.scope_id = target_scope_id and m.name = g.name and md5(m.fact)::uuid = g.fact_md5
+    where g.name = any(_locked)
+    on conflict (name, scope_id) do update
+    set model_id = excluded.model_id, fact_md5 = excluded.fact_md5, expire_time = excluded.expire_time,
+        embedding = excluded.embedding, embedding_bq = excluded.embedding_bq, create_time = _now;
+    get diagnostics _stored = row_count;
+    delete from membank_private.embedding_jobs as j
+    where j.scope_id = target_scope_id and j.name = any(_locked)
+      and (j.name::text || ':' || j.fact_md5::text) = any(pairs);
+    perform membank_private.refresh_due(target_scope_id, 'embedding');  -- its jobs done: out of the index
+    return _stored;
 end
 $$;
 CREATE FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[], names_scope_id uuid DEFAULT NULL::uuid) RETURNS integer
@@ -13830,7 +13874,7 @@ REVOKE ALL ON FUNCTION membank_private.context_profile_lines(scopes jsonb[]) FRO
 REVOKE ALL ON FUNCTION membank_private.count_on_placements(what text, table_name text, condition text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_scope_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.count_shard_write(scope_id uuid, documents bigint, write xid8) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.created_twice(operation_name uuid, fact_text text, operation_scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.cut_to_tokens(value text, max_tokens integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.decide_part(rules membank_private.tool_rules[], part text, command text, operators text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.default_exempt_tools() FROM PUBLIC;
@@ -13851,7 +13895,7 @@ REVOKE ALL ON FUNCTION membank_private.fact_candidates(o membank_private.operati
 REVOKE ALL ON FUNCTION membank_private.fact_vectors(embeddings real[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fail_embedding_jobs_by_scope(memory_names uuid[], fact_md5s uuid[], error text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.find_memory(name text, scope jsonb, lock boolean) FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.finish_operation(operation_name uuid, error jsonb, operation_scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.first_source_event(scope_id uuid, event_ids text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.flush_stream(stream membank_private.ingest_streams, trigger_reason text, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.fold_appended_counts(scope_id uuid) FROM PUBLIC;
@@ -13869,7 +13913,7 @@ REVOKE ALL ON FUNCTION membank_private.hnsw_candidates(scope_id uuid, query memb
 REVOKE ALL ON FUNCTION membank_private.hnsw_statement(scope_id uuid, dimension integer, embeddings text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.hybrid_candidates(scope_ids uuid[], query membank_extensions.vector, query_text text, depth integer, rerank_depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone, fusion text, vector_weight double precision, text_weight double precision, rrf_k integer) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.in_database_model() FROM PUBLIC;
-REVOKE ALL ON FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.insert_fact(o membank_private.operations, fact jsonb, fact_text text, clear_context boolean) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_blank(value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_expired(name uuid, scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.is_live(expire_time timestamp with time zone) FROM PUBLIC;
@@ -13879,6 +13923,7 @@ REVOKE ALL ON FUNCTION membank_private.json_segments(t text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.kept_labels(labels jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_role_oid(role_oid oid, role_name name, worker_oids jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.local_time_text(t timestamp with time zone, utc_offset interval) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.lock_generation_job(job_id bigint) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_generation_jobs(batch_size integer, operation_name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_import_name(name uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.lock_scope(scope_id uuid) FROM PUBLIC;
@@ -13899,6 +13944,7 @@ REVOKE ALL ON FUNCTION membank_private.merge_app_state(app_name text, scope_id u
 REVOKE ALL ON FUNCTION membank_private.merge_profile_text(current_value text, new_value text) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_profile_values(earlier jsonb, later jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.merge_shared_state(app_name text, scope_id uuid, scope jsonb, delta jsonb, argument text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.merged_topics(held text[], added text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.message_events(scope jsonb, session_id text, messages jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.node_group() FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.node_unreachable(sqlstate text) FROM PUBLIC;
@@ -14025,6 +14071,7 @@ REVOKE ALL ON FUNCTION membank_private.state_bytes(state jsonb) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_embeddings_by_scope(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[], names_scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_embeddings_here(model_id text, memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_events(scope jsonb, session_id text, events jsonb) FROM PUBLIC;
+REVOKE ALL ON FUNCTION membank_private.store_scope_vectors(target_scope_id uuid, model_id text, names uuid[], memory_names uuid[], fact_md5s uuid[], embeddings membank_extensions.vector[], centroid membank_extensions.vector, pairs text[]) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.store_vectors(model_id text, dimension integer, memory_names uuid[], fact_md5s uuid[], vectors membank_extensions.vector[], names_scope_id uuid) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.stream_trigger(stream membank_private.ingest_streams, bank_rule jsonb, now timestamp with time zone) FROM PUBLIC;
 REVOKE ALL ON FUNCTION membank_private.strip_operation_text(INOUT source_events jsonb, INOUT facts jsonb, INOUT profile_values jsonb) FROM PUBLIC;
