@@ -624,6 +624,11 @@ def test_an_unknown_decomposition_method_is_named_but_not_echoed_whole(conn):
      "expire_time: must be timezone-aware, got the naive 2099-01-01T00:00:00"),
     (lambda b: b.list_memories(U1, created_after=datetime(2020, 1, 1)), "created_after",
      "created_after: must be timezone-aware, got the naive 2020-01-01T00:00:00"),
+    # A number as text: the ::text cast stored the fact "42".
+    (lambda b: b.create_memory(U1, 42), "fact", "fact: must be text (str), got the int 42"),
+    (lambda b: b.create_memory(U1, "f", context=["a", "b"]), "context",
+     "context: must be text (str), got the list ['a', 'b']"),
+    (lambda b: b.retrieve_memories(U1, 3.5), "query_text", "query_text: must be text (str), got the float 3.5"),
 ])
 def test_client_names_text_json_and_times_sql_cannot_take(bank, conn, seeded, call, argument, message):
     with pytest.raises(InvalidArgumentError) as err:

@@ -156,6 +156,17 @@ def _not_json(value: Any, path: str = "") -> tuple[str, str] | None:
     return path, type(value).__name__
 
 
+# Arguments that are prose (a fact, the text around it, a question): never a number, a list or a dict.
+_PROSE = frozenset({"fact", "context", "query_text"})
+
+
+def _check_prose(name: str, value: Any) -> None:
+    # The ::text cast takes a number as text: create_memory(scope, 42) stored the fact "42".
+    if not isinstance(value, str):
+        raise errors.invalid(name, f"must be text (str), got the {type(value).__name__} {value!r:.60}",
+                             f"pass the text itself; {name}=str(value) if that is what you mean")
+
+
 def _adapt(name: str, value: Any, type_: str) -> Any:
     # PostgreSQL text and jsonb cannot hold U+0000, UTF-8 cannot hold a lone
     # surrogate (U+D800..U+DFFF) and JSON has no NaN or Infinity; the driver
@@ -171,6 +182,8 @@ def _adapt(name: str, value: Any, type_: str) -> Any:
         if type_ == "jsonb" and _has_non_finite(value):
             raise errors.invalid(name, "must not hold NaN or infinite numbers",
                                  "JSON numbers are finite; store null or a string such as \"NaN\" instead")
+    if name in _PROSE:
+        _check_prose(name, value)
     if isinstance(value, str) and (type_.endswith("[]") or name in _JSON_LISTS):
         # A str is iterable, and the server would say "malformed array literal" without naming it.
         raise errors.invalid(name, f"must be a list, got the string {value!r}", f"e.g. {name}=[{value!r}]")
@@ -794,6 +807,8 @@ class MemoryBank:
         queries = [query]
         embeddings = None
         model = None
+        if query is not None:
+            _check_prose("query_text", query)  # before it is measured or embedded
         if query is not None and len(query) > MAX_QUERY_CHARS:
             # SQL refuses it too (same message); checked here so that a huge text is never embedded first.
             raise errors.invalid("query_text", f"has {len(query)} characters",
