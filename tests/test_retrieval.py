@@ -604,6 +604,34 @@ def test_many_creates_in_one_transaction_count_words_as_one_per_transaction(db_u
     assert ranked(conn, bulk) == ranked(conn, single)
 
 
+def test_a_mid_sized_scopes_retrieval_reads_its_own_rows_beside_a_big_scope(superuser, login):
+    """Above 200 memories (the candidate lists' path) in a bank analyzed with a scope ten times bigger: each call's
+    text matches and Hamming re-rank are planned for its values, so they read the scope's rows alone. Generic plans
+    searched the GIN index for the query's lexemes in every scope (13,255 rows a call where the scope holds 1,255
+    matches) and re-ranked by a sequential scan of every scope's vectors: 2.3x the time
+    (bench/citus.py --mode regression). As the reader role apps retrieve with."""
+    from citus_cluster import bulk_fill
+
+    superuser.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 16)")
+    bulk_fill(superuser, {"user_id": "big"}, 20000, "test/m", 16)
+    bulk_fill(superuser, {"user_id": "mid"}, 2000, "test/m", 16)
+    superuser.execute("vacuum analyze")
+    _, reader = login("membank_reader")
+    query = [0.25] * 16
+    with psycopg.connect(reader) as c:  # one transaction: its own scans, counted
+        for _ in range(8):
+            rows = c.execute("select name from membank.retrieve_memories(scope => '{\"user_id\": \"mid\"}',"
+                             " query_text => 'tea rain', query_embedding => %s::real[], top_k => 5)",
+                             (query,)).fetchall()
+            assert len(rows) == 5
+        read = {r[0]: r[1:] for r in c.execute(
+            "select relname, seq_scan, coalesce(idx_tup_fetch, 0) from pg_stat_xact_user_tables"
+            " where schemaname = 'membank_private' and relname in ('memories', 'memory_embeddings')").fetchall()}
+    assert read["memory_embeddings"][0] == 0, read
+    # at most the scope's 2,000 rows per call (its matches and the rows ranked): never the big scope's
+    assert read["memories"][0] == 0 and read["memories"][1] <= 8 * 2000, read
+
+
 def test_a_small_scopes_retrieval_reads_no_table_whole_beside_a_big_scope(superuser, login):
     """A bank whose biggest scope dominates its statistics (2,000 memories beside one of 20, vacuumed and analyzed,
     as autovacuum leaves a deployment): the small scope's retrievals, past the five custom plans PL/pgSQL makes

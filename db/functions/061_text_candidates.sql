@@ -326,7 +326,13 @@ as $$
     $statement$;
 $$;
 
--- name: text_matches: text_statement on the distributed tables (a static statement, its plan cached).
+-- name: text_matches: text_statement on the distributed tables (a static statement, planned for its values).
+-- Planned for each call's values (force_custom_plan, where retrieve_memories
+-- keeps generic plans): a generic plan estimates a tsquery's matches over
+-- every scope at once, and once the bank is analyzed it searched the GIN
+-- index for the lexemes alone, all scopes' rows, then kept the scope's (a
+-- 2,000-memory scope beside a 20,000-memory one: 10,384 rows read for 899).
+-- It runs only above 200 memories, where planning is a small part of it.
 do $do$
 begin
     execute format($create$
@@ -339,6 +345,7 @@ language plpgsql
 stable
 security invoker
 set search_path to pg_catalog, pg_temp
+set plan_cache_mode to force_custom_plan
 as $body$
 begin
     -- the text of membank_private.text_statement()
@@ -385,9 +392,9 @@ begin
         return;
     end if;
     -- A big scope: the same list from fewer rows, planned for the actual
-    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
-    -- in any plan, so the statement below keeps a cached generic plan
-    -- (planning is most of its cost).
+    -- tsquery (065_text_candidates_maxscore.sql). Up to 2,000 memories the
+    -- scope's matches are read whole (text_matches, planned for its values:
+    -- a generic plan read every scope's matches once the bank was analyzed).
     if documents > 2000 then
         return query select c.name, c.text_rank, c.text_tiebreak
                      from membank_private.text_candidates_maxscore(

@@ -121,7 +121,11 @@ as $$
     $statement$;
 $$;
 
--- name: hamming_candidates: hamming_statement on the distributed tables (a static statement, its plan cached).
+-- name: hamming_candidates: hamming_statement on the distributed tables (a static statement, planned for its values).
+-- Planned for each call's values (force_custom_plan): a generic plan
+-- estimates scope_id = any($1) as the whole table, and once the bank is
+-- analyzed it read every scope's vectors by sequential scan to re-rank a
+-- few hundred of one scope's. It runs only above 200 memories.
 do $do$
 begin
     execute format($create$
@@ -132,6 +136,7 @@ language plpgsql
 stable
 security invoker
 set search_path from current
+set plan_cache_mode to force_custom_plan
 as $body$
 begin
     -- the text of membank_private.hamming_statement()

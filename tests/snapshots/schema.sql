@@ -7031,6 +7031,7 @@ $$;
 CREATE FUNCTION membank_private.hamming_candidates(scope_ids uuid[], query membank_extensions.vector, query_bq bit varying, depth integer, rerank_depth integer) RETURNS TABLE(name uuid, distance double precision)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'membank_extensions', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $_$
 begin
     -- the text of membank_private.hamming_statement()
@@ -12063,9 +12064,9 @@ begin
         return;
     end if;
     -- A big scope: the same list from fewer rows, planned for the actual
-    -- tsquery (065_text_candidates_maxscore.sql). A small scope is read whole
-    -- in any plan, so the statement below keeps a cached generic plan
-    -- (planning is most of its cost).
+    -- tsquery (065_text_candidates_maxscore.sql). Up to 2,000 memories the
+    -- scope's matches are read whole (text_matches, planned for its values:
+    -- a generic plan read every scope's matches once the bank was analyzed).
     if documents > 2000 then
         return query select c.name, c.text_rank, c.text_tiebreak
                      from membank_private.text_candidates_maxscore(
@@ -12094,6 +12095,7 @@ $$;
 CREATE FUNCTION membank_private.text_matches(scope_ids uuid[], lexemes tsquery[], fact_lexemes tsquery[], idfs double precision[], seeking tsquery, all_lexemes tsquery, depth integer, metadata_filter jsonb, topics text[], memory_type text, created_after timestamp with time zone, created_before timestamp with time zone) RETURNS TABLE(name uuid, text_rank real, text_tiebreak real)
     LANGUAGE plpgsql STABLE
     SET search_path TO 'pg_catalog', 'pg_temp'
+    SET plan_cache_mode TO 'force_custom_plan'
     AS $_$
 begin
     -- the text of membank_private.text_statement()
