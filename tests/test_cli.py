@@ -298,6 +298,25 @@ def test_retrieve_says_why_it_is_degraded_and_embed_now_embeds(cli):
     assert found["degraded"] is False and found["similarity"] > 0.85 and result.stderr == ""
 
 
+def test_retrieve_embed_now_without_the_worker_role_says_to_drop_it(cli, login, monkeypatch):
+    """--embed-now claims embedding jobs, which a reader login may not: exit 2, and the hint says what to do
+    about this command (drop --embed-now, run `membank worker`), not about queuing generate's work."""
+    scope = '{"user_id": "u1"}'
+    cli("memories", "create", "--scope", scope, "--fact", "User is allergic to peanuts")
+    _, reader = login("membank_reader")
+    monkeypatch.setenv("MEMBANK_DATABASE_URL", reader)
+    result = CliRunner().invoke(main, ["memories", "retrieve", "--scope", scope, "--query", "peanut allergy",
+                                       "--embed-now"])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error [42501]: this login (") and "may not run membank's jobs" in result.stderr
+    hint = result.stderr.splitlines()[1]
+    assert hint.startswith("hint: ") and "retrieve without it" in hint and "membank worker" in hint, hint
+    assert "generate" not in hint and result.stdout == ""
+    # without --embed-now the same login retrieves, by text
+    result = CliRunner().invoke(main, ["memories", "retrieve", "--scope", scope, "--query", "peanut allergy"])
+    assert result.exit_code == 0 and json.loads(result.stdout)[0]["degraded"] is True
+
+
 def test_db_start_prints_the_data_dir(tmp_path, monkeypatch):
     monkeypatch.delenv("MEMBANK_DATABASE_URL", raising=False)
     monkeypatch.setenv("MEMBANK_DATA_DIR", str(tmp_path))

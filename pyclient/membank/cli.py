@@ -1005,7 +1005,14 @@ def memories_retrieve(scope: Any, query: str | None, top_k: int | None, min_simi
     with _bank(max_size=1) as bank:
         min_relevance = bank.default_min_relevance() if floor == "default" else floor
         if embed_now and not text_only:
-            bank.process_pending(generation=False)
+            try:
+                bank.process_pending(generation=False)
+            except errors.PermissionDeniedError as err:  # its hint is about queuing generate's work: say ours
+                raise errors.PermissionDeniedError(
+                    err.message, sqlstate=err.sqlstate,
+                    hint="claiming an embedding job reads any scope's text, so --embed-now needs membank_worker or "
+                         "membank_admin: retrieve without it (memories without a vector are found by text, flagged "
+                         "degraded) and run `membank worker` as a login that holds membank_worker") from None
         results = bank.retrieve_memories(scope, query, top_k=top_k, min_similarity=min_similarity, fusion=fusion,
                                          use_embedding=not text_only, decompose=decompose,
                                          min_relevance=min_relevance, rerank=rerank or None)
