@@ -604,29 +604,36 @@ def test_many_creates_in_one_transaction_count_words_as_one_per_transaction(db_u
     assert ranked(conn, bulk) == ranked(conn, single)
 
 
+def reads_of_retrievals_beside_a_big_scope(superuser, login, big: int, size: int, query_text: str) -> dict:
+    """Eight retrievals as the reader role in a scope of ``size`` memories beside one of ``big``, vacuumed and
+    analyzed (as autovacuum leaves a deployment), past the five custom plans PL/pgSQL makes before it keeps a
+    generic one: {table: (sequential scans, rows fetched by index)} of memories, their vectors and the embedding
+    queue, in their one transaction."""
+    from citus_cluster import bulk_fill
+
+    superuser.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 16)")
+    bulk_fill(superuser, {"user_id": "big"}, big, "test/m", 16)
+    bulk_fill(superuser, {"user_id": "scope"}, size, "test/m", 16)
+    superuser.execute("vacuum analyze")
+    _, reader = login("membank_reader")
+    with psycopg.connect(reader) as c:  # one transaction: its own scans, counted
+        for _ in range(8):
+            rows = c.execute("select name from membank.retrieve_memories(scope => '{\"user_id\": \"scope\"}',"
+                             " query_text => %s, query_embedding => %s::real[], top_k => 5)",
+                             (query_text, [0.25] * 16)).fetchall()
+            assert len(rows) == 5
+        return {r[0]: r[1:] for r in c.execute(
+            "select relname, seq_scan, coalesce(idx_tup_fetch, 0) from pg_stat_xact_user_tables where schemaname ="
+            " 'membank_private' and relname in ('memories', 'memory_embeddings', 'embedding_jobs')").fetchall()}
+
+
 def test_a_mid_sized_scopes_retrieval_reads_its_own_rows_beside_a_big_scope(superuser, login):
     """Above 200 memories (the candidate lists' path) in a bank analyzed with a scope ten times bigger: each call's
     text matches and Hamming re-rank are planned for its values, so they read the scope's rows alone. Generic plans
     searched the GIN index for the query's lexemes in every scope (13,255 rows a call where the scope holds 1,255
     matches) and re-ranked by a sequential scan of every scope's vectors: 2.3x the time
     (bench/citus.py --mode regression). As the reader role apps retrieve with."""
-    from citus_cluster import bulk_fill
-
-    superuser.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 16)")
-    bulk_fill(superuser, {"user_id": "big"}, 20000, "test/m", 16)
-    bulk_fill(superuser, {"user_id": "mid"}, 2000, "test/m", 16)
-    superuser.execute("vacuum analyze")
-    _, reader = login("membank_reader")
-    query = [0.25] * 16
-    with psycopg.connect(reader) as c:  # one transaction: its own scans, counted
-        for _ in range(8):
-            rows = c.execute("select name from membank.retrieve_memories(scope => '{\"user_id\": \"mid\"}',"
-                             " query_text => 'tea rain', query_embedding => %s::real[], top_k => 5)",
-                             (query,)).fetchall()
-            assert len(rows) == 5
-        read = {r[0]: r[1:] for r in c.execute(
-            "select relname, seq_scan, coalesce(idx_tup_fetch, 0) from pg_stat_xact_user_tables"
-            " where schemaname = 'membank_private' and relname in ('memories', 'memory_embeddings')").fetchall()}
+    read = reads_of_retrievals_beside_a_big_scope(superuser, login, 20000, 2000, "tea rain")
     assert read["memory_embeddings"][0] == 0, read
     # at most the scope's 2,000 rows per call (its matches and the rows ranked): never the big scope's
     assert read["memories"][0] == 0 and read["memories"][1] <= 8 * 2000, read
@@ -638,21 +645,6 @@ def test_a_small_scopes_retrieval_reads_no_table_whole_beside_a_big_scope(superu
     before it keeps a generic one, read memories, their vectors and the embedding queue through their scope_id
     indexes, never by a sequential scan (the generic plan's estimate came from the big scope: it read every row
     of both tables, 4x the time of the index). As the reader role apps retrieve with."""
-    from citus_cluster import bulk_fill
-
-    superuser.execute("select membank.configure_embedding(model_id => 'test/m', dimension => 16)")
-    bulk_fill(superuser, {"user_id": "big"}, 2000, "test/m", 16)
-    bulk_fill(superuser, {"user_id": "small"}, 20, "test/m", 16)
-    superuser.execute("vacuum analyze")
-    _, reader = login("membank_reader")
-    query = [0.25] * 16
-    with psycopg.connect(reader) as c:  # one transaction: its own scans, counted
-        for _ in range(8):
-            rows = c.execute("select name from membank.retrieve_memories(scope => '{\"user_id\": \"small\"}',"
-                             " query_text => 'note', query_embedding => %s::real[], top_k => 5)",
-                             (query,)).fetchall()
-            assert len(rows) == 5
-        scans = dict(c.execute("select relname, seq_scan from pg_stat_xact_user_tables where schemaname ="
-                               " 'membank_private' and relname in ('memories', 'memory_embeddings', 'embedding_jobs')"
-                               ).fetchall())
+    read = reads_of_retrievals_beside_a_big_scope(superuser, login, 2000, 20, "note")
+    scans = {table: seq_scans for table, (seq_scans, _) in read.items()}
     assert scans == {"memories": 0, "memory_embeddings": 0, "embedding_jobs": 0}

@@ -163,12 +163,10 @@ stable
 security invoker
 set search_path to pg_catalog, pg_temp
 as $$
-declare
-    _scope_id uuid := operation_scope_id;
 begin
     return (select g -> 'memory' ->> 'name'
             from membank_private.operations as o, jsonb_array_elements(o.generated_memories) as g
-            where o.scope_id = _scope_id and o.name = operation_name and g ->> 'action' = 'CREATED'
+            where o.scope_id = operation_scope_id and o.name = operation_name and g ->> 'action' = 'CREATED'
               and lower(btrim(g -> 'memory' ->> 'fact')) = lower(btrim(fact_text))
             limit 1);
 end
